@@ -1,0 +1,195 @@
+"""Reading and validating samples.
+
+A *sample* is what a kernel takes as input: for vector kernels an ``(n, d)`` float64
+array (a 1-D array is ``n`` points with one feature each); for string kernels a
+sequence of Python strings. Everything that enters the library from a user passes
+through :func:`as_vectors` or :func:`as_strings`, which reject NaN/inf, empty samples
+and malformed shapes with a message that names the sample and the offending point.
+
+Files: ``.npy`` (numeric arrays; pickled objects are never loaded), ``.csv`` and
+``.tsv`` (numbers; a header row is detected when every cell of the first row is
+non-numeric; a bad cell is reported with file, line and column).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import DataError, DataFileError
+
+__all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "load_sample"]
+
+#: a validated sample: vectors as an (n, d) array, or strings as a list.
+Sample = np.ndarray | list[str]
+
+
+def as_vectors(X: Any, *, name: str = "X") -> np.ndarray:
+    """Validate a vector sample and return it as a C-contiguous ``(n, d)`` float64 array.
+
+    Raises
+    ------
+    DataError
+        if ``X`` is not numeric, not 1-D or 2-D, empty, or holds NaN or inf (the
+        message gives the index of the first bad point and feature).
+    """
+    if isinstance(X, str) or (
+        isinstance(X, Sequence) and len(X) > 0 and all(isinstance(x, str) for x in X)
+    ):
+        raise DataError(f"{name} holds strings, but this kernel needs numeric vectors.")
+    try:
+        arr = np.asarray(X)
+    except (ValueError, TypeError) as exc:
+        raise DataError(f"{name} cannot be read as a numeric array ({exc}).") from None
+    if arr.dtype.kind in "US":
+        raise DataError(f"{name} holds strings, but this kernel needs numeric vectors.")
+    if arr.dtype.kind not in "biuf":
+        raise DataError(
+            f"{name} must be a numeric array; got dtype {arr.dtype} "
+            "(ragged lists or Python objects are not samples)."
+        )
+    if arr.ndim == 0:
+        raise DataError(f"{name} is a single number; a sample needs a 1-D or 2-D array.")
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    elif arr.ndim > 2:
+        raise DataError(
+            f"{name} has {arr.ndim} dimensions (shape {arr.shape}); a sample is a 1-D "
+            "array (one feature per point) or a 2-D array (points x features)."
+        )
+    if arr.shape[0] == 0:
+        raise DataError(f"{name} is empty: it has no points.")
+    if arr.shape[1] == 0:
+        raise DataError(f"{name} has points with no features (shape {arr.shape}).")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        i, j = np.argwhere(~finite)[0]
+        bad = "NaN" if math.isnan(arr[i, j]) else "inf"
+        count = int((~finite).sum())
+        raise DataError(
+            f"{name} contains {bad} at point {i}, feature {j} "
+            f"({count} non-finite value{'s' if count > 1 else ''} in all); "
+            "remove or impute them first."
+        )
+    return arr
+
+
+def as_strings(X: Any, *, name: str = "X") -> list[str]:
+    """Validate a string sample (a non-empty sequence of Python strings)."""
+    if isinstance(X, str):
+        raise DataError(f"{name} is a single string; a sample is a sequence of strings.")
+    if isinstance(X, np.ndarray) and X.dtype.kind in "biuf":
+        raise DataError(f"{name} holds numbers, but this kernel needs strings.")
+    try:
+        items = list(X)
+    except TypeError:
+        raise DataError(f"{name} must be a sequence of strings; got {type(X).__name__}.") from None
+    if not items:
+        raise DataError(f"{name} is empty: it has no points.")
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise DataError(
+                f"{name}[{i}] is {type(item).__name__} {item!r}, but this kernel needs strings."
+            )
+    return items
+
+
+def check_same_dimension(X: np.ndarray, Y: np.ndarray, *, names: tuple[str, str] = ("X", "Y")) -> None:
+    """Raise a :class:`DataError` if two vector samples differ in their number of features."""
+    if X.shape[1] != Y.shape[1]:
+        raise DataError(
+            f"{names[0]} has {X.shape[1]} feature(s) per point but {names[1]} has "
+            f"{Y.shape[1]}; both samples must live in the same space."
+        )
+
+
+def load_sample(path: str | Path) -> np.ndarray:
+    """Read a sample from a ``.npy``, ``.csv`` or ``.tsv`` file.
+
+    The result is validated later by the kernel that uses it (vectors or strings).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataFileError(str(p), "no such file.")
+    if p.is_dir():
+        raise DataFileError(str(p), "is a directory, not a data file.")
+    suffix = p.suffix.lower()
+    readers = {".npy": _read_npy, ".csv": _read_delimited, ".tsv": _read_delimited}
+    if suffix not in readers:
+        raise DataFileError(
+            str(p), f"unsupported file type {suffix or '(none)'!r}; use one of "
+            + ", ".join(sorted(readers)) + "."
+        )
+    return readers[suffix](p)
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise DataFileError(
+                str(path), "holds pickled Python objects, which are never loaded "
+                "(they can run code); save a numeric array instead."
+            ) from None
+        raise DataFileError(str(path), f"is not a valid .npy file ({exc}).") from None
+    except (OSError, EOFError) as exc:
+        raise DataFileError(str(path), f"cannot be read as .npy ({exc}).") from None
+    if not isinstance(arr, np.ndarray):
+        raise DataFileError(str(path), "does not hold a single array.")
+    return arr
+
+
+def _cell_value(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _read_delimited(path: Path) -> np.ndarray:
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = [
+                (lineno, [cell.strip() for cell in row])
+                for lineno, row in enumerate(csv.reader(handle, delimiter=delimiter), start=1)
+            ]
+    except UnicodeDecodeError as exc:
+        raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
+    except csv.Error as exc:
+        raise DataFileError(str(path), f"malformed CSV ({exc}).") from None
+    rows = [(n, r) for n, r in rows if any(r) and not r[0].startswith("#")]
+    if not rows:
+        raise DataFileError(str(path), "holds no data rows.")
+    first_line, first = rows[0]
+    if all(cell and _cell_value(cell) is None for cell in first):
+        rows = rows[1:]  # a header: every cell of the first row is a name, not a number
+        if not rows:
+            raise DataFileError(str(path), "holds a header row but no data rows.", line=first_line)
+    width = len(rows[0][1])
+    values = np.empty((len(rows), width), dtype=np.float64)
+    for i, (lineno, row) in enumerate(rows):
+        if len(row) != width:
+            raise DataFileError(
+                str(path),
+                f"has {len(row)} columns where line {rows[0][0]} has {width}.",
+                line=lineno,
+            )
+        for j, cell in enumerate(row):
+            value = _cell_value(cell)
+            if value is None:
+                what = "an empty cell" if not cell else f"cannot read {cell!r} as a number"
+                raise DataFileError(str(path), f"{what}.", line=lineno, column=j + 1)
+            if not math.isfinite(value):
+                raise DataFileError(
+                    str(path), f"{cell!r} is not a finite number.", line=lineno, column=j + 1
+                )
+            values[i, j] = value
+    return values

@@ -1,0 +1,96 @@
+"""The exceptions of monk_framework.
+
+Every error the library raises on purpose derives from :class:`MonkError`, so a
+script (or the CLI) can catch one class and show the message: each message names
+what is wrong (a parameter, a file and line, a sample) and, where it can, what is
+allowed instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = [
+    "MonkError",
+    "ParameterError",
+    "UnknownNameError",
+    "DataError",
+    "DataFileError",
+    "PluginError",
+    "DuplicateNameError",
+    "KernelOverflowError",
+    "ResourceError",
+    "did_you_mean",
+]
+
+
+class MonkError(Exception):
+    """Base class of every error raised on purpose by monk_framework."""
+
+
+class ParameterError(MonkError, ValueError):
+    """A kernel, estimator or data set parameter is out of its allowed range."""
+
+
+class UnknownNameError(MonkError, LookupError):
+    """A kernel, estimator, data set or parameter name is not known.
+
+    ``str(err)`` lists the known names and suggests the closest one.
+    """
+
+    def __init__(self, what: str, name: str, known: Iterable[str]) -> None:
+        self.what = what
+        self.name = name
+        self.known = sorted(known)
+        super().__init__(f"Unknown {what} {name!r}.{did_you_mean(name, self.known)}")
+
+    def __str__(self) -> str:
+        # LookupError would quote the message like a KeyError does; keep it plain.
+        return str(self.args[0])
+
+
+class DataError(MonkError, ValueError):
+    """Input data are unusable: NaN/inf, empty, wrong shape, too few points, ..."""
+
+
+class DataFileError(DataError):
+    """A data file cannot be read; names the file and, where known, line and column."""
+
+    def __init__(
+        self, path: str, message: str, *, line: int | None = None, column: int | None = None
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.column = column
+        where = path
+        if line is not None:
+            where += f", line {line}"
+        if column is not None:
+            where += f", column {column}"
+        super().__init__(f"{where}: {message}")
+
+
+class PluginError(MonkError):
+    """A plugin cannot be registered (bad hook, bad class, import failure)."""
+
+
+class DuplicateNameError(PluginError):
+    """Two providers register a kernel or estimator under the same name."""
+
+
+class KernelOverflowError(MonkError, ArithmeticError):
+    """A kernel value does not fit in float64 (e.g. the exponential kernel)."""
+
+
+class ResourceError(MonkError, MemoryError):
+    """A computation would need more memory than the machine has available."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """Return ``" Did you mean 'x'? Known: a, b, c."`` for an error message."""
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    listing = ", ".join(known) if known else "(none)"
+    return f"{hint} Known: {listing}."

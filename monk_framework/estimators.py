@@ -1,0 +1,163 @@
+"""The estimator interfaces: MMD estimators and mean-embedding estimators.
+
+A plugin subclasses :class:`MMDEstimator` (implementing ``_estimate``) or
+:class:`EmbeddingEstimator` (implementing ``_embed``). The public ``estimate`` and
+``embed`` validate the samples against the kernel and the estimator's minimum sample
+size, resolve data-dependent kernel hyperparameters on the pooled sample, normalise
+``rng`` once (SPEC 7), time the work, and wrap the core's answer in a result that
+records everything needed to reproduce it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from .errors import DataError, MonkError
+from .kernels import Kernel
+from .params import Configurable
+from .results import Embedding, MMDResult
+
+__all__ = [
+    "Estimator",
+    "MMDEstimator",
+    "EmbeddingEstimator",
+    "Estimate",
+    "EmbeddingWeights",
+    "normalize_rng",
+]
+
+RNGLike = None | int | np.integer | np.random.Generator | np.random.SeedSequence
+
+
+def normalize_rng(rng: RNGLike) -> tuple[np.random.Generator, int | None]:
+    """Turn ``rng`` into a Generator and the seed to record (None if not an int seed)."""
+    if isinstance(rng, bool):
+        raise MonkError(f"rng must be None, an int seed or a numpy Generator; got {rng!r}.")
+    if rng is None or isinstance(rng, (int, np.integer)):
+        if rng is not None and int(rng) < 0:
+            raise MonkError(f"A seed must be a non-negative int; got {rng}.")
+        return np.random.default_rng(rng), (None if rng is None else int(rng))
+    if isinstance(rng, (np.random.Generator, np.random.SeedSequence)):
+        return np.random.default_rng(rng), None
+    raise MonkError(f"rng must be None, an int seed or a numpy Generator; got {type(rng).__name__}.")
+
+
+@attrs.frozen(kw_only=True)
+class Estimate:
+    """What an MMD estimator's core returns: the numbers and its diagnostics."""
+
+    mmd2: float
+    mmd: float
+    diagnostics: dict[str, Any] = attrs.field(factory=dict)
+    timings: dict[str, float] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddingWeights:
+    """What an embedding estimator's core returns: one weight per sample point."""
+
+    weights: np.ndarray
+    diagnostics: dict[str, Any] = attrs.field(factory=dict)
+    timings: dict[str, float] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Estimator(Configurable):
+    """Common part of MMD and embedding estimators."""
+
+    plugin_type: ClassVar[str] = "estimator"
+    #: what the estimator returns: "mmd" or "embedding".
+    estimates: ClassVar[str] = ""
+
+    def min_sample_size(self) -> tuple[int, str]:
+        """The fewest points a sample may have, and why (for the error message)."""
+        return 1, ""
+
+    def _check_size(self, sample: Any, name: str) -> None:
+        need, why = self.min_sample_size()
+        if len(sample) < need:
+            raise DataError(
+                f"{name} has {len(sample)} point(s) but estimator {self.name!r} needs at "
+                f"least {need}{f' ({why})' if why else ''}."
+            )
+
+    @staticmethod
+    def _check_kernel(kernel: Any) -> Kernel:
+        if not isinstance(kernel, Kernel):
+            raise MonkError(
+                f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}."
+            )
+        return kernel
+
+
+@attrs.frozen(kw_only=True)
+class MMDEstimator(Estimator):
+    """An estimator of MMD(P, Q) from X ~ P and Y ~ Q."""
+
+    estimates: ClassVar[str] = "mmd"
+
+    def estimate(self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None) -> MMDResult:
+        """Estimate MMD between the distributions of X and Y (N ≠ M allowed)."""
+        kernel = self._check_kernel(kernel)
+        Xv, Yv = kernel.check_pair(X, Y)
+        self._check_size(Xv, "X")
+        self._check_size(Yv, "Y")
+        generator, seed = normalize_rng(rng)
+        start = time.perf_counter()
+        fitted = kernel.fit(Xv, Yv)
+        core = self._estimate(fitted, Xv, Yv, generator)
+        total = time.perf_counter() - start
+        return MMDResult(
+            estimator=self.name,
+            estimator_params=self.params(),
+            kernel=kernel.name,
+            kernel_params=fitted.params(),
+            kernel_params_requested=kernel.params(),
+            mmd2=core.mmd2,
+            mmd=core.mmd,
+            n_x=len(Xv),
+            n_y=len(Yv),
+            seed=seed,
+            timings={**core.timings, "total_s": total},
+            diagnostics=core.diagnostics,
+        )
+
+    def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
+        """The estimator's core, on validated samples with a fitted kernel."""
+        raise NotImplementedError
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddingEstimator(Estimator):
+    """An estimator of the kernel mean embedding μ_P = E k(·, x) from X ~ P."""
+
+    estimates: ClassVar[str] = "embedding"
+
+    def embed(self, kernel: Kernel, X: Any, *, rng: RNGLike = None) -> Embedding:
+        """Estimate the mean embedding of the distribution of X."""
+        kernel = self._check_kernel(kernel)
+        Xv = kernel.check_sample(X)
+        self._check_size(Xv, "X")
+        generator, seed = normalize_rng(rng)
+        start = time.perf_counter()
+        fitted = kernel.fit(Xv)
+        core = self._embed(fitted, Xv, generator)
+        total = time.perf_counter() - start
+        return Embedding(
+            kernel=fitted,
+            sample=Xv,
+            weights=core.weights,
+            estimator=self.name,
+            estimator_params=self.params(),
+            seed=seed,
+            timings={**core.timings, "total_s": total},
+            diagnostics=core.diagnostics,
+        )
+
+    def _embed(self, kernel: Kernel, X: Any, rng: np.random.Generator) -> EmbeddingWeights:
+        """The estimator's core, on a validated sample with a fitted kernel."""
+        raise NotImplementedError

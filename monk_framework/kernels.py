@@ -1,0 +1,310 @@
+"""The kernel interface and the numerical machinery every kernel shares.
+
+A kernel plugin subclasses :class:`Kernel` and implements the *core* methods
+``_gram(X, Y)`` (the rectangle of values k(x_i, y_j) for already validated inputs) and
+``_diag(X)`` (k(x_i, x_i)). The public methods validate inputs once, check memory
+before allocating, and call the core on chunks:
+
+* ``gram(X)`` computes only the upper band of each row chunk and mirrors it, so the
+  matrix is exactly symmetric and half the kernel evaluations are saved; its diagonal
+  is set from ``_diag`` so that ``np.diag(gram(X)) == diag(X)`` holds bit for bit.
+* ``gram(X, Y)`` fills the rectangle row chunk by row chunk, bounding temporaries.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar, Self
+
+import attrs
+import numpy as np
+
+from .data import Sample, as_strings, as_vectors, check_same_dimension
+from .errors import DataError, MonkError, ResourceError
+from .params import Configurable
+
+__all__ = [
+    "Kernel",
+    "available_memory",
+    "check_memory",
+    "median_distance",
+    "distances",
+    "squared_distances",
+]
+
+#: bytes of one row chunk of a Gram matrix: small enough to stay in cache for the
+#: elementwise passes that follow the matrix product (measured in benchmarks/bench_gram.py).
+CHUNK_BYTES = 2 * 1024 * 1024
+#: the median heuristic uses at most this many pooled points (a fixed-seed subsample).
+MEDIAN_MAX_POINTS = 2000
+
+
+@attrs.frozen(kw_only=True)
+class Kernel(Configurable):
+    """A positive semi-definite kernel k(x, y) with its hyperparameters.
+
+    Subclasses set the class attributes ``name``, ``summary``, ``formula`` and
+    ``input_kind`` ("vector" or "string"), declare hyperparameters with
+    :func:`monk_framework.params.parameter`, and implement ``_gram`` and ``_diag``
+    (and ``_features`` when ``has_features`` is true).
+    """
+
+    plugin_type: ClassVar[str] = "kernel"
+    #: "vector" (numeric arrays) or "string" (sequences of str).
+    input_kind: ClassVar[str] = "vector"
+    #: whether the kernel is positive semi-definite (checked by the conformance suite).
+    is_psd: ClassVar[bool] = True
+    #: whether :meth:`features` gives an explicit finite feature map.
+    has_features: ClassVar[bool] = False
+
+    # -- public API: validate, then call the core ------------------------------------
+
+    def check_sample(self, X: Any, *, name: str = "X") -> Sample:
+        """Validate a sample for this kernel's input kind (see :mod:`monk_framework.data`)."""
+        if self.input_kind == "string":
+            return as_strings(X, name=name)
+        try:
+            return as_vectors(X, name=name)
+        except DataError as exc:
+            raise DataError(f"{exc} (kernel {self.name!r} takes {self.input_kind}s)") from None
+
+    def check_pair(self, X: Any, Y: Any, *, names: tuple[str, str] = ("X", "Y")) -> tuple[Sample, Sample]:
+        """Validate two samples that will be compared (same input kind and dimension)."""
+        Xv = self.check_sample(X, name=names[0])
+        Yv = self.check_sample(Y, name=names[1])
+        if isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray):
+            check_same_dimension(Xv, Yv, names=names)
+        return Xv, Yv
+
+    def fit(self, X: Any, Y: Any = None) -> Self:
+        """Resolve data-dependent hyperparameters (e.g. ``sigma="median"``) on X ∪ Y.
+
+        Returns a kernel whose every hyperparameter is a number; estimators call this
+        once on the pooled sample so that every Gram block uses the same kernel.
+        Kernels without data-dependent hyperparameters return ``self``.
+        """
+        return self
+
+    @property
+    def is_fitted(self) -> bool:
+        """False while a hyperparameter is still a rule such as ``"median"``."""
+        return True
+
+    def gram(self, X: Any, Y: Any = None) -> np.ndarray:
+        """The Gram matrix ``K[i, j] = k(X[i], Y[j])`` (``Y = X`` when omitted).
+
+        With ``Y`` omitted the result is exactly symmetric and its diagonal equals
+        :meth:`diag`.
+        """
+        self._require_fitted()
+        if Y is None:
+            Xv = self.check_sample(X)
+            return self._symmetric_gram(Xv)
+        Xv, Yv = self.check_pair(X, Y)
+        return self._rectangular_gram(Xv, Yv)
+
+    def diag(self, X: Any) -> np.ndarray:
+        """``k(x_i, x_i)`` for every point of X, without forming the Gram matrix."""
+        self._require_fitted()
+        Xv = self.check_sample(X)
+        return np.asarray(self._diag(Xv), dtype=np.float64)
+
+    def features(self, X: Any) -> np.ndarray:
+        """An explicit feature map Φ with ``Φ(X) Φ(Y)ᵀ = gram(X, Y)``, where one exists."""
+        if not self.has_features:
+            raise MonkError(f"Kernel {self.name!r} has no explicit finite feature map.")
+        self._require_fitted()
+        Xv = self.check_sample(X)
+        return self._features(Xv)
+
+    def gaussian_mmd2(
+        self, mean_x: Any, cov_x: Any, mean_y: Any, cov_y: Any
+    ) -> float:
+        """Closed-form MMD² between N(mean_x, cov_x) and N(mean_y, cov_y), where known.
+
+        MMD² = E k(x, x') + E k(y, y') − 2 E k(x, y) with independent copies; each
+        expectation comes from the kernel's ``_gaussian_expectation``.
+        """
+        m1, c1 = _as_gaussian(mean_x, cov_x)
+        m2, c2 = _as_gaussian(mean_y, cov_y)
+        if m1.shape != m2.shape:
+            raise DataError("The two Gaussians live in spaces of different dimensions.")
+        self._require_fitted()
+        e = self._gaussian_expectation
+        return float(e(m1, c1, m1, c1) + e(m2, c2, m2, c2) - 2.0 * e(m1, c1, m2, c2))
+
+    # -- the core a plugin implements ------------------------------------------------
+
+    def _gram(self, X: Any, Y: Any) -> np.ndarray:
+        """The rectangle k(X[i], Y[j]) for validated inputs (a chunk of rows of X)."""
+        raise NotImplementedError
+
+    def _diag(self, X: Any) -> np.ndarray:
+        """k(X[i], X[i]) for validated inputs."""
+        raise NotImplementedError
+
+    def _features(self, X: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def _gaussian_expectation(
+        self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray
+    ) -> float:
+        """E k(x, y) for independent x ~ N(m1, c1), y ~ N(m2, c2)."""
+        raise MonkError(f"Kernel {self.name!r} has no closed-form MMD between Gaussians.")
+
+    # -- machinery -------------------------------------------------------------------
+
+    def _require_fitted(self) -> None:
+        if not self.is_fitted:
+            raise MonkError(
+                f"Kernel {self.spec()} has a data-dependent hyperparameter; resolve it on "
+                "the pooled sample first with kernel.fit(X, Y) (estimators do this)."
+            )
+
+    def _chunk_rows(self, n_cols: int) -> int:
+        return max(32, CHUNK_BYTES // (8 * max(n_cols, 1)))
+
+    def _symmetric_gram(self, X: Sample) -> np.ndarray:
+        n = len(X)
+        check_memory(n, n)
+        K = np.empty((n, n), dtype=np.float64)
+        step = self._chunk_rows(n)
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            K[start:stop, start:] = self._gram(X[start:stop], X[start:])
+            # mirror the band below the diagonal block, and the block's upper triangle
+            K[stop:, start:stop] = K[start:stop, stop:].T
+            block = K[start:stop, start:stop]
+            upper = np.triu(block, 1)
+            block[...] = upper + upper.T
+        np.fill_diagonal(K, self._diag(X))
+        return K
+
+    def _rectangular_gram(self, X: Sample, Y: Sample) -> np.ndarray:
+        n, m = len(X), len(Y)
+        check_memory(n, m)
+        K = np.empty((n, m), dtype=np.float64)
+        step = self._chunk_rows(m)
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            K[start:stop] = self._gram(X[start:stop], Y)
+        return K
+
+
+def _as_gaussian(mean: Any, cov: Any) -> tuple[np.ndarray, np.ndarray]:
+    m = np.atleast_1d(np.asarray(mean, dtype=np.float64))
+    c = np.asarray(cov, dtype=np.float64)
+    if c.ndim == 0:
+        c = c * np.eye(m.size)
+    if m.ndim != 1 or c.shape != (m.size, m.size):
+        raise DataError(
+            f"A Gaussian needs a mean of shape (d,) and a covariance of shape (d, d); "
+            f"got {m.shape} and {c.shape}."
+        )
+    return m, c
+
+
+#: below this many features, distances are computed from coordinate differences
+#: (exact, and as fast as the BLAS identity); above it by the identity.
+DIRECT_MAX_FEATURES = 4
+#: with the BLAS identity, entries with ‖x − y‖² below this fraction of ‖x‖² + ‖y‖²
+#: (after centring) lose digits to cancellation and are recomputed from differences.
+REFINE_RATIO = 1e-3
+
+
+def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """‖x_i − y_j‖² for all pairs, as an ``(n, m)`` array.
+
+    For few features it sums squared coordinate differences (exact); otherwise it uses
+    the BLAS identity ‖x‖² + ‖y‖² − 2⟨x, y⟩ on data centred at Y's mean (distances do
+    not change, cancellation shrinks), in place in the matrix-product output, clipped at 0.
+    """
+    if X.shape[1] <= DIRECT_MAX_FEATURES:
+        out = np.subtract.outer(X[:, 0], Y[:, 0])
+        np.square(out, out=out)
+        for k in range(1, X.shape[1]):
+            diff = np.subtract.outer(X[:, k], Y[:, k])
+            np.square(diff, out=diff)
+            out += diff
+        return out
+    centre = Y.mean(axis=0)
+    Xc, Yc = X - centre, Y - centre
+    out = Xc @ Yc.T
+    out *= -2.0
+    out += np.einsum("ij,ij->i", Xc, Xc)[:, None]
+    out += np.einsum("ij,ij->i", Yc, Yc)[None, :]
+    np.maximum(out, 0.0, out=out)
+    return out
+
+
+def distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """‖x_i − y_j‖ for all pairs, accurate to a few ulps even for near-duplicate points.
+
+    The square root amplifies the cancellation error of the BLAS identity for close
+    pairs, so those pairs (a small fraction in practice) are recomputed from differences.
+    """
+    out = squared_distances(X, Y)
+    if X.shape[1] > DIRECT_MAX_FEATURES:
+        centre = Y.mean(axis=0)
+        nx = np.einsum("ij,ij->i", X - centre, X - centre)
+        ny = np.einsum("ij,ij->i", Y - centre, Y - centre)
+        rows, cols = np.nonzero(out < REFINE_RATIO * (nx[:, None] + ny[None, :]))
+        if rows.size:
+            diff = X[rows] - Y[cols]
+            out[rows, cols] = np.einsum("ij,ij->i", diff, diff)
+    np.sqrt(out, out=out)
+    return out
+
+
+def median_distance(X: np.ndarray, Y: np.ndarray | None = None) -> float:
+    """The median heuristic: the median of ‖z_i − z_j‖ over pairs i < j of Z = X ∪ Y.
+
+    Above :data:`MEDIAN_MAX_POINTS` pooled points, the median is taken over a subsample
+    of that many points drawn with a fixed seed, so the value depends on the data only.
+    """
+    Z = X if Y is None else np.vstack([X, Y])
+    if len(Z) < 2:
+        raise DataError("The median heuristic needs at least 2 pooled points.")
+    if len(Z) > MEDIAN_MAX_POINTS:
+        keep = np.random.default_rng(0).choice(len(Z), MEDIAN_MAX_POINTS, replace=False)
+        Z = Z[np.sort(keep)]
+    iu = np.triu_indices(len(Z), 1)
+    value = float(np.median(distances(Z, Z)[iu]))
+    if value <= 0.0:
+        raise DataError(
+            "The median heuristic gives sigma = 0: more than half of the pooled pairwise "
+            "distances are zero (many repeated points). Pass sigma explicitly."
+        )
+    return value
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux MemAvailable), if known."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
+    """Raise :class:`ResourceError` before allocating an n × m float64 matrix that cannot fit."""
+    need = 8 * n * m
+    avail = available_memory()
+    if avail is not None and need > 0.9 * avail:
+        raise ResourceError(
+            f"A {n} x {m} float64 {what} needs {_gib(need)} but only {_gib(avail)} of "
+            "memory are available; use fewer points or a matrix-free estimator."
+        )
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**27 else f"{nbytes / 2**20:.1f} MiB"
+
+

@@ -1,0 +1,276 @@
+"""Kernels on vectors: linear, polynomial, quadratic, RBF, exponential, Laplace, energy.
+
+Inputs are ``(n, d)`` float64 arrays (a 1-D array is n points with one feature).
+Gram matrices are computed with BLAS-backed formulas in chunks by the framework
+(:class:`monk_framework.Kernel`); each class here only says how to fill one chunk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from itertools import combinations_with_replacement
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from monk_framework import Kernel, KernelOverflowError, MonkError, hookimpl, parameter
+from monk_framework.kernels import check_memory, distances, median_distance, squared_distances
+from monk_framework.params import integer, real, real_or
+
+#: exp(x) overflows float64 above this value.
+EXP_LIMIT = math.log(np.finfo(np.float64).max)
+
+
+def _row_norms_sq(X: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->i", X, X)
+
+
+@attrs.frozen(kw_only=True)
+class LinearKernel(Kernel):
+    """k(x, y) = ⟨x, y⟩."""
+
+    name: ClassVar[str] = "linear"
+    summary: ClassVar[str] = "Linear kernel <x, y>; its MMD is the distance between the means."
+    formula: ClassVar[str] = "k(x, y) = <x, y>"
+    has_features: ClassVar[bool] = True
+
+    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        return X @ Y.T
+
+    def _diag(self, X: np.ndarray) -> np.ndarray:
+        return _row_norms_sq(X)
+
+    def _features(self, X: np.ndarray) -> np.ndarray:
+        return X.copy()
+
+    def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+        return float(m1 @ m2)
+
+
+class _PolynomialCore:
+    """(scale·⟨x, y⟩ + offset)^power, shared by ``polynomial`` and ``quadratic``."""
+
+    scale: float
+    offset: float
+
+    @property
+    def power(self) -> int:
+        raise NotImplementedError
+
+    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        out = X @ Y.T
+        out *= self.scale
+        out += self.offset
+        if self.power == 2:
+            np.square(out, out=out)
+        elif self.power > 1:
+            np.power(out, self.power, out=out)
+        return out
+
+    def _diag(self, X: np.ndarray) -> np.ndarray:
+        return (self.scale * _row_norms_sq(X) + self.offset) ** self.power
+
+    def _features(self, X: np.ndarray) -> np.ndarray:
+        # (s<x,y> + c)^p = sum_k C(p,k) c^(p-k) s^k <x,y>^k and
+        # <x,y>^k = sum over multisets alpha of size k of multinomial(alpha) x^alpha y^alpha
+        n, d = X.shape
+        p, s, c = self.power, self.scale, self.offset
+        count = sum(math.comb(d + k - 1, k) for k in range(p + 1) if c > 0 or k == p)
+        check_memory(n, count, what="feature matrix")
+        columns = []
+        for k in range(p + 1):
+            weight = math.comb(p, k) * c ** (p - k) * s**k
+            if weight == 0.0:
+                continue
+            for alpha in combinations_with_replacement(range(d), k):
+                multinomial = math.factorial(k)
+                for times in Counter(alpha).values():
+                    multinomial //= math.factorial(times)
+                column = np.full(n, math.sqrt(weight * multinomial))
+                for i in alpha:
+                    column = column * X[:, i]
+                columns.append(column)
+        return np.column_stack(columns)
+
+    def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+        s, c = self.scale, self.offset
+        if self.power == 1:
+            return float(s * (m1 @ m2) + c)
+        if self.power == 2:
+            # E<x,y>^2 = tr(M1 M2) with second-moment matrices Mi = Ci + mi mi^T
+            M1 = c1 + np.outer(m1, m1)
+            M2 = c2 + np.outer(m2, m2)
+            return float(s**2 * np.sum(M1 * M2) + 2 * s * c * (m1 @ m2) + c**2)
+        raise MonkError("The closed-form Gaussian MMD is implemented for polynomial degree <= 2 only.")
+
+
+@attrs.frozen(kw_only=True)
+class PolynomialKernel(_PolynomialCore, Kernel):
+    """k(x, y) = (scale·⟨x, y⟩ + offset)^degree."""
+
+    name: ClassVar[str] = "polynomial"
+    summary: ClassVar[str] = "Polynomial kernel (scale <x, y> + offset)^degree; unbounded."
+    formula: ClassVar[str] = "k(x, y) = (scale * <x, y> + offset)^degree"
+    has_features: ClassVar[bool] = True
+
+    degree: int = parameter(3, doc="the power p", check=integer(ge=1), kind="int")
+    scale: float = parameter(1.0, doc="the factor s of <x, y>", check=real(gt=0), kind="float")
+    offset: float = parameter(1.0, doc="the constant c (>= 0 keeps the kernel PSD)", check=real(ge=0), kind="float")
+
+    @property
+    def power(self) -> int:
+        return self.degree
+
+
+@attrs.frozen(kw_only=True)
+class QuadraticKernel(_PolynomialCore, Kernel):
+    """k(x, y) = (scale·⟨x, y⟩ + offset)², the paper's quadratic kernel (xy + 1)²."""
+
+    name: ClassVar[str] = "quadratic"
+    summary: ClassVar[str] = "Quadratic kernel (scale <x, y> + offset)^2, the MONK paper's (xy + 1)^2."
+    formula: ClassVar[str] = "k(x, y) = (scale * <x, y> + offset)^2"
+    has_features: ClassVar[bool] = True
+
+    scale: float = parameter(1.0, doc="the factor s of <x, y>", check=real(gt=0), kind="float")
+    offset: float = parameter(1.0, doc="the constant c (the paper's 1)", check=real(ge=0), kind="float")
+
+    @property
+    def power(self) -> int:
+        return 2
+
+
+class _BandwidthCore:
+    """Shared by the distance-based kernels whose sigma may be the median heuristic."""
+
+    sigma: Any
+
+    @property
+    def is_fitted(self) -> bool:
+        return self.sigma != "median"
+
+    def fit(self, X: Any, Y: Any = None) -> Any:
+        if self.sigma != "median":
+            return self
+        Xv = self.check_sample(X)  # type: ignore[attr-defined]
+        Yv = None if Y is None else self.check_sample(Y, name="Y")  # type: ignore[attr-defined]
+        return attrs.evolve(self, sigma=median_distance(Xv, Yv))  # type: ignore[misc]
+
+
+_SIGMA_DOC = "the bandwidth σ > 0, or 'median' for the median pairwise distance of the pooled sample"
+
+
+@attrs.frozen(kw_only=True)
+class RBFKernel(_BandwidthCore, Kernel):
+    """k(x, y) = exp(−‖x − y‖² / (2σ²)), the Gaussian kernel."""
+
+    name: ClassVar[str] = "rbf"
+    summary: ClassVar[str] = "Gaussian (RBF) kernel exp(-|x-y|^2 / (2 sigma^2)); bounded and characteristic."
+    formula: ClassVar[str] = "k(x, y) = exp(-||x - y||^2 / (2 sigma^2))"
+
+    sigma: float | str = parameter(1.0, doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
+
+    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        out = squared_distances(X, Y)
+        out *= -0.5 / self.sigma**2
+        np.exp(out, out=out)
+        return out
+
+    def _diag(self, X: np.ndarray) -> np.ndarray:
+        return np.ones(len(X))
+
+    def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+        # E k(x, y) = sigma^d / sqrt(det S) exp(-1/2 D^T S^-1 D), S = C1 + C2 + sigma^2 I
+        d = m1.size
+        S = c1 + c2 + self.sigma**2 * np.eye(d)
+        delta = m1 - m2
+        _, logdet = np.linalg.slogdet(S)
+        return float(np.exp(d * math.log(self.sigma) - 0.5 * logdet - 0.5 * delta @ np.linalg.solve(S, delta)))
+
+
+@attrs.frozen(kw_only=True)
+class LaplaceKernel(_BandwidthCore, Kernel):
+    """k(x, y) = exp(−‖x − y‖ / σ)."""
+
+    name: ClassVar[str] = "laplace"
+    summary: ClassVar[str] = "Laplace kernel exp(-|x-y| / sigma); bounded and characteristic."
+    formula: ClassVar[str] = "k(x, y) = exp(-||x - y||_2 / sigma)"
+
+    sigma: float | str = parameter(1.0, doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
+
+    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        out = distances(X, Y)
+        out *= -1.0 / self.sigma
+        np.exp(out, out=out)
+        return out
+
+    def _diag(self, X: np.ndarray) -> np.ndarray:
+        return np.ones(len(X))
+
+
+@attrs.frozen(kw_only=True)
+class ExponentialKernel(Kernel):
+    """k(x, y) = exp(⟨x, y⟩ / σ²), the MONK paper's unbounded exponential kernel."""
+
+    name: ClassVar[str] = "exponential"
+    summary: ClassVar[str] = "Exponential kernel exp(<x, y> / sigma^2); unbounded, overflow is detected."
+    formula: ClassVar[str] = "k(x, y) = exp(<x, y> / sigma^2)"
+
+    sigma: float = parameter(1.0, doc="the scale σ > 0", check=real(gt=0), kind="float")
+
+    def _exp(self, out: np.ndarray) -> np.ndarray:
+        out /= self.sigma**2
+        top = float(out.max(initial=-np.inf))
+        if top > EXP_LIMIT:
+            need = self.sigma * math.sqrt(top / EXP_LIMIT)
+            raise KernelOverflowError(
+                f"The exponential kernel exp(<x, y>/sigma^2) overflows float64 here: the "
+                f"largest <x, y>/sigma^2 is {top:.4g} > {EXP_LIMIT:.1f}. Use sigma >= {need:.4g} "
+                "or rescale the data."
+            )
+        np.exp(out, out=out)
+        return out
+
+    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        return self._exp(X @ Y.T)
+
+    def _diag(self, X: np.ndarray) -> np.ndarray:
+        return self._exp(_row_norms_sq(X))
+
+
+@attrs.frozen(kw_only=True)
+class EnergyKernel(Kernel):
+    """k(x, y) = ½(‖x‖ + ‖y‖ − ‖x − y‖), the distance-induced kernel.
+
+    Its V-statistic MMD² is half the energy distance 2E‖X − Y‖ − E‖X − X'‖ − E‖Y − Y'‖
+    (Sejdinovic et al., 2013), so results can be checked against energy-statistics
+    packages such as dcor.
+    """
+
+    name: ClassVar[str] = "energy"
+    summary: ClassVar[str] = "Distance-induced kernel (|x| + |y| - |x-y|)/2: MMD^2 = energy distance / 2."
+    formula: ClassVar[str] = "k(x, y) = (||x|| + ||y|| - ||x - y||) / 2"
+
+    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        out = distances(X, Y)
+        out -= np.sqrt(_row_norms_sq(X))[:, None]
+        out -= np.sqrt(_row_norms_sq(Y))[None, :]
+        out *= -0.5
+        return out
+
+    def _diag(self, X: np.ndarray) -> np.ndarray:
+        return np.sqrt(_row_norms_sq(X))
+
+
+@hookimpl
+def monk_kernels() -> list[type[Kernel]]:
+    return [
+        LinearKernel,
+        PolynomialKernel,
+        QuadraticKernel,
+        RBFKernel,
+        ExponentialKernel,
+        LaplaceKernel,
+        EnergyKernel,
+    ]
