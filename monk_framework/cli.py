@@ -1,0 +1,404 @@
+"""The ``monkfw`` command line: a thin shell over the library.
+
+stdout carries data (tables, or JSON with ``--json``); messages go to stderr. Exit
+codes: 0 success, 1 a library error (bad data, a file that cannot be read, a
+computation that cannot be done), 2 a usage error (unknown name, bad option or
+parameter), 130 interrupted. No traceback unless ``--debug``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import attrs
+import numpy as np
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from typer.core import TyperGroup
+
+from . import __version__
+from .datasets import DATASETS, default_dataset, get_dataset
+from .errors import MonkError, ParameterError, UnknownNameError
+from .estimators import EmbeddingEstimator, MMDEstimator
+from .params import Configurable, parse_value
+from .registry import PluginEntry, Registry, get_registry
+from .results import jsonable
+
+__all__ = ["app", "main"]
+
+stdout = Console(highlight=False, soft_wrap=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@attrs.define
+class _State:
+    debug: bool = False
+    quiet: bool = False
+
+
+STATE = _State()
+#: library errors that are really about the command line (exit code 2)
+USAGE_ERRORS = (ParameterError, UnknownNameError)
+
+
+class MonkGroup(TyperGroup):
+    """Turns every error into one line on stderr and the documented exit code."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        global STATE
+        STATE = _State()
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except typer.TyperException as exc:  # click usage errors (bad option, missing value)
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            code = _fail(message, int(getattr(exc, "exit_code", 2)), hint=_help_hint(exc))
+        except USAGE_ERRORS as exc:
+            code = _fail(str(exc), 2, exc=exc)
+        except MonkError as exc:
+            code = _fail(str(exc), 1, exc=exc)
+        except typer.Abort:
+            code = _fail("Interrupted.", 130)
+        except Exception as exc:  # a bug: one line unless --debug
+            code = _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1, exc=exc)
+        code = code if isinstance(code, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _help_hint(exc: Exception) -> str:
+    ctx = getattr(exc, "ctx", None)
+    return f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+
+
+def _fail(message: str, code: int, *, exc: BaseException | None = None, hint: str = "") -> int:
+    if STATE.debug and exc is not None:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    stderr.print(f"Error: {message}{hint}", markup=False)
+    return code
+
+
+app = typer.Typer(
+    cls=MonkGroup,
+    name="monkfw",
+    help="Outlier-robust kernel mean embeddings and MMD by median-of-means (MONK).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"monkfw {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Hide notes and progress on stderr.")] = False,
+) -> None:
+    """Outlier-robust kernel mean embeddings and MMD by median-of-means (MONK)."""
+    STATE.debug = debug
+    STATE.quiet = quiet
+
+
+def _note(message: str) -> None:
+    if not STATE.quiet:
+        stderr.print(message, markup=False)
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(jsonable(data), indent=2, allow_nan=False))
+
+
+def _complete(kind: str) -> Any:
+    def complete(incomplete: str) -> list[str]:
+        try:
+            reg = get_registry()
+            names = [e.name for e in (reg.kernels() if kind == "kernel" else reg.estimators())] if kind != "dataset" else list(DATASETS)
+        except Exception:  # completion must never break the shell
+            return []
+        return [n for n in names if n.startswith(incomplete)]
+
+    return complete
+
+
+# -- monkfw plugins -----------------------------------------------------------------
+
+
+def _entries_table(title: str, entries: list[PluginEntry]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("name", "provider", "summary"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        table.add_row(escape(entry.name), escape(str(entry.provider)), escape(entry.summary))
+    return table
+
+
+@app.command()
+def plugins(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """List the installed kernels and estimators with their providers, and plugin problems."""
+    reg = get_registry()
+    if as_json:
+        _print_json({
+            "kernels": [e.to_dict() for e in reg.kernels()],
+            "estimators": [e.to_dict() for e in reg.estimators()],
+            "problems": [p.to_dict() for p in reg.problems()],
+        })
+        return
+    stdout.print(_entries_table("Kernels", reg.kernels()))
+    stdout.print(_entries_table("Estimators", reg.estimators()))
+    for problem in reg.problems():
+        stderr.print(f"Plugin problem: {problem.provider}: {problem.message}", markup=False)
+
+
+# -- monkfw datasets ----------------------------------------------------------------
+
+
+@app.command()
+def datasets(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List the built-in data sets (generated from --seed)."""
+    if as_json:
+        _print_json([_describe_dict(cls, "monk-framework") for cls in DATASETS.values()])
+        return
+    table = Table(title="Data sets", title_justify="left")
+    for column in ("name", "summary"):
+        table.add_column(column, overflow="fold")
+    for cls in DATASETS.values():
+        table.add_row(escape(cls.name), escape(cls.summary))
+    stdout.print(table)
+
+
+# -- monkfw describe ----------------------------------------------------------------
+
+
+def _describe_dict(cls: type[Configurable], provider: str) -> dict[str, Any]:
+    return {
+        "name": cls.name,
+        "type": cls.plugin_type,
+        "summary": cls.summary,
+        "formula": cls.formula,
+        "parameters": [p.to_dict() for p in cls.parameters()],
+        "provider": provider,
+    }
+
+
+@app.command()
+def describe(
+    name: Annotated[str, typer.Argument(help="A kernel, estimator or data set name.", autocompletion=_complete("any"))],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """Show a kernel's, estimator's or data set's formula, parameters and defaults."""
+    reg = get_registry()
+    found = [_describe_dict(e.cls, str(e.provider)) for e in reg.find(name)]
+    if name in DATASETS:
+        found.append(_describe_dict(DATASETS[name], "monk-framework (built-in data set)"))
+    if not found:
+        raise UnknownNameError("kernel, estimator or data set", name, reg.names() + list(DATASETS))
+    if as_json:
+        _print_json(found if len(found) > 1 else found[0])
+        return
+    for info in found:
+        stdout.print(f"[bold]{escape(info['name'])}[/bold] ({info['type']}, from {escape(info['provider'])})")
+        stdout.print(info["summary"], markup=False)
+        stdout.print(f"  {info['formula']}", markup=False)
+        table = Table(title_justify="left")
+        for column in ("parameter", "default", "allowed", "meaning"):
+            table.add_column(column, overflow="fold")
+        for p in info["parameters"]:
+            table.add_row(*(escape(s) for s in (p["name"], repr(p["default"]), p["allowed"], p["doc"])))
+        if info["parameters"]:
+            stdout.print(table)
+        else:
+            stdout.print("  (no parameters)")
+
+
+# -- monkfw run ---------------------------------------------------------------------
+
+
+def _split_assignment(text: str, option: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ParameterError(f"{option} expects key=value; got {text!r}.")
+    return key.strip(), parse_value(value)
+
+
+def route_params(
+    assignments: list[str], kernel_cls: type[Configurable], estimator_cls: type[Configurable]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Send each ``key=value`` to the kernel or the estimator by parameter name.
+
+    ``kernel.key=value`` / ``estimator.key=value`` choose explicitly when both have the
+    parameter; an unknown key is an error listing the valid ones.
+    """
+    kernel_keys = {p.name for p in kernel_cls.parameters()}
+    estimator_keys = {p.name for p in estimator_cls.parameters()}
+    routed: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    for text in assignments:
+        key, value = _split_assignment(text, "--param")
+        target, _, bare = key.rpartition(".")
+        if target:
+            if target not in ("kernel", "estimator"):
+                raise ParameterError(f"--param {key}: the prefix must be 'kernel.' or 'estimator.'.")
+            keys = kernel_keys if target == "kernel" else estimator_keys
+            owner = kernel_cls if target == "kernel" else estimator_cls
+            if bare not in keys:
+                raise UnknownNameError(f"parameter of {target} {owner.name!r}:", bare, keys)
+            routed[target == "estimator"][bare] = value
+        elif key in kernel_keys and key in estimator_keys:
+            raise ParameterError(
+                f"--param {key} is a parameter of both kernel {kernel_cls.name!r} and estimator "
+                f"{estimator_cls.name!r}; write kernel.{key}=... or estimator.{key}=...."
+            )
+        elif key in kernel_keys or key in estimator_keys:
+            routed[key in estimator_keys][key] = value
+        else:
+            known = sorted(kernel_keys | estimator_keys)
+            raise UnknownNameError(
+                f"parameter for kernel {kernel_cls.name!r} and estimator {estimator_cls.name!r}:", key, known
+            )
+    return routed
+
+
+def _load_data(
+    kernel_kind: str, x: Path | None, y: Path | None, dataset: str | None, data_params: list[str],
+    seed: int, needs_y: bool,
+) -> tuple[Any, Any, dict[str, Any]]:
+    from .data import load_sample
+
+    if dataset is not None and (x is not None or y is not None):
+        raise ParameterError("Give either --dataset or --x/--y files, not both.")
+    if x is None and y is not None:
+        raise ParameterError("--y needs --x as well.")
+    if data_params and x is not None:
+        raise ParameterError("--data-param applies to --dataset only, not to --x/--y files.")
+    if x is not None:
+        if needs_y and y is None:
+            raise ParameterError("This estimator compares two samples: give --y as well as --x.")
+        X = load_sample(x)
+        Y = load_sample(y) if y is not None else None
+        return X, Y, {"source": "files", "x": str(x), "y": None if y is None else str(y)}
+    if dataset is None:
+        dataset = default_dataset(kernel_kind)
+        if dataset is None:
+            raise ParameterError(f"No built-in data set gives {kernel_kind}s yet; pass --x and --y files.")
+        implicit = True
+    else:
+        implicit = False
+    params = dict(_split_assignment(t, "--data-param") for t in data_params)
+    ds = get_dataset(dataset, **params)
+    if ds.input_kind != kernel_kind:
+        raise ParameterError(
+            f"Data set {dataset!r} gives {ds.input_kind}s but the kernel takes {kernel_kind}s."
+        )
+    if implicit:
+        _note(f"No data given: using the built-in data set {ds.describe()} with seed {seed}.")
+    X, Y = ds.sample(seed)
+    return X, Y, {"source": "dataset", "name": ds.name, "params": ds.params(), "seed": seed}
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@app.command()
+def run(
+    kernel: Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins').", autocompletion=_complete("kernel"))],
+    estimator: Annotated[str, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))],
+    x: Annotated[Path | None, typer.Option("--x", help="Sample X: .npy, .csv or .tsv file.")] = None,
+    y: Annotated[Path | None, typer.Option("--y", help="Sample Y: .npy, .csv or .tsv file.")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable); prefix kernel. or estimator. to choose.")] = None,
+    data_param: Annotated[list[str] | None, typer.Option("--data-param", help="key=value for the data set, e.g. n=500 (repeatable).")] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, blocks).")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also save the JSON result to this file (written atomically).")] = None,
+) -> None:
+    """Estimate MMD (or mean embeddings) with any kernel and any estimator.
+
+    Without --x/--y or --dataset, runs on the default built-in data set and says which.
+    """
+    reg = get_registry()
+    kernel_cls = reg.kernel_class(kernel)
+    estimator_cls = reg.estimator_class(estimator)
+    kernel_params, estimator_params = route_params(param or [], kernel_cls, estimator_cls)
+    kern = kernel_cls.from_params(kernel_params)
+    est = estimator_cls.from_params(estimator_params)
+    needs_y = isinstance(est, MMDEstimator)
+    X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, needs_y)
+    if isinstance(est, MMDEstimator):
+        result = est.estimate(kern, X, Y, rng=seed)
+        payload = {**result.to_dict(), "data": data_info}
+        rows = [
+            ("estimator", est.spec()),
+            ("kernel", f"{result.kernel}({', '.join(f'{k}={v!r}' for k, v in result.kernel_params.items())})"),
+            ("N, M", f"{result.n_x}, {result.n_y}"),
+            ("MMD^2", f"{result.mmd2:.10g}"),
+            ("MMD", f"{result.mmd:.10g}"),
+            ("time", f"{result.timings['total_s']:.4f} s"),
+        ]
+    elif isinstance(est, EmbeddingEstimator):
+        payload, rows = _run_embedding(reg, est, kern, X, Y, seed)
+        payload["data"] = data_info
+    else:  # pragma: no cover - the registry admits only these two kinds
+        raise MonkError(f"Estimator {estimator!r} is neither an MMD nor an embedding estimator.")
+    if output is not None:
+        _write_atomically(output, json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
+        _note(f"Result saved to {output}.")
+    if as_json:
+        _print_json(payload)
+        return
+    table = Table(show_header=False, title=f"{est.name} with {kern.name}", title_justify="left")
+    table.add_column("", style="bold")
+    table.add_column("")
+    for row in rows:
+        table.add_row(*(escape(s) for s in row))
+    stdout.print(table)
+
+
+def _run_embedding(
+    reg: Registry, est: EmbeddingEstimator, kern: Any, X: Any, Y: Any, seed: int
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    # one kernel for both samples: data-dependent hyperparameters are fitted on X ∪ Y
+    fitted = kern.fit(X, Y)
+    rng = np.random.default_rng(seed)
+    emb_x = est.embed(fitted, X, rng=rng)
+    payload: dict[str, Any] = {"type": "embeddings", "seed": seed, "x": emb_x.to_dict()}
+    rows = [("estimator", est.spec()), ("kernel", fitted.spec()), ("N", str(len(emb_x.weights))), ("||mu_X||", f"{emb_x.norm():.10g}")]
+    if Y is not None:
+        emb_y = est.embed(fitted, Y, rng=rng)
+        distance = emb_x.distance(emb_y)
+        payload.update({"y": emb_y.to_dict(), "distance": distance})
+        rows += [("M", str(len(emb_y.weights))), ("||mu_Y||", f"{emb_y.norm():.10g}"), ("||mu_X - mu_Y||", f"{distance:.10g}")]
+    return payload, rows
+
+
+def main() -> NoReturn:
+    """Entry point of the ``monkfw`` console script."""
+    app()
+    raise SystemExit(0)  # pragma: no cover - app() always exits
