@@ -1,0 +1,224 @@
+"""Every vector kernel against its definition: hand-checked values, brute force, closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+from monk_framework import DataError, KernelOverflowError, MonkError, ParameterError, get_registry
+from monk_framework import kernels as kernels_module
+
+REG = get_registry()
+
+
+def definition(name: str, params: dict):
+    """k(x, y) written straight from each kernel's formula, one pair at a time."""
+    if name == "linear":
+        return lambda x, y: float(np.dot(x, y))
+    if name in ("polynomial", "quadratic"):
+        p = params.get("degree", 3 if name == "polynomial" else 2)
+        s, c = params.get("scale", 1.0), params.get("offset", 1.0)
+        return lambda x, y: (s * float(np.dot(x, y)) + c) ** p
+    if name == "rbf":
+        sig = params["sigma"]
+        return lambda x, y: math.exp(-sum((a - b) ** 2 for a, b in zip(x, y)) / (2 * sig**2))
+    if name == "laplace":
+        sig = params["sigma"]
+        return lambda x, y: math.exp(-math.dist(x, y) / sig)
+    if name == "exponential":
+        sig = params["sigma"]
+        return lambda x, y: math.exp(float(np.dot(x, y)) / sig**2)
+    if name == "energy":
+        return lambda x, y: 0.5 * (math.hypot(*x) + math.hypot(*y) - math.dist(x, y))
+    raise AssertionError(name)
+
+
+CASES = [
+    ("linear", {}),
+    ("polynomial", {"degree": 3, "scale": 0.5, "offset": 2.0}),
+    ("polynomial", {"degree": 1, "scale": 2.0, "offset": 0.0}),
+    ("quadratic", {}),
+    ("quadratic", {"scale": 0.3, "offset": 0.0}),
+    ("rbf", {"sigma": 0.7}),
+    ("laplace", {"sigma": 1.3}),
+    ("exponential", {"sigma": 2.0}),
+    ("energy", {}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), CASES)
+@pytest.mark.parametrize("d", [1, 3, 7])
+def test_gram_equals_pairwise_definition(name, params, d, rng):
+    X, Y = rng.normal(size=(9, d)), rng.normal(size=(6, d)) + 0.5
+    kernel = REG.get_kernel(name, **params)
+    k = definition(name, params)
+    want_xy = np.array([[k(x, y) for y in Y] for x in X])
+    want_xx = np.array([[k(a, b) for b in X] for a in X])
+    np.testing.assert_allclose(kernel.gram(X, Y), want_xy, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(kernel.gram(X), want_xx, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(kernel.diag(X), np.diag(want_xx), rtol=1e-12, atol=1e-13)
+
+
+HAND = [
+    # (name, params, x, y, value computed by hand)
+    ("linear", {}, [1, 2], [3, -1], 1.0),
+    ("polynomial", {"degree": 3, "scale": 0.5, "offset": 2.0}, [1, 2], [3, -1], 2.5**3),
+    ("quadratic", {}, [2], [3], 49.0),
+    ("rbf", {"sigma": 2.0}, [0, 0], [3, 4], math.exp(-25 / 8)),
+    ("exponential", {"sigma": 2.0}, [1, 2], [3, -1], math.exp(0.25)),
+    ("laplace", {"sigma": 2.0}, [0, 0], [3, 4], math.exp(-2.5)),
+    ("energy", {}, [3, 4], [0, 1], 0.5 * (5 + 1 - math.sqrt(18))),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "x", "y", "value"), HAND)
+def test_hand_checked_values(name, params, x, y, value):
+    kernel = REG.get_kernel(name, **params)
+    assert kernel.gram(np.array([x], float), np.array([y], float))[0, 0] == pytest.approx(value, rel=1e-14)
+
+
+def test_one_dimensional_arrays_are_one_feature_per_point():
+    kernel = REG.get_kernel("quadratic")
+    K = kernel.gram(np.array([1.0, 2.0]), np.array([3.0]))
+    np.testing.assert_array_equal(K, [[16.0], [49.0]])
+
+
+@pytest.mark.parametrize(("name", "params"), [c for c in CASES if c[0] in ("linear", "polynomial", "quadratic")])
+def test_explicit_feature_maps_reproduce_the_gram(name, params, rng):
+    kernel = REG.get_kernel(name, **params)
+    X, Y = rng.normal(size=(8, 3)), rng.normal(size=(5, 3))
+    np.testing.assert_allclose(kernel.features(X) @ kernel.features(Y).T, kernel.gram(X, Y), rtol=1e-11, atol=1e-12)
+
+
+def test_quadratic_feature_map_is_the_papers():
+    # (xy + c)^2 has the feature map (x^2, sqrt(2c) x, c) in one dimension
+    phi = REG.get_kernel("quadratic", offset=3.0).features(np.array([[2.0]]))
+    np.testing.assert_allclose(sorted(phi.ravel()), sorted([4.0, math.sqrt(6) * 2, 3.0]))
+
+
+def test_kernels_without_feature_map_say_so():
+    with pytest.raises(MonkError, match="no explicit finite feature map"):
+        REG.get_kernel("rbf").features(np.zeros((2, 1)))
+
+
+def test_chunked_gram_is_exactly_symmetric_and_matches_unchunked(monkeypatch, rng):
+    X = rng.normal(size=(301, 4)) * 3
+    kernel = REG.get_kernel("rbf", sigma=2.0)
+    whole = kernel.gram(X)
+    monkeypatch.setattr(kernels_module, "CHUNK_BYTES", 8 * 301 * 7)  # 32-row chunks
+    chunked = kernel.gram(X)
+    assert np.array_equal(chunked, chunked.T)
+    assert np.array_equal(np.diag(chunked), np.ones(301))
+    np.testing.assert_allclose(chunked, whole, rtol=1e-13, atol=0)
+    rect = kernel.gram(X, X[:50])
+    np.testing.assert_allclose(rect, whole[:, :50], rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("d", [2, 12])
+def test_distances_are_accurate_for_near_duplicates_far_from_the_origin(d, rng):
+    base = 1000.0 + rng.normal(size=(40, d))
+    X = np.vstack([base, base + 1e-7 * rng.normal(size=(40, d))])
+    got = kernels_module.distances(X, X)
+    want = cdist(X, X)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    sq = kernels_module.squared_distances(X, X)
+    assert (sq >= 0).all()
+
+
+def test_median_heuristic_equals_brute_force_median(rng):
+    X, Y = rng.normal(size=(30, 2)), rng.normal(size=(20, 2)) + 1
+    Z = np.vstack([X, Y])
+    want = float(np.median([math.dist(Z[i], Z[j]) for i in range(50) for j in range(i + 1, 50)]))
+    fitted = REG.get_kernel("rbf", sigma="median").fit(X, Y)
+    assert fitted.sigma == pytest.approx(want, rel=1e-12)
+    assert REG.get_kernel("laplace", sigma="median").fit(X, Y).sigma == pytest.approx(want, rel=1e-12)
+
+
+def test_median_heuristic_is_recorded_and_required_before_gram(rng):
+    X, Y = rng.normal(size=(30, 1)), rng.normal(size=(30, 1))
+    kernel = REG.get_kernel("rbf", sigma="median")
+    with pytest.raises(MonkError, match=r"kernel.fit\(X, Y\)"):
+        kernel.gram(X)
+    result = REG.get_estimator("v-stat").estimate(kernel, X, Y)
+    assert result.kernel_params_requested == {"sigma": "median"}
+    assert result.kernel_params["sigma"] == pytest.approx(kernel.fit(X, Y).sigma)
+
+
+def test_median_heuristic_rejects_degenerate_samples():
+    X = np.zeros((10, 1))
+    with pytest.raises(DataError, match="sigma = 0"):
+        REG.get_kernel("rbf", sigma="median").fit(X, X)
+
+
+def test_exponential_kernel_overflow_is_detected_and_explained():
+    kernel = REG.get_kernel("exponential", sigma=1.0)
+    X = np.array([[30.0], [1.0]])
+    with pytest.raises(KernelOverflowError, match=r"overflows float64.*sigma >= 1.12"):
+        kernel.gram(X)
+    # the suggested sigma works
+    assert np.isfinite(REG.get_kernel("exponential", sigma=1.13).gram(X)).all()
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("rbf", {"sigma": -1.0}, "The 'sigma' parameter of RBFKernel must be a float > 0 or 'median'. Got -1.0 instead."),
+        ("rbf", {"sigma": "mean"}, "Got 'mean' instead."),
+        ("polynomial", {"degree": 0}, "The 'degree' parameter of PolynomialKernel must be an int >= 1. Got 0 instead."),
+        ("polynomial", {"degree": 2.5}, "must be an int >= 1"),
+        ("polynomial", {"offset": -1.0}, "must be a float >= 0"),
+        ("laplace", {"sigma": float("nan")}, "must be a float > 0"),
+        ("exponential", {"sigma": 0}, "must be a float > 0"),
+    ],
+)
+def test_invalid_hyperparameters_cannot_be_constructed(name, params, message):
+    with pytest.raises(ParameterError) as info:
+        REG.get_kernel(name, **params)
+    assert message in str(info.value)
+
+
+GAUSSIANS = [
+    # mean_x, cov_x, mean_y, cov_y
+    ([0.1447], [[0.4422**2]], [0.3403], [[0.9687**2]]),
+    ([0.0, 1.0], [[1.0, 0.3], [0.3, 0.5]], [0.5, 0.0], [[0.6, -0.1], [-0.1, 1.2]]),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), [("rbf", {"sigma": 1.0}), ("rbf", {"sigma": 0.6}), ("quadratic", {}), ("quadratic", {"offset": 2.0, "scale": 0.5}), ("linear", {}), ("polynomial", {"degree": 1, "offset": 3.0})])
+@pytest.mark.parametrize("gaussians", GAUSSIANS)
+def test_closed_form_expectations_match_monte_carlo(name, params, gaussians):
+    """E k(x, y) in closed form against 400 000 independent pairs (5 standard errors)."""
+    m1, c1, m2, c2 = (np.asarray(a, float) for a in gaussians)
+    kernel = REG.get_kernel(name, **params)
+    gen = np.random.default_rng(7)
+    n = 400_000
+    x = gen.multivariate_normal(m1, c1, size=n)
+    y = gen.multivariate_normal(m2, c2, size=n)
+    if name == "rbf":
+        values = np.exp(-((x - y) ** 2).sum(1) / (2 * params["sigma"] ** 2))
+    elif name == "linear":
+        values = (x * y).sum(1)
+    else:
+        power = params.get("degree", 2)
+        values = (params.get("scale", 1.0) * (x * y).sum(1) + params.get("offset", 1.0)) ** power
+    want = kernel._gaussian_expectation(m1, c1, m2, c2)
+    assert abs(values.mean() - want) < 5 * values.std() / math.sqrt(n)
+
+
+def test_closed_form_mmd_matches_design_formula_in_one_dimension():
+    m1, s1, m2, s2, sig = 0.1447, 0.4422, 0.3403, 0.9687, 1.0
+    rbf = (
+        sig / math.sqrt(sig**2 + 2 * s1**2) + sig / math.sqrt(sig**2 + 2 * s2**2)
+        - 2 * sig / math.sqrt(sig**2 + s1**2 + s2**2) * math.exp(-((m1 - m2) ** 2) / (2 * (sig**2 + s1**2 + s2**2)))
+    )
+    assert REG.get_kernel("rbf", sigma=sig).gaussian_mmd2(m1, s1**2, m2, s2**2) == pytest.approx(rbf, rel=1e-12)
+    quad = ((m1**2 + s1**2) - (m2**2 + s2**2)) ** 2 + 2 * 1.0 * (m1 - m2) ** 2
+    assert REG.get_kernel("quadratic").gaussian_mmd2(m1, s1**2, m2, s2**2) == pytest.approx(quad, rel=1e-12)
+
+
+def test_kernels_without_closed_form_say_so():
+    with pytest.raises(MonkError, match="no closed-form"):
+        REG.get_kernel("laplace").gaussian_mmd2(0.0, 1.0, 0.0, 1.0)
