@@ -223,9 +223,10 @@ class Registry:
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"Plugin {plugin_name}: {exc}") from None
         hooks = list(_HOOKS)
-        marked = {impl.function.__name__ for hook in hooks for impl in getattr(self._pm.hook, hook).get_hookimpls() if impl.plugin is plugin}
+        marker = f"{hookspecs.PROJECT}_impl"  # the attribute pluggy's HookimplMarker sets
         for attr_name, value in vars(plugin).items() if hasattr(plugin, "__dict__") else []:
-            if attr_name.startswith("monk_") and inspect.isfunction(value) and attr_name not in marked:
+            # an unmarked monk_* function would be silently ignored by pluggy
+            if attr_name.startswith("monk_") and inspect.isfunction(value) and not hasattr(value, marker):
                 close = difflib.get_close_matches(attr_name, hooks, n=1)
                 hint = (
                     f"did you mean {close[0]!r}?"

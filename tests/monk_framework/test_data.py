@@ -1,0 +1,88 @@
+"""Reading and validating samples: every bad input gets a message naming the problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from monk_framework import DataError, DataFileError, as_strings, as_vectors, load_sample
+
+
+def test_one_dimensional_input_is_one_feature_per_point():
+    out = as_vectors([1, 2, 3])
+    assert out.shape == (3, 1) and out.dtype == np.float64 and out.flags.c_contiguous
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([], "X is empty"),
+        (np.zeros((0, 3)), "X is empty"),
+        (np.zeros((3, 0)), "no features"),
+        (3.0, "single number"),
+        (np.zeros((2, 2, 2)), "3 dimensions"),
+        ([[1.0, np.nan], [0.0, 0.0]], r"NaN at point 0, feature 1 \(1 non-finite value in all\)"),
+        ([[1.0], [np.inf], [-np.inf]], r"inf at point 1, feature 0 \(2 non-finite values"),
+        (["ACGT", "GATTACA"], "holds strings"),
+        ([[1, 2], [3]], "numeric array"),
+        (np.array([object(), object()]), "dtype object"),
+    ],
+)
+def test_bad_vector_samples_are_named(value, message):
+    with pytest.raises(DataError, match=message):
+        as_vectors(value, name="X")
+
+
+def test_string_samples():
+    assert as_strings(("ab", "c")) == ["ab", "c"]
+    for value, message in [("abc", "single string"), ([], "empty"), (["a", 3], r"X\[1\] is int"), (np.zeros(3), "holds numbers")]:
+        with pytest.raises(DataError, match=message):
+            as_strings(value)
+
+
+def test_csv_with_header_and_tsv(tmp_path):
+    (tmp_path / "a.csv").write_text("x1,x2\n1,2\n\n3.5,-4e-1\n")
+    np.testing.assert_array_equal(load_sample(tmp_path / "a.csv"), [[1, 2], [3.5, -0.4]])
+    (tmp_path / "b.tsv").write_text("# a comment\n1\t2\n3\t4\n")
+    np.testing.assert_array_equal(load_sample(tmp_path / "b.tsv"), [[1, 2], [3, 4]])
+    (tmp_path / "c.csv").write_text("7\n8\n")
+    np.testing.assert_array_equal(load_sample(tmp_path / "c.csv"), [[7], [8]])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a,b\n1,2\n3,x\n", r"c.csv, line 3, column 2: cannot read 'x' as a number"),
+        ("1,2\n3,\n", r"line 2, column 2: an empty cell"),
+        ("1,2\n3,4,5\n", r"line 2: has 3 columns where line 1 has 2"),
+        ("1,2\nnan,4\n", r"line 2, column 1: 'nan' is not a finite number"),
+        ("x,y\n", r"line 1: holds a header row but no data rows"),
+        ("\n\n", r"holds no data rows"),
+    ],
+)
+def test_bad_cells_are_reported_with_file_line_and_column(tmp_path, text, message):
+    path = tmp_path / "c.csv"
+    path.write_text(text)
+    with pytest.raises(DataFileError, match=message):
+        load_sample(path)
+
+
+def test_npy_files_and_pickles(tmp_path):
+    np.save(tmp_path / "ok.npy", np.arange(6.0).reshape(3, 2))
+    np.testing.assert_array_equal(load_sample(tmp_path / "ok.npy"), np.arange(6.0).reshape(3, 2))
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(DataFileError, match="pickled Python objects, which are never loaded"):
+        load_sample(tmp_path / "obj.npy")
+    (tmp_path / "junk.npy").write_bytes(b"not numpy")
+    with pytest.raises(DataFileError, match="junk.npy"):
+        load_sample(tmp_path / "junk.npy")
+
+
+def test_missing_and_unsupported_files(tmp_path):
+    with pytest.raises(DataFileError, match="no such file"):
+        load_sample(tmp_path / "nope.csv")
+    (tmp_path / "a.xlsx").write_text("")
+    with pytest.raises(DataFileError, match=r"unsupported file type '.xlsx'; use one of .csv, .npy, .tsv"):
+        load_sample(tmp_path / "a.xlsx")
+    with pytest.raises(DataFileError, match="is a directory"):
+        load_sample(tmp_path)

@@ -1,0 +1,69 @@
+"""Parameter validators and the command-line value parser."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pytest
+
+from monk_framework import ParameterError, UnknownNameError
+from monk_framework.params import Configurable, boolean, integer, one_of, parameter, parse_value, real, real_or
+
+
+@attrs.frozen(kw_only=True)
+class Thing(Configurable):
+    name: ClassVar[str] = "thing"
+    plugin_type: ClassVar[str] = "kernel"
+    rate: float = parameter(0.5, doc="a rate", check=real(gt=0, le=1), kind="float")
+    count: int = parameter(3, doc="a count", check=integer(ge=1), kind="int")
+    flag: bool = parameter(False, doc="a flag", check=boolean())
+    mode: str = parameter("a", doc="a mode", check=one_of("a", "b"))
+    width: float | str = parameter("auto", doc="a width", check=real_or("auto", ge=0), kind="float")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rate": 0.0}, "The 'rate' parameter of Thing must be a float in (0, 1]. Got 0.0 instead."),
+        ({"rate": 1.5}, "must be a float in (0, 1]. Got 1.5 instead."),
+        ({"rate": True}, "Got True instead."),
+        ({"count": 0}, "The 'count' parameter of Thing must be an int >= 1. Got 0 instead."),
+        ({"count": "3"}, "Got '3' instead."),
+        ({"flag": 1}, "must be a bool (true or false). Got 1 instead."),
+        ({"mode": "c"}, "must be one of 'a', 'b'. Got 'c' instead."),
+        ({"width": -1}, "must be a float >= 0 or 'auto'. Got -1.0 instead."),
+    ],
+)
+def test_messages_in_scikit_learn_wording(kwargs, message):
+    with pytest.raises(ParameterError) as info:
+        Thing(**kwargs)
+    assert str(info.value) == message or message in str(info.value)
+
+
+def test_numbers_are_stored_as_plain_python_types():
+    thing = Thing(rate=np.float32(0.25), count=np.int64(4), width=2)
+    assert type(thing.rate) is float and type(thing.count) is int and type(thing.width) is float
+    assert thing.params() == {"rate": 0.25, "count": 4, "flag": False, "mode": "a", "width": 2.0}
+
+
+def test_from_params_rejects_unknown_names():
+    with pytest.raises(UnknownNameError, match="Unknown parameter of kernel 'thing': 'rat'. Did you mean 'rate'"):
+        Thing.from_params({"rat": 1})
+    assert Thing.from_params({"rate": 1}, count=2) == Thing(rate=1.0, count=2)
+
+
+def test_parameters_describe_defaults_and_allowed_values():
+    info = {p.name: p for p in Thing.parameters()}
+    assert info["rate"].default == 0.5 and info["rate"].allowed == "a float in (0, 1]"
+    assert info["width"].allowed == "a float >= 0 or 'auto'"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1", 1), ("-2", -2), ("0.5", 0.5), ("1e-3", 1e-3), ("true", True), ("False", False), ("median", "median"), (" rbf ", "rbf")],
+)
+def test_parse_value(text, value):
+    parsed = parse_value(text)
+    assert parsed == value and type(parsed) is type(value)

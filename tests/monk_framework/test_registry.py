@@ -1,0 +1,242 @@
+"""The plugin registry: throwaway plugins, entry-point discovery, provenance and problems."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pytest
+
+from monk_framework import (
+    DuplicateNameError,
+    Kernel,
+    PluginError,
+    Registry,
+    UnknownNameError,
+    hookimpl,
+    parameter,
+)
+from monk_framework.params import real
+
+
+@attrs.frozen(kw_only=True)
+class CauchyKernel(Kernel):
+    name: ClassVar[str] = "cauchy"
+    summary: ClassVar[str] = "Cauchy kernel 1 / (1 + |x-y|^2 / sigma^2)."
+    formula: ClassVar[str] = "k(x, y) = 1 / (1 + ||x - y||^2 / sigma^2)"
+    sigma: float = parameter(1.0, doc="scale", check=real(gt=0), kind="float")
+
+    def _gram(self, X, Y):
+        from monk_framework.kernels import squared_distances
+
+        return 1.0 / (1.0 + squared_distances(X, Y) / self.sigma**2)
+
+    def _diag(self, X):
+        return np.ones(len(X))
+
+
+def make_plugin(name: str = "throwaway", **hooks) -> types.ModuleType:
+    module = types.ModuleType(name)
+    for hook_name, value in hooks.items():
+        setattr(module, hook_name, value)
+    return module
+
+
+@pytest.fixture
+def registry():
+    """A registry of the installed plugins, discovered afresh for each test."""
+    return Registry()
+
+
+@pytest.fixture
+def cauchy_plugin(registry):
+    plugin = make_plugin(monk_kernels=hookimpl(lambda: [CauchyKernel]))
+    registry.register(plugin)
+    try:
+        yield plugin
+    finally:
+        registry.unregister(plugin)
+
+
+def test_builtins_are_discovered_through_entry_points(registry):
+    kernels = {e.name: e for e in registry.kernels()}
+    assert set(kernels) == {"linear", "polynomial", "quadratic", "rbf", "exponential", "laplace", "energy"}
+    assert {e.name for e in registry.estimators()} >= {"v-stat", "u-stat", "mean"}
+    provider = kernels["rbf"].provider
+    assert provider.distribution == "monk-framework"
+    assert provider.entry_point == "vector_kernels"
+    assert provider.module == "monk_plugins.vector_kernels"
+    assert str(provider).startswith("monk-framework==") and str(provider).endswith("[vector_kernels]")
+    assert registry.problems() == []
+
+
+def test_entries_carry_parameters_with_defaults(registry):
+    entry = registry.entry("kernel", "polynomial")
+    assert [(p.name, p.default) for p in entry.parameters] == [("degree", 3), ("scale", 1.0), ("offset", 1.0)]
+    assert entry.to_dict()["input_kind"] == "vector"
+    assert registry.entry("estimator", "mean").to_dict()["estimates"] == "embedding"
+
+
+def test_a_throwaway_plugin_is_usable_and_removable(registry, cauchy_plugin, rng):
+    kernel = registry.get_kernel("cauchy", sigma=2.0)
+    X = rng.normal(size=(5, 2))
+    want = 1 / (1 + ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1) / 4)
+    np.testing.assert_allclose(kernel.gram(X), want, rtol=1e-13)
+    result = registry.get_estimator("u-stat").estimate(kernel, X, X + 1)
+    assert result.kernel == "cauchy" and result.kernel_params == {"sigma": 2.0}
+    assert str(registry.entry("kernel", "cauchy").provider) == "throwaway"
+    registry.unregister(cauchy_plugin)
+    with pytest.raises(UnknownNameError):
+        registry.get_kernel("cauchy")
+    registry.register(cauchy_plugin)  # the fixture unregisters it again
+
+
+def test_unknown_names_suggest_the_closest(registry):
+    with pytest.raises(UnknownNameError) as info:
+        registry.get_kernel("rbff")
+    assert "Did you mean 'rbf'?" in str(info.value)
+    assert "laplace" in str(info.value)
+    assert not str(info.value).startswith('"')  # not a quoted KeyError
+    with pytest.raises(UnknownNameError, match="Did you mean 'sigma'"):
+        registry.get_kernel("rbf", sigm=1.0)
+
+
+def test_duplicate_name_is_rejected_naming_both_providers(registry):
+    @attrs.frozen(kw_only=True)
+    class FakeRBF(CauchyKernel):
+        name: ClassVar[str] = "rbf"
+
+    with pytest.raises(DuplicateNameError) as info:
+        registry.register(make_plugin("shadow", monk_kernels=hookimpl(lambda: [FakeRBF])))
+    message = str(info.value)
+    assert "monk-framework==" in message and "shadow" in message
+    assert registry.kernel_class("rbf").__module__ == "monk_plugins.vector_kernels"
+    assert "shadow" not in {str(e.provider) for e in registry.kernels()}
+
+
+@pytest.mark.parametrize(
+    ("hooks", "message"),
+    [
+        ({"monk_kernel": hookimpl(lambda: [CauchyKernel])}, "unknown hook 'monk_kernel'"),
+        ({"monk_kernels": lambda: [CauchyKernel]}, "mark it with @monk_framework.hookimpl"),
+        ({"monk_kernels": hookimpl(lambda: [object])}, "not a subclass of Kernel"),
+        ({"monk_estimators": hookimpl(lambda: [CauchyKernel])}, "not a subclass of MMDEstimator or EmbeddingEstimator"),
+        ({"monk_kernels": hookimpl(lambda: 1 / 0)}, "hook monk_kernels raised ZeroDivisionError"),
+        ({"monk_kernels": hookimpl(lambda bogus: [CauchyKernel])}, "invalid hook"),
+    ],
+)
+def test_bad_plugins_are_rejected_with_a_reason(registry, hooks, message):
+    with pytest.raises(PluginError, match=message):
+        registry.register(make_plugin("bad", **hooks))
+    assert "bad" not in {str(e.provider) for e in registry.kernels() + registry.estimators()}
+
+
+def test_bad_plugin_classes_are_rejected(registry):
+    @attrs.frozen(kw_only=True)
+    class BadName(CauchyKernel):
+        name: ClassVar[str] = "Bad_Name"
+
+    @attrs.frozen(kw_only=True)
+    class NoDefault(CauchyKernel):
+        name: ClassVar[str] = "no-default"
+        width: float = attrs.field(validator=real(gt=0))
+
+    class NotAttrs(CauchyKernel):
+        name: ClassVar[str] = "not-attrs"
+
+    for cls, message in [(BadName, "kebab-case"), (NoDefault, "cannot be built with its defaults"), (NotAttrs, "attrs.frozen")]:
+        with pytest.raises(PluginError, match=message):
+            registry.register(make_plugin(cls.__name__, monk_kernels=hookimpl(lambda c=cls: [c])))
+
+
+# -- entry-point discovery through a fake distribution --------------------------------
+
+PLUGIN_SOURCE = '''
+from typing import ClassVar
+import attrs, numpy as np
+from monk_framework import Kernel, hookimpl
+
+@attrs.frozen(kw_only=True)
+class OnesKernel(Kernel):
+    name: ClassVar[str] = "ones"
+    summary: ClassVar[str] = "The constant kernel 1 (MMD is always 0)."
+    formula: ClassVar[str] = "k(x, y) = 1"
+
+    def _gram(self, X, Y):
+        return np.ones((len(X), len(Y)))
+
+    def _diag(self, X):
+        return np.ones(len(X))
+
+@hookimpl
+def monk_kernels():
+    return [OnesKernel]
+'''
+
+
+def make_distribution(root: Path, dist: str, entry_points: dict[str, str], modules: dict[str, str]) -> None:
+    """A minimal installed distribution: a .dist-info folder and its modules, in root."""
+    info = root / f"{dist.replace('-', '_')}-1.2.3.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.2.3\n")
+    lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[monk_framework.plugins]\n{lines}\n")
+    for module, source in modules.items():
+        (root / f"{module}.py").write_text(textwrap.dedent(source))
+
+
+@pytest.fixture
+def fake_site(tmp_path, monkeypatch):
+    """tmp_path on sys.path, holding three fake distributions: good, broken, duplicate."""
+    make_distribution(tmp_path, "monk-ones", {"ones": "monk_ones_plugin"}, {"monk_ones_plugin": PLUGIN_SOURCE})
+    make_distribution(tmp_path, "monk-broken", {"broken": "monk_broken_plugin"}, {"monk_broken_plugin": "raise RuntimeError('boom at import')\n"})
+    dup = PLUGIN_SOURCE.replace('"ones"', '"rbf"').replace("OnesKernel", "ImpostorKernel")
+    make_distribution(tmp_path, "aaa-impostor", {"impostor": "aaa_impostor_plugin"}, {"aaa_impostor_plugin": dup})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    yield tmp_path
+    for module in ("monk_ones_plugin", "monk_broken_plugin", "aaa_impostor_plugin"):
+        sys.modules.pop(module, None)
+
+
+def test_entry_points_of_third_party_distributions(fake_site, rng):
+    registry = Registry()
+    ones = registry.entry("kernel", "ones")
+    assert str(ones.provider) == "monk-ones==1.2.3[ones]"
+    X = rng.normal(size=(4, 2))
+    assert registry.get_estimator("v-stat").estimate(registry.get_kernel("ones"), X, X + 5).mmd2 == pytest.approx(0.0, abs=1e-15)
+    problems = {p.provider.distribution: p.message for p in registry.problems()}
+    assert "RuntimeError: boom at import" in problems["monk-broken"]
+    # the impostor sorts before monk-framework alphabetically, yet built-ins load first
+    assert "'rbf' is provided by both monk-framework==" in problems["aaa-impostor"]
+    assert registry.kernel_class("rbf").__module__ == "monk_plugins.vector_kernels"
+    assert {e.name for e in registry.kernels()} >= {"rbf", "energy", "ones"}
+
+
+def test_discovery_order_is_fixed(fake_site):
+    from monk_framework.registry import discover_entry_points
+
+    order = [(d.distribution, d.entry_point.name) for d in discover_entry_points()]
+    assert order[:2] == [("monk-framework", "classical"), ("monk-framework", "vector_kernels")]
+    assert order[2:] == sorted(order[2:], key=lambda t: (t[0].lower(), t[1]))
+
+
+def test_third_party_plugin_end_to_end_in_a_real_process(fake_site):
+    env_path = f"{fake_site}"
+    cmd = [sys.executable, "-m", "monk_framework", "plugins", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert '"name": "ones"' in out.stdout and "boom at import" in out.stdout
+    run = subprocess.run(
+        [sys.executable, "-m", "monk_framework", "run", "--kernel", "ones", "--estimator", "u-stat", "--json"],
+        capture_output=True, text=True, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"}, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert '"kernel": "ones"' in run.stdout
