@@ -240,3 +240,24 @@ def test_third_party_plugin_end_to_end_in_a_real_process(fake_site):
     )
     assert run.returncode == 0, run.stderr
     assert '"kernel": "ones"' in run.stdout
+
+
+def test_third_party_plugin_through_the_cli_runner(fake_site, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from monk_framework import registry as registry_module
+    from monk_framework.cli import app
+
+    monkeypatch.setattr(registry_module, "_default", None)  # rediscover with the fake site on sys.path
+    runner = CliRunner()
+    listing = runner.invoke(app, ["plugins", "--json"])
+    data = json.loads(listing.stdout)
+    assert "ones" in {k["name"] for k in data["kernels"]}
+    assert {p["provider"]["distribution"] for p in data["problems"]} == {"monk-broken", "aaa-impostor"}
+    run = runner.invoke(app, ["run", "--kernel", "ones", "--estimator", "v-stat", "--json"])
+    assert run.exit_code == 0, run.output
+    assert json.loads(run.stdout)["mmd2"] == pytest.approx(0.0, abs=1e-15)
+    human = runner.invoke(app, ["plugins"])
+    assert "Plugin problem: monk-broken==1.2.3[broken]" in human.stderr

@@ -1,0 +1,179 @@
+"""The monkfw command line, through typer's test runner and once as a real process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from monk_framework import MMDResult, get_registry
+from monk_framework.cli import app
+from monk_framework.datasets import get_dataset
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_version():
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.stdout.startswith("monkfw ")
+
+
+def test_plugins_json_lists_the_builtins_with_their_provider():
+    result = invoke("plugins", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    kernels = {k["name"]: k for k in data["kernels"]}
+    assert set(kernels) == {"linear", "polynomial", "quadratic", "rbf", "exponential", "laplace", "energy"}
+    assert {e["name"] for e in data["estimators"]} >= {"v-stat", "u-stat", "mean"}
+    for entry in data["kernels"] + data["estimators"]:
+        assert entry["provider"]["distribution"] == "monk-framework"
+    assert kernels["rbf"]["parameters"][0]["name"] == "sigma"
+    assert data["problems"] == []
+
+
+def test_plugins_table():
+    result = invoke("plugins")
+    assert result.exit_code == 0
+    assert "quadratic" in result.stdout and "u-stat" in result.stdout and "[vector_" in result.stdout
+
+
+def test_describe_shows_formula_and_defaults():
+    result = invoke("describe", "polynomial", "--json")
+    info = json.loads(result.stdout)
+    assert info["formula"] == "k(x, y) = (scale * <x, y> + offset)^degree"
+    assert [(p["name"], p["default"]) for p in info["parameters"]] == [("degree", 3), ("scale", 1.0), ("offset", 1.0)]
+    text = invoke("describe", "gauss-outliers")
+    assert text.exit_code == 0 and "n_outliers" in text.stdout
+    assert invoke("describe", "u-stat").exit_code == 0
+
+
+def test_datasets_listing():
+    data = json.loads(invoke("datasets", "--json").stdout)
+    assert [d["name"] for d in data] == ["gauss", "gauss-outliers", "pareto"]
+
+
+def test_run_without_data_uses_the_default_dataset_and_says_so():
+    result = invoke("run", "--kernel", "rbf", "--estimator", "u-stat", "--json")
+    assert result.exit_code == 0, result.output
+    assert "No data given: using the built-in data set gauss" in result.stderr
+    payload = json.loads(result.stdout)
+    X, Y = get_dataset("gauss").sample(0)
+    reg = get_registry()
+    want = reg.get_estimator("u-stat").estimate(reg.get_kernel("rbf"), X, Y)
+    assert payload["mmd2"] == want.mmd2
+    assert payload["data"] == {"source": "dataset", "name": "gauss", "params": get_dataset("gauss").params(), "seed": 0}
+    assert MMDResult.from_dict(payload).mmd2 == want.mmd2
+
+
+def test_run_routes_parameters_and_saves_the_result(tmp_path):
+    out = tmp_path / "res" / "r.json"
+    result = invoke(
+        "run", "-k", "rbf", "-e", "u-stat", "--dataset", "gauss-outliers", "--data-param", "n=40",
+        "--param", "sigma=median", "--param", "root=signed", "--seed", "3", "--output", str(out),
+    )
+    assert result.exit_code == 0, result.output
+    saved = json.loads(out.read_text())
+    assert saved["kernel_params_requested"] == {"sigma": "median"} and saved["kernel_params"]["sigma"] > 0
+    assert saved["estimator_params"] == {"root": "signed"} and saved["seed"] == 3
+    assert saved["n_x"] == 40 and saved["data"]["params"]["n"] == 40
+    assert "MMD" in result.stdout
+
+
+def test_run_on_files(tmp_path, rng):
+    X, Y = rng.normal(size=(30, 2)), rng.normal(size=(20, 2))
+    np.save(tmp_path / "x.npy", X)
+    np.savetxt(tmp_path / "y.csv", Y, delimiter=",", header="a,b", comments="")
+    result = invoke("run", "-k", "energy", "-e", "v-stat", "--x", str(tmp_path / "x.npy"), "--y", str(tmp_path / "y.csv"), "--json")
+    assert result.exit_code == 0, result.output
+    reg = get_registry()
+    assert json.loads(result.stdout)["mmd2"] == pytest.approx(reg.get_estimator("v-stat").estimate(reg.get_kernel("energy"), X, Y).mmd2, rel=1e-12)
+
+
+def test_run_embedding_estimator():
+    result = invoke("run", "-k", "rbf", "-e", "mean", "--data-param", "n=30", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    X, Y = get_dataset("gauss", n=30).sample(0)
+    reg = get_registry()
+    want = reg.get_estimator("v-stat").estimate(reg.get_kernel("rbf"), X, Y).mmd
+    assert payload["distance"] == pytest.approx(want, rel=1e-12)
+    assert len(payload["x"]["weights"]) == 30
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["run", "-k", "rbff", "-e", "u-stat"], 2, "Unknown kernel 'rbff'. Did you mean 'rbf'?"),
+        (["run", "-k", "rbf", "-e", "ustat"], 2, "Did you mean 'u-stat'?"),
+        (["run", "-k", "rbf", "-e", "u-stat", "-p", "sigam=1"], 2, "Unknown parameter for kernel 'rbf' and estimator 'u-stat': 'sigam'. Did you mean 'sigma'?"),
+        (["run", "-k", "rbf", "-e", "u-stat", "-p", "sigma"], 2, "--param expects key=value"),
+        (["run", "-k", "rbf", "-e", "u-stat", "-p", "sigma=-2"], 2, "The 'sigma' parameter of RBFKernel must be a float > 0"),
+        (["run", "-k", "rbf", "-e", "u-stat", "-p", "model.sigma=1"], 2, "prefix must be 'kernel.' or 'estimator.'"),
+        (["run", "-k", "rbf", "-e", "u-stat", "-d", "gaus"], 2, "Unknown dataset 'gaus'"),
+        (["run", "-k", "rbf", "-e", "u-stat", "--data-param", "n=1"], 1, "X has 1 point(s) but estimator 'u-stat' needs at least 2"),
+        (["run", "-k", "rbf", "-e", "u-stat", "--data-param", "n=0"], 2, "The 'n' parameter of GaussDataset must be an int >= 1"),
+        (["run", "-k", "exponential", "-e", "u-stat", "-d", "gauss-outliers"], 1, "overflows float64"),
+        (["run", "-k", "rbf"], 2, "Missing option '--estimator'"),
+        (["run", "-k", "rbf", "-e", "u-stat", "--seed", "-1"], 2, "--seed"),
+        (["describe", "nothing"], 2, "Unknown kernel, estimator or data set 'nothing'"),
+        (["frobnicate"], 2, "No such command 'frobnicate'"),
+    ],
+)
+def test_usage_and_library_errors_are_one_line_with_exit_codes(args, code, message):
+    result = invoke(*args)
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("Error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("files", "extra", "code", "message"),
+    [
+        ({"x.csv": "1\nnan\n", "y.csv": "1\n2\n"}, [], 1, "x.csv, line 2, column 1: 'nan' is not a finite number"),
+        ({"x.csv": "1\n2\n", "y.csv": "a,b\n1,2\n"}, [], 1, "X has 1 feature(s) per point but Y has 2"),
+        ({"x.csv": "1\n2\n", "y.csv": "a\n"}, [], 1, "y.csv, line 1: holds a header row but no data rows"),
+        ({"x.csv": "1\n2\n"}, [], 2, "give --y as well as --x"),
+        ({"x.csv": "1\n2\n", "y.csv": "1\n2\n"}, ["-d", "gauss"], 2, "either --dataset or --x/--y"),
+        ({"y.csv": "1\n2\n"}, ["--x", "missing.npy"], 1, "missing.npy: no such file"),
+    ],
+)
+def test_bad_files_from_the_command_line(tmp_path, files, extra, code, message):
+    args = ["run", "-k", "rbf", "-e", "v-stat"]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        args += [f"--{name[0]}", str(tmp_path / name)]
+    args += [a if a != "missing.npy" else str(tmp_path / a) for a in extra]
+    result = invoke(*args)
+    assert result.exit_code == code, result.output
+    assert message in result.stderr
+
+
+def test_debug_shows_the_traceback():
+    result = invoke("--debug", "run", "-k", "rbf", "-e", "u-stat", "--data-param", "n=1")
+    assert result.exit_code == 1 and "Traceback" in result.stderr
+
+
+def test_quiet_hides_notes():
+    result = invoke("--quiet", "run", "-k", "rbf", "-e", "u-stat")
+    assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_real_process_run_and_usage_error():
+    exe = shutil.which("monkfw") or shutil.which("monkfw", path=str(__import__("pathlib").Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "monk_framework"]
+    ok = subprocess.run([*cmd, "run", "--kernel", "quadratic", "--estimator", "v-stat", "--json"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["kernel"] == "quadratic"
+    bad = subprocess.run([*cmd, "run", "--kernel", "rbf", "--estimator", "v-stat", "--bogus"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "No such option: --bogus" in bad.stderr
