@@ -34,7 +34,7 @@ __all__ = [
 
 #: bytes of one row chunk of a Gram matrix: small enough to stay in cache for the
 #: elementwise passes that follow the matrix product (measured in benchmarks/bench_gram.py).
-CHUNK_BYTES = 2 * 1024 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024
 #: the median heuristic uses at most this many pooled points (a fixed-seed subsample).
 MEDIAN_MAX_POINTS = 2000
 
