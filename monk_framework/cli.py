@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -51,11 +52,19 @@ USAGE_ERRORS = (ParameterError, UnknownNameError)
 class MonkGroup(TyperGroup):
     """Turns every error into one line on stderr and the documented exit code."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         global STATE
         STATE = _State()
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.TyperException as exc:  # click usage errors (bad option, missing value)
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
             code = _fail(message, int(getattr(exc, "exit_code", 2)), hint=_help_hint(exc))

@@ -29,7 +29,7 @@ __all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "load_s
 Sample = np.ndarray | list[str]
 
 
-def as_vectors(X: Any, *, name: str = "X") -> np.ndarray:
+def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndarray:
     """Validate a vector sample and return it as a C-contiguous ``(n, d)`` float64 array.
 
     Raises
@@ -41,13 +41,13 @@ def as_vectors(X: Any, *, name: str = "X") -> np.ndarray:
     if isinstance(X, str) or (
         isinstance(X, Sequence) and len(X) > 0 and all(isinstance(x, str) for x in X)
     ):
-        raise DataError(f"{name} holds strings, but this kernel needs numeric vectors.")
+        raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
     try:
         arr = np.asarray(X)
     except (ValueError, TypeError) as exc:
         raise DataError(f"{name} cannot be read as a numeric array ({exc}).") from None
     if arr.dtype.kind in "US":
-        raise DataError(f"{name} holds strings, but this kernel needs numeric vectors.")
+        raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
     if arr.dtype.kind not in "biuf":
         raise DataError(
             f"{name} must be a numeric array; got dtype {arr.dtype} "
@@ -80,12 +80,12 @@ def as_vectors(X: Any, *, name: str = "X") -> np.ndarray:
     return arr
 
 
-def as_strings(X: Any, *, name: str = "X") -> list[str]:
+def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[str]:
     """Validate a string sample (a non-empty sequence of Python strings)."""
     if isinstance(X, str):
         raise DataError(f"{name} is a single string; a sample is a sequence of strings.")
     if isinstance(X, np.ndarray) and X.dtype.kind in "biuf":
-        raise DataError(f"{name} holds numbers, but this kernel needs strings.")
+        raise DataError(f"{name} holds numbers, but {user} needs strings.")
     try:
         items = list(X)
     except TypeError:
@@ -95,7 +95,7 @@ def as_strings(X: Any, *, name: str = "X") -> list[str]:
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise DataError(
-                f"{name}[{i}] is {type(item).__name__} {item!r}, but this kernel needs strings."
+                f"{name}[{i}] is {type(item).__name__} {item!r}, but {user} needs strings."
             )
     return items
 

@@ -35,7 +35,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def monk_kernels() -> list[type[Kernel]]:
+def monk_kernels() -> list[type[Kernel]]:  # type: ignore[empty-body]
     """Return the kernel classes this plugin provides.
 
     Called once, when the registry loads the plugin. Each returned class must be a
@@ -52,7 +52,7 @@ def monk_kernels() -> list[type[Kernel]]:
 
 
 @hookspec
-def monk_estimators() -> list[type[Estimator]]:
+def monk_estimators() -> list[type[Estimator]]:  # type: ignore[empty-body]
     """Return the estimator classes this plugin provides.
 
     Called once, when the registry loads the plugin. Each returned class must be a

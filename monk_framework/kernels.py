@@ -61,12 +61,10 @@ class Kernel(Configurable):
 
     def check_sample(self, X: Any, *, name: str = "X") -> Sample:
         """Validate a sample for this kernel's input kind (see :mod:`monk_framework.data`)."""
+        user = f"kernel {self.name!r}"
         if self.input_kind == "string":
-            return as_strings(X, name=name)
-        try:
-            return as_vectors(X, name=name)
-        except DataError as exc:
-            raise DataError(f"{exc} (kernel {self.name!r} takes {self.input_kind}s)") from None
+            return as_strings(X, name=name, user=user)
+        return as_vectors(X, name=name, user=user)
 
     def check_pair(self, X: Any, Y: Any, *, names: tuple[str, str] = ("X", "Y")) -> tuple[Sample, Sample]:
         """Validate two samples that will be compared (same input kind and dimension)."""

@@ -32,7 +32,7 @@ __all__ = ["Provider", "PluginEntry", "PluginProblem", "Registry", "get_registry
 
 OWN_DISTRIBUTION = "monk-framework"
 _NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-_HOOKS = {"monk_kernels": Kernel, "monk_estimators": Estimator}
+_HOOKS: dict[str, type[Configurable]] = {"monk_kernels": Kernel, "monk_estimators": Estimator}
 
 
 def _normalize(dist_name: str) -> str:
@@ -255,20 +255,21 @@ class Registry:
         return entries
 
     @staticmethod
-    def _entry(cls: Any, base: type, hook_name: str, provider: Provider) -> PluginEntry:
+    def _entry(cls: Any, base: type[Configurable], hook_name: str, provider: Provider) -> PluginEntry:
         where = f"Plugin {provider}, hook {hook_name}"
         allowed = (MMDEstimator, EmbeddingEstimator) if base is Estimator else (Kernel,)
         if not (inspect.isclass(cls) and issubclass(cls, allowed)):
             names = " or ".join(a.__name__ for a in allowed)
             raise PluginError(f"{where}: returned {cls!r}, which is not a subclass of {names}.")
-        if not attrs.has(cls) or "__attrs_attrs__" not in cls.__dict__:
+        if "__attrs_attrs__" not in cls.__dict__:  # decorated itself, not only its base
             raise PluginError(f"{where}: {cls.__name__} must be decorated with @attrs.frozen(kw_only=True).")
         if not isinstance(cls.name, str) or not _NAME_RE.match(cls.name):
             raise PluginError(f"{where}: {cls.__name__}.name must be a kebab-case name like 'my-kernel'; got {cls.name!r}.")
         if not cls.summary:
             raise PluginError(f"{where}: {cls.__name__} ({cls.name!r}) needs a one-line summary.")
-        if base is Kernel and cls.input_kind not in ("vector", "string"):
-            raise PluginError(f"{where}: {cls.__name__}.input_kind must be 'vector' or 'string'; got {cls.input_kind!r}.")
+        input_kind = getattr(cls, "input_kind", None)
+        if base is Kernel and input_kind not in ("vector", "string"):
+            raise PluginError(f"{where}: {cls.__name__}.input_kind must be 'vector' or 'string'; got {input_kind!r}.")
         try:
             cls()
         except Exception as exc:

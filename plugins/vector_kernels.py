@@ -142,9 +142,16 @@ class QuadraticKernel(_PolynomialCore, Kernel):
 
 
 class _BandwidthCore:
-    """Shared by the distance-based kernels whose sigma may be the median heuristic."""
+    """Shared by the distance-based kernels: k(x, x) = 1, sigma may be the median heuristic."""
 
     sigma: Any
+
+    @property
+    def _sigma(self) -> float:
+        return float(self.sigma)  # only called once fitted, when sigma is a number
+
+    def _diag(self, X: np.ndarray) -> np.ndarray:
+        return np.ones(len(X))
 
     @property
     def is_fitted(self) -> bool:
@@ -173,20 +180,17 @@ class RBFKernel(_BandwidthCore, Kernel):
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         out = squared_distances(X, Y)
-        out *= -0.5 / self.sigma**2
+        out *= -0.5 / self._sigma**2
         np.exp(out, out=out)
         return out
-
-    def _diag(self, X: np.ndarray) -> np.ndarray:
-        return np.ones(len(X))
 
     def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
         # E k(x, y) = sigma^d / sqrt(det S) exp(-1/2 D^T S^-1 D), S = C1 + C2 + sigma^2 I
         d = m1.size
-        S = c1 + c2 + self.sigma**2 * np.eye(d)
+        S = c1 + c2 + self._sigma**2 * np.eye(d)
         delta = m1 - m2
         _, logdet = np.linalg.slogdet(S)
-        return float(np.exp(d * math.log(self.sigma) - 0.5 * logdet - 0.5 * delta @ np.linalg.solve(S, delta)))
+        return float(np.exp(d * math.log(self._sigma) - 0.5 * logdet - 0.5 * delta @ np.linalg.solve(S, delta)))
 
 
 @attrs.frozen(kw_only=True)
@@ -201,12 +205,9 @@ class LaplaceKernel(_BandwidthCore, Kernel):
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         out = distances(X, Y)
-        out *= -1.0 / self.sigma
+        out *= -1.0 / self._sigma
         np.exp(out, out=out)
         return out
-
-    def _diag(self, X: np.ndarray) -> np.ndarray:
-        return np.ones(len(X))
 
 
 @attrs.frozen(kw_only=True)

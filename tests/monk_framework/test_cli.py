@@ -177,3 +177,29 @@ def test_real_process_run_and_usage_error():
     assert json.loads(ok.stdout)["kernel"] == "quadratic"
     bad = subprocess.run([*cmd, "run", "--kernel", "rbf", "--estimator", "v-stat", "--bogus"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "No such option: --bogus" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("x_value", "message"),
+    [
+        (np.array([[1.0], [np.inf], [2.0]]), "X contains inf at point 1, feature 0"),
+        (np.zeros((0, 1)), "X is empty"),
+        (np.array(["ACGT", "GGCA"]), "X holds strings, but kernel 'rbf' needs numeric vectors"),
+        (np.array([{"a": 1}], dtype=object), "pickled Python objects, which are never loaded"),
+        (np.zeros((2, 2, 2)), "X has 3 dimensions"),
+    ],
+)
+def test_bad_npy_samples_from_the_command_line(tmp_path, x_value, message):
+    np.save(tmp_path / "x.npy", x_value, allow_pickle=x_value.dtype == object)
+    np.save(tmp_path / "y.npy", np.zeros((3, 1)))
+    result = invoke("run", "-k", "rbf", "-e", "u-stat", "--x", str(tmp_path / "x.npy"), "--y", str(tmp_path / "y.npy"))
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and message in errors[0]
+
+
+def test_empty_csv_from_the_command_line(tmp_path):
+    (tmp_path / "x.csv").write_text("\n")
+    (tmp_path / "y.csv").write_text("1\n2\n")
+    result = invoke("run", "-k", "rbf", "-e", "u-stat", "--x", str(tmp_path / "x.csv"), "--y", str(tmp_path / "y.csv"))
+    assert result.exit_code == 1 and "x.csv: holds no data rows" in result.stderr

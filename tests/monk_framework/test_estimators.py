@@ -29,7 +29,7 @@ def test_rng_normalisation_records_int_seeds():
         (np.zeros((3, 2)), np.zeros((3, 3)), "X has 2 feature\\(s\\) per point but Y has 3"),
         (np.zeros((3, 1)), [[np.nan]] * 3, "Y contains NaN at point 0"),
         ([], np.zeros((3, 1)), "X is empty"),
-        (["a", "b"], np.zeros((2, 1)), "X holds strings.*kernel 'rbf' takes vectors"),
+        (["a", "b"], np.zeros((2, 1)), "X holds strings, but kernel 'rbf' needs numeric vectors"),
     ],
 )
 def test_estimate_validates_both_samples(X, Y, message):
