@@ -66,8 +66,7 @@ class MonkGroup(TyperGroup):
         try:
             code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.TyperException as exc:  # click usage errors (bad option, missing value)
-            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-            code = _fail(message, int(getattr(exc, "exit_code", 2)), hint=_help_hint(exc))
+            code = _usage_error(exc)
         except USAGE_ERRORS as exc:
             code = _fail(str(exc), 2, exc=exc)
         except MonkError as exc:
@@ -80,6 +79,14 @@ class MonkGroup(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _usage_error(exc: Exception) -> int:
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    if type(exc).__name__ == "NoArgsIsHelpError":  # bare `monkfw`: show the help, not an error
+        stderr.print(message, markup=False)
+        return 2
+    return _fail(message, int(getattr(exc, "exit_code", 2)), hint=_help_hint(exc))
 
 
 def _help_hint(exc: Exception) -> str:

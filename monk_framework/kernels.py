@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 
 from .data import Sample, as_strings, as_vectors, check_same_dimension
-from .errors import DataError, MonkError, ResourceError
+from .errors import DataError, KernelOverflowError, MonkError, ResourceError
 from .params import Configurable
 
 __all__ = [
@@ -105,7 +105,7 @@ class Kernel(Configurable):
         """``k(x_i, x_i)`` for every point of X, without forming the Gram matrix."""
         self._require_fitted()
         Xv = self.check_sample(X)
-        return np.asarray(self._diag(Xv), dtype=np.float64)
+        return self._core_diag(Xv)
 
     def features(self, X: Any) -> np.ndarray:
         """An explicit feature map Φ with ``Φ(X) Φ(Y)ᵀ = gram(X, Y)``, where one exists."""
@@ -159,6 +159,23 @@ class Kernel(Configurable):
                 "the pooled sample first with kernel.fit(X, Y) (estimators do this)."
             )
 
+    def _finite(self, values: np.ndarray) -> np.ndarray:
+        # a kernel value that overflowed (or a plugin's NaN) must never become a number
+        if not np.isfinite(values).all():
+            raise KernelOverflowError(
+                f"Kernel {self.spec()} gives non-finite values (overflow to inf, or NaN) on "
+                "these data; rescale the data or change the kernel's parameters."
+            )
+        return values
+
+    def _core(self, X: Sample, Y: Sample) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._finite(self._gram(X, Y))
+
+    def _core_diag(self, X: Sample) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._finite(np.asarray(self._diag(X), dtype=np.float64))
+
     def _chunk_rows(self, n_cols: int) -> int:
         return max(32, CHUNK_BYTES // (8 * max(n_cols, 1)))
 
@@ -169,13 +186,13 @@ class Kernel(Configurable):
         step = self._chunk_rows(n)
         for start in range(0, n, step):
             stop = min(start + step, n)
-            K[start:stop, start:] = self._gram(X[start:stop], X[start:])
+            K[start:stop, start:] = self._core(X[start:stop], X[start:])
             # mirror the band below the diagonal block, and the block's upper triangle
             K[stop:, start:stop] = K[start:stop, stop:].T
             block = K[start:stop, start:stop]
             upper = np.triu(block, 1)
             block[...] = upper + upper.T
-        np.fill_diagonal(K, self._diag(X))
+        np.fill_diagonal(K, self._core_diag(X))
         return K
 
     def _rectangular_gram(self, X: Sample, Y: Sample) -> np.ndarray:
@@ -185,7 +202,7 @@ class Kernel(Configurable):
         step = self._chunk_rows(m)
         for start in range(0, n, step):
             stop = min(start + step, n)
-            K[start:stop] = self._gram(X[start:stop], Y)
+            K[start:stop] = self._core(X[start:stop], Y)
         return K
 
 

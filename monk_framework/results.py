@@ -39,7 +39,11 @@ def jsonable(value: Any) -> Any:
 
 def _finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
     if not math.isfinite(value):
-        raise MonkError(f"{type(instance).__name__}.{attribute.name} must be finite; got {value!r}.")
+        raise MonkError(
+            f"The estimate {attribute.name} = {value!r} is not a finite number: the kernel values "
+            "are too large for float64 arithmetic on these data; rescale the data or change the "
+            "kernel's parameters."
+        )
 
 
 def _dumps(data: dict[str, Any]) -> str:

@@ -203,3 +203,16 @@ def test_empty_csv_from_the_command_line(tmp_path):
     (tmp_path / "y.csv").write_text("1\n2\n")
     result = invoke("run", "-k", "rbf", "-e", "u-stat", "--x", str(tmp_path / "x.csv"), "--y", str(tmp_path / "y.csv"))
     assert result.exit_code == 1 and "x.csv: holds no data rows" in result.stderr
+
+
+def test_bare_command_shows_help_without_error():
+    result = invoke()
+    assert result.exit_code == 2 and "Usage: monkfw" in result.stderr and "Error" not in result.stderr
+
+
+def test_not_enough_memory_is_a_library_error(monkeypatch):
+    from monk_framework import kernels as kernels_module
+
+    monkeypatch.setattr(kernels_module, "available_memory", lambda: 2**20)
+    result = invoke("run", "-k", "rbf", "-e", "v-stat", "--data-param", "n=1000")
+    assert result.exit_code == 1 and "needs 7.6 MiB but only 1.0 MiB" in result.stderr

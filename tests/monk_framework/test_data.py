@@ -86,3 +86,19 @@ def test_missing_and_unsupported_files(tmp_path):
         load_sample(tmp_path / "a.xlsx")
     with pytest.raises(DataFileError, match="is a directory"):
         load_sample(tmp_path)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra.numpy import arrays  # noqa: E402
+
+
+@settings(max_examples=50, deadline=None)
+@given(arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 5)), elements=st.floats(allow_nan=False, allow_infinity=False, width=64)), st.booleans(), st.sampled_from([".csv", ".tsv"]))
+def test_delimited_files_round_trip_exactly(tmp_path_factory, values, header, suffix):
+    path = tmp_path_factory.mktemp("rt") / f"data{suffix}"
+    sep = "\t" if suffix == ".tsv" else ","
+    lines = [sep.join(f"col{j}" for j in range(values.shape[1]))] if header else []
+    lines += [sep.join(repr(float(v)) for v in row) for row in values]
+    path.write_text("\n".join(lines) + "\n")
+    assert np.array_equal(load_sample(path), values)
