@@ -108,7 +108,7 @@ app = typer.Typer(
     name="monkfw",
     help="Outlier-robust kernel mean embeddings and MMD by median-of-means (MONK).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -141,13 +141,19 @@ def _print_json(data: Any) -> None:
 
 
 def _complete(kind: str) -> Any:
+    """Shell completion of kernel, estimator, data set (or all) names."""
+
     def complete(incomplete: str) -> list[str]:
         try:
             reg = get_registry()
-            names = [e.name for e in (reg.kernels() if kind == "kernel" else reg.estimators())] if kind != "dataset" else list(DATASETS)
         except Exception:  # completion must never break the shell
             return []
-        return [n for n in names if n.startswith(incomplete)]
+        names = {
+            "kernel": [e.name for e in reg.kernels()],
+            "estimator": [e.name for e in reg.estimators()],
+            "dataset": list(DATASETS),
+        }.get(kind, reg.names() + list(DATASETS))
+        return sorted(n for n in names if n.startswith(incomplete))
 
     return complete
 

@@ -216,3 +216,12 @@ def test_not_enough_memory_is_a_library_error(monkeypatch):
     monkeypatch.setattr(kernels_module, "available_memory", lambda: 2**20)
     result = invoke("run", "-k", "rbf", "-e", "v-stat", "--data-param", "n=1000")
     assert result.exit_code == 1 and "needs 7.6 MiB but only 1.0 MiB" in result.stderr
+
+
+def test_name_completion():
+    from monk_framework.cli import _complete
+
+    assert _complete("kernel")("l") == ["laplace", "linear"]
+    assert _complete("estimator")("u") == ["u-stat"]
+    assert _complete("dataset")("gauss") == ["gauss", "gauss-outliers"]
+    assert _complete("any")("") == sorted(get_registry().names() + ["gauss", "gauss-outliers", "pareto"])
