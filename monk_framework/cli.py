@@ -29,7 +29,7 @@ from .datasets import DATASETS, default_dataset, get_dataset
 from .errors import MonkError, ParameterError, UnknownNameError
 from .estimators import EmbeddingEstimator, MMDEstimator
 from .params import Configurable, parse_value
-from .registry import PluginEntry, Registry, get_registry
+from .registry import PluginEntry, get_registry
 from .results import jsonable
 
 __all__ = ["app", "main"]
@@ -331,7 +331,7 @@ def _load_data(
             f"Data set {dataset!r} gives {ds.input_kind}s but the kernel takes {kernel_kind}s."
         )
     if implicit:
-        _note(f"No data given: using the built-in data set {ds.describe()} with seed {seed}.")
+        _note(f"No data given: using the built-in data set {ds.spec()} with seed {seed}.")
     X, Y = ds.sample(seed)
     return X, Y, {"source": "dataset", "name": ds.name, "params": ds.params(), "seed": seed}
 
@@ -385,7 +385,7 @@ def run(
             ("time", f"{result.timings['total_s']:.4f} s"),
         ]
     elif isinstance(est, EmbeddingEstimator):
-        payload, rows = _run_embedding(reg, est, kern, X, Y, seed)
+        payload, rows = _run_embedding(est, kern, X, Y, seed)
         payload["data"] = data_info
     else:  # pragma: no cover - the registry admits only these two kinds
         raise MonkError(f"Estimator {estimator!r} is neither an MMD nor an embedding estimator.")
@@ -404,7 +404,7 @@ def run(
 
 
 def _run_embedding(
-    reg: Registry, est: EmbeddingEstimator, kern: Any, X: Any, Y: Any, seed: int
+    est: EmbeddingEstimator, kern: Any, X: Any, Y: Any, seed: int
 ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     # one kernel for both samples: data-dependent hyperparameters are fitted on X ∪ Y
     fitted = kern.fit(X, Y)

@@ -62,9 +62,6 @@ class Dataset(Configurable):
         """MMD between the two distributions sampled, where the kernel has a closed form."""
         raise NotImplementedError
 
-    def describe(self) -> str:
-        return f"{self.name} (" + ", ".join(f"{k}={v}" for k, v in self.params().items()) + ")"
-
 
 @attrs.frozen(kw_only=True)
 class GaussDataset(Dataset):

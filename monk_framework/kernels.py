@@ -227,12 +227,28 @@ DIRECT_MAX_FEATURES = 4
 REFINE_RATIO = 1e-3
 
 
+def _centred_identity(X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """‖x − y‖² by the BLAS identity on data centred at Y's mean, with the centred norms.
+
+    Centring leaves distances unchanged and shrinks the cancellation; the result is
+    built in place in the matrix-product output and clipped at 0.
+    """
+    centre = Y.mean(axis=0)
+    Xc, Yc = X - centre, Y - centre
+    nx, ny = np.einsum("ij,ij->i", Xc, Xc), np.einsum("ij,ij->i", Yc, Yc)
+    out = Xc @ Yc.T
+    out *= -2.0
+    out += nx[:, None]
+    out += ny[None, :]
+    np.maximum(out, 0.0, out=out)
+    return out, nx, ny
+
+
 def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """‖x_i − y_j‖² for all pairs, as an ``(n, m)`` array.
 
     For few features it sums squared coordinate differences (exact); otherwise it uses
-    the BLAS identity ‖x‖² + ‖y‖² − 2⟨x, y⟩ on data centred at Y's mean (distances do
-    not change, cancellation shrinks), in place in the matrix-product output, clipped at 0.
+    the BLAS identity ‖x‖² + ‖y‖² − 2⟨x, y⟩ on centred data.
     """
     if X.shape[1] <= DIRECT_MAX_FEATURES:
         out = np.subtract.outer(X[:, 0], Y[:, 0])
@@ -242,14 +258,7 @@ def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
             np.square(diff, out=diff)
             out += diff
         return out
-    centre = Y.mean(axis=0)
-    Xc, Yc = X - centre, Y - centre
-    out = Xc @ Yc.T
-    out *= -2.0
-    out += np.einsum("ij,ij->i", Xc, Xc)[:, None]
-    out += np.einsum("ij,ij->i", Yc, Yc)[None, :]
-    np.maximum(out, 0.0, out=out)
-    return out
+    return _centred_identity(X, Y)[0]
 
 
 def distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -258,11 +267,10 @@ def distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     The square root amplifies the cancellation error of the BLAS identity for close
     pairs, so those pairs (a small fraction in practice) are recomputed from differences.
     """
-    out = squared_distances(X, Y)
-    if X.shape[1] > DIRECT_MAX_FEATURES:
-        centre = Y.mean(axis=0)
-        nx = np.einsum("ij,ij->i", X - centre, X - centre)
-        ny = np.einsum("ij,ij->i", Y - centre, Y - centre)
+    if X.shape[1] <= DIRECT_MAX_FEATURES:
+        out = squared_distances(X, Y)
+    else:
+        out, nx, ny = _centred_identity(X, Y)
         rows, cols = np.nonzero(out < REFINE_RATIO * (nx[:, None] + ny[None, :]))
         if rows.size:
             diff = X[rows] - Y[cols]

@@ -21,7 +21,7 @@ from monk_framework import (
 from monk_framework.params import one_of
 
 
-def _block_means(kernel: Kernel, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def _grams(kernel: Kernel, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The three Gram matrices and the time spent building them."""
     start = time.perf_counter()
     Kxx, Kyy, Kxy = kernel.gram(X), kernel.gram(Y), kernel.gram(X, Y)
@@ -40,7 +40,7 @@ class VStatistic(MMDEstimator):
     )
 
     def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
-        Kxx, Kyy, Kxy, gram_s = _block_means(kernel, X, Y)
+        Kxx, Kyy, Kxy, gram_s = _grams(kernel, X, Y)
         start = time.perf_counter()
         mmd2 = Kxx.mean() + Kyy.mean() - 2.0 * Kxy.mean()
         # MMD_V^2 >= 0 in exact arithmetic; a tiny negative value is round-off
@@ -74,7 +74,7 @@ class UStatistic(MMDEstimator):
         return 2, "the U-statistic averages over pairs of distinct points"
 
     def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
-        Kxx, Kyy, Kxy, gram_s = _block_means(kernel, X, Y)
+        Kxx, Kyy, Kxy, gram_s = _grams(kernel, X, Y)
         start = time.perf_counter()
         n, m = len(X), len(Y)
         # the Gram diagonal equals kernel.diag bit for bit, so its sum is the trace
