@@ -360,6 +360,7 @@ def run(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, blocks).")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Also save the JSON result to this file (written atomically).")] = None,
+    trace: Annotated[bool, typer.Option("--trace", help="Record the objective at every iteration (estimators with a 'trace' parameter, e.g. monk-bcd).")] = False,
 ) -> None:
     """Estimate MMD (or mean embeddings) with any kernel and any estimator.
 
@@ -369,6 +370,10 @@ def run(
     kernel_cls = reg.kernel_class(kernel)
     estimator_cls = reg.estimator_class(estimator)
     kernel_params, estimator_params = route_params(param or [], kernel_cls, estimator_cls)
+    if trace:
+        if "trace" not in {p.name for p in estimator_cls.parameters()}:
+            raise ParameterError(f"--trace: estimator {estimator!r} is not iterative (it has no 'trace' parameter).")
+        estimator_params["trace"] = True
     kern = kernel_cls.from_params(kernel_params)
     est = estimator_cls.from_params(estimator_params)
     needs_y = isinstance(est, MMDEstimator)
@@ -382,6 +387,7 @@ def run(
             ("N, M", f"{result.n_x}, {result.n_y}"),
             ("MMD^2", f"{result.mmd2:.10g}"),
             ("MMD", f"{result.mmd:.10g}"),
+            *_iterative_rows(result.diagnostics, result.timings),
             ("time", f"{result.timings['total_s']:.4f} s"),
         ]
     elif isinstance(est, EmbeddingEstimator):
@@ -401,6 +407,28 @@ def run(
     for row in rows:
         table.add_row(*(escape(s) for s in row))
     stdout.print(table)
+
+
+def _iterative_rows(diagnostics: dict[str, Any], timings: dict[str, float]) -> list[tuple[str, str]]:
+    """Rows that median-of-means estimators add: Q, the median block, the trace, timings."""
+    rows = []
+    if "lepski" in diagnostics:
+        lep = diagnostics["lepski"]
+        rows.append(("Q (Lepski)", f"{lep['chosen_n_blocks']} of grid {lep['grid']}"))
+    elif "n_blocks" in diagnostics:
+        rows.append(("Q", str(diagnostics["n_blocks"])))
+    if "median_block" in diagnostics:
+        block = diagnostics["median_block"]
+        rows.append(("median block", f"{block['block']} ({len(block.get('x', []))} + {len(block.get('y', []))} points)"))
+    if "certificate" in diagnostics:
+        rows.append(("BCD value", f"{diagnostics['bcd_value']:.10g}"))
+        rows.append(("active blocks", str(diagnostics["certificate"]["active_blocks"])))
+    if "trace" in diagnostics:
+        values = diagnostics["trace"]
+        rows.append(("trace", f"{len(values)} values: {values[0]:.6g} -> {values[-1]:.6g} (full trace in --json)"))
+    if "iterate_s" in timings:
+        rows.append(("Gram / iterate", f"{timings['gram_s']:.4f} s / {timings['iterate_s']:.4f} s"))
+    return rows
 
 
 def _run_embedding(

@@ -31,6 +31,7 @@ __all__ = [
     "parse_value",
     "real",
     "real_or",
+    "integer_or",
 ]
 
 
@@ -127,6 +128,20 @@ def real_or(
         f"a float{_bounds(gt, ge, lt, le)} or {listing}",
         lambda v: (isinstance(v, str) and v in choices)
         or (_is_real(v) and _in_bounds(float(v), gt, ge, lt, le)),
+    )
+
+
+def integer_or(*choices: str, ge: int | None = None, le: int | None = None) -> Check:
+    """A bounded integer or one of a few named rules ("an int >= 1 or 'auto'")."""
+    listing = " or ".join(repr(c) for c in choices)
+    return Check(
+        f"an int{_bounds(None, ge, None, le)} or {listing}",
+        lambda v: (isinstance(v, str) and v in choices)
+        or (
+            isinstance(v, numbers.Integral)
+            and not isinstance(v, bool)
+            and _in_bounds(int(v), None, ge, None, le)
+        ),
     )
 
 
