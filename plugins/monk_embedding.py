@@ -61,10 +61,9 @@ def block_center(M: np.ndarray, center: str) -> BlockCenter:
     if center == "geometric":
         beta, iterations, step = monk_reduced.weiszfeld(M)
         return BlockCenter(beta, {"iterations": iterations, "last_step": step, "converged": step <= 1e-12})
-    A, U, lam = monk_reduced.factor(M)
+    A, pivots = monk_reduced.factor(M)
     sol = monk_reduced.minmax_center(A)
-    # u = Aᵀβ with A = U√Λ: the β of least norm is U Λ^{-1/2} u
-    beta = U @ (sol.u / np.sqrt(lam))
+    beta = monk_reduced.block_weights(A, pivots, sol.u)
     return BlockCenter(
         beta,
         {

@@ -126,14 +126,15 @@ def sup_median_exact(G: np.ndarray) -> SupMedian:
     Q = len(G)
     if Q > MAX_ENUMERATE_BLOCKS:
         raise ValueError(f"enumeration is limited to Q <= {MAX_ENUMERATE_BLOCKS}")
-    scale = float(np.trace(G)) / Q
+    diag = np.diag(G)
+    scale = float(np.median(diag)) if np.median(diag) > 0 else float(diag.max())
     if scale <= 0.0:
         return _finish(G, np.zeros(Q), (), "enumerate", 0)
-    Gs = G / scale  # a scale-free system (the optimum scales as √scale)
-    eig = np.linalg.eigvalsh(Gs)
-    rank = int((eig > 1e-12 * eig.max()).sum())
+    # a scale-free system (the optimum scales as √scale); the median diagonal, not the
+    # trace, so that one outlier block does not set the scale
+    Gs = G / scale
     best_value, best_beta, best_face, count = 0.0, np.zeros(Q), (), 0
-    for k in range(1, min(majority(Q), rank + 1) + 1):
+    for k in range(1, majority(Q) + 1):
         faces = np.array(list(itertools.combinations(range(Q), k)), dtype=np.int64)
         lam = _affine_min_norm(Gs, faces)
         betas = np.zeros((len(faces), Q))
@@ -265,12 +266,41 @@ def bcd_fixed(
 # -- the mean-embedding problems ------------------------------------------------------
 
 
-def factor(M: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A = U√Λ with AAᵀ = M (PSD part), and U, Λ restricted to positive eigenvalues."""
-    eig, vec = np.linalg.eigh(M)
-    keep = eig > 1e-12 * max(float(eig.max()), 1e-300)
-    U, lam = vec[:, keep], eig[keep]
-    return U * np.sqrt(lam), U, lam
+def factor(M: np.ndarray, *, tol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+    """A with AAᵀ = M (PSD), by a Cholesky factorisation in increasing order of ‖a_q‖.
+
+    Row q of A depends only on the blocks factored before it, so the ordinary blocks,
+    taken first, get coordinates computed from their own entries of M alone: an
+    outlier block whose entries are 10³⁰ times larger cannot spoil them (an
+    eigendecomposition would mix all scales). A block whose new coordinate is below
+    ``tol`` times its own norm is dependent on the previous ones and adds no axis.
+    Returns A (Q × r) and the pivots: the r blocks that add an axis, whose rows form a
+    lower-triangular r × r matrix.
+    """
+    from scipy.linalg import solve_triangular
+
+    Q = len(M)
+    A = np.zeros((Q, Q))
+    pivots: list[int] = []
+    for q in np.argsort(np.diag(M), kind="stable"):
+        r = len(pivots)
+        if r:
+            A[q, :r] = solve_triangular(A[pivots, :r], M[pivots, q], lower=True)
+        rest = float(M[q, q] - A[q, :r] @ A[q, :r])
+        if rest > tol * max(float(M[q, q]), 1e-300):
+            A[q, r] = math.sqrt(rest)
+            pivots.append(int(q))
+    return A[:, : len(pivots)], np.array(pivots, dtype=np.int64)
+
+
+def block_weights(A: np.ndarray, pivots: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """β with Aᵀβ = u, supported on the pivots (a triangular solve, scale-safe)."""
+    from scipy.linalg import solve_triangular
+
+    beta = np.zeros(len(A))
+    if len(pivots):
+        beta[pivots] = solve_triangular(A[pivots].T, u, lower=False)
+    return beta
 
 
 def _depth_oracle(points: np.ndarray, u: np.ndarray) -> tuple[float, np.ndarray]:
@@ -314,14 +344,20 @@ def minmax_center(points: np.ndarray, *, tol: float = 1e-7, max_iter: int = 300)
     upper bound), stopping when the gap is below ``tol`` times the scale of the points.
     """
     Q, r = points.shape
-    scale = max(float(np.max(np.linalg.norm(points, axis=1))), 1e-300)
     exact = Q <= MAX_ENUMERATE_BLOCKS
     if Q == 1:
         return MinmaxCenter(points[0].copy(), 0.0, 0.0, 0.0, 0, True, True)
-    radius = 2.0 * scale
+    # a box that must hold u*: with u0 the coordinate-wise median and S0 the majority
+    # nearest to it, D(u*) <= D(u0) and u* is within D(u*) of conv(a_S0), hence within
+    # D(u0) + max_{q∈S0} ‖a_q − u0‖ of u0. It ignores far outliers (unlike a bounding box).
+    u = np.asarray(np.median(points, axis=0), dtype=np.float64)
+    d0, _ = _depth_oracle(points, u)
+    near = np.sort(np.linalg.norm(points - u, axis=1))[majority(Q) - 1]
+    radius = 1.01 * (d0 + near) + 1e-300
+    scale = radius
     cuts_e: list[np.ndarray] = []
     cuts_phi: list[float] = []
-    u = np.asarray(np.median(points, axis=0), dtype=np.float64)  # a start inside the box
+    center = u.copy()
     best_u, upper, lower = u.copy(), math.inf, 0.0
     iterations, converged = 0, False
     for iterations in range(1, max_iter + 1):
@@ -343,7 +379,7 @@ def minmax_center(points: np.ndarray, *, tol: float = 1e-7, max_iter: int = 300)
         b_ub = -np.array(cuts_phi)
         cost = np.zeros(r + 1)
         cost[-1] = 1.0
-        bounds = [(-radius, radius)] * r + [(0.0, None)]
+        bounds = [(c - radius, c + radius) for c in center] + [(0.0, None)]
         res = linprog(cost, A_ub=A_ub, b_ub=b_ub, bounds=bounds, method="highs")
         if res.status != 0:
             break
@@ -365,7 +401,9 @@ def weiszfeld(M: np.ndarray, *, tol: float = 1e-12, max_iter: int = 10_000) -> t
     Q = len(M)
     beta = np.full(Q, 1.0 / Q)
     diag = np.diag(M)
-    scale = max(float(np.max(diag)), 1e-300)
+    # the median block norm, not the largest: an outlier block must not set the
+    # tolerance (it would make every step look converged)
+    scale = max(float(np.median(diag)), 1e-300)
     step = math.inf
     for it in range(1, max_iter + 1):
         Mb = M @ beta

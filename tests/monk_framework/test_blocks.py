@@ -1,0 +1,97 @@
+"""Partitions, the median convention and block reductions against brute force."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from monk_framework.blocks import (
+    MatrixFreeGram,
+    StoredGram,
+    block_sizes,
+    check_n_blocks,
+    geometric_grid,
+    lepski,
+    majority,
+    median_block,
+    median_value,
+    pair_partition,
+    random_partition,
+)
+from monk_framework.errors import ParameterError
+
+
+@pytest.mark.parametrize("n, Q", [(10, 3), (11, 11), (100, 7), (22, 11), (5, 1)])
+def test_block_sizes_follow_the_authors_rule(n, Q):
+    sizes = block_sizes(n, Q)
+    assert sizes.sum() == n
+    extra = n % Q
+    assert (sizes[:extra] == n // Q + 1).all() and (sizes[extra:] == n // Q).all()
+
+
+def test_random_partition_is_a_seeded_partition():
+    a = random_partition(23, 4, np.random.default_rng(5))
+    b = random_partition(23, 4, np.random.default_rng(5))
+    assert np.array_equal(a, b)
+    assert np.array_equal(np.bincount(a), block_sizes(23, 4))
+
+
+def test_paired_blocks_share_indices_only_for_equal_sizes():
+    same = pair_partition(30, 30, 5, np.random.default_rng(0))
+    assert np.array_equal(same.x_labels, same.y_labels)
+    diff = pair_partition(30, 41, 5, np.random.default_rng(0))
+    assert np.array_equal(diff.y_sizes, block_sizes(41, 5))
+    w = diff.difference_weights()
+    # d_q = mean over S_q minus mean over T_q: weights sum to +1 and -1 per block
+    sums_x = np.bincount(diff.x_labels, weights=w[:30])
+    sums_y = np.bincount(diff.y_labels, weights=w[30:])
+    assert np.allclose(sums_x, 1.0) and np.allclose(sums_y, -1.0)
+
+
+def test_lower_median_is_a_strict_majority_value():
+    rng = np.random.default_rng(1)
+    for Q in range(1, 12):
+        values = rng.standard_normal(Q)
+        med = float(median_value(values))
+        assert (values >= med).sum() >= majority(Q) > Q / 2
+        assert values[median_block(values)] == med
+        if Q % 2:
+            assert med == np.median(values)
+        else:
+            assert med == np.sort(values)[Q // 2 - 1]
+
+
+def test_n_blocks_bound_names_the_parameter():
+    check_n_blocks(5, {"X": 10}, estimator="e")
+    with pytest.raises(ParameterError, match="n_blocks.*N/2 = 5.*sample X of 11"):
+        check_n_blocks(6, {"X": 11}, estimator="e")
+
+
+@pytest.mark.parametrize("source", ["stored", "matrix-free"])
+def test_block_reductions_equal_brute_force(registry, source):
+    rng = np.random.default_rng(2)
+    Z = rng.standard_normal((157, 3))
+    kernel = registry.get_kernel("rbf", sigma=1.3)
+    K = kernel.gram(Z)
+    src = StoredGram(kernel, Z) if source == "stored" else MatrixFreeGram(kernel, Z)
+    src._band_rows = lambda: 40  # several bands, to exercise the mirroring
+    labels = rng.integers(0, 6, size=157)
+    weights = rng.standard_normal(157)
+    W = sp.csr_array((weights, (np.arange(157), labels)), shape=(157, 6))
+    Wd = W.toarray()
+    assert np.allclose(src.block_gram(W), Wd.T @ K @ Wd, rtol=1e-12, atol=1e-12)
+    assert np.allclose(src.row_sums(), K.sum(axis=1), rtol=1e-13)
+    v = rng.standard_normal(157)
+    assert np.allclose(src.matvec(v), K @ v, rtol=1e-12, atol=1e-12)
+    idx = np.sort(rng.choice(157, 20, replace=False))
+    coef = rng.standard_normal(20)
+    assert np.allclose(src.rows_combination(idx, coef), K[:, idx] @ coef, rtol=1e-13, atol=1e-13)
+
+
+def test_geometric_grid_and_lepski():
+    assert geometric_grid(40) == [1, 3, 7, 15, 31]
+    assert geometric_grid(0) == []
+    # estimates 10, 10.5, 1, 1.1 with radii 1: Q=1 and Q=3 disagree with the larger Q
+    values = [10.0, 10.5, 1.0, 1.1]
+    chosen = lepski([1, 3, 7, 15], [1, 1, 1, 1], lambda i, j: abs(values[i] - values[j]))
+    assert chosen == 2
+    assert lepski([1, 3], [5, 5], lambda i, j: 1.0) == 0

@@ -1,0 +1,261 @@
+"""MONK estimators: reductions to the classical ones, BCD-Fast's bounds, matrix-free
+equality, robustness to outliers, consistency, seeds and errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+from monk_framework.blocks import median_value, pair_partition
+from monk_framework.errors import DataError, ParameterError, UnknownNameError
+
+MONK_MMD = ["monk-bcd", "monk-bcd-fast", "monk-embedding-mmd"]
+
+
+def _samples(n=120, m=120, d=2, shift=0.5, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, d)), rng.standard_normal((m, d)) + shift
+
+
+@pytest.mark.parametrize("n, m", [(120, 120), (90, 130)])
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("monk-bcd", {"variant": "paper"}),
+        ("monk-bcd", {"variant": "authors", "ridge": 0.0}),
+        ("monk-bcd", {"solver": "exact", "variant": "paper"}),
+        ("monk-bcd", {"matrix_free": True, "variant": "paper"}),
+        ("monk-bcd-fast", {"variant": "paper"}),
+        ("monk-bcd-fast", {"variant": "authors", "ridge": 0.0}),
+        ("monk-embedding-mmd", {}),
+        ("monk-embedding-mmd", {"center": "geometric"}),
+    ],
+)
+def test_one_block_is_the_v_statistic(registry, name, params, n, m):
+    X, Y = _samples(n, m)
+    kernel = registry.get_kernel("rbf", sigma=1.0)
+    v = registry.get_estimator("v-stat").estimate(kernel, X, Y).mmd
+    est = registry.get_estimator(name, n_blocks=1, **params).estimate(kernel, X, Y, rng=3)
+    assert est.mmd == pytest.approx(v, rel=1e-10)
+
+
+def test_authors_ridge_at_one_block_is_its_closed_form(registry):
+    # with K + εI the one-block value is sqrt(MMD_V² + ε(1/N + 1/M))
+    X, Y = _samples(100, 80)
+    kernel = registry.get_kernel("quadratic")
+    v2 = registry.get_estimator("v-stat").estimate(kernel, X, Y).mmd2
+    res = registry.get_estimator("monk-bcd", n_blocks=1).estimate(kernel, X, Y, rng=0)
+    assert res.mmd == pytest.approx(math.sqrt(v2 + 1e-5 * (1 / 100 + 1 / 80)), rel=1e-10)
+
+
+@pytest.mark.parametrize("variant", ["authors", "paper"])
+def test_bcd_fast_on_a_fixed_partition_is_monotone_and_bounded(registry, variant):
+    X, Y = _samples(132, 132, seed=4)
+    kernel = registry.get_kernel("rbf", sigma=1.0)
+    est = registry.get_estimator("monk-bcd-fast", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0, n_iter=60)
+    res = est.estimate(kernel, X, Y, rng=9)
+    trace = np.array(res.diagnostics["trace"])
+    assert (np.diff(trace) >= -1e-12).all()
+    # independent truth: the block V-statistics of the (reproduced) partition
+    part = pair_partition(132, 132, 11, np.random.default_rng(9))
+    v = registry.get_estimator("v-stat")
+    block_v = [v.estimate(kernel, X[part.x_labels == q], Y[part.y_labels == q]).mmd for q in range(11)]
+    bound = float(median_value(np.array(block_v)))
+    assert trace[-1] <= bound + 1e-12
+    start = registry.get_estimator(
+        "monk-bcd-fast", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0, start="indicator", n_iter=5
+    ).estimate(kernel, X, Y, rng=9)
+    assert np.allclose(start.diagnostics["trace"], bound, rtol=1e-10)
+
+
+def test_bcd_fast_reshuffles_on_the_authors_schedule(registry):
+    fast = registry.get_estimator("monk-bcd-fast")
+    assert [t for t in range(100) if fast.reshuffles_at(t)] == [32, 54, 76, 98]
+    paper = registry.get_estimator("monk-bcd-fast", variant="paper", n_iter=35)
+    assert [t for t in range(35) if paper.reshuffles_at(t)] == [10, 20, 30]
+    X, Y = _samples()
+    res = fast.estimate(registry.get_kernel("rbf"), X, Y, rng=0)
+    assert res.diagnostics["partitions"] == 5
+
+
+@pytest.mark.parametrize("kernel_name", ["rbf", "quadratic", "laplace"])
+@pytest.mark.parametrize("solver", ["bcd", "exact"])
+def test_matrix_free_equals_stored_gram(registry, kernel_name, solver):
+    X, Y = _samples(150, 110, d=3, seed=5)
+    kernel = registry.get_kernel(kernel_name)
+    stored = registry.get_estimator("monk-bcd", solver=solver, matrix_free=False).estimate(kernel, X, Y, rng=11)
+    free = registry.get_estimator("monk-bcd", solver=solver, matrix_free=True).estimate(kernel, X, Y, rng=11)
+    assert free.diagnostics["matrix_free"] and not stored.diagnostics["matrix_free"]
+    assert free.mmd == pytest.approx(stored.mmd, rel=1e-10)
+    assert np.allclose(free.diagnostics["trace"], stored.diagnostics["trace"], rtol=1e-10, atol=1e-14)
+
+
+def test_exact_solver_is_at_least_bcd_and_certified(registry):
+    for seed in range(5):
+        X, Y = _samples(110, 110, seed=seed)
+        res = registry.get_estimator("monk-bcd", solver="exact", n_iter=20).estimate(
+            registry.get_kernel("rbf"), X, Y, rng=seed
+        )
+        assert res.mmd >= res.diagnostics["bcd_value"] - 1e-12
+        cert = res.diagnostics["certificate"]
+        assert len(cert["majority_blocks"]) == 6 and set(cert["active_blocks"]) <= set(range(11))
+
+
+@pytest.mark.parametrize("kernel_name, params", [("quadratic", {}), ("polynomial", {"degree": 3})])
+def test_outliers_ruin_the_u_statistic_but_not_monk(registry, kernel_name, params):
+    rng = np.random.default_rng(0)
+    X = rng.normal(0.2, 0.5, size=(220, 1))
+    Y = rng.normal(0.4, 0.9, size=(220, 1))
+    kernel = registry.get_kernel(kernel_name, **params)
+    ests = {
+        "monk-bcd": registry.get_estimator("monk-bcd"),
+        "monk-bcd-exact": registry.get_estimator("monk-bcd", solver="exact"),
+        "monk-bcd-fast": registry.get_estimator("monk-bcd-fast"),
+        "monk-embedding-mmd": registry.get_estimator("monk-embedding-mmd"),
+        "geometric": registry.get_estimator("monk-embedding-mmd", center="geometric"),
+    }
+    clean = {k: e.estimate(kernel, X, Y, rng=1).mmd for k, e in ests.items()}
+    u_clean = registry.get_estimator("u-stat").estimate(kernel, X, Y).mmd
+    for distance in (1e3, 1e6, 1e9):
+        Xc, Yc = X.copy(), Y.copy()
+        Xc[-3:] = distance  # N_c = 3 + 2 < Q/2 per sample with Q = 11
+        Yc[-2:] = 2 * distance
+        # the signed root: U-statistics of ruined data can be hugely negative, too
+        u = abs(registry.get_estimator("u-stat", root="signed").estimate(kernel, Xc, Yc).mmd)
+        assert u > 100 * u_clean * (distance / 1e3)
+        for k, e in ests.items():
+            assert abs(e.estimate(kernel, Xc, Yc, rng=1).mmd - clean[k]) < 1.0, (k, distance)
+
+
+@pytest.mark.parametrize("name", ["monk-embedding", "geometric-mom"])
+def test_embedding_outliers_stay_bounded_in_rkhs_norm(registry, name):
+    rng = np.random.default_rng(1)
+    X = rng.normal(0.3, 0.6, size=(220, 1))
+    kernel = registry.get_kernel("quadratic")
+    est = registry.get_estimator(name)
+    mean = registry.get_estimator("mean")
+    truth = mean.embed(kernel, X)
+    clean_err = est.embed(kernel, X, rng=2).distance(truth)
+    for distance in (1e3, 1e6):
+        Xc = X.copy()
+        Xc[-4:] = distance
+        robust = est.embed(kernel, Xc, rng=2)
+        naive = mean.embed(kernel, Xc)
+        # errors measured against the clean empirical embedding, in RKHS norm
+        err = robust.distance(mean.embed(kernel, X))
+        assert err < clean_err + 1.0
+        assert naive.distance(truth) > 1e3 * (err + 1)
+
+
+@pytest.mark.parametrize("name", ["monk-embedding", "geometric-mom"])
+def test_one_block_embedding_is_the_empirical_mean(registry, name):
+    X = np.random.default_rng(3).standard_normal((57, 2))
+    emb = registry.get_estimator(name, n_blocks=1).embed(registry.get_kernel("rbf"), X, rng=0)
+    assert np.allclose(emb.weights, 1 / 57, rtol=1e-10, atol=0)
+
+
+def test_monk_embedding_reports_a_certified_gap(registry):
+    X = np.random.default_rng(4).standard_normal((200, 2))
+    emb = registry.get_estimator("monk-embedding").embed(registry.get_kernel("rbf"), X, rng=0)
+    diag = emb.diagnostics
+    assert diag["converged"] and diag["gap"] >= 0 and diag["depth_lower"] <= diag["depth_upper"]
+    assert diag["objective"] == pytest.approx(diag["depth_upper"] ** 2)
+    assert np.sum(emb.weights) == pytest.approx(np.sum(diag["block_weights"]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel_name", ["rbf", "quadratic"])
+@pytest.mark.parametrize(
+    "name, params",
+    [("monk-bcd", {}), ("monk-bcd", {"solver": "exact"}), ("monk-bcd-fast", {}), ("monk-embedding-mmd", {}),
+     ("monk-embedding-mmd", {"center": "geometric"})],
+)
+def test_consistency_on_the_gaussian_setting(registry, kernel_name, name, params):
+    from monk_framework.datasets import get_dataset
+
+    kernel = registry.get_kernel(kernel_name, **({"sigma": 1.0} if kernel_name == "rbf" else {}))
+    est = registry.get_estimator(name, **params)
+    errors = {}
+    for n in (100, 1600):
+        data = get_dataset("gauss", n=n)
+        truth = data.true_mmd(kernel)
+        errs = []
+        for seed in range(5):
+            X, Y = data.sample(np.random.default_rng(seed))
+            errs.append(abs(est.estimate(kernel, X, Y, rng=seed).mmd - truth))
+        errors[n] = float(np.median(errs))
+    assert errors[1600] < errors[100]
+
+
+def test_seeds_reproduce_every_estimator(registry):
+    X, Y = _samples(80, 90)
+    kernel = registry.get_kernel("rbf")
+    for name in MONK_MMD:
+        a = registry.get_estimator(name).estimate(kernel, X, Y, rng=7)
+        b = registry.get_estimator(name).estimate(kernel, X, Y, rng=7)
+        assert a.mmd == b.mmd and a.diagnostics == b.diagnostics
+    for name in ("monk-embedding", "geometric-mom"):
+        a = registry.get_estimator(name).embed(kernel, X, rng=7)
+        b = registry.get_estimator(name).embed(kernel, X, rng=7)
+        assert np.array_equal(a.weights, b.weights)
+
+
+def test_auto_blocks_picks_enough_blocks_against_outliers(registry):
+    rng = np.random.default_rng(2)
+    X = rng.normal(0.2, 0.5, size=(400, 1))
+    Y = rng.normal(0.4, 0.9, size=(400, 1))
+    X[-5:] = 2000.0
+    Y[-5:] = 4000.0
+    kernel = registry.get_kernel("quadratic")
+    res = registry.get_estimator("monk-bcd", n_blocks="auto", n_iter=30).estimate(kernel, X, Y, rng=0)
+    lep = res.diagnostics["lepski"]
+    assert lep["grid"] == [1, 3, 7, 15, 31, 63, 127]
+    # Q = 1 (the V-statistic) is ruined; Lepski moves to a Q whose estimate agrees with
+    # every larger Q, and that estimate is not ruined
+    assert lep["estimates"][0] > 100
+    assert lep["chosen_n_blocks"] >= 7 and res.diagnostics["n_blocks"] == lep["chosen_n_blocks"]
+    assert res.mmd < 10
+    emb = registry.get_estimator("geometric-mom", n_blocks="auto").embed(kernel, X, rng=0)
+    mean = registry.get_estimator("mean")
+    clean = mean.embed(kernel, X[:-5])
+    assert emb.diagnostics["lepski"]["chosen_n_blocks"] >= 3
+    assert emb.distance(clean) < 1.0 < 1e3 < mean.embed(kernel, X).distance(clean)
+
+
+def test_bad_settings_give_clear_errors(registry):
+    with pytest.raises(ParameterError, match="'n_blocks' parameter of MonkBCD must be an int >= 1 or 'auto'"):
+        registry.get_estimator("monk-bcd", n_blocks=0)
+    with pytest.raises(ParameterError, match="'n_iter'"):
+        registry.get_estimator("monk-bcd-fast", n_iter=0)
+    with pytest.raises(ParameterError, match="'variant'.*'authors', 'paper'"):
+        registry.get_estimator("monk-bcd", variant="fast")
+    with pytest.raises(ParameterError, match="must be odd"):
+        registry.get_estimator("monk-embedding", n_blocks=4)
+    with pytest.raises(UnknownNameError):
+        registry.get_estimator("monk-bcd", blocks=3)
+    X, Y = _samples(21, 40)
+    with pytest.raises(DataError, match="needs at least 22"):
+        registry.get_estimator("monk-bcd").estimate(registry.get_kernel("rbf"), X, Y)
+    # even Q is allowed for the sup-of-median estimators (lower median)
+    res = registry.get_estimator("monk-bcd", n_blocks=4, solver="exact").estimate(registry.get_kernel("rbf"), X, Y, rng=0)
+    assert len(res.diagnostics["certificate"]["majority_blocks"]) == 3
+
+
+def test_cli_prints_a_robust_estimate_and_the_ruined_one():
+    import json
+
+    from typer.testing import CliRunner
+
+    from monk_framework.cli import app
+
+    runner = CliRunner()
+    robust = runner.invoke(app, ["run", "-k", "quadratic", "-e", "monk-bcd", "-d", "gauss-outliers", "--json", "--trace"])
+    ruined = runner.invoke(app, ["run", "-k", "quadratic", "-e", "u-stat", "-d", "gauss-outliers", "--json"])
+    assert robust.exit_code == 0 and ruined.exit_code == 0, robust.output
+    r, u = json.loads(robust.stdout), json.loads(ruined.stdout)
+    assert r["mmd"] < 5 < 1e4 < u["mmd"]
+    assert len(r["diagnostics"]["trace"]) == 101 and r["estimator_params"]["trace"] is True
+    described = runner.invoke(app, ["describe", "monk-bcd"])
+    assert described.exit_code == 0
+    for word in ("variant", "authors", "paper", "Converges", "Cost"):
+        assert word in described.stdout

@@ -1,0 +1,121 @@
+"""The Q-dimensional solvers against brute force and against each other."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from monk_framework.blocks import median_value
+from monk_plugins import monk_reduced as R
+
+
+def _brute_sup_median(A, n_dirs=200_001):
+    """max over unit directions e in R^2 of med_q <e, a_q> (or 0), on a fine grid."""
+    th = np.linspace(0, 2 * np.pi, n_dirs)
+    E = np.stack([np.cos(th), np.sin(th)], 1)
+    return max(float(median_value(E @ A.T, axis=1).max()), 0.0)
+
+
+@pytest.mark.parametrize("Q", [1, 2, 3, 4, 5, 7, 9])
+def test_exact_equals_brute_force_over_directions(Q):
+    rng = np.random.default_rng(Q)
+    for _ in range(4):
+        A = rng.standard_normal((Q, 2)) + rng.standard_normal(2)
+        sol = R.sup_median_exact(A @ A.T)
+        brute = _brute_sup_median(A)
+        # the grid misses the optimum by at most max‖a_q‖ times the angular step
+        slack = np.linalg.norm(A, axis=1).max() * 2 * np.pi / 200_000
+        assert brute - 1e-12 <= sol.value <= brute + slack
+        # the certificate: a strict majority reaches the value, the active face attains it
+        values = A @ A.T @ sol.beta
+        assert (values[list(sol.majority_blocks)] >= sol.value - 1e-9).all()
+        if sol.value > 0:
+            assert np.allclose(values[list(sol.active)], sol.value, rtol=1e-7)
+            assert sol.beta @ A @ A.T @ sol.beta == pytest.approx(1.0)
+
+
+def test_exact_dominates_bcd_on_100_random_cases():
+    rng = np.random.default_rng(0)
+    for case in range(100):
+        Q = int(rng.choice([3, 5, 7, 9, 11]))
+        A = rng.standard_normal((Q, int(rng.integers(1, 8)))) + rng.standard_normal() * rng.standard_normal(1)
+        G = A @ A.T
+        start = np.ones(Q) / np.sqrt(np.ones(Q) @ G @ np.ones(Q))
+        exact = R.sup_median_exact(G)
+        for variant in ("authors", "paper"):
+            _, trace = R.bcd_fixed(G, 50, variant=variant, beta0=start)
+            assert exact.value >= trace[-1] - 1e-10, (case, variant)
+        local = R.sup_median_local(G, start)
+        assert R.objective(G, start) - 1e-12 <= local.value <= exact.value + 1e-10
+
+
+def test_local_search_reaches_the_optimum_beyond_enumeration_size_on_easy_cases():
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((21, 3)) * 0.1 + np.array([1.0, 0.5, 0.0])
+    G = A @ A.T
+    local = R.sup_median_local(G, np.ones(21))
+    # a brute-force lower bound: random unit directions
+    E = rng.standard_normal((200_000, 3))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    brute = float(median_value(E @ A.T, axis=1).max())
+    assert local.value >= brute - 1e-9
+
+
+def test_min_norm_point_equals_brute_force():
+    rng = np.random.default_rng(4)
+    for k in (1, 2, 3, 6):
+        A = rng.standard_normal((k, 3)) + 1.0
+        lam = R.min_norm_point(A @ A.T)
+        assert lam.min() >= 0 and lam.sum() == pytest.approx(1.0)
+        # affine minimum-norm points of all faces, kept when inside the hull
+        best = np.inf
+        for size in range(1, k + 1):
+            for face in itertools.combinations(range(k), size):
+                mu = R._affine_min_norm(A @ A.T, np.array([face]))[0]
+                if (mu >= -1e-12).all():
+                    best = min(best, float(np.linalg.norm(mu @ A[list(face)])))
+        assert np.linalg.norm(lam @ A) == pytest.approx(best, rel=1e-9)
+
+
+def test_minmax_center_in_one_dimension_is_the_median():
+    points = np.array([[3.0], [-1.0], [0.5], [10.0], [0.7]])
+    sol = R.minmax_center(points)
+    assert sol.u[0] == pytest.approx(0.7, abs=1e-6)
+    assert sol.objective == pytest.approx(0.0, abs=1e-10)
+
+
+def test_minmax_center_is_certified_and_beats_a_grid_search():
+    rng = np.random.default_rng(5)
+    points = rng.standard_normal((7, 2))
+    sol = R.minmax_center(points)
+    assert sol.converged and sol.lower <= sol.upper <= sol.lower + 1e-6
+    grid = np.linspace(-2, 2, 81)
+    best_grid = min(R._depth_oracle(points, np.array([a, b]))[0] for a in grid for b in grid)
+    assert sol.lower <= best_grid + 1e-9 and sol.upper <= best_grid + 1e-9
+
+
+def test_weiszfeld_equals_a_generic_minimiser():
+    rng = np.random.default_rng(6)
+    A = rng.standard_normal((9, 4))
+    beta, iterations, step = R.weiszfeld(A @ A.T)
+    assert beta.min() >= 0 and beta.sum() == pytest.approx(1.0) and step < 1e-10
+
+    def total(u):
+        return np.linalg.norm(A - u, axis=1).sum()
+
+    ref = minimize(total, A.mean(axis=0), method="Nelder-Mead", options={"xatol": 1e-12, "fatol": 1e-14, "maxiter": 20000})
+    assert total(beta @ A) <= ref.fun + 1e-9
+
+
+def test_factor_is_exact_and_scale_safe():
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((6, 3))
+    M = A @ A.T
+    F, pivots = R.factor(M)
+    assert F.shape == (6, 3) and np.allclose(F @ F.T, M, atol=1e-12)
+    # one block 1e15 times farther: the other blocks' geometry is untouched
+    B = np.vstack([A, [1e15, 0.0, 0.0]])
+    F2, _ = R.factor(B @ B.T)
+    clean = F2[:6]
+    assert np.allclose(clean @ clean.T, M, rtol=1e-10, atol=1e-10)
