@@ -37,6 +37,8 @@ __all__ = [
     "Partition",
     "StoredGram",
     "block_sizes",
+    "block_trace_variances",
+    "blocks_min_sample_size",
     "check_n_blocks",
     "majority",
     "median_block",
@@ -44,6 +46,7 @@ __all__ = [
     "median_value",
     "pair_partition",
     "random_partition",
+    "take",
 ]
 
 
@@ -157,6 +160,29 @@ def median_value(values: np.ndarray, axis: int = -1) -> np.ndarray:
     values = np.asarray(values)
     k = median_position(values.shape[axis])
     return np.take(np.partition(values, k, axis=axis), k, axis=axis)
+
+
+def blocks_min_sample_size(n_blocks: int | str) -> tuple[int, str]:
+    """The fewest points a sample needs for Q blocks of at least 2 points ("auto": 2)."""
+    if n_blocks == "auto":
+        return 2, "each block needs at least 2 points"
+    return 2 * int(n_blocks), f"n_blocks={n_blocks} blocks of at least 2 points each"
+
+
+def block_trace_variances(
+    source: "_GramSource", labels: np.ndarray, n_blocks: int, diag: np.ndarray
+) -> np.ndarray:
+    """Per-block trace variance of φ: mean_{S_q} k(x, x) − ‖μ_{S_q}‖², made unbiased.
+
+    ``labels`` gives the block of each point of the source's sample (blocks of X and Y
+    may be told apart by distinct labels); the factor |S_q|/(|S_q| − 1) removes the
+    within-block bias. Its median over blocks is a robust scale (Lepski's radii).
+    """
+    sizes = np.bincount(labels, minlength=n_blocks).astype(float)
+    W = sp.csr_array((1.0 / sizes[labels], (np.arange(len(labels)), labels)), shape=(len(labels), n_blocks))
+    M = source.block_gram(W)
+    mean_diag = np.bincount(labels, weights=diag, minlength=n_blocks) / sizes
+    return np.maximum(mean_diag - np.diag(M), 0.0) * sizes / np.maximum(sizes - 1, 1)
 
 
 def check_n_blocks(n_blocks: int, sizes: dict[str, int], *, estimator: str) -> None:
@@ -278,11 +304,6 @@ class MatrixFreeGram(_GramSource):
         self.kernel_s += time.perf_counter() - start
         return out
 
-    def _take(self, idx: np.ndarray) -> Any:
-        if isinstance(self.Z, np.ndarray):
-            return self.Z[idx]
-        return [self.Z[i] for i in idx]
-
     def band(self, start: int, stop: int) -> np.ndarray:
         band = self._eval(self.Z[start:stop], self.Z[start:])
         width = stop - start
@@ -290,7 +311,7 @@ class MatrixFreeGram(_GramSource):
         return band
 
     def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
-        cols = self._take(idx)
+        cols = take(self.Z, idx)
         out = np.empty(self.n)
         step = max(64, CHUNK_BYTES // (8 * max(len(idx), 1)))
         for start in range(0, self.n, step):
@@ -302,6 +323,13 @@ class MatrixFreeGram(_GramSource):
             chunk[idx[inside] - start, inside] = self.diag[idx[inside]]
             out[start:stop] = chunk @ coef
         return out
+
+
+def take(sample: Any, idx: np.ndarray) -> Any:
+    """The points ``idx`` of a sample (rows of an array, items of a list of strings)."""
+    if isinstance(sample, np.ndarray):
+        return sample[idx]
+    return [sample[i] for i in idx]
 
 
 def gram_source(

@@ -29,6 +29,8 @@ from monk_framework import (
 from monk_framework.blocks import (
     Partition,
     _GramSource,
+    block_trace_variances,
+    blocks_min_sample_size,
     check_n_blocks,
     geometric_grid,
     gram_source,
@@ -109,9 +111,7 @@ class _BlockEmbedding(EmbeddingEstimator):
             _check_odd(self, self.n_blocks)
 
     def min_sample_size(self) -> tuple[int, str]:
-        if self.n_blocks == "auto":
-            return 2, "each block needs at least 2 points"
-        return 2 * int(self.n_blocks), f"n_blocks={self.n_blocks} blocks of at least 2 points each"
+        return blocks_min_sample_size(self.n_blocks)
 
     def _embed(self, kernel: Kernel, X: Any, rng: np.random.Generator) -> EmbeddingWeights:
         start = time.perf_counter()
@@ -157,11 +157,7 @@ class _BlockEmbedding(EmbeddingEstimator):
 def _trace_scale(kernel: Kernel, X: Any, src: _GramSource, n_blocks: int, rng: np.random.Generator) -> float:
     """σ̂ = √(median_q of the block trace variances mean k(x, x) − ‖μ_{S_q}‖²), unbiased per block."""
     labels = random_partition(len(X), n_blocks, rng)
-    part, W = _partition_weights(labels, n_blocks)
-    M = src.block_gram(W)
-    sizes = part.x_sizes.astype(float)
-    mean_diag = np.bincount(labels, weights=kernel._core_diag(X), minlength=n_blocks) / sizes
-    var = np.maximum(mean_diag - np.diag(M), 0.0) * sizes / np.maximum(sizes - 1, 1)
+    var = block_trace_variances(src, labels, n_blocks, kernel._core_diag(X))
     return math.sqrt(float(median_value(var)))
 
 
@@ -222,7 +218,7 @@ class MonkEmbeddingMMD(MMDEstimator):
             _check_odd(self, self.n_blocks)
 
     def min_sample_size(self) -> tuple[int, str]:
-        return 2 * int(self.n_blocks), f"n_blocks={self.n_blocks} blocks of at least 2 points each"
+        return blocks_min_sample_size(self.n_blocks)
 
     def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
         start = time.perf_counter()

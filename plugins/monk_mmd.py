@@ -25,12 +25,13 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-import scipy.sparse as sp
 
 from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
 from monk_framework.blocks import (
     StoredGram,
     _GramSource,
+    block_trace_variances,
+    blocks_min_sample_size,
     check_n_blocks,
     geometric_grid,
     gram_source,
@@ -39,6 +40,7 @@ from monk_framework.blocks import (
     median_block,
     median_value,
     pair_partition,
+    take,
 )
 from monk_framework.params import integer, integer_or, one_of, real_or
 
@@ -128,9 +130,7 @@ class _MonkMMD(MMDEstimator):
     )
 
     def min_sample_size(self) -> tuple[int, str]:
-        if self.n_blocks == "auto":
-            return 2, "each block needs at least 2 points"
-        return 2 * int(self.n_blocks), f"n_blocks={self.n_blocks} blocks of at least 2 points each"
+        return blocks_min_sample_size(self.n_blocks)
 
     @property
     def resolved_ridge(self) -> float:
@@ -177,14 +177,10 @@ class _MonkMMD(MMDEstimator):
         partition into the largest grid Q, so that outliers sit in a minority of blocks.
         """
         part = pair_partition(ctx.n, ctx.m, n_blocks, rng)
-        labels = part.pooled_labels()
-        side = np.concatenate([np.zeros(ctx.n, dtype=np.int64), np.ones(ctx.m, dtype=np.int64)])
-        cols = labels + n_blocks * side
-        sizes = np.bincount(cols, minlength=2 * n_blocks).astype(float)
-        W = sp.csr_array((1.0 / sizes[cols], (np.arange(len(cols)), cols)), shape=(len(cols), 2 * n_blocks))
-        M = ctx.source.block_gram(W)
-        mean_diag = np.bincount(cols, weights=ctx.diag, minlength=2 * n_blocks) / sizes
-        var = np.maximum(mean_diag - np.diag(M), 0.0) * sizes / np.maximum(sizes - 1, 1)
+        # X's blocks are labels 0..Q-1, Y's Q..2Q-1
+        assert part.y_labels is not None
+        labels = np.concatenate([part.x_labels, part.y_labels + n_blocks])
+        var = block_trace_variances(ctx.source, labels, 2 * n_blocks, ctx.diag)
         sx = math.sqrt(float(median_value(var[:n_blocks])))
         sy = math.sqrt(float(median_value(var[n_blocks:])))
         return sx / math.sqrt(ctx.n) + sy / math.sqrt(ctx.m)
@@ -280,8 +276,6 @@ class MonkBCD(_MonkMMD):
         assert part is not None
         # the reported value belongs to the returned f: the final c on the last partition
         # (the authors' code reports the value before its last update)
-        w = part.difference_weights()
-        labels = part.pooled_labels()
         values = np.bincount(labels, weights=w * g, minlength=n_blocks)
         objective = float(median_value(values))
         trace.append(objective)
@@ -424,10 +418,7 @@ def within_block_stats(ctx: _Context, part: Any, ridge: float) -> BlockStats:
     for q in range(Q):
         ix = np.flatnonzero(part.x_labels == q)
         iy = np.flatnonzero(part.y_labels == q)
-        if isinstance(ctx.X, np.ndarray):
-            Zq = np.vstack([ctx.X[ix], ctx.Y[iy]])
-        else:
-            Zq = [ctx.X[i] for i in ix] + [ctx.Y[i] for i in iy]
+        Zq = pooled(take(ctx.X, ix), take(ctx.Y, iy))
         Kq = ctx.kernel._core(Zq, Zq)
         # the diagonal as a stored Gram matrix has it (kernel.diag)
         np.fill_diagonal(Kq, np.concatenate([dx[ix], dy[iy]]))

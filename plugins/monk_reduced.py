@@ -133,7 +133,8 @@ def sup_median_exact(G: np.ndarray) -> SupMedian:
     # a scale-free system (the optimum scales as √scale); the median diagonal, not the
     # trace, so that one outlier block does not set the scale
     Gs = G / scale
-    best_value, best_beta, best_face, count = 0.0, np.zeros(Q), (), 0
+    best_value, best_beta, count = 0.0, np.zeros(Q), 0
+    best_face: tuple[int, ...] = ()
     for k in range(1, majority(Q) + 1):
         faces = np.array(list(itertools.combinations(range(Q), k)), dtype=np.int64)
         lam = _affine_min_norm(Gs, faces)

@@ -154,13 +154,31 @@ def test_one_block_embedding_is_the_empirical_mean(registry, name):
     assert np.allclose(emb.weights, 1 / 57, rtol=1e-10, atol=0)
 
 
-def test_monk_embedding_reports_a_certified_gap(registry):
+def test_monk_embedding_objective_is_certified_against_a_brute_force_block_gram(registry):
+    from monk_framework.blocks import random_partition
+    from monk_plugins import monk_reduced as R
+
     X = np.random.default_rng(4).standard_normal((200, 2))
-    emb = registry.get_estimator("monk-embedding").embed(registry.get_kernel("rbf"), X, rng=0)
+    kernel = registry.get_kernel("rbf")
+    emb = registry.get_estimator("monk-embedding").embed(kernel, X, rng=0)
     diag = emb.diagnostics
-    assert diag["converged"] and diag["gap"] >= 0 and diag["depth_lower"] <= diag["depth_upper"]
-    assert diag["objective"] == pytest.approx(diag["depth_upper"] ** 2)
-    assert np.sum(emb.weights) == pytest.approx(np.sum(diag["block_weights"]))
+    assert diag["converged"] and 0 <= diag["gap"] <= 1e-6
+    # independent truth: the block means' Gram from the full Gram matrix, the same
+    # partition (the estimator's first draw), and the depth D evaluated directly
+    labels = random_partition(200, 11, np.random.default_rng(0))
+    Wm = np.zeros((200, 11))
+    Wm[np.arange(200), labels] = 1.0 / np.bincount(labels)[labels]
+    M = Wm.T @ kernel.gram(X) @ Wm
+    A = np.linalg.cholesky(M + 1e-14 * np.eye(11))
+    beta = np.array(diag["block_weights"])
+    depth_at_estimate, _ = R._depth_oracle(A, A.T @ beta)
+    assert depth_at_estimate**2 == pytest.approx(diag["objective"], rel=1e-6, abs=1e-12)
+    # it minimises the depth: no better than the empirical mean or any block mean
+    assert depth_at_estimate <= R._depth_oracle(A, A.mean(axis=0))[0] + 1e-9
+    for q in range(11):
+        assert depth_at_estimate <= R._depth_oracle(A, A[q])[0] + 1e-9
+    # the weights are β_q / |S_q| on block q's points
+    assert np.allclose(emb.weights, beta[labels] * Wm[np.arange(200), labels])
 
 
 @pytest.mark.slow
