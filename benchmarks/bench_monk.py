@@ -3,7 +3,7 @@
     python benchmarks/bench_monk.py            # N = 2000 per sample, d = 10, RBF, Q = 11, T = 100
     python benchmarks/bench_monk.py --large    # also matrix-free BCD at N = 20 000 per sample
 
-Times are medians of repeats in one process; ratios are against u-stat on the same data.
+Times are medians of interleaved repeats in one process; ratios are against u-stat on the same data.
 Peak memory of the matrix-free run is the process's peak RSS (resource.getrusage).
 """
 
@@ -19,14 +19,17 @@ import numpy as np
 from monk_framework import get_registry
 
 
-def _time(fn, repeats: int) -> float:
-    fn()  # warm-up (thread pools, caches)
-    times = []
+def _times(fns: dict, repeats: int) -> dict:
+    """Median seconds of each function, run in interleaved rounds (so drifts hit all alike)."""
+    for fn in fns.values():
+        fn()  # warm-up (thread pools, caches)
+    times: dict = {name: [] for name in fns}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main() -> None:
@@ -46,15 +49,15 @@ def main() -> None:
         "monk-bcd-fast": reg.get_estimator("monk-bcd-fast"),
         "monk-bcd (exact)": reg.get_estimator("monk-bcd", solver="exact", matrix_free=False),
     }
-    base = None
-    print(f"N = M = {args.n}, d = 10, RBF sigma = sqrt(10), Q = 11, T = 100, median of {args.repeats}")
+    fns = {name: (lambda est=est: est.estimate(kernel, X, Y, rng=1)) for name, est in ests.items()}
+    medians = _times(fns, args.repeats)
+    base = medians["u-stat"]
+    print(f"N = M = {args.n}, d = 10, RBF sigma = sqrt(10), Q = 11, T = 100, median of {args.repeats} interleaved rounds")
     print(f"{'estimator':18} {'time (s)':>9} {'/ u-stat':>9}   gram_s / iterate_s")
-    for name, est in ests.items():
-        t = _time(lambda: est.estimate(kernel, X, Y, rng=1), args.repeats)
-        res = est.estimate(kernel, X, Y, rng=1)
-        base = base or t
+    for name, fn in fns.items():
+        res = fn()
         split = f"{res.timings.get('gram_s', 0):.3f} / {res.timings.get('iterate_s', res.timings.get('estimate_s', 0)):.3f}"
-        print(f"{name:18} {t:9.3f} {t / base:9.2f}   {split}")
+        print(f"{name:18} {medians[name]:9.3f} {medians[name] / base:9.2f}   {split}")
     if args.large:
         n = 20_000
         X = rng.standard_normal((n, 10))

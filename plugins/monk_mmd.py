@@ -28,6 +28,7 @@ import numpy as np
 
 from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
 from monk_framework.blocks import (
+    MatrixFreeGram,
     StoredGram,
     _GramSource,
     block_trace_variances,
@@ -58,6 +59,9 @@ PAPER_RESHUFFLE_EVERY = 10
 AUTO_TRACE_MAX_ITER = 1000
 #: Lepski's radius r_Q = LEPSKI_CONSTANT · (σ̂_X/√N + σ̂_Y/√M) · √Q.
 LEPSKI_CONSTANT = 2.0
+#: rows per band of a within-block Gram matrix in BCD-Fast (measured at 364 points, d = 10:
+#: one square 0.85 ms, bands of 182 rows 0.58 ms, 121 rows 0.38 ms, 91 rows 0.40 ms)
+WITHIN_BLOCK_BAND_ROWS = 128
 
 
 def pooled(X: Any, Y: Any) -> Any:
@@ -411,21 +415,28 @@ class BlockStats:
 
 
 def within_block_stats(ctx: _Context, part: Any, ridge: float) -> BlockStats:
-    """Σ k over S_q×S_q, T_q×T_q and S_q×T_q for every block: N²/Q-order kernel evaluations."""
+    """Σ k over S_q×S_q, T_q×T_q and S_q×T_q for every block: N²/Q-order kernel evaluations.
+
+    Each block's sums come from the upper bands of its own Gram matrix (the within-sample
+    squares are symmetric), which evaluates about 60 % of the square's entries.
+    """
     Q = part.n_blocks
     A, B, C = np.zeros(Q), np.zeros(Q), np.zeros(Q)
     dx, dy = ctx.diag[: ctx.n], ctx.diag[ctx.n :]
     for q in range(Q):
         ix = np.flatnonzero(part.x_labels == q)
         iy = np.flatnonzero(part.y_labels == q)
-        Zq = pooled(take(ctx.X, ix), take(ctx.Y, iy))
-        Kq = ctx.kernel._core(Zq, Zq)
-        # the diagonal as a stored Gram matrix has it (kernel.diag)
-        np.fill_diagonal(Kq, np.concatenate([dx[ix], dy[iy]]))
         n = len(ix)
-        A[q] = Kq[:n, :n].sum()
-        B[q] = Kq[n:, n:].sum()
-        C[q] = Kq[:n, n:].sum()
+        # indicators of the block's X part and Y part, as columns
+        E = np.zeros((n + len(iy), 2))
+        E[:n, 0] = 1.0
+        E[n:, 1] = 1.0
+        source = MatrixFreeGram(
+            ctx.kernel, pooled(take(ctx.X, ix), take(ctx.Y, iy)),
+            diag=np.concatenate([dx[ix], dy[iy]]), band_rows=WITHIN_BLOCK_BAND_ROWS,
+        )
+        S = source.block_gram(E)
+        A[q], B[q], C[q] = S[0, 0], S[1, 1], S[0, 1]
     nq = part.x_sizes.astype(float)
     mq = part.y_sizes.astype(float)
 

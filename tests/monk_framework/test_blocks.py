@@ -79,12 +79,29 @@ def test_block_reductions_equal_brute_force(registry, source):
     W = sp.csr_array((weights, (np.arange(157), labels)), shape=(157, 6))
     Wd = W.toarray()
     assert np.allclose(src.block_gram(W), Wd.T @ K @ Wd, rtol=1e-12, atol=1e-12)
+    # dense weights (BCD-Fast's per-block indicators) take the same banded path
+    assert np.allclose(src.block_gram(Wd), Wd.T @ K @ Wd, rtol=1e-12, atol=1e-12)
     assert np.allclose(src.row_sums(), K.sum(axis=1), rtol=1e-13)
     v = rng.standard_normal(157)
     assert np.allclose(src.matvec(v), K @ v, rtol=1e-12, atol=1e-12)
     idx = np.sort(rng.choice(157, 20, replace=False))
     coef = rng.standard_normal(20)
     assert np.allclose(src.rows_combination(idx, coef), K[:, idx] @ coef, rtol=1e-13, atol=1e-13)
+
+
+def test_matrix_free_bands_with_a_given_diagonal_and_height(registry):
+    # BCD-Fast's per-block source: the diagonal is passed in, the band height is fixed
+    rng = np.random.default_rng(3)
+    Z = rng.standard_normal((50, 4))
+    kernel = registry.get_kernel("rbf", sigma=0.9)
+    K = kernel.gram(Z)
+    diag = np.full(50, 7.0)  # a marker: the passed diagonal must be the one used
+    src = MatrixFreeGram(kernel, Z, diag=diag, band_rows=16)
+    E = np.zeros((50, 2))
+    E[:20, 0] = E[20:, 1] = 1.0
+    K_marked = K.copy()
+    np.fill_diagonal(K_marked, 7.0)
+    assert np.allclose(src.block_gram(E), E.T @ K_marked @ E, rtol=1e-13)
 
 
 def test_geometric_grid_and_lepski():
