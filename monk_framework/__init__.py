@@ -13,6 +13,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .data import as_strings, as_vectors, load_sample
+from .splice import load_splice
 from .errors import (
     DataError,
     DataFileError,
@@ -64,5 +65,6 @@ __all__ = [
     "get_registry",
     "hookimpl",
     "load_sample",
+    "load_splice",
     "parameter",
 ]

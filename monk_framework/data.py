@@ -8,7 +8,11 @@ and malformed shapes with a message that names the sample and the offending poin
 
 Files: ``.npy`` (numeric arrays; pickled objects are never loaded), ``.csv`` and
 ``.tsv`` (numbers; a header row is detected when every cell of the first row is
-non-numeric; a bad cell is reported with file, line and column).
+non-numeric; a bad cell is reported with file, line and column). For string kernels:
+``.txt`` (one string per line; the line ending is removed, nothing else; empty lines
+are skipped) and FASTA ``.fa``/``.fasta`` (records start with a ``>`` header line;
+a record's sequence is its following lines joined, whitespace removed; ``;`` lines
+are comments).
 """
 
 from __future__ import annotations
@@ -109,8 +113,8 @@ def check_same_dimension(X: np.ndarray, Y: np.ndarray, *, names: tuple[str, str]
         )
 
 
-def load_sample(path: str | Path) -> np.ndarray:
-    """Read a sample from a ``.npy``, ``.csv`` or ``.tsv`` file.
+def load_sample(path: str | Path) -> np.ndarray | list[str]:
+    """Read a sample from a ``.npy``, ``.csv``, ``.tsv`` (vectors), ``.txt``, ``.fa`` or ``.fasta`` (strings) file.
 
     The result is validated later by the kernel that uses it (vectors or strings).
     """
@@ -120,7 +124,10 @@ def load_sample(path: str | Path) -> np.ndarray:
     if p.is_dir():
         raise DataFileError(str(p), "is a directory, not a data file.")
     suffix = p.suffix.lower()
-    readers = {".npy": _read_npy, ".csv": _read_delimited, ".tsv": _read_delimited}
+    readers: dict[str, Any] = {
+        ".npy": _read_npy, ".csv": _read_delimited, ".tsv": _read_delimited,
+        ".txt": _read_lines, ".fa": _read_fasta, ".fasta": _read_fasta,
+    }
     if suffix not in readers:
         raise DataFileError(
             str(p), f"unsupported file type {suffix or '(none)'!r}; use one of "
@@ -193,3 +200,49 @@ def _read_delimited(path: Path) -> np.ndarray:
                 )
             values[i, j] = value
     return values
+
+
+def _text_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
+
+
+def _read_lines(path: Path) -> list[str]:
+    strings = [line for line in _text_lines(path) if line != ""]
+    if not strings:
+        raise DataFileError(str(path), "holds no strings (every line is empty).")
+    return strings
+
+
+def _read_fasta(path: Path) -> list[str]:
+    sequences: list[str] = []
+    header_line: int | None = None
+    parts: list[str] = []
+
+    def close() -> None:
+        if header_line is not None:
+            if not parts:
+                raise DataFileError(str(path), "FASTA record has a header but no sequence.", line=header_line)
+            sequences.append("".join(parts))
+
+    for lineno, line in enumerate(_text_lines(path), start=1):
+        text = line.strip()
+        if not text or text.startswith(";"):
+            continue
+        if text.startswith(">"):
+            close()
+            header_line, parts = lineno, []
+            continue
+        if header_line is None:
+            raise DataFileError(
+                str(path), "sequence data before the first '>' header line (not FASTA?).", line=lineno
+            )
+        if ">" in text:
+            raise DataFileError(str(path), "'>' inside a sequence line.", line=lineno, column=text.index(">") + 1)
+        parts.append("".join(text.split()))
+    close()
+    if not sequences:
+        raise DataFileError(str(path), "holds no FASTA records (no '>' header line).")
+    return sequences

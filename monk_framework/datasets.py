@@ -25,9 +25,10 @@ import numpy as np
 from .errors import ParameterError, UnknownNameError
 from .estimators import RNGLike, normalize_rng
 from .kernels import Kernel
-from .params import Check, Configurable, integer, parameter, real
+from .params import Check, Configurable, integer, one_of, parameter, real
+from .splice import load_splice
 
-__all__ = ["Dataset", "GaussDataset", "GaussOutliersDataset", "ParetoDataset", "DATASETS", "get_dataset", "default_dataset"]
+__all__ = ["Dataset", "VectorDataset", "SpliceDataset", "GaussDataset", "GaussOutliersDataset", "ParetoDataset", "DATASETS", "get_dataset", "default_dataset"]
 
 _OPTIONAL_SIZE = Check(
     "an int >= 1, or None for the same size as n",
@@ -44,7 +45,6 @@ class Dataset(Configurable):
 
     n: int = parameter(200, doc="number of points in X", check=integer(ge=1), kind="int")
     m: int | None = parameter(None, doc="number of points in Y (default: n)", check=_OPTIONAL_SIZE, kind="int")
-    d: int = parameter(1, doc="dimension of each point", check=integer(ge=1), kind="int")
 
     @property
     def size_y(self) -> int:
@@ -64,7 +64,14 @@ class Dataset(Configurable):
 
 
 @attrs.frozen(kw_only=True)
-class GaussDataset(Dataset):
+class VectorDataset(Dataset):
+    """A data set of points in R^d."""
+
+    d: int = parameter(1, doc="dimension of each point", check=integer(ge=1), kind="int")
+
+
+@attrs.frozen(kw_only=True)
+class GaussDataset(VectorDataset):
     name: ClassVar[str] = "gauss"
     summary: ClassVar[str] = "Two Gaussians with fixed means and standard deviations (paper Exp. 1a)."
     formula: ClassVar[str] = "X ~ N(mean_x, std_x^2 I_d), Y ~ N(mean_y, std_y^2 I_d)"
@@ -114,7 +121,7 @@ class GaussOutliersDataset(GaussDataset):
 
 
 @attrs.frozen(kw_only=True)
-class ParetoDataset(Dataset):
+class ParetoDataset(VectorDataset):
     name: ClassVar[str] = "pareto"
     summary: ClassVar[str] = "X and Y both classical Pareto(3), heavy-tailed, MMD = 0 (paper Exp. 1c)."
     formula: ClassVar[str] = "X, Y ~ 1 + Lomax(shape) i.i.d. in every coordinate"
@@ -130,8 +137,104 @@ class ParetoDataset(Dataset):
         return 0.0
 
 
+@attrs.frozen(kw_only=True)
+class SpliceDataset(Dataset):
+    """DNA sequences of two splice-junction classes (or two disjoint halves of one class)."""
+
+    input_kind: ClassVar[str] = "string"
+    #: the classes X and Y are drawn from (equal: two disjoint random halves of one class)
+    classes: ClassVar[tuple[str, str]] = ("EI", "IE")
+
+    n: int | None = parameter(  # type: ignore[assignment]
+        None, doc="sequences in X (default: as many as the classes allow, equal sizes)",
+        check=_OPTIONAL_SIZE, kind="int",
+    )
+    m: int | None = parameter(None, doc="sequences in Y (default: n)", check=_OPTIONAL_SIZE, kind="int")
+    ambiguous: str = parameter(
+        "drop",
+        doc="sequences with IUPAC ambiguity codes (N, D, R, S; 15 in the file): 'drop' them, "
+        "or 'keep' them as letters of their own",
+        check=one_of("drop", "keep"),
+    )
+
+    def _pools(self) -> tuple[list[str], list[str]]:
+        data = load_splice(classes=tuple(set(self.classes)), drop_ambiguous=self.ambiguous == "drop")
+        a, b = self.classes
+        if a != b:
+            return data[a], data[b]
+        return data[a], data[a]
+
+    def _sizes(self) -> tuple[int, int]:
+        """(n, m) with the defaults resolved, checked against the sequences available."""
+        px, py = self._pools()
+        a, b = self.classes
+        if a == b:
+            # disjoint halves of one class
+            n = len(px) // 2 if self.n is None else self.n
+            m = n if self.m is None else self.m
+            if n + m > len(px):
+                raise ParameterError(
+                    f"Data set {self.name!r} splits the {len(px)} {a} sequences (ambiguous="
+                    f"{self.ambiguous!r}) into disjoint X and Y: n + m must be at most {len(px)}. "
+                    f"Got {n} + {m} instead."
+                )
+            return n, m
+        n = min(len(px), len(py)) if self.n is None else self.n
+        m = n if self.m is None else self.m
+        for name, value, pool, cls in (("n", n, px, a), ("m", m, py, b)):
+            if value > len(pool):
+                raise ParameterError(
+                    f"The {name!r} parameter of data set {self.name!r} must be at most {len(pool)} "
+                    f"(the {cls} sequences with ambiguous={self.ambiguous!r}). Got {value} instead."
+                )
+        return n, m
+
+    def __attrs_post_init__(self) -> None:
+        self._sizes()
+
+    @property
+    def size_y(self) -> int:
+        return self._sizes()[1]
+
+    def _sample(self, rng: np.random.Generator) -> tuple[list[str], list[str]]:  # type: ignore[override]
+        n, m = self._sizes()
+        px, py = self._pools()
+        if self.classes[0] == self.classes[1]:
+            # two disjoint random subsets of one class: the null hypothesis holds
+            perm = rng.permutation(len(px))
+            return [px[i] for i in perm[:n]], [px[i] for i in perm[n : n + m]]
+        ix = rng.choice(len(px), size=n, replace=False)
+        iy = rng.choice(len(py), size=m, replace=False)
+        return [px[i] for i in ix], [py[i] for i in iy]
+
+
+@attrs.frozen(kw_only=True)
+class SpliceEIIE(SpliceDataset):
+    name: ClassVar[str] = "splice-ei-ie"
+    summary: ClassVar[str] = "UCI splice junctions: EI (donor) vs IE (acceptor) DNA sequences (paper Exp. 2, inter-class)."
+    formula: ClassVar[str] = "X: n random EI sequences, Y: m random IE sequences (60 letters each)"
+    classes: ClassVar[tuple[str, str]] = ("EI", "IE")
+
+
+@attrs.frozen(kw_only=True)
+class SpliceEIEI(SpliceDataset):
+    name: ClassVar[str] = "splice-ei-ei"
+    summary: ClassVar[str] = "UCI splice junctions: two disjoint random halves of the EI sequences (intra-class, no difference)."
+    formula: ClassVar[str] = "X, Y: disjoint random subsets of the EI sequences"
+    classes: ClassVar[tuple[str, str]] = ("EI", "EI")
+
+
+@attrs.frozen(kw_only=True)
+class SpliceIEIE(SpliceDataset):
+    name: ClassVar[str] = "splice-ie-ie"
+    summary: ClassVar[str] = "UCI splice junctions: two disjoint random halves of the IE sequences (intra-class, no difference)."
+    formula: ClassVar[str] = "X, Y: disjoint random subsets of the IE sequences"
+    classes: ClassVar[tuple[str, str]] = ("IE", "IE")
+
+
 DATASETS: dict[str, type[Dataset]] = {
-    cls.name: cls for cls in (GaussDataset, GaussOutliersDataset, ParetoDataset)
+    cls.name: cls
+    for cls in (GaussDataset, GaussOutliersDataset, ParetoDataset, SpliceEIIE, SpliceEIEI, SpliceIEIE)
 }
 
 
@@ -144,4 +247,4 @@ def get_dataset(name: str, /, **params: Any) -> Dataset:
 
 def default_dataset(input_kind: str) -> str | None:
     """The data set ``monkfw run`` uses when no data are given, for an input kind."""
-    return {"vector": "gauss"}.get(input_kind)
+    return {"vector": "gauss", "string": "splice-ei-ie"}.get(input_kind)

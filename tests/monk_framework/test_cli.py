@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from monk_framework import MMDResult, get_registry
+from monk_framework.datasets import DATASETS
 from monk_framework.cli import app
 from monk_framework.datasets import get_dataset
 
@@ -32,7 +33,7 @@ def test_plugins_json_lists_the_builtins_with_their_provider():
     assert result.exit_code == 0
     data = json.loads(result.stdout)
     kernels = {k["name"]: k for k in data["kernels"]}
-    assert set(kernels) == {"linear", "polynomial", "quadratic", "rbf", "exponential", "laplace", "energy"}
+    assert set(kernels) == {"linear", "polynomial", "quadratic", "rbf", "exponential", "laplace", "energy", "ssk"}
     assert {e["name"] for e in data["estimators"]} >= {"v-stat", "u-stat", "mean"}
     for entry in data["kernels"] + data["estimators"]:
         assert entry["provider"]["distribution"] == "monk-framework"
@@ -58,7 +59,7 @@ def test_describe_shows_formula_and_defaults():
 
 def test_datasets_listing():
     data = json.loads(invoke("datasets", "--json").stdout)
-    assert [d["name"] for d in data] == ["gauss", "gauss-outliers", "pareto"]
+    assert [d["name"] for d in data] == ["gauss", "gauss-outliers", "pareto", "splice-ei-ie", "splice-ei-ei", "splice-ie-ie"]
 
 
 def test_run_without_data_uses_the_default_dataset_and_says_so():
@@ -224,4 +225,31 @@ def test_name_completion():
     assert _complete("kernel")("l") == ["laplace", "linear"]
     assert _complete("estimator")("u") == ["u-stat"]
     assert _complete("dataset")("gauss") == ["gauss", "gauss-outliers"]
-    assert _complete("any")("") == sorted(get_registry().names() + ["gauss", "gauss-outliers", "pareto"])
+    assert _complete("any")("") == sorted(get_registry().names() + list(DATASETS))
+
+
+def test_string_kernel_runs_on_the_bundled_splice_data_by_default():
+    for estimator in ("u-stat", "monk-bcd"):
+        result = invoke("run", "--kernel", "ssk", "--estimator", estimator, "--json")
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert out["data"]["name"] == "splice-ei-ie" and out["data"]["seed"] == 0
+        assert out["n_x"] == out["n_y"] == 762
+        assert 0.1 < out["mmd"] < 1.0  # EI and IE differ clearly
+        assert "splice-ei-ie" in result.stderr
+
+
+def test_string_and_vector_kernels_refuse_each_others_data(tmp_path):
+    wrong = invoke("run", "--kernel", "ssk", "--estimator", "v-stat", "--dataset", "gauss")
+    assert wrong.exit_code == 2 and "gives vectors but the kernel takes strings" in wrong.output
+    wrong = invoke("run", "--kernel", "rbf", "--estimator", "v-stat", "--dataset", "splice-ie-ie")
+    assert wrong.exit_code == 2 and "gives strings but the kernel takes vectors" in wrong.output
+    (tmp_path / "x.txt").write_text("ACGT\nAGGT\n")
+    (tmp_path / "y.fa").write_text(">a\nACG\nT\n>b\nGGTA\n")
+    wrong = invoke("run", "--kernel", "rbf", "--estimator", "v-stat", "--x", str(tmp_path / "x.txt"), "--y", str(tmp_path / "y.fa"))
+    assert wrong.exit_code == 1 and "X holds strings, but kernel 'rbf' needs numeric vectors" in wrong.output
+    right = invoke("run", "--kernel", "ssk", "--param", "n=2", "--estimator", "v-stat", "--json",
+                   "--x", str(tmp_path / "x.txt"), "--y", str(tmp_path / "y.fa"))
+    assert right.exit_code == 0, right.output
+    out = json.loads(right.stdout)
+    assert (out["n_x"], out["n_y"]) == (2, 2) and out["kernel_params"]["n"] == 2

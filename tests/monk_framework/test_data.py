@@ -82,7 +82,7 @@ def test_missing_and_unsupported_files(tmp_path):
     with pytest.raises(DataFileError, match="no such file"):
         load_sample(tmp_path / "nope.csv")
     (tmp_path / "a.xlsx").write_text("")
-    with pytest.raises(DataFileError, match=r"unsupported file type '.xlsx'; use one of .csv, .npy, .tsv"):
+    with pytest.raises(DataFileError, match=r"unsupported file type '.xlsx'; use one of .csv, .fa, .fasta, .npy, .tsv, .txt"):
         load_sample(tmp_path / "a.xlsx")
     with pytest.raises(DataFileError, match="is a directory"):
         load_sample(tmp_path)
@@ -102,3 +102,30 @@ def test_delimited_files_round_trip_exactly(tmp_path_factory, values, header, su
     lines += [sep.join(repr(float(v)) for v in row) for row in values]
     path.write_text("\n".join(lines) + "\n")
     assert np.array_equal(load_sample(path), values)
+
+
+def test_text_files_hold_one_string_per_line(tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text("ACGT\nA C\n\nTTA\r\n", encoding="utf-8")
+    assert load_sample(path) == ["ACGT", "A C", "TTA"]  # empty lines skipped, spaces kept
+    (tmp_path / "e.txt").write_text("\n\n")
+    with pytest.raises(DataFileError, match="holds no strings"):
+        load_sample(tmp_path / "e.txt")
+    (tmp_path / "b.txt").write_bytes(b"AC\xff\n")
+    with pytest.raises(DataFileError, match="not UTF-8"):
+        load_sample(tmp_path / "b.txt")
+
+
+def test_fasta_records_and_errors_with_line_numbers(tmp_path):
+    path = tmp_path / "s.fasta"
+    path.write_text(">one desc\nACG T\nGG\n; a comment\n\n>two\nTTA\n")
+    assert load_sample(path) == ["ACGTGG", "TTA"]
+    (tmp_path / "a.fa").write_text("ACGT\n>x\nA\n")
+    with pytest.raises(DataFileError, match=r"a.fa, line 1: sequence data before the first '>'"):
+        load_sample(tmp_path / "a.fa")
+    (tmp_path / "b.fa").write_text(">x\nAC\n>y\n>z\nA\n")
+    with pytest.raises(DataFileError, match=r"line 3: FASTA record has a header but no sequence"):
+        load_sample(tmp_path / "b.fa")
+    (tmp_path / "c.fa").write_text(">x\nAC>G\n")
+    with pytest.raises(DataFileError, match=r"line 2.*'>' inside a sequence line"):
+        load_sample(tmp_path / "c.fa")

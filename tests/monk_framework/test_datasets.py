@@ -11,10 +11,13 @@ from monk_framework.datasets import DATASETS, get_dataset
 
 @pytest.mark.parametrize("name", sorted(DATASETS))
 def test_same_seed_same_samples(name):
-    data = get_dataset(name, n=50, m=30, d=2)
+    vector = DATASETS[name].input_kind == "vector"
+    data = get_dataset(name, n=50, m=30, **({"d": 2} if vector else {}))
     X1, Y1 = data.sample(4)
     X2, Y2 = data.sample(4)
-    assert X1.shape == (50, 2) and Y1.shape == (30, 2)
+    assert len(X1) == 50 and len(Y1) == 30
+    if vector:
+        assert X1.shape == (50, 2) and Y1.shape == (30, 2)
     assert np.array_equal(X1, X2) and np.array_equal(Y1, Y2)
     assert not np.array_equal(X1, data.sample(5)[0])
 
@@ -52,3 +55,54 @@ def test_unknown_dataset_and_parameter():
         get_dataset("gaus")
     with pytest.raises(UnknownNameError, match="Did you mean 'shape'"):
         get_dataset("pareto", shap=2)
+
+
+def test_splice_loader_counts_and_checksum():
+    from monk_framework import load_splice
+    from monk_framework.splice import SPLICE_COUNTS
+
+    everything = load_splice(("EI", "IE", "N"), drop_ambiguous=False)
+    assert {c: len(v) for c, v in everything.items()} == SPLICE_COUNTS["all"] == {"EI": 767, "IE": 768, "N": 1655}
+    clean = load_splice(("EI", "IE", "N"))
+    assert {c: len(v) for c, v in clean.items()} == SPLICE_COUNTS["unambiguous"] == {"EI": 762, "IE": 765, "N": 1648}
+    assert all(len(s) == 60 and set(s) <= set("ACGT") for v in clean.values() for s in v)
+    ambiguous = [s for v in everything.values() for s in v if not set(s) <= set("ACGT")]
+    assert len(ambiguous) == 15
+    letters = "".join(sorted({c for s in ambiguous for c in s} - set("ACGT")))
+    assert letters == "DNRS"
+    with pytest.raises(ParameterError, match="Unknown splice class 'XX'"):
+        load_splice(("XX",))
+
+
+def test_splice_checksum_is_enforced(monkeypatch, tmp_path):
+    from monk_framework import DataFileError, splice
+
+    monkeypatch.setattr(splice, "SPLICE_SHA256", "0" * 64)
+    splice._records.cache_clear()
+    try:
+        with pytest.raises(DataFileError, match="sha256"):
+            splice.load_splice()
+    finally:
+        monkeypatch.undo()
+        splice._records.cache_clear()
+
+
+def test_splice_data_sets_sizes_and_disjoint_halves():
+    X, Y = get_dataset("splice-ei-ie").sample(0)
+    assert len(X) == len(Y) == 762
+    X, Y = get_dataset("splice-ei-ie", n=766, ambiguous="keep").sample(0)
+    assert len(X) == len(Y) == 766
+    with pytest.raises(ParameterError, match="'n' parameter of data set 'splice-ei-ie' must be at most 762"):
+        get_dataset("splice-ei-ie", n=766)
+    data = get_dataset("splice-ie-ie")
+    X, Y = data.sample(3)
+    assert len(X) == len(Y) == 382
+    # disjoint halves: X and Y together are distinct records of IE (duplicates in the file aside)
+    from collections import Counter
+
+    from monk_framework import load_splice
+
+    pool = Counter(load_splice(("IE",))["IE"])
+    assert not (Counter(X) + Counter(Y)) - pool
+    with pytest.raises(ParameterError, match="n \\+ m must be at most 762"):
+        get_dataset("splice-ei-ei", n=400)

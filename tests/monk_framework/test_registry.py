@@ -67,7 +67,7 @@ def cauchy_plugin(registry):
 
 def test_builtins_are_discovered_through_entry_points(registry):
     kernels = {e.name: e for e in registry.kernels()}
-    assert set(kernels) == {"linear", "polynomial", "quadratic", "rbf", "exponential", "laplace", "energy"}
+    assert set(kernels) == {"linear", "polynomial", "quadratic", "rbf", "exponential", "laplace", "energy", "ssk"}
     assert {e.name for e in registry.estimators()} >= {"v-stat", "u-stat", "mean"}
     provider = kernels["rbf"].provider
     assert provider.distribution == "monk-framework"

@@ -1,0 +1,319 @@
+"""The string subsequence kernel (Lodhi et al. 2002), computed exactly two ways.
+
+Definitions (Lodhi et al., JMLR 2002, Def. 2): for u ∈ Σⁿ,
+φ_u(s) = Σ_{i : s[i] = u} λ^{l(i)} with l(i) = i_n − i_1 + 1 the span of the index
+tuple i_1 < … < i_n, and K_n(s, t) = Σ_u φ_u(s) φ_u(t).
+
+**Feature path (small alphabets).** Split u = v·w with |v| = n₁ = n − ⌊n/2⌋ and
+|w| = n₂ = ⌊n/2⌋ at the gap between i_{n₁} = j and i_{n₁+1} = j′. The span weight
+factorises, λ^{i_n−i_1+1} = λ^{j−i_1} · λ^{j′−j} · λ^{i_n−j′+1}, so
+
+    φ_{vw}(s) = Σ_{j<j′} E_{n₁}[j, v] λ^{j′−j} S_{n₂}[j′, w] = (E_{n₁}ᵀ M)[v, w],
+
+with E_k[j, ·] the tuples of length k *ending* at position j (weight λ^{j−i_1}) and
+M[j] = Σ_{j′>j} λ^{j′−j} S[j′] the decayed sum of the tuples *starting* after j.
+E_k follows from E_{k−1} by one decayed prefix sum over positions; M is the same
+computation on the reversed string. So the whole |Σ|ⁿ feature vector of a string is one
+small matrix product (|Σ|^{n₁} × L) · (L × |Σ|^{n₂}), and the Gram matrix is one
+symmetric product of the feature matrix (in column chunks to bound memory).
+
+**Pair path (large alphabets, and pairs that share a rare letter).** The dynamic
+programme over prefix pairs, vectorised over many pairs at once: with the match
+matrix M_st[p, j] = [s_p = t_j], G_1 = M_st, G_k = M_st ∘ D(G_{k−1}) where
+D(X)[p, j] = Σ_{p′<p, j′<j} λ^{(p−p′)+(j−j′)} X[p′, j′], and K_k = λ² Σ_{p,j} G_k[p, j]
+for every k ≤ n at once. O(n·|s|·|t|) per pair.
+
+A letter is *rare* when treating it with the pair path (for the few pairs of strings that
+both contain it) is cheaper than growing the feature alphabet: positions holding a rare
+letter match no feature, and every pair that shares a rare letter gets its exact value
+from the pair path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import product
+
+import numpy as np
+
+from monk_framework.errors import ResourceError
+from monk_framework.kernels import available_memory
+
+#: bytes of one column chunk of the feature matrix (the symmetric product runs on chunks).
+FEATURE_CHUNK_BYTES = 128 * 1024 * 1024
+#: bytes of one batch of the pair dynamic programme (three arrays of |s| × |t| × pairs).
+PAIR_BATCH_BYTES = 32 * 1024 * 1024
+#: table cells (positions × features) of one batch of strings in the feature path.
+TABLE_BATCH_CELLS = 4_000_000
+#: measured seconds per multiply-add of the feature matrix product, and per cell and level
+#: of the pair programme (2-core machine; they only steer the choice of path).
+FEATURE_SECONDS_PER_MAC = 2.5e-11
+PAIR_SECONDS_PER_CELL = 1.5e-9
+
+Codes = list[np.ndarray]
+
+
+def alphabet_of(*samples: Sequence[str]) -> list[str]:
+    """The sorted distinct letters of the samples."""
+    letters: set[str] = set()
+    for sample in samples:
+        for s in sample:
+            letters.update(s)
+    return sorted(letters)
+
+
+def encode(sample: Sequence[str], letters: Sequence[str]) -> Codes:
+    """Each string as an int array of letter indices; letters not listed become −1."""
+    index = {c: i for i, c in enumerate(letters)}
+    return [np.fromiter((index.get(c, -1) for c in s), dtype=np.int64, count=len(s)) for s in sample]
+
+
+# -- feature path ---------------------------------------------------------------------
+
+
+def _decayed_prefix(X: np.ndarray, lam: float) -> np.ndarray:
+    """R[j] = Σ_{j′<j} λ^{j−j′} X[j′] along axis 0 (strictly before position j)."""
+    R = np.empty_like(X)
+    R[0] = 0.0
+    for j in range(1, X.shape[0]):
+        np.add(R[j - 1], X[j - 1], out=R[j])
+        R[j] *= lam
+    return R
+
+
+def ending_prefix_sums(codes: np.ndarray, size: int, k_max: int, lam: float) -> list[np.ndarray]:
+    """R_k for k = 1..k_max (index k of the list) on a padded batch of strings.
+
+    ``codes`` is (L, B): position-major, −1 for padding and rare letters. With E_k[j, b, v]
+    = Σ over tuples of length k ending exactly at position j of string b with letters v
+    of λ^{j−i_1} (v indexed lexicographically), R_k[j] = Σ_{j′<j} λ^{j−j′} E_k[j′]:
+    the tuples of length k that end before j, decayed to j. E_1 is the one-hot code and
+    E_{k+1}[j] = R_k[j] ⊗ onehot(s_j): a tuple ending at j extends one ending before j.
+    """
+    L, B = codes.shape
+    onehot = np.zeros((L, B, size))
+    jj, bb = np.nonzero(codes >= 0)
+    onehot[jj, bb, codes[jj, bb]] = 1.0
+    R: list[np.ndarray] = [np.empty(0)]
+    E = onehot
+    for k in range(1, k_max + 1):
+        R.append(_decayed_prefix(E, lam))
+        if k < k_max:
+            E = (R[k][:, :, :, None] * onehot[:, :, None, :]).reshape(L, B, size ** (k + 1))
+    return R
+
+
+def ending_tables(codes: np.ndarray, size: int, k: int, lam: float) -> np.ndarray:
+    """E_k, (L, B, size^k): tuples of length k ending exactly at each position (see above)."""
+    L, B = codes.shape
+    onehot = np.zeros((L, B, size))
+    jj, bb = np.nonzero(codes >= 0)
+    onehot[jj, bb, codes[jj, bb]] = 1.0
+    if k == 1:
+        return onehot
+    R = ending_prefix_sums(codes, size, k - 1, lam)[k - 1]
+    return (R[:, :, :, None] * onehot[:, :, None, :]).reshape(L, B, size**k)
+
+
+def split(n: int) -> tuple[int, int]:
+    """(n₁, n₂): the lengths of the prefix v and suffix w of u = v·w."""
+    return n - n // 2, n // 2
+
+
+class FeatureTables:
+    """The per-string tables of the feature path, for the given levels n.
+
+    Strings are processed in order of length (``self.order``), in batches padded to
+    their longest string; the feature rows come out in that order.
+    """
+
+    def __init__(self, codes: Codes, size: int, levels: Sequence[int], lam: float):
+        self.size, self.lam, self.levels = size, lam, sorted(set(levels))
+        self.n = len(codes)
+        prefixes = sorted({split(k)[0] for k in self.levels})
+        suffixes = sorted({split(k)[1] for k in self.levels} - {0})
+        self.order = np.argsort([len(c) for c in codes], kind="stable")
+        longest = max((len(c) for c in codes), default=1)
+        widest = size ** max(prefixes + suffixes)
+        batch_rows = max(1, int(TABLE_BATCH_CELLS // max(1, longest * widest)))
+        #: per batch: (first row, E_{n1} as (B, size^n1, L) per n1, M_{n2} as (B, L, size^n2) per n2)
+        self.batches: list[tuple[int, dict[int, np.ndarray], dict[int, np.ndarray]]] = []
+        for start in range(0, self.n, batch_rows):
+            rows = self.order[start : start + batch_rows]
+            width = max(1, max(len(codes[i]) for i in rows))
+            padded = np.full((width, len(rows)), -1, dtype=np.int64)
+            for r, i in enumerate(rows):
+                padded[: len(codes[i]), r] = codes[i]
+            E = {n1: ending_tables(padded, size, n1, lam).transpose(1, 2, 0).copy() for n1 in prefixes}
+            M: dict[int, np.ndarray] = {}
+            if suffixes:
+                # M_{n2}[j] = λ Σ_{j′>j} λ^{j′−j−1}·(tuples of length n2 starting at j′, weight
+                # λ^{end−j′}) = λ R^rev_{n2}[L−1−j], on the reversed string (w read backwards)
+                Rrev = ending_prefix_sums(padded[::-1], size, suffixes[-1], lam)
+                M = {n2: (lam * Rrev[n2][::-1]).transpose(1, 0, 2).copy() for n2 in suffixes}
+            self.batches.append((start, E, M))
+
+    def prefix_count(self, k: int) -> int:
+        return self.size ** split(k)[0]
+
+    def features(self, k: int, prefixes: slice, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows of Φ_k (in ``self.order``) restricted to the prefixes v in ``prefixes``.
+
+        Columns are ordered (v, reversed w); :func:`lexicographic_order` maps them to
+        the lexicographic order of u. ``out`` is a reusable buffer of at least the size
+        of the result (a fresh large allocation costs page faults each time).
+        """
+        n1, n2 = split(k)
+        c = len(range(*prefixes.indices(self.size**n1)))
+        width = c * self.size**n2
+        if out is None:
+            out = np.empty((self.n, width))
+        out = out.reshape(-1)[: self.n * width].reshape(self.n, width)
+        for start, E, M in self.batches:
+            Eb = E[n1][:, prefixes]
+            B = Eb.shape[0]
+            if n2 == 0:  # k = 1: λ × letter counts
+                np.multiply(Eb.sum(axis=2), self.lam, out=out[start : start + B])
+            else:
+                np.matmul(Eb, M[n2], out=out[start : start + B].reshape(B, c, -1))
+        return out
+
+
+def lexicographic_order(size: int, k: int) -> np.ndarray:
+    """Column permutation taking the (v, reversed w) order of :meth:`FeatureTables.features` to u's."""
+    n1, n2 = split(k)
+    if n2 == 0:
+        return np.arange(size**k)
+    # our column of u = v·w is index(v)·size^n2 + index(reversed w)
+    rev = np.array([sum(d * size**i for i, d in enumerate(w)) for w in product(range(size), repeat=n2)])
+    return (np.arange(size**n1)[:, None] * size**n2 + rev[None, :]).ravel()
+
+
+def unsort(K: np.ndarray, row_order: np.ndarray, col_order: np.ndarray) -> np.ndarray:
+    """A matrix computed on rows/columns in the given orders, back in the original order."""
+    out = np.empty_like(K)
+    out[np.ix_(row_order, col_order)] = K
+    return out
+
+
+def feature_gram_levels(
+    X: FeatureTables, Y: FeatureTables | None, levels: Sequence[int]
+) -> dict[int, np.ndarray]:
+    """K_k = Φ_k(X) Φ_k(Y)ᵀ for each level, in column chunks of the feature matrices."""
+    out: dict[int, np.ndarray] = {}
+    n_y = X.n if Y is None else Y.n
+    for k in levels:
+        K = np.zeros((X.n, n_y))
+        n1, n2 = split(k)
+        per_prefix = 8 * (X.n if Y is None else X.n + n_y) * X.size**n2
+        step = max(1, FEATURE_CHUNK_BYTES // per_prefix)
+        total = X.size**n1
+        step = -(-total // -(-total // step))  # equal chunks
+        buf_x = np.empty(X.n * min(step, total) * X.size**n2)
+        buf_y = None if Y is None else np.empty(n_y * min(step, total) * X.size**n2)
+        for start in range(0, total, step):
+            chunk = slice(start, min(start + step, total))
+            Fx = X.features(k, chunk, out=buf_x)
+            if Y is None:
+                K += Fx @ Fx.T  # numpy runs a symmetric rank-k update for A @ A.T
+            else:
+                K += Fx @ Y.features(k, chunk, out=buf_y).T
+        if Y is None:
+            K = np.triu(K) + np.triu(K, 1).T  # exactly symmetric
+        out[k] = unsort(K, X.order, X.order if Y is None else Y.order)
+    return out
+
+
+def feature_bytes_for_lengths(lengths: Sequence[int], size: int, levels: Sequence[int]) -> float:
+    """Bytes the per-string tables of the feature path hold for strings of these lengths."""
+    k1 = max(split(k)[0] for k in levels)
+    k2 = max(split(k)[1] for k in levels)
+    cells = float(sum(lengths))
+    return 8.0 * cells * (size**k1 + (size**k2 if k2 else 0))
+
+
+def feature_row_norms(T: FeatureTables, k: int) -> np.ndarray:
+    """‖Φ_k(s)‖² = K_k(s, s) for every string (original order), in feature chunks."""
+    n1, n2 = split(k)
+    total = T.size**n1
+    step = max(1, FEATURE_CHUNK_BYTES // (8 * T.n * T.size**n2))
+    buf = np.empty(T.n * min(step, total) * T.size**n2)
+    norms = np.zeros(T.n)
+    for start in range(0, total, step):
+        F = T.features(k, slice(start, min(start + step, total)), out=buf)
+        norms += np.einsum("ij,ij->i", F, F)
+    out = np.empty(T.n)
+    out[T.order] = norms
+    return out
+
+
+# -- pair path ----------------------------------------------------------------------
+
+
+def pair_levels(s_codes: Codes, t_codes: Codes, n: int, lam: float) -> np.ndarray:
+    """(P, n) array: K_1..K_n of each pair (s_codes[p], t_codes[p]), by the pair programme.
+
+    Codes are compared for equality, so they must come from one encoding of the full
+    alphabet (no −1 codes: −1 would match −1).
+    """
+    P = len(s_codes)
+    out = np.zeros((P, n))
+    if P == 0:
+        return out
+    order = np.argsort([len(s) * len(t) for s, t in zip(s_codes, t_codes)], kind="stable")
+    start = 0
+    while start < P:
+        first = order[start]
+        ls, lt = max(len(s_codes[first]), 1), max(len(t_codes[first]), 1)
+        pair_bytes_ok(ls, lt)
+        stop = start + 1
+        # grow the batch (pairs sorted by size) while its padded arrays fit
+        while stop < P:
+            i = order[stop]
+            ls2, lt2 = max(ls, len(s_codes[i])), max(lt, len(t_codes[i]))
+            if 3 * 8 * ls2 * lt2 * (stop + 1 - start) > PAIR_BATCH_BYTES:
+                break
+            ls, lt, stop = ls2, lt2, stop + 1
+        idx = order[start:stop]
+        out[idx] = _pair_batch([s_codes[i] for i in idx], [t_codes[i] for i in idx], ls, lt, n, lam)
+        start = stop
+    return out
+
+
+def _pair_batch(S: Codes, T: Codes, ls: int, lt: int, n: int, lam: float) -> np.ndarray:
+    P = len(S)
+    a = np.full((ls, P), -1, dtype=np.int64)
+    b = np.full((lt, P), -2, dtype=np.int64)  # paddings never match each other
+    for p, (s, t) in enumerate(zip(S, T)):
+        a[: len(s), p] = s
+        b[: len(t), p] = t
+    match = (a[:, None, :] == b[None, :, :]).astype(np.float64)  # (ls, lt, P)
+    out = np.empty((P, n))
+    G = match
+    lam2 = lam * lam
+    for k in range(1, n + 1):
+        out[:, k - 1] = lam2 * G.sum(axis=(0, 1))
+        if k == n:
+            break
+        # D(G): decayed strict prefix along s positions, then along t positions
+        Y = np.zeros_like(G)
+        for p in range(1, ls):
+            np.add(Y[p - 1], G[p - 1], out=Y[p])
+            Y[p] *= lam
+        Z = np.zeros_like(G)
+        for j in range(1, lt):
+            np.add(Z[:, j - 1], Y[:, j - 1], out=Z[:, j])
+            Z[:, j] *= lam
+        G = Z
+        G *= match
+    return out
+
+
+def pair_bytes_ok(ls: int, lt: int) -> None:
+    need = 3 * 8 * ls * lt
+    avail = available_memory()
+    if avail is not None and need > 0.9 * avail:
+        raise ResourceError(
+            f"The string subsequence kernel of two strings of lengths {ls} and {lt} needs "
+            f"{need / 2**30:.2f} GiB for its dynamic programme; only {avail / 2**30:.2f} GiB are available."
+        )

@@ -1,0 +1,249 @@
+"""Kernels on strings: the string subsequence kernel (SSK) of Lodhi et al. (2002).
+
+The algorithms are in :mod:`monk_plugins.ssk_core`; this module is the plugin (the
+kernel's parameters, the choice of algorithm, normalisation) and its registration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from monk_framework import Kernel, hookimpl, parameter
+from monk_framework.data import as_strings
+from monk_framework.kernels import available_memory, check_memory
+from monk_framework.params import boolean, integer, real
+
+from . import ssk_core as core
+
+#: the feature path's per-string tables may use at most this fraction of free memory.
+TABLE_MEMORY_FRACTION = 0.25
+
+
+@attrs.frozen
+class Plan:
+    """How one SSK Gram matrix is computed: which letters get features, which pairs the DP."""
+
+    main: list[str]
+    rare: list[str]
+    #: seconds the choice expects (feature products, pair programme); for diagnostics
+    feature_s: float
+    pair_s: float
+
+    @property
+    def path(self) -> str:
+        if not self.main:
+            return "pairs"
+        return "features" + (f" + pairs for rare letters {''.join(self.rare)!r}" if self.rare else "")
+
+
+def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int]) -> Plan:
+    """Choose the main alphabet (features) and the rare letters (pair programme) by cost.
+
+    Letters are tried as rare from the one in the fewest strings up; a letter is worth
+    making rare when the pairs of strings that share it cost less in the pair programme
+    than its share of the feature products. The all-pairs programme is the fallback
+    when no feature alphabet fits in memory or beats it.
+    """
+    sym = Y is None
+    Ys = X if Y is None else Y
+    letters = core.alphabet_of(X, Ys)
+    n_x, n_y = len(X), len(Ys)
+    pairs = n_x * (n_x + 1) / 2 if sym else n_x * n_y
+    mean_cells = (sum(map(len, X)) / max(n_x, 1)) * (sum(map(len, Ys)) / max(n_y, 1))
+    n_max = max(levels)
+    pair_per_pair = mean_cells * n_max * core.PAIR_SECONDS_PER_CELL
+    all_pairs = Plan([], letters, 0.0, pairs * pair_per_pair)
+    if not letters:
+        return Plan([], [], 0.0, 0.0)
+    Hx = _membership(X, letters)
+    Hy = Hx if sym else _membership(Ys, letters)
+    count = dict(zip(letters, Hx.sum(axis=0) + (0 if sym else Hy.sum(axis=0))))
+    by_rarity = sorted(letters, key=lambda c: (count[c], c))
+    avail = available_memory()
+    budget = TABLE_MEMORY_FRACTION * avail if avail is not None else float("inf")
+    codes_len = [list(map(len, X)) + ([] if sym else list(map(len, Ys)))]
+    best = all_pairs
+    for r in range(len(letters)):
+        rare = by_rarity[:r]
+        main = sorted(by_rarity[r:])
+        size = len(main)
+        table_bytes = core.feature_bytes_for_lengths(codes_len[0], size, levels)
+        if table_bytes > budget:
+            continue
+        feature_s = pairs * sum(size**k for k in set(levels)) * core.FEATURE_SECONDS_PER_MAC
+        # pairs that share a rare letter: they get the pair programme
+        mask = np.zeros(len(letters), dtype=bool)
+        mask[[letters.index(c) for c in rare]] = True
+        both = (Hx[:, mask] @ Hy[:, mask].T) > 0 if rare else None
+        shared = 0 if both is None else int(np.triu(both).sum() if sym else both.sum())
+        candidate = Plan(main, rare, feature_s, shared * pair_per_pair)
+        if candidate.feature_s + candidate.pair_s < best.feature_s + best.pair_s:
+            best = candidate
+    return best
+
+
+def _membership(sample: Sequence[str], letters: Sequence[str]) -> np.ndarray:
+    """(len(sample), len(letters)) float matrix: does string i contain letter j."""
+    sets = [set(s) for s in sample]
+    return np.array([[c in s for c in letters] for s in sets], dtype=np.float64).reshape(len(sets), len(letters))
+
+
+def _sharing(X: Sequence[str], Y: Sequence[str] | None, rare: Sequence[str]) -> np.ndarray:
+    """Boolean matrix of the pairs whose strings share a rare letter (upper triangle for one sample)."""
+    Hx = _membership(X, rare)
+    shared = (Hx @ (_membership(Y, rare) if Y is not None else Hx).T) > 0
+    return np.triu(shared) if Y is None else shared
+
+
+def _shared_pairs(X: Sequence[str], Y: Sequence[str] | None, rare: set[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i, j) that share a rare letter (i ≤ j when Y is None)."""
+    if not rare:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows, cols = np.nonzero(_sharing(X, Y, sorted(rare)))
+    return rows.astype(np.int64), cols.astype(np.int64)
+
+
+def ssk_levels(
+    X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: float
+) -> tuple[dict[int, np.ndarray], Plan]:
+    """Unnormalised Gram matrices K_k(X, Y) for each k in ``levels``, exactly.
+
+    One plan serves every level, so a grid over n (or the cumulative kernel) reuses
+    the per-string tables and the pair programme (which yields every level ≤ n at once).
+    """
+    levels = sorted(set(levels))
+    sym = Y is None
+    n_x, n_y = len(X), len(X) if Y is None else len(Y)
+    check_memory(n_x, n_y * max(1, len(levels)), what="set of SSK Gram matrices")
+    p = plan(X, Y, levels)
+    letters = core.alphabet_of(X, X if Y is None else Y)
+    if p.main:
+        Tx = core.FeatureTables(core.encode(X, p.main), len(p.main), levels, lam)
+        Ty = None if sym else core.FeatureTables(core.encode(Y, p.main), len(p.main), levels, lam)  # type: ignore[arg-type]
+        grams = core.feature_gram_levels(Tx, Ty, levels)
+        rows, cols = _shared_pairs(X, Y, set(p.rare))
+    else:
+        grams = {k: np.zeros((n_x, n_y)) for k in levels}
+        if sym:
+            rows, cols = np.triu_indices(n_x)
+        else:
+            rows, cols = (a.ravel() for a in np.meshgrid(np.arange(n_x), np.arange(n_y), indexing="ij"))
+    if len(rows):
+        # exact values (full alphabet) for the pairs the features cannot see in full
+        cx = core.encode(X, letters)
+        cy = cx if sym else core.encode(Y, letters)  # type: ignore[arg-type]
+        values = core.pair_levels([cx[i] for i in rows], [cy[j] for j in cols], max(levels), lam)
+        for k in levels:
+            grams[k][rows, cols] = values[:, k - 1]
+            if sym:
+                grams[k][cols, rows] = values[:, k - 1]
+    return grams, p
+
+
+def ssk_self_levels(X: Sequence[str], levels: Sequence[int], lam: float) -> dict[int, np.ndarray]:
+    """K_k(s, s) for every string, without a Gram matrix (row norms of the features)."""
+    levels = sorted(set(levels))
+    out = {k: np.zeros(len(X)) for k in levels}
+    letters = core.alphabet_of(X)
+    p = plan(X, None, levels)
+    if p.main:
+        T = core.FeatureTables(core.encode(X, p.main), len(p.main), levels, lam)
+        for k in levels:
+            out[k] = core.feature_row_norms(T, k)
+    rare = set(p.rare) if p.main else set(letters)
+    idx = [i for i, s in enumerate(X) if set(s) & rare]
+    if idx:
+        codes = core.encode([X[i] for i in idx], letters)
+        values = core.pair_levels(codes, codes, max(levels), lam)
+        for k in levels:
+            out[k][idx] = values[:, k - 1]
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class SubsequenceKernel(Kernel):
+    """String subsequence kernel K_n(s, t) = Σ_{u ∈ Σⁿ} φ_u(s) φ_u(t), φ_u(s) = Σ_{i: s[i]=u} λ^{l(i)}."""
+
+    name: ClassVar[str] = "ssk"
+    summary: ClassVar[str] = (
+        "String subsequence kernel (Lodhi et al. 2002): gapped common subsequences of length n, "
+        "decayed by lam per spanned letter; exact."
+    )
+    formula: ClassVar[str] = (
+        "K_n(s, t) = sum_{u in A^n} phi_u(s) phi_u(t), phi_u(s) = sum_{i: s[i] = u} lam^(i_n - i_1 + 1); "
+        "normalize: K(s,t)/sqrt(K(s,s) K(t,t)); cumulative: K_1 + ... + K_n before normalising"
+    )
+    input_kind: ClassVar[str] = "string"
+
+    n: int = parameter(5, doc="subsequence length n >= 1", check=integer(ge=1), kind="int")
+    lam: float = parameter(0.5, doc="decay lambda in (0, 1] per letter spanned", check=real(gt=0, le=1), kind="float")
+    normalize: bool = parameter(
+        True, doc="divide by sqrt(K(s,s) K(t,t)) (a string with no subsequence of length n gets 0)",
+        check=boolean(),
+    )
+    cumulative: bool = parameter(
+        False, doc="sum K_1..K_n before normalising (shogun's convention)", check=boolean(),
+    )
+
+    @property
+    def levels(self) -> list[int]:
+        return list(range(1, self.n + 1)) if self.cumulative else [self.n]
+
+    def _combine(self, grams: dict[int, np.ndarray]) -> np.ndarray:
+        K = grams[self.levels[0]]
+        for k in self.levels[1:]:
+            K = K + grams[k]
+        return K
+
+    def _unnormalised(self, X: Sequence[str], Y: Sequence[str] | None) -> np.ndarray:
+        grams, _ = ssk_levels(X, Y, self.levels, self.lam)
+        return self._combine(grams)
+
+    def _self_values(self, X: Sequence[str]) -> np.ndarray:
+        return self._combine(ssk_self_levels(X, self.levels, self.lam))
+
+    def _symmetric_gram(self, X: Any) -> np.ndarray:
+        K = self._unnormalised(X, None)
+        if self.normalize:
+            d = np.diag(K).copy()
+            K = _normalise(K, d, d)
+            K = np.triu(K, 1)
+            K += K.T  # exactly symmetric (the two products round differently)
+            np.fill_diagonal(K, (d > 0).astype(np.float64))
+        return self._finite(K)
+
+    def _rectangular_gram(self, X: Any, Y: Any) -> np.ndarray:
+        return self._gram(X, Y)
+
+    def _gram(self, X: Any, Y: Any) -> np.ndarray:
+        K = self._unnormalised(X, Y)
+        if self.normalize:
+            K = _normalise(K, self._self_values(X), self._self_values(Y))
+        return self._finite(K)
+
+    def _diag(self, X: Any) -> np.ndarray:
+        if self.normalize:
+            return (self._self_values(X) > 0).astype(np.float64)
+        return self._self_values(X)
+
+    def plan(self, X: Sequence[str], Y: Sequence[str] | None = None) -> Plan:
+        """Which algorithm a Gram matrix of these samples would use (for diagnostics)."""
+        Xs = as_strings(X, name="X", user=f"kernel {self.name!r}")
+        Ys = None if Y is None else as_strings(Y, name="Y", user=f"kernel {self.name!r}")
+        return plan(Xs, Ys, self.levels)
+
+
+def _normalise(K: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    """K / √(dx dyᵀ), with 0 where a string has no subsequence of length n (norm 0)."""
+    sx = np.where(dx > 0, 1.0 / np.sqrt(np.where(dx > 0, dx, 1.0)), 0.0)
+    sy = np.where(dy > 0, 1.0 / np.sqrt(np.where(dy > 0, dy, 1.0)), 0.0)
+    return K * sx[:, None] * sy[None, :]
+
+
+@hookimpl
+def monk_kernels() -> list[type[Kernel]]:
+    return [SubsequenceKernel]

@@ -1,0 +1,238 @@
+"""The string subsequence kernel against definitions written independently of the plugin.
+
+Two references live here and share no code with ``monk_plugins.ssk_core``:
+
+* ``enumerate_ssk``: the definition itself (every index tuple, its span), for tiny strings;
+* ``lodhi_ssk``: Lodhi et al.'s recursion with the auxiliary K'' (JMLR 2002, §3.1),
+  plain Python, O(n |s| |t|) per pair.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from monk_framework.errors import DataError, ParameterError
+from monk_plugins import ssk_core as core
+from monk_plugins.string_kernels import plan, ssk_levels
+
+
+def enumerate_ssk(s: str, t: str, n: int, lam: float) -> float:
+    def phi(x: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for idx in itertools.combinations(range(len(x)), n):
+            u = "".join(x[i] for i in idx)
+            out[u] = out.get(u, 0.0) + lam ** (idx[-1] - idx[0] + 1)
+        return out
+
+    a, b = phi(s), phi(t)
+    return sum(v * b.get(u, 0.0) for u, v in a.items())
+
+
+def lodhi_ssk(s: str, t: str, n: int, lam: float) -> list[float]:
+    """K_1..K_n(s, t) by the recursion of Lodhi et al. (K'_i and K''_i over prefixes)."""
+    ls, lt = len(s), len(t)
+    # Kp[i][a][b] = K'_i(s[:a], t[:b]); K'_0 = 1
+    Kp = [[[1.0] * (lt + 1) for _ in range(ls + 1)]]
+    for i in range(1, n):
+        cur = [[0.0] * (lt + 1) for _ in range(ls + 1)]
+        for a in range(i, ls + 1):
+            x = s[a - 1]
+            kpp = 0.0  # K''_i(s[:a], t[:b]) built along b
+            for b in range(i, lt + 1):
+                kpp = lam * kpp + (lam * lam * Kp[i - 1][a - 1][b - 1] if t[b - 1] == x else 0.0)
+                cur[a][b] = lam * cur[a - 1][b] + kpp
+        Kp.append(cur)
+    out = []
+    for i in range(1, n + 1):
+        # K_i(sx, t) = K_i(s, t) + Σ_{j: t_j = x} λ² K'_{i−1}(s, t[:j−1])
+        total = 0.0
+        for a in range(1, ls + 1):
+            x = s[a - 1]
+            for b in range(1, lt + 1):
+                if t[b - 1] == x:
+                    total += lam * lam * Kp[i - 1][a - 1][b - 1]
+        out.append(total)
+    return out
+
+
+def random_strings(rng, alphabet: str, count: int, lengths: tuple[int, int]) -> list[str]:
+    return ["".join(rng.choice(list(alphabet), rng.integers(lengths[0], lengths[1] + 1))) for _ in range(count)]
+
+
+def reference_gram(S, T, n, lam, *, cumulative=False, normalize=False):
+    levels = range(1, n + 1) if cumulative else [n]
+
+    def value(s, t):
+        ks = lodhi_ssk(s, t, n, lam)
+        return sum(ks[k - 1] for k in levels)
+
+    K = np.array([[value(s, t) for t in T] for s in S])
+    if normalize:
+        ds = np.array([value(s, s) for s in S])
+        dt = np.array([value(t, t) for t in T])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            K = np.where(np.outer(ds, dt) > 0, K / np.sqrt(np.outer(ds, dt)), 0.0)
+    return K
+
+
+def test_lodhi_reference_agrees_with_the_definition():
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        s, t = random_strings(rng, "abc", 2, (0, 7))
+        n = int(rng.integers(1, 5))
+        lam = float(rng.uniform(0.1, 1.0))
+        ref = lodhi_ssk(s, t, n, lam)
+        assert ref[-1] == pytest.approx(enumerate_ssk(s, t, n, lam), rel=1e-12, abs=1e-300)
+
+
+def test_lodhi_worked_example(registry):
+    # Lodhi et al. 2002, §2: cat, car, bat, bar with n = 2; features c-a, c-t, a-t, b-a, ...
+    lam = 0.7
+    k = registry.get_kernel("ssk", n=2, lam=lam, normalize=False)
+    K = k.gram(["cat", "car", "bat", "bar"])
+    l4, l6 = lam**4, lam**6
+    assert K[0, 0] == pytest.approx(2 * l4 + l6, rel=1e-14)
+    assert K[0, 1] == pytest.approx(l4, rel=1e-14)  # only "ca" is shared
+    assert K[0, 2] == pytest.approx(l4, rel=1e-14)  # only "at"
+    assert K[0, 3] == 0.0
+    kn = registry.get_kernel("ssk", n=2, lam=lam)
+    assert kn.gram(["cat", "car"])[0, 1] == pytest.approx(1.0 / (2.0 + lam**2), rel=1e-14)
+
+
+@pytest.mark.parametrize("alphabet", ["ab", "ACGT", "abcdefghijklmnopqrstuvwxyz"])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
+def test_gram_equals_the_reference_recursion(registry, alphabet, n):
+    rng = np.random.default_rng(len(alphabet) * 10 + n)
+    S = random_strings(rng, alphabet, 5, (1, 40)) + ["", alphabet[0] * max(n - 1, 0)]
+    T = random_strings(rng, alphabet, 3, (20, 80))
+    for lam in (0.3, 1.0):
+        for normalize in (False, True):
+            k = registry.get_kernel("ssk", n=n, lam=lam, normalize=normalize)
+            ref = reference_gram(S, S, n, lam, normalize=normalize)
+            if normalize:
+                np.fill_diagonal(ref, [1.0 if lodhi_ssk(s, s, n, lam)[-1] > 0 else 0.0 for s in S])
+            np.testing.assert_allclose(k.gram(S), ref, rtol=1e-10, atol=1e-300)
+            np.testing.assert_allclose(k.gram(S, T), reference_gram(S, T, n, lam, normalize=normalize), rtol=1e-10, atol=1e-300)
+
+
+@pytest.mark.parametrize("size", [2, 4, 26])
+def test_both_paths_equal_the_reference_at_every_level(size):
+    # the feature path and the pair programme, forced, on the same strings
+    rng = np.random.default_rng(size)
+    alphabet = "abcdefghijklmnopqrstuvwxyz"[:size]
+    S = random_strings(rng, alphabet, 4, (0, 30))
+    letters = sorted(alphabet)
+    codes = core.encode(S, letters)
+    n = 6 if size < 26 else 3
+    lam = 0.45
+    ref = {k: np.array([[lodhi_ssk(s, t, n, lam)[k - 1] for t in S] for s in S]) for k in range(1, n + 1)}
+    tables = core.FeatureTables(codes, size, range(1, n + 1), lam)
+    feats = core.feature_gram_levels(tables, None, range(1, n + 1))
+    pairs = core.pair_levels([codes[i] for i in range(4) for _ in range(4)], [codes[j] for _ in range(4) for j in range(4)], n, lam)
+    for k in range(1, n + 1):
+        np.testing.assert_allclose(feats[k], ref[k], rtol=1e-10, atol=1e-300)
+        np.testing.assert_allclose(pairs[:, k - 1].reshape(4, 4), ref[k], rtol=1e-10, atol=1e-300)
+
+
+def test_explicit_features_in_lexicographic_order():
+    rng = np.random.default_rng(5)
+    S = random_strings(rng, "ACG", 3, (3, 9))
+    lam, n = 0.6, 3
+    T = core.FeatureTables(core.encode(S, "ACG"), 3, [n], lam)
+    F = T.features(n, slice(None))
+    F = core.unsort(F, T.order, np.arange(F.shape[1]))[:, core.lexicographic_order(3, n)]
+    for row, s in zip(F, S):
+        expected = []
+        for u in itertools.product("ACG", repeat=n):
+            total = sum(
+                lam ** (idx[-1] - idx[0] + 1)
+                for idx in itertools.combinations(range(len(s)), n)
+                if all(s[i] == c for i, c in zip(idx, u))
+            )
+            expected.append(total)
+        np.testing.assert_allclose(row, expected, rtol=1e-12, atol=1e-300)
+
+
+def test_edge_cases(registry):
+    k = registry.get_kernel("ssk", n=3, lam=0.5)
+    K = k.gram(["", "ab", "abc", "abc", "xyzxyz"])
+    # the empty string and one shorter than n have no subsequence of length n: 0, also on the diagonal
+    assert np.all(K[0] == 0.0) and np.all(K[1] == 0.0)
+    assert K[2, 2] == 1.0 and K[2, 3] == pytest.approx(1.0, rel=1e-14)  # identical strings
+    assert K[4, 4] == 1.0
+    np.testing.assert_array_equal(k.diag(["", "ab", "abc"]), [0.0, 0.0, 1.0])
+    # n = 1 is a weighted letter count: λ² Σ_a c_a(s) c_a(t)
+    k1 = registry.get_kernel("ssk", n=1, lam=0.3, normalize=False)
+    assert k1.gram(["aab", "abbb"])[0, 1] == pytest.approx(0.09 * (2 * 1 + 1 * 3), rel=1e-14)
+    assert np.array_equal(K, K.T)
+
+
+def test_cumulative_is_the_sum_of_levels_then_normalised(registry):
+    rng = np.random.default_rng(9)
+    S = random_strings(rng, "ACGT", 6, (2, 25))
+    k = registry.get_kernel("ssk", n=4, lam=0.5, cumulative=True)
+    np.testing.assert_allclose(k.gram(S), reference_gram(S, S, 4, 0.5, cumulative=True, normalize=True), rtol=1e-10)
+    raw = registry.get_kernel("ssk", n=4, lam=0.5, cumulative=True, normalize=False)
+    levels = sum(registry.get_kernel("ssk", n=m, lam=0.5, normalize=False).gram(S) for m in range(1, 5))
+    np.testing.assert_allclose(raw.gram(S), levels, rtol=1e-12)
+
+
+def test_shogun_convention_matches_strkernels_published_example(registry):
+    # strkernels' README: SubsequenceStringKernel(maxlen=3, ssk_lambda=0.5) on these four
+    S = ["ATCG", "ATGG", "TACG", "GCTA"]
+    K = registry.get_kernel("ssk", n=3, lam=0.5, cumulative=True).gram(S)
+    assert K[0, 1] == pytest.approx(0.74037191, abs=1e-8)
+    assert K[0, 2] == pytest.approx(0.91640867, abs=1e-8)
+    assert K[2, 3] == pytest.approx(0.84210526, abs=1e-8)
+
+
+def test_rare_letters_take_the_pair_programme_only_where_shared(registry):
+    rng = np.random.default_rng(3)
+    S = random_strings(rng, "ACGT", 60, (20, 30))
+    S[3] = S[3][:5] + "N" + S[3][6:]
+    S[7] = S[7][:9] + "N" + S[7][10:]
+    S[11] = S[11][:2] + "R" + S[11][3:]
+    p = plan(S, None, [4])
+    assert p.main == ["A", "C", "G", "T"] and set(p.rare) == {"N", "R"}
+    grams, _ = ssk_levels(S, None, [4], 0.5)
+    sub = [3, 7, 11, 0, 1]
+    ref = np.array([[lodhi_ssk(S[i], S[j], 4, 0.5)[-1] for j in sub] for i in sub])
+    np.testing.assert_allclose(grams[4][np.ix_(sub, sub)], ref, rtol=1e-10)
+    assert np.array_equal(grams[4], grams[4].T)
+
+
+def test_large_alphabet_uses_the_pair_programme():
+    rng = np.random.default_rng(4)
+    S = random_strings(rng, "abcdefghijklmnopqrstuvwxyz", 10, (30, 40))
+    assert plan(S, None, [5]).path == "pairs"
+    assert plan(random_strings(rng, "ACGT", 10, (30, 40)), None, [5]).path == "features"
+
+
+def test_parameters_and_inputs_are_checked(registry):
+    with pytest.raises(ParameterError, match="'n'"):
+        registry.get_kernel("ssk", n=0)
+    with pytest.raises(ParameterError, match="'lam'"):
+        registry.get_kernel("ssk", lam=1.5)
+    with pytest.raises(ParameterError, match="'lam'"):
+        registry.get_kernel("ssk", lam=0.0)
+    k = registry.get_kernel("ssk")
+    with pytest.raises(DataError, match="needs strings"):
+        k.gram(np.ones((3, 2)))
+    with pytest.raises(DataError, match="needs strings"):
+        k.gram(["ab", 3])
+
+
+def test_memory_of_the_feature_tables_is_bounded(monkeypatch):
+    # with too little memory for any feature alphabet, the pair programme is chosen
+    import monk_plugins.string_kernels as sk
+
+    monkeypatch.setattr(sk, "available_memory", lambda: 1000)
+    S = ["ACGTACGTAC", "GGTACCA"]
+    assert sk.plan(S, None, [3]).path == "pairs"
+    grams, _ = sk.ssk_levels(S, None, [3], 0.5)
+    assert grams[3][0, 1] == pytest.approx(lodhi_ssk(S[0], S[1], 3, 0.5)[-1], rel=1e-12)
+    assert math.isfinite(grams[3].sum())
