@@ -78,8 +78,7 @@ def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int]) -> Pl
         # pairs that share a rare letter: they get the pair programme
         mask = np.zeros(len(letters), dtype=bool)
         mask[[letters.index(c) for c in rare]] = True
-        both = (Hx[:, mask] @ Hy[:, mask].T) > 0 if rare else None
-        shared = 0 if both is None else int(np.triu(both).sum() if sym else both.sum())
+        shared = int(_shared_mask(Hx[:, mask], Hy[:, mask], sym).sum()) if rare else 0
         candidate = Plan(main, rare, feature_s, shared * pair_per_pair)
         if candidate.feature_s + candidate.pair_s < best.feature_s + best.pair_s:
             best = candidate
@@ -92,18 +91,19 @@ def _membership(sample: Sequence[str], letters: Sequence[str]) -> np.ndarray:
     return np.array([[c in s for c in letters] for s in sets], dtype=np.float64).reshape(len(sets), len(letters))
 
 
-def _sharing(X: Sequence[str], Y: Sequence[str] | None, rare: Sequence[str]) -> np.ndarray:
-    """Boolean matrix of the pairs whose strings share a rare letter (upper triangle for one sample)."""
-    Hx = _membership(X, rare)
-    shared = (Hx @ (_membership(Y, rare) if Y is not None else Hx).T) > 0
-    return np.triu(shared) if Y is None else shared
+def _shared_mask(Hx: np.ndarray, Hy: np.ndarray, sym: bool) -> np.ndarray:
+    """Pairs whose strings share a letter of the given membership columns (upper triangle if sym)."""
+    shared = (Hx @ Hy.T) > 0
+    return np.triu(shared) if sym else shared
 
 
 def _shared_pairs(X: Sequence[str], Y: Sequence[str] | None, rare: set[str]) -> tuple[np.ndarray, np.ndarray]:
     """Index pairs (i, j) that share a rare letter (i ≤ j when Y is None)."""
     if not rare:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    rows, cols = np.nonzero(_sharing(X, Y, sorted(rare)))
+    Hx = _membership(X, sorted(rare))
+    Hy = Hx if Y is None else _membership(Y, sorted(rare))
+    rows, cols = np.nonzero(_shared_mask(Hx, Hy, Y is None))
     return rows.astype(np.int64), cols.astype(np.int64)
 
 
