@@ -17,11 +17,9 @@ computation on the reversed string. So the whole |Σ|ⁿ feature vector of a str
 small matrix product (|Σ|^{n₁} × L) · (L × |Σ|^{n₂}), and the Gram matrix is one
 symmetric product of the feature matrix (in column chunks to bound memory).
 
-**Pair path (large alphabets, and pairs that share a rare letter).** The dynamic
-programme over prefix pairs, vectorised over many pairs at once: with the match
-matrix M_st[p, j] = [s_p = t_j], G_1 = M_st, G_k = M_st ∘ D(G_{k−1}) where
-D(X)[p, j] = Σ_{p′<p, j′<j} λ^{(p−p′)+(j−j′)} X[p′, j′], and K_k = λ² Σ_{p,j} G_k[p, j]
-for every k ≤ n at once. O(n·|s|·|t|) per pair.
+**Pair path (large alphabets, and pairs that share a rare letter).** A compiled
+programme over the matching positions of each pair, every level k ≤ n at once; see
+``ssk_pairs``.
 
 A letter is *rare* when treating it with the pair path (for the few pairs of strings that
 both contain it) is cheaper than growing the feature alphabet: positions holding a rare
@@ -36,19 +34,14 @@ from itertools import product
 
 import numpy as np
 
-from monk_framework.errors import ResourceError
-from monk_framework.kernels import available_memory
 
 #: bytes of one column chunk of the feature matrix (the symmetric product runs on chunks).
 FEATURE_CHUNK_BYTES = 128 * 1024 * 1024
-#: bytes of one batch of the pair dynamic programme (three arrays of |s| × |t| × pairs).
-PAIR_BATCH_BYTES = 32 * 1024 * 1024
 #: table cells (positions × features) of one batch of strings in the feature path.
 TABLE_BATCH_CELLS = 4_000_000
-#: measured seconds per multiply-add of the feature matrix product, and per cell and level
-#: of the pair programme (2-core machine; they only steer the choice of path).
+#: measured seconds per multiply-add of the feature matrix product (2-core machine; it
+#: only steers the choice of path, against ssk_pairs.PAIR_SECONDS_*).
 FEATURE_SECONDS_PER_MAC = 2.5e-11
-PAIR_SECONDS_PER_CELL = 1.5e-9
 
 Codes = list[np.ndarray]
 
@@ -245,75 +238,3 @@ def feature_row_norms(T: FeatureTables, k: int) -> np.ndarray:
     out = np.empty(T.n)
     out[T.order] = norms
     return out
-
-
-# -- pair path ----------------------------------------------------------------------
-
-
-def pair_levels(s_codes: Codes, t_codes: Codes, n: int, lam: float) -> np.ndarray:
-    """(P, n) array: K_1..K_n of each pair (s_codes[p], t_codes[p]), by the pair programme.
-
-    Codes are compared for equality, so they must come from one encoding of the full
-    alphabet (no −1 codes: −1 would match −1).
-    """
-    P = len(s_codes)
-    out = np.zeros((P, n))
-    if P == 0:
-        return out
-    order = np.argsort([len(s) * len(t) for s, t in zip(s_codes, t_codes)], kind="stable")
-    start = 0
-    while start < P:
-        first = order[start]
-        ls, lt = max(len(s_codes[first]), 1), max(len(t_codes[first]), 1)
-        pair_bytes_ok(ls, lt)
-        stop = start + 1
-        # grow the batch (pairs sorted by size) while its padded arrays fit
-        while stop < P:
-            i = order[stop]
-            ls2, lt2 = max(ls, len(s_codes[i])), max(lt, len(t_codes[i]))
-            if 3 * 8 * ls2 * lt2 * (stop + 1 - start) > PAIR_BATCH_BYTES:
-                break
-            ls, lt, stop = ls2, lt2, stop + 1
-        idx = order[start:stop]
-        out[idx] = _pair_batch([s_codes[i] for i in idx], [t_codes[i] for i in idx], ls, lt, n, lam)
-        start = stop
-    return out
-
-
-def _pair_batch(S: Codes, T: Codes, ls: int, lt: int, n: int, lam: float) -> np.ndarray:
-    P = len(S)
-    a = np.full((ls, P), -1, dtype=np.int64)
-    b = np.full((lt, P), -2, dtype=np.int64)  # paddings never match each other
-    for p, (s, t) in enumerate(zip(S, T)):
-        a[: len(s), p] = s
-        b[: len(t), p] = t
-    match = (a[:, None, :] == b[None, :, :]).astype(np.float64)  # (ls, lt, P)
-    out = np.empty((P, n))
-    G = match
-    lam2 = lam * lam
-    for k in range(1, n + 1):
-        out[:, k - 1] = lam2 * G.sum(axis=(0, 1))
-        if k == n:
-            break
-        # D(G): decayed strict prefix along s positions, then along t positions
-        Y = np.zeros_like(G)
-        for p in range(1, ls):
-            np.add(Y[p - 1], G[p - 1], out=Y[p])
-            Y[p] *= lam
-        Z = np.zeros_like(G)
-        for j in range(1, lt):
-            np.add(Z[:, j - 1], Y[:, j - 1], out=Z[:, j])
-            Z[:, j] *= lam
-        G = Z
-        G *= match
-    return out
-
-
-def pair_bytes_ok(ls: int, lt: int) -> None:
-    need = 3 * 8 * ls * lt
-    avail = available_memory()
-    if avail is not None and need > 0.9 * avail:
-        raise ResourceError(
-            f"The string subsequence kernel of two strings of lengths {ls} and {lt} needs "
-            f"{need / 2**30:.2f} GiB for its dynamic programme; only {avail / 2**30:.2f} GiB are available."
-        )

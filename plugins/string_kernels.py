@@ -6,11 +6,13 @@ kernel's parameters, the choice of algorithm, normalisation) and its registratio
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
+from numba import get_num_threads
 
 from monk_framework import Kernel, hookimpl, parameter
 from monk_framework.data import as_strings
@@ -18,6 +20,7 @@ from monk_framework.kernels import available_memory, check_memory
 from monk_framework.params import boolean, integer, real
 
 from . import ssk_core as core
+from . import ssk_pairs as pairs_ssk
 
 #: the feature path's per-string tables may use at most this fraction of free memory.
 TABLE_MEMORY_FRACTION = 0.25
@@ -40,7 +43,7 @@ class Plan:
         return "features" + (f" + pairs for rare letters {''.join(self.rare)!r}" if self.rare else "")
 
 
-def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int]) -> Plan:
+def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: float) -> Plan:
     """Choose the main alphabet (features) and the rare letters (pair programme) by cost.
 
     Letters are tried as rare from the one in the fewest strings up; a letter is worth
@@ -53,14 +56,16 @@ def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int]) -> Pl
     letters = core.alphabet_of(X, Ys)
     n_x, n_y = len(X), len(Ys)
     pairs = n_x * (n_x + 1) / 2 if sym else n_x * n_y
-    mean_cells = (sum(map(len, X)) / max(n_x, 1)) * (sum(map(len, Ys)) / max(n_y, 1))
-    n_max = max(levels)
-    pair_per_pair = mean_cells * n_max * core.PAIR_SECONDS_PER_CELL
-    all_pairs = Plan([], letters, 0.0, pairs * pair_per_pair)
     if not letters:
         return Plan([], [], 0.0, 0.0)
     Hx = _membership(X, letters)
     Hy = Hx if sym else _membership(Ys, letters)
+    # expected matching positions of a pair: Σ_c (mean count of c in X)(mean count of c in Y)
+    mean_x, mean_y = _counts(X, letters).mean(axis=0), _counts(Ys, letters).mean(axis=0)
+    ls, lt = float(mean_x.sum()), float(mean_y.sum())
+    pair_per_pair = pairs_ssk.seconds_per_pair(ls, lt, float(mean_x @ mean_y), max(levels), lam)
+    pair_per_pair /= get_num_threads()
+    all_pairs = Plan([], letters, 0.0, pairs * pair_per_pair)
     count = dict(zip(letters, Hx.sum(axis=0) + (0 if sym else Hy.sum(axis=0))))
     by_rarity = sorted(letters, key=lambda c: (count[c], c))
     avail = available_memory()
@@ -83,6 +88,16 @@ def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int]) -> Pl
         if candidate.feature_s + candidate.pair_s < best.feature_s + best.pair_s:
             best = candidate
     return best
+
+
+def _counts(sample: Sequence[str], letters: Sequence[str]) -> np.ndarray:
+    """(len(sample), len(letters)) matrix: how often string i holds letter j."""
+    index = {c: j for j, c in enumerate(letters)}
+    out = np.zeros((max(len(sample), 1), len(letters)))
+    for i, s in enumerate(sample):
+        for c, m in Counter(s).items():
+            out[i, index[c]] = m
+    return out
 
 
 def _membership(sample: Sequence[str], letters: Sequence[str]) -> np.ndarray:
@@ -119,7 +134,7 @@ def ssk_levels(
     sym = Y is None
     n_x, n_y = len(X), len(X) if Y is None else len(Y)
     check_memory(n_x, n_y * max(1, len(levels)), what="set of SSK Gram matrices")
-    p = plan(X, Y, levels)
+    p = plan(X, Y, levels, lam)
     letters = core.alphabet_of(X, X if Y is None else Y)
     if p.main:
         Tx = core.FeatureTables(core.encode(X, p.main), len(p.main), levels, lam)
@@ -136,7 +151,7 @@ def ssk_levels(
         # exact values (full alphabet) for the pairs the features cannot see in full
         cx = core.encode(X, letters)
         cy = cx if sym else core.encode(Y, letters)  # type: ignore[arg-type]
-        values = core.pair_levels([cx[i] for i in rows], [cy[j] for j in cols], max(levels), lam)
+        values = pairs_ssk.pair_levels(cx, cy, rows, cols, max(levels), lam)
         for k in levels:
             grams[k][rows, cols] = values[:, k - 1]
             if sym:
@@ -149,7 +164,7 @@ def ssk_self_levels(X: Sequence[str], levels: Sequence[int], lam: float) -> dict
     levels = sorted(set(levels))
     out = {k: np.zeros(len(X)) for k in levels}
     letters = core.alphabet_of(X)
-    p = plan(X, None, levels)
+    p = plan(X, None, levels, lam)
     if p.main:
         T = core.FeatureTables(core.encode(X, p.main), len(p.main), levels, lam)
         for k in levels:
@@ -158,7 +173,8 @@ def ssk_self_levels(X: Sequence[str], levels: Sequence[int], lam: float) -> dict
     idx = [i for i, s in enumerate(X) if set(s) & rare]
     if idx:
         codes = core.encode([X[i] for i in idx], letters)
-        values = core.pair_levels(codes, codes, max(levels), lam)
+        same = np.arange(len(idx))
+        values = pairs_ssk.pair_levels(codes, codes, same, same, max(levels), lam)
         for k in levels:
             out[k][idx] = values[:, k - 1]
     return out
@@ -234,7 +250,7 @@ class SubsequenceKernel(Kernel):
         """Which algorithm a Gram matrix of these samples would use (for diagnostics)."""
         Xs = as_strings(X, name="X", user=f"kernel {self.name!r}")
         Ys = None if Y is None else as_strings(Y, name="Y", user=f"kernel {self.name!r}")
-        return plan(Xs, Ys, self.levels)
+        return plan(Xs, Ys, self.levels, self.lam)
 
 
 def _normalise(K: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ import pytest
 
 from monk_framework.errors import DataError, ParameterError
 from monk_plugins import ssk_core as core
+from monk_plugins import ssk_pairs
 from monk_plugins.string_kernels import plan, ssk_levels
 
 
@@ -120,7 +121,8 @@ def test_gram_equals_the_reference_recursion(registry, alphabet, n):
 
 
 @pytest.mark.parametrize("size", [2, 4, 26])
-def test_both_paths_equal_the_reference_at_every_level(size):
+@pytest.mark.parametrize("programme", ["sparse", "dense"])
+def test_both_paths_equal_the_reference_at_every_level(size, programme, monkeypatch):
     # the feature path and the pair programme, forced, on the same strings
     rng = np.random.default_rng(size)
     alphabet = "abcdefghijklmnopqrstuvwxyz"[:size]
@@ -132,10 +134,25 @@ def test_both_paths_equal_the_reference_at_every_level(size):
     ref = {k: np.array([[lodhi_ssk(s, t, n, lam)[k - 1] for t in S] for s in S]) for k in range(1, n + 1)}
     tables = core.FeatureTables(codes, size, range(1, n + 1), lam)
     feats = core.feature_gram_levels(tables, None, range(1, n + 1))
-    pairs = core.pair_levels([codes[i] for i in range(4) for _ in range(4)], [codes[j] for _ in range(4) for j in range(4)], n, lam)
+    if programme == "dense":  # the overflow guard sends every pair to the dense programme
+        monkeypatch.setattr(ssk_pairs, "SCALED_EXPONENT_LIMIT", -1.0)
+    rows, cols = np.divmod(np.arange(16), 4)
+    pairs = ssk_pairs.pair_levels(codes, codes, rows, cols, n, lam)
     for k in range(1, n + 1):
         np.testing.assert_allclose(feats[k], ref[k], rtol=1e-10, atol=1e-300)
         np.testing.assert_allclose(pairs[:, k - 1].reshape(4, 4), ref[k], rtol=1e-10, atol=1e-300)
+
+
+def test_long_strings_and_small_lambda_take_the_dense_programme_exactly(registry):
+    # (|s| + |t|) ln(1/λ) > 600: λ^{−(i+j)} would overflow, so these pairs avoid the scaling
+    rng = np.random.default_rng(12)
+    alphabet = "abcdefghijklmnopqrstuvwxyz"
+    S = random_strings(rng, alphabet, 2, (150, 170)) + random_strings(rng, alphabet, 2, (5, 20))
+    lam, n = 0.05, 3
+    assert not ssk_pairs.uses_sparse(150, 150, lam) and ssk_pairs.uses_sparse(20, 20, lam)
+    k = registry.get_kernel("ssk", n=n, lam=lam, normalize=False)
+    ref = np.array([[lodhi_ssk(s, t, n, lam)[-1] for t in S] for s in S])
+    np.testing.assert_allclose(k.gram(S), ref, rtol=1e-10, atol=1e-300)
 
 
 def test_explicit_features_in_lexicographic_order():
@@ -196,7 +213,7 @@ def test_rare_letters_take_the_pair_programme_only_where_shared(registry):
     S[3] = S[3][:5] + "N" + S[3][6:]
     S[7] = S[7][:9] + "N" + S[7][10:]
     S[11] = S[11][:2] + "R" + S[11][3:]
-    p = plan(S, None, [4])
+    p = plan(S, None, [4], 0.5)
     assert p.main == ["A", "C", "G", "T"] and set(p.rare) == {"N", "R"}
     grams, _ = ssk_levels(S, None, [4], 0.5)
     sub = [3, 7, 11, 0, 1]
@@ -208,8 +225,8 @@ def test_rare_letters_take_the_pair_programme_only_where_shared(registry):
 def test_large_alphabet_uses_the_pair_programme():
     rng = np.random.default_rng(4)
     S = random_strings(rng, "abcdefghijklmnopqrstuvwxyz", 10, (30, 40))
-    assert plan(S, None, [5]).path == "pairs"
-    assert plan(random_strings(rng, "ACGT", 10, (30, 40)), None, [5]).path == "features"
+    assert plan(S, None, [5], 0.5).path == "pairs"
+    assert plan(random_strings(rng, "ACGT", 10, (30, 40)), None, [5], 0.5).path == "features"
 
 
 def test_parameters_and_inputs_are_checked(registry):
@@ -232,7 +249,7 @@ def test_memory_of_the_feature_tables_is_bounded(monkeypatch):
 
     monkeypatch.setattr(sk, "available_memory", lambda: 1000)
     S = ["ACGTACGTAC", "GGTACCA"]
-    assert sk.plan(S, None, [3]).path == "pairs"
+    assert sk.plan(S, None, [3], 0.5).path == "pairs"
     grams, _ = sk.ssk_levels(S, None, [3], 0.5)
     assert grams[3][0, 1] == pytest.approx(lodhi_ssk(S[0], S[1], 3, 0.5)[-1], rel=1e-12)
     assert math.isfinite(grams[3].sum())
