@@ -448,6 +448,143 @@ def _run_embedding(
     return payload, rows
 
 
+# -- monkfw test --------------------------------------------------------------------
+
+
+def parse_grid(assignments: list[str], kernel_cls: type[Configurable]) -> dict[str, list[Any]]:
+    """``--grid key=v1,v2,...`` (repeatable) as {key: [values]}, keys checked against the kernel."""
+    known = {p.name for p in kernel_cls.parameters()}
+    grid: dict[str, list[Any]] = {}
+    for text in assignments:
+        key, sep, values = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ParameterError(f"--grid expects key=v1,v2,...; got {text!r}.")
+        if key not in known:
+            raise UnknownNameError(f"parameter of kernel {kernel_cls.name!r} (in --grid):", key, known)
+        if key in grid:
+            raise ParameterError(f"--grid {key} is given twice; list all its values once: {key}=v1,v2,....")
+        items = [v for v in values.split(",")]
+        if any(not v.strip() for v in items):
+            raise ParameterError(f"--grid {key}: empty value in {values!r}.")
+        grid[key] = [parse_value(v) for v in items]
+    return grid
+
+
+class _ProgressBar:
+    """A rich progress bar on stderr for the permutations (silent with --quiet)."""
+
+    def __init__(self, label: str):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            console=stderr, transient=True, disable=STATE.quiet,
+        )
+        self.label = label
+        self.task: Any = None
+
+    def __enter__(self) -> _ProgressBar:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.task is None:
+            self.task = self.progress.add_task(self.label, total=total)
+        self.progress.update(self.task, completed=done)
+
+
+@app.command("test")
+def test_command(
+    kernel: Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins').", autocompletion=_complete("kernel"))],
+    estimator: Annotated[str, typer.Option("--estimator", "-e", help="MMD estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))],
+    x: Annotated[Path | None, typer.Option("--x", help="Sample X: .npy, .csv, .tsv, .txt or FASTA file.")] = None,
+    y: Annotated[Path | None, typer.Option("--y", help="Sample Y (same formats as --x).")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable).")] = None,
+    data_param: Annotated[list[str] | None, typer.Option("--data-param", help="key=value for the data set, e.g. n=500 (repeatable).")] = None,
+    permutations: Annotated[int, typer.Option("--permutations", "-B", min=1, help="Number of permutations B.")] = 1000,
+    alpha: Annotated[float, typer.Option("--alpha", help="Level of the test, in (0, 1).")] = 0.05,
+    split: Annotated[bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null quantile on part 2, statistic on part 3.")] = False,
+    grid: Annotated[list[str] | None, typer.Option("--grid", help="With --split: kernel hyperparameter values to try on part 1, key=v1,v2,... (repeatable).")] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, split, permutations, blocks).")] = 0,
+    null: Annotated[bool, typer.Option("--null", help="Include the B permuted statistics in the JSON result.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also save the JSON result to this file (written atomically).")] = None,
+) -> None:
+    """Two-sample test of P = Q: a permutation test with any kernel and MMD estimator.
+
+    The p-value is (1 + #{T_b >= T}) / (1 + B) over B relabellings of the pooled
+    sample. With --split, the paper's three-way split test instead.
+    """
+    from .two_sample import permutation_test, split_test
+
+    if not 0 < alpha < 1:
+        raise ParameterError(f"--alpha must lie in (0, 1); got {alpha}.")
+    if grid and not split:
+        raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
+    reg = get_registry()
+    kernel_cls = reg.kernel_class(kernel)
+    estimator_cls = reg.estimator_class(estimator)
+    if not issubclass(estimator_cls, MMDEstimator):
+        raise ParameterError(f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator.")
+    kernel_params, estimator_params = route_params(param or [], kernel_cls, estimator_cls)
+    grid_values = parse_grid(grid or [], kernel_cls)
+    for key in grid_values:
+        if key in kernel_params:
+            raise ParameterError(f"Kernel parameter {key!r} is given by both --param and --grid; keep one.")
+    kern = kernel_cls.from_params(kernel_params)
+    est = estimator_cls.from_params(estimator_params)
+    X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, True)
+    with _ProgressBar("permutations") as bar:
+        if split:
+            result: Any = split_test(
+                kern, est, X, Y, grid=grid_values, n_permutations=permutations, alpha=alpha,
+                rng=seed, return_null=null, progress=bar,
+            )
+        else:
+            result = permutation_test(
+                kern, est, X, Y, n_permutations=permutations, alpha=alpha, rng=seed,
+                return_null=null, progress=bar,
+            )
+    payload = {**result.to_dict(), "data": data_info}
+    if output is not None:
+        _write_atomically(output, json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
+        _note(f"Result saved to {output}.")
+    if as_json:
+        _print_json(payload)
+        return
+    kernel_text = f"{result.kernel}({', '.join(f'{k}={v!r}' for k, v in result.kernel_params.items())})"
+    rows = [
+        ("test", "three-way split (Algorithm 3)" if split else "permutation"),
+        ("estimator", est.spec()),
+        ("kernel", kernel_text),
+        ("N, M", f"{result.n_x}, {result.n_y}"),
+        ("statistic T", f"{result.statistic:.6g}"),
+        ("null quantile", "none (too few permutations)" if result.null_quantile is None else f"{result.null_quantile:.6g}"),
+    ]
+    if split:
+        rows.append(("T - q", "n/a" if result.excess is None else f"{result.excess:.6g}"))
+        for item in result.tuning:
+            rows.append((f"part 1: {item['params'] or 'no grid'}", f"T = {item['statistic']:.6g}"))
+    else:
+        rows.append(("p-value", f"{result.p_value:.4g}"))
+    rows += [
+        ("alpha, B", f"{result.alpha:g}, {result.n_permutations}"),
+        ("time", f"{result.timings['total_s']:.3f} s"),
+    ]
+    table = Table(show_header=False, title=f"Two-sample test: {est.name} with {kern.name}", title_justify="left")
+    table.add_column("", style="bold")
+    table.add_column("")
+    for row in rows:
+        table.add_row(*(escape(str(v)) for v in row))
+    stdout.print(table)
+    stdout.print(result.decision, markup=False)
+
+
 def main() -> NoReturn:
     """Entry point of the ``monkfw`` console script."""
     app()

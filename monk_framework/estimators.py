@@ -11,6 +11,7 @@ records everything needed to reproduce it.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -19,6 +20,7 @@ import numpy as np
 from .errors import DataError, MonkError
 from .kernels import Kernel
 from .params import Configurable
+from .pooled import PooledSample
 from .results import Embedding, MMDResult
 
 __all__ = [
@@ -129,6 +131,30 @@ class MMDEstimator(Estimator):
     def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
         """The estimator's core, on validated samples with a fitted kernel."""
         raise NotImplementedError
+
+    def permuted_statistics(
+        self, pool: PooledSample, perms: np.ndarray, rngs: Sequence[np.random.Generator]
+    ) -> np.ndarray:
+        """MMD² estimates of relabellings of a pooled sample, one per row of ``perms``.
+
+        Row b of ``perms`` is a permutation of 0..N+M−1 whose first N entries are the
+        relabelled X (see :mod:`monk_framework.pooled`); ``rngs[b]`` drives the
+        estimator's own randomness for that relabelling. The identity permutation gives
+        the estimate on (X, Y) itself.
+
+        This default re-runs the estimator's core on each relabelled pair: right for every
+        estimator, at the price of its Gram matrices each time. Estimators override it
+        to reuse ``pool``'s Gram matrix (the built-in ones all do).
+        """
+        out = np.empty(len(perms))
+        for b, (perm, rng) in enumerate(zip(perms, rngs)):
+            X, Y = pool.relabelled(perm)
+            out[b] = self._estimate(pool.kernel, X, Y, rng).mmd2
+        return out
+
+    def permutation_batch(self, pool: PooledSample) -> int:
+        """How many relabellings :meth:`permuted_statistics` should get per call (memory-bounded)."""
+        return 1
 
 
 @attrs.frozen(kw_only=True)

@@ -19,6 +19,7 @@ from monk_framework import (
     parameter,
 )
 from monk_framework.params import one_of
+from monk_framework.pooled import PooledSample, batch_size, sample_sums
 
 
 def _grams(kernel: Kernel, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -49,6 +50,15 @@ class VStatistic(MMDEstimator):
             mmd=math.sqrt(max(mmd2, 0.0)),
             timings={"gram_s": gram_s, "estimate_s": time.perf_counter() - start},
         )
+
+    def permutation_batch(self, pool: PooledSample) -> int:
+        return batch_size(pool.size)
+
+    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+        """All relabellings from one pooled Gram matrix: B of them per matrix product."""
+        n, m = pool.n, pool.m
+        s = sample_sums(pool, perms)
+        return s.xx / (n * n) + s.yy / (m * m) - 2.0 * s.xy / (n * m)
 
 
 @attrs.frozen(kw_only=True)
@@ -91,6 +101,15 @@ class UStatistic(MMDEstimator):
             diagnostics={"negative_mmd2": bool(mmd2 < 0), "root": self.root},
             timings={"gram_s": gram_s, "estimate_s": time.perf_counter() - start},
         )
+
+    def permutation_batch(self, pool: PooledSample) -> int:
+        return batch_size(pool.size)
+
+    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+        """All relabellings from one pooled Gram matrix; the traces remove the diagonals."""
+        n, m = pool.n, pool.m
+        s = sample_sums(pool, perms)
+        return (s.xx - s.trace_x) / (n * (n - 1)) + (s.yy - s.trace_y) / (m * (m - 1)) - 2.0 * s.xy / (n * m)
 
 
 @attrs.frozen(kw_only=True)

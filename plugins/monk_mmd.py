@@ -44,6 +44,7 @@ from monk_framework.blocks import (
     take,
 )
 from monk_framework.params import integer, integer_or, one_of, real_or
+from monk_framework.pooled import PermutedGram, PooledSample, pooled
 
 from . import monk_reduced
 
@@ -64,13 +65,6 @@ LEPSKI_CONSTANT = 2.0
 WITHIN_BLOCK_BAND_ROWS = 128
 
 
-def pooled(X: Any, Y: Any) -> Any:
-    """Z = [X; Y] (rows for vectors, concatenation for strings)."""
-    if isinstance(X, np.ndarray):
-        return np.vstack([X, Y])
-    return list(X) + list(Y)
-
-
 class _Context:
     """What one estimate shares across grid values of Q: the samples and one Gram source."""
 
@@ -82,6 +76,20 @@ class _Context:
         self._source: _GramSource | None = None
         self._diag: np.ndarray | None = None
         self._row_sums: np.ndarray | None = None
+        #: a relabelling's view of a pooled Gram matrix (permutation tests), if any
+        self.shared: PermutedGram | None = None
+
+    @classmethod
+    def relabelled(cls, pool: PooledSample, perm: np.ndarray) -> _Context:
+        """The context of one relabelling of a pooled sample: its Gram matrix is shared."""
+        X, Y = pool.relabelled(perm)
+        ctx = cls(pool.kernel, X, Y, pool.matrix_free)
+        ctx._source = pool.permuted_source(perm)
+        ctx._diag = pool.diag[perm]
+        ctx._row_sums = pool.row_sums[perm]
+        if isinstance(ctx._source, PermutedGram):
+            ctx.shared = ctx._source
+        return ctx
 
     @property
     def row_sums(self) -> np.ndarray:
@@ -152,7 +160,16 @@ class _MonkMMD(MMDEstimator):
         return _Context(kernel, X, Y, "auto")
 
     def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
-        ctx = self._context(kernel, X, Y)
+        return self._estimate_in(self._context(kernel, X, Y), rng)
+
+    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+        """Each relabelling runs the estimator on a permuted view of the pooled Gram matrix."""
+        out = np.empty(len(perms))
+        for b, (perm, rng) in enumerate(zip(perms, rngs)):
+            out[b] = self._estimate_in(_Context.relabelled(pool, perm), rng).mmd2
+        return out
+
+    def _estimate_in(self, ctx: _Context, rng: np.random.Generator) -> Estimate:
         if self.n_blocks != "auto":
             check_n_blocks(int(self.n_blocks), {"X": ctx.n, "Y": ctx.m}, estimator=self.name)
             return self._solve(ctx, int(self.n_blocks), rng)
@@ -431,6 +448,11 @@ def within_block_stats(ctx: _Context, part: Any, ridge: float) -> BlockStats:
         E = np.zeros((n + len(iy), 2))
         E[:n, 0] = 1.0
         E[n:, 1] = 1.0
+        if ctx.shared is not None:  # a pooled Gram matrix exists: read the block from it
+            Kq = ctx.shared.submatrix(np.concatenate([ix, ctx.n + iy]))
+            S = E.T @ Kq @ E
+            A[q], B[q], C[q] = S[0, 0], S[1, 1], S[0, 1]
+            continue
         source = MatrixFreeGram(
             ctx.kernel, pooled(take(ctx.X, ix), take(ctx.Y, iy)),
             diag=np.concatenate([dx[ix], dy[iy]]), band_rows=WITHIN_BLOCK_BAND_ROWS,

@@ -113,3 +113,10 @@ def test_docs_links_resolve(page):
     text = (DOCS / page).read_text()
     for target in re.findall(r"\]\(([\w./-]+\.md)\)", text):
         assert (DOCS / target).exists(), f"{page} links to missing {target}"
+
+
+def test_testing_page_example_runs(capsys):
+    block = code_blocks(DOCS / "testing.md")[0]
+    exec(compile(block, "docs/testing.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "Reject H0" in out or "No evidence" in out

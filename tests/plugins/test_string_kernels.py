@@ -105,7 +105,7 @@ def test_lodhi_worked_example(registry):
 
 
 @pytest.mark.parametrize("alphabet", ["ab", "ACGT", "abcdefghijklmnopqrstuvwxyz"])
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8])
 def test_gram_equals_the_reference_recursion(registry, alphabet, n):
     rng = np.random.default_rng(len(alphabet) * 10 + n)
     S = random_strings(rng, alphabet, 5, (1, 40)) + ["", alphabet[0] * max(n - 1, 0)]

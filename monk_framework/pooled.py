@@ -1,0 +1,185 @@
+"""The pooled sample Z = [X; Y] and its Gram matrix, shared by every relabelling.
+
+A permutation test recomputes a statistic for many relabellings of the pooled sample:
+a permutation π of 0..N+M−1 whose first N entries form the new X and the rest the new
+Y. The kernel (fitted once on Z, so data-dependent hyperparameters do not move) and the
+pooled Gram matrix K do not depend on π; only which rows are called X does. This module
+holds that shared part, computes it once, and hands each relabelling a Gram source in
+its own coordinates without copying K.
+
+Two reductions serve the classical statistics of many relabellings at once (DESIGN §5):
+with E the (N+M) × B matrix of X-indicators of B relabellings, r = K1 and d = diag K,
+
+    S_xx = colsum(E ∘ KE),   S_x1 = Eᵀr,   S_xy = S_x1 − S_xx,   S_yy = 1ᵀK1 − S_x1 − S_xy,
+    tr_x = Eᵀd,              tr_y = tr K − tr_x,
+
+one matrix product KE for B relabellings (in batches bounded in memory).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+import scipy.sparse as sp
+
+from .blocks import MatrixFreeGram, StoredGram, _GramSource, gram_source, take
+from .kernels import Kernel
+
+__all__ = ["PooledSample", "PermutedGram", "SampleSums", "pooled", "sample_sums"]
+
+#: bytes of the indicator block E and its product KE in one batch of relabellings.
+BATCH_BYTES = 64 * 1024 * 1024
+
+
+def pooled(X: Any, Y: Any) -> Any:
+    """Z = [X; Y] (rows for vectors, concatenation for strings)."""
+    if isinstance(X, np.ndarray):
+        return np.vstack([X, Y])
+    return list(X) + list(Y)
+
+
+class PooledSample:
+    """Z = [X; Y] with a fitted kernel; its Gram source, diagonal and row sums, each computed once.
+
+    ``matrix_free`` is passed to :func:`~monk_framework.blocks.gram_source`: "auto"
+    stores K when it takes at most half the free memory.
+    """
+
+    def __init__(self, kernel: Kernel, X: Any, Y: Any, *, matrix_free: bool | str = "auto"):
+        self.kernel = kernel
+        self.n, self.m = len(X), len(Y)
+        self.Z = pooled(X, Y)
+        self.matrix_free = matrix_free
+        self._source: _GramSource | None = None
+        self._diag: np.ndarray | None = None
+        self._row_sums: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        return self.n + self.m
+
+    @property
+    def source(self) -> _GramSource:
+        if self._source is None:
+            self._source = gram_source(self.kernel, self.Z, matrix_free=self.matrix_free)
+        return self._source
+
+    @property
+    def stored(self) -> bool:
+        return isinstance(self.source, StoredGram)
+
+    @property
+    def diag(self) -> np.ndarray:
+        if self._diag is None:
+            self._diag = self.kernel._core_diag(self.Z)
+        return self._diag
+
+    @property
+    def row_sums(self) -> np.ndarray:
+        if self._row_sums is None:
+            self._row_sums = self.source.row_sums()
+        return self._row_sums
+
+    def relabelled(self, perm: np.ndarray) -> tuple[Any, Any]:
+        """The samples (X', Y') of a relabelling: Z[perm[:N]] and Z[perm[N:]]."""
+        return take(self.Z, perm[: self.n]), take(self.Z, perm[self.n :])
+
+    def permuted_source(self, perm: np.ndarray) -> _GramSource:
+        """The Gram source of Z[perm], without copying a stored K."""
+        src = self.source
+        if isinstance(src, StoredGram):
+            return PermutedGram(src.K, perm)
+        return MatrixFreeGram(self.kernel, take(self.Z, perm), diag=self.diag[perm])
+
+
+class PermutedGram(_GramSource):
+    """K[π][:, π] of a stored K, read through the permutation (K itself is never copied)."""
+
+    def __init__(self, K: np.ndarray, perm: np.ndarray):
+        self.K = K
+        self.perm = np.asarray(perm, dtype=np.int64)
+        self.n = len(self.perm)
+        self.kernel_s = 0.0
+
+    def band(self, start: int, stop: int) -> np.ndarray:
+        return self.K[np.ix_(self.perm[start:stop], self.perm[start:])]
+
+    def submatrix(self, idx: np.ndarray) -> np.ndarray:
+        """K'[idx][:, idx] in the permuted coordinates."""
+        orig = self.perm[idx]
+        return self.K[np.ix_(orig, orig)]
+
+    def row_sums(self) -> np.ndarray:
+        return self.K.sum(axis=1)[self.perm]
+
+    def matvec(self, w: np.ndarray) -> np.ndarray:
+        v = np.empty_like(w)
+        v[self.perm] = w
+        return (self.K @ v)[self.perm]
+
+    def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        # Σ_k coef_k K'[idx_k, :] = (Σ_k coef_k K[π(idx_k), :])[π]
+        row = sp.csr_array(
+            (coef, (np.zeros(len(idx), dtype=np.int64), self.perm[idx])), shape=(1, self.n)
+        )
+        return (row @ self.K).ravel()[self.perm]
+
+
+@attrs.frozen
+class SampleSums:
+    """Kernel sums of B relabellings: within X, within Y, across, and the two traces."""
+
+    xx: np.ndarray
+    yy: np.ndarray
+    xy: np.ndarray
+    trace_x: np.ndarray
+    trace_y: np.ndarray
+
+
+def batch_size(rows: int) -> int:
+    """Relabellings per batch so that E and KE take at most BATCH_BYTES."""
+    return max(1, BATCH_BYTES // (2 * 8 * max(rows, 1)))
+
+
+def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
+    """The within and across kernel sums of every relabelling in ``perms`` (B × (N+M)).
+
+    One product K E per batch (the module docstring gives the identities).
+    """
+    perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+    B, size = perms.shape
+    src = pool.source
+    r = pool.row_sums
+    total = float(r.sum())
+    d = pool.diag
+    trace = float(d.sum())
+    xx = np.empty(B)
+    x1 = np.empty(B)
+    tx = np.empty(B)
+    step = batch_size(size)
+    for start in range(0, B, step):
+        stop = min(start + step, B)
+        E = np.zeros((size, stop - start))
+        cols = np.repeat(np.arange(stop - start), pool.n)
+        E[perms[start:stop, : pool.n].ravel(), cols] = 1.0
+        KE = src.K @ E if isinstance(src, StoredGram) else matmat(src, E)
+        xx[start:stop] = np.einsum("ij,ij->j", E, KE)
+        x1[start:stop] = r @ E
+        tx[start:stop] = d @ E
+    xy = x1 - xx
+    yy = total - x1 - xy
+    return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=trace - tx)
+
+
+def matmat(src: _GramSource, W: np.ndarray) -> np.ndarray:
+    """K W for a dense (n × B) W, from the symmetric upper bands of K (matrix-free sources)."""
+    out = np.zeros((src.n, W.shape[1]))
+    step = src._band_rows()
+    for start in range(0, src.n, step):
+        stop = min(start + step, src.n)
+        band = src.band(start, stop)
+        out[start:stop] += band @ W[start:]
+        out[stop:] += band[:, stop - start :].T @ W[start:stop]
+    return out

@@ -1,0 +1,414 @@
+"""Two-sample tests: a permutation test for any MMD estimator, and the paper's split test.
+
+**Statistic.** Every test uses the estimator's MMD² estimate through the signed root
+T = sign(MMD²)·√|MMD²|: the MMD itself for the V-statistic and the MONK estimators
+(their MONK objective, which a BCD iterate can leave slightly below 0), and the signed
+root of the unbiased MMD² for the U-statistic. It is monotone in MMD², so p-values are
+those of MMD², and T − q̂ is on the scale of the paper's Figure 2.
+
+**Permutation test** (:func:`permutation_test`). Under H₀: P = Q the pooled sample is
+exchangeable, so T on relabellings of X ∪ Y (B uniformly random permutations, the first
+N points called X) samples its null distribution. The p-value is
+(1 + #{b : T_b ≥ T}) / (1 + B), valid at every B; the test rejects when p ≤ α, which is
+the same as T > q̂ for the order statistic q̂ = T_(B−k) (ascending, 1-based) with
+k = ⌊α(B + 1)⌋ − 1 (when k < 0 no p-value can reach α and q̂ is None). The pooled
+Gram matrix is computed once; estimators reuse it (:meth:`MMDEstimator.permuted_statistics`).
+
+**Split test** (:func:`split_test`, paper Algorithm 3, DESIGN §4). Each sample is cut at
+random into three parts of (nearly) equal size. Part 1 chooses the kernel's
+hyperparameters: the grid value with the largest T (data-dependent rules such as
+``sigma="median"`` are resolved there too, and then frozen). Part 2 gives q̂, the same
+order statistic as above, from B relabellings of its pooled sample. Part 3 gives T. The
+test reports T − q̂ and rejects when T > q̂.
+
+Randomness: one seed drives everything; the relabellings and each relabelling's own
+estimator randomness come from spawned streams, so results do not depend on batching.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from .blocks import take
+from .errors import MonkError, ParameterError
+from .estimators import MMDEstimator, RNGLike, normalize_rng
+from .kernels import Kernel
+from .pooled import PooledSample
+from .results import _dumps, _finite, jsonable
+
+__all__ = [
+    "PermutationTestResult",
+    "SplitTestResult",
+    "critical_rank",
+    "permutation_test",
+    "signed_root",
+    "split_test",
+]
+
+#: a callback told (relabellings done, relabellings in all) as the null sample grows.
+Progress = Callable[[int, int], None]
+
+
+def signed_root(mmd2: Any) -> Any:
+    """sign(MMD²)·√|MMD²|: the test statistic on the MMD scale (monotone in MMD²)."""
+    return np.sign(mmd2) * np.sqrt(np.abs(mmd2))
+
+
+def critical_rank(n_permutations: int, alpha: float) -> int:
+    """k = ⌊α(B + 1)⌋ − 1: the test rejects when at most k null values are ≥ T (−1: never)."""
+    # the tolerance keeps e.g. 0.05 · 1000 = 50.000000000000007 or 0.29 · 100 at their exact value
+    return int(math.floor(alpha * (n_permutations + 1) + 1e-9)) - 1
+
+
+def null_quantile(null: np.ndarray, alpha: float) -> float | None:
+    """q̂ = T_(B−k): T > q̂ exactly when the p-value is at most α (None when it never is)."""
+    k = critical_rank(len(null), alpha)
+    if k < 0:
+        return None
+    return float(np.sort(null)[len(null) - 1 - k])
+
+
+def _check_test_params(estimator: Any, n_permutations: Any, alpha: Any) -> MMDEstimator:
+    if not isinstance(estimator, MMDEstimator):
+        raise MonkError(
+            f"A two-sample test needs an MMD estimator (e.g. get_registry().get_estimator('u-stat')); "
+            f"got {getattr(estimator, 'name', type(estimator).__name__)!r}."
+        )
+    if isinstance(n_permutations, bool) or not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
+        raise ParameterError(f"n_permutations must be an int >= 1; got {n_permutations!r}.")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ParameterError(f"alpha must be a number in (0, 1); got {alpha!r}.")
+    return estimator
+
+
+def _seed_sequence(rng: RNGLike) -> tuple[np.random.SeedSequence, int | None]:
+    generator, seed = normalize_rng(rng)
+    if seed is not None:
+        return np.random.SeedSequence(seed), seed
+    if isinstance(rng, np.random.SeedSequence):
+        return rng, None
+    return np.random.SeedSequence(int(generator.integers(2**63))), None
+
+
+def _null_statistics(
+    estimator: MMDEstimator,
+    pool: PooledSample,
+    n_permutations: int,
+    seq: np.random.SeedSequence,
+    progress: Progress | None,
+) -> np.ndarray:
+    """T_1..T_B of B random relabellings of ``pool`` (mmd2 values), batch by batch."""
+    perm_seq, est_seq = seq.spawn(2)
+    perm_rng = np.random.default_rng(perm_seq)
+    streams = est_seq.spawn(n_permutations)
+    step = max(1, int(estimator.permutation_batch(pool)))
+    out = np.empty(n_permutations)
+    done = 0
+    if progress is not None:
+        progress(0, n_permutations)
+    while done < n_permutations:
+        stop = min(done + step, n_permutations)
+        perms = np.stack([perm_rng.permutation(pool.size) for _ in range(done, stop)])
+        rngs = [np.random.default_rng(s) for s in streams[done:stop]]
+        out[done:stop] = estimator.permuted_statistics(pool, perms, rngs)
+        done = stop
+        if progress is not None:
+            progress(done, n_permutations)
+    return out
+
+
+def _observed(estimator: MMDEstimator, pool: PooledSample, seq: np.random.SeedSequence) -> float:
+    """T on the samples as given: the identity relabelling, computed like the null values."""
+    identity = np.arange(pool.size)[None, :]
+    return float(estimator.permuted_statistics(pool, identity, [np.random.default_rng(seq)])[0])
+
+
+@attrs.frozen(kw_only=True)
+class PermutationTestResult:
+    """The outcome of a permutation two-sample test of H₀: P = Q.
+
+    ``statistic`` is T = sign(MMD²)√|MMD²| of the estimator on (X, Y); ``null`` (kept on
+    request) holds the B values on relabellings; ``null_quantile`` is q̂ with
+    ``reject == (statistic > null_quantile) == (p_value <= alpha)``.
+    """
+
+    estimator: str
+    estimator_params: dict[str, Any] = attrs.field(converter=jsonable)
+    kernel: str
+    kernel_params: dict[str, Any] = attrs.field(converter=jsonable)
+    kernel_params_requested: dict[str, Any] = attrs.field(converter=jsonable)
+    statistic: float = attrs.field(converter=float, validator=_finite)
+    statistic_mmd2: float = attrs.field(converter=float, validator=_finite)
+    p_value: float = attrs.field(converter=float)
+    null_quantile: float | None
+    alpha: float
+    reject: bool
+    n_permutations: int
+    n_x: int
+    n_y: int
+    seed: int | None = None
+    null: list[float] | None = attrs.field(default=None, converter=attrs.converters.optional(jsonable))
+    timings: dict[str, float] = attrs.field(factory=dict, converter=jsonable)
+
+    @p_value.validator
+    def _p_in_range(self, attribute: attrs.Attribute, value: float) -> None:
+        if not 0 < value <= 1:
+            raise MonkError(f"A p-value must lie in (0, 1]; got {value!r}.")
+
+    @property
+    def decision(self) -> str:
+        """The decision in words."""
+        if self.reject:
+            return (
+                f"Reject H0 (same distribution) at level {self.alpha:g}: p = {self.p_value:.4g} <= {self.alpha:g}; "
+                f"the statistic {self.statistic:.6g} exceeds the null quantile {self.null_quantile:.6g}."
+            )
+        if self.null_quantile is None:
+            return (
+                f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations: the smallest "
+                f"attainable p-value is 1/{self.n_permutations + 1}; use at least {math.ceil(1 / self.alpha) - 1}."
+            )
+        return (
+            f"No evidence of a difference at level {self.alpha:g}: p = {self.p_value:.4g} > {self.alpha:g} "
+            f"(statistic {self.statistic:.6g}, null quantile {self.null_quantile:.6g})."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "permutation-test", **attrs.asdict(self), "decision": self.decision}
+
+    def to_json(self) -> str:
+        return _dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PermutationTestResult:
+        fields = {f.name for f in attrs.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+def permutation_test(
+    kernel: Kernel,
+    estimator: MMDEstimator,
+    X: Any,
+    Y: Any,
+    *,
+    n_permutations: int = 1000,
+    alpha: float = 0.05,
+    rng: RNGLike = None,
+    return_null: bool = False,
+    progress: Progress | None = None,
+) -> PermutationTestResult:
+    """Permutation test of H₀: P = Q with any kernel and any MMD estimator.
+
+    p = (1 + #{T_b ≥ T}) / (1 + B) over B random relabellings of the pooled sample; the
+    pooled Gram matrix is computed once. ``progress(done, total)`` is called as the null
+    sample grows. See the module docstring for the statistic and q̂.
+    """
+    start = time.perf_counter()
+    estimator = _check_test_params(estimator, n_permutations, alpha)
+    if not isinstance(kernel, Kernel):
+        raise MonkError(f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}.")
+    Xv, Yv = kernel.check_pair(X, Y)
+    estimator._check_size(Xv, "X")
+    estimator._check_size(Yv, "Y")
+    seq, seed = _seed_sequence(rng)
+    observed_seq, null_seq = seq.spawn(2)
+    fitted = kernel.fit(Xv, Yv)
+    pool = PooledSample(fitted, Xv, Yv)
+    tick = time.perf_counter()
+    mmd2 = _observed(estimator, pool, observed_seq)
+    observed_s = time.perf_counter() - tick
+    tick = time.perf_counter()
+    null2 = _null_statistics(estimator, pool, int(n_permutations), null_seq, progress)
+    null_s = time.perf_counter() - tick
+    T, null = float(signed_root(mmd2)), signed_root(null2)
+    exceed = int(np.count_nonzero(null >= T))
+    q = null_quantile(null, alpha)
+    return PermutationTestResult(
+        estimator=estimator.name,
+        estimator_params=estimator.params(),
+        kernel=kernel.name,
+        kernel_params=fitted.params(),
+        kernel_params_requested=kernel.params(),
+        statistic=T,
+        statistic_mmd2=mmd2,
+        p_value=(1 + exceed) / (1 + n_permutations),
+        null_quantile=q,
+        alpha=float(alpha),
+        reject=exceed <= critical_rank(int(n_permutations), alpha),
+        n_permutations=int(n_permutations),
+        n_x=len(Xv),
+        n_y=len(Yv),
+        seed=seed,
+        null=null.tolist() if return_null else None,
+        timings={"observed_s": observed_s, "null_s": null_s, "total_s": time.perf_counter() - start},
+    )
+
+
+# -- the split test (paper Algorithm 3) --------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class SplitTestResult:
+    """The outcome of the three-way split test (paper Algorithm 3).
+
+    ``parts`` lists the indices of X and Y in each stage ("tune", "calibrate", "test");
+    ``tuning`` the statistic of every grid point on part 1; ``kernel_params`` the
+    hyperparameters chosen there (data-dependent rules resolved on part 1).
+    """
+
+    estimator: str
+    estimator_params: dict[str, Any] = attrs.field(converter=jsonable)
+    kernel: str
+    kernel_params: dict[str, Any] = attrs.field(converter=jsonable)
+    kernel_params_requested: dict[str, Any] = attrs.field(converter=jsonable)
+    grid: dict[str, list[Any]] = attrs.field(converter=jsonable)
+    tuning: list[dict[str, Any]] = attrs.field(converter=jsonable)
+    statistic: float = attrs.field(converter=float, validator=_finite)
+    null_quantile: float | None
+    excess: float | None
+    alpha: float
+    reject: bool
+    n_permutations: int
+    n_x: int
+    n_y: int
+    parts: dict[str, dict[str, list[int]]] = attrs.field(converter=jsonable)
+    seed: int | None = None
+    null: list[float] | None = attrs.field(default=None, converter=attrs.converters.optional(jsonable))
+    timings: dict[str, float] = attrs.field(factory=dict, converter=jsonable)
+
+    @property
+    def decision(self) -> str:
+        chosen = ", ".join(f"{k}={v!r}" for k, v in self.kernel_params.items())
+        if self.null_quantile is None:
+            return (
+                f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations "
+                f"(use at least {math.ceil(1 / self.alpha) - 1})."
+            )
+        verdict = "Reject H0 (same distribution)" if self.reject else "No evidence of a difference"
+        return (
+            f"{verdict} at level {self.alpha:g}: T - q = {self.excess:.6g} (T = {self.statistic:.6g} on part 3, "
+            f"q = {self.null_quantile:.6g} from part 2; kernel {self.kernel}({chosen}) chosen on part 1)."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "split-test", **attrs.asdict(self), "decision": self.decision}
+
+    def to_json(self) -> str:
+        return _dumps(self.to_dict())
+
+
+def three_parts(n: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """A random split of 0..n−1 into three parts whose sizes differ by at most one."""
+    return [np.sort(p) for p in np.array_split(rng.permutation(n), 3)]
+
+
+def grid_points(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
+    """Every combination of the grid's values ([{}] for no grid), in the given order."""
+    if not grid:
+        return [{}]
+    for key, values in grid.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
+            raise ParameterError(f"grid[{key!r}] must be a non-empty list of values; got {values!r}.")
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def split_test(
+    kernel: Kernel,
+    estimator: MMDEstimator,
+    X: Any,
+    Y: Any,
+    *,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    n_permutations: int = 150,
+    alpha: float = 0.05,
+    rng: RNGLike = None,
+    return_null: bool = False,
+    progress: Progress | None = None,
+) -> SplitTestResult:
+    """The three-way split test of the paper's Algorithm 3 (see the module docstring).
+
+    ``grid`` maps kernel parameter names to candidate values, e.g.
+    ``{"sigma": [0.5, 1, 2]}`` or ``{"n": [3, 5], "lam": [0.5, 0.8]}``; the kernel's
+    other parameters stay as given.
+    """
+    start = time.perf_counter()
+    estimator = _check_test_params(estimator, n_permutations, alpha)
+    if not isinstance(kernel, Kernel):
+        raise MonkError(f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}.")
+    Xv, Yv = kernel.check_pair(X, Y)
+    points = grid_points(grid)
+    known = {p.name for p in kernel.parameters()}
+    for key in (grid or {}):
+        if key not in known:
+            raise ParameterError(
+                f"grid: kernel {kernel.name!r} has no parameter {key!r} (it has {', '.join(sorted(known)) or 'none'})."
+            )
+    candidates = [type(kernel).from_params({**kernel.params(), **point}) for point in points]
+    seq, seed = _seed_sequence(rng)
+    split_seq, tune_seq, null_seq, test_seq = seq.spawn(4)
+    split_rng = np.random.default_rng(split_seq)
+    px, py = three_parts(len(Xv), split_rng), three_parts(len(Yv), split_rng)
+    need, why = estimator.min_sample_size()
+    for name, sample, parts in (("X", Xv, px), ("Y", Yv, py)):
+        if min(map(len, parts)) < need:
+            raise MonkError(
+                f"The split test cuts {name} ({len(sample)} points) into three parts of at least "
+                f"{min(map(len, parts))} points, but estimator {estimator.name!r} needs at least {need} per "
+                f"sample{f' ({why})' if why else ''}: give {name} at least {3 * need} points."
+            )
+    stage = {name: (take(Xv, px[i]), take(Yv, py[i])) for i, name in enumerate(("tune", "calibrate", "test"))}
+
+    # part 1: the grid point with the largest statistic (data-dependent rules fitted here)
+    tick = time.perf_counter()
+    X1, Y1 = stage["tune"]
+    tuning: list[dict[str, Any]] = []
+    tune_streams = tune_seq.spawn(len(candidates))
+    for point, cand, stream in zip(points, candidates, tune_streams):
+        fitted = cand.fit(X1, Y1)
+        T1 = _observed(estimator, PooledSample(fitted, X1, Y1), stream)
+        tuning.append({"params": point, "kernel_params": fitted.params(), "statistic": float(signed_root(T1))})
+    scores = [float(t["statistic"]) for t in tuning]
+    best = scores.index(max(scores))  # the first of equals
+    chosen = type(kernel).from_params(tuning[best]["kernel_params"])
+    tune_s = time.perf_counter() - tick
+
+    # part 2: the null quantile from relabellings; part 3: the statistic
+    tick = time.perf_counter()
+    null = signed_root(_null_statistics(estimator, PooledSample(chosen, *stage["calibrate"]), int(n_permutations), null_seq, progress))
+    calibrate_s = time.perf_counter() - tick
+    tick = time.perf_counter()
+    T = float(signed_root(_observed(estimator, PooledSample(chosen, *stage["test"]), test_seq)))
+    test_s = time.perf_counter() - tick
+    q = null_quantile(null, alpha)
+    return SplitTestResult(
+        estimator=estimator.name,
+        estimator_params=estimator.params(),
+        kernel=kernel.name,
+        kernel_params=chosen.params(),
+        kernel_params_requested=kernel.params(),
+        grid={k: list(v) for k, v in (grid or {}).items()},
+        tuning=tuning,
+        statistic=T,
+        null_quantile=q,
+        excess=None if q is None else T - q,
+        alpha=float(alpha),
+        reject=q is not None and T > q,
+        n_permutations=int(n_permutations),
+        n_x=len(Xv),
+        n_y=len(Yv),
+        parts={
+            name: {"x": px[i].tolist(), "y": py[i].tolist()}
+            for i, name in enumerate(("tune", "calibrate", "test"))
+        },
+        seed=seed,
+        null=null.tolist() if return_null else None,
+        timings={"tune_s": tune_s, "calibrate_s": calibrate_s, "test_s": test_s, "total_s": time.perf_counter() - start},
+    )

@@ -1,0 +1,99 @@
+"""``monkfw test``: the permutation and split tests from the command line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from monk_framework import get_registry
+from monk_framework.cli import app
+from monk_framework.datasets import get_dataset
+from monk_framework.two_sample import permutation_test
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_permutation_test_states_the_decision_and_matches_the_library():
+    result = invoke("test", "-k", "rbf", "-e", "u-stat", "--permutations", "199", "--seed", "3")
+    assert result.exit_code == 0, result.stderr
+    assert "p-value" in result.stdout and "Reject H0" in result.stdout  # the gauss data set differs
+    data = json.loads(invoke("test", "-k", "rbf", "-e", "u-stat", "-B", "199", "--seed", "3", "--json", "--null").stdout)
+    X, Y = get_dataset("gauss").sample(3)
+    reg = get_registry()
+    direct = permutation_test(reg.get_kernel("rbf"), reg.get_estimator("u-stat"), X, Y, n_permutations=199, rng=3)
+    assert data["type"] == "permutation-test" and data["p_value"] == direct.p_value
+    assert data["statistic"] == pytest.approx(direct.statistic, rel=1e-14)
+    assert len(data["null"]) == 199 and data["data"]["name"] == "gauss"
+    assert data["decision"].startswith("Reject H0")
+
+
+def test_a_monk_test_on_strings_keeps_quiet_about_equal_classes(tmp_path):
+    out = tmp_path / "result.json"
+    result = invoke(
+        "test", "-k", "ssk", "-p", "n=3", "-e", "monk-bcd-fast", "-p", "n_blocks=5", "-d", "splice-ei-ei",
+        "--data-param", "n=120", "--data-param", "m=120", "-B", "60", "--json", "--output", str(out),
+    )
+    assert result.exit_code == 0, result.stderr
+    saved = json.loads(out.read_text())
+    assert saved == json.loads(result.stdout)
+    assert saved["estimator"] == "monk-bcd-fast" and saved["kernel_params"]["n"] == 3
+
+
+def test_split_test_with_a_grid():
+    result = invoke(
+        "test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "sigma=0.5,1,2", "-B", "99", "--json",
+        "--data-param", "n=300",
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["type"] == "split-test" and [t["params"]["sigma"] for t in data["tuning"]] == [0.5, 1, 2]
+    assert set(data["parts"]) == {"tune", "calibrate", "test"}
+    table = invoke("test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "sigma=0.5,1", "-B", "99")
+    assert "T - q" in table.stdout and "part 1" in table.stdout and "chosen on part 1" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--grid", "sigma=1,2"], "--grid chooses hyperparameters on part 1 of the split test: add --split."),
+        (["--split", "--grid", "bandwidth=1,2"], "Unknown parameter of kernel 'rbf' (in --grid)"),
+        (["--split", "--grid", "sigma"], "--grid expects key=v1,v2,...; got 'sigma'."),
+        (["--split", "--grid", "sigma=1,,2"], "empty value"),
+        (["--split", "--grid", "sigma=1", "--grid", "sigma=2"], "given twice"),
+        (["--split", "--grid", "sigma=1,2", "-p", "sigma=3"], "given by both --param and --grid"),
+        (["--alpha", "1.5"], "--alpha must lie in (0, 1); got 1.5."),
+        (["--permutations", "0"], "Invalid value for '--permutations'"),
+        (["-e", "mean"], "a two-sample test needs an MMD estimator"),
+    ],
+)
+def test_bad_options_are_one_line_errors(args, message):
+    base = ["test", "-k", "rbf"] + ([] if "-e" in args else ["-e", "u-stat"])
+    result = invoke(*base, *args)
+    assert result.exit_code == 2, result.stdout
+    assert message in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_too_few_permutations_is_said_in_words():
+    result = invoke("test", "-k", "rbf", "-e", "v-stat", "-B", "10")
+    assert result.exit_code == 0 and "Cannot reject at level 0.05 with 10 permutations" in result.stdout
+
+
+def test_real_process():
+    exe = shutil.which("monkfw") or shutil.which("monkfw", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "monk_framework"]
+    done = subprocess.run([*cmd, "--quiet", "test", "-k", "quadratic", "-e", "v-stat", "-B", "49", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    data = json.loads(done.stdout)
+    assert 0 < data["p_value"] <= 1 and data["n_permutations"] == 49
+    np.testing.assert_equal(data["reject"], data["p_value"] <= 0.05)

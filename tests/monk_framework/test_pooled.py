@@ -1,0 +1,78 @@
+"""The pooled sample and its relabellings: permuted Gram views and batched kernel sums."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from monk_framework import pooled as pooled_mod
+from monk_framework.blocks import MatrixFreeGram
+from monk_framework.pooled import PermutedGram, PooledSample, matmat, sample_sums
+
+
+@pytest.fixture
+def pool(registry, rng):
+    X, Y = rng.normal(size=(9, 2)), rng.normal(size=(6, 2)) + 0.5
+    return PooledSample(registry.get_kernel("rbf", sigma=0.8), X, Y)
+
+
+def test_permuted_gram_reads_k_through_the_permutation(pool, rng):
+    K = pool.source.K
+    perm = rng.permutation(pool.size)
+    P = K[np.ix_(perm, perm)]
+    view = PermutedGram(K, perm)
+    np.testing.assert_array_equal(view.band(3, 7), P[3:7, 3:])
+    np.testing.assert_allclose(view.row_sums(), P.sum(axis=1), rtol=1e-14)
+    w = rng.normal(size=pool.size)
+    np.testing.assert_allclose(view.matvec(w), P @ w, rtol=1e-13)
+    idx = np.array([1, 4, 10])
+    coef = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(view.rows_combination(idx, coef), P[:, idx] @ coef, rtol=1e-13)
+    np.testing.assert_array_equal(view.submatrix(idx), P[np.ix_(idx, idx)])
+    W = rng.normal(size=(pool.size, 3))
+    np.testing.assert_allclose(view.block_gram(W), W.T @ P @ W, rtol=1e-12)
+
+
+def test_permuted_source_of_a_matrix_free_pool(registry, rng):
+    X, Y = rng.normal(size=(7, 2)), rng.normal(size=(5, 2))
+    kernel = registry.get_kernel("rbf", sigma=1.1)
+    pool = PooledSample(kernel, X, Y, matrix_free=True)
+    perm = rng.permutation(12)
+    src = pool.permuted_source(perm)
+    assert isinstance(src, MatrixFreeGram)
+    Z = np.vstack([X, Y])[perm]
+    np.testing.assert_allclose(src.row_sums(), kernel.gram(Z).sum(axis=1), rtol=1e-12)
+
+
+def naive_sums(K, perm, n):
+    x, y = perm[:n], perm[n:]
+    return (K[np.ix_(x, x)].sum(), K[np.ix_(y, y)].sum(), K[np.ix_(x, y)].sum(),
+            np.trace(K[np.ix_(x, x)]), np.trace(K[np.ix_(y, y)]))
+
+
+@pytest.mark.parametrize("matrix_free", [False, True])
+def test_sample_sums_equal_the_naive_sums(registry, rng, monkeypatch, matrix_free):
+    X, Y = rng.normal(size=(11, 3)), rng.normal(size=(8, 3))
+    pool = PooledSample(registry.get_kernel("laplace", sigma=2.0), X, Y, matrix_free=matrix_free)
+    K = registry.get_kernel("laplace", sigma=2.0).gram(np.vstack([X, Y]))
+    perms = np.stack([rng.permutation(19) for _ in range(7)])
+    monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 2 * 8 * 19 * 3)  # batches of 3 relabellings
+    s = sample_sums(pool, perms)
+    for b, perm in enumerate(perms):
+        want = naive_sums(K, perm, 11)
+        got = (s.xx[b], s.yy[b], s.xy[b], s.trace_x[b], s.trace_y[b])
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_matmat_from_bands_equals_the_product(registry, rng):
+    Z = rng.normal(size=(30, 2))
+    kernel = registry.get_kernel("rbf")
+    src = MatrixFreeGram(kernel, Z, band_rows=7)
+    W = rng.normal(size=(30, 4))
+    np.testing.assert_allclose(matmat(src, W), kernel.gram(Z) @ W, rtol=1e-12)
+
+
+def test_relabelled_strings(registry):
+    pool = PooledSample(registry.get_kernel("ssk", n=2), ["ab", "ba", "aa"], ["bb", "ab"])
+    X, Y = pool.relabelled(np.array([4, 0, 2, 1, 3]))
+    assert X == ["ab", "ab", "aa"] and Y == ["ba", "bb"]

@@ -1,0 +1,292 @@
+"""Two-sample tests: batched permuted statistics, p-values, seeds, robustness, the split test."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monk_framework import Estimate, MMDEstimator, MonkError, ParameterError, hookimpl
+from monk_framework import pooled as pooled_mod
+from monk_framework.pooled import PooledSample
+from monk_framework.two_sample import (
+    PermutationTestResult,
+    critical_rank,
+    null_quantile,
+    permutation_test,
+    signed_root,
+    split_test,
+)
+
+
+def relabelled_estimates(estimator, kernel, pool, perms, seeds):
+    """The naive loop: rebuild the samples of each relabelling and estimate from scratch."""
+    out = []
+    for perm, seed in zip(perms, seeds):
+        X, Y = pool.relabelled(perm)
+        out.append(estimator.estimate(kernel, X, Y, rng=seed).mmd2)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", ["u-stat", "v-stat"])
+@pytest.mark.parametrize("sizes", [(40, 40), (37, 23)])
+def test_batched_classical_statistics_equal_a_naive_loop(registry, rng, monkeypatch, name, sizes):
+    n, m = sizes
+    X, Y = rng.normal(size=(n, 3)), rng.normal(0.2, 1.3, size=(m, 3))
+    kernel = registry.get_kernel("rbf", sigma=1.5)
+    est = registry.get_estimator(name)
+    pool = PooledSample(kernel, X, Y)
+    perms = np.stack([np.arange(n + m)] + [rng.permutation(n + m) for _ in range(30)])
+    monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 2 * 8 * (n + m) * 7)  # several batches
+    batched = est.permuted_statistics(pool, perms, [None] * len(perms))
+    naive = relabelled_estimates(est, kernel, pool, perms, [0] * len(perms))
+    # MMD² is a difference of kernel means of size ~1, so round-off is absolute: 1e-12
+    # relative to the kernel's scale (max k = 1 here) as well as to the value
+    np.testing.assert_allclose(batched, naive, rtol=1e-12, atol=1e-12)
+    assert batched[0] == pytest.approx(est.estimate(kernel, X, Y).mmd2, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("monk-bcd", {"n_blocks": 5, "n_iter": 20}),
+        ("monk-bcd", {"n_blocks": 4, "n_iter": 10, "variant": "paper", "solver": "exact"}),
+        ("monk-bcd", {"n_blocks": "auto", "n_iter": 10}),
+        ("monk-bcd-fast", {"n_blocks": 5, "n_iter": 30}),
+    ],
+)
+def test_monk_relabellings_reuse_the_pooled_gram_exactly(registry, rng, name, params):
+    # the permuted view of the pooled Gram gives what the estimator computes from scratch
+    X, Y = rng.normal(size=(30, 2)), rng.normal(0.5, 1.0, size=(26, 2))
+    kernel = registry.get_kernel("quadratic")
+    est = registry.get_estimator(name, **params)
+    pool = PooledSample(kernel, X, Y)
+    perms = np.stack([np.arange(56)] + [rng.permutation(56) for _ in range(4)])
+    seeds = [3, 4, 5, 6, 7]
+    got = est.permuted_statistics(pool, perms, [np.random.default_rng(s) for s in seeds])
+    want = relabelled_estimates(est, kernel, pool, perms, seeds)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+@attrs.frozen(kw_only=True)
+class PlainVStatistic(MMDEstimator):
+    """A third-party estimator without a batched path: the default loop serves it."""
+
+    name: ClassVar[str] = "plain-v"
+    summary: ClassVar[str] = "V-statistic without a permutation shortcut (test plugin)."
+    formula: ClassVar[str] = "mean Kxx + mean Kyy - 2 mean Kxy"
+
+    def _estimate(self, kernel, X, Y, rng) -> Estimate:
+        mmd2 = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+        return Estimate(mmd2=mmd2, mmd=float(np.sqrt(max(mmd2, 0.0))))
+
+
+@pytest.fixture
+def plain_v(registry):
+    import types
+
+    plugin = types.ModuleType("plain_v_plugin")
+    plugin.monk_estimators = hookimpl(lambda: [PlainVStatistic])  # type: ignore[attr-defined]
+    registry.register(plugin)
+    try:
+        yield registry.get_estimator("plain-v")
+    finally:
+        registry.unregister(plugin)
+
+
+def test_estimators_without_a_shortcut_get_the_default_loop(registry, rng, plain_v):
+    X, Y = rng.normal(size=(15, 2)), rng.normal(0.4, 1.0, size=(12, 2))
+    kernel = registry.get_kernel("rbf", sigma="median")
+    ours = permutation_test(kernel, plain_v, X, Y, n_permutations=40, rng=8, return_null=True)
+    batched = permutation_test(kernel, registry.get_estimator("v-stat"), X, Y, n_permutations=40, rng=8, return_null=True)
+    # the same seed gives the same relabellings, so the same null sample and p-value
+    np.testing.assert_allclose(ours.null, batched.null, rtol=1e-10)
+    assert ours.p_value == batched.p_value
+    assert ours.kernel_params == batched.kernel_params  # median heuristic on the pooled sample
+
+
+def test_p_value_quantile_and_decision_agree(registry, rng):
+    X, Y = rng.normal(size=(25, 1)), rng.normal(0.7, 1.0, size=(20, 1))
+    kernel = registry.get_kernel("rbf")
+    for B, alpha in [(99, 0.05), (19, 0.05), (18, 0.05), (200, 0.1), (57, 0.29)]:
+        r = permutation_test(kernel, registry.get_estimator("u-stat"), X, Y, n_permutations=B, alpha=alpha, rng=1, return_null=True)
+        null = np.array(r.null)
+        assert len(null) == B
+        assert r.p_value == (1 + np.sum(null >= r.statistic)) / (1 + B)
+        assert r.reject == (r.p_value <= alpha + 1e-12)
+        if r.null_quantile is None:
+            assert B < 1 / alpha - 1 and not r.reject and "Cannot reject" in r.decision
+        else:
+            assert r.reject == (r.statistic > r.null_quantile)
+        assert r.statistic == pytest.approx(float(signed_root(r.statistic_mmd2)), rel=1e-15)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    null=st.lists(st.integers(-5, 5), min_size=1, max_size=60),
+    T=st.integers(-6, 6),
+    alpha=st.sampled_from([0.01, 0.05, 0.1, 0.2, 0.29, 0.5]),
+)
+def test_rejecting_above_the_quantile_is_rejecting_small_p_values(null, T, alpha):
+    # ties included (integer values): T > q̂ exactly when (1 + #{T_b >= T}) / (1 + B) <= α
+    values = np.array(null, dtype=float)
+    B = len(values)
+    q = null_quantile(values, alpha)
+    by_count = int(np.sum(values >= T)) <= critical_rank(B, alpha)
+    by_p = (1 + np.sum(values >= T)) / (1 + B) <= alpha * (1 + 1e-12)
+    assert by_count == by_p
+    assert by_count == (q is not None and T > q)
+
+
+def test_seeds_reproduce_and_batching_does_not_matter(registry, rng, monkeypatch):
+    X, Y = rng.normal(size=(20, 2)), rng.normal(size=(20, 2))
+    kernel = registry.get_kernel("rbf")
+    run = lambda name, seed: permutation_test(  # noqa: E731
+        kernel, registry.get_estimator(name, **({"n_iter": 10, "n_blocks": 5} if "monk" in name else {})), X, Y,
+        n_permutations=30, rng=seed, return_null=True,
+    )
+    for name in ("u-stat", "monk-bcd"):
+        a, b = run(name, 4), run(name, 4)
+        assert a.null == b.null and a.statistic == b.statistic and a.seed == 4
+        assert run(name, 5).null != a.null
+    first = run("u-stat", 4)
+    monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 2 * 8 * 40 * 4)
+    rebatched = run("u-stat", 4)
+    # the same relabellings; only BLAS round-off differs with the batch shape
+    np.testing.assert_allclose(rebatched.null, first.null, rtol=1e-12, atol=1e-13)
+    assert rebatched.p_value == first.p_value
+
+
+def test_outliers_fool_the_u_statistic_test_but_not_monk(registry):
+    # X and Y from one Gaussian, five of X's points moved to 2000 (quadratic kernel).
+    # Relabellings keep all five outliers on one side with probability 2/32, so the
+    # U-statistic's p-value sits near 1/32 and it rejects in most runs (docs/testing.md
+    # has the rates over 200 runs); MONK's statistic ignores the five outliers.
+    kernel = registry.get_kernel("quadratic")
+    monk = registry.get_estimator("monk-bcd", n_iter=30)
+    u_rejects = monk_rejects = monk_detects = 0
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        X, Y = rng.normal(size=(100, 1)), rng.normal(size=(100, 1))
+        X[:5] = 2000.0
+        u_rejects += permutation_test(kernel, registry.get_estimator("u-stat"), X, Y, n_permutations=200, rng=seed).reject
+        monk_rejects += permutation_test(kernel, monk, X, Y, n_permutations=40, rng=seed).reject
+        # a real shift, with the outliers still there, is detected by MONK
+        monk_detects += permutation_test(kernel, monk, X, Y + 2.5, n_permutations=40, rng=seed).reject
+    assert u_rejects >= 6 and monk_rejects <= 2 and monk_detects >= 9
+
+
+def test_result_round_trips_through_json(registry, rng):
+    X, Y = rng.normal(size=(10, 2)), rng.normal(size=(12, 2))
+    r = permutation_test(registry.get_kernel("rbf"), registry.get_estimator("v-stat"), X, Y, n_permutations=9, rng=0, return_null=True)
+    import json
+
+    data = json.loads(r.to_json())
+    assert data["type"] == "permutation-test" and data["decision"] == r.decision
+    assert PermutationTestResult.from_dict(data) == r
+
+
+def test_bad_test_parameters_are_named(registry, rng):
+    X, Y = rng.normal(size=(10, 2)), rng.normal(size=(10, 2))
+    kernel, est = registry.get_kernel("rbf"), registry.get_estimator("u-stat")
+    with pytest.raises(ParameterError, match="n_permutations"):
+        permutation_test(kernel, est, X, Y, n_permutations=0)
+    with pytest.raises(ParameterError, match="alpha"):
+        permutation_test(kernel, est, X, Y, alpha=1.5)
+    with pytest.raises(MonkError, match="MMD estimator"):
+        permutation_test(kernel, registry.get_estimator("mean"), X, Y)
+    with pytest.raises(MonkError, match="needs at least"):
+        permutation_test(kernel, registry.get_estimator("monk-bcd", n_blocks=11), X, Y)
+    with pytest.raises(ParameterError, match="no parameter 'bandwidth'"):
+        split_test(kernel, est, X, Y, grid={"bandwidth": [1, 2]})
+    with pytest.raises(ParameterError, match="non-empty list"):
+        split_test(kernel, est, X, Y, grid={"sigma": []})
+    with pytest.raises(MonkError, match="three parts"):
+        split_test(kernel, registry.get_estimator("monk-bcd", n_blocks=3), X, Y)
+
+
+# -- the split test ------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class RecordingVStatistic(MMDEstimator):
+    """V-statistic that records the points of every pooled sample it is asked about."""
+
+    name: ClassVar[str] = "recording-v"
+    summary: ClassVar[str] = "test plugin"
+    formula: ClassVar[str] = "V-statistic"
+    calls: ClassVar[list[tuple[str, set[float]]]] = []
+
+    def _estimate(self, kernel, X, Y, rng) -> Estimate:  # pragma: no cover - not used here
+        raise AssertionError("the split test goes through permuted_statistics")
+
+    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+        identity = len(perms) == 1 and np.array_equal(perms[0], np.arange(pool.size))
+        RecordingVStatistic.calls.append(("identity" if identity else "relabel", set(np.ravel(pool.Z).tolist())))
+        K = pool.kernel.gram(pool.Z)
+        out = []
+        for perm in perms:
+            x, y = perm[: pool.n], perm[pool.n :]
+            out.append(K[np.ix_(x, x)].mean() + K[np.ix_(y, y)].mean() - 2 * K[np.ix_(x, y)].mean())
+        return np.array(out)
+
+
+def test_split_test_tunes_calibrates_and_tests_on_disjoint_parts(registry):
+    # X's points are 0..29 and Y's 100..124, so each value names its point
+    X = np.arange(30, dtype=float)[:, None]
+    Y = 100.0 + np.arange(25, dtype=float)[:, None]
+    RecordingVStatistic.calls.clear()
+    grid = {"sigma": [1.0, 10.0, 100.0]}
+    r = split_test(registry.get_kernel("rbf"), RecordingVStatistic(), X, Y, grid=grid, n_permutations=20, rng=3)
+    parts = {name: (set(p["x"]), set(p["y"])) for name, p in r.parts.items()}
+    # three disjoint parts of (nearly) equal size that cover both samples
+    for i, (ix, iy) in enumerate(parts.values()):
+        assert len(ix) in (10,) and len(iy) in (8, 9)
+        for j, (jx, jy) in enumerate(parts.values()):
+            if i != j:
+                assert not ix & jx and not iy & jy
+    assert set().union(*(p[0] for p in parts.values())) == set(range(30))
+    assert set().union(*(p[1] for p in parts.values())) == set(range(25))
+    points = {name: {float(i) for i in ix} | {100.0 + i for i in iy} for name, (ix, iy) in parts.items()}
+    calls = RecordingVStatistic.calls
+    # one identity call per grid value on part 1, then relabellings of part 2, then part 3
+    assert [kind for kind, _ in calls[:3]] == ["identity"] * 3
+    assert all(seen == points["tune"] for _, seen in calls[:3])
+    assert all(kind == "relabel" and seen == points["calibrate"] for kind, seen in calls[3:-1])
+    assert calls[-1] == ("identity", points["test"])
+    # the chosen sigma is the grid value with the largest statistic on part 1
+    stats = [t["statistic"] for t in r.tuning]
+    assert r.kernel_params["sigma"] == grid["sigma"][int(np.argmax(stats))]
+    assert r.excess == pytest.approx(r.statistic - r.null_quantile)
+    assert r.reject == (r.statistic > r.null_quantile)
+
+
+def test_split_test_fits_data_dependent_rules_on_part_one_only(registry, rng):
+    from monk_framework.kernels import median_distance
+
+    X, Y = rng.normal(size=(30, 2)), rng.normal(1.0, 1.0, size=(30, 2))
+    r = split_test(registry.get_kernel("rbf", sigma="median"), registry.get_estimator("u-stat"), X, Y, n_permutations=19, rng=0)
+    ix, iy = r.parts["tune"]["x"], r.parts["tune"]["y"]
+    assert r.kernel_params["sigma"] == pytest.approx(median_distance(np.vstack([X[ix], Y[iy]])), rel=1e-12)
+    assert r.kernel_params_requested == {"sigma": "median"}
+
+
+def test_split_test_on_strings_with_a_grid_over_n_and_lambda(registry):
+    from monk_framework import load_splice
+
+    seqs = load_splice(("EI", "IE"))
+    X, Y = seqs["EI"][:90], seqs["IE"][:90]
+    r = split_test(
+        registry.get_kernel("ssk"), registry.get_estimator("u-stat"), X, Y,
+        grid={"n": [2, 3], "lam": [0.5, 0.9]}, n_permutations=50, rng=1,
+    )
+    assert [t["params"] for t in r.tuning] == [
+        {"n": 2, "lam": 0.5}, {"n": 2, "lam": 0.9}, {"n": 3, "lam": 0.5}, {"n": 3, "lam": 0.9}
+    ]
+    best = max(r.tuning, key=lambda t: t["statistic"])
+    assert {k: r.kernel_params[k] for k in ("n", "lam")} == best["params"]
+    assert r.reject  # EI and IE junctions differ
