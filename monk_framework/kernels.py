@@ -261,20 +261,25 @@ def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return _centred_identity(X, Y)[0]
 
 
-def distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """‖x_i − y_j‖ for all pairs, accurate to a few ulps even for near-duplicate points.
+def refined_squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """‖x_i − y_j‖² for all pairs, with close pairs recomputed from differences.
 
-    The square root amplifies the cancellation error of the BLAS identity for close
-    pairs, so those pairs (a small fraction in practice) are recomputed from differences.
+    The BLAS identity loses digits to cancellation for close pairs (and the square root
+    amplifies that error), so those pairs (a small fraction in practice) are recomputed.
     """
     if X.shape[1] <= DIRECT_MAX_FEATURES:
-        out = squared_distances(X, Y)
-    else:
-        out, nx, ny = _centred_identity(X, Y)
-        rows, cols = np.nonzero(out < REFINE_RATIO * (nx[:, None] + ny[None, :]))
-        if rows.size:
-            diff = X[rows] - Y[cols]
-            out[rows, cols] = np.einsum("ij,ij->i", diff, diff)
+        return squared_distances(X, Y)
+    out, nx, ny = _centred_identity(X, Y)
+    rows, cols = np.nonzero(out < REFINE_RATIO * (nx[:, None] + ny[None, :]))
+    if rows.size:
+        diff = X[rows] - Y[cols]
+        out[rows, cols] = np.einsum("ij,ij->i", diff, diff)
+    return out
+
+
+def distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """‖x_i − y_j‖ for all pairs, accurate to a few ulps even for near-duplicate points."""
+    out = refined_squared_distances(X, Y)
     np.sqrt(out, out=out)
     return out
 
@@ -291,14 +296,36 @@ def median_distance(X: np.ndarray, Y: np.ndarray | None = None) -> float:
     if len(Z) > MEDIAN_MAX_POINTS:
         keep = np.random.default_rng(0).choice(len(Z), MEDIAN_MAX_POINTS, replace=False)
         Z = Z[np.sort(keep)]
-    iu = np.triu_indices(len(Z), 1)
-    value = float(np.median(distances(Z, Z)[iu]))
+    value = _median_pair_distance(Z)
     if value <= 0.0:
         raise DataError(
             "The median heuristic gives sigma = 0: more than half of the pooled pairwise "
             "distances are zero (many repeated points). Pass sigma explicitly."
         )
     return value
+
+
+def _median_pair_distance(Z: np.ndarray) -> float:
+    """The median of ‖z_i − z_j‖ over i < j: the upper triangle only, in row bands.
+
+    The square root is monotone, so the median is taken on squared distances (the one
+    or two middle order statistics by selection) and only those get a square root.
+    """
+    n = len(Z)
+    step = max(1, CHUNK_BYTES // (8 * n))
+    parts = []
+    for start in range(0, n - 1, step):
+        stop = min(start + step, n - 1)
+        band = refined_squared_distances(Z[start:stop], Z[start:])
+        # keep the entries right of the diagonal: column j > row i
+        above = np.arange(n - start)[None, :] > np.arange(stop - start)[:, None]
+        parts.append(band[above])
+    values = np.concatenate(parts)
+    k = (len(values) - 1) // 2
+    if len(values) % 2:
+        return float(np.sqrt(np.partition(values, k)[k]))
+    low, high = np.partition(values, [k, k + 1])[[k, k + 1]]
+    return float((np.sqrt(low) + np.sqrt(high)) / 2.0)
 
 
 def available_memory() -> int | None:

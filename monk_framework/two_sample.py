@@ -97,6 +97,30 @@ def _seed_sequence(rng: RNGLike) -> tuple[np.random.SeedSequence, int | None]:
     return np.random.SeedSequence(int(generator.integers(2**63))), None
 
 
+class _Streams(Sequence[np.random.Generator]):
+    """Generators of relabellings start..stop, made only when an estimator asks for one.
+
+    Stream b is the b-th child of ``seq`` (what ``seq.spawn`` would give), so a
+    relabelling's randomness does not depend on the batch it lands in; the classical
+    statistics never draw, and never pay for making 1000 generators.
+    """
+
+    def __init__(self, seq: np.random.SeedSequence, start: int, stop: int):
+        self.seq, self.start, self.stop = seq, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        b = self.start + (i % len(self))
+        child = np.random.SeedSequence(self.seq.entropy, spawn_key=(*self.seq.spawn_key, b))
+        return np.random.default_rng(child)
+
+
 def _null_statistics(
     estimator: MMDEstimator,
     pool: PooledSample,
@@ -107,7 +131,6 @@ def _null_statistics(
     """T_1..T_B of B random relabellings of ``pool`` (mmd2 values), batch by batch."""
     perm_seq, est_seq = seq.spawn(2)
     perm_rng = np.random.default_rng(perm_seq)
-    streams = est_seq.spawn(n_permutations)
     step = max(1, int(estimator.permutation_batch(pool)))
     out = np.empty(n_permutations)
     done = 0
@@ -116,8 +139,7 @@ def _null_statistics(
     while done < n_permutations:
         stop = min(done + step, n_permutations)
         perms = np.stack([perm_rng.permutation(pool.size) for _ in range(done, stop)])
-        rngs = [np.random.default_rng(s) for s in streams[done:stop]]
-        out[done:stop] = estimator.permuted_statistics(pool, perms, rngs)
+        out[done:stop] = estimator.permuted_statistics(pool, perms, _Streams(est_seq, done, stop))
         done = stop
         if progress is not None:
             progress(done, n_permutations)

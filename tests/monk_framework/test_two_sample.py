@@ -290,3 +290,18 @@ def test_split_test_on_strings_with_a_grid_over_n_and_lambda(registry):
     best = max(r.tuning, key=lambda t: t["statistic"])
     assert {k: r.kernel_params[k] for k in ("n", "lam")} == best["params"]
     assert r.reject  # EI and IE junctions differ
+
+
+def test_relabelling_streams_are_the_spawned_children():
+    from monk_framework.two_sample import _Streams
+
+    seq = np.random.SeedSequence(11)
+    lazy = _Streams(seq, 3, 7)
+    children = np.random.SeedSequence(11).spawn(7)
+    assert len(lazy) == 4
+    for i in range(4):
+        assert lazy[i].random() == np.random.default_rng(children[3 + i]).random()
+    assert lazy[-1].random() == np.random.default_rng(children[6]).random()
+    assert [g.random() for g in lazy[1:3]] == [np.random.default_rng(c).random() for c in children[4:6]]
+    with pytest.raises(IndexError):
+        lazy[4]

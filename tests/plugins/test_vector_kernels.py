@@ -128,10 +128,15 @@ def test_distances_are_accurate_for_near_duplicates_far_from_the_origin(d, rng):
     assert (sq >= 0).all()
 
 
-def test_median_heuristic_equals_brute_force_median(rng):
-    X, Y = rng.normal(size=(30, 2)), rng.normal(size=(20, 2)) + 1
+@pytest.mark.parametrize("sizes, d", [((30, 20), 2), ((4, 3), 1), ((5, 3), 1), ((27, 14), 12)])
+def test_median_heuristic_equals_brute_force_median(rng, monkeypatch, sizes, d):
+    import monk_framework.kernels as kernels_mod
+
+    monkeypatch.setattr(kernels_mod, "CHUNK_BYTES", 8 * 50 * 3)  # row bands of 3 rows
+    X, Y = rng.normal(size=(sizes[0], d)), rng.normal(size=(sizes[1], d)) + 1
     Z = np.vstack([X, Y])
-    want = float(np.median([math.dist(Z[i], Z[j]) for i in range(50) for j in range(i + 1, 50)]))
+    n = len(Z)  # 7 points: 21 pairs (odd); 8 points: 28 pairs (even)
+    want = float(np.median([math.dist(Z[i], Z[j]) for i in range(n) for j in range(i + 1, n)]))
     fitted = REG.get_kernel("rbf", sigma="median").fit(X, Y)
     assert fitted.sigma == pytest.approx(want, rel=1e-12)
     assert REG.get_kernel("laplace", sigma="median").fit(X, Y).sigma == pytest.approx(want, rel=1e-12)
