@@ -40,6 +40,7 @@ from monk_framework.blocks import (
 )
 from monk_framework.errors import ParameterError
 from monk_framework.params import integer, integer_or, one_of
+from monk_framework.pooled import PooledSample
 
 from . import monk_reduced
 from .monk_mmd import LEPSKI_CONSTANT, pooled
@@ -221,17 +222,26 @@ class MonkEmbeddingMMD(MMDEstimator):
         return blocks_min_sample_size(self.n_blocks)
 
     def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
+        return self._estimate_from(gram_source(kernel, pooled(X, Y)), len(X), len(Y), rng)
+
+    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+        """Each relabelling reads its block means from a permuted view of the pooled Gram matrix."""
+        return np.array([
+            self._estimate_from(pool.permuted_source(perm), pool.n, pool.m, rng).mmd2
+            for perm, rng in zip(perms, rngs)
+        ])
+
+    def _estimate_from(self, src: Any, n: int, m: int, rng: np.random.Generator) -> Estimate:
         start = time.perf_counter()
         Q = int(self.n_blocks)
-        check_n_blocks(Q, {"X": len(X), "Y": len(Y)}, estimator=self.name)
-        x_labels = random_partition(len(X), Q, rng)
-        y_labels = random_partition(len(Y), Q, rng)
+        check_n_blocks(Q, {"X": n, "Y": m}, estimator=self.name)
+        x_labels = random_partition(n, Q, rng)
+        y_labels = random_partition(m, Q, rng)
         # one 2Q x 2Q Gram of all block means: X's blocks are columns 0..Q-1, Y's Q..2Q-1
         cols = np.concatenate([x_labels, y_labels + Q])
         part, W = _partition_weights(cols, 2 * Q)
-        src = gram_source(kernel, pooled(X, Y))
         M = src.block_gram(W)
-        gram_s = src.kernel_s
+        gram_s = src.kernel_s  # a fresh source: all its kernel time is this estimate's
         bx = block_center(M[:Q, :Q], self.center)
         by = block_center(M[Q:, Q:], self.center)
         b = np.concatenate([bx.beta, -by.beta])

@@ -58,10 +58,11 @@ def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: 
     pairs = n_x * (n_x + 1) / 2 if sym else n_x * n_y
     if not letters:
         return Plan([], [], 0.0, 0.0)
-    Hx = _membership(X, letters)
-    Hy = Hx if sym else _membership(Ys, letters)
+    Cx = _counts(X, letters)
+    Cy = Cx if sym else _counts(Ys, letters)
+    Hx, Hy = (Cx > 0).astype(np.float64), (Cy > 0).astype(np.float64)
     # expected matching positions of a pair: Σ_c (mean count of c in X)(mean count of c in Y)
-    mean_x, mean_y = _counts(X, letters).mean(axis=0), _counts(Ys, letters).mean(axis=0)
+    mean_x, mean_y = Cx.mean(axis=0), Cy.mean(axis=0)
     ls, lt = float(mean_x.sum()), float(mean_y.sum())
     pair_per_pair = pairs_ssk.seconds_per_pair(ls, lt, float(mean_x @ mean_y), max(levels), lam)
     pair_per_pair /= get_num_threads()
@@ -83,11 +84,25 @@ def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: 
         # pairs that share a rare letter: they get the pair programme
         mask = np.zeros(len(letters), dtype=bool)
         mask[[letters.index(c) for c in rare]] = True
-        shared = int(_shared_mask(Hx[:, mask], Hy[:, mask], sym).sum()) if rare else 0
+        shared = _shared_count(Hx[:, mask], Hy[:, mask], sym) if rare else 0
         candidate = Plan(main, rare, feature_s, shared * pair_per_pair)
         if candidate.feature_s + candidate.pair_s < best.feature_s + best.pair_s:
             best = candidate
+        if candidate.pair_s >= best.feature_s + best.pair_s:
+            break  # more rare letters only add shared pairs: no later choice can win
     return best
+
+
+def _shared_count(Hx: np.ndarray, Hy: np.ndarray, sym: bool) -> int:
+    """How many pairs share a letter of the membership columns (i ≤ j if sym).
+
+    Only strings holding one of the letters can share one, so the product runs on them.
+    """
+    ix = np.flatnonzero(Hx.any(axis=1))
+    iy = ix if sym else np.flatnonzero(Hy.any(axis=1))
+    if not len(ix) or not len(iy):
+        return 0
+    return int(_shared_mask(Hx[ix], Hy[iy], sym).sum())
 
 
 def _counts(sample: Sequence[str], letters: Sequence[str]) -> np.ndarray:
