@@ -6,10 +6,10 @@ Not a speed benchmark: a Monte-Carlo study whose output is recorded in docs/test
   heuristic, B = 100 permutations (exact level 5/101), α = 0.05, 500 runs per
   estimator (u-stat, monk-bcd, monk-bcd-fast with their defaults: Q = 11, T = 100).
 * **robustness**: X, Y ~ N(0, 1), N = M = 200, quadratic kernel (xy + 1)², 5 of X's
-  points replaced by 2000; with and without a real shift of Y by +1; and the shift
-  without outliers. 200 runs per cell, B = 100; MONK at Q = 11, 21 and 41.
+  points replaced by 2000; with and without a real shift of Y by +1 (and +2: "shift2");
+  and the shifts without outliers. 200 runs per cell, B = 100; MONK at Q = 11, 21 and 41.
 
-Run ``python benchmarks/testing_study.py`` (about 35 minutes on 2 cores; ``--only`` runs some cells; ``--quick``
+Run ``python benchmarks/testing_study.py`` (about 50 minutes on 2 cores; ``--only`` runs some cells; ``--quick``
 for a 1-minute smoke run with fewer runs). Runs are spread over processes; every run
 is seeded by its index, so the rates are reproducible.
 """
@@ -44,7 +44,7 @@ def one_run(task: tuple[str, str, int | None, int, int, int]) -> tuple[str, str,
         if "outliers" in setting:
             X[:5] = 2000.0
         if "shift" in setting:
-            Y += 1.0
+            Y += 2.0 if setting.endswith("shift2") else 1.0
     est = reg.get_estimator(estimator, **({} if n_blocks is None else {"n_blocks": n_blocks}))
     result = permutation_test(kernel, est, X, Y, n_permutations=B, rng=seed)
     label = estimator if n_blocks is None else f"{estimator} Q={n_blocks}"
@@ -59,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     level_runs, robust_runs = (20, 20) if args.quick else (500, 200)
     tasks = [("level", e, q, s, 100, 100) for e, q in ESTIMATORS for s in range(level_runs)]
-    for setting in ("outliers", "outliers+shift", "shift"):
+    for setting in ("outliers", "outliers+shift", "shift", "outliers+shift2", "shift2"):
         tasks += [(setting, e, q, s, 200, 100) for e, q in ROBUST_ESTIMATORS for s in range(robust_runs)]
     if args.only:
         keep = set(args.only.split(","))

@@ -233,8 +233,8 @@ class _GramSource:
         return out
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
-        """K w for a dense vector w, in symmetric bands."""
-        out = np.zeros(self.n)
+        """K w for a dense vector (or n × B matrix) w, in symmetric bands."""
+        out = np.zeros((self.n, *w.shape[1:]))
         step = self._band_rows()
         for start in range(0, self.n, step):
             stop = min(start + step, self.n)

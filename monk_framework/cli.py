@@ -158,6 +158,18 @@ def _complete(kind: str) -> Any:
     return complete
 
 
+# options shared by the commands that take two samples (run, test)
+KernelOption = Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins').", autocompletion=_complete("kernel"))]
+EstimatorOption = Annotated[str, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))]
+XOption = Annotated[Path | None, typer.Option("--x", help="Sample X: .npy, .csv, .tsv (vectors), .txt or FASTA (strings).")]
+YOption = Annotated[Path | None, typer.Option("--y", help="Sample Y, in the same formats as --x.")]
+DatasetOption = Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))]
+ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable); prefix kernel. or estimator. to choose.")]
+DataParamOption = Annotated[list[str] | None, typer.Option("--data-param", help="key=value for the data set, e.g. n=500 (repeatable).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Also save the JSON result to this file (written atomically).")]
+
+
 # -- monkfw plugins -----------------------------------------------------------------
 
 
@@ -350,16 +362,16 @@ def _write_atomically(path: Path, text: str) -> None:
 
 @app.command()
 def run(
-    kernel: Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins').", autocompletion=_complete("kernel"))],
-    estimator: Annotated[str, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))],
-    x: Annotated[Path | None, typer.Option("--x", help="Sample X: .npy, .csv or .tsv file.")] = None,
-    y: Annotated[Path | None, typer.Option("--y", help="Sample Y: .npy, .csv or .tsv file.")] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))] = None,
-    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable); prefix kernel. or estimator. to choose.")] = None,
-    data_param: Annotated[list[str] | None, typer.Option("--data-param", help="key=value for the data set, e.g. n=500 (repeatable).")] = None,
+    kernel: KernelOption,
+    estimator: EstimatorOption,
+    x: XOption = None,
+    y: YOption = None,
+    dataset: DatasetOption = None,
+    param: ParamOption = None,
+    data_param: DataParamOption = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, blocks).")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also save the JSON result to this file (written atomically).")] = None,
+    as_json: JsonOption = False,
+    output: OutputOption = None,
     trace: Annotated[bool, typer.Option("--trace", help="Record the objective at every iteration (estimators with a 'trace' parameter, e.g. monk-bcd).")] = False,
 ) -> None:
     """Estimate MMD (or mean embeddings) with any kernel and any estimator.
@@ -499,21 +511,21 @@ class _ProgressBar:
 
 @app.command("test")
 def test_command(
-    kernel: Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins').", autocompletion=_complete("kernel"))],
-    estimator: Annotated[str, typer.Option("--estimator", "-e", help="MMD estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))],
-    x: Annotated[Path | None, typer.Option("--x", help="Sample X: .npy, .csv, .tsv, .txt or FASTA file.")] = None,
-    y: Annotated[Path | None, typer.Option("--y", help="Sample Y (same formats as --x).")] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))] = None,
-    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable).")] = None,
-    data_param: Annotated[list[str] | None, typer.Option("--data-param", help="key=value for the data set, e.g. n=500 (repeatable).")] = None,
+    kernel: KernelOption,
+    estimator: EstimatorOption,
+    x: XOption = None,
+    y: YOption = None,
+    dataset: DatasetOption = None,
+    param: ParamOption = None,
+    data_param: DataParamOption = None,
     permutations: Annotated[int, typer.Option("--permutations", "-B", min=1, help="Number of permutations B.")] = 1000,
     alpha: Annotated[float, typer.Option("--alpha", help="Level of the test, in (0, 1).")] = 0.05,
     split: Annotated[bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null quantile on part 2, statistic on part 3.")] = False,
     grid: Annotated[list[str] | None, typer.Option("--grid", help="With --split: kernel hyperparameter values to try on part 1, key=v1,v2,... (repeatable).")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, split, permutations, blocks).")] = 0,
     null: Annotated[bool, typer.Option("--null", help="Include the B permuted statistics in the JSON result.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Also save the JSON result to this file (written atomically).")] = None,
+    as_json: JsonOption = False,
+    output: OutputOption = None,
 ) -> None:
     """Two-sample test of P = Q: a permutation test with any kernel and MMD estimator.
 

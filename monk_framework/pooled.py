@@ -164,22 +164,10 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
         E = np.zeros((size, stop - start))
         cols = np.repeat(np.arange(stop - start), pool.n)
         E[perms[start:stop, : pool.n].ravel(), cols] = 1.0
-        KE = src.K @ E if isinstance(src, StoredGram) else matmat(src, E)
+        KE = src.matvec(E)
         xx[start:stop] = np.einsum("ij,ij->j", E, KE)
         x1[start:stop] = r @ E
         tx[start:stop] = d @ E
     xy = x1 - xx
     yy = total - x1 - xy
     return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=trace - tx)
-
-
-def matmat(src: _GramSource, W: np.ndarray) -> np.ndarray:
-    """K W for a dense (n × B) W, from the symmetric upper bands of K (matrix-free sources)."""
-    out = np.zeros((src.n, W.shape[1]))
-    step = src._band_rows()
-    for start in range(0, src.n, step):
-        stop = min(start + step, src.n)
-        band = src.band(start, stop)
-        out[start:stop] += band @ W[start:]
-        out[stop:] += band[:, stop - start :].T @ W[start:stop]
-    return out

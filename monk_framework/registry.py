@@ -16,7 +16,6 @@ import difflib
 import importlib.metadata as metadata
 import inspect
 import re
-from collections.abc import Iterable
 from typing import Any
 
 import attrs

@@ -29,13 +29,10 @@ import numpy as np
 from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
 from monk_framework.blocks import (
     MatrixFreeGram,
-    StoredGram,
-    _GramSource,
     block_trace_variances,
     blocks_min_sample_size,
     check_n_blocks,
     geometric_grid,
-    gram_source,
     lepski,
     majority,
     median_block,
@@ -65,22 +62,18 @@ LEPSKI_CONSTANT = 2.0
 WITHIN_BLOCK_BAND_ROWS = 128
 
 
-class _Context:
-    """What one estimate shares across grid values of Q: the samples and one Gram source."""
+class _Context(PooledSample):
+    """What one estimate shares across grid values of Q: the two samples and the pooled
+    sample's Gram source, diagonal and row sums (K 1, the start of BCD), each made once."""
 
     def __init__(self, kernel: Kernel, X: Any, Y: Any, matrix_free: bool | str):
-        self.kernel, self.X, self.Y = kernel, X, Y
-        self.n, self.m = len(X), len(Y)
-        self.Z = pooled(X, Y)
-        self.matrix_free = matrix_free
-        self._source: _GramSource | None = None
-        self._diag: np.ndarray | None = None
-        self._row_sums: np.ndarray | None = None
+        super().__init__(kernel, X, Y, matrix_free=matrix_free)
+        self.X, self.Y = X, Y
         #: a relabelling's view of a pooled Gram matrix (permutation tests), if any
         self.shared: PermutedGram | None = None
 
     @classmethod
-    def relabelled(cls, pool: PooledSample, perm: np.ndarray) -> _Context:
+    def of_relabelling(cls, pool: PooledSample, perm: np.ndarray) -> _Context:
         """The context of one relabelling of a pooled sample: its Gram matrix is shared."""
         X, Y = pool.relabelled(perm)
         ctx = cls(pool.kernel, X, Y, pool.matrix_free)
@@ -90,25 +83,6 @@ class _Context:
         if isinstance(ctx._source, PermutedGram):
             ctx.shared = ctx._source
         return ctx
-
-    @property
-    def row_sums(self) -> np.ndarray:
-        """K 1 (the start of BCD), computed once for every Q of a grid."""
-        if self._row_sums is None:
-            self._row_sums = self.source.row_sums()
-        return self._row_sums
-
-    @property
-    def source(self) -> _GramSource:
-        if self._source is None:
-            self._source = gram_source(self.kernel, self.Z, matrix_free=self.matrix_free)
-        return self._source
-
-    @property
-    def diag(self) -> np.ndarray:
-        if self._diag is None:
-            self._diag = self.kernel._core_diag(self.Z)
-        return self._diag
 
 
 @attrs.frozen(kw_only=True)
@@ -166,7 +140,7 @@ class _MonkMMD(MMDEstimator):
         """Each relabelling runs the estimator on a permuted view of the pooled Gram matrix."""
         out = np.empty(len(perms))
         for b, (perm, rng) in enumerate(zip(perms, rngs)):
-            out[b] = self._estimate_in(_Context.relabelled(pool, perm), rng).mmd2
+            out[b] = self._estimate_in(_Context.of_relabelling(pool, perm), rng).mmd2
         return out
 
     def _estimate_in(self, ctx: _Context, rng: np.random.Generator) -> Estimate:
@@ -302,7 +276,7 @@ class MonkBCD(_MonkMMD):
         trace.append(objective)
         extra: dict[str, Any] = {
             "solver": self.solver,
-            "matrix_free": not isinstance(src, StoredGram),
+            "matrix_free": isinstance(src, MatrixFreeGram),
             "partitions": self.n_iter,
         }
         block = median_block(values)
