@@ -234,8 +234,7 @@ def permutation_test(
     """
     start = time.perf_counter()
     estimator = _check_test_params(estimator, n_permutations, alpha)
-    if not isinstance(kernel, Kernel):
-        raise MonkError(f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}.")
+    kernel = estimator._check_kernel(kernel)
     Xv, Yv = kernel.check_pair(X, Y)
     estimator._check_size(Xv, "X")
     estimator._check_size(Yv, "Y")
@@ -363,8 +362,7 @@ def split_test(
     """
     start = time.perf_counter()
     estimator = _check_test_params(estimator, n_permutations, alpha)
-    if not isinstance(kernel, Kernel):
-        raise MonkError(f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}.")
+    kernel = estimator._check_kernel(kernel)
     Xv, Yv = kernel.check_pair(X, Y)
     points = grid_points(grid)
     known = {p.name for p in kernel.parameters()}

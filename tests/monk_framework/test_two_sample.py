@@ -201,6 +201,8 @@ def test_bad_test_parameters_are_named(registry, rng):
         permutation_test(kernel, est, X, Y, alpha=1.5)
     with pytest.raises(MonkError, match="MMD estimator"):
         permutation_test(kernel, registry.get_estimator("mean"), X, Y)
+    with pytest.raises(MonkError, match="Expected a Kernel"):
+        split_test("rbf", est, X, Y)
     with pytest.raises(MonkError, match="needs at least"):
         permutation_test(kernel, registry.get_estimator("monk-bcd", n_blocks=11), X, Y)
     with pytest.raises(ParameterError, match="no parameter 'bandwidth'"):
