@@ -22,9 +22,8 @@ from typing import Any
 
 import attrs
 import numpy as np
-import scipy.sparse as sp
 
-from .blocks import MatrixFreeGram, StoredGram, _GramSource, gram_source, take
+from .blocks import MatrixFreeGram, StoredGram, _GramSource, gram_source, one_row, take
 from .kernels import Kernel
 
 __all__ = ["PooledSample", "PermutedGram", "SampleSums", "pooled", "sample_sums"]
@@ -121,10 +120,7 @@ class PermutedGram(_GramSource):
 
     def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
         # Σ_k coef_k K'[idx_k, :] = (Σ_k coef_k K[π(idx_k), :])[π]
-        row = sp.csr_array(
-            (coef, (np.zeros(len(idx), dtype=np.int64), self.perm[idx])), shape=(1, self.n)
-        )
-        return (row @ self.K).ravel()[self.perm]
+        return (one_row(self.perm[idx], coef, self.n) @ self.K).ravel()[self.perm]
 
 
 @attrs.frozen
