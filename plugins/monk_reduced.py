@@ -333,7 +333,7 @@ class MinmaxCenter:
     exact_oracle: bool
 
 
-def minmax_center(points: np.ndarray, *, tol: float = 1e-7, max_iter: int = 300) -> MinmaxCenter:
+def minmax_center(points: np.ndarray, *, tol: float = 1e-6, max_iter: int = 300) -> MinmaxCenter:
     """Solve min_u max_w med_q(‖u − a_q‖² − ‖w − a_q‖²) (paper Eq. 3 in block coordinates).
 
     With h = w − u the inner maximum is D(u)², D(u) = max_{‖e‖≤1} med_q ⟨e, a_q − u⟩
@@ -343,6 +343,9 @@ def minmax_center(points: np.ndarray, *, tol: float = 1e-7, max_iter: int = 300)
     solves the restricted master LP min t s.t. t ≥ φ(e_j) − ⟨e_j, u⟩ over the cuts
     found so far (a lower bound) and calls the exact oracle D at its solution (an
     upper bound), stopping when the gap is below ``tol`` times the scale of the points.
+    The master LP is solved by HiGHS to its default tolerances (about 1e-7), so smaller
+    gaps stall: at tol = 1e-7 a 5-point problem ran 300 iterations without converging,
+    at 1e-6 it converges in 30.
     """
     Q, r = points.shape
     exact = Q <= MAX_ENUMERATE_BLOCKS
