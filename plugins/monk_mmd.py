@@ -60,6 +60,8 @@ LEPSKI_CONSTANT = 2.0
 #: rows per band of a within-block Gram matrix in BCD-Fast (measured at 364 points, d = 10:
 #: one square 0.85 ms, bands of 182 rows 0.58 ms, 121 rows 0.38 ms, 91 rows 0.40 ms)
 WITHIN_BLOCK_BAND_ROWS = 128
+#: bytes of the indicator matrix W and of K W when a shared pooled Gram gives BCD-Fast's sums
+SHARED_SUMS_BYTES = 64 * 1024 * 1024
 
 
 class _Context(PooledSample):
@@ -353,18 +355,19 @@ class MonkBCDFast(_MonkMMD):
     def _solve(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:
         start = time.perf_counter()
         ridge = self.resolved_ridge
-        gram_s = 0.0
+        # every partition is drawn first (the iterations draw nothing else, so the stream
+        # is the same), which lets a shared pooled Gram give all their sums at once
+        starts = [t for t in range(self.n_iter) if t == 0 or self.reshuffles_at(t)]
+        drawn = [pair_partition(ctx.n, ctx.m, n_blocks, rng) for _ in starts]
+        tick = time.perf_counter()
+        schedule = dict(zip(starts, zip(drawn, within_block_stats(ctx, drawn, ridge))))
+        gram_s = time.perf_counter() - tick
         alpha = beta = None
         trace: list[float] = []
-        partitions = 0
         part = stats = None
         for t in range(self.n_iter):
-            if t == 0 or self.reshuffles_at(t):
-                part = pair_partition(ctx.n, ctx.m, n_blocks, rng)
-                tick = time.perf_counter()
-                stats = within_block_stats(ctx, part, ridge)
-                gram_s += time.perf_counter() - tick
-                partitions += 1
+            if t in schedule:
+                part, stats = schedule[t]
                 if alpha is None and self.start == "ones":
                     # the authors' start: each block's all-ones vector, normalised
                     alpha, beta = 1.0 / np.sqrt(stats.one_one), np.zeros(n_blocks)
@@ -381,7 +384,7 @@ class MonkBCDFast(_MonkMMD):
         values = alpha * stats.one_v + beta * stats.v_v
         objective = float(median_value(values))
         trace.append(objective)
-        extra = {"partitions": partitions, "reshuffle_every": self.reshuffle_every,
+        extra = {"partitions": len(starts), "reshuffle_every": self.reshuffle_every,
                  "block_vstat_median": float(median_value(np.sqrt(stats.v_v)))}
         total = time.perf_counter() - start
         timings = {"gram_s": gram_s, "iterate_s": total - gram_s}
@@ -405,11 +408,24 @@ class BlockStats:
         return np.where(self.v_v > 0, 1.0 / np.sqrt(np.maximum(self.v_v, 1e-300)), 0.0)
 
 
-def within_block_stats(ctx: _Context, part: Any, ridge: float) -> BlockStats:
-    """Σ k over S_q×S_q, T_q×T_q and S_q×T_q for every block: N²/Q-order kernel evaluations.
+def within_block_stats(ctx: _Context, parts: list[Any], ridge: float) -> list[BlockStats]:
+    """The block statistics of each partition: Σ k over S_q×S_q, T_q×T_q and S_q×T_q.
 
-    Each block's sums come from the upper bands of its own Gram matrix (the within-sample
-    squares are symmetric), which evaluates about 60 % of the square's entries.
+    With a shared pooled Gram matrix (permutation tests) all partitions' sums come from
+    one matrix product K W, W the indicators of every block's X and Y parts; otherwise
+    each block's sums are N²/Q-order kernel evaluations (:func:`_block_sums`).
+    """
+    if ctx.shared is None:
+        sums = [_block_sums(ctx, part) for part in parts]
+    else:
+        sums = _shared_block_sums(ctx.shared, ctx.n, parts)
+    return [_stats(part, *s, ridge) for part, s in zip(parts, sums)]
+
+
+def _block_sums(ctx: _Context, part: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A_q, B_q, C_q from the upper bands of each block's own Gram matrix.
+
+    The within-sample squares are symmetric, so about 60 % of each square is evaluated.
     """
     Q = part.n_blocks
     A, B, C = np.zeros(Q), np.zeros(Q), np.zeros(Q)
@@ -422,17 +438,42 @@ def within_block_stats(ctx: _Context, part: Any, ridge: float) -> BlockStats:
         E = np.zeros((n + len(iy), 2))
         E[:n, 0] = 1.0
         E[n:, 1] = 1.0
-        if ctx.shared is not None:  # a pooled Gram matrix exists: read the block from it
-            Kq = ctx.shared.submatrix(np.concatenate([ix, ctx.n + iy]))
-            S = E.T @ Kq @ E
-            A[q], B[q], C[q] = S[0, 0], S[1, 1], S[0, 1]
-            continue
         source = MatrixFreeGram(
             ctx.kernel, pooled(take(ctx.X, ix), take(ctx.Y, iy)),
             diag=np.concatenate([dx[ix], dy[iy]]), band_rows=WITHIN_BLOCK_BAND_ROWS,
         )
         S = source.block_gram(E)
         A[q], B[q], C[q] = S[0, 0], S[1, 1], S[0, 1]
+    return A, B, C
+
+
+def _shared_block_sums(
+    shared: PermutedGram, n: int, parts: list[Any]
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """A_q, B_q, C_q of every partition from one product K W of the stored pooled K.
+
+    Column 2Q·p + q of W indicates X's part of block q in partition p, column
+    2Q·p + Q + q its Y part, at the pooled indices the relabelling maps them to.
+    """
+    Q = parts[0].n_blocks
+    # partitions per product, so that W and K W take at most SHARED_SUMS_BYTES
+    per = max(1, SHARED_SUMS_BYTES // (2 * 8 * shared.n * 2 * Q))
+    out = []
+    for first in range(0, len(parts), per):
+        chunk = parts[first : first + per]
+        W = np.zeros((shared.n, 2 * Q * len(chunk)))
+        for p, part in enumerate(chunk):
+            labels = np.concatenate([part.x_labels, part.y_labels + Q]) + 2 * Q * p
+            W[shared.perm, labels] = 1.0
+        S = W.T @ (shared.K @ W)
+        for p in range(len(chunk)):
+            block = S[2 * Q * p : 2 * Q * (p + 1), 2 * Q * p : 2 * Q * (p + 1)]
+            d = np.diag(block)
+            out.append((d[:Q].copy(), d[Q:].copy(), np.diag(block[:Q, Q:]).copy()))
+    return out
+
+
+def _stats(part: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, ridge: float) -> BlockStats:
     nq = part.x_sizes.astype(float)
     mq = part.y_sizes.astype(float)
 

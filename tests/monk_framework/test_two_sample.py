@@ -309,3 +309,19 @@ def test_relabelling_streams_are_the_spawned_children():
     assert [g.random() for g in lazy[1:3]] == [np.random.default_rng(c).random() for c in children[4:6]]
     with pytest.raises(IndexError):
         lazy[4]
+
+
+def test_bcd_fast_block_sums_of_all_partitions_in_bounded_products(registry, rng, monkeypatch):
+    from monk_plugins import monk_mmd
+
+    X, Y = rng.normal(size=(40, 2)), rng.normal(size=(34, 2))
+    kernel = registry.get_kernel("rbf", sigma=0.7)
+    est = registry.get_estimator("monk-bcd-fast", n_blocks=7, n_iter=60)
+    pool = PooledSample(kernel, X, Y)
+    perms = np.stack([rng.permutation(74) for _ in range(3)])
+    together = est.permuted_statistics(pool, perms, [np.random.default_rng(s) for s in range(3)])
+    monkeypatch.setattr(monk_mmd, "SHARED_SUMS_BYTES", 1)  # one partition per product
+    apart = est.permuted_statistics(pool, perms, [np.random.default_rng(s) for s in range(3)])
+    np.testing.assert_allclose(apart, together, rtol=1e-12)
+    want = relabelled_estimates(est, kernel, pool, perms, range(3))
+    np.testing.assert_allclose(together, want, rtol=1e-10)
