@@ -9,9 +9,7 @@ parameter), 130 interrupted. No traceback unless ``--debug``.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -28,6 +26,7 @@ from . import __version__
 from .datasets import DATASETS, default_dataset, get_dataset
 from .errors import MonkError, ParameterError, UnknownNameError
 from .estimators import EmbeddingEstimator, MMDEstimator
+from .files import write_atomically
 from .params import Configurable, parse_value
 from .registry import PluginEntry, get_registry
 from .results import jsonable
@@ -348,18 +347,6 @@ def _load_data(
     return X, Y, {"source": "dataset", "name": ds.name, "params": ds.params(), "seed": seed}
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 @app.command()
 def run(
     kernel: KernelOption,
@@ -408,7 +395,7 @@ def run(
     else:  # pragma: no cover - the registry admits only these two kinds
         raise MonkError(f"Estimator {estimator!r} is neither an MMD nor an embedding estimator.")
     if output is not None:
-        _write_atomically(output, json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
+        write_atomically(output, json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
         _note(f"Result saved to {output}.")
     if as_json:
         _print_json(payload)
@@ -509,6 +496,38 @@ class _ProgressBar:
         self.progress.update(self.task, completed=done)
 
 
+BackendOption = Annotated[
+    str,
+    typer.Option("--backend", help="Where the work runs: 'local' (this process) or 'dask' (dask.distributed; an embedded LocalCluster unless --scheduler)."),
+]
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option("--scheduler", help="With --backend dask: the address of an existing cluster's scheduler, e.g. tcp://host:8786.", show_default=False),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option("--workers", min=1, help="With --backend dask and no --scheduler: worker processes of the LocalCluster (default: one per core).", show_default=False),
+]
+
+
+def _check_backend(name: str, scheduler: str | None, workers: int | None) -> None:
+    """Refuse bad backend options before any data is read or any cluster started."""
+    from .backends import BACKENDS
+
+    if name not in BACKENDS:
+        raise ParameterError(f"Unknown backend {name!r}: choose one of {', '.join(BACKENDS)}.")
+    if scheduler is not None and name != "dask":
+        raise ParameterError("A scheduler address needs the Dask backend (--backend dask).")
+    if workers is not None and (name != "dask" or scheduler is not None):
+        raise ParameterError("--workers sizes the embedded Dask cluster: use it with --backend dask and no --scheduler.")
+
+
+def _backend(name: str, scheduler: str | None, workers: int | None) -> Any:
+    from .backends import get_backend
+
+    return get_backend(name, scheduler=scheduler, n_workers=workers)
+
+
 @app.command("test")
 def test_command(
     kernel: KernelOption,
@@ -526,6 +545,9 @@ def test_command(
     null: Annotated[bool, typer.Option("--null", help="Include the B permuted statistics in the JSON result.")] = False,
     as_json: JsonOption = False,
     output: OutputOption = None,
+    backend: BackendOption = "local",
+    scheduler: SchedulerOption = None,
+    workers: WorkersOption = None,
 ) -> None:
     """Two-sample test of P = Q: a permutation test with any kernel and MMD estimator.
 
@@ -536,6 +558,7 @@ def test_command(
 
     if not 0 < alpha < 1:
         raise ParameterError(f"--alpha must lie in (0, 1); got {alpha}.")
+    _check_backend(backend, scheduler, workers)
     if grid and not split:
         raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
     reg = get_registry()
@@ -551,20 +574,20 @@ def test_command(
     kern = kernel_cls.from_params(kernel_params)
     est = estimator_cls.from_params(estimator_params)
     X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, True)
-    with _ProgressBar("permutations") as bar:
+    with _backend(backend, scheduler, workers) as runner, _ProgressBar("permutations") as bar:
         if split:
             result: Any = split_test(
                 kern, est, X, Y, grid=grid_values, n_permutations=permutations, alpha=alpha,
-                rng=seed, return_null=null, progress=bar,
+                rng=seed, return_null=null, progress=bar, backend=runner,
             )
         else:
             result = permutation_test(
                 kern, est, X, Y, n_permutations=permutations, alpha=alpha, rng=seed,
-                return_null=null, progress=bar,
+                return_null=null, progress=bar, backend=runner,
             )
     payload = {**result.to_dict(), "data": data_info}
     if output is not None:
-        _write_atomically(output, json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
+        write_atomically(output, json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
         _note(f"Result saved to {output}.")
     if as_json:
         _print_json(payload)
@@ -595,6 +618,58 @@ def test_command(
         table.add_row(*(escape(str(v)) for v in row))
     stdout.print(table)
     stdout.print(result.decision, markup=False)
+
+
+def _int_list(text: str | None, option: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise ParameterError(f"{option} takes comma-separated integers, e.g. 200,400,600; got {text!r}.") from None
+    return values
+
+
+@app.command("experiment")
+def experiment_command(
+    name: Annotated[str, typer.Argument(help="exp1 (paper Figure 1: estimation error) or exp2 (Figure 2: split test on splice DNA).", show_default=False)],
+    quick: Annotated[bool, typer.Option("--quick", help="A reduced grid that runs in well under a minute.")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="Directory of the results, journal and figures (default: monk-results/NAME, or NAME-quick).", show_default=False)] = None,
+    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Monte-Carlo runs per setting (default: 100 for exp1, 400 for exp2).", show_default=False)] = None,
+    sizes: Annotated[str | None, typer.Option("--sizes", help="Sample sizes N, comma-separated (per sample).", show_default=False)] = None,
+    estimators: Annotated[list[str] | None, typer.Option("--estimator", "-e", help="An estimator spec, e.g. monk-bcd:n_blocks=21 (repeatable; replaces the default list).", show_default=False)] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Master seed: every cell's seed derives from it and the cell's settings.")] = 0,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Delete the results already in --out and start over (otherwise a run resumes).")] = False,
+    backend: BackendOption = "local",
+    scheduler: SchedulerOption = None,
+    workers: WorkersOption = None,
+) -> None:
+    """Reproduce one of the paper's experiments: a tidy results.csv, summary.csv and PNG figures.
+
+    Each Monte-Carlo cell is saved in OUT/cells.jsonl the moment it finishes. If a run is
+    interrupted, the same command resumes it: finished cells are never recomputed.
+    """
+    from .experiments import get_experiment, run_experiment
+
+    _check_backend(backend, scheduler, workers)
+    overrides: dict[str, Any] = {"runs": runs, "sizes": _int_list(sizes, "--sizes"), "seed": seed}
+    if estimators:
+        overrides["estimators"] = tuple(estimators)
+    exp = get_experiment(name, quick=quick, **overrides)
+    directory = out if out is not None else Path("monk-results") / (f"{name}-quick" if quick else name)
+    with _backend(backend, scheduler, workers) as runner, _ProgressBar(f"{name} cells") as bar:
+        try:
+            done = run_experiment(exp, directory, backend=runner, fresh=fresh, progress=bar)
+        except KeyboardInterrupt:
+            bar.progress.stop()
+            _note(f"Interrupted. Every finished cell is saved in {directory / 'cells.jsonl'}; run the same command again to resume.")
+            raise typer.Exit(130) from None
+    _note(
+        f"{name}: {done.cells} cells ({done.computed} computed now, {done.resumed} from an earlier run) "
+        f"in {done.seconds:.1f} s on the {runner.name} backend."
+    )
+    for path in done.files:
+        stdout.print(str(path), markup=False)
 
 
 def main() -> NoReturn:

@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 
 from .blocks import MatrixFreeGram, StoredGram, _GramSource, gram_source, one_row, take
+from .errors import ParameterError
 from .kernels import Kernel
 
 __all__ = ["PooledSample", "PermutedGram", "SampleSums", "pooled", "sample_sums"]
@@ -46,7 +47,9 @@ class PooledSample:
     stores K when it takes at most half the free memory.
     """
 
-    def __init__(self, kernel: Kernel, X: Any, Y: Any, *, matrix_free: bool | str = "auto"):
+    def __init__(
+        self, kernel: Kernel, X: Any, Y: Any, *, matrix_free: bool | str = "auto", gram: np.ndarray | None = None
+    ):
         self.kernel = kernel
         self.n, self.m = len(X), len(Y)
         self.Z = pooled(X, Y)
@@ -54,6 +57,21 @@ class PooledSample:
         self._source: _GramSource | None = None
         self._diag: np.ndarray | None = None
         self._row_sums: np.ndarray | None = None
+        if gram is not None:
+            self._use_gram(gram)
+
+    def _use_gram(self, K: Any) -> None:
+        """Take a precomputed Gram matrix of Z (e.g. a slice of one over a whole data set)."""
+        K = np.asarray(K, dtype=float)
+        if K.shape != (self.size, self.size):
+            raise ParameterError(
+                f"The precomputed Gram matrix must be {self.size} x {self.size} (the pooled sample); "
+                f"got shape {K.shape}."
+            )
+        if not np.all(np.isfinite(K)):
+            raise ParameterError("The precomputed Gram matrix has NaN or infinite entries.")
+        self._source = StoredGram(self.kernel, self.Z, K=K)
+        self._diag = np.diag(K).copy()
 
     @property
     def size(self) -> int:

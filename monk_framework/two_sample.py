@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .backends import Backend, LocalBackend
 from .blocks import take
 from .errors import MonkError, ParameterError
 from .estimators import MMDEstimator, RNGLike, normalize_rng
@@ -54,6 +55,8 @@ __all__ = [
 
 #: a callback told (relabellings done, relabellings in all) as the null sample grows.
 Progress = Callable[[int, int], None]
+#: gram(kernel, ix, iy): the Gram matrix of [X[ix]; Y[iy]] (precomputed Gram matrices).
+GramOf = Callable[[Kernel, np.ndarray, np.ndarray], np.ndarray]
 
 
 def signed_root(mmd2: Any) -> Any:
@@ -127,26 +130,50 @@ def _null_statistics(
     n_permutations: int,
     seq: np.random.SeedSequence,
     progress: Progress | None,
+    backend: Backend | None = None,
 ) -> np.ndarray:
-    """T_1..T_B of B random relabellings of ``pool`` (mmd2 values), batch by batch."""
+    """T_1..T_B of B random relabellings of ``pool`` (mmd2 values), batch by batch.
+
+    The relabellings are drawn here, in order, from one stream; relabelling b's own
+    randomness is stream b. So a batch computes the same values wherever it runs, and a
+    ``backend`` (e.g. Dask) may run the batches anywhere, in any order.
+    """
     perm_seq, est_seq = seq.spawn(2)
     perm_rng = np.random.default_rng(perm_seq)
     step = max(1, int(estimator.permutation_batch(pool)))
     out = np.empty(n_permutations)
-    done = 0
     if progress is not None:
         progress(0, n_permutations)
-    while done < n_permutations:
-        stop = min(done + step, n_permutations)
-        perms = np.stack([perm_rng.permutation(pool.size) for _ in range(done, stop)])
-        out[done:stop] = estimator.permuted_statistics(pool, perms, _Streams(est_seq, done, stop))
-        done = stop
+    bounds = [(a, min(a + step, n_permutations)) for a in range(0, n_permutations, step)]
+    if backend is None or isinstance(backend, LocalBackend):
+        # drawn batch by batch: memory stays at one batch of permutations
+        for done, stop in bounds:
+            perms = np.stack([perm_rng.permutation(pool.size) for _ in range(done, stop)])
+            out[done:stop] = estimator.permuted_statistics(pool, perms, _Streams(est_seq, done, stop))
+            if progress is not None:
+                progress(stop, n_permutations)
+        return out
+    tasks = [
+        (estimator, np.stack([perm_rng.permutation(pool.size) for _ in range(a, b)]), est_seq, a, b)
+        for a, b in bounds
+    ]
+    finished = 0
+    for i, values in backend.as_completed(_batch_statistics, tasks, pool):
+        a, b = bounds[i]
+        out[a:b] = values
+        finished += b - a
         if progress is not None:
-            progress(done, n_permutations)
+            progress(finished, n_permutations)
     return out
 
 
-def _observed(estimator: MMDEstimator, pool: PooledSample, seq: np.random.SeedSequence) -> float:
+def _batch_statistics(task: tuple[Any, ...], pool: PooledSample) -> np.ndarray:
+    """One batch of relabellings on a backend's worker (module level: it is pickled)."""
+    estimator, perms, est_seq, a, b = task
+    return estimator.permuted_statistics(pool, perms, _Streams(est_seq, a, b))
+
+
+def observed_mmd2(estimator: MMDEstimator, pool: PooledSample, seq: np.random.SeedSequence) -> float:
     """T on the samples as given: the identity relabelling, computed like the null values."""
     identity = np.arange(pool.size)[None, :]
     return float(estimator.permuted_statistics(pool, identity, [np.random.default_rng(seq)])[0])
@@ -225,12 +252,18 @@ def permutation_test(
     rng: RNGLike = None,
     return_null: bool = False,
     progress: Progress | None = None,
+    gram: np.ndarray | None = None,
+    backend: Backend | None = None,
 ) -> PermutationTestResult:
     """Permutation test of H₀: P = Q with any kernel and any MMD estimator.
 
     p = (1 + #{T_b ≥ T}) / (1 + B) over B random relabellings of the pooled sample; the
-    pooled Gram matrix is computed once. ``progress(done, total)`` is called as the null
-    sample grows. See the module docstring for the statistic and q̂.
+    pooled Gram matrix is computed once, or given as ``gram`` (the Gram matrix of
+    [X; Y], e.g. a slice of one precomputed over a whole data set; the kernel is then
+    only named in the result). ``progress(done, total)`` is called as the null sample
+    grows; ``backend`` (:mod:`monk_framework.backends`) runs the batches of relabellings,
+    with the same result as in this process. See the module docstring for the statistic
+    and q̂.
     """
     start = time.perf_counter()
     estimator = _check_test_params(estimator, n_permutations, alpha)
@@ -240,13 +273,13 @@ def permutation_test(
     estimator._check_size(Yv, "Y")
     seq, seed = _seed_sequence(rng)
     observed_seq, null_seq = seq.spawn(2)
-    fitted = kernel.fit(Xv, Yv)
-    pool = PooledSample(fitted, Xv, Yv)
+    fitted = kernel if gram is not None else kernel.fit(Xv, Yv)
+    pool = PooledSample(fitted, Xv, Yv, gram=gram)
     tick = time.perf_counter()
-    mmd2 = _observed(estimator, pool, observed_seq)
+    mmd2 = observed_mmd2(estimator, pool, observed_seq)
     observed_s = time.perf_counter() - tick
     tick = time.perf_counter()
-    null2 = _null_statistics(estimator, pool, int(n_permutations), null_seq, progress)
+    null2 = _null_statistics(estimator, pool, int(n_permutations), null_seq, progress, backend)
     null_s = time.perf_counter() - tick
     T, null = float(signed_root(mmd2)), signed_root(null2)
     exceed = int(np.count_nonzero(null >= T))
@@ -353,12 +386,19 @@ def split_test(
     rng: RNGLike = None,
     return_null: bool = False,
     progress: Progress | None = None,
+    gram: GramOf | None = None,
+    backend: Backend | None = None,
 ) -> SplitTestResult:
     """The three-way split test of the paper's Algorithm 3 (see the module docstring).
 
     ``grid`` maps kernel parameter names to candidate values, e.g.
     ``{"sigma": [0.5, 1, 2]}`` or ``{"n": [3, 5], "lam": [0.5, 0.8]}``; the kernel's
     other parameters stay as given.
+
+    ``gram(kernel, ix, iy)``, if given, returns the Gram matrix of [X[ix]; Y[iy]] for a
+    candidate kernel, so that Gram matrices precomputed once over a whole data set serve
+    every run (the paper's Experiment 2); data-dependent rules are then not fitted.
+    ``backend`` runs the batches of relabellings of part 2.
     """
     start = time.perf_counter()
     estimator = _check_test_params(estimator, n_permutations, alpha)
@@ -384,16 +424,20 @@ def split_test(
                 f"{min(map(len, parts))} points, but estimator {estimator.name!r} needs at least {need} per "
                 f"sample{f' ({why})' if why else ''}: give {name} at least {3 * need} points."
             )
-    stage = {name: (take(Xv, px[i]), take(Yv, py[i])) for i, name in enumerate(("tune", "calibrate", "test"))}
 
     # part 1: the grid point with the largest statistic (data-dependent rules fitted here)
     tick = time.perf_counter()
-    X1, Y1 = stage["tune"]
+    X1, Y1 = take(Xv, px[0]), take(Yv, py[0])
     tuning: list[dict[str, Any]] = []
     tune_streams = tune_seq.spawn(len(candidates))
+    def pool_of(kern: Kernel, stage_index: int) -> PooledSample:
+        Xs, Ys = take(Xv, px[stage_index]), take(Yv, py[stage_index])
+        K = None if gram is None else gram(kern, px[stage_index], py[stage_index])
+        return PooledSample(kern, Xs, Ys, gram=K)
+
     for point, cand, stream in zip(points, candidates, tune_streams):
-        fitted = cand.fit(X1, Y1)
-        T1 = _observed(estimator, PooledSample(fitted, X1, Y1), stream)
+        fitted = cand if gram is not None else cand.fit(X1, Y1)
+        T1 = observed_mmd2(estimator, pool_of(fitted, 0), stream)
         tuning.append({"params": point, "kernel_params": fitted.params(), "statistic": float(signed_root(T1))})
     scores = [float(t["statistic"]) for t in tuning]
     best = scores.index(max(scores))  # the first of equals
@@ -402,10 +446,10 @@ def split_test(
 
     # part 2: the null quantile from relabellings; part 3: the statistic
     tick = time.perf_counter()
-    null = signed_root(_null_statistics(estimator, PooledSample(chosen, *stage["calibrate"]), int(n_permutations), null_seq, progress))
+    null = signed_root(_null_statistics(estimator, pool_of(chosen, 1), int(n_permutations), null_seq, progress, backend))
     calibrate_s = time.perf_counter() - tick
     tick = time.perf_counter()
-    T = float(signed_root(_observed(estimator, PooledSample(chosen, *stage["test"]), test_seq)))
+    T = float(signed_root(observed_mmd2(estimator, pool_of(chosen, 2), test_seq)))
     test_s = time.perf_counter() - tick
     q = null_quantile(null, alpha)
     return SplitTestResult(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from monk_framework import get_registry
 from monk_framework import pooled as pooled_mod
 from monk_framework.blocks import MatrixFreeGram
 from monk_framework.pooled import PermutedGram, PooledSample, sample_sums
@@ -76,3 +77,27 @@ def test_relabelled_strings(registry):
     pool = PooledSample(registry.get_kernel("ssk", n=2), ["ab", "ba", "aa"], ["bb", "ab"])
     X, Y = pool.relabelled(np.array([4, 0, 2, 1, 3]))
     assert X == ["ab", "ab", "aa"] and Y == ["ba", "bb"]
+
+
+def test_a_precomputed_gram_serves_the_permutation_test(rng):
+    from monk_framework.two_sample import permutation_test
+
+    reg = get_registry()
+    X, Y = rng.normal(size=(40, 2)), rng.normal(0.5, 1.0, size=(30, 2))
+    kernel = reg.get_kernel("rbf", sigma=1.3)
+    K = kernel.gram(np.vstack([X, Y]))
+    for est in (reg.get_estimator("u-stat"), reg.get_estimator("monk-bcd-fast", n_blocks=5)):
+        direct = permutation_test(kernel, est, X, Y, n_permutations=60, rng=2, return_null=True)
+        given = permutation_test(kernel, est, X, Y, n_permutations=60, rng=2, return_null=True, gram=K)
+        np.testing.assert_allclose(given.null, direct.null, rtol=1e-12, atol=1e-14)
+        assert given.statistic == pytest.approx(direct.statistic, rel=1e-12)
+
+
+def test_a_precomputed_gram_of_the_wrong_shape_is_refused(rng):
+    from monk_framework.errors import ParameterError
+
+    X, Y = rng.normal(size=(4, 1)), rng.normal(size=(3, 1))
+    with pytest.raises(ParameterError, match=r"must be 7 x 7 \(the pooled sample\); got shape \(6, 6\)"):
+        PooledSample(get_registry().get_kernel("rbf"), X, Y, gram=np.eye(6))
+    with pytest.raises(ParameterError, match="NaN or infinite"):
+        PooledSample(get_registry().get_kernel("rbf"), X, Y, gram=np.full((7, 7), np.nan))

@@ -1,0 +1,161 @@
+"""Where independent pieces of work run: in this process, or on a Dask cluster.
+
+A *backend* maps a top-level function over tasks, ``fn(task, shared)``, and yields
+``(index, result)`` pairs as tasks finish (not necessarily in order). ``shared`` is one
+object every task reads (a pooled sample, precomputed Gram matrices): the local backend
+passes it as it is, the Dask backend sends it to every worker once.
+
+Results never depend on the backend: every task carries its own seed, so the same
+tasks give the same numbers in whatever order and wherever they run (the tests check
+this against a real LocalCluster).
+
+* :class:`LocalBackend` (``"local"``): in this process, in order.
+* :class:`DaskBackend` (``"dask"``): on ``dask.distributed``, by default an embedded
+  ``LocalCluster`` with one single-threaded worker process per core, or an existing
+  cluster given its scheduler address (``tcp://host:port``). Needs the ``dask`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .errors import MonkError, ParameterError
+
+__all__ = ["Backend", "LocalBackend", "DaskBackend", "BACKENDS", "get_backend"]
+
+#: fn(task, shared) -> result; must be a module-level function for the Dask backend.
+TaskFn = Callable[[Any, Any], Any]
+
+
+class Backend:
+    """Runs ``fn(task, shared)`` for every task; a context manager owning its resources."""
+
+    name = "backend"
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release workers and connections (nothing for the local backend)."""
+
+    @property
+    def workers(self) -> int:
+        """How many tasks can run at once."""
+        return 1
+
+    def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
+        """(index in ``tasks``, result) for each task as it finishes."""
+        raise NotImplementedError
+
+    def map(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> list[Any]:
+        """The results in the order of ``tasks``."""
+        out: list[Any] = [None] * len(tasks)
+        for i, result in self.as_completed(fn, tasks, shared):
+            out[i] = result
+        return out
+
+
+class LocalBackend(Backend):
+    """In this process, one task after another, in order."""
+
+    name = "local"
+
+    def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
+        for i, task in enumerate(tasks):
+            yield i, fn(task, shared)
+
+    def __repr__(self) -> str:
+        return "LocalBackend()"
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise MonkError(
+            "The Dask backend needs dask.distributed, which is not installed: "
+            "pip install 'monk-framework[dask]' (or 'dask[distributed]')."
+        ) from exc
+    return distributed
+
+
+class DaskBackend(Backend):
+    """On dask.distributed: an embedded LocalCluster, or the cluster at ``scheduler``.
+
+    ``n_workers`` sizes the embedded cluster (default: one single-threaded worker process
+    per core, so BLAS threads do not oversubscribe the machine); it is ignored with a
+    ``scheduler`` address. Tasks that raise are re-raised here with the worker's error.
+    """
+
+    name = "dask"
+
+    def __init__(self, scheduler: str | None = None, *, n_workers: int | None = None, quiet: bool = True):
+        distributed = _import_distributed()
+        if n_workers is not None and n_workers < 1:
+            raise ParameterError(f"n_workers must be at least 1. Got {n_workers} instead.")
+        self.scheduler = scheduler
+        self._cluster = None
+        try:
+            if scheduler is None:
+                import logging
+
+                if quiet:
+                    logging.getLogger("distributed").setLevel(logging.ERROR)
+                self._cluster = distributed.LocalCluster(
+                    n_workers=n_workers or os.cpu_count() or 1,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",  # any free port: never clash with another cluster
+                )
+                self.client = distributed.Client(self._cluster)
+            else:
+                self.client = distributed.Client(scheduler, timeout="10s")
+        except OSError as exc:
+            raise MonkError(f"Cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+
+    @property
+    def workers(self) -> int:
+        return max(1, sum(self.client.nthreads().values()))
+
+    def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
+        distributed = _import_distributed()
+        if not tasks:
+            return
+        # one copy of the shared object per worker, not one per task
+        shared_future = self.client.scatter(shared, broadcast=True, hash=False)
+        futures = self.client.map(fn, list(tasks), [shared_future] * len(tasks), pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            for future in distributed.as_completed(futures):
+                yield index[future.key], future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def close(self) -> None:
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+    def __repr__(self) -> str:
+        where = self.scheduler or f"LocalCluster({self.workers} workers)"
+        return f"DaskBackend({where})"
+
+
+BACKENDS = {"local": LocalBackend, "dask": DaskBackend}
+
+
+def get_backend(name: str = "local", *, scheduler: str | None = None, n_workers: int | None = None) -> Backend:
+    """A backend by name: "local", or "dask" (embedded LocalCluster, or ``scheduler``)."""
+    if name not in BACKENDS:
+        raise ParameterError(f"Unknown backend {name!r}: choose one of {', '.join(BACKENDS)}.")
+    if name == "local":
+        if scheduler is not None:
+            raise ParameterError("A scheduler address needs the Dask backend (--backend dask).")
+        return LocalBackend()
+    return DaskBackend(scheduler, n_workers=n_workers)

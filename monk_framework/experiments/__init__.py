@@ -1,0 +1,166 @@
+"""The paper's experiments, reproduced as resumable Monte-Carlo runs.
+
+* :mod:`.exp1`: Figure 1, the error of MMD estimators on Gaussian, contaminated and
+  Pareto data (quadratic and RBF kernels).
+* :mod:`.exp2`: Figure 2, the three-way split test on splice-junction DNA.
+* :mod:`.runner`: cells, the journal, resuming; :mod:`monk_framework.backends` runs the
+  cells here or on Dask.
+
+Experiments name kernels and estimators through the registry ("name:key=value,..."),
+like the command line, so they know no concrete plugin.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+
+from ..backends import Backend
+from ..errors import ParameterError
+from ..estimators import MMDEstimator
+from ..kernels import Kernel
+from ..params import parse_value
+from .runner import Cell, CellStore, run_cells
+
+__all__ = ["Experiment", "ExperimentRun", "parse_spec", "spec_label", "mmd_estimator", "named_kernel", "run_experiment", "EXPERIMENTS", "get_experiment"]
+
+
+def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
+    """"name" or "name:key=value,key=value" -> (name, params), e.g. "monk-bcd:n_blocks=11"."""
+    if not isinstance(text, str) or not text.strip():
+        raise ParameterError(f"A plugin spec must be a non-empty string like 'monk-bcd:n_blocks=11'; got {text!r}.")
+    name, _, rest = text.strip().partition(":")
+    params: dict[str, Any] = {}
+    if rest.strip():
+        for item in rest.split(","):
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip() or not value.strip():
+                raise ParameterError(f"Bad parameter {item!r} in spec {text!r}: expected key=value.")
+            params[key.strip()] = parse_value(value)
+    return name.strip(), params
+
+
+def spec_label(name: str, params: Mapping[str, Any]) -> str:
+    """The canonical text of a spec (its label in results files and figures)."""
+    if not params:
+        return name
+    return name + ":" + ",".join(f"{k}={v}" for k, v in params.items())
+
+
+def mmd_estimator(text: str, experiment: str) -> MMDEstimator:
+    """The MMD estimator a spec names (an embedding estimator is refused by name)."""
+    from ..registry import get_registry
+
+    name, params = parse_spec(text)
+    estimator = get_registry().get_estimator(name, **params)
+    if not isinstance(estimator, MMDEstimator):
+        raise ParameterError(f"{experiment} needs MMD estimators; {name!r} estimates an embedding.")
+    return estimator
+
+
+def named_kernel(text: str, experiment: str, input_kind: str) -> Kernel:
+    """The kernel a spec names, checked to take the experiment's kind of data."""
+    from ..registry import get_registry
+
+    name, params = parse_spec(text)
+    kernel = get_registry().get_kernel(name, **params)
+    if kernel.input_kind != input_kind:
+        raise ParameterError(f"{experiment} compares {input_kind}s; kernel {name!r} takes {kernel.input_kind}s.")
+    return kernel
+
+
+@attrs.frozen(kw_only=True)
+class Experiment:
+    """An experiment: its configuration (the attrs fields), its cells, and its report."""
+
+    name: ClassVar[str] = "experiment"
+    #: the columns of the tidy results file, in order
+    columns: ClassVar[tuple[str, ...]] = ()
+
+    def config(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    def cells(self) -> list[Cell]:
+        raise NotImplementedError
+
+    @staticmethod
+    def cell_fn(settings: dict[str, Any], shared: Any) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def shared(self) -> Any:
+        """What every cell reads (computed once, sent once to each worker)."""
+        return None
+
+    def report(self, rows: list[dict[str, Any]], store: CellStore) -> list[Path]:
+        """Write the results file, summaries and figures; return the paths written."""
+        raise NotImplementedError
+
+
+@attrs.frozen(kw_only=True)
+class ExperimentRun:
+    """What a call of :func:`run_experiment` did."""
+
+    experiment: str
+    directory: Path
+    cells: int
+    computed: int
+    resumed: int
+    files: list[Path]
+    seconds: float
+
+
+def run_experiment(
+    experiment: Experiment,
+    out: Path | str,
+    *,
+    backend: Backend | None = None,
+    fresh: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ExperimentRun:
+    """Run (or resume) ``experiment`` in directory ``out``, then write its report there."""
+    start = time.perf_counter()
+    cells = experiment.cells()
+    with CellStore(out, experiment.name, experiment.config(), fresh=fresh) as store:
+        resumed = sum(c.key in store.done for c in cells)
+        todo = len(cells) - resumed
+        shared = experiment.shared() if todo else None
+        for _ in run_cells(cells, type(experiment).cell_fn, store, backend=backend, shared=shared, progress=progress):
+            pass
+        files = experiment.report(store.rows(cells), store)
+    return ExperimentRun(
+        experiment=experiment.name,
+        directory=Path(out),
+        cells=len(cells),
+        computed=todo,
+        resumed=resumed,
+        files=files,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _experiments() -> dict[str, type[Experiment]]:
+    from .exp1 import Exp1
+    from .exp2 import Exp2
+
+    return {Exp1.name: Exp1, Exp2.name: Exp2}
+
+
+def get_experiment(name: str, *, quick: bool = False, **overrides: Any) -> Experiment:
+    """An experiment by name, with the full (paper) or the ``quick`` configuration, and
+    any field overridden (``runs=10``, ``sizes=(200, 400)``, ...)."""
+    table = _experiments()
+    if name not in table:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("experiment", name, table)
+    cls = table[name]
+    base: dict[str, Any] = dict(cls.QUICK) if quick else {}  # type: ignore[attr-defined]
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    return cls(**base)
+
+
+EXPERIMENTS: Sequence[str] = ("exp1", "exp2")

@@ -1,0 +1,284 @@
+"""Monte-Carlo runs that survive interruption: cells, a journal, and resuming.
+
+An experiment is a list of **cells**: one Monte-Carlo repetition of one setting, with
+everything it computes from written in its ``settings`` (data set, kernel, sample size,
+estimators, run index, master seed). A cell's **key** is a hash of those settings, and
+its seed is derived from them, so a cell computes the same rows wherever and whenever
+it runs.
+
+The results directory holds:
+
+* ``manifest.json``: the experiment and its full configuration. A run whose
+  configuration differs from the manifest's refuses to write there (results of
+  different settings never mix); ``fresh=True`` deletes the old results first.
+* ``cells.jsonl``: the journal, one JSON line ``{"key", "settings", "rows", "seconds"}``
+  per finished cell, appended with one ``write`` and an ``fsync`` as the cell
+  finishes. A line torn by a kill is detected and cut off when the journal is read
+  again, so a rerun of the same command resumes: finished cells are read, never
+  recomputed; the rest run. A lock file keeps two runs out of one directory.
+
+The tidy results file and the figures are made from the journal when every cell is in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..backends import Backend, LocalBackend
+from ..errors import MonkError
+from ..files import write_atomically
+from ..results import jsonable
+
+__all__ = ["Cell", "CellStore", "run_cells", "cell_key", "stable_int"]
+
+MANIFEST = "manifest.json"
+JOURNAL = "cells.jsonl"
+LOCK = ".lock"
+#: files of ours that ``fresh`` may delete (never anything else in the directory)
+OWN_FILES = (MANIFEST, JOURNAL)
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(jsonable(data), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def cell_key(settings: Mapping[str, Any]) -> str:
+    """A short stable hash of a cell's settings (same settings, same key, on any machine)."""
+    return hashlib.sha256(_canonical(settings).encode()).hexdigest()[:20]
+
+
+def stable_int(text: str) -> int:
+    """A stable 32-bit integer for a name (seed material; Python's ``hash`` is salted)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+@attrs.frozen
+class Cell:
+    """One Monte-Carlo repetition of one setting; ``settings`` is all it computes from."""
+
+    settings: dict[str, Any] = attrs.field(converter=jsonable)
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.settings)
+
+
+class CellStore:
+    """The results directory of one experiment configuration (see the module docstring)."""
+
+    def __init__(self, directory: Path | str, experiment: str, config: Mapping[str, Any], *, fresh: bool = False):
+        self.directory = Path(directory)
+        self.experiment = experiment
+        self.config = jsonable(dict(config))
+        self.fresh = fresh
+        self.done: dict[str, dict[str, Any]] = {}
+        self._lock: Any = None
+
+    # -- opening: lock, manifest, journal ------------------------------------------------
+
+    def __enter__(self) -> CellStore:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def open(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: {exc.strerror}.") from exc
+        self._acquire_lock()
+        try:
+            if self.fresh:
+                for name in OWN_FILES:
+                    (self.directory / name).unlink(missing_ok=True)
+            self._check_manifest()
+            self.done = self._read_journal()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                import fcntl
+
+                fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def _acquire_lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no advisory lock, one run at a time is on the user
+            return
+        handle = open(self.directory / LOCK, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise MonkError(
+                f"Another run is writing to {str(self.directory)!r} (its lock file {LOCK} is held); "
+                "wait for it, or give another output directory."
+            ) from None
+        self._lock = handle
+
+    def _check_manifest(self) -> None:
+        path = self.directory / MANIFEST
+        wanted = {"experiment": self.experiment, "config": self.config}
+        if not path.exists():
+            if (self.directory / JOURNAL).exists():
+                raise MonkError(
+                    f"{str(self.directory)!r} has a journal {JOURNAL} but no {MANIFEST}: its settings are "
+                    "unknown, so it is not resumed. Use another output directory, or fresh=True (--fresh)."
+                )
+            write_atomically(path, json.dumps(wanted, indent=2, sort_keys=True) + "\n")
+            return
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise MonkError(f"Cannot read {str(path)!r}: {exc}. Use another output directory, or --fresh.") from exc
+        if found == wanted:
+            return
+        if found.get("experiment") != self.experiment:
+            what = f"experiment {found.get('experiment')!r}, not {self.experiment!r}"
+        else:
+            old = found.get("config", {})
+            keys = sorted(set(old) | set(self.config))
+            diffs = [f"{k} ({self.config.get(k)!r} here, {old.get(k)!r} there)" for k in keys if old.get(k) != self.config.get(k)]
+            what = "settings that differ in " + "; ".join(diffs)
+        raise MonkError(
+            f"{str(self.directory)!r} holds the results of another run ({what}). Results of different "
+            "settings are never mixed: give another output directory, or --fresh to delete the old results."
+        )
+
+    def _read_journal(self) -> dict[str, dict[str, Any]]:
+        path = self.directory / JOURNAL
+        if not path.exists():
+            return {}
+        data = path.read_bytes()
+        done: dict[str, dict[str, Any]] = {}
+        good = 0  # bytes up to the end of the last complete, readable line
+        pos = 0
+        for line_no, raw in enumerate(data.splitlines(keepends=True), start=1):
+            pos += len(raw)
+            if not raw.endswith(b"\n"):
+                break  # torn by an interruption: cut off below
+            try:
+                record = json.loads(raw)
+                key = record["key"]
+                record["rows"]
+            except (ValueError, KeyError, TypeError):
+                if pos == len(data):
+                    break  # a torn last line that happened to end in a newline
+                raise MonkError(
+                    f"{str(path)!r}, line {line_no}: not a journal record. The file was edited or "
+                    "damaged; use another output directory, or --fresh."
+                ) from None
+            done.setdefault(key, record)  # the first record of a key wins
+            good = pos
+        if good < len(data):
+            with open(path, "r+b") as handle:
+                handle.truncate(good)
+        return done
+
+    # -- appending ----------------------------------------------------------------------
+
+    def append(self, cell: Cell, rows: list[dict[str, Any]], seconds: float) -> None:
+        """Record a finished cell: one complete line, one write, flushed to disk."""
+        record = {"key": cell.key, "settings": cell.settings, "rows": jsonable(rows), "seconds": round(seconds, 6)}
+        line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+        fd = os.open(self.directory / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            written = os.write(fd, line)
+            if written != len(line):  # pragma: no cover - a full disk
+                raise MonkError(f"Could not write a whole journal record to {str(self.directory / JOURNAL)!r} (disk full?).")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.done[cell.key] = record
+
+    def rows(self, cells: Sequence[Cell]) -> list[dict[str, Any]]:
+        """The rows of ``cells`` (all finished), in the order of ``cells``."""
+        missing = [c for c in cells if c.key not in self.done]
+        if missing:
+            raise MonkError(f"{len(missing)} of {len(cells)} cells are not finished yet.")
+        return [row for c in cells for row in self.done[c.key]["rows"]]
+
+    def path(self, name: str) -> Path:
+        return self.directory / name
+
+
+def remove_results(directory: Path) -> None:
+    """Delete a results directory made by a run (used by tests and ``--fresh`` callers)."""
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+#: fn(cell settings, shared) -> rows of that cell; module-level, for the Dask backend.
+CellFn = Callable[[dict[str, Any], Any], list[dict[str, Any]]]
+
+
+def _timed(fn: CellFn) -> Callable[[dict[str, Any], Any], tuple[list[dict[str, Any]], float]]:
+    return _Timed(fn)
+
+
+class _Timed:
+    """Picklable wrapper: the rows and the wall time of one cell on its worker.
+
+    The cell runs with one BLAS thread, whatever the backend: a threaded matrix product
+    may add in another order (round-off of 1e-16), and a cell must give the same bits
+    here and on any Dask worker. The parallelism is across cells.
+    """
+
+    def __init__(self, fn: CellFn):
+        self.fn = fn
+
+    def __call__(self, settings: dict[str, Any], shared: Any) -> tuple[list[dict[str, Any]], float]:
+        from threadpoolctl import threadpool_limits
+
+        start = time.perf_counter()
+        with threadpool_limits(limits=1, user_api="blas"):
+            rows = self.fn(settings, shared)
+        return rows, time.perf_counter() - start
+
+
+def run_cells(
+    cells: Sequence[Cell],
+    fn: CellFn,
+    store: CellStore,
+    *,
+    backend: Backend | None = None,
+    shared: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[Cell]:
+    """Run the cells not in the journal yet, appending each as it finishes; yields each
+    newly finished cell. ``progress(done, total)`` counts finished cells, old and new."""
+    backend = backend or LocalBackend()
+    seen: set[str] = set()
+    todo = []
+    for cell in cells:
+        if cell.key in seen:
+            raise MonkError(f"Two cells of the plan have the same settings: {cell.settings}")
+        seen.add(cell.key)
+        if cell.key not in store.done:
+            todo.append(cell)
+    total, done = len(cells), len(cells) - len(todo)
+    if progress is not None:
+        progress(done, total)
+    for i, (rows, seconds) in backend.as_completed(_timed(fn), [c.settings for c in todo], shared):
+        store.append(todo[i], rows, seconds)
+        done += 1
+        if progress is not None:
+            progress(done, total)
+        yield todo[i]

@@ -1,0 +1,43 @@
+"""Files written so that an interruption never leaves a half-written one behind."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_atomically", "write_csv_atomically"]
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to a temporary file next to ``path``, then rename it over ``path``.
+
+    A reader sees the old file or the new one, never a torn one (``os.replace`` is atomic
+    on POSIX and Windows within one file system).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data.encode("utf-8") if isinstance(data, str) else data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_csv_atomically(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+    """A CSV file with a header row, written atomically; missing fields are left empty."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    write_atomically(path, buffer.getvalue())

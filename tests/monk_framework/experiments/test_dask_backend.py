@@ -1,0 +1,84 @@
+"""The Dask backend on a real LocalCluster (2 worker processes) gives the local results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+
+from monk_framework import get_registry  # noqa: E402
+from monk_framework.backends import DaskBackend, LocalBackend, get_backend  # noqa: E402
+from monk_framework.errors import ParameterError  # noqa: E402
+from monk_framework.experiments import get_experiment, run_experiment  # noqa: E402
+from monk_framework.experiments.report import read_csv  # noqa: E402
+from monk_framework.two_sample import permutation_test, split_test  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dask_backend():
+    backend = DaskBackend(n_workers=2)
+    yield backend
+    backend.close()
+
+
+def _numbers(path, keys):
+    return [tuple(r[k] for k in keys) for r in read_csv(path)]
+
+
+def test_a_real_local_cluster_has_two_worker_processes(dask_backend):
+    info = dask_backend.client.scheduler_info()
+    assert len(info["workers"]) == 2 == dask_backend.workers
+    pids = dask_backend.client.run(__import__("os").getpid)
+    assert len(set(pids.values())) == 2
+
+
+def test_experiment_cells_on_dask_are_identical_to_local(tmp_path, dask_backend):
+    exp = get_experiment("exp1", quick=True, runs=3, sizes=(200, 300))
+    run_experiment(exp, tmp_path / "local", backend=LocalBackend())
+    done = run_experiment(exp, tmp_path / "dask", backend=dask_backend)
+    assert done.computed == done.cells
+    keys = ("setting", "kernel", "n", "run", "estimator", "mmd2", "mmd_hat", "true_mmd")
+    # bit for bit: every cell runs with one BLAS thread on either backend
+    assert _numbers(tmp_path / "dask" / "results.csv", keys) == _numbers(tmp_path / "local" / "results.csv", keys)
+
+
+def test_exp2_with_shared_grams_on_dask_is_identical_to_local(tmp_path, dask_backend):
+    exp = get_experiment("exp2", quick=True, runs=1, sizes=(60,))
+    run_experiment(exp, tmp_path / "local")
+    run_experiment(exp, tmp_path / "dask", backend=dask_backend)
+    keys = ("panel", "n", "run", "estimator", "statistic", "null_quantile", "reject", "chosen")
+    assert _numbers(tmp_path / "dask" / "results.csv", keys) == _numbers(tmp_path / "local" / "results.csv", keys)
+
+
+@pytest.mark.parametrize("estimator", [("u-stat", {}), ("monk-bcd-fast", {"n_blocks": 5}), ("monk-bcd", {"n_blocks": 5, "n_iter": 20})])
+def test_permutation_batches_on_dask_equal_local(dask_backend, estimator, rng):
+    reg = get_registry()
+    X, Y = rng.normal(size=(90, 2)), rng.normal(0.3, 1.0, size=(70, 2))
+    kernel, est = reg.get_kernel("rbf", sigma=1.0), reg.get_estimator(estimator[0], **estimator[1])
+    local = permutation_test(kernel, est, X, Y, n_permutations=120, rng=4, return_null=True)
+    remote = permutation_test(kernel, est, X, Y, n_permutations=120, rng=4, return_null=True, backend=dask_backend)
+    # same relabellings, same streams; BLAS threads may differ, so round-off only
+    np.testing.assert_allclose(remote.null, local.null, rtol=1e-10, atol=1e-12)
+    assert remote.p_value == local.p_value and remote.statistic == local.statistic
+
+
+def test_split_test_calibration_on_dask_equals_local(dask_backend, rng):
+    reg = get_registry()
+    X, Y = rng.normal(size=(90, 1)), rng.normal(0.5, 1.0, size=(90, 1))
+    args = (reg.get_kernel("rbf"), reg.get_estimator("u-stat"), X, Y)
+    local = split_test(*args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True)
+    remote = split_test(*args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True, backend=dask_backend)
+    np.testing.assert_allclose(remote.null, local.null, rtol=1e-10, atol=1e-12)
+    assert remote.reject == local.reject and remote.kernel_params == local.kernel_params
+
+
+def test_local_backend_and_errors():
+    def twice(task, shared):
+        return 2 * task + shared
+
+    assert LocalBackend().map(twice, [1, 2, 3], 1) == [3, 5, 7]
+    with pytest.raises(ParameterError, match="Unknown backend 'spark'"):
+        get_backend("spark")
+    with pytest.raises(ParameterError, match="needs the Dask backend"):
+        get_backend("local", scheduler="tcp://localhost:8786")

@@ -1,0 +1,125 @@
+"""The journal: cells appended as they finish, resumed after an interruption, never mixed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from monk_framework.errors import MonkError
+from monk_framework.experiments.runner import JOURNAL, Cell, CellStore, cell_key, run_cells, stable_int
+
+
+def square(settings, shared):
+    return [{"i": settings["i"], "value": settings["i"] ** 2 + (shared or 0)}]
+
+
+class Boom(Exception):
+    pass
+
+
+class FailAfter:
+    """A cell function that raises once ``limit`` cells have run (an interruption)."""
+
+    def __init__(self, limit):
+        self.limit, self.calls = limit, []
+
+    def __call__(self, settings, shared):
+        if len(self.calls) == self.limit:
+            raise Boom
+        self.calls.append(settings["i"])
+        return square(settings, shared)
+
+
+CELLS = [Cell({"i": i, "seed": 7}) for i in range(12)]
+
+
+def journal_keys(directory):
+    return [json.loads(line)["key"] for line in (directory / JOURNAL).read_text().splitlines()]
+
+
+def test_key_is_a_stable_hash_of_the_settings():
+    assert cell_key({"a": 1, "b": [1, 2]}) == cell_key({"b": [1, 2], "a": 1})
+    assert cell_key({"a": 1}) != cell_key({"a": 2})
+    assert Cell({"a": 1}).key == cell_key({"a": 1})
+    # sha256-based, so equal on every machine and in every process (unlike hash())
+    assert stable_int("gauss") == int.from_bytes(__import__("hashlib").sha256(b"gauss").digest()[:4], "little")
+
+
+def test_interrupted_run_resumes_without_recomputing(tmp_path):
+    config = {"n": 12}
+    fn = FailAfter(5)
+    with CellStore(tmp_path, "toy", config) as store, pytest.raises(Boom):
+        for _ in run_cells(CELLS, fn, store):
+            pass
+    assert len(journal_keys(tmp_path)) == 5
+    again = FailAfter(10**6)
+    with CellStore(tmp_path, "toy", config) as store:
+        assert len(store.done) == 5
+        finished = list(run_cells(CELLS, again, store, shared=0))
+        rows = store.rows(CELLS)
+    assert sorted(again.calls) == list(range(5, 12))  # only the missing cells ran
+    assert len(finished) == 7
+    keys = journal_keys(tmp_path)
+    assert sorted(keys) == sorted(c.key for c in CELLS) and len(keys) == len(set(keys))
+    assert rows == [{"i": i, "value": i * i} for i in range(12)]  # in plan order
+
+
+def test_a_torn_last_line_is_cut_off_and_the_cell_recomputed(tmp_path):
+    with CellStore(tmp_path, "toy", {}) as store:
+        list(run_cells(CELLS[:3], square, store))
+    path = tmp_path / JOURNAL
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"key": "abc", "rows": [{"i"')  # killed in the middle of a write
+    with CellStore(tmp_path, "toy", {}) as store:
+        assert len(store.done) == 3
+        assert path.read_bytes() == whole  # truncated back to the last complete record
+        list(run_cells(CELLS[:4], square, store))
+    assert len(journal_keys(tmp_path)) == 4
+
+
+def test_a_damaged_record_in_the_middle_is_reported_with_its_line(tmp_path):
+    with CellStore(tmp_path, "toy", {}) as store:
+        list(run_cells(CELLS[:2], square, store))
+    path = tmp_path / JOURNAL
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(lines[0] + "not json\n" + lines[1])
+    with pytest.raises(MonkError, match=r"cells.jsonl', line 2: not a journal record"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_changed_settings_never_mix_with_old_results(tmp_path):
+    with CellStore(tmp_path, "toy", {"runs": 3, "sizes": [1, 2]}) as store:
+        list(run_cells(CELLS[:2], square, store))
+    with pytest.raises(MonkError, match=r"runs \(4 here, 3 there\).*never mixed"):
+        CellStore(tmp_path, "toy", {"runs": 4, "sizes": [1, 2]}).open()
+    with pytest.raises(MonkError, match="experiment 'toy', not 'other'"):
+        CellStore(tmp_path, "other", {"runs": 3, "sizes": [1, 2]}).open()
+    with CellStore(tmp_path, "toy", {"runs": 4, "sizes": [1, 2]}, fresh=True) as store:
+        assert store.done == {}
+
+
+def test_one_run_per_directory(tmp_path):
+    with CellStore(tmp_path, "toy", {}):
+        with pytest.raises(MonkError, match="Another run is writing"):
+            CellStore(tmp_path, "toy", {}).open()
+    with CellStore(tmp_path, "toy", {}):  # released on exit
+        pass
+
+
+def test_a_journal_without_manifest_is_not_trusted(tmp_path):
+    (tmp_path / JOURNAL).write_text("")
+    with pytest.raises(MonkError, match="no manifest.json"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_duplicate_cells_in_a_plan_are_refused(tmp_path):
+    with CellStore(tmp_path, "toy", {}) as store, pytest.raises(MonkError, match="same settings"):
+        list(run_cells([CELLS[0], Cell({"i": 0, "seed": 7})], square, store))
+
+
+def test_rows_refuses_unfinished_cells(tmp_path):
+    with CellStore(tmp_path, "toy", {}) as store:
+        list(run_cells(CELLS[:2], square, store))
+        with pytest.raises(MonkError, match="1 of 3 cells are not finished"):
+            store.rows(CELLS[:3])
