@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .errors import MonkError, ParameterError
+from .errors import MonkError, ParameterError, optional_import
 
 __all__ = ["Backend", "LocalBackend", "DaskBackend", "BACKENDS", "get_backend"]
 
@@ -74,14 +74,7 @@ class LocalBackend(Backend):
 
 
 def _import_distributed() -> Any:
-    try:
-        import distributed
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise MonkError(
-            "The Dask backend needs dask.distributed, which is not installed: "
-            "pip install 'monk-framework[dask]' (or 'dask[distributed]')."
-        ) from exc
-    return distributed
+    return optional_import("distributed", "dask", "The Dask backend and --backend dask")
 
 
 class DaskBackend(Backend):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 __all__ = [
     "MonkError",
@@ -94,3 +95,15 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     hint = f" Did you mean {close[0]!r}?" if close else ""
     listing = ", ".join(known) if known else "(none)"
     return f"{hint} Known: {listing}."
+
+
+def optional_import(module: str, extra: str, purpose: str) -> Any:
+    """Import an optional dependency, or say which extra to install for ``purpose``."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MonkError(
+            f"{purpose} need {module}, which is not installed: pip install 'monk-framework[{extra}]'."
+        ) from exc

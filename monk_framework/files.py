@@ -27,10 +27,17 @@ def write_atomically(path: Path, data: str | bytes) -> None:
             out.write(data.encode("utf-8") if isinstance(data, str) else data)
             out.flush()
             os.fsync(out.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_csv_atomically(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MonkError
+from ..errors import optional_import
 from ..files import write_atomically, write_csv_atomically
 from .runner import CellStore
 
@@ -23,13 +23,7 @@ LOG_FLOOR = math.log(1e-300)
 
 
 def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise MonkError(
-            "The experiment figures need matplotlib, which is not installed: "
-            "pip install 'monk-framework[experiments]'. The results files are written."
-        ) from exc
+    matplotlib = optional_import("matplotlib", "experiments", "The experiment figures (the results files are written)")
     matplotlib.use("Agg")  # files only; never a window
     import matplotlib.pyplot as plt
 
@@ -54,6 +48,14 @@ def _order(values: Iterable[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
 
 
+def _write_tables(experiment: Any, rows: list[dict[str, Any]], summary: list[dict[str, Any]], store: CellStore) -> list[Path]:
+    """results.csv (the tidy rows, in plan order) and summary.csv."""
+    results, summary_path = store.path("results.csv"), store.path("summary.csv")
+    write_csv_atomically(results, experiment.columns, rows)
+    write_csv_atomically(summary_path, list(summary[0]), summary)
+    return [results, summary_path]
+
+
 # -- experiment 1 -------------------------------------------------------------------------
 
 
@@ -74,11 +76,8 @@ def exp1_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def exp1_report(experiment: Any, rows: list[dict[str, Any]], store: CellStore) -> list[Path]:
     from .exp1 import SETTINGS
 
-    results = store.path("results.csv")
-    write_csv_atomically(results, experiment.columns, rows)
     summary = exp1_summary(rows)
-    summary_path = store.path("summary.csv")
-    write_csv_atomically(summary_path, list(summary[0]), summary)
+    tables = _write_tables(experiment, rows, summary, store)
     plt = _pyplot()
     kernels, settings = list(experiment.kernels), list(experiment.settings)
     estimators = list(experiment.estimators)
@@ -107,7 +106,7 @@ def exp1_report(experiment: Any, rows: list[dict[str, Any]], store: CellStore) -
     fig.tight_layout(rect=(0, 0.08 if len(labels) > 4 else 0.05, 1, 0.97))
     figure = _save(fig, store.path("exp1.png"))
     plt.close(fig)
-    return [results, summary_path, figure]
+    return [*tables, figure]
 
 
 # -- experiment 2 -------------------------------------------------------------------------
@@ -133,11 +132,8 @@ def exp2_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def exp2_report(experiment: Any, rows: list[dict[str, Any]], store: CellStore) -> list[Path]:
     from .exp2 import time_full_data
 
-    results = store.path("results.csv")
-    write_csv_atomically(results, experiment.columns, rows)
     summary = exp2_summary(rows)
-    summary_path = store.path("summary.csv")
-    write_csv_atomically(summary_path, list(summary[0]), summary)
+    tables = _write_tables(experiment, rows, summary, store)
     timing_path = store.path("timing.json")
     if not timing_path.exists():  # machine-dependent, so measured once, here, alone
         write_atomically(timing_path, json.dumps(time_full_data(experiment), indent=2) + "\n")
@@ -174,7 +170,7 @@ def exp2_report(experiment: Any, rows: list[dict[str, Any]], store: CellStore) -
     fig.tight_layout()
     figure = _save(fig, store.path("exp2.png"))
     plt.close(fig)
-    return [results, summary_path, timing_path, figure]
+    return [*tables, timing_path, figure]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
