@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -220,17 +219,8 @@ class CellStore:
         return self.directory / name
 
 
-def remove_results(directory: Path) -> None:
-    """Delete a results directory made by a run (used by tests and ``--fresh`` callers)."""
-    shutil.rmtree(directory, ignore_errors=True)
-
-
 #: fn(cell settings, shared) -> rows of that cell; module-level, for the Dask backend.
 CellFn = Callable[[dict[str, Any], Any], list[dict[str, Any]]]
-
-
-def _timed(fn: CellFn) -> Callable[[dict[str, Any], Any], tuple[list[dict[str, Any]], float]]:
-    return _Timed(fn)
 
 
 class _Timed:
@@ -276,7 +266,7 @@ def run_cells(
     total, done = len(cells), len(cells) - len(todo)
     if progress is not None:
         progress(done, total)
-    for i, (rows, seconds) in backend.as_completed(_timed(fn), [c.settings for c in todo], shared):
+    for i, (rows, seconds) in backend.as_completed(_Timed(fn), [c.settings for c in todo], shared):
         store.append(todo[i], rows, seconds)
         done += 1
         if progress is not None:
