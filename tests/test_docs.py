@@ -120,3 +120,12 @@ def test_testing_page_example_runs(capsys):
     exec(compile(block, "docs/testing.md", "exec"), {})
     out = capsys.readouterr().out
     assert "Reject H0" in out or "No evidence" in out
+
+
+def test_reproduction_page_example_runs(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the example writes into monk-results/
+    block = code_blocks(DOCS / "reproduction.md")[0]
+    exec(compile(block, "docs/reproduction.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.startswith("180 180 0 ")
+    assert (tmp_path / "monk-results" / "my-exp1" / "exp1.png").exists()
