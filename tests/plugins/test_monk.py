@@ -25,8 +25,9 @@ def _samples(n=120, m=120, d=2, shift=0.5, seed=0):
         ("monk-bcd", {"variant": "authors", "ridge": 0.0}),
         ("monk-bcd", {"solver": "exact", "variant": "paper"}),
         ("monk-bcd", {"matrix_free": True, "variant": "paper"}),
-        ("monk-bcd-fast", {"variant": "paper"}),
-        ("monk-bcd-fast", {"variant": "authors", "ridge": 0.0}),
+        ("monk-bcd-fast", {"ridge": 0.0}),
+        ("monk-bcd-fast", {"solver": "bcd", "variant": "paper"}),
+        ("monk-bcd-fast", {"solver": "bcd", "variant": "authors", "ridge": 0.0}),
         ("monk-embedding-mmd", {}),
         ("monk-embedding-mmd", {"center": "geometric"}),
     ],
@@ -52,7 +53,9 @@ def test_authors_ridge_at_one_block_is_its_closed_form(registry):
 def test_bcd_fast_on_a_fixed_partition_is_monotone_and_bounded(registry, variant):
     X, Y = _samples(132, 132, seed=4)
     kernel = registry.get_kernel("rbf", sigma=1.0)
-    est = registry.get_estimator("monk-bcd-fast", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0, n_iter=60)
+    est = registry.get_estimator(
+        "monk-bcd-fast", solver="bcd", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0, n_iter=60
+    )
     res = est.estimate(kernel, X, Y, rng=9)
     trace = np.array(res.diagnostics["trace"])
     assert (np.diff(trace) >= -1e-12).all()
@@ -63,15 +66,39 @@ def test_bcd_fast_on_a_fixed_partition_is_monotone_and_bounded(registry, variant
     bound = float(median_value(np.array(block_v)))
     assert trace[-1] <= bound + 1e-12
     start = registry.get_estimator(
-        "monk-bcd-fast", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0, start="indicator", n_iter=5
+        "monk-bcd-fast", solver="bcd", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0,
+        start="indicator", n_iter=5,
     ).estimate(kernel, X, Y, rng=9)
     assert np.allclose(start.diagnostics["trace"], bound, rtol=1e-10)
+    # the exact solver returns that sup at once, from the same partition
+    exact = registry.get_estimator("monk-bcd-fast", n_blocks=11, variant=variant, ridge=0.0).estimate(
+        kernel, X, Y, rng=9
+    )
+    assert exact.diagnostics["solver"] == "exact" and exact.diagnostics["partitions"] == 1
+    assert exact.mmd == pytest.approx(bound, rel=1e-12)
+    assert exact.mmd >= trace[-1] - 1e-12
+
+
+@pytest.mark.parametrize("n, m", [(143, 143), (120, 97)])
+def test_bcd_fast_exact_is_the_median_of_block_v_statistics_with_ridge(registry, n, m):
+    # with K + εI each block's value is sqrt(MMD_V² + ε(1/|S_q| + 1/|T_q|)), brute force per block
+    X, Y = _samples(n, m, d=3, seed=8)
+    kernel = registry.get_kernel("quadratic")
+    res = registry.get_estimator("monk-bcd-fast", n_blocks=7).estimate(kernel, X, Y, rng=21)
+    part = pair_partition(n, m, 7, np.random.default_rng(21))
+    values = []
+    for q in range(7):
+        xq, yq = X[part.x_labels == q], Y[part.y_labels == q]
+        kxx, kyy, kxy = ((xq @ xq.T + 1) ** 2).mean(), ((yq @ yq.T + 1) ** 2).mean(), ((xq @ yq.T + 1) ** 2).mean()
+        values.append(math.sqrt(kxx + kyy - 2 * kxy + 1e-5 * (1 / len(xq) + 1 / len(yq))))
+    assert res.mmd == pytest.approx(float(np.median(values)), rel=1e-10)
+    assert np.allclose(res.diagnostics["block_values"], values, rtol=1e-10)
 
 
 def test_bcd_fast_reshuffles_on_the_authors_schedule(registry):
-    fast = registry.get_estimator("monk-bcd-fast")
+    fast = registry.get_estimator("monk-bcd-fast", solver="bcd")
     assert [t for t in range(100) if fast.reshuffles_at(t)] == [32, 54, 76, 98]
-    paper = registry.get_estimator("monk-bcd-fast", variant="paper", n_iter=35)
+    paper = registry.get_estimator("monk-bcd-fast", solver="bcd", variant="paper", n_iter=35)
     assert [t for t in range(35) if paper.reshuffles_at(t)] == [10, 20, 30]
     X, Y = _samples()
     res = fast.estimate(registry.get_kernel("rbf"), X, Y, rng=0)
@@ -245,6 +272,10 @@ def test_bad_settings_give_clear_errors(registry):
         registry.get_estimator("monk-bcd", n_blocks=0)
     with pytest.raises(ParameterError, match="'n_iter'"):
         registry.get_estimator("monk-bcd-fast", n_iter=0)
+    with pytest.raises(ParameterError, match="reshuffle_every=10 needs solver='bcd'"):
+        registry.get_estimator("monk-bcd-fast", reshuffle_every=10)
+    with pytest.raises(ParameterError, match="'solver'.*'exact', 'bcd'"):
+        registry.get_estimator("monk-bcd-fast", solver="fast")
     with pytest.raises(ParameterError, match="'variant'.*'authors', 'paper'"):
         registry.get_estimator("monk-bcd", variant="fast")
     with pytest.raises(ParameterError, match="must be odd"):
