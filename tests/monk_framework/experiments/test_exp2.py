@@ -7,7 +7,7 @@ import pytest
 
 from monk_framework import get_registry
 from monk_framework.errors import ParameterError
-from monk_framework.experiments import get_experiment, run_experiment
+from monk_framework.experiments import get_experiment, parse_spec, run_experiment
 from monk_framework.experiments.exp2 import Exp2, draw_indices, exp2_cell
 from monk_framework.experiments.report import read_csv
 from monk_framework.experiments.runner import stable_int
@@ -42,8 +42,8 @@ def test_a_cell_equals_split_tests_run_from_scratch(tiny):
     ix, iy = draw_indices("EI-IE", cell["n"], {"EI": len(shared["EI"]), "IE": len(shared["IE"])}, draw)
     X, Y = [shared["EI"][i] for i in ix], [shared["IE"][i] for i in iy]
     for row, text in zip(rows, exp.estimators):
-        name, _, params = text.partition(":")
-        est = reg.get_estimator(name, **({"n_blocks": 5} if params else {}))
+        name, params = parse_spec(text)
+        est = reg.get_estimator(name, **params)
         ref = split_test(
             reg.get_kernel("ssk"), est, X, Y, grid=cell["grid"], n_permutations=19,
             rng=np.random.SeedSequence(cell["seed"], spawn_key=(stable_int("EI-IE"), cell["n"], cell["run"], 1)),
