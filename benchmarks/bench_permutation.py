@@ -90,10 +90,16 @@ def main() -> None:
 
     X, Y = get_dataset("splice-ei-ie", n=766, ambiguous="keep").sample(0)
     ssk = reg.get_kernel("ssk", n=5, lam=0.5)
-    for name, q in (("monk-bcd", 5), ("monk-bcd", 11), ("monk-bcd-fast", 5), ("monk-bcd-fast", 15)):
-        monk = reg.get_estimator(name, n_blocks=q)
+    cases = (
+        ("monk-bcd", 5, {}), ("monk-bcd", 11, {}),
+        ("monk-bcd-fast", 5, {"solver": "bcd"}), ("monk-bcd-fast", 15, {"solver": "bcd"}),
+        ("monk-bcd-fast", 5, {"solver": "exact"}), ("monk-bcd-fast", 15, {"solver": "exact"}),
+    )
+    for name, q, params in cases:
+        monk = reg.get_estimator(name, n_blocks=q, **params)
         t = _median_time(lambda: permutation_test(ssk, monk, X, Y, n_permutations=150, rng=0), 3)
-        print(f"{name} (Q = {q}, T = 100) test, B = 150, splice EI vs IE 766 + 766, SSK n = 5: {t:.2f} s")
+        how = ", ".join([f"Q = {q}", *(f"{k} = {v}" for k, v in params.items())])
+        print(f"{name} ({how}) test, B = 150, splice EI vs IE 766 + 766, SSK n = 5: {t:.2f} s")
     rng = np.random.default_rng(0)
     Xv, Yv = rng.normal(size=(766, 10)), rng.normal(size=(766, 10))
     monk = reg.get_estimator("monk-bcd")

@@ -4,14 +4,18 @@ Not a speed benchmark: a Monte-Carlo study whose output is recorded in docs/test
 
 * **level**: X, Y ~ N(0, 1) (the same law), N = M = 100, RBF with the median
   heuristic, B = 100 permutations (exact level 5/101), α = 0.05, 500 runs per
-  estimator (u-stat, monk-bcd, monk-bcd-fast with their defaults: Q = 11, T = 100).
-* **robustness**: X, Y ~ N(0, 1), N = M = 200, quadratic kernel (xy + 1)², 5 of X's
-  points replaced by 2000; with and without a real shift of Y by +1 (and +2: "shift2");
-  and the shifts without outliers. 200 runs per cell, B = 100; MONK at Q = 11, 21 and 41.
+  estimator (u-stat, monk-bcd, monk-bcd-fast with its iterations and with its default
+  exact solver; Q = 11, T = 100).
+* **robustness**: X, Y ~ N(0, 1), N points in X and M in Y (``--sizes N,M``, default
+  200,200), quadratic kernel (xy + 1)², 5 of X's points replaced by 2000; with and
+  without a real shift of Y by +1 (and +2: "shift2"); and the shifts without outliers.
+  200 runs per cell, B = 100; MONK at Q = 11, 21 and 41.
 
-Run ``python benchmarks/testing_study.py`` (about 50 minutes on 2 cores; ``--only`` runs some cells; ``--quick``
-for a 1-minute smoke run with fewer runs). Runs are spread over processes; every run
-is seeded by its index, so the rates are reproducible.
+Estimators are specs (``monk-bcd-fast:n_blocks=41``); ``--only`` keeps some of them,
+``--settings`` some settings. Run ``python benchmarks/testing_study.py`` (about an hour
+on 2 cores for everything; ``--quick`` for a 1-minute smoke run with 20 runs a cell).
+Runs are spread over processes; every run is seeded by its index, so the rates are
+reproducible and a cell gives the same rate in any invocation.
 """
 
 from __future__ import annotations
@@ -23,20 +27,26 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-#: (estimator, n_blocks) pairs; None keeps the estimator's default (Q = 11 for MONK)
-ESTIMATORS = (("u-stat", None), ("monk-bcd", None), ("monk-bcd-fast", None))
+LEVEL_ESTIMATORS = ("u-stat", "monk-bcd", "monk-bcd-fast:solver=bcd", "monk-bcd-fast")
 #: robustness also at larger Q (see docs/testing.md for why Q matters here)
-ROBUST_ESTIMATORS = ESTIMATORS + (("monk-bcd", 21), ("monk-bcd-fast", 21), ("monk-bcd", 41), ("monk-bcd-fast", 41))
+ROBUST_ESTIMATORS = (
+    "u-stat",
+    "monk-bcd", "monk-bcd:n_blocks=21", "monk-bcd:n_blocks=41",
+    "monk-bcd-fast:solver=bcd", "monk-bcd-fast:n_blocks=21,solver=bcd", "monk-bcd-fast:n_blocks=41,solver=bcd",
+    "monk-bcd-fast", "monk-bcd-fast:n_blocks=21", "monk-bcd-fast:n_blocks=41",
+)
+ROBUST_SETTINGS = ("outliers", "outliers+shift", "shift", "outliers+shift2", "shift2")
 
 
-def one_run(task: tuple[str, str, int | None, int, int, int]) -> tuple[str, str, bool]:
-    setting, estimator, n_blocks, seed, n, B = task
+def one_run(task: tuple[str, str, int, int, int, int]) -> tuple[str, str, bool]:
+    setting, spec, seed, n, m, B = task
     from monk_framework import get_registry
+    from monk_framework.experiments import parse_spec
     from monk_framework.two_sample import permutation_test
 
     reg = get_registry()
     rng = np.random.default_rng([seed, 2026])
-    X, Y = rng.normal(size=(n, 1)), rng.normal(size=(n, 1))
+    X, Y = rng.normal(size=(n, 1)), rng.normal(size=(m, 1))
     if setting == "level":
         kernel = reg.get_kernel("rbf", sigma="median")
     else:
@@ -45,38 +55,43 @@ def one_run(task: tuple[str, str, int | None, int, int, int]) -> tuple[str, str,
             X[:5] = 2000.0
         if "shift" in setting:
             Y += 2.0 if setting.endswith("shift2") else 1.0
-    est = reg.get_estimator(estimator, **({} if n_blocks is None else {"n_blocks": n_blocks}))
-    result = permutation_test(kernel, est, X, Y, n_permutations=B, rng=seed)
-    label = estimator if n_blocks is None else f"{estimator} Q={n_blocks}"
-    return setting, label, result.reject
+    name, params = parse_spec(spec)
+    result = permutation_test(kernel, reg.get_estimator(name, **params), X, Y, n_permutations=B, rng=seed)
+    return setting, spec, result.reject
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="20 runs per cell instead of 500 / 200")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", default=None, help="comma-separated cells to run, e.g. 'monk-bcd Q=41,u-stat'")
+    parser.add_argument("--only", default=None, help="estimator specs to run, separated by ';', e.g. 'u-stat;monk-bcd:n_blocks=41'")
+    parser.add_argument("--settings", default=None, help="comma-separated settings, e.g. 'level,outliers'")
+    parser.add_argument("--sizes", default="200,200", help="N,M of the robustness cells (X holds the outliers)")
     args = parser.parse_args()
     level_runs, robust_runs = (20, 20) if args.quick else (500, 200)
-    tasks = [("level", e, q, s, 100, 100) for e, q in ESTIMATORS for s in range(level_runs)]
-    for setting in ("outliers", "outliers+shift", "shift", "outliers+shift2", "shift2"):
-        tasks += [(setting, e, q, s, 200, 100) for e, q in ROBUST_ESTIMATORS for s in range(robust_runs)]
+    n, m = (int(v) for v in args.sizes.split(","))
+    tasks = [("level", e, s, 100, 100, 100) for e in LEVEL_ESTIMATORS for s in range(level_runs)]
+    for setting in ROBUST_SETTINGS:
+        tasks += [(setting, e, s, n, m, 100) for e in ROBUST_ESTIMATORS for s in range(robust_runs)]
     if args.only:
-        keep = set(args.only.split(","))
-        tasks = [t for t in tasks if (t[1] if t[2] is None else f"{t[1]} Q={t[2]}") in keep]
+        keep = set(args.only.split(";"))
+        tasks = [t for t in tasks if t[1] in keep]
+    if args.settings:
+        keep = set(args.settings.split(","))
+        tasks = [t for t in tasks if t[0] in keep]
     start = time.perf_counter()
     counts: dict[tuple[str, str], list[int]] = {}
     with ProcessPoolExecutor(args.workers) as pool:
-        for setting, estimator, reject in pool.map(one_run, tasks, chunksize=4):
-            cell = counts.setdefault((setting, estimator), [0, 0])
+        for setting, spec, reject in pool.map(one_run, tasks, chunksize=4):
+            cell = counts.setdefault((setting, spec), [0, 0])
             cell[0] += int(reject)
             cell[1] += 1
-    print(f"rejection rates at alpha = 0.05 ({time.perf_counter() - start:.0f} s)")
-    print(f"{'setting':<16}{'estimator':<20}{'rate':>7}{'runs':>6}  95% interval")
-    for (setting, estimator), (k, runs) in counts.items():
+    print(f"rejection rates at alpha = 0.05 ({time.perf_counter() - start:.0f} s; robustness cells N = {n}, M = {m})")
+    print(f"{'setting':<16}{'estimator':<40}{'rate':>7}{'runs':>6}  95% interval")
+    for (setting, spec), (k, runs) in counts.items():
         p = k / runs
         half = 1.96 * math.sqrt(max(p * (1 - p), 1e-12) / runs)
-        print(f"{setting:<16}{estimator:<20}{p:7.3f}{runs:6d}  [{max(p - half, 0):.3f}, {min(p + half, 1):.3f}]")
+        print(f"{setting:<16}{spec:<40}{p:7.3f}{runs:6d}  [{max(p - half, 0):.3f}, {min(p + half, 1):.3f}]")
 
 
 if __name__ == "__main__":
