@@ -38,14 +38,14 @@ ROBUST_ESTIMATORS = (
 ROBUST_SETTINGS = ("outliers", "outliers+shift", "shift", "outliers+shift2", "shift2")
 
 
-def one_run(task: tuple[str, str, int, int, int, int]) -> tuple[str, str, bool]:
-    setting, spec, seed, n, m, B = task
+def one_run(task: tuple[str, str, int, int, int, int, int]) -> tuple[str, str, bool]:
+    setting, spec, seed, n, m, B, salt = task
     from monk_framework import get_registry
     from monk_framework.experiments import parse_spec
     from monk_framework.two_sample import permutation_test
 
     reg = get_registry()
-    rng = np.random.default_rng([seed, 2026])
+    rng = np.random.default_rng([seed, salt])
     X, Y = rng.normal(size=(n, 1)), rng.normal(size=(m, 1))
     if setting == "level":
         kernel = reg.get_kernel("rbf", sigma="median")
@@ -67,12 +67,16 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="estimator specs to run, separated by ';', e.g. 'u-stat;monk-bcd:n_blocks=41'")
     parser.add_argument("--settings", default=None, help="comma-separated settings, e.g. 'level,outliers'")
     parser.add_argument("--sizes", default="200,200", help="N,M of the robustness cells (X holds the outliers)")
+    parser.add_argument("--runs", type=int, default=None, help="runs per cell (default 500 for level, 200 for robustness)")
+    parser.add_argument("--salt", type=int, default=2026, help="data seeds are [run, salt]: another salt replicates a cell on new data")
     args = parser.parse_args()
     level_runs, robust_runs = (20, 20) if args.quick else (500, 200)
+    if args.runs is not None:
+        level_runs = robust_runs = args.runs
     n, m = (int(v) for v in args.sizes.split(","))
-    tasks = [("level", e, s, 100, 100, 100) for e in LEVEL_ESTIMATORS for s in range(level_runs)]
+    tasks = [("level", e, s, 100, 100, 100, args.salt) for e in LEVEL_ESTIMATORS for s in range(level_runs)]
     for setting in ROBUST_SETTINGS:
-        tasks += [(setting, e, s, n, m, 100) for e in ROBUST_ESTIMATORS for s in range(robust_runs)]
+        tasks += [(setting, e, s, n, m, 100, args.salt) for e in ROBUST_ESTIMATORS for s in range(robust_runs)]
     if args.only:
         keep = set(args.only.split(";"))
         tasks = [t for t in tasks if t[1] in keep]
@@ -86,7 +90,7 @@ def main() -> None:
             cell = counts.setdefault((setting, spec), [0, 0])
             cell[0] += int(reject)
             cell[1] += 1
-    print(f"rejection rates at alpha = 0.05 ({time.perf_counter() - start:.0f} s; robustness cells N = {n}, M = {m})")
+    print(f"rejection rates at alpha = 0.05 ({time.perf_counter() - start:.0f} s; robustness cells N = {n}, M = {m}; salt {args.salt})")
     print(f"{'setting':<16}{'estimator':<40}{'rate':>7}{'runs':>6}  95% interval")
     for (setting, spec), (k, runs) in counts.items():
         p = k / runs
