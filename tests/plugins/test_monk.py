@@ -25,7 +25,7 @@ def _samples(n=120, m=120, d=2, shift=0.5, seed=0):
         ("monk-bcd", {"variant": "authors", "ridge": 0.0}),
         ("monk-bcd", {"solver": "exact", "variant": "paper"}),
         ("monk-bcd", {"matrix_free": True, "variant": "paper"}),
-        ("monk-bcd-fast", {"ridge": 0.0}),
+        ("monk-bcd-fast", {"solver": "exact", "ridge": 0.0}),
         ("monk-bcd-fast", {"solver": "bcd", "variant": "paper"}),
         ("monk-bcd-fast", {"solver": "bcd", "variant": "authors", "ridge": 0.0}),
         ("monk-embedding-mmd", {}),
@@ -71,7 +71,7 @@ def test_bcd_fast_on_a_fixed_partition_is_monotone_and_bounded(registry, variant
     ).estimate(kernel, X, Y, rng=9)
     assert np.allclose(start.diagnostics["trace"], bound, rtol=1e-10)
     # the exact solver returns that sup at once, from the same partition
-    exact = registry.get_estimator("monk-bcd-fast", n_blocks=11, variant=variant, ridge=0.0).estimate(
+    exact = registry.get_estimator("monk-bcd-fast", solver="exact", n_blocks=11, variant=variant, ridge=0.0).estimate(
         kernel, X, Y, rng=9
     )
     assert exact.diagnostics["solver"] == "exact" and exact.diagnostics["partitions"] == 1
@@ -84,7 +84,7 @@ def test_bcd_fast_exact_is_the_median_of_block_v_statistics_with_ridge(registry,
     # with K + εI each block's value is sqrt(MMD_V² + ε(1/|S_q| + 1/|T_q|)), brute force per block
     X, Y = _samples(n, m, d=3, seed=8)
     kernel = registry.get_kernel("quadratic")
-    res = registry.get_estimator("monk-bcd-fast", n_blocks=7).estimate(kernel, X, Y, rng=21)
+    res = registry.get_estimator("monk-bcd-fast", solver="exact", n_blocks=7).estimate(kernel, X, Y, rng=21)
     part = pair_partition(n, m, 7, np.random.default_rng(21))
     values = []
     for q in range(7):
@@ -273,8 +273,8 @@ def test_bad_settings_give_clear_errors(registry):
     with pytest.raises(ParameterError, match="'n_iter'"):
         registry.get_estimator("monk-bcd-fast", n_iter=0)
     with pytest.raises(ParameterError, match="reshuffle_every=10 needs solver='bcd'"):
-        registry.get_estimator("monk-bcd-fast", reshuffle_every=10)
-    with pytest.raises(ParameterError, match="'solver'.*'exact', 'bcd'"):
+        registry.get_estimator("monk-bcd-fast", solver="exact", reshuffle_every=10)
+    with pytest.raises(ParameterError, match="'solver'.*'bcd', 'exact'"):
         registry.get_estimator("monk-bcd-fast", solver="fast")
     with pytest.raises(ParameterError, match="'variant'.*'authors', 'paper'"):
         registry.get_estimator("monk-bcd", variant="fast")
