@@ -46,8 +46,8 @@ def main() -> None:
     ests = {
         "u-stat": reg.get_estimator("u-stat"),
         "monk-bcd": reg.get_estimator("monk-bcd", matrix_free=False),
-        "monk-bcd-fast": reg.get_estimator("monk-bcd-fast", solver="bcd"),
-        "monk-bcd-fast (exact)": reg.get_estimator("monk-bcd-fast"),
+        "monk-bcd-fast": reg.get_estimator("monk-bcd-fast"),
+        "monk-bcd-fast (exact)": reg.get_estimator("monk-bcd-fast", solver="exact"),
         "monk-bcd (exact)": reg.get_estimator("monk-bcd", solver="exact", matrix_free=False),
     }
     fns = {name: (lambda est=est: est.estimate(kernel, X, Y, rng=1)) for name, est in ests.items()}

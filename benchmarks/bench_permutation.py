@@ -92,7 +92,7 @@ def main() -> None:
     ssk = reg.get_kernel("ssk", n=5, lam=0.5)
     cases = (
         ("monk-bcd", 5, {}), ("monk-bcd", 11, {}),
-        ("monk-bcd-fast", 5, {"solver": "bcd"}), ("monk-bcd-fast", 15, {"solver": "bcd"}),
+        ("monk-bcd-fast", 5, {}), ("monk-bcd-fast", 15, {}),
         ("monk-bcd-fast", 5, {"solver": "exact"}), ("monk-bcd-fast", 15, {"solver": "exact"}),
     )
     for name, q, params in cases:

@@ -4,8 +4,8 @@ Not a speed benchmark: a Monte-Carlo study whose output is recorded in docs/test
 
 * **level**: X, Y ~ N(0, 1) (the same law), N = M = 100, RBF with the median
   heuristic, B = 100 permutations (exact level 5/101), α = 0.05, 500 runs per
-  estimator (u-stat, monk-bcd, monk-bcd-fast with its iterations and with its default
-  exact solver; Q = 11, T = 100).
+  estimator (u-stat, monk-bcd, monk-bcd-fast with its iterations and with its exact
+  solver; Q = 11, T = 100).
 * **robustness**: X, Y ~ N(0, 1), N points in X and M in Y (``--sizes N,M``, default
   200,200), quadratic kernel (xy + 1)², 5 of X's points replaced by 2000; with and
   without a real shift of Y by +1 (and +2: "shift2"); and the shifts without outliers.
@@ -27,13 +27,13 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-LEVEL_ESTIMATORS = ("u-stat", "monk-bcd", "monk-bcd-fast:solver=bcd", "monk-bcd-fast")
+LEVEL_ESTIMATORS = ("u-stat", "monk-bcd", "monk-bcd-fast", "monk-bcd-fast:solver=exact")
 #: robustness also at larger Q (see docs/testing.md for why Q matters here)
 ROBUST_ESTIMATORS = (
     "u-stat",
     "monk-bcd", "monk-bcd:n_blocks=21", "monk-bcd:n_blocks=41",
-    "monk-bcd-fast:solver=bcd", "monk-bcd-fast:n_blocks=21,solver=bcd", "monk-bcd-fast:n_blocks=41,solver=bcd",
     "monk-bcd-fast", "monk-bcd-fast:n_blocks=21", "monk-bcd-fast:n_blocks=41",
+    "monk-bcd-fast:solver=exact", "monk-bcd-fast:n_blocks=21,solver=exact", "monk-bcd-fast:n_blocks=41,solver=exact",
 )
 ROBUST_SETTINGS = ("outliers", "outliers+shift", "shift", "outliers+shift2", "shift2")
 
