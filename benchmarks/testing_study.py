@@ -36,6 +36,9 @@ ROBUST_ESTIMATORS = (
     "monk-bcd-fast:solver=exact", "monk-bcd-fast:n_blocks=21,solver=exact", "monk-bcd-fast:n_blocks=41,solver=exact",
 )
 ROBUST_SETTINGS = ("outliers", "outliers+shift", "shift", "outliers+shift2", "shift2")
+#: run only when named in --settings: outliers in both samples at the same positions
+#: (5 of X's points at 2000 and the same 5 of Y's at 4000, as in the data of Experiment 1)
+EXTRA_SETTINGS = ("outliers-both", "outliers-both+shift")
 
 
 def one_run(task: tuple[str, str, int, int, int, int, int]) -> tuple[str, str, bool]:
@@ -53,6 +56,8 @@ def one_run(task: tuple[str, str, int, int, int, int, int]) -> tuple[str, str, b
         kernel = reg.get_kernel("quadratic")
         if "outliers" in setting:
             X[:5] = 2000.0
+        if "outliers-both" in setting:
+            Y[:5] = 4000.0
         if "shift" in setting:
             Y += 2.0 if setting.endswith("shift2") else 1.0
     name, params = parse_spec(spec)
@@ -75,7 +80,8 @@ def main() -> None:
         level_runs = robust_runs = args.runs
     n, m = (int(v) for v in args.sizes.split(","))
     tasks = [("level", e, s, 100, 100, 100, args.salt) for e in LEVEL_ESTIMATORS for s in range(level_runs)]
-    for setting in ROBUST_SETTINGS:
+    extra = [t for t in EXTRA_SETTINGS if args.settings and t in args.settings.split(",")]
+    for setting in (*ROBUST_SETTINGS, *extra):
         tasks += [(setting, e, s, n, m, 100, args.salt) for e in ROBUST_ESTIMATORS for s in range(robust_runs)]
     if args.only:
         keep = set(args.only.split(";"))
@@ -91,11 +97,11 @@ def main() -> None:
             cell[0] += int(reject)
             cell[1] += 1
     print(f"rejection rates at alpha = 0.05 ({time.perf_counter() - start:.0f} s; robustness cells N = {n}, M = {m}; salt {args.salt})")
-    print(f"{'setting':<16}{'estimator':<40}{'rate':>7}{'runs':>6}  95% interval")
+    print(f"{'setting':<22}{'estimator':<40}{'rate':>7}{'runs':>6}  95% interval")
     for (setting, spec), (k, runs) in counts.items():
         p = k / runs
         half = 1.96 * math.sqrt(max(p * (1 - p), 1e-12) / runs)
-        print(f"{setting:<16}{spec:<40}{p:7.3f}{runs:6d}  [{max(p - half, 0):.3f}, {min(p + half, 1):.3f}]")
+        print(f"{setting:<22}{spec:<40}{p:7.3f}{runs:6d}  [{max(p - half, 0):.3f}, {min(p + half, 1):.3f}]")
 
 
 if __name__ == "__main__":
