@@ -13,6 +13,7 @@ before allocating, and call the core on chunks:
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, ClassVar, Self
 
@@ -56,6 +57,8 @@ class Kernel(Configurable):
     is_psd: ClassVar[bool] = True
     #: whether :meth:`features` gives an explicit finite feature map.
     has_features: ClassVar[bool] = False
+    #: whether k(x, y) >= 0 for all inputs (tightens :meth:`feature_diameter`).
+    nonnegative: ClassVar[bool] = False
 
     # -- public API: validate, then call the core ------------------------------------
 
@@ -114,6 +117,29 @@ class Kernel(Configurable):
         self._require_fitted()
         Xv = self.check_sample(X)
         return self._features(Xv)
+
+    def sup_diag(self) -> float | None:
+        """κ = sup_x k(x, x) over every possible input, or None when the kernel is unbounded.
+
+        A bounded kernel declares it by overriding this method (RBF and Laplace: 1; the
+        normalised string kernel: 1). Robust tests need it: with κ finite, replacing one
+        point moves the V-statistic MMD by at most :meth:`feature_diameter` / min(N, M)
+        (see :func:`monk_framework.robust.mmd_sensitivity`). The default, None, claims
+        nothing, so an unknown kernel is treated as unbounded.
+        """
+        return None
+
+    def feature_diameter(self) -> float | None:
+        """D = sup_{x, x'} ‖φ(x) − φ(x')‖_H, or None when the kernel is unbounded.
+
+        ‖φ(x) − φ(x')‖² = k(x, x) + k(x', x') − 2k(x, x') ≤ 2κ + 2κ by Cauchy–Schwarz,
+        so D ≤ 2√κ; a kernel with ``nonnegative = True`` has k(x, x') ≥ 0, so D ≤ √(2κ)
+        (√2 for the RBF and Laplace kernels). Plugins may override it with a tighter value.
+        """
+        kappa = self.sup_diag()
+        if kappa is None:
+            return None
+        return math.sqrt(2.0 * kappa) if self.nonnegative else 2.0 * math.sqrt(kappa)
 
     def gaussian_mmd2(
         self, mean_x: Any, cov_x: Any, mean_y: Any, cov_y: Any

@@ -209,6 +209,8 @@ class SubsequenceKernel(Kernel):
         "normalize: K(s,t)/sqrt(K(s,s) K(t,t)); cumulative: K_1 + ... + K_n before normalising"
     )
     input_kind: ClassVar[str] = "string"
+    # φ_u(s) >= 0 for every subsequence u, so every value is >= 0
+    nonnegative: ClassVar[bool] = True
 
     n: int = parameter(5, doc="subsequence length n >= 1", check=integer(ge=1), kind="int")
     lam: float = parameter(0.5, doc="decay lambda in (0, 1] per letter spanned", check=real(gt=0, le=1), kind="float")
@@ -255,6 +257,10 @@ class SubsequenceKernel(Kernel):
         if self.normalize:
             K = _normalise(K, self._self_values(X), self._self_values(Y))
         return self._finite(K)
+
+    def sup_diag(self) -> float | None:
+        """1 when normalised (k(s, s) is 1, or 0 for a string shorter than n); unbounded otherwise."""
+        return 1.0 if self.normalize else None
 
     def _diag(self, X: Any) -> np.ndarray:
         if self.normalize:

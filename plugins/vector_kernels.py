@@ -17,7 +17,7 @@ import numpy as np
 
 from monk_framework import Kernel, KernelOverflowError, MonkError, hookimpl, parameter
 from monk_framework.kernels import check_memory, distances, median_distance, squared_distances
-from monk_framework.params import integer, real, real_or
+from monk_framework.params import boolean, integer, real, real_or
 
 #: exp(x) overflows float64 above this value.
 EXP_LIMIT = math.log(np.finfo(np.float64).max)
@@ -27,42 +27,89 @@ def _row_norms_sq(X: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", X, X)
 
 
+_NORMALIZE_DOC = (
+    "divide by sqrt(k(x, x) k(y, y)): the cosine of the feature vectors, a bounded kernel "
+    "(|k| <= 1) that robust_test(method='dc') can use; 0 where k(x, x) = 0"
+)
+
+
+def _inverse_norms(diag: np.ndarray) -> np.ndarray:
+    """1/√k(x, x), with 0 for a point of norm 0 (its normalised features are 0)."""
+    return np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
+
+
 @attrs.frozen(kw_only=True)
 class LinearKernel(Kernel):
-    """k(x, y) = ⟨x, y⟩."""
+    """k(x, y) = ⟨x, y⟩ (normalised: ⟨x, y⟩ / (‖x‖ ‖y‖))."""
 
     name: ClassVar[str] = "linear"
     summary: ClassVar[str] = "Linear kernel <x, y>; its MMD is the distance between the means."
-    formula: ClassVar[str] = "k(x, y) = <x, y>"
+    formula: ClassVar[str] = "k(x, y) = <x, y>; normalize: <x, y> / (|x| |y|)"
     has_features: ClassVar[bool] = True
 
+    normalize: bool = parameter(False, doc=_NORMALIZE_DOC, check=boolean())
+
+    def sup_diag(self) -> float | None:
+        return 1.0 if self.normalize else None
+
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        return X @ Y.T
+        out = X @ Y.T
+        if self.normalize:
+            out *= _inverse_norms(_row_norms_sq(X))[:, None]
+            out *= _inverse_norms(_row_norms_sq(Y))[None, :]
+        return out
 
     def _diag(self, X: np.ndarray) -> np.ndarray:
-        return _row_norms_sq(X)
+        d = _row_norms_sq(X)
+        return (d > 0).astype(np.float64) if self.normalize else d
 
     def _features(self, X: np.ndarray) -> np.ndarray:
+        if self.normalize:
+            return X * _inverse_norms(_row_norms_sq(X))[:, None]
         return X.copy()
 
     def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+        if self.normalize:
+            raise MonkError("The normalised linear kernel has no closed-form MMD between Gaussians.")
         return float(m1 @ m2)
 
 
 class _PolynomialCore:
-    """(scale·⟨x, y⟩ + offset)^power, shared by ``polynomial`` and ``quadratic``."""
+    """(scale·⟨x, y⟩ + offset)^power, shared by ``polynomial`` and ``quadratic``.
+
+    Normalised, k(x, y)/√(k(x, x) k(y, y)) = [b(x, y)/√(b(x, x) b(y, y))]^power with
+    b = scale·⟨x, y⟩ + offset: the base is normalised before the power, so no intermediate
+    value overflows.
+    """
 
     scale: float
     offset: float
+    normalize: bool
 
     @property
     def power(self) -> int:
         raise NotImplementedError
 
+    def feature_diameter(self) -> float | None:
+        # normalised, |k| <= 1; an even power is a square, so k >= 0 and D = sqrt(2)
+        if not self.normalize:
+            return None
+        return math.sqrt(2.0) if self.power % 2 == 0 else 2.0
+
+    def sup_diag(self) -> float | None:
+        return 1.0 if self.normalize else None
+
+    def _base_diag(self, X: np.ndarray) -> np.ndarray:
+        return self.scale * _row_norms_sq(X) + self.offset
+
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         out = X @ Y.T
         out *= self.scale
         out += self.offset
+        if self.normalize:
+            # b(x, x) = |b(x, x)| >= 0 for offset >= 0; a base of norm 0 gives 0
+            out *= _inverse_norms(self._base_diag(X))[:, None]
+            out *= _inverse_norms(self._base_diag(Y))[None, :]
         if self.power == 2:
             np.square(out, out=out)
         elif self.power > 1:
@@ -70,7 +117,10 @@ class _PolynomialCore:
         return out
 
     def _diag(self, X: np.ndarray) -> np.ndarray:
-        return (self.scale * _row_norms_sq(X) + self.offset) ** self.power
+        base = self._base_diag(X)
+        if self.normalize:
+            return (base > 0).astype(np.float64)
+        return base**self.power
 
     def _features(self, X: np.ndarray) -> np.ndarray:
         # (s<x,y> + c)^p = sum_k C(p,k) c^(p-k) s^k <x,y>^k and
@@ -92,9 +142,14 @@ class _PolynomialCore:
                 for i in alpha:
                     column = column * X[:, i]
                 columns.append(column)
-        return np.column_stack(columns)
+        F = np.column_stack(columns)
+        if self.normalize:
+            F *= _inverse_norms(self._base_diag(X) ** self.power)[:, None]
+        return F
 
     def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+        if self.normalize:
+            raise MonkError("The normalised polynomial kernels have no closed-form MMD between Gaussians.")
         s, c = self.scale, self.offset
         if self.power == 1:
             return float(s * (m1 @ m2) + c)
@@ -112,12 +167,13 @@ class PolynomialKernel(_PolynomialCore, Kernel):
 
     name: ClassVar[str] = "polynomial"
     summary: ClassVar[str] = "Polynomial kernel (scale <x, y> + offset)^degree; unbounded."
-    formula: ClassVar[str] = "k(x, y) = (scale * <x, y> + offset)^degree"
+    formula: ClassVar[str] = "k(x, y) = (scale * <x, y> + offset)^degree; normalize: k(x, y) / sqrt(k(x, x) k(y, y))"
     has_features: ClassVar[bool] = True
 
     degree: int = parameter(3, doc="the power p", check=integer(ge=1), kind="int")
     scale: float = parameter(1.0, doc="the factor s of <x, y>", check=real(gt=0), kind="float")
     offset: float = parameter(1.0, doc="the constant c (>= 0 keeps the kernel PSD)", check=real(ge=0), kind="float")
+    normalize: bool = parameter(False, doc=_NORMALIZE_DOC, check=boolean())
 
     @property
     def power(self) -> int:
@@ -130,11 +186,13 @@ class QuadraticKernel(_PolynomialCore, Kernel):
 
     name: ClassVar[str] = "quadratic"
     summary: ClassVar[str] = "Quadratic kernel (scale <x, y> + offset)^2, the MONK paper's (xy + 1)^2."
-    formula: ClassVar[str] = "k(x, y) = (scale * <x, y> + offset)^2"
+    formula: ClassVar[str] = "k(x, y) = (scale * <x, y> + offset)^2; normalize: k(x, y) / sqrt(k(x, x) k(y, y))"
     has_features: ClassVar[bool] = True
+    nonnegative: ClassVar[bool] = True  # a square
 
     scale: float = parameter(1.0, doc="the factor s of <x, y>", check=real(gt=0), kind="float")
     offset: float = parameter(1.0, doc="the constant c (the paper's 1)", check=real(ge=0), kind="float")
+    normalize: bool = parameter(False, doc=_NORMALIZE_DOC, check=boolean())
 
     @property
     def power(self) -> int:
@@ -152,6 +210,10 @@ class _BandwidthCore:
 
     def _diag(self, X: np.ndarray) -> np.ndarray:
         return np.ones(len(X))
+
+    def sup_diag(self) -> float:
+        # k(x, x) = exp(0) = 1 whatever sigma, so the bound holds before fitting too
+        return 1.0
 
     @property
     def is_fitted(self) -> bool:
@@ -175,6 +237,7 @@ class RBFKernel(_BandwidthCore, Kernel):
     name: ClassVar[str] = "rbf"
     summary: ClassVar[str] = "Gaussian (RBF) kernel exp(-|x-y|^2 / (2 sigma^2)); bounded and characteristic."
     formula: ClassVar[str] = "k(x, y) = exp(-||x - y||^2 / (2 sigma^2))"
+    nonnegative: ClassVar[bool] = True
 
     sigma: float | str = parameter(1.0, doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
 
@@ -200,6 +263,7 @@ class LaplaceKernel(_BandwidthCore, Kernel):
     name: ClassVar[str] = "laplace"
     summary: ClassVar[str] = "Laplace kernel exp(-|x-y| / sigma); bounded and characteristic."
     formula: ClassVar[str] = "k(x, y) = exp(-||x - y||_2 / sigma)"
+    nonnegative: ClassVar[bool] = True
 
     sigma: float | str = parameter(1.0, doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
 

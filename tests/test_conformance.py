@@ -42,6 +42,20 @@ class TestKernelConformance:
         assert Kxy.shape == (40, 25)
         np.testing.assert_allclose(Kxy, Kyx.T, rtol=1e-12, atol=1e-12)
 
+    def test_declared_bound_holds(self, cls):
+        # a kernel that declares sup k(x, x) (robust tests rely on it) never exceeds it, even
+        # on extreme inputs; a nonnegative one never gives a negative value
+        kernel = cls().fit(sample(cls.input_kind, 30, 5))
+        X = sample(cls.input_kind, 30, 5)
+        if cls.input_kind == "vector":
+            X = np.vstack([X, X[:5] * 1e3, np.zeros((1, 3))])
+        kappa = kernel.sup_diag()
+        if kappa is not None:
+            assert kernel.diag(X).max() <= kappa * (1 + 1e-12)
+            assert kernel.feature_diameter() <= 2 * np.sqrt(kappa) + 1e-12
+        if kernel.nonnegative:
+            assert kernel.gram(X).min() >= 0
+
     def test_positive_semi_definite(self, cls):
         if not cls.is_psd:
             pytest.skip("declared not PSD")

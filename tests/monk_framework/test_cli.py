@@ -50,8 +50,10 @@ def test_plugins_table():
 def test_describe_shows_formula_and_defaults():
     result = invoke("describe", "polynomial", "--json")
     info = json.loads(result.stdout)
-    assert info["formula"] == "k(x, y) = (scale * <x, y> + offset)^degree"
-    assert [(p["name"], p["default"]) for p in info["parameters"]] == [("degree", 3), ("scale", 1.0), ("offset", 1.0)]
+    assert info["formula"] == "k(x, y) = (scale * <x, y> + offset)^degree; normalize: k(x, y) / sqrt(k(x, x) k(y, y))"
+    assert [(p["name"], p["default"]) for p in info["parameters"]] == [
+        ("degree", 3), ("scale", 1.0), ("offset", 1.0), ("normalize", False)
+    ]
     text = invoke("describe", "gauss-outliers")
     assert text.exit_code == 0 and "n_outliers" in text.stdout
     assert invoke("describe", "u-stat").exit_code == 0

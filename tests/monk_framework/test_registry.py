@@ -79,7 +79,9 @@ def test_builtins_are_discovered_through_entry_points(registry):
 
 def test_entries_carry_parameters_with_defaults(registry):
     entry = registry.entry("kernel", "polynomial")
-    assert [(p.name, p.default) for p in entry.parameters] == [("degree", 3), ("scale", 1.0), ("offset", 1.0)]
+    assert [(p.name, p.default) for p in entry.parameters] == [
+        ("degree", 3), ("scale", 1.0), ("offset", 1.0), ("normalize", False)
+    ]
     assert entry.to_dict()["input_kind"] == "vector"
     assert registry.entry("estimator", "mean").to_dict()["estimates"] == "embedding"
 
