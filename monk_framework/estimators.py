@@ -18,9 +18,10 @@ import attrs
 import numpy as np
 
 from .errors import DataError, MonkError
+from .blocks import Partition
 from .kernels import Kernel
 from .params import Configurable
-from .pooled import PooledSample
+from .pooled import PooledSample, SampleSums
 from .results import Embedding, MMDResult
 
 __all__ = [
@@ -155,6 +156,49 @@ class MMDEstimator(Estimator):
     def permutation_batch(self, pool: PooledSample) -> int:
         """How many relabellings :meth:`permuted_statistics` should get per call (memory-bounded)."""
         return 1
+
+    # -- within-block relabelling (median-of-means estimators) -----------------------
+
+    def fixed_partition(self, n: int, m: int, rng: np.random.Generator) -> Partition | None:
+        """The partition that a within-block permutation test keeps fixed, or None.
+
+        A median-of-means estimator returns its paired partition of X (n points) and Y
+        (m points) into blocks, drawn from ``rng`` independently of the data; the test then
+        relabels inside the blocks only (:mod:`monk_framework.within_blocks`) and computes
+        every statistic with :meth:`partition_statistics` on that partition. The default,
+        None, says the estimator has no fixed blocks: its tests relabel the whole pooled
+        sample. An estimator that chooses its blocks from the data (Lepski's
+        ``n_blocks="auto"``) also returns None.
+        """
+        return None
+
+    def partition_statistics(
+        self,
+        pool: PooledSample,
+        partition: Partition,
+        perms: np.ndarray,
+        rngs: Sequence[np.random.Generator],
+    ) -> np.ndarray:
+        """MMD² estimates of relabellings, every one computed on the fixed ``partition``.
+
+        ``partition`` is in pooled coordinates (block q is X[x_labels == q] and
+        Y[y_labels == q]); row b of ``perms`` is a within-block relabelling (its first N
+        entries are the relabelled X, each point still in its block), and the identity
+        gives the observed statistic. Block reductions for this are in
+        :mod:`monk_framework.within_blocks`. Only called when :meth:`fixed_partition`
+        returned a partition.
+        """
+        raise MonkError(f"Estimator {self.name!r} has no fixed-partition form; relabel globally instead.")
+
+    def mmd2_from_sums(self, sums: SampleSums, n: int, m: int) -> np.ndarray | None:
+        """MMD² from kernel sums (within X, within Y, across, the traces) of n and m points.
+
+        Estimators whose statistic is such a function (the V- and U-statistics) return it,
+        elementwise over the arrays in ``sums``; a robust median-of-means test then computes
+        the statistic inside every block (:func:`monk_framework.robust.robust_test`). The
+        default None says the statistic is not a function of these sums.
+        """
+        return None
 
 
 @attrs.frozen(kw_only=True)

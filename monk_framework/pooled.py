@@ -99,6 +99,13 @@ class PooledSample:
             self._row_sums = self.source.row_sums()
         return self._row_sums
 
+    def submatrix(self, idx: np.ndarray) -> np.ndarray:
+        """K[idx][:, idx]: read from the stored Gram matrix when there is one, else evaluated
+        for these points only (within-block tests never need the whole pooled Gram matrix)."""
+        if isinstance(self._source, StoredGram):
+            return self._source.K[np.ix_(idx, idx)]
+        return self.kernel.gram(take(self.Z, idx))
+
     def relabelled(self, perm: np.ndarray) -> tuple[Any, Any]:
         """The samples (X', Y') of a relabelling: Z[perm[:N]] and Z[perm[N:]]."""
         return take(self.Z, perm[: self.n]), take(self.Z, perm[self.n :])

@@ -8,7 +8,11 @@ those of MMD², and T − q̂ is on the scale of the paper's Figure 2.
 
 **Permutation test** (:func:`permutation_test`). Under H₀: P = Q the pooled sample is
 exchangeable, so T on relabellings of X ∪ Y (B uniformly random permutations, the first
-N points called X) samples its null distribution. The p-value is
+N points called X) samples its null distribution. Median-of-means estimators relabel
+*within blocks* by default (``relabel="auto"``): their partition is drawn once, every
+relabelling permutes labels inside each block only, and every statistic is computed on
+that partition (:mod:`monk_framework.within_blocks`), so an outlier stays in its block.
+The p-value is
 (1 + #{b : T_b ≥ T}) / (1 + B), valid at every B; the test rejects when p ≤ α, which is
 the same as T > q̂ for the order statistic q̂ = T_(B−k) (ascending, 1-based) with
 k = ⌊α(B + 1)⌋ − 1 (when k < 0 no p-value can reach α and q̂ is None). The pooled
@@ -20,6 +24,10 @@ hyperparameters: the grid value with the largest T (data-dependent rules such as
 ``sigma="median"`` are resolved there too, and then frozen). Part 2 gives q̂, the same
 order statistic as above, from B relabellings of its pooled sample. Part 3 gives T. The
 test reports T − q̂ and rejects when T > q̂.
+
+**Robust test** (``robust_test``, ``RobustTestResult``: defined in
+:mod:`monk_framework.robust` and offered here too): a test whose level holds when up to
+r points are corrupted, with a certificate of how much corruption a rejection survives.
 
 Randomness: one seed drives everything; the relabellings and each relabelling's own
 estimator randomness come from spawned streams, so results do not depend on batching.
@@ -37,14 +45,16 @@ import attrs
 import numpy as np
 
 from .backends import Backend, LocalBackend
-from .blocks import take
+from .blocks import Partition, take
 from .errors import MonkError, ParameterError
 from .estimators import MMDEstimator, RNGLike, normalize_rng
 from .kernels import Kernel
-from .pooled import PooledSample
+from .pooled import PooledSample, batch_size
 from .results import _dumps, _finite, jsonable
+from .within_blocks import DRAW_CHUNK, relabellings
 
 __all__ = [
+    "RELABEL",
     "PermutationTestResult",
     "SplitTestResult",
     "critical_rank",
@@ -52,6 +62,10 @@ __all__ = [
     "signed_root",
     "split_test",
 ]
+
+#: how a permutation test relabels: "auto" (within blocks for estimators with a fixed
+#: partition, else globally), "within-blocks" or "global".
+RELABEL = ("auto", "within-blocks", "global")
 
 #: a callback told (relabellings done, relabellings in all) as the null sample grows.
 Progress = Callable[[int, int], None]
@@ -91,7 +105,8 @@ def _check_test_params(estimator: Any, n_permutations: Any, alpha: Any) -> MMDEs
     return estimator
 
 
-def _seed_sequence(rng: RNGLike) -> tuple[np.random.SeedSequence, int | None]:
+def seed_sequence(rng: RNGLike) -> tuple[np.random.SeedSequence, int | None]:
+    """The SeedSequence that every stream of a test is spawned from, and the seed to record."""
     generator, seed = normalize_rng(rng)
     if seed is not None:
         return np.random.SeedSequence(seed), seed
@@ -124,23 +139,36 @@ class _Streams(Sequence[np.random.Generator]):
         return np.random.default_rng(child)
 
 
-def _null_statistics(
+def null_statistics(
     estimator: MMDEstimator,
     pool: PooledSample,
     n_permutations: int,
     seq: np.random.SeedSequence,
     progress: Progress | None,
     backend: Backend | None = None,
+    partition: Partition | None = None,
 ) -> np.ndarray:
     """T_1..T_B of B random relabellings of ``pool`` (mmd2 values), batch by batch.
 
-    The relabellings are drawn here, in order, from one stream; relabelling b's own
-    randomness is stream b. So a batch computes the same values wherever it runs, and a
-    ``backend`` (e.g. Dask) may run the batches anywhere, in any order.
+    With a ``partition`` the relabellings permute labels within its blocks and the
+    estimator computes every statistic on it (:meth:`MMDEstimator.partition_statistics`);
+    without, they permute the whole pooled sample. The relabellings are drawn here, in
+    order, from one stream; relabelling b's own randomness is stream b. So a batch
+    computes the same values wherever it runs, and a ``backend`` (e.g. Dask) may run the
+    batches anywhere, in any order.
     """
     perm_seq, est_seq = seq.spawn(2)
     perm_rng = np.random.default_rng(perm_seq)
-    step = max(1, int(estimator.permutation_batch(pool)))
+    if partition is None:
+        step = max(1, int(estimator.permutation_batch(pool)))
+    else:
+        step = within_block_batch(pool, n_permutations)
+
+    def draw(a: int, b: int) -> np.ndarray:
+        if partition is not None:
+            return relabellings(partition, pool.n, a, b, perm_seq)
+        return np.stack([perm_rng.permutation(pool.size) for _ in range(a, b)])
+
     out = np.empty(n_permutations)
     if progress is not None:
         progress(0, n_permutations)
@@ -148,15 +176,12 @@ def _null_statistics(
     if backend is None or isinstance(backend, LocalBackend):
         # drawn batch by batch: memory stays at one batch of permutations
         for done, stop in bounds:
-            perms = np.stack([perm_rng.permutation(pool.size) for _ in range(done, stop)])
-            out[done:stop] = estimator.permuted_statistics(pool, perms, _Streams(est_seq, done, stop))
+            task = (estimator, draw(done, stop), est_seq, done, stop, partition)
+            out[done:stop] = _batch_statistics(task, pool)
             if progress is not None:
                 progress(stop, n_permutations)
         return out
-    tasks = [
-        (estimator, np.stack([perm_rng.permutation(pool.size) for _ in range(a, b)]), est_seq, a, b)
-        for a, b in bounds
-    ]
+    tasks = [(estimator, draw(a, b), est_seq, a, b, partition) for a, b in bounds]
     finished = 0
     for i, values in backend.as_completed(_batch_statistics, tasks, pool):
         a, b = bounds[i]
@@ -167,16 +192,61 @@ def _null_statistics(
     return out
 
 
+def within_block_batch(pool: PooledSample, n_permutations: int) -> int:
+    """Relabellings per batch of a within-block test: whole draw chunks, about ten batches
+    (so a progress bar moves), at most what ``BATCH_BYTES`` allows."""
+    tenth = -(-n_permutations // 10)
+    chunks = max(1, min(batch_size(pool.size), tenth) // DRAW_CHUNK)
+    return chunks * DRAW_CHUNK
+
+
 def _batch_statistics(task: tuple[Any, ...], pool: PooledSample) -> np.ndarray:
     """One batch of relabellings on a backend's worker (module level: it is pickled)."""
-    estimator, perms, est_seq, a, b = task
+    estimator, perms, est_seq, a, b, partition = task
+    if partition is not None:
+        return estimator.partition_statistics(pool, partition, perms, _Streams(est_seq, a, b))
     return estimator.permuted_statistics(pool, perms, _Streams(est_seq, a, b))
 
 
-def observed_mmd2(estimator: MMDEstimator, pool: PooledSample, seq: np.random.SeedSequence) -> float:
+def observed_mmd2(
+    estimator: MMDEstimator, pool: PooledSample, seq: np.random.SeedSequence, partition: Partition | None = None
+) -> float:
     """T on the samples as given: the identity relabelling, computed like the null values."""
     identity = np.arange(pool.size)[None, :]
-    return float(estimator.permuted_statistics(pool, identity, [np.random.default_rng(seq)])[0])
+    streams = [np.random.default_rng(seq)]
+    if partition is not None:
+        return float(estimator.partition_statistics(pool, partition, identity, streams)[0])
+    return float(estimator.permuted_statistics(pool, identity, streams)[0])
+
+
+def check_relabel(estimator: MMDEstimator, relabel: str) -> None:
+    """Refuse an unknown ``relabel``, or "within-blocks" for an estimator without fixed blocks."""
+    if relabel not in RELABEL:
+        raise ParameterError(f"relabel must be one of {', '.join(map(repr, RELABEL))}; got {relabel!r}.")
+    has_blocks = type(estimator).fixed_partition is not MMDEstimator.fixed_partition
+    if relabel == "within-blocks" and (not has_blocks or getattr(estimator, "n_blocks", None) == "auto"):
+        _no_fixed_partition(estimator)
+
+
+def _no_fixed_partition(estimator: MMDEstimator) -> None:
+    raise ParameterError(
+        f"relabel='within-blocks' needs an estimator with a fixed partition into blocks; "
+        f"{estimator.spec()} has none (a classical estimator, or n_blocks='auto', which chooses "
+        "Q from the data). Give n_blocks a number, or use relabel='global'."
+    )
+
+
+def choose_partition(
+    estimator: MMDEstimator, relabel: str, n: int, m: int, seq: np.random.SeedSequence
+) -> Partition | None:
+    """The fixed partition of a within-block test, or None for global relabelling."""
+    check_relabel(estimator, relabel)
+    if relabel == "global":
+        return None
+    partition = estimator.fixed_partition(n, m, np.random.default_rng(seq))
+    if partition is None and relabel == "within-blocks":
+        _no_fixed_partition(estimator)
+    return partition
 
 
 @attrs.frozen(kw_only=True)
@@ -185,7 +255,9 @@ class PermutationTestResult:
 
     ``statistic`` is T = sign(MMD²)√|MMD²| of the estimator on (X, Y); ``null`` (kept on
     request) holds the B values on relabellings; ``null_quantile`` is q̂ with
-    ``reject == (statistic > null_quantile) == (p_value <= alpha)``.
+    ``reject == (statistic > null_quantile) == (p_value <= alpha)``. ``relabel`` says how
+    the relabellings were drawn ("global" or "within-blocks"), ``n_blocks`` the number of
+    blocks of a within-block test's partition.
     """
 
     estimator: str
@@ -205,6 +277,8 @@ class PermutationTestResult:
     seed: int | None = None
     null: list[float] | None = attrs.field(default=None, converter=attrs.converters.optional(jsonable))
     timings: dict[str, float] = attrs.field(factory=dict, converter=jsonable)
+    relabel: str = attrs.field(default="global", validator=attrs.validators.in_(("global", "within-blocks")))
+    n_blocks: int | None = None
 
     @p_value.validator
     def _p_in_range(self, attribute: attrs.Attribute, value: float) -> None:
@@ -254,6 +328,7 @@ def permutation_test(
     progress: Progress | None = None,
     gram: np.ndarray | None = None,
     backend: Backend | None = None,
+    relabel: str = "auto",
 ) -> PermutationTestResult:
     """Permutation test of H₀: P = Q with any kernel and any MMD estimator.
 
@@ -264,6 +339,13 @@ def permutation_test(
     grows; ``backend`` (:mod:`monk_framework.backends`) runs the batches of relabellings,
     with the same result as in this process. See the module docstring for the statistic
     and q̂.
+
+    ``relabel``: "auto" relabels within the blocks of the estimator's fixed partition when
+    it has one (MONK estimators with a number of blocks) and globally otherwise;
+    "within-blocks" insists on it; "global" permutes the whole pooled sample (the
+    comparison). A within-block test computes every statistic on one partition, so
+    estimators that reshuffle their blocks (BCD, BCD-Fast's iterations) run their
+    test-time form without reshuffles (docs/testing.md says what that changes).
     """
     start = time.perf_counter()
     estimator = _check_test_params(estimator, n_permutations, alpha)
@@ -271,15 +353,16 @@ def permutation_test(
     Xv, Yv = kernel.check_pair(X, Y)
     estimator._check_size(Xv, "X")
     estimator._check_size(Yv, "Y")
-    seq, seed = _seed_sequence(rng)
+    seq, seed = seed_sequence(rng)
     observed_seq, null_seq = seq.spawn(2)
+    partition = choose_partition(estimator, relabel, len(Xv), len(Yv), seq.spawn(1)[0])
     fitted = kernel if gram is not None else kernel.fit(Xv, Yv)
     pool = PooledSample(fitted, Xv, Yv, gram=gram)
     tick = time.perf_counter()
-    mmd2 = observed_mmd2(estimator, pool, observed_seq)
+    mmd2 = observed_mmd2(estimator, pool, observed_seq, partition)
     observed_s = time.perf_counter() - tick
     tick = time.perf_counter()
-    null2 = _null_statistics(estimator, pool, int(n_permutations), null_seq, progress, backend)
+    null2 = null_statistics(estimator, pool, int(n_permutations), null_seq, progress, backend, partition)
     null_s = time.perf_counter() - tick
     T, null = float(signed_root(mmd2)), signed_root(null2)
     exceed = int(np.count_nonzero(null >= T))
@@ -302,6 +385,8 @@ def permutation_test(
         seed=seed,
         null=null.tolist() if return_null else None,
         timings={"observed_s": observed_s, "null_s": null_s, "total_s": time.perf_counter() - start},
+        relabel="global" if partition is None else "within-blocks",
+        n_blocks=None if partition is None else partition.n_blocks,
     )
 
 
@@ -412,7 +497,7 @@ def split_test(
                 f"grid: kernel {kernel.name!r} has no parameter {key!r} (it has {', '.join(sorted(known)) or 'none'})."
             )
     candidates = [type(kernel).from_params({**kernel.params(), **point}) for point in points]
-    seq, seed = _seed_sequence(rng)
+    seq, seed = seed_sequence(rng)
     split_seq, tune_seq, null_seq, test_seq = seq.spawn(4)
     split_rng = np.random.default_rng(split_seq)
     px, py = three_parts(len(Xv), split_rng), three_parts(len(Yv), split_rng)
@@ -446,7 +531,7 @@ def split_test(
 
     # part 2: the null quantile from relabellings; part 3: the statistic
     tick = time.perf_counter()
-    null = signed_root(_null_statistics(estimator, pool_of(chosen, 1), int(n_permutations), null_seq, progress, backend))
+    null = signed_root(null_statistics(estimator, pool_of(chosen, 1), int(n_permutations), null_seq, progress, backend))
     calibrate_s = time.perf_counter() - tick
     tick = time.perf_counter()
     T = float(signed_root(observed_mmd2(estimator, pool_of(chosen, 2), test_seq)))
@@ -476,3 +561,13 @@ def split_test(
         null=null.tolist() if return_null else None,
         timings={"tune_s": tune_s, "calibrate_s": calibrate_s, "test_s": test_s, "total_s": time.perf_counter() - start},
     )
+
+
+def __getattr__(name: str) -> Any:
+    # robust_test lives in monk_framework.robust (which builds on this module); it is
+    # offered here too, loaded on first use so that either module can be imported first
+    if name in ("robust_test", "RobustTestResult"):
+        from . import robust
+
+        return getattr(robust, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

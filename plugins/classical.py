@@ -19,7 +19,7 @@ from monk_framework import (
     parameter,
 )
 from monk_framework.params import one_of
-from monk_framework.pooled import PooledSample, batch_size, sample_sums
+from monk_framework.pooled import PooledSample, SampleSums, batch_size, sample_sums
 
 
 def _grams(kernel: Kernel, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -56,9 +56,11 @@ class VStatistic(MMDEstimator):
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """All relabellings from one pooled Gram matrix: B of them per matrix product."""
-        n, m = pool.n, pool.m
-        s = sample_sums(pool, perms)
-        return s.xx / (n * n) + s.yy / (m * m) - 2.0 * s.xy / (n * m)
+        return self.mmd2_from_sums(sample_sums(pool, perms), pool.n, pool.m)
+
+    def mmd2_from_sums(self, sums: SampleSums, n: Any, m: Any) -> np.ndarray:
+        """S_xx/N² + S_yy/M² − 2 S_xy/(NM)."""
+        return sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
 
 
 @attrs.frozen(kw_only=True)
@@ -107,8 +109,11 @@ class UStatistic(MMDEstimator):
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """All relabellings from one pooled Gram matrix; the traces remove the diagonals."""
-        n, m = pool.n, pool.m
-        s = sample_sums(pool, perms)
+        return self.mmd2_from_sums(sample_sums(pool, perms), pool.n, pool.m)
+
+    def mmd2_from_sums(self, sums: SampleSums, n: Any, m: Any) -> np.ndarray:
+        """(S_xx − tr_x)/(N(N−1)) + (S_yy − tr_y)/(M(M−1)) − 2 S_xy/(NM)."""
+        s = sums
         return (s.xx - s.trace_x) / (n * (n - 1)) + (s.yy - s.trace_y) / (m * (m - 1)) - 2.0 * s.xy / (n * m)
 
 

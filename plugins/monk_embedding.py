@@ -41,6 +41,7 @@ from monk_framework.blocks import (
 from monk_framework.errors import ParameterError
 from monk_framework.params import integer, integer_or, one_of
 from monk_framework.pooled import PooledSample
+from monk_framework.within_blocks import block_means_gram
 
 from . import monk_reduced
 from .monk_mmd import LEPSKI_CONSTANT, pooled
@@ -231,21 +232,38 @@ class MonkEmbeddingMMD(MMDEstimator):
             for perm, rng in zip(perms, rngs)
         ])
 
-    def _estimate_from(self, src: Any, n: int, m: int, rng: np.random.Generator) -> Estimate:
-        start = time.perf_counter()
+    def fixed_partition(self, n: int, m: int, rng: np.random.Generator) -> Partition:
+        """X and Y each cut into Q blocks (the estimator's own draws); block q pairs S_q with T_q."""
         Q = int(self.n_blocks)
         check_n_blocks(Q, {"X": n, "Y": m}, estimator=self.name)
-        x_labels = random_partition(n, Q, rng)
-        y_labels = random_partition(m, Q, rng)
-        # one 2Q x 2Q Gram of all block means: X's blocks are columns 0..Q-1, Y's Q..2Q-1
-        cols = np.concatenate([x_labels, y_labels + Q])
-        part, W = _partition_weights(cols, 2 * Q)
-        M = src.block_gram(W)
-        gram_s = src.kernel_s  # a fresh source: all its kernel time is this estimate's
+        return Partition(Q, random_partition(n, Q, rng), random_partition(m, Q, rng))
+
+    def partition_statistics(
+        self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any
+    ) -> np.ndarray:
+        """Each relabelling's two embeddings from its block-part means on the test's partition."""
+        grams = block_means_gram(pool, partition, perms)
+        return np.array([self._mmd2_of_block_means(M)[0] for M in grams])
+
+    def _mmd2_of_block_means(self, M: np.ndarray) -> tuple[float, BlockCenter, BlockCenter]:
+        """‖Σ β_q μ_{S_q} − Σ γ_q μ_{T_q}‖² from the 2Q × 2Q Gram of the block means (X's first)."""
+        Q = len(M) // 2
         bx = block_center(M[:Q, :Q], self.center)
         by = block_center(M[Q:, Q:], self.center)
         b = np.concatenate([bx.beta, -by.beta])
-        mmd2 = float(b @ M @ b)
+        return float(b @ M @ b), bx, by
+
+    def _estimate_from(self, src: Any, n: int, m: int, rng: np.random.Generator) -> Estimate:
+        start = time.perf_counter()
+        part = self.fixed_partition(n, m, rng)
+        Q = part.n_blocks
+        assert part.y_labels is not None
+        # one 2Q x 2Q Gram of all block means: X's blocks are columns 0..Q-1, Y's Q..2Q-1
+        cols = np.concatenate([part.x_labels, part.y_labels + Q])
+        _, W = _partition_weights(cols, 2 * Q)
+        M = src.block_gram(W)
+        gram_s = src.kernel_s  # a fresh source: all its kernel time is this estimate's
+        mmd2, bx, by = self._mmd2_of_block_means(M)
         total = time.perf_counter() - start
         return Estimate(
             mmd2=mmd2,

@@ -36,6 +36,7 @@ import numpy as np
 from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
 from monk_framework.blocks import (
     MatrixFreeGram,
+    Partition,
     block_trace_variances,
     blocks_min_sample_size,
     check_n_blocks,
@@ -43,6 +44,7 @@ from monk_framework.blocks import (
     lepski,
     majority,
     median_block,
+    median_position,
     median_value,
     pair_partition,
     take,
@@ -50,6 +52,7 @@ from monk_framework.blocks import (
 from monk_framework.errors import ParameterError
 from monk_framework.params import integer, integer_or, one_of, real_or
 from monk_framework.pooled import PermutedGram, PooledSample, pooled
+from monk_framework.within_blocks import block_means_gram, within_block_sums
 
 from . import monk_reduced
 
@@ -152,6 +155,13 @@ class _MonkMMD(MMDEstimator):
         for b, (perm, rng) in enumerate(zip(perms, rngs)):
             out[b] = self._estimate_in(_Context.of_relabelling(pool, perm), rng).mmd2
         return out
+
+    def fixed_partition(self, n: int, m: int, rng: np.random.Generator) -> Partition | None:
+        """The paired partition into Q blocks (the estimator's first draw); None for Lepski's 'auto'."""
+        if self.n_blocks == "auto":
+            return None
+        check_n_blocks(int(self.n_blocks), {"X": n, "Y": m}, estimator=self.name)
+        return pair_partition(n, m, int(self.n_blocks), rng)
 
     def _estimate_in(self, ctx: _Context, rng: np.random.Generator) -> Estimate:
         if self.n_blocks != "auto":
@@ -308,6 +318,65 @@ class MonkBCD(_MonkMMD):
         return self._result(objective, n_blocks, part, block, values, trace, extra, timings)
 
 
+    def partition_statistics(
+        self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any
+    ) -> np.ndarray:
+        """Algorithm 1 with every iteration on the test's partition, for all relabellings at once.
+
+        On a fixed partition f stays in span{f₀, d_1..d_Q} (f₀ the normalised all-ones start),
+        so the iteration only needs the block values g_q = ⟨f₀, d_q⟩ and the block Gram
+        G_qr = ⟨d_q, d_r⟩ (+ the ridge): the median block's move is
+        g ← (1 − η) g + η G[:, q]/√G_qq, exactly what :meth:`_solve` does with one partition.
+        G comes from the block-part means of each relabelling (:func:`block_means_gram`).
+        """
+        Q = partition.n_blocks
+        nx, ny = partition.x_sizes.astype(float), partition.y_sizes.astype(float)
+        M = block_means_gram(pool, partition, perms)
+        G = M[:, :Q, :Q] - M[:, :Q, Q:] - M[:, Q:, :Q] + M[:, Q:, Q:]
+        ridge = self.resolved_ridge
+        if ridge:
+            G = G + ridge * np.diag(1.0 / nx + 1.0 / ny)
+        values = _ones_start_values(pool, partition, perms, ridge)
+        rows = np.arange(len(perms))
+        pos = median_position(Q)
+        for t in range(self.n_iter):
+            q = np.argsort(values, axis=1, kind="stable")[:, pos]
+            gqq = G[rows, q, q]
+            scale = np.where(gqq > 0, 1.0 / np.sqrt(np.maximum(gqq, 1e-300)), 0.0)
+            eta = 1.0 if self.variant == "paper" else 1.0 / (1.0 + AUTHORS_STEP_DECAY * t)
+            values = (1.0 - eta) * values + (eta * scale)[:, None] * G[rows, :, q]
+        objective = median_value(values, axis=1)
+        if self.solver == "exact":
+            for b in range(len(perms)):
+                if Q <= monk_reduced.MAX_ENUMERATE_BLOCKS:
+                    sol = monk_reduced.sup_median_exact(G[b])
+                else:
+                    sol = monk_reduced.sup_median_local(G[b], _top_majority(values[b]))
+                objective[b] = max(sol.value, 0.0)
+        return objective * np.abs(objective)
+
+
+def _ones_start_values(pool: PooledSample, partition: Partition, perms: np.ndarray, ridge: float) -> np.ndarray:
+    """⟨f₀, d_q⟩ of every relabelling: f₀ = Σ_i φ(z_i)/√(1ᵀ(K + εI)1), the authors' start.
+
+    It is (Σ_{S_q} r_i/|S_q| − Σ_{T_q} r_i/|T_q|)/√(1ᵀ(K + εI)1) with r = K1; the ridge
+    adds ε to every r_i, which cancels between the two means.
+    """
+    r = pool.row_sums
+    norm0 = np.sqrt(max(float(r.sum()) + ridge * pool.size, 1e-300))
+    labels = partition.pooled_labels()
+    Q = partition.n_blocks
+    nx, ny = partition.x_sizes.astype(float), partition.y_sizes.astype(float)
+    out = np.empty((len(perms), Q))
+    for b, perm in enumerate(perms):
+        xi, yi = perm[: pool.n], perm[pool.n :]
+        out[b] = (
+            np.bincount(labels[xi], weights=r[xi], minlength=Q) / nx
+            - np.bincount(labels[yi], weights=r[yi], minlength=Q) / ny
+        ) / norm0
+    return out
+
+
 def _top_majority(values: np.ndarray) -> np.ndarray:
     """A start for the local search: the indicator of the strict majority with the largest values."""
     beta = np.zeros(len(values))
@@ -436,6 +505,38 @@ class MonkBCDFast(_MonkMMD):
         extra = {"solver": "exact", "partitions": 1, "block_vstat_median": objective}
         timings = {"gram_s": gram_s, "iterate_s": time.perf_counter() - start - gram_s}
         return self._result(objective, n_blocks, part, median_block(values), values, [objective], extra, timings)
+
+
+    def partition_statistics(
+        self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any
+    ) -> np.ndarray:
+        """BCD-Fast on the test's partition (no reshuffles), for all relabellings at once.
+
+        Each block's three inner products come from its own Gram matrix
+        (:func:`within_block_sums`: (N+M)²/Q kernel evaluations, one product per block);
+        the exact solver is med_q ‖d_q‖, the iterations run Algorithm 2 with
+        ``reshuffle_every=0`` from the variant's start.
+        """
+        sums = within_block_sums(pool, partition, perms)
+        stats = _stats(partition, sums.xx, sums.yy, sums.xy, self.resolved_ridge)
+        if self.solver == "exact":
+            objective = median_value(np.sqrt(np.maximum(stats.v_v, 0.0)), axis=1)
+            return objective * objective
+        rows = np.arange(len(perms))
+        pos = median_position(partition.n_blocks)
+        inv = stats.inv_norm_v
+        if self.start == "ones":
+            alpha, beta = 1.0 / np.sqrt(stats.one_one), np.zeros_like(inv)
+        else:
+            alpha, beta = np.zeros_like(inv), inv.copy()
+        for t in range(self.n_iter):
+            values = alpha * stats.one_v + beta * stats.v_v
+            q = np.argsort(values, axis=1, kind="stable")[:, pos]
+            eta = 1.0 if self.variant == "paper" else 1.0 / (1.0 + AUTHORS_STEP_DECAY * t)
+            alpha[rows, q] -= eta * alpha[rows, q]
+            beta[rows, q] += eta * (inv[rows, q] - beta[rows, q])
+        objective = median_value(alpha * stats.one_v + beta * stats.v_v, axis=1)
+        return objective * np.abs(objective)
 
 
 @attrs.frozen

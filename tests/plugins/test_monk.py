@@ -308,3 +308,74 @@ def test_cli_prints_a_robust_estimate_and_the_ruined_one():
     assert described.exit_code == 0
     for word in ("variant", "authors", "paper", "Converges", "Cost"):
         assert word in described.stdout
+
+
+# -- test-time forms on one fixed partition (within-block relabelling) ------------------
+
+FIXED_FORMS = [
+    ("monk-bcd", {"n_blocks": 5, "n_iter": 20}),
+    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "variant": "paper"}),
+    ("monk-bcd", {"n_blocks": 4, "n_iter": 10, "solver": "exact"}),
+    ("monk-bcd", {"n_blocks": 17, "n_iter": 10, "solver": "exact"}),  # local search beyond 15 blocks
+    ("monk-bcd-fast", {"n_blocks": 5, "n_iter": 30, "reshuffle_every": 0}),
+    ("monk-bcd-fast", {"n_blocks": 5, "n_iter": 30, "reshuffle_every": 0, "variant": "paper", "start": "indicator"}),
+    ("monk-bcd-fast", {"n_blocks": 6, "solver": "exact"}),
+]
+
+
+@pytest.mark.parametrize("name, params", FIXED_FORMS)
+def test_partition_statistics_equal_the_estimator_with_every_draw_on_that_partition(registry, rng, monkeypatch, name, params):
+    # the test-time form is the estimator with its partition draw replaced by the test's:
+    # run the estimator from scratch on each relabelled sample with pair_partition patched
+    import monk_plugins.monk_mmd as monk_mmd
+    from monk_framework.pooled import PooledSample
+    from monk_framework.within_blocks import draw_within_block, relabelled_partition
+
+    n, m = 36, 35
+    X, Y = rng.normal(size=(n, 2)), rng.normal(0.5, 1.0, size=(m, 2))
+    kernel = registry.get_kernel("quadratic")
+    est = registry.get_estimator(name, **params)
+    pool = PooledSample(kernel, X, Y)
+    part = est.fixed_partition(n, m, np.random.default_rng(0))
+    perms = np.vstack([np.arange(n + m), draw_within_block(part, n, 4, rng)])
+    got = est.partition_statistics(pool, part, perms, [None] * len(perms))
+    for b, perm in enumerate(perms):
+        fixed = relabelled_partition(part, perm, n)
+        monkeypatch.setattr(monk_mmd, "pair_partition", lambda *args, fixed=fixed: fixed)
+        want = est.estimate(kernel, *pool.relabelled(perm), rng=0).mmd2
+        assert got[b] == pytest.approx(want, rel=1e-10)
+
+
+def test_embedding_mmd_partition_statistics_equal_brute_force_block_means(registry, rng):
+    from monk_framework.pooled import PooledSample
+    from monk_framework.within_blocks import draw_within_block, relabelled_partition
+    from monk_plugins.monk_embedding import block_center
+
+    n, m = 30, 27
+    X, Y = rng.normal(size=(n, 2)), rng.normal(0.5, 1.0, size=(m, 2))
+    kernel = registry.get_kernel("rbf", sigma=1.0)
+    est = registry.get_estimator("monk-embedding-mmd", n_blocks=5, center="geometric")
+    pool = PooledSample(kernel, X, Y)
+    part = est.fixed_partition(n, m, np.random.default_rng(3))
+    # the observed statistic is the estimate with the same seed: the same two partition draws
+    assert est.partition_statistics(pool, part, np.arange(n + m)[None], [None])[0] == pytest.approx(
+        est.estimate(kernel, X, Y, rng=3).mmd2, rel=1e-10
+    )
+    Z = np.vstack([X, Y])
+    for perm in draw_within_block(part, n, 3, rng):
+        new = relabelled_partition(part, perm, n)
+        Xr, Yr = Z[perm[:n]], Z[perm[n:]]
+        parts = [Xr[new.x_labels == q] for q in range(5)] + [Yr[new.y_labels == q] for q in range(5)]
+        M = np.array([[kernel.gram(a, c).mean() for c in parts] for a in parts])
+        b = np.concatenate([block_center(M[:5, :5], "geometric").beta, -block_center(M[5:, 5:], "geometric").beta])
+        got = est.partition_statistics(pool, part, perm[None], [None])[0]
+        assert got == pytest.approx(b @ M @ b, rel=1e-9)
+
+
+def test_only_a_fixed_number_of_blocks_has_a_fixed_partition(registry, rng):
+    assert registry.get_estimator("monk-bcd", n_blocks="auto").fixed_partition(40, 40, rng) is None
+    assert registry.get_estimator("u-stat").fixed_partition(40, 40, rng) is None
+    part = registry.get_estimator("monk-bcd-fast", n_blocks=7).fixed_partition(40, 30, rng)
+    assert part.n_blocks == 7 and part.x_sizes.sum() == 40 and part.y_sizes.sum() == 30
+    with pytest.raises(ParameterError, match="n_blocks"):
+        registry.get_estimator("monk-bcd", n_blocks=30).fixed_partition(40, 40, rng)
