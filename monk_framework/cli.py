@@ -471,7 +471,11 @@ def parse_grid(assignments: list[str], kernel_cls: type[Configurable]) -> dict[s
 
 
 class _ProgressBar:
-    """A rich progress bar on stderr for the permutations (silent with --quiet)."""
+    """A rich progress bar on stderr for the permutations (silent with --quiet).
+
+    The display starts with the first report, so an error raised before any work (a bad
+    option found once the data are read) stays a single line on stderr.
+    """
 
     def __init__(self, label: str):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -484,14 +488,15 @@ class _ProgressBar:
         self.task: Any = None
 
     def __enter__(self) -> _ProgressBar:
-        self.progress.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.progress.__exit__(*exc)
+        if self.task is not None:
+            self.progress.__exit__(*exc)
 
     def __call__(self, done: int, total: int) -> None:
         if self.task is None:
+            self.progress.__enter__()
             self.task = self.progress.add_task(self.label, total=total)
         self.progress.update(self.task, completed=done)
 
@@ -528,10 +533,33 @@ def _backend(name: str, scheduler: str | None, workers: int | None) -> Any:
     return get_backend(name, scheduler=scheduler, n_workers=workers)
 
 
+ContaminationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--contamination",
+        help="A robust test whose level holds with up to R corrupted points of X and Y (a count, e.g. 10, "
+        "or a fraction below 0.5, e.g. 0.02); reports how many corrupted points the decision survives.",
+        show_default=False,
+    ),
+]
+
+
+def _contamination(text: str) -> int | float:
+    """'10' is a count, '0.02' a fraction of N + M."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise ParameterError(f"--contamination takes a count (e.g. 10) or a fraction below 0.5 (e.g. 0.02); got {text!r}.") from None
+
+
 @app.command("test")
 def test_command(
     kernel: KernelOption,
-    estimator: EstimatorOption,
+    estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="MMD estimator (see 'monkfw plugins'). Optional with --contamination (v-stat for dc, u-stat for mom).", autocompletion=_complete("estimator"), show_default=False)] = None,
     x: XOption = None,
     y: YOption = None,
     dataset: DatasetOption = None,
@@ -539,6 +567,10 @@ def test_command(
     data_param: DataParamOption = None,
     permutations: Annotated[int, typer.Option("--permutations", "-B", min=1, help="Number of permutations B.")] = 1000,
     alpha: Annotated[float, typer.Option("--alpha", help="Level of the test, in (0, 1).")] = 0.05,
+    relabel: Annotated[str, typer.Option("--relabel", help="Permutation test: 'auto' (within the blocks of a MONK estimator's fixed partition, else global), 'within-blocks' or 'global'.")] = "auto",
+    contamination: ContaminationOption = None,
+    method: Annotated[str, typer.Option("--method", help="With --contamination: 'auto', 'dc' (dcMMD, bounded kernels) or 'mom' (median of block p-values, any kernel).")] = "auto",
+    blocks: Annotated[int | None, typer.Option("--blocks", min=1, help="With --contamination and mom: the number of blocks Q (default: about 2 sqrt(min(N, M)), at least 4R + 1).", show_default=False)] = None,
     split: Annotated[bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null quantile on part 2, statistic on part 3.")] = False,
     grid: Annotated[list[str] | None, typer.Option("--grid", help="With --split: kernel hyperparameter values to try on part 1, key=v1,v2,... (repeatable).")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, split, permutations, blocks).")] = 0,
@@ -552,18 +584,28 @@ def test_command(
     """Two-sample test of P = Q: a permutation test with any kernel and MMD estimator.
 
     The p-value is (1 + #{T_b >= T}) / (1 + B) over B relabellings of the pooled
-    sample. With --split, the paper's three-way split test instead.
+    sample (within the blocks of a MONK estimator's partition). With --contamination R,
+    a robust test whose level holds with up to R corrupted points; with --split, the
+    paper's three-way split test.
     """
-    from .two_sample import permutation_test, split_test
+    from .robust import check_robust_test
+    from .two_sample import check_relabel, permutation_test, robust_test, split_test
 
     if not 0 < alpha < 1:
         raise ParameterError(f"--alpha must lie in (0, 1); got {alpha}.")
     _check_backend(backend, scheduler, workers)
+    robust = contamination is not None
     if grid and not split:
         raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
+    if robust and split:
+        raise ParameterError("--contamination and --split are different tests; choose one.")
+    if not robust and (method != "auto" or blocks is not None):
+        raise ParameterError("--method and --blocks choose the robust test: add --contamination R.")
+    if estimator is None and not robust:
+        raise ParameterError("monkfw test needs --estimator (e.g. -e u-stat), or --contamination R for a robust test.")
     reg = get_registry()
     kernel_cls = reg.kernel_class(kernel)
-    estimator_cls = reg.estimator_class(estimator)
+    estimator_cls = reg.estimator_class(estimator or "v-stat")
     if not issubclass(estimator_cls, MMDEstimator):
         raise ParameterError(f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator.")
     kernel_params, estimator_params = route_params(param or [], kernel_cls, estimator_cls)
@@ -573,17 +615,32 @@ def test_command(
             raise ParameterError(f"Kernel parameter {key!r} is given by both --param and --grid; keep one.")
     kern = kernel_cls.from_params(kernel_params)
     est = estimator_cls.from_params(estimator_params)
+    r = _contamination(contamination) if contamination is not None else None
+    # refuse what can be refused before reading any data
+    if robust:
+        check_robust_test(
+            kern, contamination=r, method=method, estimator=est if estimator is not None else None,
+            n_permutations=permutations, alpha=alpha,
+        )
+    elif not split:
+        check_relabel(est, relabel)
     X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, True)
     with _backend(backend, scheduler, workers) as runner, _ProgressBar("permutations") as bar:
-        if split:
-            result: Any = split_test(
+        if robust:
+            result: Any = robust_test(
+                kern, X, Y, contamination=r, alpha=alpha, n_permutations=permutations, method=method,
+                estimator=est if estimator is not None else None, n_blocks=blocks if blocks is not None else "auto",
+                rng=seed, return_null=null, progress=bar, backend=runner,
+            )
+        elif split:
+            result = split_test(
                 kern, est, X, Y, grid=grid_values, n_permutations=permutations, alpha=alpha,
                 rng=seed, return_null=null, progress=bar, backend=runner,
             )
         else:
             result = permutation_test(
                 kern, est, X, Y, n_permutations=permutations, alpha=alpha, rng=seed,
-                return_null=null, progress=bar, backend=runner,
+                return_null=null, progress=bar, backend=runner, relabel=relabel,
             )
     payload = {**result.to_dict(), "data": data_info}
     if output is not None:
@@ -593,8 +650,28 @@ def test_command(
         _print_json(payload)
         return
     kernel_text = f"{result.kernel}({', '.join(f'{k}={v!r}' for k, v in result.kernel_params.items())})"
+    if robust:
+        rows = _robust_rows(result, kernel_text)
+        title = f"Robust two-sample test ({result.method}) with {kern.name}"
+    else:
+        rows = _test_rows(result, est, kernel_text, split)
+        title = f"Two-sample test: {est.name} with {kern.name}"
+    rows.append(("time", f"{result.timings['total_s']:.3f} s"))
+    table = Table(show_header=False, title=title, title_justify="left")
+    table.add_column("", style="bold")
+    table.add_column("")
+    for row in rows:
+        table.add_row(*(escape(str(v)) for v in row))
+    stdout.print(table)
+    stdout.print(result.decision, markup=False)
+
+
+def _test_rows(result: Any, est: Any, kernel_text: str, split: bool) -> list[tuple[str, str]]:
+    test = "three-way split (Algorithm 3)" if split else "permutation"
+    if not split and result.relabel == "within-blocks":
+        test += f", relabelled within {result.n_blocks} blocks"
     rows = [
-        ("test", "three-way split (Algorithm 3)" if split else "permutation"),
+        ("test", test),
         ("estimator", est.spec()),
         ("kernel", kernel_text),
         ("N, M", f"{result.n_x}, {result.n_y}"),
@@ -607,17 +684,36 @@ def test_command(
             rows.append((f"part 1: {item['params'] or 'no grid'}", f"T = {item['statistic']:.6g}"))
     else:
         rows.append(("p-value", f"{result.p_value:.4g}"))
-    rows += [
-        ("alpha, B", f"{result.alpha:g}, {result.n_permutations}"),
-        ("time", f"{result.timings['total_s']:.3f} s"),
+    rows.append(("alpha, B", f"{result.alpha:g}, {result.n_permutations}"))
+    return rows
+
+
+def _robust_rows(result: Any, kernel_text: str) -> list[tuple[str, str]]:
+    rows = [
+        ("method", {"dc": "dcMMD (bounded kernel)", "mom": "median of block p-values"}[result.method]),
+        ("estimator", result.estimator),
+        ("kernel", kernel_text),
+        ("N, M", f"{result.n_x}, {result.n_y}"),
+        ("contamination R", str(result.contamination)),
     ]
-    table = Table(show_header=False, title=f"Two-sample test: {est.name} with {kern.name}", title_justify="left")
-    table.add_column("", style="bold")
-    table.add_column("")
-    for row in rows:
-        table.add_row(*(escape(str(v)) for v in row))
-    stdout.print(table)
-    stdout.print(result.decision, markup=False)
+    if result.method == "dc":
+        rows += [
+            ("MMD (V-statistic)", f"{result.statistic:.6g}"),
+            ("sensitivity", f"{result.sensitivity:.6g} per corrupted point"),
+            ("null quantile", "none (too few permutations)" if result.null_quantile is None else f"{result.null_quantile:.6g}"),
+            ("threshold q + 2R delta", "n/a" if result.threshold is None else f"{result.threshold:.6g}"),
+        ]
+    else:
+        rows += [
+            ("blocks Q, order k", f"{result.n_blocks}, {result.order}"),
+            ("median block p-value", f"{result.statistic:.4g}"),
+        ]
+    rows += [
+        ("p-value", f"{result.pvalue:.4g}"),
+        ("certificate", f"{result.certificate} corrupted points" if result.certificate >= 0 else "does not reject"),
+        ("alpha, B", f"{result.alpha:g}, {result.n_permutations}"),
+    ]
+    return rows
 
 
 def _int_list(text: str | None, option: str) -> tuple[int, ...] | None:

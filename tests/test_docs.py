@@ -129,3 +129,24 @@ def test_reproduction_page_example_runs(capsys, tmp_path, monkeypatch):
     out = capsys.readouterr().out
     assert out.startswith("180 180 0 ")
     assert (tmp_path / "monk-results" / "my-exp1" / "exp1.png").exists()
+
+
+def test_cli_console_examples_print_what_the_docs_show():
+    # every ```console block of docs/cli.md: "$ monkfw ..." then its stdout, compared line
+    # by line except the time row (rich tables at the width the docs were made with)
+    import shlex
+
+    from typer.testing import CliRunner
+
+    text = (DOCS / "cli.md").read_text()
+    blocks = code_blocks(DOCS / "cli.md", "console")
+    assert blocks, "docs/cli.md lost its console examples"
+    runner = CliRunner()
+    for block in blocks:
+        for chunk in block.split("$ ")[1:]:
+            command, _, shown = chunk.partition("\n")
+            result = runner.invoke(app, shlex.split(command)[1:], env={"COLUMNS": "88"})
+            assert result.exit_code == 0, (command, result.stderr)
+            keep = lambda out: [line.rstrip() for line in out.splitlines() if not line.startswith("│ time ")]  # noqa: E731
+            assert keep(result.stdout) == keep(shown), command
+    assert "--contamination 10" in text

@@ -75,13 +75,50 @@ def test_split_test_with_a_grid():
         (["--alpha", "1.5"], "--alpha must lie in (0, 1); got 1.5."),
         (["--permutations", "0"], "Invalid value for '--permutations'"),
         (["-e", "mean"], "a two-sample test needs an MMD estimator"),
+        (["--relabel", "inside"], "relabel must be one of"),
+        (["-e", "u-stat", "--relabel", "within-blocks"], "needs an estimator with a fixed partition"),
+        (["--method", "mom"], "--method and --blocks choose the robust test: add --contamination R."),
+        (["--contamination", "lots"], "--contamination takes a count"),
+        (["--contamination", "0.7"], "fraction must lie in [0, 1/2)"),
+        (["--contamination", "3", "--split"], "different tests"),
+        (["--contamination", "3", "-p", "sigma=median"], "fixed before seeing the data"),
+        (["--contamination", "3", "-k", "quadratic", "--method", "dc"], "needs a bounded kernel"),
+        (["--contamination", "3", "-e", "monk-bcd"], "mmd2_from_sums"),
+        (["--contamination", "3", "--method", "mom", "--blocks", "1000", "--dataset", "gauss"], "n_blocks"),
+        (["--contamination", "500", "--dataset", "gauss"], "between 0 and the 400 points"),
     ],
 )
 def test_bad_options_are_one_line_errors(args, message):
-    base = ["test", "-k", "rbf"] + ([] if "-e" in args else ["-e", "u-stat"])
+    robust = "--contamination" in args
+    base = ["test"] + ([] if "-k" in args else ["-k", "rbf"]) + ([] if "-e" in args or robust else ["-e", "u-stat"])
     result = invoke(*base, *args)
     assert result.exit_code == 2, result.stdout
     assert message in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_monk_tests_relabel_within_blocks_and_say_so():
+    table = invoke("test", "-k", "quadratic", "-e", "monk-bcd", "--dataset", "gauss-outliers", "-B", "100")
+    assert table.exit_code == 0, table.stderr
+    assert "relabelled within 11 blocks" in table.stdout and "Reject H0" in table.stdout
+    data = json.loads(invoke("test", "-k", "quadratic", "-e", "monk-bcd", "--dataset", "gauss-outliers", "-B", "100", "--relabel", "global", "--json").stdout)
+    assert data["relabel"] == "global" and not data["reject"]
+
+
+def test_robust_test_reports_its_certificate_and_matches_the_library():
+    from monk_framework.robust import robust_test
+
+    result = invoke("test", "-k", "rbf", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199")
+    assert result.exit_code == 0, result.stderr
+    assert "certificate" in result.stdout and "survives up to" in result.stdout
+    data = json.loads(invoke("test", "-k", "rbf", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199", "--json").stdout)
+    X, Y = get_dataset("gauss-outliers").sample(0)
+    direct = robust_test(get_registry().get_kernel("rbf"), X, Y, contamination=10, n_permutations=199, rng=0)
+    assert data["type"] == "robust-test" and data["method"] == "dc" and data["contamination"] == 10
+    assert (data["pvalue"], data["certificate"], data["reject"]) == (direct.pvalue, direct.certificate, direct.reject)
+    # a fraction of N + M = 400 points, and mom with a chosen number of blocks
+    frac = json.loads(invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "0.025", "--blocks", "31", "-B", "99", "--json").stdout)
+    assert frac["contamination"] == 10 and frac["method"] == "mom" and frac["n_blocks"] == 31
+    assert len(frac["block_pvalues"]) == 31 and frac["estimator"] == "u-stat"
 
 
 def test_too_few_permutations_is_said_in_words():

@@ -1,0 +1,325 @@
+"""Robust two-sample tests: the sensitivity by brute force, the proofs' inequalities under
+adversarial corruption, the worst-case level on tiny samples, and the certificate."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from monk_framework import MonkError, ParameterError
+from monk_framework.robust import (
+    RobustTestResult,
+    auto_blocks,
+    contamination_count,
+    median_pvalue,
+    mmd_sensitivity,
+    robust_test,
+)
+from monk_framework.two_sample import permutation_test
+
+BOUNDED = [
+    ("rbf", {"sigma": 0.7}),
+    ("laplace", {"sigma": 1.3}),
+    ("quadratic", {"normalize": True}),
+    ("polynomial", {"degree": 3, "normalize": True}),
+    ("linear", {"normalize": True}),
+]
+
+
+def v_mmd(kernel, X, Y):
+    """‖μ̂_X − μ̂_Y‖ from the three Gram matrices (the definition)."""
+    v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+    return math.sqrt(max(v, 0.0))
+
+
+def candidates(rng, X, d):
+    """Replacement values an adversary would try: near, far, on other points, huge."""
+    out = [rng.normal(size=d) * s for s in (0.1, 1, 3, 10) for _ in range(5)]
+    out += [X[i] + 1e-9 for i in range(len(X))] + [np.full(d, 1e6), -np.full(d, 1e6), np.zeros(d)]
+    return out
+
+
+@pytest.mark.parametrize("name, params", BOUNDED)
+def test_one_replaced_point_moves_the_v_statistic_mmd_by_at_most_the_sensitivity(registry, name, params):
+    kernel = registry.get_kernel(name, **params)
+    worst = 0.0
+    for seed in range(6):
+        g = np.random.default_rng(seed)
+        n, m = (3, 4) if seed % 2 else (4, 2)
+        X, Y = g.normal(size=(n, 2)), g.normal(0.5, 1.0, size=(m, 2))
+        delta = mmd_sensitivity(kernel, n, m)
+        base = v_mmd(kernel, X, Y)
+        for which in range(n + m):
+            for value in candidates(g, np.vstack([X, Y]), 2):
+                Xc, Yc = X.copy(), Y.copy()
+                if which < n:
+                    Xc[which] = value
+                else:
+                    Yc[which - n] = value
+                worst = max(worst, abs(v_mmd(kernel, Xc, Yc) - base) / delta)
+    assert worst <= 1 + 1e-9
+
+
+def test_the_sensitivity_is_attained(registry):
+    # one point each, at the same place: MMD 0; moving one far away gives MMD -> sqrt(2) = D / 1
+    rbf = registry.get_kernel("rbf", sigma=1.0)
+    assert mmd_sensitivity(rbf, 1, 1) == pytest.approx(math.sqrt(2))
+    assert v_mmd(rbf, np.zeros((1, 1)), np.full((1, 1), 40.0)) == pytest.approx(math.sqrt(2), rel=1e-12)
+    # a kernel that can be negative: the normalised linear kernel, x and -x give D = 2
+    lin = registry.get_kernel("linear", normalize=True)
+    assert lin.feature_diameter() == 2.0
+    assert v_mmd(lin, np.ones((1, 2)), -np.ones((1, 2))) == pytest.approx(2.0)
+    assert mmd_sensitivity(rbf, 10, 4) == pytest.approx(math.sqrt(2) / 4)
+
+
+def test_unbounded_kernels_declare_no_bound(registry):
+    for name in ("quadratic", "polynomial", "linear", "exponential", "energy"):
+        kernel = registry.get_kernel(name)
+        assert kernel.sup_diag() is None and kernel.feature_diameter() is None
+        assert mmd_sensitivity(kernel, 5, 5) is None
+    assert registry.get_kernel("ssk").feature_diameter() == pytest.approx(math.sqrt(2))
+    assert registry.get_kernel("ssk", normalize=False).feature_diameter() is None
+
+
+def test_contamination_is_a_count_or_a_fraction_below_one_half():
+    assert contamination_count(7, 100) == 7
+    assert contamination_count(0.05, 100) == 5
+    assert contamination_count(0.0, 100) == 0
+    assert contamination_count(0.29, 100) == 29  # not 28 from 0.29 * 100 = 28.999...
+    for bad in (-1, 101, 0.5, 1.5, -0.1, True, "5", float("nan")):
+        with pytest.raises(ParameterError, match="contamination"):
+            contamination_count(bad, 100)
+
+
+def corrupt(X, Y, positions, values):
+    Xc, Yc = X.copy(), Y.copy()
+    for i, v in zip(positions, values):
+        if i < len(X):
+            Xc[i] = v
+        else:
+            Yc[i - len(X)] = v
+    return Xc, Yc
+
+
+def adversaries(g, X, Y, r):
+    """Corruptions of r points: far outliers on one side, on both sides, copies of the
+    other sample's points, and a cluster placed to pull the means apart."""
+    n, m = len(X), len(Y)
+    d = X.shape[1]
+    yield corrupt(X, Y, range(r), [np.full(d, 50.0)] * r)
+    yield corrupt(X, Y, [n + i for i in range(r)], [np.full(d, -50.0 - i) for i in range(r)])
+    yield corrupt(X, Y, g.choice(n + m, r, replace=False), [g.normal(size=d) * 30 for _ in range(r)])
+    yield corrupt(X, Y, range(r), [Y[i % m] for i in range(r)])
+    shift = np.sign(X.mean(0) - Y.mean(0) + 1e-12)
+    yield corrupt(X, Y, range(r), [X.mean(0) + 3 * shift] * r)
+
+
+def test_dc_rejects_under_corruption_only_if_the_clean_test_rejects(registry):
+    # the proof: T(c) - 2rΔ <= T(o) and every relabelled value of c is within rΔ of o's,
+    # so with the same relabellings, rejecting c at budget r implies rejecting o at 0
+    kernel = registry.get_kernel("rbf", sigma=1.0)
+    checked = 0
+    for seed in range(40):
+        g = np.random.default_rng(seed)
+        X, Y = g.normal(size=(12, 1)), g.normal(size=(10, 1))
+        for r in (1, 2):
+            clean = robust_test(kernel, X, Y, contamination=0, method="dc", n_permutations=49, rng=seed)
+            for Xc, Yc in adversaries(g, X, Y, r):
+                dirty = robust_test(kernel, Xc, Yc, contamination=r, method="dc", n_permutations=49, rng=seed)
+                assert dirty.pvalue >= clean.pvalue - 1e-12
+                assert not dirty.reject or clean.reject
+                checked += 1
+    assert checked == 400
+
+
+def block_pvalues(kernel, X, Y, n_blocks, seed, r=0):
+    return np.array(
+        robust_test(kernel, X, Y, contamination=r, method="mom", n_blocks=n_blocks, n_permutations=99, rng=seed).block_pvalues
+    )
+
+
+def test_mom_median_pvalue_is_bounded_by_a_clean_order_statistic(registry):
+    # the proof: the k-th smallest block p-value under corruption of r points is at least
+    # the (k - r)-th smallest of the uncorrupted data's, with the same blocks and relabellings
+    kernel = registry.get_kernel("quadratic")
+    Q = 7
+    k = Q // 2 + 1
+    for seed in range(25):
+        g = np.random.default_rng(seed)
+        X, Y = g.normal(size=(21, 1)), g.normal(size=(18, 1))
+        clean = np.sort(block_pvalues(kernel, X, Y, Q, seed))
+        for r in (1, 2):
+            for Xc, Yc in adversaries(g, X, Y, r):
+                dirty = np.sort(block_pvalues(kernel, Xc, Yc, Q, seed))
+                assert dirty[k - 1] >= clean[k - r - 1]
+                # hence the mom p-value is at least the clean rule's binomial tail
+                assert median_pvalue(dirty, r) >= stats.binom.sf(k - r - 1, Q, clean[k - r - 1]) - 1e-15
+
+
+def test_median_pvalue_keeps_its_level_when_r_pvalues_are_zero():
+    # r blocks corrupted in the adversary's favour (p = 0), the others uniform: the rate
+    # of p <= alpha is at most alpha (here computed exactly over 20000 draws)
+    g = np.random.default_rng(0)
+    for Q, r in ((21, 5), (11, 3), (5, 1)):
+        p = g.uniform(size=(20000, Q))
+        p[:, :r] = 0.0
+        rate = np.mean([median_pvalue(row, r) <= 0.05 for row in p])
+        assert rate <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 20000)
+
+
+@pytest.mark.parametrize("method, kernel_name, r", [("dc", "rbf", 1), ("mom", "quadratic", 1), ("mom", "rbf", 2)])
+def test_worst_case_corruption_keeps_the_level_on_tiny_samples(registry, method, kernel_name, r):
+    # under H0, an adversary who knows the data, the blocks and the relabellings (same
+    # seed) tries every corruption of r points from a grid of values and keeps the one with
+    # the smallest p-value; the test still rejects in at most alpha + 2 SE of the runs
+    kernel = registry.get_kernel(kernel_name)
+    values = [np.array([v]) for v in (-40.0, -4.0, -1.5, 0.0, 1.5, 4.0, 40.0)]
+    runs, rejected = 120, 0
+    for seed in range(runs):
+        g = np.random.default_rng([seed, 3])
+        X, Y = g.normal(size=(8, 1)), g.normal(size=(8, 1))
+        run = lambda A, B: robust_test(  # noqa: E731
+            kernel, A, B, contamination=r, method=method, n_blocks=3 if method == "mom" else "auto",
+            n_permutations=39, rng=seed,
+        )
+        best = run(X, Y).pvalue
+        positions = [(i,) for i in range(16)] if r == 1 else [(i, 15 - i) for i in range(8)]
+        for pos in positions:
+            for v in values:
+                Xc, Yc = corrupt(X, Y, pos, [v] * r)
+                best = min(best, run(Xc, Yc).pvalue)
+        rejected += best <= 0.05
+    assert rejected / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)
+
+
+@pytest.mark.parametrize("method, kernel_name", [("dc", "rbf"), ("mom", "quadratic")])
+def test_the_certificate_is_the_largest_contamination_that_still_rejects(registry, method, kernel_name):
+    kernel = registry.get_kernel(kernel_name)
+    seen = set()
+    for seed in range(8):
+        g = np.random.default_rng(seed)
+        shift = (0.0, 0.6, 1.2, 2.0)[seed % 4]
+        X, Y = g.normal(size=(300, 1)), g.normal(shift, 1.0, size=(300, 1))
+        run = lambda r: robust_test(kernel, X, Y, contamination=r, method=method, n_blocks=31 if method == "mom" else "auto", n_permutations=199, rng=seed)  # noqa: E731
+        first = run(0)
+        c = first.certificate
+        seen.add(c >= 1)
+        if c >= 0:
+            assert run(c).reject and run(c).certificate == c
+        assert not run(c + 1).reject
+        assert first.reject == (c >= 0)
+    assert seen == {True, False}  # both outcomes were exercised
+
+
+def test_dc_without_contamination_is_the_v_statistic_permutation_test(registry, rng):
+    X, Y = rng.normal(size=(40, 2)), rng.normal(0.4, 1.0, size=(35, 2))
+    kernel = registry.get_kernel("rbf", sigma=1.2)
+    robust = robust_test(kernel, X, Y, contamination=0, method="dc", n_permutations=199, rng=4)
+    plain = permutation_test(kernel, registry.get_estimator("v-stat"), X, Y, n_permutations=199, rng=4)
+    assert robust.pvalue == plain.p_value and robust.reject == plain.reject
+    assert robust.statistic == pytest.approx(plain.statistic, rel=1e-12)
+    assert robust.threshold == pytest.approx(plain.null_quantile, rel=1e-12)
+
+
+def test_mom_with_one_block_is_the_u_statistic_permutation_test(registry, rng):
+    # Q = 1: one block holds everything, its relabellings are global ones, and the mom
+    # p-value is that block's permutation p-value of the U-statistic
+    from monk_framework.blocks import pair_partition
+    from monk_framework.pooled import PooledSample
+    from monk_framework.within_blocks import relabellings
+
+    X, Y = rng.normal(size=(30, 1)), rng.normal(0.5, 1.0, size=(24, 1))
+    kernel = registry.get_kernel("quadratic")
+    result = robust_test(kernel, X, Y, contamination=0, method="mom", n_blocks=1, n_permutations=150, rng=6)
+    seq = np.random.SeedSequence(6)
+    _, null_seq = seq.spawn(2)
+    part = pair_partition(30, 24, 1, np.random.default_rng(seq.spawn(1)[0]))
+    perms = relabellings(part, 30, 0, 150, null_seq)
+    u = registry.get_estimator("u-stat")
+    pool = PooledSample(kernel, X, Y)
+    values = u.permuted_statistics(pool, perms, [None] * 150)
+    observed = u.estimate(kernel, X, Y).mmd2
+    assert result.pvalue == pytest.approx((1 + np.sum(values >= observed - 1e-12 * abs(observed))) / 151)
+    assert result.block_pvalues == [result.pvalue]
+
+
+def test_clean_level_and_power(registry):
+    # 150 seeded runs each (the 500-run study is in docs/testing.md)
+    rbf, quad = registry.get_kernel("rbf"), registry.get_kernel("quadratic")
+    null_dc = null_mom = power_dc = power_mom = 0
+    for seed in range(150):
+        g = np.random.default_rng([seed, 11])
+        X, Y = g.normal(size=(60, 1)), g.normal(size=(60, 1))
+        null_dc += robust_test(rbf, X, Y, contamination=0, n_permutations=99, rng=seed).reject
+        null_mom += robust_test(quad, X, Y, contamination=0, n_permutations=99, rng=seed).reject
+        if seed < 30:
+            power_dc += robust_test(rbf, X, Y + 1.5, contamination=2, n_permutations=99, rng=seed).reject
+            power_mom += robust_test(quad, X, Y + 2.5, contamination=1, n_permutations=99, rng=seed).reject
+    assert null_dc / 150 <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / 150)
+    assert null_mom / 150 <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / 150)
+    assert power_dc >= 27 and power_mom >= 24
+
+
+def test_auto_picks_dc_for_bounded_kernels_and_mom_otherwise(registry, rng):
+    X, Y = rng.normal(size=(40, 1)), rng.normal(size=(40, 1))
+    run = lambda kernel, **kw: robust_test(kernel, X, Y, contamination=1, n_permutations=20, rng=0, **kw).method  # noqa: E731
+    assert run(registry.get_kernel("rbf")) == "dc"
+    assert run(registry.get_kernel("quadratic", normalize=True)) == "dc"
+    assert run(registry.get_kernel("quadratic")) == "mom"
+    assert run(registry.get_kernel("rbf"), estimator=registry.get_estimator("u-stat")) == "mom"
+
+
+def test_auto_blocks():
+    assert auto_blocks(200, 200, 0) == 29 and auto_blocks(1000, 900, 5) == 59  # odd, about 2 sqrt(min(N, M))
+    assert auto_blocks(200, 200, 10) == 41  # at least 4r + 1
+    assert auto_blocks(40, 300, 4) == 17
+    assert auto_blocks(40, 300, 8) == 19  # capped at min(N, M)/2 = 20, odd
+    with pytest.raises(ParameterError, match="contamination = 12"):
+        auto_blocks(40, 40, 12)
+
+
+def test_bad_robust_test_inputs_are_named(registry, rng):
+    X, Y = rng.normal(size=(20, 1)), rng.normal(size=(20, 1))
+    rbf, quad = registry.get_kernel("rbf"), registry.get_kernel("quadratic")
+    cases = [
+        (dict(kernel=registry.get_kernel("rbf", sigma="median")), "fixed before seeing the data"),
+        (dict(kernel=quad, method="dc"), "bounded kernel"),
+        (dict(method="robust"), "method must be"),
+        (dict(contamination=0.7), "fraction"),
+        (dict(estimator=registry.get_estimator("u-stat"), method="dc"), "V-statistic"),
+        (dict(estimator=registry.get_estimator("monk-bcd"), method="mom"), "mmd2_from_sums"),
+        (dict(method="mom", n_blocks=11), "n_blocks"),
+        (dict(method="mom", n_blocks=0), "n_blocks"),
+        (dict(n_permutations=0), "n_permutations"),
+        (dict(alpha=1.0), "alpha"),
+    ]
+    for kwargs, message in cases:
+        kernel = kwargs.pop("kernel", rbf)
+        with pytest.raises(ParameterError, match=message):
+            robust_test(kernel, X, Y, **{"contamination": 1, **kwargs})
+    with pytest.raises(MonkError, match="Kernel"):
+        robust_test("rbf", X, Y, contamination=1)
+
+
+def test_result_unpacks_and_round_trips_through_json(registry, rng):
+    X, Y = rng.normal(size=(80, 1)), rng.normal(3.0, 1.0, size=(80, 1))
+    for kernel in (registry.get_kernel("rbf"), registry.get_kernel("quadratic")):
+        result = robust_test(kernel, X, Y, contamination=2, n_permutations=99, rng=1)
+        statistic, pvalue = result
+        assert (statistic, pvalue) == (result.statistic, result.pvalue)
+        data = json.loads(result.to_json())
+        assert data["type"] == "robust-test" and result.reject
+        assert f"survives up to {result.certificate} arbitrarily corrupted" in data["decision"]
+        assert RobustTestResult.from_dict(data) == result
+    with pytest.raises(MonkError, match="p-value"):
+        attrs_evolve_pvalue(result)
+
+
+def attrs_evolve_pvalue(result):
+    import attrs
+
+    return attrs.evolve(result, pvalue=0.0)
