@@ -57,6 +57,9 @@ class PooledSample:
         self._source: _GramSource | None = None
         self._diag: np.ndarray | None = None
         self._row_sums: np.ndarray | None = None
+        #: reductions that a test reuses across its batches of relabellings (e.g. the
+        #: within-block Gram matrices of its partition); they live as long as the pool
+        self.cache: dict[str, Any] = {}
         if gram is not None:
             self._use_gram(gram)
 

@@ -39,6 +39,7 @@ from .pooled import BATCH_BYTES, PooledSample, SampleSums
 
 __all__ = [
     "DRAW_CHUNK",
+    "BlockGrams",
     "block_members",
     "block_means_gram",
     "draw_within_block",
@@ -60,14 +61,18 @@ def block_members(partition: Partition, n: int) -> list[tuple[np.ndarray, np.nda
     return list(zip(xs, ys))
 
 
-def draw_within_block(partition: Partition, n: int, count: int, rng: np.random.Generator) -> np.ndarray:
+def draw_within_block(
+    partition: Partition, n: int, count: int, rng: np.random.Generator,
+    members: list[tuple[np.ndarray, np.ndarray]] | None = None,
+) -> np.ndarray:
     """``count`` within-block relabellings of the pooled sample, as a count × (N+M) array.
 
     Row b lists the relabelled X first (block by block: the first |S_q| of block q's
     shuffled pooled points), then the relabelled Y. Each block is shuffled independently,
     so the rows are independent uniform draws from the within-block relabelling group.
+    ``members`` (:func:`block_members`) may be passed to save recomputing it.
     """
-    members = block_members(partition, n)
+    members = block_members(partition, n) if members is None else members
     size = sum(len(ix) + len(iy) for ix, iy in members)
     out = np.empty((count, size), dtype=np.int64)
     at_x, at_y = 0, n
@@ -91,10 +96,12 @@ def relabellings(
     would give), so it does not depend on how the relabellings are batched.
     """
     first, last = start // DRAW_CHUNK, (stop - 1) // DRAW_CHUNK
+    members = block_members(partition, n)
     chunks = [
         draw_within_block(
             partition, n, DRAW_CHUNK,
             np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, c))),
+            members,
         )
         for c in range(first, last + 1)
     ]
@@ -115,6 +122,44 @@ def _x_indicators(perms: np.ndarray, n: int) -> np.ndarray:
     return is_x
 
 
+class BlockGrams:
+    """The Q within-block Gram matrices of a pooled sample under one partition, with
+    their row sums and diagonals: computed once per test and reused by every batch."""
+
+    def __init__(self, pool: PooledSample, partition: Partition):
+        self.partition = partition
+        self.blocks = []
+        for ix, iy in block_members(partition, pool.n):
+            idx = np.concatenate([ix, iy])
+            K = pool.submatrix(idx)
+            self.blocks.append((idx, K, K.sum(axis=1), np.diag(K).copy()))
+
+    @classmethod
+    def of(cls, pool: PooledSample, partition: Partition) -> BlockGrams:
+        """The block Gram matrices of ``partition``, cached on ``pool`` for the test's life."""
+        cached = pool.cache.get("block-grams")
+        if cached is None or cached.partition is not partition:
+            cached = pool.cache["block-grams"] = cls(pool, partition)
+        return cached
+
+    def sums(self, perms: np.ndarray) -> SampleSums:
+        """Per-block kernel sums of every relabelling in ``perms``, arrays of shape B × Q."""
+        perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+        is_x = _x_indicators(perms, int(self.partition.x_sizes.sum()))
+        B, Q = len(perms), self.partition.n_blocks
+        xx, yy, xy, tx, ty = (np.empty((B, Q)) for _ in range(5))
+        for q, (idx, K, r, d) in enumerate(self.blocks):
+            E = is_x[:, idx].T.astype(np.float64)  # block size × B
+            KE = K @ E
+            xx[:, q] = np.einsum("ij,ij->j", E, KE)
+            x1 = r @ E
+            xy[:, q] = x1 - xx[:, q]
+            yy[:, q] = float(r.sum()) - x1 - xy[:, q]
+            tx[:, q] = d @ E
+            ty[:, q] = float(d.sum()) - tx[:, q]
+        return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=ty)
+
+
 def within_block_sums(pool: PooledSample, partition: Partition, perms: np.ndarray) -> SampleSums:
     """Per-block kernel sums of every relabelling, each array of shape B × Q.
 
@@ -125,27 +170,10 @@ def within_block_sums(pool: PooledSample, partition: Partition, perms: np.ndarra
         tr_x = Eᵀd,  tr_y = tr K_q − tr_x.
 
     Only the within-block Gram matrices are evaluated (from the pooled sample's stored Gram
-    matrix when it has one), so the cost is (N+M)²/Q kernel evaluations and one product
-    K_q E per block.
+    matrix when it has one), once per test (:class:`BlockGrams`, cached on ``pool``), so
+    the cost is (N+M)²/Q kernel evaluations and one product K_q E per block and batch.
     """
-    perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
-    is_x = _x_indicators(perms, pool.n)
-    B, Q = len(perms), partition.n_blocks
-    xx, yy, xy, tx, ty = (np.empty((B, Q)) for _ in range(5))
-    for q, (ix, iy) in enumerate(block_members(partition, pool.n)):
-        idx = np.concatenate([ix, iy])
-        K = pool.submatrix(idx)
-        r = K.sum(axis=1)
-        d = np.diag(K)
-        E = is_x[:, idx].T.astype(np.float64)  # block size × B
-        KE = K @ E
-        xx[:, q] = np.einsum("ij,ij->j", E, KE)
-        x1 = r @ E
-        xy[:, q] = x1 - xx[:, q]
-        yy[:, q] = float(r.sum()) - x1 - xy[:, q]
-        tx[:, q] = d @ E
-        ty[:, q] = float(d.sum()) - tx[:, q]
-    return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=ty)
+    return BlockGrams.of(pool, partition).sums(perms)
 
 
 def block_means_gram(pool: PooledSample, partition: Partition, perms: np.ndarray) -> np.ndarray:

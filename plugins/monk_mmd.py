@@ -510,33 +510,19 @@ class MonkBCDFast(_MonkMMD):
     def partition_statistics(
         self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any
     ) -> np.ndarray:
-        """BCD-Fast on the test's partition (no reshuffles), for all relabellings at once.
+        """The sup of BCD-Fast's objective on the test's partition, med_q ‖d_q‖, for every relabelling.
 
-        Each block's three inner products come from its own Gram matrix
-        (:func:`within_block_sums`: (N+M)²/Q kernel evaluations, one product per block);
-        the exact solver is med_q ‖d_q‖, the iterations run Algorithm 2 with
-        ``reshuffle_every=0`` from the variant's start.
+        This is the test-time form for both solvers. On one partition Algorithm 2 reaches
+        med_q ‖d_q‖ at once from the indicator start; from the authors' all-ones start it
+        updates only the blocks that reach the median, so it stalls at the smallest ‖d_q‖
+        of the majority its start ranked highest (0.26 against 1.10 on gauss-outliers with
+        Q = 21), a statistic that throws away most of the evidence. Each block's sums come
+        from its own Gram matrix (:func:`within_block_sums`: (N+M)²/Q kernel evaluations).
         """
         sums = within_block_sums(pool, partition, perms)
         stats = _stats(partition, sums.xx, sums.yy, sums.xy, self.resolved_ridge)
-        if self.solver == "exact":
-            objective = median_value(np.sqrt(np.maximum(stats.v_v, 0.0)), axis=1)
-            return objective * objective
-        rows = np.arange(len(perms))
-        pos = median_position(partition.n_blocks)
-        inv = stats.inv_norm_v
-        if self.start == "ones":
-            alpha, beta = 1.0 / np.sqrt(stats.one_one), np.zeros_like(inv)
-        else:
-            alpha, beta = np.zeros_like(inv), inv.copy()
-        for t in range(self.n_iter):
-            values = alpha * stats.one_v + beta * stats.v_v
-            q = np.argsort(values, axis=1, kind="stable")[:, pos]
-            eta = 1.0 if self.variant == "paper" else 1.0 / (1.0 + AUTHORS_STEP_DECAY * t)
-            alpha[rows, q] -= eta * alpha[rows, q]
-            beta[rows, q] += eta * (inv[rows, q] - beta[rows, q])
-        objective = median_value(alpha * stats.one_v + beta * stats.v_v, axis=1)
-        return objective * np.abs(objective)
+        objective = median_value(np.sqrt(np.maximum(stats.v_v, 0.0)), axis=1)
+        return objective * objective
 
 
 @attrs.frozen

@@ -317,7 +317,6 @@ FIXED_FORMS = [
     ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "variant": "paper"}),
     ("monk-bcd", {"n_blocks": 4, "n_iter": 10, "solver": "exact"}),
     ("monk-bcd", {"n_blocks": 17, "n_iter": 10, "solver": "exact"}),  # local search beyond 15 blocks
-    ("monk-bcd-fast", {"n_blocks": 5, "n_iter": 30, "reshuffle_every": 0}),
     ("monk-bcd-fast", {"n_blocks": 5, "n_iter": 30, "reshuffle_every": 0, "variant": "paper", "start": "indicator"}),
     ("monk-bcd-fast", {"n_blocks": 6, "solver": "exact"}),
 ]
@@ -370,6 +369,28 @@ def test_embedding_mmd_partition_statistics_equal_brute_force_block_means(regist
         b = np.concatenate([block_center(M[:5, :5], "geometric").beta, -block_center(M[5:, 5:], "geometric").beta])
         got = est.partition_statistics(pool, part, perm[None], [None])[0]
         assert got == pytest.approx(b @ M @ b, rel=1e-9)
+
+
+@pytest.mark.parametrize("params", [{}, {"variant": "paper"}, {"solver": "exact"}, {"reshuffle_every": 3}])
+def test_bcd_fast_test_time_form_is_the_sup_on_the_partition(registry, rng, params):
+    # for every solver the within-block statistic is med_q ||d_q||: the iterations reach it
+    # from the indicator start on one partition, and the exact solver is it
+    from monk_framework.pooled import PooledSample
+
+    n, m = 40, 44
+    X, Y = rng.normal(size=(n, 1)), rng.normal(0.4, 1.0, size=(m, 1))
+    kernel = registry.get_kernel("quadratic")
+    est = registry.get_estimator("monk-bcd-fast", n_blocks=7, **params)
+    part = est.fixed_partition(n, m, np.random.default_rng(1))
+    got = est.partition_statistics(PooledSample(kernel, X, Y), part, np.arange(n + m)[None], [None])[0]
+    values = []
+    for q in range(7):
+        A, B = X[part.x_labels == q], Y[part.y_labels == q]
+        v2 = kernel.gram(A).mean() + kernel.gram(B).mean() - 2 * kernel.gram(A, B).mean()
+        values.append(math.sqrt(v2 + est.resolved_ridge * (1 / len(A) + 1 / len(B))))
+    assert got == pytest.approx(np.median(values) ** 2, rel=1e-10)
+    exact = registry.get_estimator("monk-bcd-fast", n_blocks=7, solver="exact", variant=est.variant)
+    assert got == pytest.approx(exact.estimate(kernel, X, Y, rng=1).mmd2, rel=1e-10)
 
 
 def test_only_a_fixed_number_of_blocks_has_a_fixed_partition(registry, rng):

@@ -1,0 +1,426 @@
+"""Level and power of two-sample tests under contamination: the study behind docs/testing.md.
+
+Not a speed benchmark: a seeded Monte-Carlo study. Every run appends one line per test to
+a journal (``--journal``, JSON lines), so an interrupted study resumes where it stopped
+and ``--summary`` prints the tables at any time. Three parts:
+
+* ``main``: the designs x kernels x sizes of the issue, for every test below.
+    - designs: ``none``; ``one-sided`` (5 of X's points at 2000 in every coordinate);
+      ``directions`` (5 of X's points at 2000 times a random unit vector); ``two-sided``
+      (5 of X's points at 2000 and the same 5 positions of Y at 4000: Experiment 1's);
+      ``cluster`` (5 of X's points in a tight cluster, spread 0.1, at distance 6 from
+      the centre in a random direction);
+    - kernels: RBF with sigma = sqrt(d) (fixed before seeing the data, as robust tests
+      need) and the quadratic kernel (xy + 1)^2;
+    - N = M in {200, 1000}, d in {1, 10}; X, Y ~ N(0, I_d) under H0; for power Y's first
+      coordinate is shifted by delta (0.5, 0.6, 0.25, 0.3 for (N, d) = (200, 1),
+      (200, 10), (1000, 1), (1000, 10): the clean U-statistic test has power about 1);
+    - tests: the U-statistic permutation test; dcMMD (``robust_test(method="dc")``,
+      bounded kernels) and dcMMD with the normalised quadratic kernel; the median of block
+      p-values (``method="mom"``); MONK BCD and BCD-Fast (Q = 11 and 21), each relabelled
+      within blocks and globally, and the exact BCD-Fast relabelled globally (within blocks
+      both BCD-Fast solvers have the same test-time form). Robust tests are told the
+      design's number of corrupted points (5; 10 for two-sided; 5 for none).
+* ``schrab-kim``: Schrab & Kim's synthetic setting: m = n = 2000, d = 50,
+  X, Y ~ N(0, 0.01 I) (H0), the first c points of Y shifted by +1000 in every coordinate,
+  c = 0, 100, ..., 1000, tests robust to r in {200, 400, 800} points; RBF with bandwidth
+  sqrt(d) (theirs).
+* ``gauss-outliers``: the bundled gauss-outliers data set at its defaults (clean Gaussians
+  that differ, five outliers in each sample), B = 1000: how often each MONK test rejects.
+* ``mom-variants``: valid combinations of block statistics compared on the same data:
+  the order statistic of block statistics (with its reference (m - 2r)-th largest, valid
+  for any corruption), the median of block p-values, trimmed Fisher, and the median's
+  sensitivity to Q.
+
+Every run is seeded by its index and the cell, so a cell gives the same rate in any
+invocation. Run ``python benchmarks/robustness_study.py --part main`` (hours on 2 cores;
+``--quick`` for a smoke run), then ``--summary``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DESIGNS = ("none", "one-sided", "directions", "two-sided", "cluster")
+BUDGET = {"none": 5, "one-sided": 5, "directions": 5, "two-sided": 10, "cluster": 5}
+SHIFT = {(200, 1): 0.5, (200, 10): 0.6, (1000, 1): 0.25, (1000, 10): 0.3}
+#: test name -> (kind, spec): kind "perm" (permutation test, relabel), "robust" (method)
+TESTS = {
+    "u-stat": ("perm", "u-stat", "global"),
+    "dc": ("robust", "dc", None),
+    "dc-normalized": ("robust", "dc-normalized", None),
+    "mom": ("robust", "mom", None),
+    "bcd:within": ("perm", "monk-bcd", "within-blocks"),
+    "bcd-21:within": ("perm", "monk-bcd:n_blocks=21", "within-blocks"),
+    "bcd-41:within": ("perm", "monk-bcd:n_blocks=41", "within-blocks"),
+    "bcd:global": ("perm", "monk-bcd", "global"),
+    "bcd-fast:within": ("perm", "monk-bcd-fast", "within-blocks"),
+    "bcd-fast:global": ("perm", "monk-bcd-fast", "global"),
+    "bcd-fast-21:within": ("perm", "monk-bcd-fast:n_blocks=21", "within-blocks"),
+    "bcd-fast-21:global": ("perm", "monk-bcd-fast:n_blocks=21", "global"),
+    "bcd-fast-exact:global": ("perm", "monk-bcd-fast:solver=exact", "global"),
+}
+# (within blocks, BCD-Fast's two solvers have one test-time form, med_q ||d_q||: the
+# exact solver's within-block test is "bcd-fast:within")
+#: global relabelling of BCD (Algorithm 1) costs about 15 s per test at N = 1000
+EXPENSIVE = {"bcd:global"}
+#: a few milliseconds per test: more runs, so that 0.07 is told apart from 0.05
+CHEAP = {"u-stat", "dc", "dc-normalized", "mom", "bcd-fast:within", "bcd-fast-21:within"}
+
+
+def main_data(design: str, n: int, d: int, shift: bool, run: int) -> tuple[np.ndarray, np.ndarray]:
+    g = np.random.default_rng([run, n, d, DESIGNS.index(design), int(shift), 2026])
+    X, Y = g.standard_normal((n, d)), g.standard_normal((n, d))
+    if shift:
+        Y[:, 0] += SHIFT[(n, d)]
+    if design in ("one-sided", "two-sided"):
+        X[:5] = 2000.0
+    if design == "two-sided":
+        Y[:5] = 4000.0
+    if design == "directions":
+        u = g.standard_normal((5, d))
+        X[:5] = 2000.0 * u / np.linalg.norm(u, axis=1, keepdims=True)
+    if design == "cluster":
+        u = g.standard_normal(d)
+        X[:5] = 6.0 * u / np.linalg.norm(u) + 0.1 * g.standard_normal((5, d))
+    return X, Y
+
+
+def kernel_of(name: str, d: int) -> Any:
+    from monk_framework import get_registry
+
+    reg = get_registry()
+    if name == "rbf":
+        return reg.get_kernel("rbf", sigma=math.sqrt(d))
+    return reg.get_kernel("quadratic")
+
+
+def run_test(test: str, kernel_name: str, X: np.ndarray, Y: np.ndarray, r: int, B: int, seed: int) -> dict[str, Any]:
+    from monk_framework import get_registry
+    from monk_framework.experiments import parse_spec
+    from monk_framework.robust import robust_test
+    from monk_framework.two_sample import permutation_test
+
+    reg = get_registry()
+    kind, spec, relabel = TESTS[test]
+    kernel = kernel_of(kernel_name, X.shape[1])
+    start = time.perf_counter()
+    if kind == "robust":
+        if spec == "dc-normalized":
+            kernel, spec = reg.get_kernel("quadratic", normalize=True), "dc"
+        res = robust_test(kernel, X, Y, contamination=r, method=spec, n_permutations=B, rng=seed)
+        out = {"reject": bool(res.reject), "p": res.pvalue, "certificate": res.certificate}
+    else:
+        name, params = parse_spec(spec)
+        res = permutation_test(kernel, reg.get_estimator(name, **params), X, Y, n_permutations=B, rng=seed, relabel=relabel)
+        out = {"reject": bool(res.reject), "p": res.p_value}
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+
+def applicable(test: str, kernel_name: str) -> bool:
+    if test == "dc":
+        return kernel_name == "rbf"
+    if test == "dc-normalized":
+        return kernel_name == "quadratic"
+    return True
+
+
+def _runs(test: str, n: int, design: str, shift: bool) -> int:
+    """Runs per cell: level cells get the most (a rate near 0.05 needs them), the tests
+    that cost seconds the fewest."""
+    if test.endswith(":global"):
+        if n == 1000 or test in EXPENSIVE:
+            return 50 if shift or n == 1000 else 100 if design != "none" else 500
+        return 100 if shift else (500 if design == "none" else 200)
+    if shift:
+        return 100
+    if test in CHEAP:
+        return 1000 if n == 200 else 500
+    return 500 if n == 200 else 200
+
+
+def main_tasks(quick: bool, sizes: tuple[int, ...] = (200, 1000)) -> list[dict[str, Any]]:
+    tasks = []
+    for n in sizes:
+        for d in (1, 10):
+            for kernel in ("rbf", "quadratic"):
+                for design in DESIGNS:
+                    for shift in (False, True):
+                        for test in TESTS:
+                            if not applicable(test, kernel):
+                                continue
+                            if test in EXPENSIVE and n == 1000:
+                                continue
+                            runs = _runs(test, n, design, shift)
+                            if quick:
+                                runs = 4
+                            for run in range(runs):
+                                tasks.append({"part": "main", "n": n, "d": d, "kernel": kernel, "design": design,
+                                              "shift": shift, "test": test, "run": run})
+    return tasks
+
+
+def do_main(task: dict[str, Any]) -> dict[str, Any]:
+    X, Y = main_data(task["design"], task["n"], task["d"], task["shift"], task["run"])
+    return run_test(task["test"], task["kernel"], X, Y, BUDGET[task["design"]], 100, task["run"])
+
+
+# -- Schrab & Kim's synthetic setting ---------------------------------------------------
+
+SK_TESTS = ("u-stat", "dc", "mom", "bcd-fast-21:within")
+
+
+def sk_tasks(quick: bool) -> list[dict[str, Any]]:
+    tasks = []
+    runs = 2 if quick else 50
+    for r in (200, 400, 800):
+        for c in range(0, 1001, 100):
+            for test in SK_TESTS:
+                if test == "mom" and 2 * r + 1 > 1000:
+                    continue
+                if r != 200 and test not in ("dc", "mom"):
+                    continue  # the other tests do not depend on r
+                for run in range(runs):
+                    tasks.append({"part": "schrab-kim", "r": r, "c": c, "test": test, "run": run})
+    return tasks
+
+
+def do_sk(task: dict[str, Any]) -> dict[str, Any]:
+    g = np.random.default_rng([task["run"], task["c"], 2405])
+    n, d = 2000, 50
+    X, Y = g.standard_normal((n, d)) / 10, g.standard_normal((n, d)) / 10
+    Y[: task["c"]] += 1000.0
+    return run_test(task["test"], "rbf", X, Y, task["r"], 200, task["run"])
+
+
+# -- the gauss-outliers data set at its defaults -----------------------------------------
+
+GO_TESTS = ("bcd-fast-21:within", "bcd-fast-21:global", "bcd-fast:within", "bcd:within")
+
+
+def go_tasks(quick: bool) -> list[dict[str, Any]]:
+    runs = 3 if quick else 200
+    return [{"part": "gauss-outliers", "test": t, "run": s} for t in GO_TESTS for s in range(runs if "global" not in t else runs // 2)]
+
+
+def do_go(task: dict[str, Any]) -> dict[str, Any]:
+    from monk_framework.datasets import get_dataset
+
+    X, Y = get_dataset("gauss-outliers").sample(task["run"])
+    return run_test(task["test"], "quadratic", X, Y, 10, 1000, task["run"])
+
+
+# -- valid combinations of block statistics ------------------------------------------------
+
+
+def mv_tasks(quick: bool) -> list[dict[str, Any]]:
+    tasks = []
+    runs = 3 if quick else 100
+    for n, shift in ((200, 0.0), (200, 1.0), (1000, 0.0), (1000, 0.4)):
+        for run in range(runs):
+            tasks.append({"part": "mom-variants", "n": n, "shift": shift, "run": run})
+    return tasks
+
+
+def do_mv(task: dict[str, Any]) -> dict[str, Any]:
+    """Block p-values and block statistics of one data set, every construction applied."""
+    from scipy import stats
+
+    from monk_framework.blocks import pair_partition
+    from monk_framework.pooled import PooledSample
+    from monk_framework.robust import median_pvalue
+    from monk_framework.within_blocks import relabellings, within_block_sums
+
+    n, r, B = task["n"], 5, 200
+    g = np.random.default_rng([task["run"], n, 77])
+    X, Y = g.standard_normal((n, 1)), g.standard_normal((n, 1))
+    Y += task["shift"]
+    X[:5] = 2000.0
+    kernel = kernel_of("quadratic", 1)
+    pool = PooledSample(kernel, X, Y)
+    out: dict[str, Any] = {}
+    for Q in (21, 31, 41, 61, 81):
+        part = pair_partition(n, n, Q, np.random.default_rng([task["run"], Q]))
+        perms = np.vstack([np.arange(2 * n), relabellings(part, n, 0, B, np.random.SeedSequence([task["run"], Q, 1]))])
+        s = within_block_sums(pool, part, perms)
+        nx, ny = part.x_sizes.astype(float), part.y_sizes.astype(float)
+        u = (s.xx - s.trace_x) / (nx * (nx - 1)) + (s.yy - s.trace_y) / (ny * (ny - 1)) - 2 * s.xy / (nx * ny)
+        v = s.xx / nx**2 + s.yy / ny**2 - 2 * s.xy / (nx * ny)
+        p = (1 + np.sum(u[1:] >= u[0] - 1e-12 * np.abs(u[0]), axis=0)) / (1 + B)
+        out[f"median Q={Q}"] = median_pvalue(p, r) <= 0.05
+        ps = np.sort(p)
+        k_best = {}
+        for k in range(r + 1, Q + 1):
+            k_best[k] = bool(stats.binom.sf(k - r - 1, Q, ps[k - 1]) <= 0.05)
+        out[f"k-th p-value Q={Q}"] = {str(k): val for k, val in k_best.items()}
+        # trimmed Fisher: the r smallest p-values dropped, calibrated by the sum of the
+        # Q - r largest of Q Exp(1) (Monte Carlo, fixed seed)
+        crit = _fisher_crit(Q, r)
+        out[f"trimmed Fisher Q={Q}"] = bool(-np.log(ps[r:]).sum() > crit)
+        # order statistic of the block V-statistics: T = m-th largest observed, reference
+        # (m - 2r)-th largest relabelled (valid for corruption chosen after seeing the data)
+        m = Q - (Q - 1) // 2
+        T = np.sort(v[0])[::-1][m - 1]
+        if m - 2 * r >= 1:
+            ref = np.sort(v[1:], axis=1)[:, ::-1][:, m - 2 * r - 1]
+            out[f"order statistic Q={Q}"] = bool((1 + np.sum(ref >= T)) / (1 + B) <= 0.05)
+    return {"results": out}
+
+
+_FISHER: dict[tuple[int, int], float] = {}
+
+
+def _fisher_crit(Q: int, r: int) -> float:
+    if (Q, r) not in _FISHER:
+        E = np.sort(-np.log(np.random.default_rng(0).uniform(size=(200000, Q))), axis=1)
+        _FISHER[(Q, r)] = float(np.quantile(E[:, r:].sum(axis=1), 0.95))
+    return _FISHER[(Q, r)]
+
+
+# -- running and summarising --------------------------------------------------------------
+
+DO = {"main": do_main, "schrab-kim": do_sk, "gauss-outliers": do_go, "mom-variants": do_mv}
+TASKS = {"main": main_tasks, "schrab-kim": sk_tasks, "gauss-outliers": go_tasks, "mom-variants": mv_tasks}
+
+
+def key(task: dict[str, Any]) -> str:
+    return json.dumps(task, sort_keys=True)
+
+
+def execute(task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    return task, DO[task["part"]](task)
+
+
+def run(parts: list[str], journal: Path, workers: int, quick: bool, sizes: tuple[int, ...]) -> None:
+    from threadpoolctl import threadpool_limits
+
+    done = set()
+    if journal.exists():
+        for line in journal.read_text().splitlines():
+            try:
+                done.add(key(json.loads(line)["task"]))
+            except (json.JSONDecodeError, KeyError):
+                continue  # a torn last line
+    tasks = [
+        t for p in parts for t in (main_tasks(quick, sizes) if p == "main" else TASKS[p](quick)) if key(t) not in done
+    ]
+    # N = 200 first (its tables fill in first), then Schrab & Kim, then N = 1000
+    tasks.sort(key=lambda t: (t["part"] == "main" and t["n"] == 1000, t["part"] == "schrab-kim"))
+    print(f"{len(tasks)} tasks to run ({len(done)} in the journal)", flush=True)
+    start, finished = time.perf_counter(), 0
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    with threadpool_limits(1), ProcessPoolExecutor(workers) as pool, journal.open("a") as out:
+        futures = [pool.submit(execute, t) for t in tasks]
+        for future in as_completed(futures):
+            task, result = future.result()
+            out.write(json.dumps({"task": task, "result": result}) + "\n")
+            out.flush()
+            finished += 1
+            if finished % 200 == 0 or finished == len(tasks):
+                rate = finished / (time.perf_counter() - start)
+                print(f"{finished}/{len(tasks)} done, {rate:.2f}/s, about {(len(tasks) - finished) / rate / 60:.0f} min left", flush=True)
+
+
+def rate_cell(rows: list[bool]) -> str:
+    if not rows:
+        return "—"
+    p = sum(rows) / len(rows)
+    return f"{p:.3f}"
+
+
+def summary(journal: Path) -> None:
+    records = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    main: dict[tuple, list[bool]] = defaultdict(list)
+    seconds: dict[tuple, list[float]] = defaultdict(list)
+    sk: dict[tuple, list[bool]] = defaultdict(list)
+    go: dict[str, list[bool]] = defaultdict(list)
+    mv: dict[tuple, list[Any]] = defaultdict(list)
+    for rec in records:
+        t, res = rec["task"], rec["result"]
+        if t["part"] == "main":
+            main[(t["n"], t["d"], t["kernel"], t["design"], t["shift"], t["test"])].append(res["reject"])
+            seconds[(t["n"], t["test"])].append(res["seconds"])
+        elif t["part"] == "schrab-kim":
+            sk[(t["r"], t["c"], t["test"])].append(res["reject"])
+        elif t["part"] == "gauss-outliers":
+            go[t["test"]].append(res["reject"])
+        else:
+            mv[(t["n"], t["shift"])].append(res["results"])
+    if main:
+        tests = [t for t in TESTS]
+        for n in (200, 1000):
+            for d in (1, 10):
+                for kernel in ("rbf", "quadratic"):
+                    for shift in (False, True):
+                        label = "power, shift %.2f" % SHIFT[(n, d)] if shift else "level (H0 for the inliers)"
+                        print(f"\n**{kernel}, N = M = {n}, d = {d}: {label}**\n")
+                        print("| test | " + " | ".join(DESIGNS) + " |")
+                        print("|---" * (len(DESIGNS) + 1) + "|")
+                        for test in tests:
+                            cells = [main.get((n, d, kernel, design, shift, test), []) for design in DESIGNS]
+                            if not any(cells):
+                                continue
+                            runs = max(len(c) for c in cells)
+                            print(f"| {test} ({runs}) | " + " | ".join(rate_cell(c) for c in cells) + " |")
+        print("\nmedian seconds per test (B = 100):")
+        for (n, test), secs in sorted(seconds.items()):
+            print(f"  N = {n} {test}: {np.median(secs):.3f}")
+    if sk:
+        print("\n**Schrab & Kim's setting** (rejection rate against the number c of corrupted points)\n")
+        cs = sorted({c for (_, c, _) in sk})
+        print("| test | r | " + " | ".join(str(c) for c in cs) + " |")
+        print("|---|---" + "|---" * len(cs) + "|")
+        for r in (200, 400, 800):
+            for test in SK_TESTS:
+                row = [sk.get((r, c, test), []) for c in cs]
+                if any(row):
+                    print(f"| {test} | {r if test in ('dc', 'mom') else 'n/a'} | " + " | ".join(rate_cell(x) for x in row) + " |")
+    if go:
+        print("\n**gauss-outliers at its defaults (B = 1000)**\n")
+        for test, rows in go.items():
+            print(f"  {test}: {rate_cell(rows)} over {len(rows)} runs")
+    if mv:
+        print("\n**mom variants** (quadratic kernel, d = 1, 5 outliers at 2000 in X, r = 5)\n")
+        for (n, shift), results in sorted(mv.items()):
+            names = [k for k in results[0] if not k.startswith("k-th")]
+            line = ", ".join(f"{name}: {np.mean([r[name] for r in results if name in r]):.2f}" for name in names)
+            print(f"N = {n}, shift {shift}: {line}")
+            for Q in (21, 31, 41, 61, 81):
+                ks = results[0].get(f"k-th p-value Q={Q}", {})
+                rates = {k: np.mean([r[f'k-th p-value Q={Q}'][k] for r in results]) for k in ks}
+                best = max(rates, key=rates.get) if rates else None
+                if best:
+                    print(f"   Q = {Q}: best fixed k = {best} ({rates[best]:.2f}); median k = {Q - (Q - 1) // 2} ({rates[str(Q - (Q - 1) // 2)]:.2f})")
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", action="append", choices=sorted(DO), help="parts to run (repeatable; default: all)")
+    parser.add_argument("--journal", type=Path, default=Path("monk-results/robustness-study.jsonl"))
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="a few runs per cell (smoke test)")
+    parser.add_argument("--summary", action="store_true", help="print the tables from the journal and stop")
+    parser.add_argument("--sizes", default="200,1000", help="N of the main part, comma-separated")
+    args = parser.parse_args()
+    if args.summary:
+        summary(args.journal)
+        return
+    sizes = tuple(int(v) for v in args.sizes.split(","))
+    run(args.part or sorted(DO), args.journal, args.workers, args.quick, sizes)
+    summary(args.journal)
+
+
+if __name__ == "__main__":
+    cli()
