@@ -22,25 +22,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import time
 
 import numpy as np
+from bench_permutation import _median_time as median_time  # one warm-up, then the median
 from threadpoolctl import threadpool_info
 
 from monk_framework import get_registry
 from monk_framework.robust import robust_test
 from monk_framework.two_sample import permutation_test
-
-
-def median_time(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -88,7 +77,7 @@ def main() -> None:
                 reps = 1 if "BCD Q" in spec else args.repeats
                 tg = median_time(lambda: permutation_test(kernel, est, X, Y, n_permutations=Bg, rng=1, relabel="global"), reps)
                 rows.append((f"{spec}, global{' (scaled from %d)' % Bg if Bg != B else ''}", tg * B / Bg, base, floor))
-    print(f"\n| test | time | vs the u-stat test | vs the GEMM floor |\n|---|---|---|---|")
+    print("\n| test | time | vs the u-stat test | vs the GEMM floor |\n|---|---|---|---|")
     for label, t, base, fl in rows:
         print(f"| {label} | {t * 1e3:.0f} ms | {t / base:.2f}x | {t / fl:.2f}x |")
 

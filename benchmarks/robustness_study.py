@@ -63,11 +63,13 @@ TESTS = {
     "bcd:within": ("perm", "monk-bcd", "within-blocks"),
     "bcd-21:within": ("perm", "monk-bcd:n_blocks=21", "within-blocks"),
     "bcd-41:within": ("perm", "monk-bcd:n_blocks=41", "within-blocks"),
+    "bcd-81:within": ("perm", "monk-bcd:n_blocks=81", "within-blocks"),
     "bcd:global": ("perm", "monk-bcd", "global"),
     "bcd-fast:within": ("perm", "monk-bcd-fast", "within-blocks"),
     "bcd-fast:global": ("perm", "monk-bcd-fast", "global"),
     "bcd-fast-21:within": ("perm", "monk-bcd-fast:n_blocks=21", "within-blocks"),
     "bcd-fast-21:global": ("perm", "monk-bcd-fast:n_blocks=21", "global"),
+    "bcd-fast-41:within": ("perm", "monk-bcd-fast:n_blocks=41", "within-blocks"),
     "bcd-fast-exact:global": ("perm", "monk-bcd-fast:solver=exact", "global"),
 }
 # (within blocks, BCD-Fast's two solvers have one test-time form, med_q ||d_q||: the
@@ -75,7 +77,9 @@ TESTS = {
 #: global relabelling of BCD (Algorithm 1) costs about 15 s per test at N = 1000
 EXPENSIVE = {"bcd:global"}
 #: a few milliseconds per test: more runs, so that 0.07 is told apart from 0.05
-CHEAP = {"u-stat", "dc", "dc-normalized", "mom", "bcd-fast:within", "bcd-fast-21:within"}
+CHEAP = {"u-stat", "dc", "dc-normalized", "mom", "bcd-fast:within", "bcd-fast-21:within", "bcd-fast-41:within"}
+#: run at N = 200 only (81 blocks of BCD cost 0.6 s per test at N = 1000)
+SMALL_ONLY = {"bcd-81:within"}
 
 
 def main_data(design: str, n: int, d: int, shift: bool, run: int) -> tuple[np.ndarray, np.ndarray]:
@@ -160,7 +164,7 @@ def main_tasks(quick: bool, sizes: tuple[int, ...] = (200, 1000)) -> list[dict[s
                         for test in TESTS:
                             if not applicable(test, kernel):
                                 continue
-                            if test in EXPENSIVE and n == 1000:
+                            if (test in EXPENSIVE or test in SMALL_ONLY) and n == 1000:
                                 continue
                             runs = _runs(test, n, design, shift)
                             if quick:
@@ -405,6 +409,55 @@ def summary(journal: Path) -> None:
                     print(f"   Q = {Q}: best fixed k = {best} ({rates[best]:.2f}); median k = {Q - (Q - 1) // 2} ({rates[str(Q - (Q - 1) // 2)]:.2f})")
 
 
+LABELS = {
+    "u-stat": "U-statistic",
+    "dc": "robust_test dc (r)",
+    "dc-normalized": "robust_test dc, normalised quadratic (r)",
+    "mom": "robust_test mom (r)",
+    "bcd:within": "BCD Q=11, within",
+    "bcd-21:within": "BCD Q=21, within",
+    "bcd-41:within": "BCD Q=41, within",
+    "bcd-81:within": "BCD Q=81, within",
+    "bcd:global": "BCD Q=11, global",
+    "bcd-fast:within": "BCD-Fast Q=11, within",
+    "bcd-fast-21:within": "**BCD-Fast Q=21, within**",
+    "bcd-fast-41:within": "BCD-Fast Q=41, within",
+    "bcd-fast:global": "BCD-Fast Q=11, global",
+    "bcd-fast-21:global": "BCD-Fast Q=21, global",
+    "bcd-fast-exact:global": "BCD-Fast exact Q=11, global",
+}
+
+
+def markdown(journal: Path) -> None:
+    """The docs tables: per kernel and N, level and power, cells "d = 1 / d = 10"."""
+    cells: dict[tuple, list[bool]] = defaultdict(list)
+    for line in journal.read_text().splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        t = rec["task"]
+        if t["part"] == "main":
+            cells[(t["kernel"], t["n"], t["shift"], t["test"], t["design"], t["d"])].append(rec["result"]["reject"])
+    for kernel in ("rbf", "quadratic"):
+        for n in (200, 1000):
+            for shift in (False, True):
+                rows = []
+                for test in TESTS:
+                    values = [[cells.get((kernel, n, shift, test, design, d), []) for d in (1, 10)] for design in DESIGNS]
+                    if not any(v for pair in values for v in pair):
+                        continue
+                    runs = sorted({len(v) for pair in values for v in pair if v})
+                    text = [" / ".join(rate_cell(v) for v in pair) for pair in values]
+                    rows.append(f"| {LABELS[test]} | {'-'.join(map(str, runs[:1] + runs[-1:] if len(runs) > 1 else runs))} | " + " | ".join(text) + " |")
+                if not rows:
+                    continue
+                what = "power, Y shifted by %.2f / %.2f" % (SHIFT[(n, 1)], SHIFT[(n, 10)]) if shift else "level"
+                print(f"\n**{'RBF (sigma = sqrt d)' if kernel == 'rbf' else 'quadratic'}, N = M = {n}: {what}** (d = 1 / d = 10)\n")
+                print("| test | runs | " + " | ".join(DESIGNS) + " |")
+                print("|---|---" + "|---" * len(DESIGNS) + "|")
+                print("\n".join(rows))
+
+
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", action="append", choices=sorted(DO), help="parts to run (repeatable; default: all)")
@@ -412,10 +465,14 @@ def cli() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="a few runs per cell (smoke test)")
     parser.add_argument("--summary", action="store_true", help="print the tables from the journal and stop")
+    parser.add_argument("--markdown", action="store_true", help="print the docs tables of the main part and stop")
     parser.add_argument("--sizes", default="200,1000", help="N of the main part, comma-separated")
     args = parser.parse_args()
     if args.summary:
         summary(args.journal)
+        return
+    if args.markdown:
+        markdown(args.journal)
         return
     sizes = tuple(int(v) for v in args.sizes.split(","))
     run(args.part or sorted(DO), args.journal, args.workers, args.quick, sizes)
