@@ -400,3 +400,77 @@ def test_only_a_fixed_number_of_blocks_has_a_fixed_partition(registry, rng):
     assert part.n_blocks == 7 and part.x_sizes.sum() == 40 and part.y_sizes.sum() == 30
     with pytest.raises(ParameterError, match="n_blocks"):
         registry.get_estimator("monk-bcd", n_blocks=30).fixed_partition(40, 40, rng)
+
+
+# -- the published BCD, transcribed from docs/estimators.md (issue 19) -----------------
+
+
+def _published_bcd(K: np.ndarray, n: int, partitions: list, ridge: float, decay: float) -> tuple[list[float], float]:
+    """Algorithm 1 as the authors' code runs it, written from its description alone.
+
+    Dense coefficients over the pooled sample (X first, then Y) and the Gram matrix
+    G = K + εI. f starts as the all-ones coefficients with unit norm. Iteration t takes
+    the t-th partition, the block values ⟨f, d_q⟩ = cᵀ G w_q with w_q = 1/|S_q| on block
+    q's X points and −1/|T_q| on its Y points, their median (sorted position ⌊(Q−1)/2⌋,
+    ties by block index), and moves f ← f + η_t (d_m/‖d_m‖ − f), η_t = 1/(1 + decay·t).
+    Returns the medians of every iteration (each computed before that iteration's
+    update) and the median of the final f on the last partition.
+    """
+    G = K + ridge * np.eye(len(K))
+    ones = np.ones(len(K))
+    c = ones / np.sqrt(ones @ G @ ones)
+
+    def block_vectors(part):
+        Q = part.n_blocks
+        W = np.zeros((len(K), Q))
+        for q in range(Q):
+            xs, ys = np.flatnonzero(part.x_labels == q), np.flatnonzero(part.y_labels == q)
+            W[xs, q] = 1.0 / len(xs)
+            W[n + ys, q] = -1.0 / len(ys)
+        return W
+
+    def median_of(values):
+        order = sorted(range(len(values)), key=lambda q: (values[q], q))
+        q = order[(len(values) - 1) // 2]
+        return q, values[q]
+
+    medians = []
+    for t, part in enumerate(partitions):
+        W = block_vectors(part)
+        q, value = median_of(list(c @ G @ W))
+        medians.append(float(value))
+        d = W[:, q] / np.sqrt(W[:, q] @ G @ W[:, q])
+        eta = 1.0 / (1.0 + decay * t)
+        c = c + eta * (d - c)
+    _, final = median_of(list(c @ G @ block_vectors(partitions[-1])))
+    return medians, float(final)
+
+
+@pytest.mark.parametrize("n, m, d, Q", [(40, 40, 5, 5), (33, 41, 2, 4), (60, 60, 1, 7)])
+def test_bcd_authors_matches_an_independent_transcription_on_replayed_partitions(registry, rng, monkeypatch, n, m, d, Q):
+    # replay: record the partitions the estimator draws, then run the transcription on
+    # them. The authors' code reports medians[-1] (the median before its last update);
+    # monk-bcd today reports the final f's median (issue 19 will revisit the default).
+    import monk_plugins.monk_mmd as monk_mmd
+
+    X, Y = rng.normal(size=(n, d)), rng.normal(0.5, 1.0, size=(m, d))
+    X[:2] = 30.0  # outliers, so the median block moves between iterations
+    kernel = registry.get_kernel("rbf", sigma=float(np.sqrt(d)))
+    drawn: list = []
+    original = monk_mmd.pair_partition
+
+    def recording(*args, **kwargs):
+        drawn.append(original(*args, **kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr(monk_mmd, "pair_partition", recording)
+    T = 25
+    est = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=T, variant="authors", trace=True)
+    result = est.estimate(kernel, X, Y, rng=3)
+    assert len(drawn) == T
+    Z = np.vstack([X, Y])
+    medians, final = _published_bcd(kernel.gram(Z, Z), n, drawn, monk_mmd.AUTHORS_RIDGE, monk_mmd.AUTHORS_STEP_DECAY)
+    trace = result.diagnostics["trace"]
+    np.testing.assert_allclose(trace[:T], medians, rtol=0, atol=1e-12)
+    assert trace[T - 1] == pytest.approx(medians[-1], abs=1e-12)  # the authors' reported value
+    assert result.mmd2 == pytest.approx(final * abs(final), abs=1e-12)  # ours: the final f
