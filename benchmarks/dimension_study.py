@@ -33,11 +33,12 @@ import os
 import time
 import zlib
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor, as_completed
+
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from journal import done_keys, key, run_journal  # the resumable journal shared by the studies
 
 DIMENSIONS = (1, 2, 5, 10, 50)
 SIZES = (200, 1000)
@@ -114,39 +115,16 @@ def tasks(quick: bool, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
     return out
 
 
-def key(task: dict[str, Any]) -> str:
-    return json.dumps(task, sort_keys=True)
-
-
 def execute(task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     return task, one_run(task)
 
 
 def run(journal: Path, workers: int, quick: bool, sizes: tuple[int, ...]) -> None:
-    from threadpoolctl import threadpool_limits
-
-    done = set()
-    if journal.exists():
-        for line in journal.read_text().splitlines():
-            try:
-                done.add(key(json.loads(line)["task"]))
-            except (json.JSONDecodeError, KeyError):
-                continue  # a torn last line
+    done = done_keys(journal)
     todo = [t for t in tasks(quick, sizes) if key(t) not in done]
     print(f"{len(todo)} runs to do ({len(done)} in the journal)", flush=True)
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    start, finished = time.perf_counter(), 0
-    with threadpool_limits(1), ProcessPoolExecutor(workers) as pool, journal.open("a") as out:
-        futures = [pool.submit(execute, t) for t in todo]
-        for future in as_completed(futures):
-            task, result = future.result()
-            out.write(json.dumps({"task": task, "result": result}) + "\n")
-            out.flush()
-            finished += 1
-            if finished % 50 == 0 or finished == len(todo):
-                rate = finished / (time.perf_counter() - start)
-                print(f"{finished}/{len(todo)} done, about {(len(todo) - finished) / rate / 60:.0f} min left", flush=True)
+    run_journal(todo, execute, journal, workers, report_every=50)
 
 
 def summary(journal: Path) -> None:

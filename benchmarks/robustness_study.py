@@ -46,11 +46,12 @@ import math
 import os
 import time
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor, as_completed
+
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from journal import done_keys, key, run_journal  # the resumable journal shared by the studies
 
 DESIGNS = ("none", "one-sided", "directions", "two-sided", "cluster")
 BUDGET = {"none": 5, "one-sided": 5, "directions": 5, "two-sided": 10, "cluster": 5}
@@ -311,25 +312,13 @@ DO = {"main": do_main, "schrab-kim": do_sk, "gauss-outliers": do_go, "mom-varian
 TASKS = {"main": main_tasks, "schrab-kim": sk_tasks, "gauss-outliers": go_tasks, "mom-variants": mv_tasks}
 
 
-def key(task: dict[str, Any]) -> str:
-    return json.dumps(task, sort_keys=True)
-
-
 def execute(task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     return task, DO[task["part"]](task)
 
 
 def run(parts: list[str], journal: Path, workers: int, quick: bool, sizes: tuple[int, ...]) -> None:
-    from threadpoolctl import threadpool_limits
-
-    done = set()
-    if journal.exists():
-        for line in journal.read_text().splitlines():
-            try:
-                done.add(key(json.loads(line)["task"]))
-            except (json.JSONDecodeError, KeyError):
-                continue  # a torn last line
+    done = done_keys(journal)
     tasks = [
         t for p in parts for t in (main_tasks(quick, sizes) if p == "main" else TASKS[p](quick)) if key(t) not in done
     ]
@@ -337,18 +326,7 @@ def run(parts: list[str], journal: Path, workers: int, quick: bool, sizes: tuple
     # each, run by run, so that a study stopped early has every cell partly filled
     tasks.sort(key=lambda t: (t["part"] == "main" and t["n"] == 1000, t["part"] == "schrab-kim", t.get("run", 0)))
     print(f"{len(tasks)} tasks to run ({len(done)} in the journal)", flush=True)
-    start, finished = time.perf_counter(), 0
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    with threadpool_limits(1), ProcessPoolExecutor(workers) as pool, journal.open("a") as out:
-        futures = [pool.submit(execute, t) for t in tasks]
-        for future in as_completed(futures):
-            task, result = future.result()
-            out.write(json.dumps({"task": task, "result": result}) + "\n")
-            out.flush()
-            finished += 1
-            if finished % 200 == 0 or finished == len(tasks):
-                rate = finished / (time.perf_counter() - start)
-                print(f"{finished}/{len(tasks)} done, {rate:.2f}/s, about {(len(tasks) - finished) / rate / 60:.0f} min left", flush=True)
+    run_journal(tasks, execute, journal, workers, report_every=200)
 
 
 def rate_cell(rows: list[bool], flag_above: float | None = None) -> str:
