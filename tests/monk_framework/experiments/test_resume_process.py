@@ -55,9 +55,14 @@ def test_killed_run_resumes_to_exactly_the_full_set_of_cells(tmp_path):
     ]
 
 
+#: five times the cells of ARGS: on an idle machine ARGS could finish between the fifth
+#: journal line and the signal (seen once in a fresh clone), leaving no run to interrupt
+LONG_ARGS = [*ARGS[:3], "--runs", "30", *ARGS[5:]]
+
+
 def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path):
     out = tmp_path / "exp1"
-    proc = subprocess.Popen([*_command(), *ARGS, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*_command(), *LONG_ARGS, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     journal = out / "cells.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (journal.exists() and journal.read_bytes().count(b"\n") >= 5):
