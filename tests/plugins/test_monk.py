@@ -315,8 +315,11 @@ def test_cli_prints_a_robust_estimate_and_the_ruined_one():
 FIXED_FORMS = [
     ("monk-bcd", {"n_blocks": 5, "n_iter": 20}),
     ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "variant": "paper"}),
+    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "report": "final"}),
+    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "variant": "paper", "report": "before-update"}),
     ("monk-bcd", {"n_blocks": 4, "n_iter": 10, "solver": "exact"}),
     ("monk-bcd", {"n_blocks": 17, "n_iter": 10, "solver": "exact"}),  # local search beyond 15 blocks
+    ("monk-bcd", {"n_blocks": 17, "n_iter": 10, "solver": "exact", "report": "final"}),
     ("monk-bcd-fast", {"n_blocks": 5, "n_iter": 30, "reshuffle_every": 0, "variant": "paper", "start": "indicator"}),
     ("monk-bcd-fast", {"n_blocks": 6, "solver": "exact"}),
 ]
@@ -449,8 +452,8 @@ def _published_bcd(K: np.ndarray, n: int, partitions: list, ridge: float, decay:
 @pytest.mark.parametrize("n, m, d, Q", [(40, 40, 5, 5), (33, 41, 2, 4), (60, 60, 1, 7)])
 def test_bcd_authors_matches_an_independent_transcription_on_replayed_partitions(registry, rng, monkeypatch, n, m, d, Q):
     # replay: record the partitions the estimator draws, then run the transcription on
-    # them. The authors' code reports medians[-1] (the median before its last update);
-    # monk-bcd today reports the final f's median (issue 19 will revisit the default).
+    # them. The published code reports medians[-1], the median before its last update;
+    # report='final' is the median of the final f.
     import monk_plugins.monk_mmd as monk_mmd
 
     X, Y = rng.normal(size=(n, d)), rng.normal(0.5, 1.0, size=(m, d))
@@ -472,5 +475,111 @@ def test_bcd_authors_matches_an_independent_transcription_on_replayed_partitions
     medians, final = _published_bcd(kernel.gram(Z, Z), n, drawn, monk_mmd.AUTHORS_RIDGE, monk_mmd.AUTHORS_STEP_DECAY)
     trace = result.diagnostics["trace"]
     np.testing.assert_allclose(trace[:T], medians, rtol=0, atol=1e-12)
-    assert trace[T - 1] == pytest.approx(medians[-1], abs=1e-12)  # the authors' reported value
-    assert result.mmd2 == pytest.approx(final * abs(final), abs=1e-12)  # ours: the final f
+    assert trace[T] == pytest.approx(final, abs=1e-12)
+    # variant='authors' reports what the published code reports
+    assert result.diagnostics["report"] == "before-update"
+    assert result.mmd2 == pytest.approx(medians[-1] * abs(medians[-1]), abs=1e-12)
+    assert result.mmd == pytest.approx(max(medians[-1], 0.0), abs=1e-12)
+    # the other reading point, on the same partitions
+    drawn.clear()
+    other = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=T, variant="authors", report="final").estimate(
+        kernel, X, Y, rng=3
+    )
+    assert other.mmd2 == pytest.approx(final * abs(final), abs=1e-12)
+    assert final != pytest.approx(medians[-1], abs=1e-9)  # the two readings differ here
+
+
+def _published_bcd_fast(
+    K: np.ndarray, n: int, partitions: list, starts: list[int], T: int, ridge: float, decay: float
+) -> tuple[list[float], float]:
+    """Algorithm 2 as the authors' code runs it, written from its description alone.
+
+    Block q has its own dense coefficients c_q over its points (its X points, then its Y
+    points) and its own Gram matrix G_q = K[block, block] + εI. c_q starts as the all-ones
+    vector with unit norm. ⟨f_q, d_q⟩ = w_qᵀ G_q c_q with w_q = 1/|S_q| on X and −1/|T_q|
+    on Y. Iteration t (drawing a new partition at each t in ``starts``, keeping every c_q)
+    finds the median block m and moves c_m ← c_m + η_t (s/‖s‖ − c_m), s = (1, …, 1, −1, …, −1),
+    ‖s‖² = sᵀG_m s. Returns the medians before every update and the final f's median.
+    """
+    def blocks(part):
+        out = []
+        for q in range(part.n_blocks):
+            xs, ys = np.flatnonzero(part.x_labels == q), n + np.flatnonzero(part.y_labels == q)
+            idx = np.concatenate([xs, ys])
+            G = K[np.ix_(idx, idx)] + ridge * np.eye(len(idx))
+            w = np.concatenate([np.full(len(xs), 1.0 / len(xs)), np.full(len(ys), -1.0 / len(ys))])
+            s = np.concatenate([np.ones(len(xs)), -np.ones(len(ys))])
+            out.append((G, w, s))
+        return out
+
+    def median_of(values):
+        order = sorted(range(len(values)), key=lambda q: (values[q], q))
+        q = order[(len(values) - 1) // 2]
+        return q, values[q]
+
+    current = blocks(partitions[0])
+    c = [np.ones(len(w)) / np.sqrt(np.ones(len(w)) @ G @ np.ones(len(w))) for G, w, _ in current]
+    medians = []
+    drawn = iter(partitions[1:])
+    for t in range(T):
+        if t in starts and t > 0:
+            current = blocks(next(drawn))
+        q, value = median_of([w @ G @ c[r] for r, (G, w, _) in enumerate(current)])
+        medians.append(float(value))
+        G, _, s = current[q]
+        eta = 1.0 / (1.0 + decay * t)
+        c[q] = c[q] + eta * (s / np.sqrt(s @ G @ s) - c[q])
+    _, final = median_of([w @ G @ c[r] for r, (G, w, _) in enumerate(current)])
+    return medians, float(final)
+
+
+def test_bcd_fast_authors_matches_an_independent_transcription_on_replayed_partitions(registry, rng, monkeypatch):
+    import monk_plugins.monk_mmd as monk_mmd
+
+    # N = M and Q | N: every block keeps its size across reshuffles, as the published
+    # code assumes when it keeps each block's dense coefficients
+    n, d, Q, T = 35, 3, 5, 40
+    X, Y = rng.normal(size=(n, d)), rng.normal(0.5, 1.0, size=(n, d))
+    X[:2] = 20.0
+    kernel = registry.get_kernel("rbf", sigma=float(np.sqrt(d)))
+    drawn: list = []
+    original = monk_mmd.pair_partition
+
+    def recording(*args, **kwargs):
+        drawn.append(original(*args, **kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr(monk_mmd, "pair_partition", recording)
+    est = registry.get_estimator("monk-bcd-fast", n_blocks=Q, n_iter=T, variant="authors", trace=True)
+    result = est.estimate(kernel, X, Y, rng=5)
+    starts = [t for t in range(T) if t == 0 or est.reshuffles_at(t)]
+    assert starts == [0, 17, 24, 31, 38]  # after 10 iterations (stall), then every (40 - 10) // 4
+    assert len(drawn) == len(starts)
+    Z = np.vstack([X, Y])
+    medians, final = _published_bcd_fast(
+        kernel.gram(Z, Z), n, drawn, starts, T, monk_mmd.AUTHORS_RIDGE, monk_mmd.AUTHORS_STEP_DECAY
+    )
+    trace = result.diagnostics["trace"]
+    np.testing.assert_allclose(trace[:T], medians, rtol=0, atol=1e-12)
+    assert trace[T] == pytest.approx(final, abs=1e-12)
+    assert result.mmd2 == pytest.approx(medians[-1] * abs(medians[-1]), abs=1e-12)
+    drawn.clear()
+    other = registry.get_estimator("monk-bcd-fast", n_blocks=Q, n_iter=T, report="final").estimate(kernel, X, Y, rng=5)
+    assert other.mmd2 == pytest.approx(final * abs(final), abs=1e-12)
+    assert final != pytest.approx(medians[-1], abs=1e-9)  # the two readings differ here
+
+
+def test_report_auto_follows_the_variant_and_is_recorded(registry, rng):
+    X, Y = rng.normal(size=(30, 2)), rng.normal(0.5, 1.0, size=(30, 2))
+    kernel = registry.get_kernel("rbf")
+    for name in ("monk-bcd", "monk-bcd-fast"):
+        for variant, rule in (("authors", "before-update"), ("paper", "final")):
+            est = registry.get_estimator(name, n_blocks=5, n_iter=12, variant=variant)
+            assert est.resolved_report == rule
+            result = est.estimate(kernel, X, Y, rng=1)
+            trace = result.diagnostics["trace"]
+            assert result.diagnostics["report"] == rule and len(trace) == 13
+            reported = trace[-2] if rule == "before-update" else trace[-1]
+            assert result.mmd2 == pytest.approx(reported * abs(reported), abs=1e-14)
+    with pytest.raises(ParameterError, match="'report'.*'before-update', 'final'"):
+        registry.get_estimator("monk-bcd", report="last")
