@@ -18,6 +18,7 @@ from .errors import (
     DataError,
     DataFileError,
     DuplicateNameError,
+    KernelContractError,
     KernelOverflowError,
     MonkError,
     ParameterError,
@@ -27,7 +28,7 @@ from .errors import (
 )
 from .estimators import EmbeddingEstimator, EmbeddingWeights, Estimate, Estimator, MMDEstimator
 from .hookspecs import hookimpl
-from .kernels import Kernel
+from .kernels import Kernel, check_squared_norm
 from .params import parameter
 from .registry import PluginEntry, PluginProblem, Provider, Registry, get_registry
 from .results import Embedding, MMDResult
@@ -47,6 +48,7 @@ __all__ = [
     "Estimate",
     "Estimator",
     "Kernel",
+    "KernelContractError",
     "KernelOverflowError",
     "MMDEstimator",
     "MMDResult",
@@ -62,6 +64,7 @@ __all__ = [
     "__version__",
     "as_strings",
     "as_vectors",
+    "check_squared_norm",
     "get_registry",
     "hookimpl",
     "load_sample",

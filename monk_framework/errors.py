@@ -84,6 +84,12 @@ class KernelOverflowError(MonkError, ArithmeticError):
     """A kernel value does not fit in float64 (e.g. the exponential kernel)."""
 
 
+class KernelContractError(MonkError, ValueError):
+    """A kernel's values break the kernel contract: a Gram block or diagonal of the wrong
+    shape, an asymmetric Gram matrix, or values no positive semi-definite kernel can give
+    (a negative k(x, x), a negative squared norm ‖Σ c_i φ(z_i)‖²). Names the plugin."""
+
+
 class ResourceError(MonkError, MemoryError):
     """A computation would need more memory than the machine has available."""
 

@@ -21,13 +21,14 @@ import attrs
 import numpy as np
 
 from .data import Sample, as_strings, as_vectors, check_same_dimension
-from .errors import DataError, KernelOverflowError, MonkError, ResourceError
+from .errors import DataError, KernelContractError, KernelOverflowError, MonkError, ResourceError
 from .params import Configurable
 
 __all__ = [
     "Kernel",
     "available_memory",
     "check_memory",
+    "check_squared_norm",
     "median_distance",
     "distances",
     "squared_distances",
@@ -38,6 +39,15 @@ __all__ = [
 CHUNK_BYTES = 4 * 1024 * 1024
 #: the median heuristic uses at most this many pooled points (a fixed-seed subsample).
 MEDIAN_MAX_POINTS = 2000
+#: relative round-off allowed before a value is taken as proof that a kernel is not PSD
+#: or not symmetric: 1e-9 of the scale of the terms it came from (float64 sums of
+#: thousands of terms stay near 1e-13; a wrong kernel is off by orders of magnitude)
+CONTRACT_RTOL = 1e-9
+#: the same for comparisons of k(x, x) computed two ways (the distance identities used by
+#: _gram round differently from _diag, by about 1e-16 times ‖x‖²/σ² for RBF)
+DIAG_RTOL = 1e-6
+#: points of each diagonal Gram block whose pairs are checked (symmetry, Cauchy–Schwarz)
+CONTRACT_CHECK_POINTS = 64
 
 
 @attrs.frozen(kw_only=True)
@@ -194,13 +204,38 @@ class Kernel(Configurable):
             )
         return values
 
+    def plugin_label(self) -> str:
+        """``kernel 'name' (module.Class)``: how errors about a plugin's values name it."""
+        cls = type(self)
+        return f"kernel {self.name!r} ({cls.__module__}.{cls.__qualname__})"
+
     def _core(self, X: Sample, Y: Sample) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):
-            return self._finite(self._gram(X, Y))
+            values = np.asarray(self._gram(X, Y), dtype=np.float64)
+        # a wrong shape would be broadcast into the Gram matrix without a word
+        if values.shape != (len(X), len(Y)):
+            raise KernelContractError(
+                f"{self.plugin_label()}: _gram returned shape {values.shape} for {len(X)} x {len(Y)} "
+                f"points; it must return the whole rectangle k(X[i], Y[j]), shape ({len(X)}, {len(Y)})."
+            )
+        return self._finite(values)
 
     def _core_diag(self, X: Sample) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):
-            return self._finite(np.asarray(self._diag(X), dtype=np.float64))
+            values = np.asarray(self._diag(X), dtype=np.float64)
+        if values.shape != (len(X),):
+            raise KernelContractError(
+                f"{self.plugin_label()}: _diag returned shape {values.shape} for {len(X)} points; "
+                f"it must return k(x_i, x_i) for each, shape ({len(X)},)."
+            )
+        values = self._finite(values)
+        if self.is_psd and len(values) and values.min() < -CONTRACT_RTOL * float(np.abs(values).max()):
+            i = int(np.argmin(values))
+            raise KernelContractError(
+                f"{self.plugin_label()} is not positive semi-definite: k(x, x) = {values[i]:.6g} < 0 "
+                f"for point {i} (a PSD kernel has k(x, x) = ||phi(x)||^2 >= 0)."
+            )
+        return values
 
     def _chunk_rows(self, n_cols: int) -> int:
         return max(32, CHUNK_BYTES // (8 * max(n_cols, 1)))
@@ -209,17 +244,64 @@ class Kernel(Configurable):
         n = len(X)
         check_memory(n, n)
         K = np.empty((n, n), dtype=np.float64)
+        diag = self._core_diag(X)
         step = self._chunk_rows(n)
         for start in range(0, n, step):
             stop = min(start + step, n)
             K[start:stop, start:] = self._core(X[start:stop], X[start:])
+            self._check_diagonal_block(K[start:stop, start:stop], diag[start:stop], start)
             # mirror the band below the diagonal block, and the block's upper triangle
             K[stop:, start:stop] = K[start:stop, stop:].T
             block = K[start:stop, start:stop]
             upper = np.triu(block, 1)
             block[...] = upper + upper.T
-        np.fill_diagonal(K, self._core_diag(X))
+        np.fill_diagonal(K, diag)
         return K
+
+    def _check_diagonal_block(self, block: np.ndarray, diag: np.ndarray, offset: int) -> None:
+        """Cheap checks on a diagonal block k(X_b, X_b), the one place where ``_gram`` and
+        ``_diag`` meet (the mirroring and the diagonal fill would hide a fault otherwise):
+
+        * symmetry, k(x, x′) = k(x′, x);
+        * ``_gram``'s diagonal equals ``_diag`` (to 1e-6 of the block's scale: the
+          distance identities round differently from k(x, x) itself);
+        * Cauchy–Schwarz, |k(x, x′)|² ≤ k(x, x) k(x′, x′), which every PSD kernel obeys.
+
+        The pairwise checks look at the block's leading CONTRACT_CHECK_POINTS points only,
+        so they stay a small fraction of the Gram matrix's cost (a plugin's fault is
+        systematic, not confined to some pairs).
+        """
+        if not block.size:
+            return
+        label = self.plugin_label()
+        off = np.abs(np.diagonal(block) - diag)
+        scale = max(float(np.abs(np.diagonal(block)).max()), float(np.abs(diag).max()), 1e-300)
+        if off.max() > DIAG_RTOL * scale:
+            i = int(np.argmax(off))
+            raise KernelContractError(
+                f"{label}: _diag gives k(x_{offset + i}, x_{offset + i}) = {diag[i]:.6g} but _gram gives "
+                f"{block[i, i]:.6g}; the two must agree."
+            )
+        block, diag = block[:CONTRACT_CHECK_POINTS, :CONTRACT_CHECK_POINTS], diag[:CONTRACT_CHECK_POINTS]
+        scale = max(float(np.abs(block).max()), scale)
+        gap = np.abs(block - block.T)
+        if gap.max() > CONTRACT_RTOL * scale:
+            i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
+            raise KernelContractError(
+                f"{label} is not symmetric: k(x_{offset + i}, x_{offset + j}) = {block[i, j]:.6g} "
+                f"but k(x_{offset + j}, x_{offset + i}) = {block[j, i]:.6g}."
+            )
+        if self.is_psd:
+            root = np.sqrt(np.maximum(diag, 0.0))
+            excess = np.abs(block) - np.outer(root, root)
+            np.fill_diagonal(excess, 0.0)
+            if excess.max() > DIAG_RTOL * scale:
+                i, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
+                raise KernelContractError(
+                    f"{label} is not positive semi-definite: |k(x_{offset + i}, x_{offset + j})| = "
+                    f"{abs(block[i, j]):.6g} exceeds sqrt(k(x, x) k(x', x')) = {root[i] * root[j]:.6g} "
+                    "(Cauchy-Schwarz holds for every PSD kernel)."
+                )
 
     def _rectangular_gram(self, X: Sample, Y: Sample) -> np.ndarray:
         n, m = len(X), len(Y)
@@ -230,6 +312,22 @@ class Kernel(Configurable):
             stop = min(start + step, n)
             K[start:stop] = self._core(X[start:stop], Y)
         return K
+
+
+def check_squared_norm(kernel: Kernel, value: float, scale: float, what: str) -> float:
+    """Return ``value``, a squared RKHS norm ‖Σ c_i φ(z_i)‖² = cᵀKc, after checking it is not negative.
+
+    A PSD kernel gives cᵀKc ≥ 0 for every c, so a value below −CONTRACT_RTOL · ``scale``
+    (``scale``: the size of the terms it was summed from, e.g. Σ|c_i||c_j||K_ij|) proves
+    that ``kernel`` is not PSD on these points. ``what`` names the quantity (e.g. "the
+    V-statistic MMD^2"). Cheap checks for estimators that already hold such a value.
+    """
+    if kernel.is_psd and value < -CONTRACT_RTOL * max(abs(scale), 1e-300):
+        raise KernelContractError(
+            f"{kernel.plugin_label()} is not positive semi-definite on these data: {what} is "
+            f"{value:.6g} < 0, which no PSD kernel can give."
+        )
+    return value
 
 
 def _as_gaussian(mean: Any, cov: Any) -> tuple[np.ndarray, np.ndarray]:

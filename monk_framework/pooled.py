@@ -25,7 +25,7 @@ import numpy as np
 
 from .blocks import MatrixFreeGram, StoredGram, _GramSource, gram_source, one_row, take
 from .errors import ParameterError
-from .kernels import Kernel
+from .kernels import Kernel, check_squared_norm
 
 __all__ = ["PooledSample", "PermutedGram", "SampleSums", "pooled", "sample_sums"]
 
@@ -194,4 +194,7 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
         tx[start:stop] = d @ E
     xy = x1 - xx
     yy = total - x1 - xy
+    # every relabelling's V-statistic MMD² is a squared norm: negative proves K is not PSD
+    vstat = xx / pool.n**2 + yy / pool.m**2 - 2.0 * xy / (pool.n * pool.m)
+    check_squared_norm(pool.kernel, float(vstat.min()), 4.0 * float(d.max()), "the V-statistic MMD^2")
     return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=trace - tx)

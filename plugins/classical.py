@@ -15,6 +15,7 @@ from monk_framework import (
     Estimate,
     Kernel,
     MMDEstimator,
+    check_squared_norm,
     hookimpl,
     parameter,
 )
@@ -23,9 +24,18 @@ from monk_framework.pooled import PooledSample, SampleSums, batch_size, sample_s
 
 
 def _grams(kernel: Kernel, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """The three Gram matrices and the time spent building them."""
+    """The three Gram matrices and the time spent building them.
+
+    Their V-statistic MMD² is a squared norm, so a negative one proves the kernel is not
+    PSD on these points (checked here, for both statistics: the U-statistic can be
+    negative for a PSD kernel, the V-statistic cannot).
+    """
     start = time.perf_counter()
     Kxx, Kyy, Kxy = kernel.gram(X), kernel.gram(Y), kernel.gram(X, Y)
+    vstat = Kxx.mean() + Kyy.mean() - 2.0 * Kxy.mean()
+    # |k(x, y)| <= max k(z, z) for a PSD kernel, so each of the three means is within it
+    scale = 4.0 * max(float(np.diag(Kxx).max()), float(np.diag(Kyy).max()))
+    check_squared_norm(kernel, float(vstat), scale, "the V-statistic MMD^2")
     return Kxx, Kyy, Kxy, time.perf_counter() - start
 
 

@@ -23,6 +23,7 @@ from monk_framework import (
     Estimate,
     Kernel,
     MMDEstimator,
+    check_squared_norm,
     hookimpl,
     parameter,
 )
@@ -223,12 +224,12 @@ class MonkEmbeddingMMD(MMDEstimator):
         return blocks_min_sample_size(self.n_blocks)
 
     def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
-        return self._estimate_from(gram_source(kernel, pooled(X, Y)), len(X), len(Y), rng)
+        return self._estimate_from(kernel, gram_source(kernel, pooled(X, Y)), len(X), len(Y), rng)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Each relabelling reads its block means from a permuted view of the pooled Gram matrix."""
         return np.array([
-            self._estimate_from(pool.permuted_source(perm), pool.n, pool.m, rng).mmd2
+            self._estimate_from(pool.kernel, pool.permuted_source(perm), pool.n, pool.m, rng).mmd2
             for perm, rng in zip(perms, rngs)
         ])
 
@@ -243,17 +244,25 @@ class MonkEmbeddingMMD(MMDEstimator):
     ) -> np.ndarray:
         """Each relabelling's two embeddings from its block-part means on the test's partition."""
         grams = block_means_gram(pool, partition, perms)
-        return np.array([self._mmd2_of_block_means(M)[0] for M in grams])
+        return np.array([self._mmd2_of_block_means(pool.kernel, M)[0] for M in grams])
 
-    def _mmd2_of_block_means(self, M: np.ndarray) -> tuple[float, BlockCenter, BlockCenter]:
-        """‖Σ β_q μ_{S_q} − Σ γ_q μ_{T_q}‖² from the 2Q × 2Q Gram of the block means (X's first)."""
+    def _mmd2_of_block_means(self, kernel: Kernel, M: np.ndarray) -> tuple[float, BlockCenter, BlockCenter]:
+        """‖Σ β_q μ_{S_q} − Σ γ_q μ_{T_q}‖² from the 2Q × 2Q Gram of the block means (X's first).
+
+        M is a Gram matrix of mean embeddings, so its diagonal (‖μ_q‖²) and the result are
+        squared norms: a negative one proves the kernel is not PSD on these points.
+        """
         Q = len(M) // 2
+        diag = np.diag(M)
+        scale = float(np.abs(diag).max())
+        check_squared_norm(kernel, float(diag.min()), scale, "a block mean's squared norm ||mu_q||^2")
         bx = block_center(M[:Q, :Q], self.center)
         by = block_center(M[Q:, Q:], self.center)
         b = np.concatenate([bx.beta, -by.beta])
-        return float(b @ M @ b), bx, by
+        mmd2 = check_squared_norm(kernel, float(b @ M @ b), float(np.abs(b).sum()) ** 2 * scale, "the embedding MMD^2")
+        return mmd2, bx, by
 
-    def _estimate_from(self, src: Any, n: int, m: int, rng: np.random.Generator) -> Estimate:
+    def _estimate_from(self, kernel: Kernel, src: Any, n: int, m: int, rng: np.random.Generator) -> Estimate:
         start = time.perf_counter()
         part = self.fixed_partition(n, m, rng)
         Q = part.n_blocks
@@ -263,7 +272,7 @@ class MonkEmbeddingMMD(MMDEstimator):
         _, W = _partition_weights(cols, 2 * Q)
         M = src.block_gram(W)
         gram_s = src.kernel_s  # a fresh source: all its kernel time is this estimate's
-        mmd2, bx, by = self._mmd2_of_block_means(M)
+        mmd2, bx, by = self._mmd2_of_block_means(kernel, M)
         total = time.perf_counter() - start
         return Estimate(
             mmd2=mmd2,

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
+from monk_framework import Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
 from monk_framework.blocks import (
     MatrixFreeGram,
     Partition,
@@ -290,6 +290,8 @@ class MonkBCD(_MonkMMD):
         N = ctx.n + ctx.m
         # start: the all-ones coefficients normalised to unit norm, 1ᵀ(K + εI)1 = 1
         g = ctx.row_sums + ridge
+        dmax = float(ctx.diag.max()) + ridge  # bounds |K_ij + ε δ_ij| for a PSD kernel
+        check_squared_norm(ctx.kernel, float(g.sum()), N * N * dmax, "1'(K + eps I)1, the squared norm of the all-ones start")
         norm0 = math.sqrt(max(float(g.sum()), 1e-300))
         c = np.full(N, 1.0 / norm0)
         g = g / norm0  # g = (K + εI) c, kept up to date instead of recomputed
@@ -306,7 +308,7 @@ class MonkBCD(_MonkMMD):
             v = w[idx]
             g_new = src.rows_combination(idx, v)
             g_new[idx] += ridge * v
-            norm2 = float(v @ g_new[idx])
+            norm2 = check_squared_norm(ctx.kernel, float(v @ g_new[idx]), 4.0 * dmax, "a block's ||d_q||^2")
             scale = 1.0 / math.sqrt(norm2) if norm2 > 0 else 0.0
             eta = 1.0 if self.variant == "paper" else 1.0 / (1.0 + AUTHORS_STEP_DECAY * t)
             c *= 1.0 - eta
@@ -361,6 +363,9 @@ class MonkBCD(_MonkMMD):
         ridge = self.resolved_ridge
         if ridge:
             G = G + ridge * np.diag(1.0 / nx + 1.0 / ny)
+        check_squared_norm(
+            pool.kernel, float(np.einsum("bqq->bq", G).min()), 4.0 * (float(pool.diag.max()) + ridge), "a block's ||d_q||^2"
+        )
         values = _ones_start_values(pool, partition, perms, ridge)
         rows = np.arange(len(perms))
         pos = median_position(Q)
@@ -390,7 +395,11 @@ def _ones_start_values(pool: PooledSample, partition: Partition, perms: np.ndarr
     adds ε to every r_i, which cancels between the two means.
     """
     r = pool.row_sums
-    norm0 = np.sqrt(max(float(r.sum()) + ridge * pool.size, 1e-300))
+    dmax = float(pool.diag.max()) + ridge
+    start = check_squared_norm(
+        pool.kernel, float(r.sum()) + ridge * pool.size, pool.size**2 * dmax, "1'(K + eps I)1, the squared norm of the all-ones start"
+    )
+    norm0 = np.sqrt(max(start, 1e-300))
     labels = partition.pooled_labels()
     Q = partition.n_blocks
     nx, ny = partition.x_sizes.astype(float), partition.y_sizes.astype(float)
@@ -550,7 +559,7 @@ class MonkBCDFast(_MonkMMD):
         from its own Gram matrix (:func:`within_block_sums`: (N+M)²/Q kernel evaluations).
         """
         sums = within_block_sums(pool, partition, perms)
-        stats = _stats(partition, sums.xx, sums.yy, sums.xy, self.resolved_ridge)
+        stats = _checked(pool, _stats(partition, sums.xx, sums.yy, sums.xy, self.resolved_ridge), self.resolved_ridge)
         objective = median_value(np.sqrt(np.maximum(stats.v_v, 0.0)), axis=1)
         return objective * objective
 
@@ -583,7 +592,16 @@ def within_block_stats(ctx: _Context, parts: list[Any], ridge: float) -> list[Bl
         sums = [_block_sums(ctx, part) for part in parts]
     else:
         sums = _shared_block_sums(ctx.shared, ctx.n, parts)
-    return [_stats(part, *s, ridge) for part, s in zip(parts, sums)]
+    return [_checked(ctx, _stats(part, *s, ridge), ridge) for part, s in zip(parts, sums)]
+
+
+def _checked(pool: PooledSample, stats: BlockStats, ridge: float) -> BlockStats:
+    """The block statistics, after checking their squared norms (negative: K is not PSD)."""
+    dmax = float(pool.diag.max()) + ridge
+    size = float(np.max(pool.size))
+    check_squared_norm(pool.kernel, float(np.min(stats.v_v)), 4.0 * dmax, "a block's ||d_q||^2")
+    check_squared_norm(pool.kernel, float(np.min(stats.one_one)), size * size * dmax, "a block's 1'K1")
+    return stats
 
 
 def _block_sums(ctx: _Context, part: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -86,3 +86,133 @@ def test_distances_match_scipy(pair):
 def test_gram_is_exactly_symmetric_for_any_data(X, name):
     K = REG.get_kernel(name, **({"sigma": 50.0} if name in ("rbf", "laplace") else {})).gram(X)
     assert np.array_equal(K, K.T)
+
+
+# -- the kernel contract: a plugin's values are checked where the framework calls them --
+
+
+@attrs.frozen(kw_only=True)
+class FaultyKernel(Kernel):
+    """An RBF kernel (σ = 1) whose core methods can be broken one way at a time."""
+
+    name: ClassVar[str] = "faulty"
+    summary: ClassVar[str] = "A kernel plugin with a configurable fault."
+    fault: str = attrs.field(default="none")
+
+    def _gram(self, X, Y):
+        K = np.exp(-0.5 * cdist(X, Y, "sqeuclidean"))
+        if self.fault == "column":
+            return K[:, :1]  # would broadcast
+        if self.fault == "scalar":
+            return np.float64(0.5)
+        if self.fault == "transposed":
+            return K.T
+        if self.fault == "negated":
+            return -K
+        if self.fault == "asymmetric":
+            return K + 0.1 * np.sign(X[:, :1] - Y[:, 0][None, :])
+        if self.fault == "zero-diagonal":
+            return K - (cdist(X, Y) == 0)  # 0 on the diagonal, |k| <= 1 elsewhere
+        return K
+
+    def _diag(self, X):
+        if self.fault == "short-diag":
+            return np.ones(len(X) - 1)
+        if self.fault == "negated":
+            return -np.ones(len(X))
+        if self.fault == "zero-diagonal":
+            return np.zeros(len(X))
+        if self.fault == "diag-mismatch":
+            return np.full(len(X), 2.0)
+        return np.ones(len(X))
+
+
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("column", r"faulty.*_gram returned shape \(5, 1\) for 5 x 5 points"),
+        ("scalar", r"_gram returned shape \(\) for 5 x 5 points"),
+        ("short-diag", r"_diag returned shape \(4,\) for 5 points"),
+        ("negated", r"not positive semi-definite: k\(x, x\) = -1 < 0 for point 0"),
+        ("asymmetric", r"not symmetric: k\(x_\d, x_\d\) = .* but k\(x_\d, x_\d\)"),
+        ("zero-diagonal", r"not positive semi-definite: \|k\(x_\d, x_\d\)\| = .* exceeds sqrt"),
+        ("diag-mismatch", r"_diag gives k\(x_0, x_0\) = 2 but _gram gives 1"),
+    ],
+)
+def test_a_plugin_breaking_the_kernel_contract_is_named(fault, message):
+    from monk_framework import KernelContractError
+
+    X = np.random.default_rng(1).normal(size=(5, 2))
+    with pytest.raises(KernelContractError, match=message) as err:
+        FaultyKernel(fault=fault).gram(X)
+    assert "test_kernels.FaultyKernel" in str(err.value)  # the plugin's class, to find it
+
+
+def test_a_wrong_rectangle_shape_is_refused_even_when_it_would_broadcast():
+    from monk_framework import KernelContractError
+
+    X, Y = np.zeros((4, 1)), np.ones((3, 1))
+    with pytest.raises(KernelContractError, match=r"shape \(3, 4\) for 4 x 3 points"):
+        FaultyKernel(fault="transposed").gram(X, Y)
+    with pytest.raises(KernelContractError, match=r"shape \(4, 1\)"):
+        FaultyKernel(fault="column").gram(X, Y)
+
+
+def test_a_correct_kernel_passes_the_contract_checks_on_large_and_badly_scaled_data(registry):
+    # the checks must not fire on PSD kernels, including where rounding is worst: far from
+    # the origin, many features (the BLAS distance identity), a row-chunked Gram matrix
+    rng = np.random.default_rng(2)
+    X = 1e4 + rng.normal(size=(700, 60))
+    for name, params in (("rbf", {"sigma": 5.0}), ("laplace", {"sigma": 50.0}), ("linear", {}),
+                         ("quadratic", {"normalize": True}), ("energy", {})):
+        K = registry.get_kernel(name, **params).gram(X)
+        assert np.array_equal(K, K.T)
+    assert FaultyKernel().gram(X[:50] * 1e-4).shape == (50, 50)
+
+
+@attrs.frozen(kw_only=True)
+class BoxKernel(Kernel):
+    """k(x, y) = 1{|x − y| < 1}: symmetric, obeys Cauchy–Schwarz, but not PSD.
+
+    On the points 0, 0.9, 1.8 its Gram matrix [[1,1,0],[1,1,1],[0,1,1]] has the eigenvalue
+    1 − √2 < 0; with X = {0, 1.8, 0, 1.8} and Y = {0.9, 0.9} the V-statistic MMD² is
+    0.5 + 1 − 2 = −0.5, which no PSD kernel can give.
+    """
+
+    name: ClassVar[str] = "box"
+    summary: ClassVar[str] = "The indicator of |x - y| < 1 (not PSD)."
+
+    def _gram(self, X, Y):
+        return (cdist(X, Y) < 1.0).astype(float)
+
+    def _diag(self, X):
+        return np.ones(len(X))
+
+
+BOX_X, BOX_Y = np.array([[0.0], [1.8], [0.0], [1.8]]), np.array([[0.9], [0.9]])
+
+
+@pytest.mark.parametrize("spec", ["v-stat", "u-stat", "monk-bcd", "monk-bcd-fast", "monk-embedding-mmd"])
+def test_a_kernel_that_is_not_psd_on_the_data_is_refused_by_every_estimator(spec):
+    from monk_framework import KernelContractError
+
+    params = {"n_blocks": 1} if spec.startswith("monk") else {}
+    with pytest.raises(KernelContractError, match=r"'box' .*not positive semi-definite on these data: .* < 0"):
+        REG.get_estimator(spec, **params).estimate(BoxKernel(), BOX_X, BOX_Y, rng=0)
+
+
+def test_a_permutation_test_refuses_a_kernel_that_is_not_psd():
+    from monk_framework import KernelContractError
+    from monk_framework.two_sample import permutation_test
+
+    with pytest.raises(KernelContractError, match="the V-statistic MMD\\^2 is -0.5"):
+        permutation_test(BoxKernel(), REG.get_estimator("u-stat"), BOX_X, BOX_Y, n_permutations=5, rng=0)
+
+
+def test_check_squared_norm_allows_round_off_and_refuses_a_real_negative():
+    from monk_framework import KernelContractError, check_squared_norm
+
+    rbf = REG.get_kernel("rbf")
+    assert check_squared_norm(rbf, -1e-12, 100.0, "x") == -1e-12  # round-off of a large sum
+    with pytest.raises(KernelContractError, match="rbf.*the thing is -0.001 < 0"):
+        check_squared_norm(rbf, -1e-3, 1.0, "the thing")
