@@ -29,6 +29,10 @@ __all__ = [
     "available_memory",
     "check_memory",
     "check_squared_norm",
+    "magnitude",
+    "power_of_two",
+    "scaled_distances",
+    "scaled_squared_distances",
     "median_distance",
     "distances",
     "squared_distances",
@@ -368,6 +372,70 @@ def _centred_identity(X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndar
     return out, nx, ny
 
 
+#: data or scales outside [1/SAFE_MAGNITUDE, SAFE_MAGNITUDE] are first divided by a power
+#: of two (exact), so that squares and products of them cannot overflow or underflow
+SAFE_MAGNITUDE = 1e100
+
+
+def power_of_two(x: float) -> float:
+    """2^e with 2^e ≤ |x| < 2^(e+1) (1 for x = 0): dividing by it is exact in floating point."""
+    if x == 0 or not math.isfinite(x):
+        return 1.0
+    return math.ldexp(1.0, math.frexp(abs(x))[1] - 1)
+
+
+def magnitude(*arrays: np.ndarray) -> float:
+    """The largest |value| over the arrays (0 for empty ones)."""
+    return max((float(np.abs(a).max()) for a in arrays if a.size), default=0.0)
+
+
+def _moderate(x: float) -> bool:
+    return x == 0.0 or 1.0 / SAFE_MAGNITUDE < x < SAFE_MAGNITUDE
+
+
+def _times_square(out: np.ndarray, ratio: float, power: int) -> np.ndarray:
+    """out · ratio^power in place for nonnegative ``out``, where ratio^power may overflow: an
+    exact 0 stays 0 (equal points), anything else becomes inf, never NaN."""
+    with np.errstate(over="ignore"):
+        factor = np.float64(ratio) ** power
+    if np.isinf(factor):
+        out[...] = np.where(out > 0, np.inf, 0.0)
+        return out
+    with np.errstate(over="ignore", under="ignore"):
+        out *= factor
+    return out
+
+
+def scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
+    """‖x_i − y_j‖²/σ² for all pairs, without overflow or underflow on the way.
+
+    With moderate data and σ it is ``squared_distances(X, Y) * (1/σ²)``. Otherwise the data
+    are divided by a power of two s near their magnitude and the result multiplied by
+    (s/σ)²: a ratio beyond float64 becomes inf (exp(−inf) = 0 is then the kernel's exact
+    value in float64), equal points still give exactly 0.
+    """
+    scale = magnitude(X, Y)
+    if _moderate(scale) and _moderate(sigma):
+        out = squared_distances(X, Y)
+        out *= 1.0 / sigma**2
+        return out
+    s = power_of_two(scale)
+    out = squared_distances(X / s, Y / s)
+    return _times_square(out, np.float64(s) / np.float64(sigma), 2)
+
+
+def scaled_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
+    """‖x_i − y_j‖/σ for all pairs (see :func:`scaled_squared_distances`)."""
+    scale = magnitude(X, Y)
+    if _moderate(scale) and _moderate(sigma):
+        out = distances(X, Y)
+        out *= 1.0 / sigma
+        return out
+    s = power_of_two(scale)
+    out = distances(X / s, Y / s)
+    return _times_square(out, np.float64(s) / np.float64(sigma), 1)
+
+
 def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """‖x_i − y_j‖² for all pairs, as an ``(n, m)`` array.
 
@@ -420,7 +488,19 @@ def median_distance(X: np.ndarray, Y: np.ndarray | None = None) -> float:
     if len(Z) > MEDIAN_MAX_POINTS:
         keep = np.random.default_rng(0).choice(len(Z), MEDIAN_MAX_POINTS, replace=False)
         Z = Z[np.sort(keep)]
-    value = _median_pair_distance(Z)
+    scale = magnitude(Z)
+    if _moderate(scale):
+        value = _median_pair_distance(Z)
+    else:
+        # exact power-of-two rescaling, so that the squared distances neither overflow nor underflow
+        s = power_of_two(scale)
+        with np.errstate(over="ignore"):
+            value = float(np.float64(_median_pair_distance(Z / s)) * s)
+    if not math.isfinite(value):
+        raise KernelOverflowError(
+            f"The median heuristic overflows float64: the median pairwise distance of these data "
+            f"(of magnitude {scale:.3g}) exceeds {np.finfo(np.float64).max:.3g}. Rescale the data."
+        )
     if value <= 0.0:
         raise DataError(
             "The median heuristic gives sigma = 0: more than half of the pooled pairwise "

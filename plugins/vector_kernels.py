@@ -16,7 +16,15 @@ import attrs
 import numpy as np
 
 from monk_framework import Kernel, KernelOverflowError, MonkError, hookimpl, parameter
-from monk_framework.kernels import check_memory, distances, median_distance, squared_distances
+from monk_framework.kernels import (
+    check_memory,
+    distances,
+    magnitude,
+    median_distance,
+    power_of_two,
+    scaled_distances,
+    scaled_squared_distances,
+)
 from monk_framework.params import boolean, integer, real, real_or
 
 #: exp(x) overflows float64 above this value.
@@ -31,6 +39,13 @@ _NORMALIZE_DOC = (
     "divide by sqrt(k(x, x) k(y, y)): the cosine of the feature vectors, a bounded kernel "
     "(|k| <= 1) that robust_test(method='dc') can use; 0 where k(x, x) = 0"
 )
+
+
+def _normalised_scale(*arrays: np.ndarray) -> float:
+    """A normalised kernel is a cosine, unchanged when the data are divided by s: 1 for
+    moderate data, else the power of two near their magnitude (so ⟨x, y⟩ cannot overflow)."""
+    scale = magnitude(*arrays)
+    return 1.0 if scale == 0.0 or 1e-100 < scale < 1e100 else power_of_two(scale)
 
 
 def _inverse_norms(diag: np.ndarray) -> np.ndarray:
@@ -53,6 +68,10 @@ class LinearKernel(Kernel):
         return 1.0 if self.normalize else None
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        if self.normalize:
+            s = _normalised_scale(X, Y)
+            if s != 1.0:
+                X, Y = X / s, Y / s
         out = X @ Y.T
         if self.normalize:
             out *= _inverse_norms(_row_norms_sq(X))[:, None]
@@ -60,11 +79,14 @@ class LinearKernel(Kernel):
         return out
 
     def _diag(self, X: np.ndarray) -> np.ndarray:
-        d = _row_norms_sq(X)
-        return (d > 0).astype(np.float64) if self.normalize else d
+        if self.normalize:
+            return (np.abs(X).max(axis=1) > 0).astype(np.float64)  # 1 for x != 0, without squaring
+        return _row_norms_sq(X)
 
     def _features(self, X: np.ndarray) -> np.ndarray:
         if self.normalize:
+            s = _normalised_scale(X)
+            X = X / s if s != 1.0 else X
             return X * _inverse_norms(_row_norms_sq(X))[:, None]
         return X.copy()
 
@@ -99,17 +121,24 @@ class _PolynomialCore:
     def sup_diag(self) -> float | None:
         return 1.0 if self.normalize else None
 
-    def _base_diag(self, X: np.ndarray) -> np.ndarray:
-        return self.scale * _row_norms_sq(X) + self.offset
+    def _base_diag(self, X: np.ndarray, offset: float | None = None) -> np.ndarray:
+        return self.scale * _row_norms_sq(X) + (self.offset if offset is None else offset)
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        offset = self.offset
+        if self.normalize:
+            # the normalised base is unchanged by x -> x/s with offset -> offset/s² (exact
+            # for a power of two s), which keeps <x, y> finite on data of any magnitude
+            s = _normalised_scale(X, Y)
+            if s != 1.0:
+                X, Y, offset = X / s, Y / s, offset / (s * s)
         out = X @ Y.T
         out *= self.scale
-        out += self.offset
+        out += offset
         if self.normalize:
             # b(x, x) = |b(x, x)| >= 0 for offset >= 0; a base of norm 0 gives 0
-            out *= _inverse_norms(self._base_diag(X))[:, None]
-            out *= _inverse_norms(self._base_diag(Y))[None, :]
+            out *= _inverse_norms(self._base_diag(X, offset))[:, None]
+            out *= _inverse_norms(self._base_diag(Y, offset))[None, :]
         if self.power == 2:
             np.square(out, out=out)
         elif self.power > 1:
@@ -117,10 +146,10 @@ class _PolynomialCore:
         return out
 
     def _diag(self, X: np.ndarray) -> np.ndarray:
-        base = self._base_diag(X)
         if self.normalize:
-            return (base > 0).astype(np.float64)
-        return base**self.power
+            # 1 where b(x, x) = scale‖x‖² + offset > 0, computed without squaring x
+            return ((self.offset > 0) | (np.abs(X).max(axis=1) > 0) & (self.scale > 0)).astype(np.float64)
+        return self._base_diag(X) ** self.power
 
     def _features(self, X: np.ndarray) -> np.ndarray:
         # (s<x,y> + c)^p = sum_k C(p,k) c^(p-k) s^k <x,y>^k and
@@ -242,8 +271,9 @@ class RBFKernel(_BandwidthCore, Kernel):
     sigma: float | str = parameter(1.0, doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        out = squared_distances(X, Y)
-        out *= -0.5 / self._sigma**2
+        # ‖x − y‖²/σ² computed without overflow: 1e200-scale data with σ = 1e200 are fine
+        out = scaled_squared_distances(X, Y, self._sigma)
+        out *= -0.5
         np.exp(out, out=out)
         return out
 
@@ -268,8 +298,8 @@ class LaplaceKernel(_BandwidthCore, Kernel):
     sigma: float | str = parameter(1.0, doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        out = distances(X, Y)
-        out *= -1.0 / self._sigma
+        out = scaled_distances(X, Y, self._sigma)
+        out *= -1.0
         np.exp(out, out=out)
         return out
 
@@ -284,11 +314,30 @@ class ExponentialKernel(Kernel):
 
     sigma: float = parameter(1.0, doc="the scale σ > 0", check=real(gt=0), kind="float")
 
-    def _exp(self, out: np.ndarray) -> np.ndarray:
-        out /= self.sigma**2
+    def _exp(self, inner: Any, *arrays: np.ndarray) -> np.ndarray:
+        """exp(⟨x, y⟩/σ²) from ``inner(X, Y)`` = the inner products of the given arrays.
+
+        With moderate data and σ that is ``inner / σ²``; otherwise the data are divided by
+        a power of two s first and the products multiplied by (s/σ)², so that the overflow
+        test and the σ it suggests never see an intermediate inf or a σ² of 0.
+        """
+        sigma = float(self.sigma)
+        scale = magnitude(*arrays)
+        if 1e-100 < sigma < 1e100 and scale < 1e100:
+            s = 1.0
+            out = inner(*arrays)
+            out /= sigma**2
+        else:
+            s = power_of_two(scale)
+            out = inner(*(a / s for a in arrays))  # ⟨x, y⟩/s², moderate
+            with np.errstate(over="ignore", under="ignore"):
+                out *= (np.float64(s) / np.float64(sigma)) ** 2
         top = float(out.max(initial=-np.inf))
         if top > EXP_LIMIT:
-            need = self.sigma * math.sqrt(top / EXP_LIMIT)
+            # the σ that brings the largest ⟨x, y⟩/σ² to the limit, from the rescaled products
+            s = power_of_two(scale)
+            rescaled = float(inner(*(a / s for a in arrays)).max())  # max ⟨x, y⟩/s², finite
+            need = math.sqrt(rescaled / EXP_LIMIT) * s
             raise KernelOverflowError(
                 f"The exponential kernel exp(<x, y>/sigma^2) overflows float64 here: the "
                 f"largest <x, y>/sigma^2 is {top:.4g} > {EXP_LIMIT:.1f}. Use sigma >= {need:.4g} "
@@ -298,10 +347,10 @@ class ExponentialKernel(Kernel):
         return out
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        return self._exp(X @ Y.T)
+        return self._exp(lambda A, B: A @ B.T, X, Y)
 
     def _diag(self, X: np.ndarray) -> np.ndarray:
-        return self._exp(_row_norms_sq(X))
+        return self._exp(_row_norms_sq, X)
 
 
 @attrs.frozen(kw_only=True)
@@ -318,14 +367,33 @@ class EnergyKernel(Kernel):
     formula: ClassVar[str] = "k(x, y) = (||x|| + ||y|| - ||x - y||) / 2"
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        # homogeneous of degree 1: compute on X/s, Y/s (s a power of two, exact) and
+        # multiply back, so that no squared norm overflows or underflows on the way
+        s = _homogeneous_scale(X, Y)
+        if s != 1.0:
+            X, Y = X / s, Y / s
         out = distances(X, Y)
         out -= np.sqrt(_row_norms_sq(X))[:, None]
         out -= np.sqrt(_row_norms_sq(Y))[None, :]
         out *= -0.5
+        if s != 1.0:
+            with np.errstate(over="ignore"):
+                out *= s
         return out
 
     def _diag(self, X: np.ndarray) -> np.ndarray:
-        return np.sqrt(_row_norms_sq(X))
+        s = _homogeneous_scale(X)
+        out = np.sqrt(_row_norms_sq(X / s if s != 1.0 else X))
+        if s != 1.0:
+            with np.errstate(over="ignore"):
+                out *= s
+        return out
+
+
+def _homogeneous_scale(*arrays: np.ndarray) -> float:
+    """1 for moderate data, else the power of two near their magnitude."""
+    scale = magnitude(*arrays)
+    return 1.0 if scale == 0.0 or 1e-100 < scale < 1e100 else power_of_two(scale)
 
 
 @hookimpl

@@ -227,3 +227,91 @@ def test_closed_form_mmd_matches_design_formula_in_one_dimension():
 def test_kernels_without_closed_form_say_so():
     with pytest.raises(MonkError, match="no closed-form"):
         REG.get_kernel("laplace").gaussian_mmd2(0.0, 1.0, 0.0, 1.0)
+
+
+# -- extreme scales: a finite value or a clear error, never inf, NaN or 0 from overflow --
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+#: decimal exponents of the data's scale, 1e-300 to 1e300
+EXPONENTS = st.integers(min_value=-300, max_value=300)
+#: (kernel, params as a function of the data scale c, how k(cx, cy) relates to k(x, y))
+SCALED = [
+    ("rbf", lambda c: {"sigma": 1.5 * c}, "invariant"),
+    ("rbf", lambda c: {"sigma": "median"}, "invariant"),
+    ("laplace", lambda c: {"sigma": 1.5 * c}, "invariant"),
+    ("laplace", lambda c: {"sigma": "median"}, "invariant"),
+    ("exponential", lambda c: {"sigma": 3.0 * c}, "invariant"),
+    ("energy", lambda c: {}, "degree 1"),
+    ("linear", lambda c: {"normalize": True}, "invariant"),  # the cosine
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(exponent=EXPONENTS, case=st.sampled_from(SCALED), d=st.sampled_from([1, 3, 8]))
+def test_kernels_are_exact_at_any_scale_when_their_bandwidth_follows_it(exponent, case, d):
+    # a bandwidth kernel with sigma = c * sigma_1 on data c * X is the same kernel as on X:
+    # every value must match the unit-scale Gram matrix, not overflow to 0 or NaN
+    name, params, law = case
+    c = 10.0**exponent
+    X = np.random.default_rng(d).normal(size=(12, d))
+    unit = REG.get_kernel(name, **params(1.0)).fit(X).gram(X)
+    got = REG.get_kernel(name, **params(c)).fit(X * c).gram(X * c)
+    expected = unit * c if law == "degree 1" else unit
+    if law == "degree 1" and not np.isfinite(expected).all():
+        return  # the values themselves exceed float64 (c ~ 1e300)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * float(np.abs(expected).max()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data_exp=EXPONENTS, sigma_exp=EXPONENTS, name=st.sampled_from(["rbf", "laplace", "exponential"]))
+def test_a_bandwidth_kernel_gives_a_finite_gram_or_a_clear_error_for_any_sigma(data_exp, sigma_exp, name):
+    X = np.random.default_rng(0).normal(size=(6, 2)) * 10.0**data_exp
+    kernel = REG.get_kernel(name, sigma=10.0**sigma_exp)
+    try:
+        K = kernel.gram(X)
+    except KernelOverflowError as err:
+        assert name == "exponential" and "Use sigma >=" in str(err) and "inf" not in str(err).split("Use sigma >=")[1]
+        return
+    assert np.isfinite(K).all()
+    assert np.array_equal(np.diag(K), np.ones(6)) or name == "exponential"
+    if name != "exponential":
+        # the distance ratio decides: off-diagonal values are exp(-r) for r = dist / sigma
+        r = (data_exp - sigma_exp)
+        if r <= -20:
+            assert (K > 1 - 1e-12).all()  # sigma far above the spread: all ones, not 0
+        if r >= 20:
+            assert np.array_equal(K, np.eye(6))  # far below: the identity, not NaN
+
+
+def test_the_suggested_sigma_of_the_exponential_kernel_is_finite_when_sigma_squared_underflows():
+    X = np.array([[30.0], [1.0]])
+    with pytest.raises(KernelOverflowError, match=r"Use sigma >= 1.12") as err:
+        REG.get_kernel("exponential", sigma=1e-300).gram(X)
+    assert "sigma^2 is inf" in str(err.value) or "e+" in str(err.value)
+
+
+def test_the_median_heuristic_works_at_any_scale_and_says_when_distances_overflow():
+    X = np.random.default_rng(3).normal(size=(30, 2))
+    unit = REG.get_kernel("rbf", sigma="median").fit(X).sigma
+    for c in (1e-300, 1e-200, 1e200, 1e300):
+        assert REG.get_kernel("rbf", sigma="median").fit(X * c).sigma == pytest.approx(unit * c, rel=1e-13)
+    # pairwise distances 0.1, 0.1, 2.8, 2.9, 2.9, 3 (x 1e308): the median 2.85e308 > max float
+    huge = np.array([[-1.5e308], [1.5e308], [-1.4e308], [1.4e308]])
+    with pytest.raises(KernelOverflowError, match="median heuristic overflows float64"):
+        REG.get_kernel("rbf", sigma="median").fit(huge)
+
+
+@pytest.mark.parametrize("name", ["linear", "polynomial", "quadratic", "energy"])
+@pytest.mark.parametrize("exponent", [-300, -160, 160, 300])
+def test_unbounded_kernels_give_finite_values_or_say_they_overflow(name, exponent):
+    X = np.random.default_rng(4).normal(size=(8, 3)) * 10.0**exponent
+    try:
+        K = REG.get_kernel(name).gram(X)
+    except KernelOverflowError as err:
+        assert exponent > 0 and "non-finite values" in str(err)  # the values exceed float64
+        return
+    assert np.isfinite(K).all()
+    # <x, y> ~ 1e-600 rounds to 0 correctly; every other kernel keeps nonzero values
+    assert np.abs(K).max() > 0 or (name == "linear" and exponent < -160)
