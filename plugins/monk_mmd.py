@@ -13,7 +13,7 @@ Both algorithms come in two variants:
 Which median is the estimate is the ``report`` parameter: the published code returns the
 median computed at the last iteration, before that iteration's update (``"before-update"``);
 the pseudo-code outputs the median of the final c (``"final"``). ``"auto"`` follows the
-variant. Beyond one dimension the two differ (by up to 0.6 with the quadratic kernel and
+variant. Beyond one dimension the two differ (by 0.55 in median |error| with the quadratic kernel and
 outliers at d = 10, N = 200), and the published reading is the closer to the truth in
 most cells of the dimension study (docs/reproduction.md), so the default variant keeps it.
 
