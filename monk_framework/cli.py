@@ -162,6 +162,7 @@ KernelOption = Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (
 EstimatorOption = Annotated[str, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))]
 XOption = Annotated[Path | None, typer.Option("--x", help="Sample X: .npy, .csv, .tsv (vectors), .txt or FASTA (strings).")]
 YOption = Annotated[Path | None, typer.Option("--y", help="Sample Y, in the same formats as --x.")]
+CaseOption = Annotated[bool, typer.Option("--case-sensitive", help="Keep the case of FASTA sequences (by default they are upper-cased: lowercase marks soft-masked residues, not other letters).")]
 DatasetOption = Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))]
 ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable); prefix kernel. or estimator. to choose.")]
 DataParamOption = Annotated[list[str] | None, typer.Option("--data-param", help="key=value for the data set, e.g. n=500 (repeatable).")]
@@ -312,7 +313,7 @@ def route_params(
 
 def _load_data(
     kernel_kind: str, x: Path | None, y: Path | None, dataset: str | None, data_params: list[str],
-    seed: int, needs_y: bool,
+    seed: int, needs_y: bool, case_sensitive: bool = False,
 ) -> tuple[Any, Any, dict[str, Any]]:
     from .data import load_sample
 
@@ -325,8 +326,8 @@ def _load_data(
     if x is not None:
         if needs_y and y is None:
             raise ParameterError("This estimator compares two samples: give --y as well as --x.")
-        X = load_sample(x)
-        Y = load_sample(y) if y is not None else None
+        X = load_sample(x, case_sensitive=case_sensitive)
+        Y = load_sample(y, case_sensitive=case_sensitive) if y is not None else None
         return X, Y, {"source": "files", "x": str(x), "y": None if y is None else str(y)}
     if dataset is None:
         dataset = default_dataset(kernel_kind)
@@ -353,6 +354,7 @@ def run(
     estimator: EstimatorOption,
     x: XOption = None,
     y: YOption = None,
+    case_sensitive: CaseOption = False,
     dataset: DatasetOption = None,
     param: ParamOption = None,
     data_param: DataParamOption = None,
@@ -376,7 +378,7 @@ def run(
     kern = kernel_cls.from_params(kernel_params)
     est = estimator_cls.from_params(estimator_params)
     needs_y = isinstance(est, MMDEstimator)
-    X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, needs_y)
+    X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, needs_y, case_sensitive)
     if isinstance(est, MMDEstimator):
         result = est.estimate(kern, X, Y, rng=seed)
         payload = {**result.to_dict(), "data": data_info}
@@ -562,6 +564,7 @@ def test_command(
     estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="MMD estimator (see 'monkfw plugins'). Optional with --contamination (v-stat for dc, u-stat for mom).", autocompletion=_complete("estimator"), show_default=False)] = None,
     x: XOption = None,
     y: YOption = None,
+    case_sensitive: CaseOption = False,
     dataset: DatasetOption = None,
     param: ParamOption = None,
     data_param: DataParamOption = None,
@@ -624,7 +627,7 @@ def test_command(
         )
     elif not split:
         check_relabel(est, relabel)
-    X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, True)
+    X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, True, case_sensitive)
     with _backend(backend, scheduler, workers) as runner, _ProgressBar("permutations") as bar:
         if robust:
             result: Any = robust_test(

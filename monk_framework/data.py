@@ -12,7 +12,10 @@ non-numeric; a bad cell is reported with file, line and column). For string kern
 ``.txt`` (one string per line; the line ending is removed, nothing else; empty lines
 are skipped) and FASTA ``.fa``/``.fasta`` (records start with a ``>`` header line;
 a record's sequence is its following lines joined, whitespace removed; ``;`` lines
-are comments).
+are comments). FASTA is read case-insensitively by default: lowercase letters (which
+FASTA files use for soft-masked regions, e.g. repeats) are the same residues as
+uppercase ones, so sequences are upper-cased; ``case_sensitive=True`` keeps the case,
+for alphabets where it matters. ``.txt`` strings are taken as they are.
 """
 
 from __future__ import annotations
@@ -113,9 +116,10 @@ def check_same_dimension(X: np.ndarray, Y: np.ndarray, *, names: tuple[str, str]
         )
 
 
-def load_sample(path: str | Path) -> np.ndarray | list[str]:
+def load_sample(path: str | Path, *, case_sensitive: bool = False) -> np.ndarray | list[str]:
     """Read a sample from a ``.npy``, ``.csv``, ``.tsv`` (vectors), ``.txt``, ``.fa`` or ``.fasta`` (strings) file.
 
+    FASTA sequences are upper-cased unless ``case_sensitive`` (see the module docstring).
     The result is validated later by the kernel that uses it (vectors or strings).
     """
     p = Path(path)
@@ -133,6 +137,8 @@ def load_sample(path: str | Path) -> np.ndarray | list[str]:
             str(p), f"unsupported file type {suffix or '(none)'!r}; use one of "
             + ", ".join(sorted(readers)) + "."
         )
+    if readers[suffix] is _read_fasta:
+        return _read_fasta(p, case_sensitive=case_sensitive)
     return readers[suffix](p)
 
 
@@ -216,7 +222,7 @@ def _read_lines(path: Path) -> list[str]:
     return strings
 
 
-def _read_fasta(path: Path) -> list[str]:
+def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
     sequences: list[str] = []
     header_line: int | None = None
     parts: list[str] = []
@@ -225,7 +231,8 @@ def _read_fasta(path: Path) -> list[str]:
         if header_line is not None:
             if not parts:
                 raise DataFileError(str(path), "FASTA record has a header but no sequence.", line=header_line)
-            sequences.append("".join(parts))
+            sequence = "".join(parts)
+            sequences.append(sequence if case_sensitive else sequence.upper())
 
     for lineno, line in enumerate(_text_lines(path), start=1):
         text = line.strip()

@@ -255,3 +255,16 @@ def test_string_and_vector_kernels_refuse_each_others_data(tmp_path):
     assert right.exit_code == 0, right.output
     out = json.loads(right.stdout)
     assert (out["n_x"], out["n_y"]) == (2, 2) and out["kernel_params"]["n"] == 2
+
+
+def test_fasta_case_flag_reaches_the_loader(tmp_path):
+    from monk_framework.cli import app
+
+    (tmp_path / "x.fa").write_text(">a\nacgtacgt\n>b\nacgtaaaa\n>c\nccgtacgg\n>d\nacgtttgt\n")
+    (tmp_path / "y.fa").write_text(">a\nACGTACGT\n>b\nACGTAAAA\n>c\nCCGTACGG\n>d\nACGTTTGT\n")
+    args = ["run", "-k", "ssk", "-e", "v-stat", "--x", str(tmp_path / "x.fa"), "--y", str(tmp_path / "y.fa"), "--json"]
+    same = CliRunner().invoke(app, args)
+    kept = CliRunner().invoke(app, [*args, "--case-sensitive"])
+    assert same.exit_code == 0 and kept.exit_code == 0, same.output + kept.output
+    assert json.loads(same.stdout)["mmd2"] == pytest.approx(0.0, abs=1e-12)
+    assert json.loads(kept.stdout)["mmd2"] > 0.5

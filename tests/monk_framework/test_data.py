@@ -116,6 +116,30 @@ def test_text_files_hold_one_string_per_line(tmp_path):
         load_sample(tmp_path / "b.txt")
 
 
+def test_fasta_is_case_insensitive_by_default_and_keeps_case_on_request(tmp_path):
+    # soft-masked (lowercase) residues are the same letters: upper-cased when read
+    (tmp_path / "mixed.fa").write_text(">r1\nacgTTga\n>r2\nGGcc\n")
+    assert load_sample(tmp_path / "mixed.fa") == ["ACGTTGA", "GGCC"]
+    assert load_sample(tmp_path / "mixed.fa", case_sensitive=True) == ["acgTTga", "GGcc"]
+    (tmp_path / "mixed.txt").write_text("acgT\n")
+    assert load_sample(tmp_path / "mixed.txt") == ["acgT"]  # .txt strings are kept as they are
+
+
+def test_lowercase_fasta_gives_the_same_mmd_as_uppercase(tmp_path, registry):
+    rng = np.random.default_rng(5)
+    seqs = ["".join(rng.choice(list("ACGT"), size=30)) for _ in range(16)]
+    upper_x, upper_y = seqs[:8], seqs[8:]
+    for name, sample in (("x", upper_x), ("y", upper_y)):
+        (tmp_path / f"{name}.fa").write_text("".join(f">s{i}\n{q}\n" for i, q in enumerate(sample)))
+        (tmp_path / f"{name}-lower.fa").write_text("".join(f">s{i}\n{q.lower()}\n" for i, q in enumerate(sample)))
+    kernel, est = registry.get_kernel("ssk", n=3), registry.get_estimator("v-stat")
+    upper = est.estimate(kernel, load_sample(tmp_path / "x.fa"), load_sample(tmp_path / "y.fa"))
+    lower = est.estimate(kernel, load_sample(tmp_path / "x-lower.fa"), load_sample(tmp_path / "y.fa"))
+    assert lower.mmd2 == upper.mmd2
+    kept = est.estimate(kernel, load_sample(tmp_path / "x-lower.fa", case_sensitive=True), load_sample(tmp_path / "y.fa"))
+    assert kept.mmd2 > upper.mmd2 + 0.1  # other letters: the samples share no substring
+
+
 def test_fasta_records_and_errors_with_line_numbers(tmp_path):
     path = tmp_path / "s.fasta"
     path.write_text(">one desc\nACG T\nGG\n; a comment\n\n>two\nTTA\n")
