@@ -11,11 +11,19 @@ The results directory holds:
 * ``manifest.json``: the experiment and its full configuration. A run whose
   configuration differs from the manifest's refuses to write there (results of
   different settings never mix); ``fresh=True`` deletes the old results first.
-* ``cells.jsonl``: the journal, one JSON line ``{"key", "settings", "rows", "seconds"}``
-  per finished cell, appended with one ``write`` and an ``fsync`` as the cell
+* ``cells.jsonl``: the journal, one JSON line ``{"key", "settings", "rows", "seconds",
+  "sha"}`` per finished cell, appended with one ``write`` and an ``fsync`` as the cell
   finishes. A line torn by a kill is detected and cut off when the journal is read
   again, so a rerun of the same command resumes: finished cells are read, never
   recomputed; the rest run. A lock file keeps two runs out of one directory.
+
+The journal is checked, not trusted, when it is read: ``sha`` is the SHA-256 of the
+record's other fields (canonical JSON), ``key`` must be the hash of ``settings``, a
+record must hold at least one row and every row must agree with its cell's settings on
+the fields they share, and two records of one cell must be identical. When a run
+resumes, every record must belong to its plan. An edited value, rows moved from one
+record to another, an emptied record or a record of another plan is refused with its
+line number; nothing of it reaches the results.
 
 The tidy results file and the figures are made from the journal when every cell is in.
 """
@@ -38,7 +46,7 @@ from ..errors import MonkError
 from ..files import write_atomically
 from ..results import jsonable
 
-__all__ = ["Cell", "CellStore", "run_cells", "cell_key", "stable_int"]
+__all__ = ["Cell", "CellStore", "run_cells", "cell_key", "record_checksum", "stable_int"]
 
 MANIFEST = "manifest.json"
 JOURNAL = "cells.jsonl"
@@ -54,6 +62,29 @@ def _canonical(data: Any) -> str:
 def cell_key(settings: Mapping[str, Any]) -> str:
     """A short stable hash of a cell's settings (same settings, same key, on any machine)."""
     return hashlib.sha256(_canonical(settings).encode()).hexdigest()[:20]
+
+
+def record_checksum(record: Mapping[str, Any]) -> str:
+    """SHA-256 of a journal record's fields other than ``sha`` (canonical JSON)."""
+    return hashlib.sha256(_canonical({k: v for k, v in record.items() if k != "sha"}).encode()).hexdigest()
+
+
+def _record_problem(record: Any) -> str | None:
+    """What is wrong with a parsed journal record, or None (see the module docstring)."""
+    if not isinstance(record, dict) or set(record) != {"key", "settings", "rows", "seconds", "sha"}:
+        return "not a journal record of this version (fields key, settings, rows, seconds, sha)"
+    if record["sha"] != record_checksum(record):
+        return "its checksum does not match its contents"
+    settings, rows = record["settings"], record["rows"]
+    if not isinstance(settings, dict) or record["key"] != cell_key(settings):
+        return "its key is not the hash of its settings"
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        return "it holds no rows"
+    for row in rows:
+        for name in row.keys() & settings.keys():
+            if row[name] != settings[name]:
+                return f"a row's {name!r} is {row[name]!r}, its cell's is {settings[name]!r}"
+    return None
 
 
 def stable_int(text: str) -> int:
@@ -81,6 +112,8 @@ class CellStore:
         self.config = jsonable(dict(config))
         self.fresh = fresh
         self.done: dict[str, dict[str, Any]] = {}
+        #: the journal line of each finished cell, for messages
+        self.lines: dict[str, int] = {}
         self._lock: Any = None
 
     # -- opening: lock, manifest, journal ------------------------------------------------
@@ -164,6 +197,7 @@ class CellStore:
 
     def _read_journal(self) -> dict[str, dict[str, Any]]:
         path = self.directory / JOURNAL
+        self.lines = {}
         if not path.exists():
             return {}
         data = path.read_bytes()
@@ -177,26 +211,45 @@ class CellStore:
             try:
                 record = json.loads(raw)
                 key = record["key"]
-                record["rows"]
             except (ValueError, KeyError, TypeError):
                 if pos == len(data):
                     break  # a torn last line that happened to end in a newline
-                raise MonkError(
-                    f"{str(path)!r}, line {line_no}: not a journal record. The file was edited or "
-                    "damaged; use another output directory, or --fresh."
-                ) from None
-            done.setdefault(key, record)  # the first record of a key wins
+                self._damaged(line_no, "not a journal record")
+            problem = _record_problem(record)
+            if problem is not None:
+                self._damaged(line_no, problem)
+            if key in done and _canonical(done[key]) != _canonical(record):
+                self._damaged(line_no, f"a second, different record of the cell of line {self.lines[key]}")
+            done.setdefault(key, record)
+            self.lines.setdefault(key, line_no)
             good = pos
         if good < len(data):
             with open(path, "r+b") as handle:
                 handle.truncate(good)
         return done
 
+    def _damaged(self, line_no: int, problem: str) -> None:
+        raise MonkError(
+            f"{str(self.directory / JOURNAL)!r}, line {line_no}: {problem}. The journal was edited or "
+            "damaged, so it is not trusted: use another output directory, or --fresh."
+        )
+
+    def check_plan(self, cells: Sequence[Cell]) -> None:
+        """Every journal record must be a cell of this plan (the manifest matched, so a
+        record of another plan means an edited or a swapped-in journal)."""
+        keys = {c.key for c in cells}
+        for key, line_no in sorted(self.lines.items(), key=lambda item: item[1]):
+            if key not in keys:
+                self._damaged(line_no, "a cell that is not in this run's plan")
+
     # -- appending ----------------------------------------------------------------------
 
     def append(self, cell: Cell, rows: list[dict[str, Any]], seconds: float) -> None:
         """Record a finished cell: one complete line, one write, flushed to disk."""
-        record = {"key": cell.key, "settings": cell.settings, "rows": jsonable(rows), "seconds": round(seconds, 6)}
+        if not rows:
+            raise MonkError(f"A cell produced no rows (settings {cell.settings}); an experiment cell must give at least one.")
+        record: dict[str, Any] = {"key": cell.key, "settings": cell.settings, "rows": jsonable(rows), "seconds": round(seconds, 6)}
+        record["sha"] = record_checksum(record)
         line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
         fd = os.open(self.directory / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -255,6 +308,7 @@ def run_cells(
     """Run the cells not in the journal yet, appending each as it finishes; yields each
     newly finished cell. ``progress(done, total)`` counts finished cells, old and new."""
     backend = backend or LocalBackend()
+    store.check_plan(cells)
     seen: set[str] = set()
     todo = []
     for cell in cells:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from monk_framework.errors import MonkError
-from monk_framework.experiments.runner import JOURNAL, Cell, CellStore, cell_key, run_cells, stable_int
+from monk_framework.experiments.runner import JOURNAL, Cell, CellStore, cell_key, record_checksum, run_cells, stable_int
 
 
 def square(settings, shared):
@@ -123,3 +123,89 @@ def test_rows_refuses_unfinished_cells(tmp_path):
         list(run_cells(CELLS[:2], square, store))
         with pytest.raises(MonkError, match="1 of 3 cells are not finished"):
             store.rows(CELLS[:3])
+
+
+# -- a damaged journal is refused with its line number, never trusted ------------------
+
+
+def _journal(tmp_path, n=3):
+    with CellStore(tmp_path, "toy", {}) as store:
+        list(run_cells(CELLS[:n], square, store))
+    path = tmp_path / JOURNAL
+    return path, [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _write(path, records, resign=()):
+    # resign: records whose checksum is recomputed (an edit made with care, or by a tool)
+    for i in resign:
+        records[i]["sha"] = record_checksum(records[i])
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_an_edited_value_is_refused_by_its_checksum(tmp_path):
+    path, records = _journal(tmp_path)
+    records[1]["rows"][0]["value"] = 123.0
+    _write(path, records)
+    with pytest.raises(MonkError, match=r"line 2: its checksum does not match its contents.*not trusted"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_rows_swapped_between_records_are_refused(tmp_path):
+    path, records = _journal(tmp_path)
+    records[0]["rows"], records[2]["rows"] = records[2]["rows"], records[0]["rows"]
+    _write(path, records)
+    with pytest.raises(MonkError, match="line 1: its checksum does not match"):
+        CellStore(tmp_path, "toy", {}).open()
+    _write(path, records, resign=(0, 2))  # even with fresh checksums: the rows contradict the settings
+    with pytest.raises(MonkError, match=r"line 1: a row's 'i' is 2, its cell's is 0"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_an_emptied_record_is_not_resumed_as_done(tmp_path):
+    path, records = _journal(tmp_path)
+    records[1]["rows"] = []
+    _write(path, records, resign=(1,))
+    with pytest.raises(MonkError, match="line 2: it holds no rows"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_a_key_that_is_not_the_hash_of_its_settings_is_refused(tmp_path):
+    path, records = _journal(tmp_path)
+    records[2]["settings"]["seed"] = 8
+    _write(path, records, resign=(2,))
+    with pytest.raises(MonkError, match="line 3: its key is not the hash of its settings"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_a_record_of_another_plan_is_refused_when_the_run_resumes(tmp_path):
+    path, records = _journal(tmp_path)
+    stranger = {"key": cell_key({"i": 99, "seed": 7}), "settings": {"i": 99, "seed": 7},
+                "rows": [{"i": 99, "value": 1.0}], "seconds": 0.1}
+    _write(path, [*records, stranger], resign=(3,))
+    with CellStore(tmp_path, "toy", {}) as store, pytest.raises(MonkError, match="line 4: a cell that is not in this run's plan"):
+        list(run_cells(CELLS, square, store))
+
+
+def test_two_different_records_of_one_cell_are_refused_and_identical_ones_accepted(tmp_path):
+    path, records = _journal(tmp_path)
+    _write(path, [*records, dict(records[0])])
+    with CellStore(tmp_path, "toy", {}) as store:
+        assert len(store.done) == 3
+    changed = json.loads(json.dumps(records[0]))
+    changed["seconds"] = 99.0
+    _write(path, [*records, changed], resign=(3,))
+    with pytest.raises(MonkError, match="line 4: a second, different record of the cell of line 1"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_a_record_without_checksum_is_not_trusted(tmp_path):
+    path, records = _journal(tmp_path)
+    del records[0]["sha"]
+    _write(path, records)
+    with pytest.raises(MonkError, match="line 1: not a journal record of this version"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_a_cell_without_rows_is_an_error_not_a_record(tmp_path):
+    with CellStore(tmp_path, "toy", {}) as store, pytest.raises(MonkError, match="produced no rows"):
+        list(run_cells(CELLS[:1], lambda settings, shared: [], store))
