@@ -82,6 +82,8 @@ class Experiment:
     columns: ClassVar[tuple[str, ...]] = ()
     #: the fields that ``--quick`` overrides (a reduced grid, done in seconds)
     QUICK: ClassVar[dict[str, Any]] = {}
+    #: the files :meth:`report` writes, which ``fresh`` deletes before anything else
+    outputs: ClassVar[tuple[str, ...]] = ()
 
     def config(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -126,7 +128,7 @@ def run_experiment(
     """Run (or resume) ``experiment`` in directory ``out``, then write its report there."""
     start = time.perf_counter()
     cells = experiment.cells()
-    with CellStore(out, experiment.name, experiment.config(), fresh=fresh) as store:
+    with CellStore(out, experiment.name, experiment.config(), fresh=fresh, outputs=experiment.outputs) as store:
         resumed = sum(c.key in store.done for c in cells)
         todo = len(cells) - resumed
         shared = experiment.shared() if todo else None

@@ -88,6 +88,7 @@ def _check_estimators(instance: Any, attribute: attrs.Attribute, value: tuple[st
 @attrs.frozen(kw_only=True)
 class Exp1(Experiment):
     name: ClassVar[str] = "exp1"
+    outputs: ClassVar[tuple[str, ...]] = ("results.csv", "summary.csv", "exp1.png")
     columns: ClassVar[tuple[str, ...]] = (
         "setting", "kernel", "n", "run", "estimator", "mmd2", "mmd_hat", "true_mmd",
         "abs_error", "log_error", "seconds", "gram_seconds",

@@ -55,6 +55,7 @@ def _tuple_of_str(value: Any) -> tuple[str, ...]:
 @attrs.frozen(kw_only=True)
 class Exp2(Experiment):
     name: ClassVar[str] = "exp2"
+    outputs: ClassVar[tuple[str, ...]] = ("results.csv", "summary.csv", "timing.json", "exp2.png")
     columns: ClassVar[tuple[str, ...]] = (
         "panel", "n", "run", "estimator", "statistic", "null_quantile", "excess", "reject",
         "chosen", "seconds",

@@ -10,7 +10,9 @@ The results directory holds:
 
 * ``manifest.json``: the experiment and its full configuration. A run whose
   configuration differs from the manifest's refuses to write there (results of
-  different settings never mix); ``fresh=True`` deletes the old results first.
+  different settings never mix); ``fresh=True`` deletes the old results first: the
+  report's files, then the journal, then the manifest (never anything else in the
+  directory), so an interrupted fresh start leaves no old results beside a new manifest.
 * ``cells.jsonl``: the journal, one JSON line ``{"key", "settings", "rows", "seconds",
   "sha"}`` per finished cell, appended with one ``write`` and an ``fsync`` as the cell
   finishes. A line torn by a kill is detected and cut off when the journal is read
@@ -51,8 +53,6 @@ __all__ = ["Cell", "CellStore", "run_cells", "cell_key", "record_checksum", "sta
 MANIFEST = "manifest.json"
 JOURNAL = "cells.jsonl"
 LOCK = ".lock"
-#: files of ours that ``fresh`` may delete (never anything else in the directory)
-OWN_FILES = (MANIFEST, JOURNAL)
 
 
 def _canonical(data: Any) -> str:
@@ -106,8 +106,14 @@ class Cell:
 class CellStore:
     """The results directory of one experiment configuration (see the module docstring)."""
 
-    def __init__(self, directory: Path | str, experiment: str, config: Mapping[str, Any], *, fresh: bool = False):
+    def __init__(
+        self, directory: Path | str, experiment: str, config: Mapping[str, Any], *, fresh: bool = False,
+        outputs: Sequence[str] = (),
+    ):
         self.directory = Path(directory)
+        #: the report's files: ``fresh`` deletes them first, so an interrupted fresh start
+        #: never leaves old results beside a manifest of the new run
+        self.outputs = tuple(outputs)
         self.experiment = experiment
         self.config = jsonable(dict(config))
         self.fresh = fresh
@@ -133,7 +139,10 @@ class CellStore:
         self._acquire_lock()
         try:
             if self.fresh:
-                for name in OWN_FILES:
+                # outputs first, the manifest last: at any interruption, what is left is
+                # either the old run without (some of) its outputs, which the journal
+                # regenerates, or nothing of it
+                for name in (*self.outputs, JOURNAL, MANIFEST):
                     (self.directory / name).unlink(missing_ok=True)
             self._check_manifest()
             self.done = self._read_journal()

@@ -209,3 +209,22 @@ def test_a_record_without_checksum_is_not_trusted(tmp_path):
 def test_a_cell_without_rows_is_an_error_not_a_record(tmp_path):
     with CellStore(tmp_path, "toy", {}) as store, pytest.raises(MonkError, match="produced no rows"):
         list(run_cells(CELLS[:1], lambda settings, shared: [], store))
+
+
+def test_fresh_removes_the_old_outputs_before_the_new_manifest(tmp_path, monkeypatch):
+    import monk_framework.experiments.runner as runner
+
+    with CellStore(tmp_path, "toy", {"runs": 3}, outputs=("results.csv", "fig.png")) as store:
+        list(run_cells(CELLS[:2], square, store))
+    for name in ("results.csv", "fig.png", "notes.txt"):
+        (tmp_path / name).write_text("old")
+    # interrupt the fresh start as the new manifest is written: the old outputs must be gone
+    def interrupted(path, text):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "write_atomically", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        CellStore(tmp_path, "toy", {"runs": 4}, fresh=True, outputs=("results.csv", "fig.png")).open()
+    assert not (tmp_path / "results.csv").exists() and not (tmp_path / "fig.png").exists()
+    assert not (tmp_path / "manifest.json").exists() and not (tmp_path / JOURNAL).exists()
+    assert (tmp_path / "notes.txt").read_text() == "old"  # not ours: never touched
