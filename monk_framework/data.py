@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DataError, DataFileError
+from .errors import DataError, DataFileError, ResourceError
 
 __all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "load_sample"]
 
@@ -127,6 +127,9 @@ def load_sample(path: str | Path, *, case_sensitive: bool = False) -> np.ndarray
         raise DataFileError(str(p), "no such file.")
     if p.is_dir():
         raise DataFileError(str(p), "is a directory, not a data file.")
+    if not p.is_file():
+        # a FIFO, socket or device: reading it could block forever or never end
+        raise DataFileError(str(p), "is not a regular file (a pipe, socket or device); save the data to a file.")
     suffix = p.suffix.lower()
     readers: dict[str, Any] = {
         ".npy": _read_npy, ".csv": _read_delimited, ".tsv": _read_delimited,
@@ -137,12 +140,64 @@ def load_sample(path: str | Path, *, case_sensitive: bool = False) -> np.ndarray
             str(p), f"unsupported file type {suffix or '(none)'!r}; use one of "
             + ", ".join(sorted(readers)) + "."
         )
-    if readers[suffix] is _read_fasta:
-        return _read_fasta(p, case_sensitive=case_sensitive)
-    return readers[suffix](p)
+    try:
+        if readers[suffix] is _read_fasta:
+            return _read_fasta(p, case_sensitive=case_sensitive)
+        return readers[suffix](p)
+    except OSError as exc:  # unreadable: permissions, I/O errors
+        raise DataFileError(str(p), f"cannot be read ({exc.strerror or exc}).") from None
+
+
+def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
+    """The shape, dtype and data offset of a .npy file, read from its header alone.
+
+    Checked before anything is loaded: a file without the NumPy magic is not .npy (numpy
+    would take it for a pickle), an object dtype would need unpickling, and a header
+    that claims more data than the file holds (or than memory) is refused.
+    """
+    from numpy.lib import format as npy
+
+    try:
+        with path.open("rb") as handle:
+            try:
+                version = npy.read_magic(handle)
+            except ValueError:
+                raise DataFileError(str(path), "is not a .npy file (it does not start with the NumPy header).") from None
+            reader = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+            try:
+                shape, _, dtype = reader(handle)
+            except ValueError as exc:
+                raise DataFileError(str(path), f"has a damaged .npy header ({exc}).") from None
+            offset = handle.tell()
+    except OSError as exc:
+        raise DataFileError(str(path), f"cannot be read ({exc.strerror or exc}).") from None
+    return tuple(int(k) for k in shape), np.dtype(dtype), offset
 
 
 def _read_npy(path: Path) -> np.ndarray:
+    from .kernels import available_memory, format_bytes
+
+    shape, dtype, offset = _npy_header(path)
+    if dtype.hasobject:
+        raise DataFileError(
+            str(path), "holds pickled Python objects, which are never loaded "
+            "(they can run code); save a numeric array instead."
+        )
+    nbytes = math.prod(shape) * dtype.itemsize
+    stored = path.stat().st_size - offset
+    if nbytes > stored:
+        raise DataFileError(
+            str(path), f"its header claims an array of shape {shape} ({format_bytes(nbytes)}) but the file "
+            f"holds only {format_bytes(stored)} of data: it is truncated or damaged."
+        )
+    avail = available_memory()
+    # the array, and its float64 copy when it is validated as vectors
+    need = nbytes + 8 * math.prod(shape)
+    if avail is not None and need > 0.5 * avail:
+        raise ResourceError(
+            f"{path}: an array of shape {shape} needs about {format_bytes(need)} to load, but only "
+            f"{format_bytes(avail)} of memory are available."
+        )
     try:
         arr = np.load(path, allow_pickle=False)
     except ValueError as exc:

@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from .errors import ParameterError, UnknownNameError
+from .errors import ParameterError, ResourceError, UnknownNameError
 from .estimators import RNGLike, normalize_rng
-from .kernels import Kernel
+from .kernels import Kernel, available_memory, format_bytes
 from .params import Check, Configurable, integer, one_of, parameter, real
 from .splice import load_splice
 
@@ -52,8 +52,12 @@ class Dataset(Configurable):
 
     def sample(self, rng: RNGLike = None) -> tuple[np.ndarray, np.ndarray]:
         """Draw (X, Y); the same seed gives the same samples on any machine."""
+        self._check_memory()
         generator, _ = normalize_rng(rng)
         return self._sample(generator)
+
+    def _check_memory(self) -> None:
+        """Refuse sizes whose samples cannot fit, before drawing (vector data sets)."""
 
     def _sample(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -68,6 +72,17 @@ class VectorDataset(Dataset):
     """A data set of points in R^d."""
 
     d: int = parameter(1, doc="dimension of each point", check=integer(ge=1), kind="int")
+
+    def _check_memory(self) -> None:
+        # X and Y, and one temporary of the larger while it is drawn
+        need = 8 * self.d * (self.n + self.size_y + max(self.n, self.size_y))
+        avail = available_memory()
+        if avail is not None and need > 0.5 * avail:
+            raise ResourceError(
+                f"Data set {self.spec()}: drawing X and Y (n = {self.n:,}, m = {self.size_y:,}, d = {self.d:,}) "
+                f"needs about {format_bytes(need)}, but only {format_bytes(avail)} of memory are available; "
+                "use a smaller n, m or d."
+            )
 
 
 @attrs.frozen(kw_only=True)

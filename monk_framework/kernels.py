@@ -29,6 +29,7 @@ __all__ = [
     "available_memory",
     "check_memory",
     "check_squared_norm",
+    "format_bytes",
     "magnitude",
     "power_of_two",
     "scaled_distances",
@@ -553,12 +554,13 @@ def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
     avail = available_memory()
     if avail is not None and need > 0.9 * avail:
         raise ResourceError(
-            f"A {n} x {m} float64 {what} needs {_gib(need)} but only {_gib(avail)} of "
+            f"A {n} x {m} float64 {what} needs {format_bytes(need)} but only {format_bytes(avail)} of "
             "memory are available; use fewer points or a matrix-free estimator."
         )
 
 
-def _gib(nbytes: float) -> str:
+def format_bytes(nbytes: float) -> str:
+    """A byte count for messages: "7.45 GiB", or "12.0 MiB" below 128 MiB."""
     return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**27 else f"{nbytes / 2**20:.1f} MiB"
 
 

@@ -35,14 +35,22 @@ import attrs
 import numpy as np
 from scipy import stats
 
-from .backends import Backend
+from .backends import Backend, LocalBackend
 from .blocks import check_n_blocks, median_position, pair_partition
 from .errors import MonkError, ParameterError
 from .estimators import MMDEstimator, RNGLike
 from .kernels import Kernel
 from .pooled import PooledSample
 from .results import _dumps, _finite, jsonable
-from .two_sample import Progress, critical_rank, null_quantile, null_statistics, seed_sequence, within_block_batch
+from .two_sample import (
+    Progress,
+    check_null_memory,
+    critical_rank,
+    null_quantile,
+    null_statistics,
+    seed_sequence,
+    within_block_batch,
+)
 from .within_blocks import relabellings, within_block_sums
 
 __all__ = [
@@ -337,6 +345,8 @@ def robust_test(
         kernel=kernel.name, kernel_params=kernel.params(), seed=seed,
     )
     if chosen == "dc":
+        check_null_memory(B, pool_size=n + m, all_drawn=backend is not None and not isinstance(backend, LocalBackend),
+                          listed=bool(return_null))
         delta = mmd_sensitivity(kernel, n, m)
         assert delta is not None
         identity = np.arange(n + m)[None, :]

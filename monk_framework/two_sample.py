@@ -46,9 +46,9 @@ import numpy as np
 
 from .backends import Backend, LocalBackend
 from .blocks import Partition, take
-from .errors import MonkError, ParameterError
+from .errors import MonkError, ParameterError, ResourceError
 from .estimators import MMDEstimator, RNGLike, normalize_rng
-from .kernels import Kernel
+from .kernels import Kernel, available_memory, format_bytes
 from .pooled import PooledSample, batch_size
 from .results import _dumps, _finite, jsonable
 from .within_blocks import DRAW_CHUNK, relabellings
@@ -139,6 +139,33 @@ class _Streams(Sequence[np.random.Generator]):
         return np.random.default_rng(child)
 
 
+#: bytes per relabelling that a test holds at once: its statistic, its signed root and a
+#: comparison (float64 each, with room for temporaries)
+NULL_BYTES_PER_PERMUTATION = 32
+#: bytes per relabelling of the null returned as a list (``return_null``): a Python float
+NULL_LIST_BYTES = 32
+
+
+def check_null_memory(n_permutations: int, *, pool_size: int = 0, all_drawn: bool = False, listed: bool = False) -> None:
+    """Refuse, before anything is allocated, a number of relabellings whose null
+    distribution cannot fit in memory (with the figures in the message).
+
+    ``all_drawn``: every relabelling (``pool_size`` indices each) is drawn before the
+    work starts, as for a remote backend; ``listed``: the null is returned as a list.
+    """
+    need = n_permutations * (NULL_BYTES_PER_PERMUTATION + (NULL_LIST_BYTES if listed else 0))
+    if all_drawn:
+        need += 8 * n_permutations * pool_size
+    avail = available_memory()
+    if avail is not None and need > 0.5 * avail:
+        raise ResourceError(
+            f"n_permutations (-B) = {n_permutations:,} needs about {format_bytes(need)} for the null distribution"
+            f"{' and its relabellings, all drawn up front for the backend' if all_drawn else ''}, but only "
+            f"{format_bytes(avail)} of memory are available. Use fewer permutations: the p-value's resolution is "
+            "1/(B + 1), so B = 100,000 already resolves 1e-5."
+        )
+
+
 def null_statistics(
     estimator: MMDEstimator,
     pool: PooledSample,
@@ -157,6 +184,8 @@ def null_statistics(
     computes the same values wherever it runs, and a ``backend`` (e.g. Dask) may run the
     batches anywhere, in any order.
     """
+    remote = backend is not None and not isinstance(backend, LocalBackend)
+    check_null_memory(n_permutations, pool_size=pool.size, all_drawn=remote)
     perm_seq, est_seq = seq.spawn(2)
     perm_rng = np.random.default_rng(perm_seq)
     if partition is None:
@@ -172,15 +201,16 @@ def null_statistics(
     out = np.empty(n_permutations)
     if progress is not None:
         progress(0, n_permutations)
-    bounds = [(a, min(a + step, n_permutations)) for a in range(0, n_permutations, step)]
-    if backend is None or isinstance(backend, LocalBackend):
+    if not remote:
         # drawn batch by batch: memory stays at one batch of permutations
-        for done, stop in bounds:
+        for done in range(0, n_permutations, step):
+            stop = min(done + step, n_permutations)
             task = (estimator, draw(done, stop), est_seq, done, stop, partition)
             out[done:stop] = _batch_statistics(task, pool)
             if progress is not None:
                 progress(stop, n_permutations)
         return out
+    bounds = [(a, min(a + step, n_permutations)) for a in range(0, n_permutations, step)]
     tasks = [(estimator, draw(a, b), est_seq, a, b, partition) for a, b in bounds]
     finished = 0
     for i, values in backend.as_completed(_batch_statistics, tasks, pool):
@@ -353,6 +383,9 @@ def permutation_test(
     Xv, Yv = kernel.check_pair(X, Y)
     estimator._check_size(Xv, "X")
     estimator._check_size(Yv, "Y")
+    # before any kernel evaluation: a B that cannot fit is refused at once
+    check_null_memory(int(n_permutations), pool_size=len(Xv) + len(Yv),
+                      all_drawn=backend is not None and not isinstance(backend, LocalBackend), listed=bool(return_null))
     seq, seed = seed_sequence(rng)
     observed_seq, null_seq = seq.spawn(2)
     partition = choose_partition(estimator, relabel, len(Xv), len(Yv), seq.spawn(1)[0])

@@ -27,7 +27,8 @@ import attrs
 import numpy as np
 
 from ..datasets import get_dataset
-from ..errors import ParameterError
+from ..errors import ParameterError, ResourceError
+from ..kernels import available_memory, format_bytes
 from ..pooled import PooledSample
 from ..registry import get_registry
 from ..two_sample import observed_mmd2, signed_root
@@ -118,6 +119,15 @@ class Exp1(Experiment):
     def _check_sizes(self, attribute: attrs.Attribute, value: tuple[int, ...]) -> None:
         if not value or min(value) < 1:
             raise ParameterError(f"Experiment 1 sizes must be positive sample sizes; got {list(value)}.")
+        # each cell holds the pooled Gram matrix of 2N points: refused here, before the
+        # results directory is touched
+        n = 2 * max(value)
+        need, avail = 8 * n * n, available_memory()
+        if avail is not None and need > 0.5 * avail:
+            raise ResourceError(
+                f"Experiment 1 sizes (--sizes): N = {max(value):,} needs a {n:,} x {n:,} pooled Gram matrix "
+                f"per cell, {format_bytes(need)}, but only {format_bytes(avail)} of memory are available."
+            )
 
     def __attrs_post_init__(self) -> None:
         for text in self.estimators:

@@ -153,3 +153,57 @@ def test_fasta_records_and_errors_with_line_numbers(tmp_path):
     (tmp_path / "c.fa").write_text(">x\nAC>G\n")
     with pytest.raises(DataFileError, match=r"line 2.*'>' inside a sequence line"):
         load_sample(tmp_path / "c.fa")
+
+
+# -- files that must be refused before anything is loaded ------------------------------
+
+
+def test_a_file_that_is_not_npy_is_not_called_a_pickle(tmp_path):
+    path = tmp_path / "garbage.npy"
+    path.write_bytes(b"just some text, not an array\n" * 4)
+    with pytest.raises(DataFileError, match="is not a .npy file"):
+        load_sample(path)
+
+
+def test_an_npy_header_claiming_more_data_than_the_file_holds_is_refused(tmp_path):
+    from numpy.lib import format as npy
+
+    path = tmp_path / "huge.npy"
+    with path.open("wb") as handle:
+        npy.write_array_header_1_0(handle, {"descr": "<f8", "fortran_order": False, "shape": (10**12, 3)})
+        handle.write(b"\0" * 64)
+    with pytest.raises(DataFileError, match=r"claims an array of shape \(1000000000000, 3\).*truncated or damaged"):
+        load_sample(path)
+
+
+def test_an_npy_array_that_cannot_fit_in_memory_is_refused_before_loading(tmp_path, monkeypatch):
+    from monk_framework import ResourceError
+    from monk_framework import kernels
+
+    np.save(tmp_path / "a.npy", np.zeros((1000, 4)))
+    monkeypatch.setattr(kernels, "available_memory", lambda: 10_000)
+    with pytest.raises(ResourceError, match=r"a.npy: an array of shape \(1000, 4\) needs about"):
+        load_sample(tmp_path / "a.npy")
+
+
+def test_a_fifo_is_refused_instead_of_blocking(tmp_path):
+    import os
+
+    fifo = tmp_path / "x.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(DataFileError, match="not a regular file"):
+        load_sample(fifo)
+
+
+def test_an_unreadable_file_is_a_data_file_error(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    path = tmp_path / "x.txt"
+    path.write_text("ACGT\n")
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    with pytest.raises(DataFileError, match=r"x.txt: cannot be read \(Permission denied\)"):
+        load_sample(path)

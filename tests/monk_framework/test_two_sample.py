@@ -453,3 +453,20 @@ def test_gauss_outliers_example_rejects_only_with_within_block_relabelling(regis
         assert permutation_test(kernel, bcd, X, Y, n_permutations=100, rng=seed).reject
         glob = permutation_test(kernel, bcd, X, Y, n_permutations=100, rng=seed, relabel="global")
         assert not glob.reject and glob.null_quantile > 100 * glob.statistic
+
+
+def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_work(registry, rng, monkeypatch):
+    from monk_framework import ResourceError
+    from monk_framework import two_sample
+    from monk_framework.robust import robust_test
+
+    calls = []
+    kernel = registry.get_kernel("rbf")
+    monkeypatch.setattr(type(kernel), "_gram", lambda self, X, Y: calls.append(1) or np.ones((len(X), len(Y))))
+    monkeypatch.setattr(two_sample, "available_memory", lambda: 2**30)
+    X, Y = rng.normal(size=(30, 1)), rng.normal(size=(30, 1))
+    with pytest.raises(ResourceError, match=r"n_permutations \(-B\) = 100,000,000 needs about 2.98 GiB.*1/\(B \+ 1\)"):
+        two_sample.permutation_test(kernel, registry.get_estimator("monk-bcd"), X, Y, n_permutations=10**8)
+    with pytest.raises(ResourceError, match="n_permutations"):
+        robust_test(kernel, X, Y, contamination=1, method="dc", n_permutations=10**8)
+    assert calls == []  # refused before the Gram matrix

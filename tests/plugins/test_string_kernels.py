@@ -253,3 +253,17 @@ def test_memory_of_the_feature_tables_is_bounded(monkeypatch):
     grams, _ = sk.ssk_levels(S, None, [3], 0.5)
     assert grams[3][0, 1] == pytest.approx(lodhi_ssk(S[0], S[1], 3, 0.5)[-1], rel=1e-12)
     assert math.isfinite(grams[3].sum())
+
+
+def test_shared_letter_pairs_are_counted_in_bands_without_the_full_mask(monkeypatch):
+    import plugins.string_kernels as sk
+
+    rng = np.random.default_rng(0)
+    for sym in (True, False):
+        Hx = (rng.random((300, 4)) < 0.1).astype(float)
+        Hy = Hx if sym else (rng.random((200, 4)) < 0.1).astype(float)
+        brute = sum(
+            bool(Hx[i] @ Hy[j] > 0) for i in range(len(Hx)) for j in range(len(Hy)) if not sym or i <= j
+        )
+        monkeypatch.setattr(sk, "COUNT_BAND_BYTES", 8 * 7 * len(Hy))  # bands of 7 rows
+        assert sk._shared_count(Hx, Hy, sym) == brute
