@@ -110,6 +110,11 @@ class DaskBackend(Backend):
                 self.client = distributed.Client(scheduler, timeout="10s")
         except OSError as exc:
             raise MonkError(f"Cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+        except (ValueError, TypeError) as exc:  # dask's own parse of the address
+            raise ParameterError(
+                f"The scheduler address {scheduler!r} (--scheduler) is not valid ({exc}); "
+                "expected something like tcp://host:8786."
+            ) from None
 
     @property
     def workers(self) -> int:

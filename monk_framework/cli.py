@@ -26,7 +26,7 @@ from . import __version__
 from .datasets import DATASETS, default_dataset, get_dataset
 from .errors import MonkError, ParameterError, UnknownNameError
 from .estimators import EmbeddingEstimator, MMDEstimator
-from .files import write_atomically
+from .files import check_writable, write_atomically
 from .params import Configurable, parse_value
 from .registry import PluginEntry, get_registry
 from .results import jsonable
@@ -41,6 +41,8 @@ stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 class _State:
     debug: bool = False
     quiet: bool = False
+    #: a command already said it was interrupted (and what was kept)
+    interrupted_said: bool = False
 
 
 STATE = _State()
@@ -70,11 +72,14 @@ class MonkGroup(TyperGroup):
             code = _fail(str(exc), 2, exc=exc)
         except MonkError as exc:
             code = _fail(str(exc), 1, exc=exc)
-        except typer.Abort:
-            code = _fail("Interrupted.", 130)
+        except (typer.Abort, KeyboardInterrupt):
+            code = 130
         except Exception as exc:  # a bug: one line unless --debug
             code = _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1, exc=exc)
         code = code if isinstance(code, int) else 0
+        if code == 130 and not STATE.interrupted_said:
+            # Ctrl-C in any command (typer turns it into exit code 130): one line
+            stderr.print("Interrupted.", markup=False)
         if standalone_mode:
             sys.exit(code)
         return code
@@ -367,6 +372,8 @@ def run(
 
     Without --x/--y or --dataset, runs on the default built-in data set and says which.
     """
+    if output is not None:
+        check_writable(output, what="--output")  # before the work, not after it
     reg = get_registry()
     kernel_cls = reg.kernel_class(kernel)
     estimator_cls = reg.estimator_class(estimator)
@@ -591,6 +598,8 @@ def test_command(
     a robust test whose level holds with up to R corrupted points; with --split, the
     paper's three-way split test.
     """
+    if output is not None:
+        check_writable(output, what="--output")  # before the work, not after it
     from .robust import check_robust_test
     from .two_sample import check_relabel, permutation_test, robust_test, split_test
 
@@ -762,6 +771,7 @@ def experiment_command(
         except KeyboardInterrupt:
             bar.progress.stop()
             _note(f"Interrupted. Every finished cell is saved in {directory / 'cells.jsonl'}; run the same command again to resume.")
+            STATE.interrupted_said = True
             raise typer.Exit(130) from None
     _note(
         f"{name}: {done.cells} cells ({done.computed} computed now, {done.resumed} from an earlier run) "

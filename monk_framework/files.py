@@ -10,7 +10,25 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_atomically", "write_csv_atomically"]
+from .errors import MonkError, ParameterError
+
+__all__ = ["check_writable", "write_atomically", "write_csv_atomically"]
+
+
+def check_writable(path: Path | str, *, what: str = "the output file") -> Path:
+    """Check, before any work, that a file can be written at ``path``: not a directory,
+    and its directory can be created and written (probed with a temporary file)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ParameterError(f"{what} {str(path)!r} is a directory; give a file name inside it, e.g. {str(path / 'result.json')!r}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ParameterError(f"{what} {str(path)!r} cannot be written: {exc.strerror or exc}.") from None
+    return path
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:
@@ -20,8 +38,13 @@ def write_atomically(path: Path, data: str | bytes) -> None:
     on POSIX and Windows within one file system).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if path.is_dir():
+        raise MonkError(f"Cannot write {str(path)!r}: it is a directory.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise MonkError(f"Cannot write {str(path)!r}: {exc.strerror or exc}.") from None
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data.encode("utf-8") if isinstance(data, str) else data)
@@ -29,6 +52,9 @@ def write_atomically(path: Path, data: str | bytes) -> None:
             os.fsync(out.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise MonkError(f"Cannot write {str(path)!r}: {exc.strerror or exc}.") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -268,3 +268,45 @@ def test_fasta_case_flag_reaches_the_loader(tmp_path):
     assert same.exit_code == 0 and kept.exit_code == 0, same.output + kept.output
     assert json.loads(same.stdout)["mmd2"] == pytest.approx(0.0, abs=1e-12)
     assert json.loads(kept.stdout)["mmd2"] > 0.5
+
+
+@pytest.mark.parametrize("command", ["run", "test"])
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(tmp_path, command, monkeypatch):
+    from monk_framework import two_sample
+    from monk_framework.cli import app
+
+    calls = []
+    monkeypatch.setattr(two_sample, "permutation_test", lambda *a, **k: calls.append(1))
+    base = [command, "-k", "rbf", "-e", "u-stat", "-d", "gauss", "--data-param", "n=20"]
+    result = CliRunner().invoke(app, [*base, "-o", str(tmp_path)])
+    assert result.exit_code == 2 and "is a directory; give a file name inside it" in result.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = CliRunner().invoke(app, [*base, "-o", str(blocker / "out.json")])
+    assert result.exit_code == 2 and "cannot be written" in result.stderr
+    assert calls == [] and "internal error" not in result.stderr
+
+
+def test_a_malformed_scheduler_address_is_a_usage_error():
+    pytest.importorskip("distributed")
+    from monk_framework.cli import app
+
+    result = CliRunner().invoke(app, ["test", "-k", "rbf", "-e", "u-stat", "--backend", "dask", "--scheduler", "notanaddress"])
+    assert result.exit_code == 2
+    assert "scheduler address 'notanaddress' (--scheduler) is not valid" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "test"])
+def test_ctrl_c_prints_one_interrupted_line_and_exits_130(command, monkeypatch):
+    from monk_framework import two_sample
+    from monk_framework.cli import app
+    from monk_framework.estimators import MMDEstimator
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(two_sample, "permutation_test", interrupted)
+    monkeypatch.setattr(MMDEstimator, "estimate", interrupted)
+    result = CliRunner().invoke(app, [command, "-k", "rbf", "-e", "u-stat", "-d", "gauss", "--data-param", "n=20"])
+    assert result.exit_code == 130
+    assert result.stderr.count("Interrupted.") == 1 and "Traceback" not in result.stderr
