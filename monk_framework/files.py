@@ -21,6 +21,9 @@ def check_writable(path: Path | str, *, what: str = "the output file") -> Path:
     path = Path(path)
     if path.is_dir():
         raise ParameterError(f"{what} {str(path)!r} is a directory; give a file name inside it, e.g. {str(path / 'result.json')!r}.")
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ParameterError(f"{what} {str(path)!r} cannot be written: {str(blocker)!r} is a file, not a directory.")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")

@@ -534,17 +534,52 @@ def _median_pair_distance(Z: np.ndarray) -> float:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux MemAvailable), if known."""
+    """Bytes of memory available to a new allocation, if known: the least of the
+    machine's available memory (Linux MemAvailable), the room left under this
+    process's address-space limit (``ulimit -v``) and under its cgroup's memory limit
+    (containers), so that a refusal happens before the allocation fails."""
+    limits = [v for v in (_mem_available(), _rlimit_room(), _cgroup_room()) if v is not None]
+    return min(limits) if limits else None
+
+
+def _mem_available() -> int | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as handle:
             for line in handle:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, ValueError):
         pass
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _rlimit_room() -> int | None:
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status", encoding="ascii") as handle:
+            used = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:"))
+        return max(soft - used, 0)
+    except (ImportError, OSError, ValueError, StopIteration):
+        return None
+
+
+def _cgroup_room() -> int | None:
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as handle:
+            text = handle.read().strip()
+        if text == "max":
+            return None
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as handle:
+            current = int(handle.read().strip())
+        return max(int(text) - current, 0)
+    except (OSError, ValueError):
         return None
 
 

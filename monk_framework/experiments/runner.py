@@ -132,6 +132,8 @@ class CellStore:
         self.close()
 
     def open(self) -> None:
+        if self.directory.exists() and not self.directory.is_dir():
+            raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: it is a file, not a directory.")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

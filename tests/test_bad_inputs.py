@@ -1,0 +1,227 @@
+"""Bad inputs, as a new user gives them: every case runs the CLI as a real process.
+
+Each case checks the exit code, that the first line of stderr names the problem, and
+that no traceback and no "internal error" appear (that path is for real bugs only).
+Cases that must *succeed* on extreme but valid input check that the number printed is
+finite and not the 0 an overflow would give. Each process runs under an address-space
+limit (``ulimit -v``) of 4 GiB, so a case that allocates in proportion to a user number
+fails here instead of passing on a large machine. docs/reliability.md lists the same
+cases (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+#: the address-space limit of each case's process
+LIMIT_BYTES = 4 * 2**30
+
+SMALL = ["-d", "gauss", "--data-param", "n=30"]
+RUN = ["run", "-k", "rbf", "-e", "u-stat"]
+TEST = ["test", "-k", "rbf", "-e", "u-stat"]
+
+
+def _files(root: Path) -> None:
+    """The data files the cases name, written once into the case directory."""
+    rng = np.random.default_rng(0)
+    np.save(root / "x.npy", rng.normal(size=(40, 2)))
+    np.save(root / "y.npy", rng.normal(size=(40, 2)))
+    np.save(root / "y3.npy", rng.normal(size=(40, 3)))
+    np.save(root / "tiny.npy", rng.normal(size=(3, 2)))
+    np.save(root / "cube.npy", rng.normal(size=(4, 3, 2)))
+    np.save(root / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    np.save(root / "nan.npy", np.array([[1.0, np.nan], [2.0, 3.0]]))
+    np.save(root / "big1.npy", rng.normal(size=(40, 2)) * 1e200)
+    np.save(root / "big2.npy", rng.normal(0.5, 1.0, size=(40, 2)) * 1e200)
+    np.save(root / "huge.npy", np.array([[-1.5e308], [1.5e308], [-1.4e308], [1.4e308]]))
+    (root / "garbage.npy").write_bytes(b"this is not an array\n" * 8)
+    from numpy.lib import format as npy
+
+    with (root / "claims.npy").open("wb") as handle:
+        npy.write_array_header_1_0(handle, {"descr": "<f8", "fortran_order": False, "shape": (10**12, 3)})
+        handle.write(b"\0" * 64)
+    (root / "cell.csv").write_text("1,2\n3,oops\n")
+    (root / "ragged.csv").write_text("1,2\n3\n")
+    (root / "empty.csv").write_text("\n\n")
+    (root / "inf.csv").write_text("1,2\ninf,3\n")
+    (root / "header.csv").write_text("a,b\n")
+    (root / "latin1.csv").write_bytes("1,2\n\xe9,3\n".encode("latin-1"))
+    (root / "data.xlsx").write_text("x")
+    (root / "empty.txt").write_text("\n\n")
+    (root / "noheader.fa").write_text("ACGT\n>x\nA\n")
+    (root / "nosequence.fa").write_text(">a\nAC\n>b\n>c\nA\n")
+    (root / "gt.fa").write_text(">a\nAC>G\n")
+    (root / "dna1.fa").write_text("".join(f">s{i}\nACGTTGCA{'ACGT'[i % 4]}\n" for i in range(12)))
+    (root / "dna2.fa").write_text("".join(f">s{i}\nacgttgca{'acgt'[i % 4]}\n" for i in range(12)))
+    (root / "adir").mkdir()
+    (root / "blocker").write_text("a file where a directory is expected")
+    os.mkfifo(root / "pipe.csv")
+
+
+#: (id, arguments, expected exit code, regex the first stderr line must match)
+CASES: list[tuple[str, list[str], int, str]] = [
+    # -- the command line itself ------------------------------------------------------
+    ("unknown-command", ["estimate"], 2, r"No such command 'estimate'"),
+    ("unknown-option", [*RUN, *SMALL, "--sigma", "2"], 2, r"No such option: --sigma"),
+    ("unknown-kernel", ["run", "-k", "rbff", "-e", "u-stat"], 2, r"Unknown kernel 'rbff'.*Did you mean 'rbf'"),
+    ("unknown-estimator", ["run", "-k", "rbf", "-e", "monk"], 2, r"Unknown estimator 'monk'"),
+    ("unknown-dataset", [*RUN, "-d", "gaus"], 2, r"Unknown dataset 'gaus'.*Did you mean 'gauss'"),
+    ("unknown-param", [*RUN, *SMALL, "-p", "sgma=2"], 2, r"sgma.*Did you mean 'sigma'"),
+    ("param-without-value", [*RUN, *SMALL, "-p", "sigma"], 2, r"--param.*key=value"),
+    ("negative-sigma", [*RUN, *SMALL, "-p", "sigma=-1"], 2, r"'sigma' parameter of RBFKernel must be a float > 0"),
+    ("text-sigma", [*RUN, *SMALL, "-p", "sigma=wide"], 2, r"'sigma'.*Got 'wide'"),
+    ("nan-sigma", [*RUN, *SMALL, "-p", "sigma=nan"], 2, r"'sigma'.*must be a float > 0"),
+    ("zero-blocks", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=0"], 2, r"'n_blocks'.*>= 1"),
+    ("too-many-blocks", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=40"], 1, r"X has 30 point\(s\) but estimator 'monk-bcd' needs at least 80 \(n_blocks=40"),
+    ("bad-variant", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "variant=fast"], 2, r"'variant'.*'authors', 'paper'"),
+    ("bad-report", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "report=last"], 2, r"'report'.*'before-update', 'final'"),
+    ("bad-degree", ["run", "-k", "polynomial", "-e", "u-stat", *SMALL, "-p", "degree=2.5"], 2, r"'degree'.*int >= 1"),
+    ("zero-permutations", [*TEST, *SMALL, "-B", "0"], 2, r"Invalid value for '--permutations' / '-B'"),
+    ("alpha-above-one", [*TEST, *SMALL, "--alpha", "2"], 2, r"--alpha must lie in \(0, 1\); got 2.0"),
+    ("alpha-zero", [*TEST, *SMALL, "--alpha", "0"], 2, r"--alpha must lie in \(0, 1\); got 0.0"),
+    ("bad-relabel", [*TEST, *SMALL, "--relabel", "some"], 2, r"relabel must be one of 'auto', 'within-blocks', 'global'; got 'some'"),
+    ("bad-method", [*TEST, *SMALL, "--contamination", "2", "--method", "best"], 2, r"method must be one of 'auto', 'dc', 'mom'; got 'best'"),
+    ("negative-contamination", [*TEST, *SMALL, "--contamination", "-1"], 2, r"contamination must lie between 0 and the 60 points"),
+    ("half-contamination", [*TEST, *SMALL, "--contamination", "0.7"], 2, r"contamination as a fraction must lie in \[0, 1/2\)"),
+    ("text-contamination", [*TEST, *SMALL, "--contamination", "some"], 2, r"--contamination takes a count"),
+    ("grid-without-split", [*TEST, *SMALL, "--grid", "sigma=1,2"], 2, r"--grid chooses hyperparameters on part 1 of the split test: add --split"),
+    ("grid-unknown-key", [*TEST, *SMALL, "--split", "--grid", "sgma=1,2"], 2, r"Unknown parameter of kernel 'rbf' \(in --grid\): 'sgma'"),
+    ("data-param-unknown", [*RUN, "-d", "gauss", "--data-param", "size=30"], 2, r"Unknown parameter of dataset 'gauss': 'size'"),
+    ("data-param-zero", [*RUN, "-d", "gauss", "--data-param", "n=0"], 2, r"'n' parameter.*>= 1"),
+    ("data-param-text", [*RUN, "-d", "gauss", "--data-param", "n=many"], 2, r"'n' parameter of GaussDataset must be an int >= 1. Got 'many'"),
+    ("data-param-with-files", [*RUN, "--x", "x.npy", "--y", "y.npy", "--data-param", "n=3"], 2, r"--data-param applies to --dataset only"),
+    ("files-and-dataset", [*RUN, "--x", "x.npy", "--y", "y.npy", "-d", "gauss"], 2, r"either --dataset or --x/--y"),
+    ("y-without-x", [*RUN, "--y", "y.npy"], 2, r"--y needs --x"),
+    ("x-without-y", [*RUN, "--x", "x.npy"], 2, r"give --y as well"),
+    ("trace-not-iterative", [*RUN, *SMALL, "--trace"], 2, r"--trace: estimator 'u-stat' is not iterative"),
+    ("test-with-embedding", ["test", "-k", "rbf", "-e", "mean", *SMALL], 2, r"'mean' estimates mean embeddings, not MMD"),
+    ("string-kernel-on-vectors", ["run", "-k", "ssk", "-e", "u-stat", "--x", "x.npy", "--y", "y.npy"], 1, r"X holds numbers, but kernel 'ssk' needs strings"),
+    ("vector-kernel-on-strings", ["run", "-k", "rbf", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa"], 1, r"X holds strings, but kernel 'rbf' needs numeric vectors"),
+    ("negative-seed", [*RUN, *SMALL, "--seed", "-1"], 2, r"Invalid value for '--seed'"),
+    ("unknown-backend", [*TEST, *SMALL, "--backend", "spark"], 2, r"Unknown backend 'spark': choose one of local, dask"),
+    ("bad-scheduler", [*TEST, *SMALL, "--backend", "dask", "--scheduler", "notanaddress"], 2, r"scheduler address 'notanaddress' \(--scheduler\) is not valid"),
+    ("unknown-experiment", ["experiment", "exp3"], 2, r"Unknown experiment 'exp3'"),
+    ("sizes-text", ["experiment", "exp1", "--sizes", "abc", "--out", "e1"], 2, r"--sizes takes comma-separated integers"),
+    ("sizes-zero", ["experiment", "exp1", "--sizes", "0,5", "--out", "e2"], 2, r"sizes must be positive"),
+    ("experiment-bad-spec", ["experiment", "exp1", "--quick", "-e", "monk-bcd:n_blocks", "--out", "e3"], 2, r"Bad parameter 'n_blocks'"),
+    ("experiment-unknown-estimator", ["experiment", "exp1", "--quick", "-e", "monk-bdc", "--out", "e4"], 2, r"Unknown estimator 'monk-bdc'. Did you mean 'monk-bcd'"),
+    ("experiment-out-is-a-file", ["experiment", "exp1", "--quick", "--out", "blocker"], 1, r"results directory 'blocker': it is a file, not a directory"),
+    # -- data files ---------------------------------------------------------------------
+    ("missing-file", [*RUN, "--x", "nope.npy", "--y", "y.npy"], 1, r"nope.npy: no such file"),
+    ("directory-as-file", [*RUN, "--x", "adir", "--y", "y.npy"], 1, r"adir: is a directory"),
+    ("fifo-as-file", [*RUN, "--x", "pipe.csv", "--y", "y.npy"], 1, r"pipe.csv: is not a regular file"),
+    ("unknown-suffix", [*RUN, "--x", "data.xlsx", "--y", "y.npy"], 1, r"unsupported file type '.xlsx'"),
+    ("csv-bad-cell", [*RUN, "--x", "cell.csv", "--y", "y.npy"], 1, r"cell.csv, line 2, column 2: cannot read 'oops'"),
+    ("csv-ragged", [*RUN, "--x", "ragged.csv", "--y", "y.npy"], 1, r"ragged.csv, line 2: has 1 columns where line 1 has 2"),
+    ("csv-empty", [*RUN, "--x", "empty.csv", "--y", "y.npy"], 1, r"empty.csv: holds no data rows"),
+    ("csv-inf", [*RUN, "--x", "inf.csv", "--y", "y.npy"], 1, r"inf.csv, line 2, column 1: 'inf' is not a finite number"),
+    ("csv-header-only", [*RUN, "--x", "header.csv", "--y", "y.npy"], 1, r"header.csv, line 1: holds a header row but no data rows"),
+    ("csv-not-utf8", [*RUN, "--x", "latin1.csv", "--y", "y.npy"], 1, r"latin1.csv: is not UTF-8 text"),
+    ("npy-garbage", [*RUN, "--x", "garbage.npy", "--y", "y.npy"], 1, r"garbage.npy: is not a .npy file"),
+    ("npy-pickle", [*RUN, "--x", "obj.npy", "--y", "y.npy"], 1, r"obj.npy: holds pickled Python objects"),
+    ("npy-header-lies", [*RUN, "--x", "claims.npy", "--y", "y.npy"], 1, r"claims.npy: its header claims an array of shape \(1000000000000, 3\)"),
+    ("npy-three-dimensional", [*RUN, "--x", "cube.npy", "--y", "y.npy"], 1, r"X has 3 dimensions \(shape \(4, 3, 2\)\)"),
+    ("npy-nan", [*RUN, "--x", "nan.npy", "--y", "y.npy"], 1, r"X contains NaN at point 0, feature 1"),
+    ("dimension-mismatch", [*RUN, "--x", "x.npy", "--y", "y3.npy"], 1, r"X has 2 feature\(s\) per point but Y has 3"),
+    ("too-few-points", ["run", "-k", "rbf", "-e", "monk-bcd", "--x", "tiny.npy", "--y", "y.npy"], 1, r"X has 3 point\(s\) but estimator 'monk-bcd' needs at least 22"),
+    ("txt-empty", ["run", "-k", "ssk", "-e", "u-stat", "--x", "empty.txt", "--y", "dna1.fa"], 1, r"empty.txt: holds no strings"),
+    ("fasta-no-header", ["run", "-k", "ssk", "-e", "u-stat", "--x", "noheader.fa", "--y", "dna1.fa"], 1, r"noheader.fa, line 1: sequence data before the first '>'"),
+    ("fasta-empty-record", ["run", "-k", "ssk", "-e", "u-stat", "--x", "nosequence.fa", "--y", "dna1.fa"], 1, r"nosequence.fa, line 3: FASTA record has a header but no sequence"),
+    ("fasta-gt-in-sequence", ["run", "-k", "ssk", "-e", "u-stat", "--x", "gt.fa", "--y", "dna1.fa"], 1, r"gt.fa, line 2, column 3: '>' inside a sequence line"),
+    # -- numbers at the edges of float64 ----------------------------------------------
+    ("exponential-tiny-sigma", ["run", "-k", "exponential", "-e", "u-stat", *SMALL, "-p", "sigma=1e-300"], 1, r"overflows float64.*Use sigma >= [0-9.]+(e[-+]\d+)? or rescale"),
+    ("polynomial-overflow", ["run", "-k", "polynomial", "-e", "u-stat", "--x", "big1.npy", "--y", "big2.npy"], 1, r"Kernel polynomial\(degree=3.*gives non-finite values"),
+    ("median-sigma-overflow", ["run", "-k", "rbf", "-e", "u-stat", "--x", "huge.npy", "--y", "huge.npy", "-p", "sigma=median"], 1, r"median heuristic overflows float64"),
+    # -- sizes beyond memory ------------------------------------------------------------
+    ("permutations-beyond-memory", [*TEST, *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\) = 1,000,000,000 needs about"),
+    ("monk-permutations-beyond-memory", ["test", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\)"),
+    ("dataset-beyond-memory", [*RUN, "-d", "gauss", "--data-param", "n=10000000000"], 1, r"drawing X and Y \(n = 10,000,000,000"),
+    ("gram-beyond-memory", [*RUN, "-d", "gauss", "--data-param", "n=100000"], 1, r"100000 x 100000 float64 Gram matrix needs"),
+    ("sizes-beyond-memory", ["experiment", "exp1", "--sizes", "10000000", "--out", "e5"], 1, r"--sizes\): N = 10,000,000 needs"),
+    # -- where results go ---------------------------------------------------------------
+    ("output-is-a-directory", [*RUN, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),
+    ("output-unwritable", [*RUN, *SMALL, "-o", "blocker/out.json"], 2, r"--output 'blocker/out.json' cannot be written: 'blocker' is a file, not a directory"),
+    ("test-output-is-a-directory", [*TEST, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),
+]
+
+#: (id, arguments): extreme but valid inputs that must give a finite, non-degenerate MMD²
+VALID: list[tuple[str, list[str]]] = [
+    ("rbf-sigma-1e200-on-1e200-data", ["run", "-k", "rbf", "-e", "v-stat", "--x", "big1.npy", "--y", "big2.npy", "-p", "sigma=1e200", "--json"]),
+    ("laplace-sigma-1e200-on-1e200-data", ["run", "-k", "laplace", "-e", "v-stat", "--x", "big1.npy", "--y", "big2.npy", "-p", "sigma=1e200", "--json"]),
+    ("rbf-median-on-1e200-data", ["run", "-k", "rbf", "-e", "u-stat", "--x", "big1.npy", "--y", "big2.npy", "-p", "sigma=median", "--json"]),
+    ("rbf-sigma-1e-200", ["run", "-k", "rbf", "-e", "v-stat", *SMALL, "-p", "sigma=1e-200", "--json"]),
+    ("energy-on-1e200-data", ["run", "-k", "energy", "-e", "v-stat", "--x", "big1.npy", "--y", "big2.npy", "--json"]),
+    ("lowercase-fasta", ["run", "-k", "ssk", "-e", "v-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=2", "--json"]),
+]
+
+
+def _limit_memory() -> None:  # runs in the child, before exec
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT_BYTES, LIMIT_BYTES))
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "COLUMNS": "100"}
+    return subprocess.run(
+        [sys.executable, "-m", "monk_framework", *args], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=120, preexec_fn=_limit_memory,
+    )
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    root = tmp_path_factory.mktemp("bad-inputs")
+    _files(root)
+    jobs = [(case_id, args) for case_id, args, _, _ in CASES] + list(VALID)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = pool.map(lambda job: (job[0], _run(job[1], root)), jobs)
+        return dict(done)
+
+
+def test_the_suite_is_large_and_its_ids_unique():
+    ids = [c[0] for c in CASES] + [v[0] for v in VALID]
+    assert len(CASES) >= 60 and len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("case_id, args, code, first_line", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_gets_a_one_line_error_naming_the_problem(outcomes, case_id, args, code, first_line):
+    result = outcomes[case_id]
+    err = result.stderr
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert result.returncode == code, (result.returncode, err)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and lines[0].startswith("Error: "), err
+    assert re.search(first_line, lines[0]), (first_line, lines[0])
+    assert not result.stdout.strip() or "Error" not in result.stdout
+
+
+@pytest.mark.parametrize("case_id, args", VALID, ids=[v[0] for v in VALID])
+def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id, args):
+    result = outcomes[case_id]
+    assert result.returncode == 0, result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    mmd2 = json.loads(result.stdout)["mmd2"]
+    assert math.isfinite(mmd2)
+    if case_id == "lowercase-fasta":
+        assert mmd2 == pytest.approx(0.0, abs=1e-12)  # the same sequences, in lowercase
+    else:
+        assert mmd2 != 0.0  # not the 0 of an overflowed kernel
+
+
+def test_reliability_page_lists_every_case():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M))
+    ids = {c[0] for c in CASES} | {v[0] for v in VALID}
+    assert ids - listed == set(), "cases missing from docs/reliability.md"
+    assert listed - ids == set(), "docs/reliability.md lists cases the suite does not run"
