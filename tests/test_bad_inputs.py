@@ -4,7 +4,7 @@ Each case checks the exit code, that the first line of stderr names the problem,
 that no traceback and no "internal error" appear (that path is for real bugs only).
 Cases that must *succeed* on extreme but valid input check that the number printed is
 finite and not the 0 an overflow would give. Each process runs under an address-space
-limit (``ulimit -v``) of 4 GiB, so a case that allocates in proportion to a user number
+limit (``ulimit -v``) of 2 GiB, so a case that allocates in proportion to a user number
 fails here instead of passing on a large machine. docs/reliability.md lists the same
 cases (a test keeps the two in step).
 """
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 #: the address-space limit of each case's process
-LIMIT_BYTES = 4 * 2**30
+LIMIT_BYTES = 2 * 2**30
 
 SMALL = ["-d", "gauss", "--data-param", "n=30"]
 RUN = ["run", "-k", "rbf", "-e", "u-stat"]
