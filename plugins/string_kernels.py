@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 from numba import get_num_threads
 
-from monk_framework import Kernel, hookimpl, parameter
+from monk_framework import Kernel, ParameterError, hookimpl, parameter
 from monk_framework.data import as_strings
 from monk_framework.kernels import available_memory, check_memory
 from monk_framework.params import boolean, integer, real
@@ -234,6 +234,18 @@ class SubsequenceKernel(Kernel):
     cumulative: bool = parameter(
         False, doc="sum K_1..K_n before normalising (shogun's convention)", check=boolean(),
     )
+
+    def __attrs_post_init__(self) -> None:
+        # the weight of a contiguous match in K_n(s, s) is lam^(2n): if it underflows,
+        # every value is 0 (and the normalised kernel 0 too), a wrong number, not a small one
+        smallest = np.finfo(np.float64).tiny
+        if self.lam ** (2 * self.n) < smallest:
+            need = smallest ** (1.0 / (2 * self.n))
+            raise ParameterError(
+                f"The 'lam' parameter of SubsequenceKernel is too small for n = {self.n}: lam^(2n) = "
+                f"{self.lam:g}^{2 * self.n} underflows float64 and every kernel value would be 0. "
+                f"Use lam >= {need:.3g}."
+            )
 
     @property
     def levels(self) -> list[int]:

@@ -142,6 +142,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("exponential-tiny-sigma", ["run", "-k", "exponential", "-e", "u-stat", *SMALL, "-p", "sigma=1e-300"], 1, r"overflows float64.*Use sigma >= [0-9.]+(e[-+]\d+)? or rescale"),
     ("polynomial-overflow", ["run", "-k", "polynomial", "-e", "u-stat", "--x", "big1.npy", "--y", "big2.npy"], 1, r"Kernel polynomial\(degree=3.*gives non-finite values"),
     ("median-sigma-overflow", ["run", "-k", "rbf", "-e", "u-stat", "--x", "huge.npy", "--y", "huge.npy", "-p", "sigma=median"], 1, r"median heuristic overflows float64"),
+    ("ssk-lam-underflows", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=3", "-p", "lam=1e-300"], 2, r"'lam' parameter of SubsequenceKernel is too small for n = 3"),
     # -- sizes beyond memory ------------------------------------------------------------
     ("permutations-beyond-memory", [*TEST, *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\) = 1,000,000,000 needs about"),
     ("monk-permutations-beyond-memory", ["test", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\)"),

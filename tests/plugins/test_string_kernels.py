@@ -267,3 +267,14 @@ def test_shared_letter_pairs_are_counted_in_bands_without_the_full_mask(monkeypa
         )
         monkeypatch.setattr(sk, "COUNT_BAND_BYTES", 8 * 7 * len(Hy))  # bands of 7 rows
         assert sk._shared_count(Hx, Hy, sym) == brute
+
+
+def test_a_decay_whose_weights_underflow_is_refused_not_turned_into_zeros(registry):
+    from monk_framework import ParameterError
+
+    with pytest.raises(ParameterError, match=r"'lam'.*too small for n = 3: lam\^\(2n\).*Use lam >= 5.3e-52"):
+        registry.get_kernel("ssk", n=3, lam=1e-300)
+    # just above the bound every value is positive and the normalised diagonal is 1
+    kernel = registry.get_kernel("ssk", n=3, lam=1e-51)
+    K = kernel.gram(["ACGTAC", "GGTACA"])
+    assert (np.diag(K) == 1.0).all() and K.min() >= 0.0
