@@ -408,6 +408,21 @@ def test_only_a_fixed_number_of_blocks_has_a_fixed_partition(registry, rng):
 # -- the published BCD, transcribed from docs/estimators.md (issue 19) -----------------
 
 
+def _record_partitions(monkeypatch) -> list:
+    """The partitions monk_mmd draws, in order, recorded as the estimator runs (to replay them)."""
+    import monk_plugins.monk_mmd as monk_mmd
+
+    drawn: list = []
+    original = monk_mmd.pair_partition
+
+    def recording(*args, **kwargs):
+        drawn.append(original(*args, **kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr(monk_mmd, "pair_partition", recording)
+    return drawn
+
+
 def _published_bcd(K: np.ndarray, n: int, partitions: list, ridge: float, decay: float) -> tuple[list[float], float]:
     """Algorithm 1 as the authors' code runs it, written from its description alone.
 
@@ -459,14 +474,7 @@ def test_bcd_authors_matches_an_independent_transcription_on_replayed_partitions
     X, Y = rng.normal(size=(n, d)), rng.normal(0.5, 1.0, size=(m, d))
     X[:2] = 30.0  # outliers, so the median block moves between iterations
     kernel = registry.get_kernel("rbf", sigma=float(np.sqrt(d)))
-    drawn: list = []
-    original = monk_mmd.pair_partition
-
-    def recording(*args, **kwargs):
-        drawn.append(original(*args, **kwargs))
-        return drawn[-1]
-
-    monkeypatch.setattr(monk_mmd, "pair_partition", recording)
+    drawn = _record_partitions(monkeypatch)
     T = 25
     est = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=T, variant="authors", trace=True)
     result = est.estimate(kernel, X, Y, rng=3)
@@ -542,14 +550,7 @@ def test_bcd_fast_authors_matches_an_independent_transcription_on_replayed_parti
     X, Y = rng.normal(size=(n, d)), rng.normal(0.5, 1.0, size=(n, d))
     X[:2] = 20.0
     kernel = registry.get_kernel("rbf", sigma=float(np.sqrt(d)))
-    drawn: list = []
-    original = monk_mmd.pair_partition
-
-    def recording(*args, **kwargs):
-        drawn.append(original(*args, **kwargs))
-        return drawn[-1]
-
-    monkeypatch.setattr(monk_mmd, "pair_partition", recording)
+    drawn = _record_partitions(monkeypatch)
     est = registry.get_estimator("monk-bcd-fast", n_blocks=Q, n_iter=T, variant="authors", trace=True)
     result = est.estimate(kernel, X, Y, rng=5)
     starts = [t for t in range(T) if t == 0 or est.reshuffles_at(t)]
