@@ -58,6 +58,11 @@ ESTIMATORS = {
     "monk-bcd-fast:solver=exact": "monk-bcd-fast:solver=exact",
     "monk-embedding-mmd": "monk-embedding-mmd",
     "monk-embedding-mmd:center=geometric": "monk-embedding-mmd:center=geometric",
+    # the other settings a default could take: the pseudo-code's variant, BCD-Fast's
+    # indicator start (each read by its own rule: 'paper' reports the final f)
+    "monk-bcd:variant=paper": "monk-bcd:variant=paper",
+    "monk-bcd-fast:variant=paper": "monk-bcd-fast:variant=paper",
+    "monk-bcd-fast:start=indicator": "monk-bcd-fast:start=indicator",
 }
 READ_TWICE = ("monk-bcd", "monk-bcd-fast")
 
@@ -151,13 +156,19 @@ TITLES = {
     "monk-bcd-fast:solver=exact": "BCD-Fast exact",
     "monk-embedding-mmd": "embedding MMD (minmax)",
     "monk-embedding-mmd:center=geometric": "embedding MMD (geometric)",
+    "monk-bcd:variant=paper": "BCD, paper",
+    "monk-bcd-fast:variant=paper": "BCD-Fast, paper",
+    "monk-bcd-fast:start=indicator": "BCD-Fast, indicator start",
 }
 #: (setting, default, alternative): each default against the study's alternative
 CHOICES = (
     ("monk-bcd report", "monk-bcd@authors", "monk-bcd@final"),
     ("monk-bcd solver", "monk-bcd@authors", "monk-bcd:solver=exact"),
+    ("monk-bcd variant", "monk-bcd@authors", "monk-bcd:variant=paper"),
     ("monk-bcd-fast report", "monk-bcd-fast@authors", "monk-bcd-fast@final"),
     ("monk-bcd-fast solver", "monk-bcd-fast@authors", "monk-bcd-fast:solver=exact"),
+    ("monk-bcd-fast variant", "monk-bcd-fast@authors", "monk-bcd-fast:variant=paper"),
+    ("monk-bcd-fast start", "monk-bcd-fast@authors", "monk-bcd-fast:start=indicator"),
     ("monk-embedding-mmd center", "monk-embedding-mmd", "monk-embedding-mmd:center=geometric"),
 )
 
