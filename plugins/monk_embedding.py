@@ -197,7 +197,7 @@ class MonkEmbeddingMMD(MMDEstimator):
     """MMD as the RKHS distance between two median-of-means embeddings."""
 
     name: ClassVar[str] = "monk-embedding-mmd"
-    summary: ClassVar[str] = "MMD = ||mu_hat(X) - mu_hat(Y)|| between two MONK (or geometric) MoM embeddings."
+    summary: ClassVar[str] = "MMD = ||mu_hat(X) - mu_hat(Y)|| between two median-of-means embeddings (geometric or MONK minmax)."
     formula: ClassVar[str] = (
         "MMD = || sum_q beta_q mu_{S_q}(x) - sum_q gamma_q mu_{T_q}(y) ||, X and Y each partitioned "
         "into Q blocks and embedded by the minmax (or geometric) median-of-means; Q = 1 is the "
@@ -211,8 +211,10 @@ class MonkEmbeddingMMD(MMDEstimator):
         kind="int",
     )
     center: str = parameter(
-        "minmax",
-        doc="'minmax' (MONK, paper Eq. 3) or 'geometric' (geometric median of the block means)",
+        "geometric",
+        doc="'geometric' (the geometric median of the block means: as close to the truth as "
+        "'minmax' on clean data and closer with outliers in the dimension study, 200x cheaper) "
+        "or 'minmax' (MONK, paper Eq. 3; odd Q)",
         check=one_of(*CENTERS),
     )
 

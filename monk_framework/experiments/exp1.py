@@ -46,8 +46,9 @@ SETTINGS = {
 DEFAULT_KERNELS = ("quadratic", "rbf:sigma=1.0")
 #: the paper's U-Stat, MONK BCD and BCD-Fast (the authors' code) at two Q, and our exact
 #: solvers (of BCD's problem, and of BCD-Fast's on one partition). The
-#: mean-embedding MMD (``monk-embedding-mmd:n_blocks=11``) is an opt-in extra: its cutting
-#: planes take about 1 s a cell with the RBF kernel, which would triple the full run.
+#: minmax mean-embedding MMD (``monk-embedding-mmd:n_blocks=11,center=minmax``) is an opt-in
+#: extra: its cutting planes take about 1 s a cell with the RBF kernel, which would triple
+#: the full run.
 DEFAULT_ESTIMATORS = (
     "u-stat:root=signed",
     "monk-bcd:n_blocks=11",

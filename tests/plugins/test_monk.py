@@ -28,8 +28,8 @@ def _samples(n=120, m=120, d=2, shift=0.5, seed=0):
         ("monk-bcd-fast", {"solver": "exact", "ridge": 0.0}),
         ("monk-bcd-fast", {"solver": "bcd", "variant": "paper"}),
         ("monk-bcd-fast", {"solver": "bcd", "variant": "authors", "ridge": 0.0}),
-        ("monk-embedding-mmd", {}),
-        ("monk-embedding-mmd", {"center": "geometric"}),
+        ("monk-embedding-mmd", {"center": "minmax"}),
+        ("monk-embedding-mmd", {}),  # the geometric median of the block means
     ],
 )
 def test_one_block_is_the_v_statistic(registry, name, params, n, m):
@@ -138,8 +138,8 @@ def test_outliers_ruin_the_u_statistic_but_not_monk(registry, kernel_name, param
         "monk-bcd": registry.get_estimator("monk-bcd"),
         "monk-bcd-exact": registry.get_estimator("monk-bcd", solver="exact"),
         "monk-bcd-fast": registry.get_estimator("monk-bcd-fast"),
-        "monk-embedding-mmd": registry.get_estimator("monk-embedding-mmd"),
-        "geometric": registry.get_estimator("monk-embedding-mmd", center="geometric"),
+        "minmax": registry.get_estimator("monk-embedding-mmd", center="minmax"),
+        "monk-embedding-mmd": registry.get_estimator("monk-embedding-mmd"),  # geometric
     }
     clean = {k: e.estimate(kernel, X, Y, rng=1).mmd for k, e in ests.items()}
     u_clean = registry.get_estimator("u-stat").estimate(kernel, X, Y).mmd
@@ -213,7 +213,7 @@ def test_monk_embedding_objective_is_certified_against_a_brute_force_block_gram(
 @pytest.mark.parametrize(
     "name, params",
     [("monk-bcd", {}), ("monk-bcd", {"solver": "exact"}), ("monk-bcd-fast", {}), ("monk-embedding-mmd", {}),
-     ("monk-embedding-mmd", {"center": "geometric"})],
+     ("monk-embedding-mmd", {"center": "minmax"})],
 )
 def test_consistency_on_the_gaussian_setting(registry, kernel_name, name, params):
     from monk_framework.datasets import get_dataset
