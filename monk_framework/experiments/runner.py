@@ -14,18 +14,20 @@ The results directory holds:
   report's files, then the journal, then the manifest (never anything else in the
   directory), so an interrupted fresh start leaves no old results beside a new manifest.
 * ``cells.jsonl``: the journal, one JSON line ``{"key", "settings", "rows", "seconds",
-  "sha"}`` per finished cell, appended with one ``write`` and an ``fsync`` as the cell
+  "seq", "sha"}`` per finished cell, appended with one ``write`` and an ``fsync`` as the cell
   finishes. A line torn by a kill is detected and cut off when the journal is read
   again, so a rerun of the same command resumes: finished cells are read, never
   recomputed; the rest run. A lock file keeps two runs out of one directory.
 
 The journal is checked, not trusted, when it is read: ``sha`` is the SHA-256 of the
-record's other fields (canonical JSON), ``key`` must be the hash of ``settings``, a
+record's other fields (canonical JSON), ``seq`` its line number (so moved lines are
+seen), ``key`` must be the hash of ``settings``, a
 record must hold at least one row and every row must agree with its cell's settings on
-the fields they share, and two records of one cell must be identical. When a run
-resumes, every record must belong to its plan. An edited value, rows moved from one
-record to another, an emptied record or a record of another plan is refused with its
-line number; nothing of it reaches the results.
+the fields they share, and two records of one cell must agree. When a run
+resumes, every record must belong to its plan. An edited value, a record
+moved to another line, rows moved from one record to another, an emptied record or a
+record of another plan is refused with its line number; nothing of it reaches the
+results.
 
 The tidy results file and the figures are made from the journal when every cell is in.
 """
@@ -69,10 +71,15 @@ def record_checksum(record: Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical({k: v for k, v in record.items() if k != "sha"}).encode()).hexdigest()
 
 
+def _content(record: Mapping[str, Any]) -> str:
+    """A record without its position and checksum: what two records of one cell must share."""
+    return _canonical({k: v for k, v in record.items() if k not in ("seq", "sha")})
+
+
 def _record_problem(record: Any) -> str | None:
     """What is wrong with a parsed journal record, or None (see the module docstring)."""
-    if not isinstance(record, dict) or set(record) != {"key", "settings", "rows", "seconds", "sha"}:
-        return "not a journal record of this version (fields key, settings, rows, seconds, sha)"
+    if not isinstance(record, dict) or set(record) != {"key", "settings", "rows", "seconds", "seq", "sha"}:
+        return "not a journal record of this version (fields key, settings, rows, seconds, seq, sha)"
     if record["sha"] != record_checksum(record):
         return "its checksum does not match its contents"
     settings, rows = record["settings"], record["rows"]
@@ -120,6 +127,8 @@ class CellStore:
         self.done: dict[str, dict[str, Any]] = {}
         #: the journal line of each finished cell, for messages
         self.lines: dict[str, int] = {}
+        #: complete records in the journal (the next one is line count + 1)
+        self.count = 0
         self._lock: Any = None
 
     # -- opening: lock, manifest, journal ------------------------------------------------
@@ -209,6 +218,7 @@ class CellStore:
     def _read_journal(self) -> dict[str, dict[str, Any]]:
         path = self.directory / JOURNAL
         self.lines = {}
+        self.count = 0
         if not path.exists():
             return {}
         data = path.read_bytes()
@@ -229,11 +239,14 @@ class CellStore:
             problem = _record_problem(record)
             if problem is not None:
                 self._damaged(line_no, problem)
-            if key in done and _canonical(done[key]) != _canonical(record):
+            if record["seq"] != line_no:
+                self._damaged(line_no, f"the record written as line {record['seq']} (lines were moved)")
+            if key in done and _content(done[key]) != _content(record):
                 self._damaged(line_no, f"a second, different record of the cell of line {self.lines[key]}")
             done.setdefault(key, record)
             self.lines.setdefault(key, line_no)
             good = pos
+            self.count = line_no
         if good < len(data):
             with open(path, "r+b") as handle:
                 handle.truncate(good)
@@ -259,7 +272,10 @@ class CellStore:
         """Record a finished cell: one complete line, one write, flushed to disk."""
         if not rows:
             raise MonkError(f"A cell produced no rows (settings {cell.settings}); an experiment cell must give at least one.")
-        record: dict[str, Any] = {"key": cell.key, "settings": cell.settings, "rows": jsonable(rows), "seconds": round(seconds, 6)}
+        record: dict[str, Any] = {
+            "key": cell.key, "settings": cell.settings, "rows": jsonable(rows), "seconds": round(seconds, 6),
+            "seq": self.count + 1,
+        }
         record["sha"] = record_checksum(record)
         line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
         fd = os.open(self.directory / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -270,6 +286,7 @@ class CellStore:
             os.fsync(fd)
         finally:
             os.close(fd)
+        self.count += 1
         self.done[cell.key] = record
 
     def rows(self, cells: Sequence[Cell]) -> list[dict[str, Any]]:

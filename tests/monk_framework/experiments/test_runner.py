@@ -180,7 +180,7 @@ def test_a_key_that_is_not_the_hash_of_its_settings_is_refused(tmp_path):
 def test_a_record_of_another_plan_is_refused_when_the_run_resumes(tmp_path):
     path, records = _journal(tmp_path)
     stranger = {"key": cell_key({"i": 99, "seed": 7}), "settings": {"i": 99, "seed": 7},
-                "rows": [{"i": 99, "value": 1.0}], "seconds": 0.1}
+                "rows": [{"i": 99, "value": 1.0}], "seconds": 0.1, "seq": 4}
     _write(path, [*records, stranger], resign=(3,))
     with CellStore(tmp_path, "toy", {}) as store, pytest.raises(MonkError, match="line 4: a cell that is not in this run's plan"):
         list(run_cells(CELLS, square, store))
@@ -188,11 +188,11 @@ def test_a_record_of_another_plan_is_refused_when_the_run_resumes(tmp_path):
 
 def test_two_different_records_of_one_cell_are_refused_and_identical_ones_accepted(tmp_path):
     path, records = _journal(tmp_path)
-    _write(path, [*records, dict(records[0])])
+    again = dict(records[0], seq=4)
+    _write(path, [*records, again], resign=(3,))
     with CellStore(tmp_path, "toy", {}) as store:
         assert len(store.done) == 3
-    changed = json.loads(json.dumps(records[0]))
-    changed["seconds"] = 99.0
+    changed = dict(again, seconds=99.0)
     _write(path, [*records, changed], resign=(3,))
     with pytest.raises(MonkError, match="line 4: a second, different record of the cell of line 1"):
         CellStore(tmp_path, "toy", {}).open()
@@ -228,3 +228,19 @@ def test_fresh_removes_the_old_outputs_before_the_new_manifest(tmp_path, monkeyp
     assert not (tmp_path / "results.csv").exists() and not (tmp_path / "fig.png").exists()
     assert not (tmp_path / "manifest.json").exists() and not (tmp_path / JOURNAL).exists()
     assert (tmp_path / "notes.txt").read_text() == "old"  # not ours: never touched
+
+
+def test_a_record_moved_to_another_line_is_refused(tmp_path):
+    path, records = _journal(tmp_path)
+    _write(path, [records[1], records[0], records[2]])  # two lines swapped, each intact
+    with pytest.raises(MonkError, match=r"line 1: the record written as line 2 \(lines were moved\)"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_records_appended_after_a_resume_continue_the_line_numbers(tmp_path):
+    path, _ = _journal(tmp_path, n=2)
+    with CellStore(tmp_path, "toy", {}) as store:
+        list(run_cells(CELLS[:4], square, store))
+    assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2, 3, 4]
+    with CellStore(tmp_path, "toy", {}) as store:
+        assert len(store.done) == 4
