@@ -256,7 +256,7 @@ def test_memory_of_the_feature_tables_is_bounded(monkeypatch):
 
 
 def test_shared_letter_pairs_are_counted_in_bands_without_the_full_mask(monkeypatch):
-    import plugins.string_kernels as sk
+    import monk_plugins.string_kernels as sk
 
     rng = np.random.default_rng(0)
     for sym in (True, False):
