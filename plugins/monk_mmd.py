@@ -598,9 +598,8 @@ def within_block_stats(ctx: _Context, parts: list[Any], ridge: float) -> list[Bl
 def _checked(pool: PooledSample, stats: BlockStats, ridge: float) -> BlockStats:
     """The block statistics, after checking their squared norms (negative: K is not PSD)."""
     dmax = float(pool.diag.max()) + ridge
-    size = float(np.max(pool.size))
     check_squared_norm(pool.kernel, float(np.min(stats.v_v)), 4.0 * dmax, "a block's ||d_q||^2")
-    check_squared_norm(pool.kernel, float(np.min(stats.one_one)), size * size * dmax, "a block's 1'K1")
+    check_squared_norm(pool.kernel, float(np.min(stats.one_one)), pool.size**2 * dmax, "a block's 1'K1")
     return stats
 
 

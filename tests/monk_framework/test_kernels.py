@@ -162,12 +162,20 @@ def test_a_correct_kernel_passes_the_contract_checks_on_large_and_badly_scaled_d
     # the checks must not fire on PSD kernels, including where rounding is worst: far from
     # the origin, many features (the BLAS distance identity), a row-chunked Gram matrix
     rng = np.random.default_rng(2)
-    X = 1e4 + rng.normal(size=(700, 60))
+    X = 1e4 + rng.normal(size=(1200, 60))  # rows in bands of 436: three diagonal blocks
+    D2 = cdist(X[:40], X[:40], "sqeuclidean")
+    truth = {  # the definitions, from scipy's distances, on the first 40 points
+        "rbf": np.exp(-D2 / (2 * 5.0**2)),
+        "laplace": np.exp(-np.sqrt(D2) / 50.0),
+        "linear": X[:40] @ X[:40].T,
+    }
     for name, params in (("rbf", {"sigma": 5.0}), ("laplace", {"sigma": 50.0}), ("linear", {}),
                          ("quadratic", {"normalize": True}), ("energy", {})):
         K = registry.get_kernel(name, **params).gram(X)
-        assert np.array_equal(K, K.T)
-    assert FaultyKernel().gram(X[:50] * 1e-4).shape == (50, 50)
+        if name in truth:
+            np.testing.assert_allclose(K[:40, :40], truth[name], rtol=1e-9, atol=1e-12)
+    small = X[:50] * 1e-4
+    np.testing.assert_allclose(FaultyKernel().gram(small), np.exp(-0.5 * cdist(small, small, "sqeuclidean")), rtol=1e-12)
 
 
 @attrs.frozen(kw_only=True)
