@@ -104,7 +104,7 @@ def one_run(task: dict[str, Any]) -> dict[str, Any]:
             continue
         name, params = parse_spec(spec)
         start = time.perf_counter()
-        result = reg.get_estimator(name, **params).estimate(kernel, X, Y, rng=task["run"])
+        result = reg.get_estimator(name, **params).estimate(kernel, X, Y, rng=np.random.default_rng(task["run"]))
         seconds[label] = time.perf_counter() - start
         value = math.copysign(math.sqrt(abs(result.mmd2)), result.mmd2)
         if label in READ_TWICE:

@@ -170,7 +170,8 @@ def _runs(test: str, n: int, d: int, design: str, shift: bool, kernel: str = "")
         return 100
     if test in CHEAP:
         return 1000 if n == 200 else 500
-    return 500 if n == 200 else 200
+    # the clean null gets the 500 runs the level acceptance asks for at both sizes
+    return 500 if n == 200 or design == "none" else 200
 
 
 def main_tasks(quick: bool, sizes: tuple[int, ...] = (200, 1000)) -> list[dict[str, Any]]:
@@ -240,7 +241,7 @@ def go_tasks(quick: bool) -> list[dict[str, Any]]:
 def do_go(task: dict[str, Any]) -> dict[str, Any]:
     from monk_framework.datasets import get_dataset
 
-    X, Y = get_dataset("gauss-outliers").sample(task["run"])
+    X, Y = get_dataset("gauss-outliers").sample(np.random.default_rng(task["run"]))
     return run_test(task["test"], "quadratic", X, Y, 10, 1000, task["run"])
 
 

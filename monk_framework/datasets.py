@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 
 from .errors import ParameterError, ResourceError, UnknownNameError
-from .estimators import RNGLike, normalize_rng
+from .randomness import RNGLike, generator
 from .kernels import Kernel, available_memory, format_bytes
 from .params import Check, Configurable, integer, one_of, parameter, real
 from .splice import load_splice
@@ -53,8 +53,8 @@ class Dataset(Configurable):
     def sample(self, rng: RNGLike = None) -> tuple[np.ndarray, np.ndarray]:
         """Draw (X, Y); the same seed gives the same samples on any machine."""
         self._check_memory()
-        generator, _ = normalize_rng(rng)
-        return self._sample(generator)
+        stream, _ = generator(rng, "data")
+        return self._sample(stream)
 
     def _check_memory(self) -> None:
         """Refuse sizes whose samples cannot fit, before drawing (vector data sets)."""

@@ -22,6 +22,7 @@ from .blocks import Partition
 from .kernels import Kernel
 from .params import Configurable
 from .pooled import PooledSample, SampleSums
+from .randomness import RNGLike, generator
 from .results import Embedding, MMDResult
 
 __all__ = [
@@ -30,24 +31,7 @@ __all__ = [
     "EmbeddingEstimator",
     "Estimate",
     "EmbeddingWeights",
-    "normalize_rng",
 ]
-
-RNGLike = None | int | np.integer | np.random.Generator | np.random.SeedSequence
-
-
-def normalize_rng(rng: RNGLike) -> tuple[np.random.Generator, int | None]:
-    """Turn ``rng`` into a Generator and the seed to record (None if not an int seed)."""
-    if isinstance(rng, bool):
-        raise MonkError(f"rng must be None, an int seed or a numpy Generator; got {rng!r}.")
-    if rng is None or isinstance(rng, (int, np.integer)):
-        if rng is not None and int(rng) < 0:
-            raise MonkError(f"A seed must be a non-negative int; got {rng}.")
-        return np.random.default_rng(rng), (None if rng is None else int(rng))
-    if isinstance(rng, (np.random.Generator, np.random.SeedSequence)):
-        return np.random.default_rng(rng), None
-    raise MonkError(f"rng must be None, an int seed or a numpy Generator; got {type(rng).__name__}.")
-
 
 @attrs.frozen(kw_only=True)
 class Estimate:
@@ -109,10 +93,10 @@ class MMDEstimator(Estimator):
         Xv, Yv = kernel.check_pair(X, Y)
         self._check_size(Xv, "X")
         self._check_size(Yv, "Y")
-        generator, seed = normalize_rng(rng)
+        stream, seed = generator(rng)
         start = time.perf_counter()
         fitted = kernel.fit(Xv, Yv)
-        core = self._estimate(fitted, Xv, Yv, generator)
+        core = self._estimate(fitted, Xv, Yv, stream)
         total = time.perf_counter() - start
         return MMDResult(
             estimator=self.name,
@@ -212,10 +196,10 @@ class EmbeddingEstimator(Estimator):
         kernel = self._check_kernel(kernel)
         Xv = kernel.check_sample(X)
         self._check_size(Xv, "X")
-        generator, seed = normalize_rng(rng)
+        stream, seed = generator(rng)
         start = time.perf_counter()
         fitted = kernel.fit(Xv)
-        core = self._embed(fitted, Xv, generator)
+        core = self._embed(fitted, Xv, stream)
         total = time.perf_counter() - start
         return Embedding(
             kernel=fitted,

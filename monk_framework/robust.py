@@ -38,9 +38,10 @@ from scipy import stats
 from .backends import Backend, LocalBackend
 from .blocks import check_n_blocks, median_position, pair_partition
 from .errors import MonkError, ParameterError
-from .estimators import MMDEstimator, RNGLike
+from .estimators import MMDEstimator
 from .kernels import Kernel
 from .pooled import PooledSample
+from .randomness import RNGLike, root, seed_of, stream
 from .results import _dumps, _finite, jsonable
 from .two_sample import (
     Progress,
@@ -48,7 +49,6 @@ from .two_sample import (
     critical_rank,
     null_quantile,
     null_statistics,
-    seed_sequence,
     within_block_batch,
 )
 from .within_blocks import relabellings, within_block_sums
@@ -335,9 +335,9 @@ def robust_test(
     if n < 2 or m < 2:
         raise MonkError(f"A robust test needs at least 2 points in each sample; got N = {n}, M = {m}.")
     r = contamination_count(contamination, n + m)
-    seq, seed = seed_sequence(rng)
-    observed_seq, null_seq = seq.spawn(2)
-    partition_seq = seq.spawn(1)[0]
+    seq = root(rng)
+    seed = seed_of(seq)
+    null_seq = stream(seq, "relabel")
     pool = PooledSample(kernel, Xv, Yv)
     B = int(n_permutations)
     common: dict[str, Any] = dict(
@@ -350,7 +350,7 @@ def robust_test(
         delta = mmd_sensitivity(kernel, n, m)
         assert delta is not None
         identity = np.arange(n + m)[None, :]
-        T = math.sqrt(max(float(est.permuted_statistics(pool, identity, [np.random.default_rng(observed_seq)])[0]), 0.0))
+        T = math.sqrt(max(float(est.permuted_statistics(pool, identity, [np.random.default_rng(stream(seq, "estimate"))])[0]), 0.0))
         null = np.sqrt(np.maximum(null_statistics(est, pool, B, null_seq, progress, backend), 0.0))
         k = critical_rank(B, alpha)
         q = null_quantile(null, alpha)
@@ -364,7 +364,7 @@ def robust_test(
             timings={"total_s": time.perf_counter() - start}, **common,
         )
     Q = auto_blocks(n, m, r) if n_blocks == "auto" else _check_blocks(n_blocks, n, m)
-    partition = pair_partition(n, m, Q, np.random.default_rng(partition_seq))
+    partition = pair_partition(n, m, Q, np.random.default_rng(stream(seq, "partition")))
     counts = _block_exceedances(est, pool, partition, B, null_seq, progress)
     pvalues = (1.0 + counts) / (1.0 + B)
     p = median_pvalue(pvalues, r)

@@ -29,8 +29,11 @@ test reports T − q̂ and rejects when T > q̂.
 :mod:`monk_framework.robust` and offered here too): a test whose level holds when up to
 r points are corrupted, with a certificate of how much corruption a rejection survives.
 
-Randomness: one seed drives everything; the relabellings and each relabelling's own
-estimator randomness come from spawned streams, so results do not depend on batching.
+Randomness: one seed drives everything; each part (the statistic, the partition, the
+relabellings, each relabelling's own estimator randomness, each grid point) draws from
+its own stream of :mod:`monk_framework.randomness`, so results do not depend on batching
+or on the rest of a grid, and the statistic with ``relabel="global"`` is the estimate
+``estimator.estimate(kernel, X, Y, rng=seed)`` gives.
 """
 
 from __future__ import annotations
@@ -47,9 +50,10 @@ import numpy as np
 from .backends import Backend, LocalBackend
 from .blocks import Partition, take
 from .errors import MonkError, ParameterError, ResourceError
-from .estimators import MMDEstimator, RNGLike, normalize_rng
+from .estimators import MMDEstimator
 from .kernels import Kernel, available_memory, format_bytes
 from .pooled import PooledSample, batch_size
+from .randomness import RNGLike, child, root, seed_of, stable_int, stream
 from .results import _dumps, _finite, jsonable
 from .within_blocks import DRAW_CHUNK, relabellings
 
@@ -105,22 +109,12 @@ def _check_test_params(estimator: Any, n_permutations: Any, alpha: Any) -> MMDEs
     return estimator
 
 
-def seed_sequence(rng: RNGLike) -> tuple[np.random.SeedSequence, int | None]:
-    """The SeedSequence that every stream of a test is spawned from, and the seed to record."""
-    generator, seed = normalize_rng(rng)
-    if seed is not None:
-        return np.random.SeedSequence(seed), seed
-    if isinstance(rng, np.random.SeedSequence):
-        return rng, None
-    return np.random.SeedSequence(int(generator.integers(2**63))), None
-
-
 class _Streams(Sequence[np.random.Generator]):
     """Generators of relabellings start..stop, made only when an estimator asks for one.
 
-    Stream b is the b-th child of ``seq`` (what ``seq.spawn`` would give), so a
-    relabelling's randomness does not depend on the batch it lands in; the classical
-    statistics never draw, and never pay for making 1000 generators.
+    Stream b is child b of ``seq``, so a relabelling's randomness does not depend on the
+    batch it lands in; the classical statistics never draw, and never pay for making
+    1000 generators.
     """
 
     def __init__(self, seq: np.random.SeedSequence, start: int, stop: int):
@@ -134,9 +128,7 @@ class _Streams(Sequence[np.random.Generator]):
             return [self[j] for j in range(*i.indices(len(self)))]
         if not -len(self) <= i < len(self):
             raise IndexError(i)
-        b = self.start + (i % len(self))
-        child = np.random.SeedSequence(self.seq.entropy, spawn_key=(*self.seq.spawn_key, b))
-        return np.random.default_rng(child)
+        return np.random.default_rng(child(self.seq, self.start + (i % len(self))))
 
 
 #: bytes per relabelling that a test holds at once: its statistic, its signed root and a
@@ -386,16 +378,16 @@ def permutation_test(
     # before any kernel evaluation: a B that cannot fit is refused at once
     check_null_memory(int(n_permutations), pool_size=len(Xv) + len(Yv),
                       all_drawn=backend is not None and not isinstance(backend, LocalBackend), listed=bool(return_null))
-    seq, seed = seed_sequence(rng)
-    observed_seq, null_seq = seq.spawn(2)
-    partition = choose_partition(estimator, relabel, len(Xv), len(Yv), seq.spawn(1)[0])
+    seq = root(rng)
+    seed = seed_of(seq)
+    partition = choose_partition(estimator, relabel, len(Xv), len(Yv), stream(seq, "partition"))
     fitted = kernel if gram is not None else kernel.fit(Xv, Yv)
     pool = PooledSample(fitted, Xv, Yv, gram=gram)
     tick = time.perf_counter()
-    mmd2 = observed_mmd2(estimator, pool, observed_seq, partition)
+    mmd2 = observed_mmd2(estimator, pool, stream(seq, "estimate"), partition)
     observed_s = time.perf_counter() - tick
     tick = time.perf_counter()
-    null2 = null_statistics(estimator, pool, int(n_permutations), null_seq, progress, backend, partition)
+    null2 = null_statistics(estimator, pool, int(n_permutations), stream(seq, "relabel"), progress, backend, partition)
     null_s = time.perf_counter() - tick
     T, null = float(signed_root(mmd2)), signed_root(null2)
     exceed = int(np.count_nonzero(null >= T))
@@ -530,9 +522,9 @@ def split_test(
                 f"grid: kernel {kernel.name!r} has no parameter {key!r} (it has {', '.join(sorted(known)) or 'none'})."
             )
     candidates = [type(kernel).from_params({**kernel.params(), **point}) for point in points]
-    seq, seed = seed_sequence(rng)
-    split_seq, tune_seq, null_seq, test_seq = seq.spawn(4)
-    split_rng = np.random.default_rng(split_seq)
+    seq = root(rng)
+    seed = seed_of(seq)
+    split_rng = np.random.default_rng(stream(seq, "split"))
     px, py = three_parts(len(Xv), split_rng), three_parts(len(Yv), split_rng)
     need, why = estimator.min_sample_size()
     for name, sample, parts in (("X", Xv, px), ("Y", Yv, py)):
@@ -547,15 +539,16 @@ def split_test(
     tick = time.perf_counter()
     X1, Y1 = take(Xv, px[0]), take(Yv, py[0])
     tuning: list[dict[str, Any]] = []
-    tune_streams = tune_seq.spawn(len(candidates))
+    # a grid point's stream is named by the point, so its statistic ignores the rest of the grid
+    tune_streams = [stream(seq, "tune", stable_int(jsonable(point))) for point in points]
     def pool_of(kern: Kernel, stage_index: int) -> PooledSample:
         Xs, Ys = take(Xv, px[stage_index]), take(Yv, py[stage_index])
         K = None if gram is None else gram(kern, px[stage_index], py[stage_index])
         return PooledSample(kern, Xs, Ys, gram=K)
 
-    for point, cand, stream in zip(points, candidates, tune_streams):
+    for point, cand, point_seq in zip(points, candidates, tune_streams):
         fitted = cand if gram is not None else cand.fit(X1, Y1)
-        T1 = observed_mmd2(estimator, pool_of(fitted, 0), stream)
+        T1 = observed_mmd2(estimator, pool_of(fitted, 0), point_seq)
         tuning.append({"params": point, "kernel_params": fitted.params(), "statistic": float(signed_root(T1))})
     scores = [float(t["statistic"]) for t in tuning]
     best = scores.index(max(scores))  # the first of equals
@@ -564,10 +557,10 @@ def split_test(
 
     # part 2: the null quantile from relabellings; part 3: the statistic
     tick = time.perf_counter()
-    null = signed_root(null_statistics(estimator, pool_of(chosen, 1), int(n_permutations), null_seq, progress, backend))
+    null = signed_root(null_statistics(estimator, pool_of(chosen, 1), int(n_permutations), stream(seq, "calibrate"), progress, backend))
     calibrate_s = time.perf_counter() - tick
     tick = time.perf_counter()
-    T = float(signed_root(observed_mmd2(estimator, pool_of(chosen, 2), test_seq)))
+    T = float(signed_root(observed_mmd2(estimator, pool_of(chosen, 2), stream(seq, "test"))))
     test_s = time.perf_counter() - tick
     q = null_quantile(null, alpha)
     return SplitTestResult(

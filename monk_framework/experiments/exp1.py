@@ -33,7 +33,8 @@ from ..pooled import PooledSample
 from ..registry import get_registry
 from ..two_sample import observed_mmd2, signed_root
 from . import Experiment, mmd_estimator, named_kernel, parse_spec, spec_label
-from .runner import Cell, CellStore, stable_int
+from ..randomness import stable_int
+from .runner import Cell, CellStore
 
 __all__ = ["Exp1", "SETTINGS", "DEFAULT_ESTIMATORS"]
 

@@ -31,7 +31,8 @@ from ..splice import load_splice
 from ..two_sample import grid_points, split_test
 from ..kernels import Kernel
 from . import Experiment, mmd_estimator, named_kernel, parse_spec, spec_label
-from .runner import Cell, CellStore, stable_int
+from ..randomness import stable_int
+from .runner import Cell, CellStore
 
 __all__ = ["Exp2", "PANELS", "DEFAULT_GRID"]
 

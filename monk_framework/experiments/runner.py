@@ -50,7 +50,7 @@ from ..errors import MonkError
 from ..files import write_atomically
 from ..results import jsonable
 
-__all__ = ["Cell", "CellStore", "run_cells", "cell_key", "record_checksum", "stable_int"]
+__all__ = ["Cell", "CellStore", "run_cells", "cell_key", "record_checksum"]
 
 MANIFEST = "manifest.json"
 JOURNAL = "cells.jsonl"
@@ -92,11 +92,6 @@ def _record_problem(record: Any) -> str | None:
             if row[name] != settings[name]:
                 return f"a row's {name!r} is {row[name]!r}, its cell's is {settings[name]!r}"
     return None
-
-
-def stable_int(text: str) -> int:
-    """A stable 32-bit integer for a name (seed material; Python's ``hash`` is salted)."""
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
 
 
 @attrs.frozen

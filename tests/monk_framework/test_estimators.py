@@ -8,19 +8,8 @@ import numpy as np
 import pytest
 
 from monk_framework import DataError, Embedding, MonkError, get_registry
-from monk_framework.estimators import normalize_rng
 
 REG = get_registry()
-
-
-def test_rng_normalisation_records_int_seeds():
-    gen, seed = normalize_rng(7)
-    assert seed == 7 and gen.integers(1 << 30) == np.random.default_rng(7).integers(1 << 30)
-    assert normalize_rng(None)[1] is None
-    assert normalize_rng(np.random.default_rng(1))[1] is None
-    for bad in (-1, True, "3", 1.5):
-        with pytest.raises(MonkError):
-            normalize_rng(bad)
 
 
 @pytest.mark.parametrize(

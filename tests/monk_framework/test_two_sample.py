@@ -28,7 +28,7 @@ def relabelled_estimates(estimator, kernel, pool, perms, seeds):
     out = []
     for perm, seed in zip(perms, seeds):
         X, Y = pool.relabelled(perm)
-        out.append(estimator.estimate(kernel, X, Y, rng=seed).mmd2)
+        out.append(estimator.estimate(kernel, X, Y, rng=np.random.default_rng(seed)).mmd2)
     return np.array(out)
 
 

@@ -36,7 +36,7 @@ def test_one_block_is_the_v_statistic(registry, name, params, n, m):
     X, Y = _samples(n, m)
     kernel = registry.get_kernel("rbf", sigma=1.0)
     v = registry.get_estimator("v-stat").estimate(kernel, X, Y).mmd
-    est = registry.get_estimator(name, n_blocks=1, **params).estimate(kernel, X, Y, rng=3)
+    est = registry.get_estimator(name, n_blocks=1, **params).estimate(kernel, X, Y, rng=np.random.default_rng(3))
     assert est.mmd == pytest.approx(v, rel=1e-10)
 
 
@@ -45,7 +45,7 @@ def test_authors_ridge_at_one_block_is_its_closed_form(registry):
     X, Y = _samples(100, 80)
     kernel = registry.get_kernel("quadratic")
     v2 = registry.get_estimator("v-stat").estimate(kernel, X, Y).mmd2
-    res = registry.get_estimator("monk-bcd", n_blocks=1).estimate(kernel, X, Y, rng=0)
+    res = registry.get_estimator("monk-bcd", n_blocks=1).estimate(kernel, X, Y, rng=np.random.default_rng(0))
     assert res.mmd == pytest.approx(math.sqrt(v2 + 1e-5 * (1 / 100 + 1 / 80)), rel=1e-10)
 
 
@@ -56,7 +56,7 @@ def test_bcd_fast_on_a_fixed_partition_is_monotone_and_bounded(registry, variant
     est = registry.get_estimator(
         "monk-bcd-fast", solver="bcd", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0, n_iter=60
     )
-    res = est.estimate(kernel, X, Y, rng=9)
+    res = est.estimate(kernel, X, Y, rng=np.random.default_rng(9))
     trace = np.array(res.diagnostics["trace"])
     assert (np.diff(trace) >= -1e-12).all()
     # independent truth: the block V-statistics of the (reproduced) partition
@@ -68,11 +68,11 @@ def test_bcd_fast_on_a_fixed_partition_is_monotone_and_bounded(registry, variant
     start = registry.get_estimator(
         "monk-bcd-fast", solver="bcd", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0,
         start="indicator", n_iter=5,
-    ).estimate(kernel, X, Y, rng=9)
+    ).estimate(kernel, X, Y, rng=np.random.default_rng(9))
     assert np.allclose(start.diagnostics["trace"], bound, rtol=1e-10)
     # the exact solver returns that sup at once, from the same partition
     exact = registry.get_estimator("monk-bcd-fast", solver="exact", n_blocks=11, variant=variant, ridge=0.0).estimate(
-        kernel, X, Y, rng=9
+        kernel, X, Y, rng=np.random.default_rng(9)
     )
     assert exact.diagnostics["solver"] == "exact" and exact.diagnostics["partitions"] == 1
     assert exact.mmd == pytest.approx(bound, rel=1e-12)
@@ -84,7 +84,7 @@ def test_bcd_fast_exact_is_the_median_of_block_v_statistics_with_ridge(registry,
     # with K + εI each block's value is sqrt(MMD_V² + ε(1/|S_q| + 1/|T_q|)), brute force per block
     X, Y = _samples(n, m, d=3, seed=8)
     kernel = registry.get_kernel("quadratic")
-    res = registry.get_estimator("monk-bcd-fast", solver="exact", n_blocks=7).estimate(kernel, X, Y, rng=21)
+    res = registry.get_estimator("monk-bcd-fast", solver="exact", n_blocks=7).estimate(kernel, X, Y, rng=np.random.default_rng(21))
     part = pair_partition(n, m, 7, np.random.default_rng(21))
     values = []
     for q in range(7):
@@ -110,8 +110,8 @@ def test_bcd_fast_reshuffles_on_the_authors_schedule(registry):
 def test_matrix_free_equals_stored_gram(registry, kernel_name, solver):
     X, Y = _samples(150, 110, d=3, seed=5)
     kernel = registry.get_kernel(kernel_name)
-    stored = registry.get_estimator("monk-bcd", solver=solver, matrix_free=False).estimate(kernel, X, Y, rng=11)
-    free = registry.get_estimator("monk-bcd", solver=solver, matrix_free=True).estimate(kernel, X, Y, rng=11)
+    stored = registry.get_estimator("monk-bcd", solver=solver, matrix_free=False).estimate(kernel, X, Y, rng=np.random.default_rng(11))
+    free = registry.get_estimator("monk-bcd", solver=solver, matrix_free=True).estimate(kernel, X, Y, rng=np.random.default_rng(11))
     assert free.diagnostics["matrix_free"] and not stored.diagnostics["matrix_free"]
     assert free.mmd == pytest.approx(stored.mmd, rel=1e-10)
     assert np.allclose(free.diagnostics["trace"], stored.diagnostics["trace"], rtol=1e-10, atol=1e-14)
@@ -141,7 +141,7 @@ def test_outliers_ruin_the_u_statistic_but_not_monk(registry, kernel_name, param
         "minmax": registry.get_estimator("monk-embedding-mmd", center="minmax"),
         "monk-embedding-mmd": registry.get_estimator("monk-embedding-mmd"),  # geometric
     }
-    clean = {k: e.estimate(kernel, X, Y, rng=1).mmd for k, e in ests.items()}
+    clean = {k: e.estimate(kernel, X, Y, rng=np.random.default_rng(1)).mmd for k, e in ests.items()}
     u_clean = registry.get_estimator("u-stat").estimate(kernel, X, Y).mmd
     for distance in (1e3, 1e6, 1e9):
         Xc, Yc = X.copy(), Y.copy()
@@ -162,7 +162,7 @@ def test_embedding_outliers_stay_bounded_in_rkhs_norm(registry, name):
     est = registry.get_estimator(name)
     mean = registry.get_estimator("mean")
     truth = mean.embed(kernel, X)
-    clean_err = est.embed(kernel, X, rng=2).distance(truth)
+    clean_err = est.embed(kernel, X, rng=np.random.default_rng(2)).distance(truth)
     for distance in (1e3, 1e6):
         Xc = X.copy()
         Xc[-4:] = distance
@@ -187,7 +187,7 @@ def test_monk_embedding_objective_is_certified_against_a_brute_force_block_gram(
 
     X = np.random.default_rng(4).standard_normal((200, 2))
     kernel = registry.get_kernel("rbf")
-    emb = registry.get_estimator("monk-embedding").embed(kernel, X, rng=0)
+    emb = registry.get_estimator("monk-embedding").embed(kernel, X, rng=np.random.default_rng(0))
     diag = emb.diagnostics
     assert diag["converged"] and 0 <= diag["gap"] <= 1e-6
     # independent truth: the block means' Gram from the full Gram matrix, the same
@@ -236,12 +236,12 @@ def test_seeds_reproduce_every_estimator(registry):
     X, Y = _samples(80, 90)
     kernel = registry.get_kernel("rbf")
     for name in MONK_MMD:
-        a = registry.get_estimator(name).estimate(kernel, X, Y, rng=7)
-        b = registry.get_estimator(name).estimate(kernel, X, Y, rng=7)
+        a = registry.get_estimator(name).estimate(kernel, X, Y, rng=np.random.default_rng(7))
+        b = registry.get_estimator(name).estimate(kernel, X, Y, rng=np.random.default_rng(7))
         assert a.mmd == b.mmd and a.diagnostics == b.diagnostics
     for name in ("monk-embedding", "geometric-mom"):
-        a = registry.get_estimator(name).embed(kernel, X, rng=7)
-        b = registry.get_estimator(name).embed(kernel, X, rng=7)
+        a = registry.get_estimator(name).embed(kernel, X, rng=np.random.default_rng(7))
+        b = registry.get_estimator(name).embed(kernel, X, rng=np.random.default_rng(7))
         assert np.array_equal(a.weights, b.weights)
 
 
@@ -252,7 +252,7 @@ def test_auto_blocks_picks_enough_blocks_against_outliers(registry):
     X[-5:] = 2000.0
     Y[-5:] = 4000.0
     kernel = registry.get_kernel("quadratic")
-    res = registry.get_estimator("monk-bcd", n_blocks="auto", n_iter=30).estimate(kernel, X, Y, rng=0)
+    res = registry.get_estimator("monk-bcd", n_blocks="auto", n_iter=30).estimate(kernel, X, Y, rng=np.random.default_rng(0))
     lep = res.diagnostics["lepski"]
     assert lep["grid"] == [1, 3, 7, 15, 31, 63, 127]
     # Q = 1 (the V-statistic) is ruined; Lepski moves to a Q whose estimate agrees with
@@ -260,7 +260,7 @@ def test_auto_blocks_picks_enough_blocks_against_outliers(registry):
     assert lep["estimates"][0] > 100
     assert lep["chosen_n_blocks"] >= 7 and res.diagnostics["n_blocks"] == lep["chosen_n_blocks"]
     assert res.mmd < 10
-    emb = registry.get_estimator("geometric-mom", n_blocks="auto").embed(kernel, X, rng=0)
+    emb = registry.get_estimator("geometric-mom", n_blocks="auto").embed(kernel, X, rng=np.random.default_rng(0))
     mean = registry.get_estimator("mean")
     clean = mean.embed(kernel, X[:-5])
     assert emb.diagnostics["lepski"]["chosen_n_blocks"] >= 3
@@ -361,7 +361,7 @@ def test_embedding_mmd_partition_statistics_equal_brute_force_block_means(regist
     part = est.fixed_partition(n, m, np.random.default_rng(3))
     # the observed statistic is the estimate with the same seed: the same two partition draws
     assert est.partition_statistics(pool, part, np.arange(n + m)[None], [None])[0] == pytest.approx(
-        est.estimate(kernel, X, Y, rng=3).mmd2, rel=1e-10
+        est.estimate(kernel, X, Y, rng=np.random.default_rng(3)).mmd2, rel=1e-10
     )
     Z = np.vstack([X, Y])
     for perm in draw_within_block(part, n, 3, rng):
@@ -393,7 +393,7 @@ def test_bcd_fast_test_time_form_is_the_sup_on_the_partition(registry, rng, para
         values.append(math.sqrt(v2 + est.resolved_ridge * (1 / len(A) + 1 / len(B))))
     assert got == pytest.approx(np.median(values) ** 2, rel=1e-10)
     exact = registry.get_estimator("monk-bcd-fast", n_blocks=7, solver="exact", variant=est.variant)
-    assert got == pytest.approx(exact.estimate(kernel, X, Y, rng=1).mmd2, rel=1e-10)
+    assert got == pytest.approx(exact.estimate(kernel, X, Y, rng=np.random.default_rng(1)).mmd2, rel=1e-10)
 
 
 def test_only_a_fixed_number_of_blocks_has_a_fixed_partition(registry, rng):
@@ -477,7 +477,7 @@ def test_bcd_authors_matches_an_independent_transcription_on_replayed_partitions
     drawn = _record_partitions(monkeypatch)
     T = 25
     est = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=T, variant="authors", trace=True)
-    result = est.estimate(kernel, X, Y, rng=3)
+    result = est.estimate(kernel, X, Y, rng=np.random.default_rng(3))
     assert len(drawn) == T
     Z = np.vstack([X, Y])
     medians, final = _published_bcd(kernel.gram(Z, Z), n, drawn, monk_mmd.AUTHORS_RIDGE, monk_mmd.AUTHORS_STEP_DECAY)
@@ -491,7 +491,7 @@ def test_bcd_authors_matches_an_independent_transcription_on_replayed_partitions
     # the other reading point, on the same partitions
     drawn.clear()
     other = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=T, variant="authors", report="final").estimate(
-        kernel, X, Y, rng=3
+        kernel, X, Y, rng=np.random.default_rng(3)
     )
     assert other.mmd2 == pytest.approx(final * abs(final), abs=1e-12)
     assert final != pytest.approx(medians[-1], abs=1e-9)  # the two readings differ here
@@ -552,7 +552,7 @@ def test_bcd_fast_authors_matches_an_independent_transcription_on_replayed_parti
     kernel = registry.get_kernel("rbf", sigma=float(np.sqrt(d)))
     drawn = _record_partitions(monkeypatch)
     est = registry.get_estimator("monk-bcd-fast", n_blocks=Q, n_iter=T, variant="authors", trace=True)
-    result = est.estimate(kernel, X, Y, rng=5)
+    result = est.estimate(kernel, X, Y, rng=np.random.default_rng(5))
     starts = [t for t in range(T) if t == 0 or est.reshuffles_at(t)]
     assert starts == [0, 17, 24, 31, 38]  # after 10 iterations (stall), then every (40 - 10) // 4
     assert len(drawn) == len(starts)
@@ -565,7 +565,7 @@ def test_bcd_fast_authors_matches_an_independent_transcription_on_replayed_parti
     assert trace[T] == pytest.approx(final, abs=1e-12)
     assert result.mmd2 == pytest.approx(medians[-1] * abs(medians[-1]), abs=1e-12)
     drawn.clear()
-    other = registry.get_estimator("monk-bcd-fast", n_blocks=Q, n_iter=T, report="final").estimate(kernel, X, Y, rng=5)
+    other = registry.get_estimator("monk-bcd-fast", n_blocks=Q, n_iter=T, report="final").estimate(kernel, X, Y, rng=np.random.default_rng(5))
     assert other.mmd2 == pytest.approx(final * abs(final), abs=1e-12)
     assert final != pytest.approx(medians[-1], abs=1e-9)  # the two readings differ here
 
@@ -577,7 +577,7 @@ def test_report_auto_follows_the_variant_and_is_recorded(registry, rng):
         for variant, rule in (("authors", "before-update"), ("paper", "final")):
             est = registry.get_estimator(name, n_blocks=5, n_iter=12, variant=variant)
             assert est.resolved_report == rule
-            result = est.estimate(kernel, X, Y, rng=1)
+            result = est.estimate(kernel, X, Y, rng=np.random.default_rng(1))
             trace = result.diagnostics["trace"]
             assert result.diagnostics["report"] == rule and len(trace) == 13
             reported = trace[-2] if rule == "before-update" else trace[-1]

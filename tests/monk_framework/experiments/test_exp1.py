@@ -13,7 +13,7 @@ from monk_framework.errors import ParameterError
 from monk_framework.experiments import get_experiment, run_experiment
 from monk_framework.experiments.exp1 import Exp1, exp1_cell
 from monk_framework.experiments.report import read_csv
-from monk_framework.experiments.runner import stable_int
+from monk_framework.randomness import stable_int
 
 SMALL = dict(sizes=(40, 60), runs=2, estimators=("u-stat:root=signed", "monk-bcd:n_blocks=5", "monk-bcd-fast:n_blocks=5", "v-stat"))
 

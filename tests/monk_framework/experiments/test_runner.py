@@ -7,7 +7,8 @@ import json
 import pytest
 
 from monk_framework.errors import MonkError
-from monk_framework.experiments.runner import JOURNAL, Cell, CellStore, cell_key, record_checksum, run_cells, stable_int
+from monk_framework.experiments.runner import JOURNAL, Cell, CellStore, cell_key, record_checksum, run_cells
+from monk_framework.randomness import stable_int
 
 
 def square(settings, shared):
