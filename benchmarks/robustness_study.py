@@ -133,7 +133,7 @@ def run_test(test: str, kernel_name: str, X: np.ndarray, Y: np.ndarray, r: int, 
     else:
         name, params = parse_spec(spec)
         res = permutation_test(kernel, reg.get_estimator(name, **params), X, Y, n_permutations=B, rng=seed, relabel=relabel)
-        out = {"reject": bool(res.reject), "p": res.p_value}
+        out = {"reject": bool(res.reject), "p": res.pvalue}
     out["seconds"] = time.perf_counter() - start
     return out
 

@@ -31,7 +31,7 @@ from .hookspecs import hookimpl
 from .kernels import Kernel, check_squared_norm
 from .params import parameter
 from .registry import PluginEntry, PluginProblem, Provider, Registry, get_registry
-from .results import Embedding, MMDResult
+from .results import Embedding, MMDResult, Result
 
 try:
     __version__ = version("monk-framework")
@@ -60,6 +60,7 @@ __all__ = [
     "Provider",
     "Registry",
     "ResourceError",
+    "Result",
     "UnknownNameError",
     "__version__",
     "as_strings",
@@ -67,7 +68,18 @@ __all__ = [
     "check_squared_norm",
     "get_registry",
     "hookimpl",
+    "load_result",
     "load_sample",
     "load_splice",
     "parameter",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # load_result knows every result class, tests included: loaded on first use, so that
+    # importing the package stays light
+    if name == "load_result":
+        from .jobs import load_result
+
+        return load_result
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

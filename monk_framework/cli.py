@@ -8,28 +8,25 @@ parameter), 130 interrupted. No traceback unless ``--debug``.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import attrs
-import numpy as np
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from . import __version__
-from .datasets import DATASETS, default_dataset, get_dataset
+from . import __version__, jobs
+from .datasets import DATASETS
 from .errors import MonkError, ParameterError, UnknownNameError
-from .estimators import EmbeddingEstimator, MMDEstimator
 from .files import check_writable, write_atomically
-from .params import Configurable, parse_value
+from .params import Configurable
 from .registry import PluginEntry, get_registry
-from .results import jsonable
+from .results import dumps
 
 __all__ = ["app", "main"]
 
@@ -141,7 +138,7 @@ def _note(message: str) -> None:
 
 
 def _print_json(data: Any) -> None:
-    typer.echo(json.dumps(jsonable(data), indent=2, allow_nan=False))
+    typer.echo(dumps(data))
 
 
 def _complete(kind: str) -> Any:
@@ -272,87 +269,6 @@ def describe(
 # -- monkfw run ---------------------------------------------------------------------
 
 
-def _split_assignment(text: str, option: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise ParameterError(f"{option} expects key=value; got {text!r}.")
-    return key.strip(), parse_value(value)
-
-
-def route_params(
-    assignments: list[str], kernel_cls: type[Configurable], estimator_cls: type[Configurable]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Send each ``key=value`` to the kernel or the estimator by parameter name.
-
-    ``kernel.key=value`` / ``estimator.key=value`` choose explicitly when both have the
-    parameter; an unknown key is an error listing the valid ones.
-    """
-    kernel_keys = {p.name for p in kernel_cls.parameters()}
-    estimator_keys = {p.name for p in estimator_cls.parameters()}
-    routed: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
-    for text in assignments:
-        key, value = _split_assignment(text, "--param")
-        target, _, bare = key.rpartition(".")
-        if target:
-            if target not in ("kernel", "estimator"):
-                raise ParameterError(f"--param {key}: the prefix must be 'kernel.' or 'estimator.'.")
-            keys = kernel_keys if target == "kernel" else estimator_keys
-            owner = kernel_cls if target == "kernel" else estimator_cls
-            if bare not in keys:
-                raise UnknownNameError(f"parameter of {target} {owner.name!r}:", bare, keys)
-            routed[target == "estimator"][bare] = value
-        elif key in kernel_keys and key in estimator_keys:
-            raise ParameterError(
-                f"--param {key} is a parameter of both kernel {kernel_cls.name!r} and estimator "
-                f"{estimator_cls.name!r}; write kernel.{key}=... or estimator.{key}=...."
-            )
-        elif key in kernel_keys or key in estimator_keys:
-            routed[key in estimator_keys][key] = value
-        else:
-            known = sorted(kernel_keys | estimator_keys)
-            raise UnknownNameError(
-                f"parameter for kernel {kernel_cls.name!r} and estimator {estimator_cls.name!r}:", key, known
-            )
-    return routed
-
-
-def _load_data(
-    kernel_kind: str, x: Path | None, y: Path | None, dataset: str | None, data_params: list[str],
-    seed: int, needs_y: bool, case_sensitive: bool = False,
-) -> tuple[Any, Any, dict[str, Any]]:
-    from .data import load_sample
-
-    if dataset is not None and (x is not None or y is not None):
-        raise ParameterError("Give either --dataset or --x/--y files, not both.")
-    if x is None and y is not None:
-        raise ParameterError("--y needs --x as well.")
-    if data_params and x is not None:
-        raise ParameterError("--data-param applies to --dataset only, not to --x/--y files.")
-    if x is not None:
-        if needs_y and y is None:
-            raise ParameterError("This estimator compares two samples: give --y as well as --x.")
-        X = load_sample(x, case_sensitive=case_sensitive)
-        Y = load_sample(y, case_sensitive=case_sensitive) if y is not None else None
-        return X, Y, {"source": "files", "x": str(x), "y": None if y is None else str(y)}
-    if dataset is None:
-        dataset = default_dataset(kernel_kind)
-        if dataset is None:
-            raise ParameterError(f"No built-in data set gives {kernel_kind}s yet; pass --x and --y files.")
-        implicit = True
-    else:
-        implicit = False
-    params = dict(_split_assignment(t, "--data-param") for t in data_params)
-    ds = get_dataset(dataset, **params)
-    if ds.input_kind != kernel_kind:
-        raise ParameterError(
-            f"Data set {dataset!r} gives {ds.input_kind}s but the kernel takes {kernel_kind}s."
-        )
-    if implicit:
-        _note(f"No data given: using the built-in data set {ds.spec()} with seed {seed}.")
-    X, Y = ds.sample(seed)
-    return X, Y, {"source": "dataset", "name": ds.name, "params": ds.params(), "seed": seed}
-
-
 @app.command()
 def run(
     kernel: KernelOption,
@@ -374,109 +290,65 @@ def run(
     """
     if output is not None:
         check_writable(output, what="--output")  # before the work, not after it
-    reg = get_registry()
-    kernel_cls = reg.kernel_class(kernel)
-    estimator_cls = reg.estimator_class(estimator)
-    kernel_params, estimator_params = route_params(param or [], kernel_cls, estimator_cls)
-    if trace:
-        if "trace" not in {p.name for p in estimator_cls.parameters()}:
-            raise ParameterError(f"--trace: estimator {estimator!r} is not iterative (it has no 'trace' parameter).")
-        estimator_params["trace"] = True
-    kern = kernel_cls.from_params(kernel_params)
-    est = estimator_cls.from_params(estimator_params)
-    needs_y = isinstance(est, MMDEstimator)
-    X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, needs_y, case_sensitive)
-    if isinstance(est, MMDEstimator):
-        result = est.estimate(kern, X, Y, rng=seed)
-        payload = {**result.to_dict(), "data": data_info}
-        rows = [
-            ("estimator", est.spec()),
-            ("kernel", f"{result.kernel}({', '.join(f'{k}={v!r}' for k, v in result.kernel_params.items())})"),
-            ("N, M", f"{result.n_x}, {result.n_y}"),
-            ("MMD^2", f"{result.mmd2:.10g}"),
-            ("MMD", f"{result.mmd:.10g}"),
-            *_iterative_rows(result.diagnostics, result.timings),
-            ("time", f"{result.timings['total_s']:.4f} s"),
-        ]
-    elif isinstance(est, EmbeddingEstimator):
-        payload, rows = _run_embedding(est, kern, X, Y, seed)
-        payload["data"] = data_info
-    else:  # pragma: no cover - the registry admits only these two kinds
-        raise MonkError(f"Estimator {estimator!r} is neither an MMD nor an embedding estimator.")
+    job = jobs.prepare(
+        kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],
+        seed=seed, case_sensitive=case_sensitive, trace=trace,
+    )
+    for note in job.notes:
+        _note(note)
+    result = jobs.run(job)
+    _deliver(job.payload(result), output, as_json, _table(f"{job.estimator.name} with {job.kernel.name}", _run_rows(job, result)))
+
+
+def _kernel_text(name: str, params: dict[str, Any]) -> str:
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in params.items())})"
+
+
+def _run_rows(job: jobs.Job, result: Any) -> list[tuple[str, str]]:
+    est = job.estimator
+    if isinstance(result, jobs.EmbeddingsResult):
+        emb_x, emb_y = result.x, result.y
+        rows = [("estimator", est.spec()), ("kernel", emb_x.kernel.spec()), ("N", str(len(emb_x.weights))),
+                ("||mu_X||", f"{emb_x.norm():.10g}"),
+                *est.diagnostic_rows(emb_x.diagnostics, emb_x.timings)]
+        if emb_y is not None:
+            rows += [("M", str(len(emb_y.weights))), ("||mu_Y||", f"{emb_y.norm():.10g}"),
+                     ("||mu_X - mu_Y||", f"{result.distance:.10g}")]
+        return rows
+    return [
+        ("estimator", est.spec()),
+        ("kernel", _kernel_text(result.kernel, result.kernel_params)),
+        ("N, M", f"{result.n_x}, {result.n_y}"),
+        ("MMD^2", f"{result.mmd2:.10g}"),
+        ("MMD", f"{result.mmd:.10g}"),
+        *est.diagnostic_rows(result.diagnostics, result.timings),
+        ("time", f"{result.timings['total_s']:.4f} s"),
+    ]
+
+
+def _table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(show_header=False, title=title, title_justify="left")
+    table.add_column("", style="bold")
+    table.add_column("")
+    for row in rows:
+        table.add_row(*(escape(str(v)) for v in row))
+    return table
+
+
+def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table: Table, footer: str | None = None) -> None:
+    """Save the result if asked, then print it as JSON or as a table (and a footer line)."""
     if output is not None:
-        write_atomically(output, json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
+        write_atomically(output, dumps(payload) + "\n")
         _note(f"Result saved to {output}.")
     if as_json:
         _print_json(payload)
         return
-    table = Table(show_header=False, title=f"{est.name} with {kern.name}", title_justify="left")
-    table.add_column("", style="bold")
-    table.add_column("")
-    for row in rows:
-        table.add_row(*(escape(s) for s in row))
     stdout.print(table)
-
-
-def _iterative_rows(diagnostics: dict[str, Any], timings: dict[str, float]) -> list[tuple[str, str]]:
-    """Rows that median-of-means estimators add: Q, the median block, the trace, timings."""
-    rows = []
-    if "lepski" in diagnostics:
-        lep = diagnostics["lepski"]
-        rows.append(("Q (Lepski)", f"{lep['chosen_n_blocks']} of grid {lep['grid']}"))
-    elif "n_blocks" in diagnostics:
-        rows.append(("Q", str(diagnostics["n_blocks"])))
-    if "median_block" in diagnostics:
-        block = diagnostics["median_block"]
-        rows.append(("median block", f"{block['block']} ({len(block.get('x', []))} + {len(block.get('y', []))} points)"))
-    if "certificate" in diagnostics:
-        rows.append(("BCD value", f"{diagnostics['bcd_value']:.10g}"))
-        rows.append(("active blocks", str(diagnostics["certificate"]["active_blocks"])))
-    if "trace" in diagnostics:
-        values = diagnostics["trace"]
-        rows.append(("trace", f"{len(values)} values: {values[0]:.6g} -> {values[-1]:.6g} (full trace in --json)"))
-    if "iterate_s" in timings:
-        rows.append(("Gram / iterate", f"{timings['gram_s']:.4f} s / {timings['iterate_s']:.4f} s"))
-    return rows
-
-
-def _run_embedding(
-    est: EmbeddingEstimator, kern: Any, X: Any, Y: Any, seed: int
-) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    # one kernel for both samples: data-dependent hyperparameters are fitted on X ∪ Y
-    fitted = kern.fit(X, Y)
-    rng = np.random.default_rng(seed)
-    emb_x = est.embed(fitted, X, rng=rng)
-    payload: dict[str, Any] = {"type": "embeddings", "seed": seed, "x": emb_x.to_dict()}
-    rows = [("estimator", est.spec()), ("kernel", fitted.spec()), ("N", str(len(emb_x.weights))), ("||mu_X||", f"{emb_x.norm():.10g}")]
-    if Y is not None:
-        emb_y = est.embed(fitted, Y, rng=rng)
-        distance = emb_x.distance(emb_y)
-        payload.update({"y": emb_y.to_dict(), "distance": distance})
-        rows += [("M", str(len(emb_y.weights))), ("||mu_Y||", f"{emb_y.norm():.10g}"), ("||mu_X - mu_Y||", f"{distance:.10g}")]
-    return payload, rows
+    if footer is not None:
+        stdout.print(footer, markup=False)
 
 
 # -- monkfw test --------------------------------------------------------------------
-
-
-def parse_grid(assignments: list[str], kernel_cls: type[Configurable]) -> dict[str, list[Any]]:
-    """``--grid key=v1,v2,...`` (repeatable) as {key: [values]}, keys checked against the kernel."""
-    known = {p.name for p in kernel_cls.parameters()}
-    grid: dict[str, list[Any]] = {}
-    for text in assignments:
-        key, sep, values = text.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ParameterError(f"--grid expects key=v1,v2,...; got {text!r}.")
-        if key not in known:
-            raise UnknownNameError(f"parameter of kernel {kernel_cls.name!r} (in --grid):", key, known)
-        if key in grid:
-            raise ParameterError(f"--grid {key} is given twice; list all its values once: {key}=v1,v2,....")
-        items = [v for v in values.split(",")]
-        if any(not v.strip() for v in items):
-            raise ParameterError(f"--grid {key}: empty value in {values!r}.")
-        grid[key] = [parse_value(v) for v in items]
-    return grid
 
 
 class _ProgressBar:
@@ -553,18 +425,6 @@ ContaminationOption = Annotated[
 ]
 
 
-def _contamination(text: str) -> int | float:
-    """'10' is a count, '0.02' a fraction of N + M."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise ParameterError(f"--contamination takes a count (e.g. 10) or a fraction below 0.5 (e.g. 0.02); got {text!r}.") from None
-
-
 @app.command("test")
 def test_command(
     kernel: KernelOption,
@@ -600,82 +460,28 @@ def test_command(
     """
     if output is not None:
         check_writable(output, what="--output")  # before the work, not after it
-    from .robust import check_robust_test
-    from .two_sample import check_relabel, permutation_test, robust_test, split_test
-
-    if not 0 < alpha < 1:
-        raise ParameterError(f"--alpha must lie in (0, 1); got {alpha}.")
     _check_backend(backend, scheduler, workers)
-    robust = contamination is not None
-    if grid and not split:
-        raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
-    if robust and split:
-        raise ParameterError("--contamination and --split are different tests; choose one.")
-    if not robust and (method != "auto" or blocks is not None):
-        raise ParameterError("--method and --blocks choose the robust test: add --contamination R.")
-    if estimator is None and not robust:
-        raise ParameterError("monkfw test needs --estimator (e.g. -e u-stat), or --contamination R for a robust test.")
-    reg = get_registry()
-    kernel_cls = reg.kernel_class(kernel)
-    estimator_cls = reg.estimator_class(estimator or "v-stat")
-    if not issubclass(estimator_cls, MMDEstimator):
-        raise ParameterError(f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator.")
-    kernel_params, estimator_params = route_params(param or [], kernel_cls, estimator_cls)
-    grid_values = parse_grid(grid or [], kernel_cls)
-    for key in grid_values:
-        if key in kernel_params:
-            raise ParameterError(f"Kernel parameter {key!r} is given by both --param and --grid; keep one.")
-    kern = kernel_cls.from_params(kernel_params)
-    est = estimator_cls.from_params(estimator_params)
-    r = _contamination(contamination) if contamination is not None else None
-    # refuse what can be refused before reading any data
-    if robust:
-        check_robust_test(
-            kern, contamination=r, method=method, estimator=est if estimator is not None else None,
-            n_permutations=permutations, alpha=alpha,
-        )
-    elif not split:
-        check_relabel(est, relabel)
-    X, Y, data_info = _load_data(kern.input_kind, x, y, dataset, data_param or [], seed, True, case_sensitive)
+    options: dict[str, Any] = dict(
+        contamination=contamination, split=split, method=method, blocks=blocks, alpha=alpha,
+        n_permutations=permutations, relabel=relabel,
+    )
+    job = jobs.prepare_test(
+        kernel, estimator, grid=grid or [], params=param or [], x=x, y=y, dataset=dataset,
+        data_params=data_param or [], seed=seed, case_sensitive=case_sensitive, **options,
+    )
+    for note in job.notes:
+        _note(note)
     with _backend(backend, scheduler, workers) as runner, _ProgressBar("permutations") as bar:
-        if robust:
-            result: Any = robust_test(
-                kern, X, Y, contamination=r, alpha=alpha, n_permutations=permutations, method=method,
-                estimator=est if estimator is not None else None, n_blocks=blocks if blocks is not None else "auto",
-                rng=seed, return_null=null, progress=bar, backend=runner,
-            )
-        elif split:
-            result = split_test(
-                kern, est, X, Y, grid=grid_values, n_permutations=permutations, alpha=alpha,
-                rng=seed, return_null=null, progress=bar, backend=runner,
-            )
-        else:
-            result = permutation_test(
-                kern, est, X, Y, n_permutations=permutations, alpha=alpha, rng=seed,
-                return_null=null, progress=bar, backend=runner, relabel=relabel,
-            )
-    payload = {**result.to_dict(), "data": data_info}
-    if output is not None:
-        write_atomically(output, json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")
-        _note(f"Result saved to {output}.")
-    if as_json:
-        _print_json(payload)
-        return
-    kernel_text = f"{result.kernel}({', '.join(f'{k}={v!r}' for k, v in result.kernel_params.items())})"
-    if robust:
-        rows = _robust_rows(result, kernel_text)
-        title = f"Robust two-sample test ({result.method}) with {kern.name}"
+        result = jobs.test(
+            job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
+        )
+    kernel_text = _kernel_text(result.kernel, result.kernel_params)
+    if contamination is not None:
+        rows, title = _robust_rows(result, kernel_text), f"Robust two-sample test ({result.method}) with {job.kernel.name}"
     else:
-        rows = _test_rows(result, est, kernel_text, split)
-        title = f"Two-sample test: {est.name} with {kern.name}"
+        rows, title = _test_rows(result, job.estimator, kernel_text, split), f"Two-sample test: {job.estimator.name} with {job.kernel.name}"
     rows.append(("time", f"{result.timings['total_s']:.3f} s"))
-    table = Table(show_header=False, title=title, title_justify="left")
-    table.add_column("", style="bold")
-    table.add_column("")
-    for row in rows:
-        table.add_row(*(escape(str(v)) for v in row))
-    stdout.print(table)
-    stdout.print(result.decision, markup=False)
+    _deliver(job.payload(result), output, as_json, _table(title, rows), footer=result.decision)
 
 
 def _test_rows(result: Any, est: Any, kernel_text: str, split: bool) -> list[tuple[str, str]]:
@@ -695,7 +501,7 @@ def _test_rows(result: Any, est: Any, kernel_text: str, split: bool) -> list[tup
         for item in result.tuning:
             rows.append((f"part 1: {item['params'] or 'no grid'}", f"T = {item['statistic']:.6g}"))
     else:
-        rows.append(("p-value", f"{result.p_value:.4g}"))
+        rows.append(("p-value", f"{result.pvalue:.4g}"))
     rows.append(("alpha, B", f"{result.alpha:g}, {result.n_permutations}"))
     return rows
 

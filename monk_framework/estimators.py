@@ -11,7 +11,7 @@ records everything needed to reproduce it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -63,6 +63,16 @@ class Estimator(Configurable):
     def min_sample_size(self) -> tuple[int, str]:
         """The fewest points a sample may have, and why (for the error message)."""
         return 1, ""
+
+    def diagnostic_rows(self, diagnostics: Mapping[str, Any], timings: Mapping[str, float]) -> list[tuple[str, str]]:
+        """What a report of this estimator's result shows beyond the estimate: (label, text)
+        rows read from the result's ``diagnostics`` and ``timings`` (``monkfw run`` prints
+        them in its table). The default shows none; an estimator whose diagnostics say
+        something a user should see at a glance (the number of blocks, the median block,
+        an iterative trace) overrides this. Only what the estimator itself put in
+        ``diagnostics`` may be read, and every key it reads may be missing.
+        """
+        return []
 
     def _check_size(self, sample: Any, name: str) -> None:
         need, why = self.min_sample_size()

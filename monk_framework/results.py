@@ -6,18 +6,18 @@ import json
 import math
 import numbers
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import numpy as np
 
-from .errors import DataError, MonkError
+from .errors import DataError, MonkError, ParameterError
+from .kernels import Kernel
 
 if TYPE_CHECKING:
-    from .kernels import Kernel
     from .registry import Registry
 
-__all__ = ["MMDResult", "Embedding", "jsonable"]
+__all__ = ["Result", "MMDResult", "Embedding", "jsonable", "dumps", "finite"]
 
 
 def jsonable(value: Any) -> Any:
@@ -37,7 +37,8 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+def finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    """attrs validator: a result's number must be finite (a NaN never reaches a file)."""
     if not math.isfinite(value):
         raise MonkError(
             f"The estimate {attribute.name} = {value!r} is not a finite number: the kernel values "
@@ -46,13 +47,126 @@ def _finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
         )
 
 
-def _dumps(data: dict[str, Any]) -> str:
-    # allow_nan=False: a NaN must never reach a results file silently
-    return json.dumps(data, indent=2, allow_nan=False)
+def dumps(data: Mapping[str, Any]) -> str:
+    """Strict JSON: numpy values converted, and allow_nan=False, so that a NaN never
+    reaches a results file silently."""
+    return json.dumps(jsonable(data), indent=2, allow_nan=False)
+
+
+def _check_seed(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    ok = value is None or (isinstance(value, int) and value >= 0) or (
+        isinstance(value, list) and all(isinstance(v, (int, list)) for v in value)
+    )
+    if not ok:
+        raise ParameterError(f"{type(instance).__name__}.{attribute.name}: not a recorded seed: {value!r}.")
+
+
+def _array_or_none(value: Any) -> np.ndarray | None:
+    return None if value is None else np.asarray(value, dtype=np.float64).reshape(-1)
+
+
+def _array_eq(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(np.array_equal(a, b))
+
+
+#: validators shared by the result classes
+text = attrs.validators.instance_of(str)
+count = attrs.validators.and_(attrs.validators.instance_of(int), attrs.validators.ge(0))
+optional_count = attrs.validators.optional(count)
+flag = attrs.validators.instance_of(bool)
+mapping = attrs.validators.instance_of(dict)
+optional_finite = attrs.validators.optional(finite)
+
+
+def level(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    """attrs validator: a test's level α lies in (0, 1)."""
+    if not 0 < value < 1:
+        raise ParameterError(f"{type(instance).__name__}.{attribute.name} must lie in (0, 1); got {value!r}.")
+
+
+def pvalue_range(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    """attrs validator: a p-value lies in (0, 1] (permutation p-values are never 0)."""
+    if not 0 < value <= 1:
+        raise MonkError(f"A p-value must lie in (0, 1]; got {value!r}.")
+
+
+def seed_field() -> Any:
+    """The recorded randomness of a result (see :func:`monk_framework.randomness.seed_of`)."""
+    return attrs.field(default=None, validator=_check_seed)
+
+
+def null_field() -> Any:
+    """The null distribution of a test: a float array, or None when not kept."""
+    return attrs.field(default=None, converter=_array_or_none, eq=attrs.cmp_using(eq=_array_eq))
+
+
+def timings_field() -> Any:
+    return attrs.field(factory=dict, converter=jsonable, validator=mapping)
+
+
+def dict_field(**kwargs: Any) -> Any:
+    return attrs.field(converter=jsonable, validator=mapping, **kwargs)
+
+
+def optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 @attrs.frozen(kw_only=True)
-class MMDResult:
+class Result:
+    """What every result shares: its JSON form, and back.
+
+    A subclass is a frozen attrs class with a class attribute ``kind`` (the ``"type"``
+    of its JSON form). ``to_dict()`` gives ``{"type": kind, field: value, ...}`` plus the
+    read-only properties named in ``derived`` (such as a test's ``decision``), with numpy
+    values as plain JSON types; ``from_dict`` reads that back, ignoring the derived keys,
+    and reads the older names that ``renamed`` maps (``{"p_value": "pvalue"}``).
+    ``type(r).from_json(r.to_json()) == r`` for every result.
+    """
+
+    kind: ClassVar[str] = "result"
+    derived: ClassVar[tuple[str, ...]] = ()
+    renamed: ClassVar[Mapping[str, str]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind}
+        for field in attrs.fields(type(self)):
+            out[field.name] = jsonable(getattr(self, field.name))
+        for name in self.derived:
+            out[name] = jsonable(getattr(self, name))
+        return out
+
+    def to_json(self) -> str:
+        return dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], **context: Any) -> Any:
+        """Rebuild a result from ``to_dict()``'s form (older field names accepted)."""
+        if not isinstance(data, Mapping):
+            raise DataError(f"A {cls.kind} result must be a JSON object; got {type(data).__name__}.")
+        kind = data.get("type", cls.kind)
+        if kind != cls.kind:
+            raise DataError(f"This is a {kind!r} result, not a {cls.kind!r} one.")
+        fields = {f.name: f for f in attrs.fields(cls)}
+        values = {cls.renamed.get(k, k): v for k, v in data.items()}
+        missing = [name for name, f in fields.items() if f.default is attrs.NOTHING and name not in values]
+        if missing:
+            raise DataError(f"The {cls.kind} result lacks {', '.join(missing)}.")
+        return cls(**{k: v for k, v in values.items() if k in fields})
+
+    @classmethod
+    def from_json(cls, text: str, **context: Any) -> Any:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"Not a JSON result: {exc}.") from None
+        return cls.from_dict(data, **context)
+
+
+@attrs.frozen(kw_only=True)
+class MMDResult(Result):
     """An estimate of the maximum mean discrepancy between two samples.
 
     ``mmd2`` is the estimate of MMD² and ``mmd`` that of MMD. For estimators that can
@@ -60,35 +174,22 @@ class MMDResult:
     documented ``root`` rule; ``diagnostics`` says which.
     """
 
-    estimator: str
-    estimator_params: dict[str, Any] = attrs.field(converter=jsonable)
-    kernel: str
+    kind: ClassVar[str] = "mmd"
+
+    estimator: str = attrs.field(validator=text)
+    estimator_params: dict[str, Any] = dict_field()
+    kernel: str = attrs.field(validator=text)
     #: the hyperparameters actually used (e.g. the value the median heuristic gave)
-    kernel_params: dict[str, Any] = attrs.field(converter=jsonable)
+    kernel_params: dict[str, Any] = dict_field()
     #: the hyperparameters as requested (e.g. ``sigma="median"``)
-    kernel_params_requested: dict[str, Any] = attrs.field(converter=jsonable)
-    mmd2: float = attrs.field(converter=float, validator=_finite)
-    mmd: float = attrs.field(converter=float, validator=_finite)
-    n_x: int
-    n_y: int
-    seed: int | None = None
-    timings: dict[str, float] = attrs.field(factory=dict, converter=jsonable)
-    diagnostics: dict[str, Any] = attrs.field(factory=dict, converter=jsonable)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "mmd", **attrs.asdict(self)}
-
-    def to_json(self) -> str:
-        return _dumps(self.to_dict())
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MMDResult:
-        fields = {f.name for f in attrs.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
-
-    @classmethod
-    def from_json(cls, text: str) -> MMDResult:
-        return cls.from_dict(json.loads(text))
+    kernel_params_requested: dict[str, Any] = dict_field()
+    mmd2: float = attrs.field(converter=float, validator=finite)
+    mmd: float = attrs.field(converter=float, validator=finite)
+    n_x: int = attrs.field(converter=int, validator=count)
+    n_y: int = attrs.field(converter=int, validator=count)
+    seed: Any = seed_field()
+    timings: dict[str, float] = timings_field()
+    diagnostics: dict[str, Any] = dict_field(factory=dict)
 
 
 def _weights(instance: Any, attribute: attrs.Attribute, value: np.ndarray) -> None:
@@ -109,26 +210,37 @@ def _sample_eq(a: Any, b: Any) -> bool:
     return isinstance(a, list) and isinstance(b, list) and a == b
 
 
+def _kernel(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, Kernel):
+        raise ParameterError(f"An embedding's kernel must be a Kernel; got {type(value).__name__}.")
+
+
 @attrs.frozen(kw_only=True)
-class Embedding:
+class Embedding(Result):
     """An estimate of a kernel mean embedding: μ̂ = Σ_i w_i k(·, x_i).
 
     Evaluate it at new points, take its RKHS norm, or its RKHS distance to another
     embedding with the same kernel. The empirical mean embedding has w_i = 1/N.
+
+    Its JSON form names the kernel and its parameters; rebuilding it needs the kernel
+    back: ``Embedding.from_dict(data, registry=get_registry())``, or
+    ``monk_framework.load_result(text)``, which reads any result.
     """
 
-    kernel: Kernel
+    kind: ClassVar[str] = "embedding"
+
+    kernel: Kernel = attrs.field(validator=_kernel)
     sample: np.ndarray | list[str] = attrs.field(converter=_as_sample, eq=attrs.cmp_using(eq=_sample_eq))
     weights: np.ndarray = attrs.field(
         converter=lambda w: np.asarray(w, dtype=np.float64),
         validator=_weights,
         eq=attrs.cmp_using(eq=np.array_equal),
     )
-    estimator: str
-    estimator_params: dict[str, Any] = attrs.field(factory=dict, converter=jsonable)
-    seed: int | None = None
-    timings: dict[str, float] = attrs.field(factory=dict, converter=jsonable)
-    diagnostics: dict[str, Any] = attrs.field(factory=dict, converter=jsonable)
+    estimator: str = attrs.field(validator=text)
+    estimator_params: dict[str, Any] = dict_field(factory=dict)
+    seed: Any = seed_field()
+    timings: dict[str, float] = timings_field()
+    diagnostics: dict[str, Any] = dict_field(factory=dict)
 
     def evaluate(self, Z: Any) -> np.ndarray:
         """μ̂(z) = Σ_i w_i k(z, x_i) for each point z of Z (the "witness" values)."""
@@ -158,41 +270,20 @@ class Embedding:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "embedding",
-            "kernel": self.kernel.name,
-            "kernel_params": self.kernel.params(),
-            "sample": jsonable(self.sample),
-            "weights": jsonable(self.weights),
-            "estimator": self.estimator,
-            "estimator_params": self.estimator_params,
-            "seed": self.seed,
-            "timings": self.timings,
-            "diagnostics": self.diagnostics,
-        }
-
-    def to_json(self) -> str:
-        return _dumps(self.to_dict())
+        out = super().to_dict()
+        out["kernel"] = self.kernel.name
+        return {**out, "kernel_params": self.kernel.params()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, registry: Registry | None = None) -> Embedding:
-        """Rebuild an embedding; its kernel is looked up by name in the registry."""
+    def from_dict(cls, data: Mapping[str, Any], *, registry: Registry | None = None, **context: Any) -> Embedding:
+        """Rebuild an embedding; its kernel is looked up by name in ``registry``."""
         if registry is None:
-            from .registry import get_registry
-
-            registry = get_registry()
+            raise ParameterError(
+                "Embedding.from_dict needs the registry to rebuild the kernel: pass "
+                "registry=monk_framework.get_registry(), or use monk_framework.load_result."
+            )
+        if not isinstance(data, Mapping) or "kernel" not in data:
+            raise DataError("An embedding result names its kernel; this one does not.")
         kernel = registry.get_kernel(data["kernel"], **data.get("kernel_params", {}))
-        return cls(
-            kernel=kernel,
-            sample=data["sample"],
-            weights=data["weights"],
-            estimator=data["estimator"],
-            estimator_params=data.get("estimator_params", {}),
-            seed=data.get("seed"),
-            timings=data.get("timings", {}),
-            diagnostics=data.get("diagnostics", {}),
-        )
-
-    @classmethod
-    def from_json(cls, text: str, *, registry: Registry | None = None) -> Embedding:
-        return cls.from_dict(json.loads(text), registry=registry)
+        fields = {k: v for k, v in data.items() if k != "kernel_params"}
+        return super().from_dict({**fields, "kernel": kernel})

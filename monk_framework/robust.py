@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -42,12 +41,27 @@ from .estimators import MMDEstimator
 from .kernels import Kernel
 from .pooled import PooledSample
 from .randomness import RNGLike, root, seed_of, stream
-from .results import _dumps, _finite, jsonable
+from .results import (
+    count,
+    dict_field,
+    finite,
+    flag,
+    level,
+    null_field,
+    optional_count,
+    optional_finite,
+    optional_float,
+    pvalue_range,
+    seed_field,
+    text,
+    timings_field,
+)
 from .two_sample import (
     Progress,
     check_null_memory,
     critical_rank,
     null_quantile,
+    TestResult,
     null_statistics,
     within_block_batch,
 )
@@ -215,7 +229,7 @@ def _default_estimator(method: str, estimator: Any) -> MMDEstimator:
 
 
 @attrs.frozen(kw_only=True)
-class RobustTestResult:
+class RobustTestResult(TestResult):
     """The outcome of a robust two-sample test of H₀: P = Q under contamination.
 
     ``statistic`` and ``pvalue`` follow scipy's convention (the result unpacks as
@@ -227,38 +241,33 @@ class RobustTestResult:
     not reject).
     """
 
+    kind: ClassVar[str] = "robust-test"
+
     method: str = attrs.field(validator=attrs.validators.in_(("dc", "mom")))
-    statistic: float = attrs.field(converter=float, validator=_finite)
-    pvalue: float = attrs.field(converter=float)
-    reject: bool
-    alpha: float
-    contamination: int = attrs.field(validator=attrs.validators.ge(0))
-    certificate: int = attrs.field(validator=attrs.validators.ge(-1))
-    n_permutations: int
-    n_x: int
-    n_y: int
-    estimator: str
-    kernel: str
-    kernel_params: dict[str, Any] = attrs.field(converter=jsonable)
-    seed: int | None = None
+    statistic: float = attrs.field(converter=float, validator=finite)
+    pvalue: float = attrs.field(converter=float, validator=pvalue_range)
+    reject: bool = attrs.field(validator=flag)
+    alpha: float = attrs.field(converter=float, validator=level)
+    contamination: int = attrs.field(converter=int, validator=count)
+    certificate: int = attrs.field(converter=int, validator=attrs.validators.ge(-1))
+    n_permutations: int = attrs.field(converter=int, validator=count)
+    n_x: int = attrs.field(converter=int, validator=count)
+    n_y: int = attrs.field(converter=int, validator=count)
+    estimator: str = attrs.field(validator=text)
+    kernel: str = attrs.field(validator=text)
+    kernel_params: dict[str, Any] = dict_field()
+    seed: Any = seed_field()
     #: "dc": the sensitivity Δ, the permutation quantile q̂ and the threshold q̂ + 2rΔ
-    sensitivity: float | None = None
-    null_quantile: float | None = None
-    threshold: float | None = None
+    sensitivity: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    null_quantile: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    threshold: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     #: "mom": the number of blocks Q, the order k of the median and every block's p-value
-    n_blocks: int | None = None
-    order: int | None = None
-    block_pvalues: list[float] | None = attrs.field(default=None, converter=attrs.converters.optional(jsonable))
-    null: list[float] | None = attrs.field(default=None, converter=attrs.converters.optional(jsonable))
-    timings: dict[str, float] = attrs.field(factory=dict, converter=jsonable)
-
-    @pvalue.validator
-    def _p_in_range(self, attribute: attrs.Attribute, value: float) -> None:
-        if not 0 < value <= 1:
-            raise MonkError(f"A p-value must lie in (0, 1]; got {value!r}.")
-
-    def __iter__(self) -> Iterator[float]:
-        return iter((self.statistic, self.pvalue))
+    n_blocks: int | None = attrs.field(default=None, validator=optional_count)
+    order: int | None = attrs.field(default=None, validator=optional_count)
+    block_pvalues: np.ndarray | None = null_field()
+    null_distribution: np.ndarray | None = null_field()
+    timings: dict[str, float] = timings_field()
+    alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
 
     @property
     def decision(self) -> str:
@@ -284,17 +293,6 @@ class RobustTestResult:
             f"No evidence of a difference at level {self.alpha:g} ({self.method}: p = {self.pvalue:.4g}); "
             "the test does not reject even without corruption."
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "robust-test", **attrs.asdict(self), "decision": self.decision}
-
-    def to_json(self) -> str:
-        return _dumps(self.to_dict())
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RobustTestResult:
-        fields = {f.name for f in attrs.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
 
 
 def robust_test(
@@ -360,7 +358,7 @@ def robust_test(
             method="dc", statistic=T, pvalue=(1 + exceed) / (1 + B), reject=exceed <= k,
             certificate=certificate, sensitivity=delta, null_quantile=q,
             threshold=None if q is None else q + 2 * r * delta,
-            null=null.tolist() if return_null else None,
+            null_distribution=null if return_null else None,
             timings={"total_s": time.perf_counter() - start}, **common,
         )
     Q = auto_blocks(n, m, r) if n_blocks == "auto" else _check_blocks(n_blocks, n, m)
@@ -374,7 +372,7 @@ def robust_test(
         certificate += 1
     return RobustTestResult(
         method="mom", statistic=float(np.sort(pvalues)[order - 1]), pvalue=p, reject=p <= alpha,
-        certificate=certificate, n_blocks=Q, order=order, block_pvalues=pvalues.tolist(),
+        certificate=certificate, n_blocks=Q, order=order, block_pvalues=pvalues,
         timings={"total_s": time.perf_counter() - start}, **common,
     )
 

@@ -41,8 +41,9 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -54,12 +55,29 @@ from .estimators import MMDEstimator
 from .kernels import Kernel, available_memory, format_bytes
 from .pooled import PooledSample, batch_size
 from .randomness import RNGLike, child, root, seed_of, stable_int, stream
-from .results import _dumps, _finite, jsonable
+from .results import (
+    Result,
+    count,
+    dict_field,
+    finite,
+    flag,
+    jsonable,
+    level,
+    null_field,
+    optional_count,
+    optional_finite,
+    optional_float,
+    pvalue_range,
+    seed_field,
+    text,
+    timings_field,
+)
 from .within_blocks import DRAW_CHUNK, relabellings
 
 __all__ = [
     "RELABEL",
     "PermutationTestResult",
+    "TestResult",
     "SplitTestResult",
     "critical_rank",
     "permutation_test",
@@ -271,48 +289,81 @@ def choose_partition(
     return partition
 
 
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated and will be removed in the next release; use {new}.", DeprecationWarning, stacklevel=3)
+
+
 @attrs.frozen(kw_only=True)
-class PermutationTestResult:
+class TestResult(Result):
+    """What every two-sample test result shares, in scipy.stats' names: ``statistic``,
+    ``pvalue``, ``null_distribution`` (the relabelled statistics, an array, when kept),
+    ``alternative`` ("greater": large MMD speaks against H₀), and unpacking as
+    ``statistic, pvalue = result``. ``reject == (pvalue <= alpha)``."""
+
+    derived: ClassVar[tuple[str, ...]] = ("decision",)
+    renamed: ClassVar[Mapping[str, str]] = {"p_value": "pvalue", "null": "null_distribution"}
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((getattr(self, "statistic"), getattr(self, "pvalue")))
+
+    @property
+    def decision(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def p_value(self) -> float:
+        """Deprecated name of ``pvalue``."""
+        _deprecated("p_value", "pvalue")
+        return float(getattr(self, "pvalue"))
+
+    @property
+    def null(self) -> list[float] | None:
+        """Deprecated: ``null_distribution`` as a list."""
+        _deprecated("null", "null_distribution")
+        values = getattr(self, "null_distribution")
+        return None if values is None else values.tolist()
+
+
+@attrs.frozen(kw_only=True)
+class PermutationTestResult(TestResult):
     """The outcome of a permutation two-sample test of H₀: P = Q.
 
-    ``statistic`` is T = sign(MMD²)√|MMD²| of the estimator on (X, Y); ``null`` (kept on
-    request) holds the B values on relabellings; ``null_quantile`` is q̂ with
-    ``reject == (statistic > null_quantile) == (p_value <= alpha)``. ``relabel`` says how
-    the relabellings were drawn ("global" or "within-blocks"), ``n_blocks`` the number of
-    blocks of a within-block test's partition.
+    ``statistic`` is T = sign(MMD²)√|MMD²| of the estimator on (X, Y);
+    ``null_distribution`` (kept on request) holds the B values on relabellings;
+    ``null_quantile`` is q̂ with ``reject == (statistic > null_quantile) == (pvalue <= alpha)``.
+    ``relabel`` says how the relabellings were drawn ("global" or "within-blocks"),
+    ``n_blocks`` the number of blocks of a within-block test's partition.
     """
 
-    estimator: str
-    estimator_params: dict[str, Any] = attrs.field(converter=jsonable)
-    kernel: str
-    kernel_params: dict[str, Any] = attrs.field(converter=jsonable)
-    kernel_params_requested: dict[str, Any] = attrs.field(converter=jsonable)
-    statistic: float = attrs.field(converter=float, validator=_finite)
-    statistic_mmd2: float = attrs.field(converter=float, validator=_finite)
-    p_value: float = attrs.field(converter=float)
-    null_quantile: float | None
-    alpha: float
-    reject: bool
-    n_permutations: int
-    n_x: int
-    n_y: int
-    seed: int | None = None
-    null: list[float] | None = attrs.field(default=None, converter=attrs.converters.optional(jsonable))
-    timings: dict[str, float] = attrs.field(factory=dict, converter=jsonable)
-    relabel: str = attrs.field(default="global", validator=attrs.validators.in_(("global", "within-blocks")))
-    n_blocks: int | None = None
+    kind: ClassVar[str] = "permutation-test"
 
-    @p_value.validator
-    def _p_in_range(self, attribute: attrs.Attribute, value: float) -> None:
-        if not 0 < value <= 1:
-            raise MonkError(f"A p-value must lie in (0, 1]; got {value!r}.")
+    estimator: str = attrs.field(validator=text)
+    estimator_params: dict[str, Any] = dict_field()
+    kernel: str = attrs.field(validator=text)
+    kernel_params: dict[str, Any] = dict_field()
+    kernel_params_requested: dict[str, Any] = dict_field()
+    statistic: float = attrs.field(converter=float, validator=finite)
+    statistic_mmd2: float = attrs.field(converter=float, validator=finite)
+    pvalue: float = attrs.field(converter=float, validator=pvalue_range)
+    null_quantile: float | None = attrs.field(converter=optional_float, validator=optional_finite)
+    alpha: float = attrs.field(converter=float, validator=level)
+    reject: bool = attrs.field(validator=flag)
+    n_permutations: int = attrs.field(converter=int, validator=count)
+    n_x: int = attrs.field(converter=int, validator=count)
+    n_y: int = attrs.field(converter=int, validator=count)
+    seed: Any = seed_field()
+    null_distribution: np.ndarray | None = null_field()
+    timings: dict[str, float] = timings_field()
+    relabel: str = attrs.field(default="global", validator=attrs.validators.in_(("global", "within-blocks")))
+    n_blocks: int | None = attrs.field(default=None, validator=optional_count)
+    alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
 
     @property
     def decision(self) -> str:
         """The decision in words."""
         if self.reject:
             return (
-                f"Reject H0 (same distribution) at level {self.alpha:g}: p = {self.p_value:.4g} <= {self.alpha:g}; "
+                f"Reject H0 (same distribution) at level {self.alpha:g}: p = {self.pvalue:.4g} <= {self.alpha:g}; "
                 f"the statistic {self.statistic:.6g} exceeds the null quantile {self.null_quantile:.6g}."
             )
         if self.null_quantile is None:
@@ -321,20 +372,9 @@ class PermutationTestResult:
                 f"attainable p-value is 1/{self.n_permutations + 1}; use at least {math.ceil(1 / self.alpha) - 1}."
             )
         return (
-            f"No evidence of a difference at level {self.alpha:g}: p = {self.p_value:.4g} > {self.alpha:g} "
+            f"No evidence of a difference at level {self.alpha:g}: p = {self.pvalue:.4g} > {self.alpha:g} "
             f"(statistic {self.statistic:.6g}, null quantile {self.null_quantile:.6g})."
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "permutation-test", **attrs.asdict(self), "decision": self.decision}
-
-    def to_json(self) -> str:
-        return _dumps(self.to_dict())
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PermutationTestResult:
-        fields = {f.name for f in attrs.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
 
 
 def permutation_test(
@@ -400,7 +440,7 @@ def permutation_test(
         kernel_params_requested=kernel.params(),
         statistic=T,
         statistic_mmd2=mmd2,
-        p_value=(1 + exceed) / (1 + n_permutations),
+        pvalue=(1 + exceed) / (1 + n_permutations),
         null_quantile=q,
         alpha=float(alpha),
         reject=exceed <= critical_rank(int(n_permutations), alpha),
@@ -408,7 +448,7 @@ def permutation_test(
         n_x=len(Xv),
         n_y=len(Yv),
         seed=seed,
-        null=null.tolist() if return_null else None,
+        null_distribution=null if return_null else None,
         timings={"observed_s": observed_s, "null_s": null_s, "total_s": time.perf_counter() - start},
         relabel="global" if partition is None else "within-blocks",
         n_blocks=None if partition is None else partition.n_blocks,
@@ -419,33 +459,40 @@ def permutation_test(
 
 
 @attrs.frozen(kw_only=True)
-class SplitTestResult:
+class SplitTestResult(TestResult):
     """The outcome of the three-way split test (paper Algorithm 3).
 
     ``parts`` lists the indices of X and Y in each stage ("tune", "calibrate", "test");
     ``tuning`` the statistic of every grid point on part 1; ``kernel_params`` the
     hyperparameters chosen there (data-dependent rules resolved on part 1).
+    ``statistic`` is T on part 3, ``null_quantile`` q̂ from part 2's relabellings and
+    ``excess`` T − q̂ (the paper's Figure 2); ``pvalue`` = (1 + #{T_b ≥ T}) / (1 + B) is
+    T's rank among them, so that ``reject == (T > q̂) == (pvalue <= alpha)``.
     """
 
-    estimator: str
-    estimator_params: dict[str, Any] = attrs.field(converter=jsonable)
-    kernel: str
-    kernel_params: dict[str, Any] = attrs.field(converter=jsonable)
-    kernel_params_requested: dict[str, Any] = attrs.field(converter=jsonable)
-    grid: dict[str, list[Any]] = attrs.field(converter=jsonable)
-    tuning: list[dict[str, Any]] = attrs.field(converter=jsonable)
-    statistic: float = attrs.field(converter=float, validator=_finite)
-    null_quantile: float | None
-    excess: float | None
-    alpha: float
-    reject: bool
-    n_permutations: int
-    n_x: int
-    n_y: int
-    parts: dict[str, dict[str, list[int]]] = attrs.field(converter=jsonable)
-    seed: int | None = None
-    null: list[float] | None = attrs.field(default=None, converter=attrs.converters.optional(jsonable))
-    timings: dict[str, float] = attrs.field(factory=dict, converter=jsonable)
+    kind: ClassVar[str] = "split-test"
+
+    estimator: str = attrs.field(validator=text)
+    estimator_params: dict[str, Any] = dict_field()
+    kernel: str = attrs.field(validator=text)
+    kernel_params: dict[str, Any] = dict_field()
+    kernel_params_requested: dict[str, Any] = dict_field()
+    grid: dict[str, list[Any]] = dict_field()
+    tuning: list[dict[str, Any]] = attrs.field(converter=jsonable, validator=attrs.validators.instance_of(list))
+    statistic: float = attrs.field(converter=float, validator=finite)
+    pvalue: float = attrs.field(converter=float, validator=pvalue_range)
+    null_quantile: float | None = attrs.field(converter=optional_float, validator=optional_finite)
+    excess: float | None = attrs.field(converter=optional_float, validator=optional_finite)
+    alpha: float = attrs.field(converter=float, validator=level)
+    reject: bool = attrs.field(validator=flag)
+    n_permutations: int = attrs.field(converter=int, validator=count)
+    n_x: int = attrs.field(converter=int, validator=count)
+    n_y: int = attrs.field(converter=int, validator=count)
+    parts: dict[str, dict[str, list[int]]] = dict_field()
+    seed: Any = seed_field()
+    null_distribution: np.ndarray | None = null_field()
+    timings: dict[str, float] = timings_field()
+    alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
 
     @property
     def decision(self) -> str:
@@ -460,12 +507,6 @@ class SplitTestResult:
             f"{verdict} at level {self.alpha:g}: T - q = {self.excess:.6g} (T = {self.statistic:.6g} on part 3, "
             f"q = {self.null_quantile:.6g} from part 2; kernel {self.kernel}({chosen}) chosen on part 1)."
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "split-test", **attrs.asdict(self), "decision": self.decision}
-
-    def to_json(self) -> str:
-        return _dumps(self.to_dict())
 
 
 def three_parts(n: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -572,6 +613,7 @@ def split_test(
         grid={k: list(v) for k, v in (grid or {}).items()},
         tuning=tuning,
         statistic=T,
+        pvalue=(1 + int(np.count_nonzero(null >= T))) / (1 + int(n_permutations)),
         null_quantile=q,
         excess=None if q is None else T - q,
         alpha=float(alpha),
@@ -584,7 +626,7 @@ def split_test(
             for i, name in enumerate(("tune", "calibrate", "test"))
         },
         seed=seed,
-        null=null.tolist() if return_null else None,
+        null_distribution=null if return_null else None,
         timings={"tune_s": tune_s, "calibrate_s": calibrate_s, "test_s": test_s, "total_s": time.perf_counter() - start},
     )
 

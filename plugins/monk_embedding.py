@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -217,6 +218,15 @@ class MonkEmbeddingMMD(MMDEstimator):
         "or 'minmax' (MONK, paper Eq. 3; odd Q)",
         check=one_of(*CENTERS),
     )
+
+    def diagnostic_rows(self, diagnostics: Mapping[str, Any], timings: Mapping[str, float]) -> list[tuple[str, str]]:
+        """Q, and the centre of the block means."""
+        rows = []
+        if "n_blocks" in diagnostics:
+            rows.append(("Q", str(diagnostics["n_blocks"])))
+        if "center" in diagnostics:
+            rows.append(("center", str(diagnostics["center"])))
+        return rows
 
     def __attrs_post_init__(self) -> None:
         if self.center == "minmax":

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -225,6 +226,28 @@ class _MonkMMD(MMDEstimator):
 
     def _solve(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:
         raise NotImplementedError
+
+    def diagnostic_rows(self, diagnostics: Mapping[str, Any], timings: Mapping[str, float]) -> list[tuple[str, str]]:
+        """Q (and Lepski's grid), the median block, BCD's value and active blocks, the
+        trace's ends, and the Gram / iteration times."""
+        rows = []
+        if "lepski" in diagnostics:
+            lep = diagnostics["lepski"]
+            rows.append(("Q (Lepski)", f"{lep['chosen_n_blocks']} of grid {lep['grid']}"))
+        elif "n_blocks" in diagnostics:
+            rows.append(("Q", str(diagnostics["n_blocks"])))
+        if "median_block" in diagnostics:
+            block = diagnostics["median_block"]
+            rows.append(("median block", f"{block['block']} ({len(block.get('x', []))} + {len(block.get('y', []))} points)"))
+        if "certificate" in diagnostics:
+            rows.append(("BCD value", f"{diagnostics['bcd_value']:.10g}"))
+            rows.append(("active blocks", str(diagnostics["certificate"]["active_blocks"])))
+        if "trace" in diagnostics:
+            values = diagnostics["trace"]
+            rows.append(("trace", f"{len(values)} values: {values[0]:.6g} -> {values[-1]:.6g} (full trace in --json)"))
+        if "iterate_s" in timings:
+            rows.append(("Gram / iterate", f"{timings['gram_s']:.4f} s / {timings['iterate_s']:.4f} s"))
+        return rows
 
     def _result(
         self, objective: float, n_blocks: int, part: Any, block: int, values: np.ndarray,

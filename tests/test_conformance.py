@@ -104,7 +104,7 @@ class TestEstimatorConformance:
             assert isinstance(est, EmbeddingEstimator)
             a, b = est.embed(kernel, X, rng=11), est.embed(kernel, X, rng=11)
             assert np.array_equal(a.weights, b.weights)
-            assert Embedding.from_json(a.to_json()) == a and a.seed == 11
+            assert Embedding.from_json(a.to_json(), registry=REG) == a and a.seed == 11
 
     def test_too_few_points_is_a_clear_error(self, cls, kernel_name):
         est = cls()

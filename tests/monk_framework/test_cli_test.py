@@ -32,9 +32,9 @@ def test_permutation_test_states_the_decision_and_matches_the_library():
     X, Y = get_dataset("gauss").sample(3)
     reg = get_registry()
     direct = permutation_test(reg.get_kernel("rbf"), reg.get_estimator("u-stat"), X, Y, n_permutations=199, rng=3)
-    assert data["type"] == "permutation-test" and data["p_value"] == direct.p_value
+    assert data["type"] == "permutation-test" and data["pvalue"] == direct.pvalue
     assert data["statistic"] == pytest.approx(direct.statistic, rel=1e-14)
-    assert len(data["null"]) == 199 and data["data"]["name"] == "gauss"
+    assert len(data["null_distribution"]) == 199 and data["data"]["name"] == "gauss"
     assert data["decision"].startswith("Reject H0")
 
 
@@ -132,5 +132,5 @@ def test_real_process():
     done = subprocess.run([*cmd, "--quiet", "test", "-k", "quadratic", "-e", "v-stat", "-B", "49", "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     data = json.loads(done.stdout)
-    assert 0 < data["p_value"] <= 1 and data["n_permutations"] == 49
-    np.testing.assert_equal(data["reject"], data["p_value"] <= 0.05)
+    assert 0 < data["pvalue"] <= 1 and data["n_permutations"] == 49
+    np.testing.assert_equal(data["reject"], data["pvalue"] <= 0.05)

@@ -63,6 +63,68 @@ def test_embedding_weights_are_validated(rng):
 
 def test_embedding_round_trips_through_json(rng):
     emb = REG.get_estimator("mean").embed(REG.get_kernel("laplace", sigma="median"), rng.normal(size=(7, 2)), rng=3)
-    back = Embedding.from_json(emb.to_json())
+    back = Embedding.from_json(emb.to_json(), registry=REG)
     assert back == emb
     assert back.kernel.sigma == emb.kernel.sigma and back.seed == 3
+
+
+def test_every_result_round_trips_through_json_and_load_result():
+    from monk_framework import load_result
+    from monk_framework.jobs import EmbeddingsResult
+    from monk_framework.two_sample import permutation_test, robust_test, split_test
+
+    gen = np.random.default_rng(0)
+    X, Y = gen.normal(size=(30, 2)), gen.normal(0.5, 1.0, size=(30, 2))
+    kernel = REG.get_kernel("rbf", sigma=1.0)
+    est = REG.get_estimator("monk-bcd", n_blocks=3)
+    emb = REG.get_estimator("mean").embed(kernel, X, rng=1)
+    results = [
+        est.estimate(kernel, X, Y, rng=1),
+        emb,
+        EmbeddingsResult(x=emb, y=emb, distance=0.0, seed=1),
+        permutation_test(kernel, est, X, Y, n_permutations=19, rng=1, return_null=True),
+        split_test(kernel, est, X, Y, grid={"sigma": [1.0, 2.0]}, n_permutations=19, rng=1, return_null=True),
+        robust_test(kernel, X, Y, contamination=1, method="dc", n_permutations=19, rng=1, return_null=True),
+        robust_test(kernel, X, Y, contamination=1, method="mom", n_permutations=19, rng=1),
+    ]
+    for result in results:
+        text = result.to_json()
+        assert load_result(text, registry=REG) == result, type(result).__name__
+        if not isinstance(result, (Embedding, EmbeddingsResult)):
+            assert type(result).from_json(text) == result
+    # an unknown type is named
+    with pytest.raises(MonkError, match="result type"):
+        load_result('{"type": "nonsense"}')
+
+
+def test_test_results_follow_scipy_names_and_keep_the_old_ones_deprecated():
+    from monk_framework.two_sample import PermutationTestResult, permutation_test
+
+    gen = np.random.default_rng(0)
+    X, Y = gen.normal(size=(20, 1)), gen.normal(size=(20, 1))
+    result = permutation_test(REG.get_kernel("rbf", sigma=1.0), REG.get_estimator("u-stat"), X, Y,
+                              n_permutations=19, rng=0, return_null=True)
+    statistic, pvalue = result
+    assert (statistic, pvalue) == (result.statistic, result.pvalue) and result.alternative == "greater"
+    assert isinstance(result.null_distribution, np.ndarray) and result.null_distribution.shape == (19,)
+    with pytest.warns(DeprecationWarning, match="pvalue"):
+        assert result.p_value == pvalue
+    with pytest.warns(DeprecationWarning, match="null_distribution"):
+        assert result.null == result.null_distribution.tolist()
+    # a file written by the previous release (p_value, null) still loads
+    old = {**result.to_dict(), "p_value": pvalue, "null": result.null_distribution.tolist()}
+    del old["pvalue"], old["null_distribution"]
+    assert PermutationTestResult.from_dict(old) == result
+
+
+@pytest.mark.parametrize(("field", "value"), [("pvalue", 0.0), ("alpha", 1.5), ("n_x", -1), ("reject", "yes"), ("estimator", 3), ("seed", "x")])
+def test_a_result_with_an_invalid_field_cannot_be_built(field, value):
+    import attrs
+
+    from monk_framework.two_sample import permutation_test
+
+    gen = np.random.default_rng(0)
+    X, Y = gen.normal(size=(20, 1)), gen.normal(size=(20, 1))
+    result = permutation_test(REG.get_kernel("rbf", sigma=1.0), REG.get_estimator("u-stat"), X, Y, n_permutations=19, rng=0)
+    with pytest.raises((MonkError, TypeError, ValueError)):
+        attrs.evolve(result, **{field: value})

@@ -89,7 +89,7 @@ def test_a_precomputed_gram_serves_the_permutation_test(rng):
     for est in (reg.get_estimator("u-stat"), reg.get_estimator("monk-bcd-fast", n_blocks=5)):
         direct = permutation_test(kernel, est, X, Y, n_permutations=60, rng=2, return_null=True)
         given = permutation_test(kernel, est, X, Y, n_permutations=60, rng=2, return_null=True, gram=K)
-        np.testing.assert_allclose(given.null, direct.null, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(given.null_distribution, direct.null_distribution, rtol=1e-12, atol=1e-14)
         assert given.statistic == pytest.approx(direct.statistic, rel=1e-12)
 
 

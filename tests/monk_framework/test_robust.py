@@ -220,7 +220,7 @@ def test_dc_without_contamination_is_the_v_statistic_permutation_test(registry, 
     kernel = registry.get_kernel("rbf", sigma=1.2)
     robust = robust_test(kernel, X, Y, contamination=0, method="dc", n_permutations=199, rng=4)
     plain = permutation_test(kernel, registry.get_estimator("v-stat"), X, Y, n_permutations=199, rng=4)
-    assert robust.pvalue == plain.p_value and robust.reject == plain.reject
+    assert robust.pvalue == plain.pvalue and robust.reject == plain.reject
     assert robust.statistic == pytest.approx(plain.statistic, rel=1e-12)
     assert robust.threshold == pytest.approx(plain.null_quantile, rel=1e-12)
 

@@ -59,8 +59,8 @@ def test_permutation_batches_on_dask_equal_local(dask_backend, estimator, rng):
     local = permutation_test(kernel, est, X, Y, n_permutations=120, rng=4, return_null=True)
     remote = permutation_test(kernel, est, X, Y, n_permutations=120, rng=4, return_null=True, backend=dask_backend)
     # same relabellings, same streams; BLAS threads may differ, so round-off only
-    np.testing.assert_allclose(remote.null, local.null, rtol=1e-10, atol=1e-12)
-    assert remote.p_value == local.p_value and remote.statistic == local.statistic
+    np.testing.assert_allclose(remote.null_distribution, local.null_distribution, rtol=1e-10, atol=1e-12)
+    assert remote.pvalue == local.pvalue and remote.statistic == local.statistic
 
 
 def test_split_test_calibration_on_dask_equals_local(dask_backend, rng):
@@ -69,7 +69,7 @@ def test_split_test_calibration_on_dask_equals_local(dask_backend, rng):
     args = (reg.get_kernel("rbf"), reg.get_estimator("u-stat"), X, Y)
     local = split_test(*args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True)
     remote = split_test(*args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True, backend=dask_backend)
-    np.testing.assert_allclose(remote.null, local.null, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(remote.null_distribution, local.null_distribution, rtol=1e-10, atol=1e-12)
     assert remote.reject == local.reject and remote.kernel_params == local.kernel_params
 
 
