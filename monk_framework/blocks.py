@@ -33,6 +33,7 @@ from .errors import ParameterError
 from .kernels import CHUNK_BYTES, Kernel, available_memory
 
 __all__ = [
+    "GramSource",
     "MatrixFreeGram",
     "Partition",
     "StoredGram",
@@ -170,7 +171,7 @@ def blocks_min_sample_size(n_blocks: int | str) -> tuple[int, str]:
 
 
 def block_trace_variances(
-    source: "_GramSource", labels: np.ndarray, n_blocks: int, diag: np.ndarray
+    source: "GramSource", labels: np.ndarray, n_blocks: int, diag: np.ndarray
 ) -> np.ndarray:
     """Per-block trace variance of φ: mean_{S_q} k(x, x) − ‖μ_{S_q}‖², made unbiased.
 
@@ -199,7 +200,7 @@ def check_n_blocks(n_blocks: int, sizes: dict[str, int], *, estimator: str) -> N
 # -- Gram sources: the same block reductions from a stored or a matrix-free Gram ------
 
 
-class _GramSource:
+class GramSource:
     """What block reductions need from the Gram matrix K of a pooled sample Z.
 
     ``kernel_s`` accumulates the seconds spent evaluating the kernel, so that results
@@ -266,7 +267,7 @@ class _GramSource:
         return G
 
 
-class StoredGram(_GramSource):
+class StoredGram(GramSource):
     """Block reductions of a Gram matrix held in memory (computed once)."""
 
     def __init__(self, kernel: Kernel, Z: Any, *, K: np.ndarray | None = None):
@@ -293,7 +294,7 @@ class StoredGram(_GramSource):
         return (one_row(idx, coef, self.n) @ self.K).ravel()
 
 
-class MatrixFreeGram(_GramSource):
+class MatrixFreeGram(GramSource):
     """Block reductions with the kernel evaluated on the fly, in bounded chunks.
 
     Memory stays O(n · chunk) instead of O(n²); each call re-evaluates the kernel
@@ -309,7 +310,7 @@ class MatrixFreeGram(_GramSource):
         self.n = len(Z)
         self.band_rows = band_rows
         start = time.perf_counter()
-        self.diag = kernel._core_diag(Z) if diag is None else diag
+        self.diag = kernel.diag_tile(Z) if diag is None else diag
         self.kernel_s = time.perf_counter() - start
 
     def _band_rows(self) -> int:
@@ -317,7 +318,7 @@ class MatrixFreeGram(_GramSource):
 
     def _eval(self, A: Any, B: Any) -> np.ndarray:
         start = time.perf_counter()
-        out = self.kernel._core(A, B)
+        out = self.kernel.gram_tile(A, B)
         self.kernel_s += time.perf_counter() - start
         return out
 
@@ -357,7 +358,7 @@ def take(sample: Any, idx: np.ndarray) -> Any:
 
 def gram_source(
     kernel: Kernel, Z: Any, *, matrix_free: bool | str = "auto", budget: float = 0.5
-) -> _GramSource:
+) -> GramSource:
     """A stored Gram matrix if it fits in ``budget`` of the free memory, else matrix-free."""
     n = len(Z)
     if matrix_free == "auto":

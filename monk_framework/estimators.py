@@ -74,7 +74,8 @@ class Estimator(Configurable):
         """
         return []
 
-    def _check_size(self, sample: Any, name: str) -> None:
+    def check_size(self, sample: Any, name: str) -> None:
+        """Refuse a sample smaller than :meth:`min_sample_size`, naming it (``name``)."""
         need, why = self.min_sample_size()
         if len(sample) < need:
             raise DataError(
@@ -83,7 +84,8 @@ class Estimator(Configurable):
             )
 
     @staticmethod
-    def _check_kernel(kernel: Any) -> Kernel:
+    def check_kernel(kernel: Any) -> Kernel:
+        """``kernel`` if it is a :class:`Kernel`; else a clear error."""
         if not isinstance(kernel, Kernel):
             raise MonkError(
                 f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}."
@@ -99,10 +101,10 @@ class MMDEstimator(Estimator):
 
     def estimate(self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None) -> MMDResult:
         """Estimate MMD between the distributions of X and Y (N ≠ M allowed)."""
-        kernel = self._check_kernel(kernel)
+        kernel = self.check_kernel(kernel)
         Xv, Yv = kernel.check_pair(X, Y)
-        self._check_size(Xv, "X")
-        self._check_size(Yv, "Y")
+        self.check_size(Xv, "X")
+        self.check_size(Yv, "Y")
         stream, seed = generator(rng)
         start = time.perf_counter()
         fitted = kernel.fit(Xv, Yv)
@@ -203,9 +205,9 @@ class EmbeddingEstimator(Estimator):
 
     def embed(self, kernel: Kernel, X: Any, *, rng: RNGLike = None) -> Embedding:
         """Estimate the mean embedding of the distribution of X."""
-        kernel = self._check_kernel(kernel)
+        kernel = self.check_kernel(kernel)
         Xv = kernel.check_sample(X)
-        self._check_size(Xv, "X")
+        self.check_size(Xv, "X")
         stream, seed = generator(rng)
         start = time.perf_counter()
         fitted = kernel.fit(Xv)

@@ -115,7 +115,7 @@ class Kernel(Configurable):
         self._require_fitted()
         if Y is None:
             Xv = self.check_sample(X)
-            return self._symmetric_gram(Xv)
+            return self.symmetric_gram(Xv)
         Xv, Yv = self.check_pair(X, Y)
         return self._rectangular_gram(Xv, Yv)
 
@@ -123,7 +123,7 @@ class Kernel(Configurable):
         """``k(x_i, x_i)`` for every point of X, without forming the Gram matrix."""
         self._require_fitted()
         Xv = self.check_sample(X)
-        return self._core_diag(Xv)
+        return self.diag_tile(Xv)
 
     def features(self, X: Any) -> np.ndarray:
         """An explicit feature map Φ with ``Φ(X) Φ(Y)ᵀ = gram(X, Y)``, where one exists."""
@@ -200,7 +200,10 @@ class Kernel(Configurable):
                 "the pooled sample first with kernel.fit(X, Y) (estimators do this)."
             )
 
-    def _finite(self, values: np.ndarray) -> np.ndarray:
+    def check_finite(self, values: np.ndarray) -> np.ndarray:
+        """``values`` if every one is finite; else :class:`KernelOverflowError`, naming the
+        kernel. A kernel that computes its own Gram matrix (overriding
+        :meth:`symmetric_gram`) passes its result through this."""
         # a kernel value that overflowed (or a plugin's NaN) must never become a number
         if not np.isfinite(values).all():
             raise KernelOverflowError(
@@ -214,7 +217,10 @@ class Kernel(Configurable):
         cls = type(self)
         return f"kernel {self.name!r} ({cls.__module__}.{cls.__qualname__})"
 
-    def _core(self, X: Sample, Y: Sample) -> np.ndarray:
+    def gram_tile(self, X: Sample, Y: Sample) -> np.ndarray:
+        """k(X[i], Y[j]) for validated samples (a tile of a Gram matrix): ``_gram``'s values,
+        checked for shape and finiteness. What Gram sources and chunked loops evaluate; no
+        memory check and no symmetry (use :meth:`gram` for a whole Gram matrix)."""
         with np.errstate(over="ignore", invalid="ignore"):
             values = np.asarray(self._gram(X, Y), dtype=np.float64)
         # a wrong shape would be broadcast into the Gram matrix without a word
@@ -223,9 +229,11 @@ class Kernel(Configurable):
                 f"{self.plugin_label()}: _gram returned shape {values.shape} for {len(X)} x {len(Y)} "
                 f"points; it must return the whole rectangle k(X[i], Y[j]), shape ({len(X)}, {len(Y)})."
             )
-        return self._finite(values)
+        return self.check_finite(values)
 
-    def _core_diag(self, X: Sample) -> np.ndarray:
+    def diag_tile(self, X: Sample) -> np.ndarray:
+        """k(x_i, x_i) for a validated sample: ``_diag``'s values, checked for shape,
+        finiteness and (PSD kernels) sign."""
         with np.errstate(over="ignore", invalid="ignore"):
             values = np.asarray(self._diag(X), dtype=np.float64)
         if values.shape != (len(X),):
@@ -233,7 +241,7 @@ class Kernel(Configurable):
                 f"{self.plugin_label()}: _diag returned shape {values.shape} for {len(X)} points; "
                 f"it must return k(x_i, x_i) for each, shape ({len(X)},)."
             )
-        values = self._finite(values)
+        values = self.check_finite(values)
         if self.is_psd and len(values) and values.min() < -CONTRACT_RTOL * float(np.abs(values).max()):
             i = int(np.argmin(values))
             raise KernelContractError(
@@ -245,15 +253,20 @@ class Kernel(Configurable):
     def _chunk_rows(self, n_cols: int) -> int:
         return max(32, CHUNK_BYTES // (8 * max(n_cols, 1)))
 
-    def _symmetric_gram(self, X: Sample) -> np.ndarray:
+    def symmetric_gram(self, X: Sample) -> np.ndarray:
+        """K = k(X, X) of one validated sample, exactly symmetric with ``diag_tile`` on its
+        diagonal, built in row bands of ``CHUNK_BYTES``, each diagonal block checked
+        against the kernel contract. A kernel with a faster symmetric computation (the
+        SSK) may override it; the override must return the same exactly symmetric matrix.
+        """
         n = len(X)
         check_memory(n, n)
         K = np.empty((n, n), dtype=np.float64)
-        diag = self._core_diag(X)
+        diag = self.diag_tile(X)
         step = self._chunk_rows(n)
         for start in range(0, n, step):
             stop = min(start + step, n)
-            K[start:stop, start:] = self._core(X[start:stop], X[start:])
+            K[start:stop, start:] = self.gram_tile(X[start:stop], X[start:])
             self._check_diagonal_block(K[start:stop, start:stop], diag[start:stop], start)
             # mirror the band below the diagonal block, and the block's upper triangle
             K[stop:, start:stop] = K[start:stop, stop:].T
@@ -315,7 +328,7 @@ class Kernel(Configurable):
         step = self._chunk_rows(m)
         for start in range(0, n, step):
             stop = min(start + step, n)
-            K[start:stop] = self._core(X[start:stop], Y)
+            K[start:stop] = self.gram_tile(X[start:stop], Y)
         return K
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .blocks import MatrixFreeGram, StoredGram, _GramSource, gram_source, one_row, take
+from .blocks import MatrixFreeGram, StoredGram, GramSource, gram_source, one_row, take
 from .errors import ParameterError
 from .kernels import Kernel, check_squared_norm
 
@@ -48,15 +48,17 @@ class PooledSample:
     """
 
     def __init__(
-        self, kernel: Kernel, X: Any, Y: Any, *, matrix_free: bool | str = "auto", gram: np.ndarray | None = None
+        self, kernel: Kernel, X: Any, Y: Any, *, matrix_free: bool | str = "auto", gram: np.ndarray | None = None,
+        source: GramSource | None = None, diag: np.ndarray | None = None, row_sums: np.ndarray | None = None,
     ):
         self.kernel = kernel
         self.n, self.m = len(X), len(Y)
         self.Z = pooled(X, Y)
         self.matrix_free = matrix_free
-        self._source: _GramSource | None = None
-        self._diag: np.ndarray | None = None
-        self._row_sums: np.ndarray | None = None
+        # parts already known (e.g. a relabelling's view of another pool's) are taken as given
+        self._source: GramSource | None = source
+        self._diag: np.ndarray | None = diag
+        self._row_sums: np.ndarray | None = row_sums
         #: reductions that a test reuses across its batches of relabellings (e.g. the
         #: within-block Gram matrices of its partition); they live as long as the pool
         self.cache: dict[str, Any] = {}
@@ -81,9 +83,14 @@ class PooledSample:
         return self.n + self.m
 
     @property
-    def source(self) -> _GramSource:
+    def source(self) -> GramSource:
         if self._source is None:
             self._source = gram_source(self.kernel, self.Z, matrix_free=self.matrix_free)
+        return self._source
+
+    @property
+    def made_source(self) -> GramSource | None:
+        """The Gram source if it has been made already, else None (nothing is computed)."""
         return self._source
 
     @property
@@ -93,7 +100,7 @@ class PooledSample:
     @property
     def diag(self) -> np.ndarray:
         if self._diag is None:
-            self._diag = self.kernel._core_diag(self.Z)
+            self._diag = self.kernel.diag_tile(self.Z)
         return self._diag
 
     @property
@@ -113,7 +120,7 @@ class PooledSample:
         """The samples (X', Y') of a relabelling: Z[perm[:N]] and Z[perm[N:]]."""
         return take(self.Z, perm[: self.n]), take(self.Z, perm[self.n :])
 
-    def permuted_source(self, perm: np.ndarray) -> _GramSource:
+    def permuted_source(self, perm: np.ndarray) -> GramSource:
         """The Gram source of Z[perm], without copying a stored K."""
         src = self.source
         if isinstance(src, StoredGram):
@@ -121,7 +128,7 @@ class PooledSample:
         return MatrixFreeGram(self.kernel, take(self.Z, perm), diag=self.diag[perm])
 
 
-class PermutedGram(_GramSource):
+class PermutedGram(GramSource):
     """K[π][:, π] of a stored K, read through the permutation (K itself is never copied)."""
 
     def __init__(self, K: np.ndarray, perm: np.ndarray):

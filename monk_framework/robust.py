@@ -163,14 +163,14 @@ def check_robust_test(
     """Validate what :func:`robust_test` can check before seeing the data; return the method
     ("dc" or "mom") and the estimator it will use. The CLI calls it before reading files."""
     _check_test_params(n_permutations, alpha, method)
-    kernel = _check_kernel(kernel)
+    kernel = _robust_kernel(kernel)
     if not isinstance(contamination, (int, np.integer)) or isinstance(contamination, bool):
         contamination_count(contamination, 2)  # a fraction's range does not depend on N + M
     chosen = _resolve_method(method, kernel, estimator)
     return chosen, _default_estimator(chosen, estimator)
 
 
-def _check_kernel(kernel: Any) -> Kernel:
+def _robust_kernel(kernel: Any) -> Kernel:
     if not isinstance(kernel, Kernel):
         raise MonkError(f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}.")
     if not kernel.is_fitted:

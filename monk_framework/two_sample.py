@@ -411,10 +411,10 @@ def permutation_test(
     """
     start = time.perf_counter()
     estimator = _check_test_params(estimator, n_permutations, alpha)
-    kernel = estimator._check_kernel(kernel)
+    kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.check_pair(X, Y)
-    estimator._check_size(Xv, "X")
-    estimator._check_size(Yv, "Y")
+    estimator.check_size(Xv, "X")
+    estimator.check_size(Yv, "Y")
     # before any kernel evaluation: a B that cannot fit is refused at once
     check_null_memory(int(n_permutations), pool_size=len(Xv) + len(Yv),
                       all_drawn=backend is not None and not isinstance(backend, LocalBackend), listed=bool(return_null))
@@ -553,7 +553,7 @@ def split_test(
     """
     start = time.perf_counter()
     estimator = _check_test_params(estimator, n_permutations, alpha)
-    kernel = estimator._check_kernel(kernel)
+    kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.check_pair(X, Y)
     points = grid_points(grid)
     known = {p.name for p in kernel.parameters()}

@@ -30,7 +30,7 @@ from monk_framework import (
 )
 from monk_framework.blocks import (
     Partition,
-    _GramSource,
+    GramSource,
     block_trace_variances,
     blocks_min_sample_size,
     check_n_blocks,
@@ -148,7 +148,7 @@ class _BlockEmbedding(EmbeddingEstimator):
         )
 
     def _weights(
-        self, src: _GramSource, n: int, n_blocks: int, rng: np.random.Generator
+        self, src: GramSource, n: int, n_blocks: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, dict[str, Any]]:
         labels = random_partition(n, n_blocks, rng)
         part, W = _partition_weights(labels, n_blocks)
@@ -158,10 +158,10 @@ class _BlockEmbedding(EmbeddingEstimator):
         return weights, {"n_blocks": n_blocks, "center": self.center, "block_weights": found.beta.tolist(), **found.diagnostics}
 
 
-def _trace_scale(kernel: Kernel, X: Any, src: _GramSource, n_blocks: int, rng: np.random.Generator) -> float:
+def _trace_scale(kernel: Kernel, X: Any, src: GramSource, n_blocks: int, rng: np.random.Generator) -> float:
     """σ̂ = √(median_q of the block trace variances mean k(x, x) − ‖μ_{S_q}‖²), unbiased per block."""
     labels = random_partition(len(X), n_blocks, rng)
-    var = block_trace_variances(src, labels, n_blocks, kernel._core_diag(X))
+    var = block_trace_variances(src, labels, n_blocks, kernel.diag_tile(X))
     return math.sqrt(float(median_value(var)))
 
 

@@ -87,8 +87,8 @@ class _Context(PooledSample):
     """What one estimate shares across grid values of Q: the two samples and the pooled
     sample's Gram source, diagonal and row sums (K 1, the start of BCD), each made once."""
 
-    def __init__(self, kernel: Kernel, X: Any, Y: Any, matrix_free: bool | str):
-        super().__init__(kernel, X, Y, matrix_free=matrix_free)
+    def __init__(self, kernel: Kernel, X: Any, Y: Any, matrix_free: bool | str, **known: Any):
+        super().__init__(kernel, X, Y, matrix_free=matrix_free, **known)
         self.X, self.Y = X, Y
         #: a relabelling's view of a pooled Gram matrix (permutation tests), if any
         self.shared: PermutedGram | None = None
@@ -97,12 +97,10 @@ class _Context(PooledSample):
     def of_relabelling(cls, pool: PooledSample, perm: np.ndarray) -> _Context:
         """The context of one relabelling of a pooled sample: its Gram matrix is shared."""
         X, Y = pool.relabelled(perm)
-        ctx = cls(pool.kernel, X, Y, pool.matrix_free)
-        ctx._source = pool.permuted_source(perm)
-        ctx._diag = pool.diag[perm]
-        ctx._row_sums = pool.row_sums[perm]
-        if isinstance(ctx._source, PermutedGram):
-            ctx.shared = ctx._source
+        source = pool.permuted_source(perm)
+        ctx = cls(pool.kernel, X, Y, pool.matrix_free, source=source, diag=pool.diag[perm], row_sums=pool.row_sums[perm])
+        if isinstance(source, PermutedGram):
+            ctx.shared = source
         return ctx
 
 
@@ -307,7 +305,7 @@ class MonkBCD(_MonkMMD):
 
     def _solve(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:
         start = time.perf_counter()
-        kernel_before = ctx._source.kernel_s if ctx._source is not None else 0.0
+        kernel_before = ctx.made_source.kernel_s if ctx.made_source is not None else 0.0
         src = ctx.source
         ridge = self.resolved_ridge
         N = ctx.n + ctx.m

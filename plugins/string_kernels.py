@@ -264,7 +264,7 @@ class SubsequenceKernel(Kernel):
     def _self_values(self, X: Sequence[str]) -> np.ndarray:
         return self._combine(ssk_self_levels(X, self.levels, self.lam))
 
-    def _symmetric_gram(self, X: Any) -> np.ndarray:
+    def symmetric_gram(self, X: Any) -> np.ndarray:
         K = self._unnormalised(X, None)
         if self.normalize:
             d = np.diag(K).copy()
@@ -272,7 +272,7 @@ class SubsequenceKernel(Kernel):
             K = np.triu(K, 1)
             K += K.T  # exactly symmetric (the two products round differently)
             np.fill_diagonal(K, (d > 0).astype(np.float64))
-        return self._finite(K)
+        return self.check_finite(K)
 
     def _rectangular_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self._gram(X, Y)
@@ -281,7 +281,7 @@ class SubsequenceKernel(Kernel):
         K = self._unnormalised(X, Y)
         if self.normalize:
             K = _normalise(K, self._self_values(X), self._self_values(Y))
-        return self._finite(K)
+        return self.check_finite(K)
 
     def sup_diag(self) -> float | None:
         """1 when normalised (k(s, s) is 1, or 0 for a string shorter than n); unbounded otherwise."""

@@ -310,3 +310,63 @@ def test_ctrl_c_prints_one_interrupted_line_and_exits_130(command, monkeypatch):
     result = CliRunner().invoke(app, [command, "-k", "rbf", "-e", "u-stat", "-d", "gauss", "--data-param", "n=20"])
     assert result.exit_code == 130
     assert result.stderr.count("Interrupted.") == 1 and "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def diagnosing_estimator():
+    """A throwaway MMD estimator that declares its own printable diagnostics."""
+    import types
+    from typing import ClassVar
+
+    import attrs
+
+    from monk_framework import Estimate, MMDEstimator, hookimpl
+
+    @attrs.frozen(kw_only=True)
+    class Diagnosing(MMDEstimator):
+        name: ClassVar[str] = "diagnosing"
+        summary: ClassVar[str] = "The V-statistic, with a diagnostic of its own."
+        formula: ClassVar[str] = "||mean k(., x) - mean k(., y)||^2"
+
+        def _estimate(self, kernel, X, Y, rng):
+            v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+            return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5, diagnostics={"witness_peak": 4.25, "hidden": 1})
+
+        def diagnostic_rows(self, diagnostics, timings):
+            return [("witness peak", f"{diagnostics['witness_peak']:.3f}")]
+
+    plugin = types.ModuleType("diagnosing")
+    plugin.monk_estimators = hookimpl(lambda: [Diagnosing])
+    reg = get_registry()
+    reg.register(plugin)
+    try:
+        yield Diagnosing
+    finally:
+        reg.unregister(plugin)
+
+
+def test_a_new_estimator_shows_the_diagnostics_it_declares_without_a_cli_change(diagnosing_estimator):
+    result = invoke("run", "-k", "rbf", "-e", "diagnosing", "--data-param", "n=20")
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in result.stdout.splitlines() if line.count("│") == 3}
+    assert rows["witness peak"] == "4.250" and "hidden" not in rows
+    # and the estimate is what the library gives for the same seed
+    data = json.loads(invoke("run", "-k", "rbf", "-e", "diagnosing", "--data-param", "n=20", "--json").stdout)
+    X, Y = get_dataset("gauss", n=20).sample(0)
+    want = diagnosing_estimator().estimate(get_registry().get_kernel("rbf"), X, Y, rng=0)
+    assert data["mmd2"] == want.mmd2 and data["diagnostics"]["witness_peak"] == 4.25
+
+
+def test_run_and_test_report_the_statistic_python_gives_for_the_same_seed():
+    from monk_framework.two_sample import permutation_test
+
+    reg = get_registry()
+    args = ["-k", "quadratic", "-e", "monk-bcd", "--dataset", "gauss-outliers", "--seed", "3", "--json"]
+    ran = json.loads(invoke("run", *args).stdout)
+    tested = json.loads(invoke("test", *args, "--relabel", "global", "-B", "19").stdout)
+    X, Y = get_dataset("gauss-outliers").sample(3)
+    est, kernel = reg.get_estimator("monk-bcd"), reg.get_kernel("quadratic")
+    python = est.estimate(kernel, X, Y, rng=3)
+    assert ran["mmd2"] == python.mmd2 and ran["mmd"] == python.mmd
+    assert tested["statistic_mmd2"] == python.mmd2
+    assert tested["statistic"] == permutation_test(kernel, est, X, Y, n_permutations=19, rng=3, relabel="global").statistic
