@@ -76,7 +76,8 @@ def main() -> None:
                 Bg = args.global_permutations if "BCD Q" in spec else B
                 reps = 1 if "BCD Q" in spec else args.repeats
                 tg = median_time(lambda: permutation_test(kernel, est, X, Y, n_permutations=Bg, rng=1, relabel="global"), reps)
-                rows.append((f"{spec}, global{' (scaled from %d)' % Bg if Bg != B else ''}", tg * B / Bg, base, floor))
+                scaled = f" (scaled from {Bg})" if Bg != B else ""
+                rows.append((f"{spec}, global{scaled}", tg * B / Bg, base, floor))
     print("\n| test | time | vs the u-stat test | vs the GEMM floor |\n|---|---|---|---|")
     for label, t, base, fl in rows:
         print(f"| {label} | {t * 1e3:.0f} ms | {t / base:.2f}x | {t / fl:.2f}x |")

@@ -36,7 +36,6 @@ import os
 import time
 import zlib
 from collections import defaultdict
-
 from pathlib import Path
 from typing import Any
 

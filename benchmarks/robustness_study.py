@@ -46,7 +46,6 @@ import math
 import os
 import time
 from collections import defaultdict
-
 from pathlib import Path
 from typing import Any
 
@@ -367,7 +366,7 @@ def summary(journal: Path) -> None:
             for d in (1, 10):
                 for kernel in ("rbf", "quadratic"):
                     for shift in (False, True):
-                        label = "power, shift %.2f" % SHIFT[(n, d)] if shift else "level (H0 for the inliers)"
+                        label = f"power, shift {SHIFT[(n, d)]:.2f}" if shift else "level (H0 for the inliers)"
                         print(f"\n**{kernel}, N = M = {n}, d = {d}: {label}**\n")
                         print("| test | " + " | ".join(DESIGNS) + " |")
                         print("|---" * (len(DESIGNS) + 1) + "|")
@@ -451,7 +450,7 @@ def markdown(journal: Path) -> None:
                     rows.append(f"| {LABELS[test]} | {'-'.join(map(str, runs[:1] + runs[-1:] if len(runs) > 1 else runs))} | " + " | ".join(text) + " |")
                 if not rows:
                     continue
-                what = "power, Y shifted by %.2f / %.2f" % (SHIFT[(n, 1)], SHIFT[(n, 10)]) if shift else "level"
+                what = f"power, Y shifted by {SHIFT[(n, 1)]:.2f} / {SHIFT[(n, 10)]:.2f}" if shift else "level"
                 print(f"\n**{'RBF (sigma = sqrt d)' if kernel == 'rbf' else 'quadratic'}, N = M = {n}: {what}** (d = 1 / d = 10)\n")
                 print("| test | runs | " + " | ".join(DESIGNS) + " |")
                 print("|---|---" + "|---" * len(DESIGNS) + "|")

@@ -13,7 +13,6 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .data import as_strings, as_vectors, load_sample
-from .splice import load_splice
 from .errors import (
     DataError,
     DataFileError,
@@ -32,6 +31,7 @@ from .kernels import Kernel, check_squared_norm
 from .params import parameter
 from .registry import PluginEntry, PluginProblem, Provider, Registry, get_registry
 from .results import Embedding, MMDResult, Result
+from .splice import load_splice
 
 try:
     __version__ = version("monk-framework")

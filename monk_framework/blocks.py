@@ -171,7 +171,7 @@ def blocks_min_sample_size(n_blocks: int | str) -> tuple[int, str]:
 
 
 def block_trace_variances(
-    source: "GramSource", labels: np.ndarray, n_blocks: int, diag: np.ndarray
+    source: GramSource, labels: np.ndarray, n_blocks: int, diag: np.ndarray
 ) -> np.ndarray:
     """Per-block trace variance of φ: mean_{S_q} k(x, x) − ‖μ_{S_q}‖², made unbiased.
 

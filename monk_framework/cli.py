@@ -164,9 +164,11 @@ KernelOption = Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (
 EstimatorOption = Annotated[str, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))]
 XOption = Annotated[Path | None, typer.Option("--x", help="Sample X: .npy, .csv, .tsv (vectors), .txt or FASTA (strings).")]
 YOption = Annotated[Path | None, typer.Option("--y", help="Sample Y, in the same formats as --x.")]
-CaseOption = Annotated[bool, typer.Option("--case-sensitive", help="Keep the case of FASTA sequences (by default they are upper-cased: lowercase marks soft-masked residues, not other letters).")]
+CaseOption = Annotated[bool, typer.Option("--case-sensitive", help="Keep the case of FASTA sequences (by default they are upper-cased: lowercase "
+    "marks soft-masked residues, not other letters).")]
 DatasetOption = Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))]
-ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable); prefix kernel. or estimator. to choose.")]
+ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable); prefix "
+    "kernel. or estimator. to choose.")]
 DataParamOption = Annotated[list[str] | None, typer.Option("--data-param", help="key=value for the data set, e.g. n=500 (repeatable).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Also save the JSON result to this file (written atomically).")]
@@ -282,7 +284,8 @@ def run(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, blocks).")] = 0,
     as_json: JsonOption = False,
     output: OutputOption = None,
-    trace: Annotated[bool, typer.Option("--trace", help="Record the objective at every iteration (estimators with a 'trace' parameter, e.g. monk-bcd).")] = False,
+    trace: Annotated[bool, typer.Option("--trace", help="Record the objective at every iteration (estimators with a "
+        "'trace' parameter, e.g. monk-bcd).")] = False,
 ) -> None:
     """Estimate MMD (or mean embeddings) with any kernel and any estimator.
 
@@ -392,7 +395,8 @@ SchedulerOption = Annotated[
 ]
 WorkersOption = Annotated[
     int | None,
-    typer.Option("--workers", min=1, help="With --backend dask and no --scheduler: worker processes of the LocalCluster (default: one per core).", show_default=False),
+    typer.Option("--workers", min=1, help="With --backend dask and no --scheduler: worker processes of the "
+        "LocalCluster (default: one per core).", show_default=False),
 ]
 
 
@@ -428,7 +432,8 @@ ContaminationOption = Annotated[
 @app.command("test")
 def test_command(
     kernel: KernelOption,
-    estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="MMD estimator (see 'monkfw plugins'). Optional with --contamination (v-stat for dc, u-stat for mom).", autocompletion=_complete("estimator"), show_default=False)] = None,
+    estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="MMD estimator (see 'monkfw plugins'). Optional with --contamination "
+        "(v-stat for dc, u-stat for mom).", autocompletion=_complete("estimator"), show_default=False)] = None,
     x: XOption = None,
     y: YOption = None,
     case_sensitive: CaseOption = False,
@@ -437,12 +442,17 @@ def test_command(
     data_param: DataParamOption = None,
     permutations: Annotated[int, typer.Option("--permutations", "-B", min=1, help="Number of permutations B.")] = 1000,
     alpha: Annotated[float, typer.Option("--alpha", help="Level of the test, in (0, 1).")] = 0.05,
-    relabel: Annotated[str, typer.Option("--relabel", help="Permutation test: 'auto' (within the blocks of a MONK estimator's fixed partition, else global), 'within-blocks' or 'global'.")] = "auto",
+    relabel: Annotated[str, typer.Option("--relabel", help="Permutation test: 'auto' (within the blocks of a MONK estimator's fixed "
+        "partition, else global), 'within-blocks' or 'global'.")] = "auto",
     contamination: ContaminationOption = None,
-    method: Annotated[str, typer.Option("--method", help="With --contamination: 'auto', 'dc' (dcMMD, bounded kernels) or 'mom' (median of block p-values, any kernel).")] = "auto",
-    blocks: Annotated[int | None, typer.Option("--blocks", min=1, help="With --contamination and mom: the number of blocks Q (default: about 2 sqrt(min(N, M)), at least 4R + 1).", show_default=False)] = None,
-    split: Annotated[bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null quantile on part 2, statistic on part 3.")] = False,
-    grid: Annotated[list[str] | None, typer.Option("--grid", help="With --split: kernel hyperparameter values to try on part 1, key=v1,v2,... (repeatable).")] = None,
+    method: Annotated[str, typer.Option("--method", help="With --contamination: 'auto', 'dc' (dcMMD, bounded kernels) or 'mom' "
+        "(median of block p-values, any kernel).")] = "auto",
+    blocks: Annotated[int | None, typer.Option("--blocks", min=1, help="With --contamination and mom: the number of blocks Q (default: about 2 "
+        "sqrt(min(N, M)), at least 4R + 1).", show_default=False)] = None,
+    split: Annotated[bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null "
+        "quantile on part 2, statistic on part 3.")] = False,
+    grid: Annotated[list[str] | None, typer.Option("--grid", help="With --split: kernel hyperparameter values to try on part 1, "
+        "key=v1,v2,... (repeatable).")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, split, permutations, blocks).")] = 0,
     null: Annotated[bool, typer.Option("--null", help="Include the B permuted statistics in the JSON result.")] = False,
     as_json: JsonOption = False,
@@ -475,8 +485,10 @@ def test_command(
         result = jobs.test(
             job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
         )
+    from .robust import RobustTestResult
+
     kernel_text = _kernel_text(result.kernel, result.kernel_params)
-    if contamination is not None:
+    if isinstance(result, RobustTestResult):
         rows, title = _robust_rows(result, kernel_text), f"Robust two-sample test ({result.method}) with {job.kernel.name}"
     else:
         rows, title = _test_rows(result, job.estimator, kernel_text, split), f"Two-sample test: {job.estimator.name} with {job.kernel.name}"
@@ -548,10 +560,13 @@ def _int_list(text: str | None, option: str) -> tuple[int, ...] | None:
 def experiment_command(
     name: Annotated[str, typer.Argument(help="exp1 (paper Figure 1: estimation error) or exp2 (Figure 2: split test on splice DNA).", show_default=False)],
     quick: Annotated[bool, typer.Option("--quick", help="A reduced grid that runs in well under a minute.")] = False,
-    out: Annotated[Path | None, typer.Option("--out", help="Directory of the results, journal and figures (default: monk-results/NAME, or NAME-quick).", show_default=False)] = None,
-    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Monte-Carlo runs per setting (default: 100 for exp1, 400 for exp2).", show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Directory of the results, journal and figures (default: "
+        "monk-results/NAME, or NAME-quick).", show_default=False)] = None,
+    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Monte-Carlo runs per setting (default: 100 for exp1, "
+        "400 for exp2).", show_default=False)] = None,
     sizes: Annotated[str | None, typer.Option("--sizes", help="Sample sizes N, comma-separated (per sample).", show_default=False)] = None,
-    estimators: Annotated[list[str] | None, typer.Option("--estimator", "-e", help="An estimator spec, e.g. monk-bcd:n_blocks=21 (repeatable; replaces the default list).", show_default=False)] = None,
+    estimators: Annotated[list[str] | None, typer.Option("--estimator", "-e", help="An estimator spec, e.g. monk-bcd:n_blocks=21 (repeatable; "
+        "replaces the default list).", show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Master seed: every cell's seed derives from it and the cell's settings.")] = 0,
     fresh: Annotated[bool, typer.Option("--fresh", help="Delete the results already in --out and start over (otherwise a run resumes).")] = False,
     backend: BackendOption = "local",

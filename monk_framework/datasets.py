@@ -23,9 +23,9 @@ import attrs
 import numpy as np
 
 from .errors import ParameterError, ResourceError, UnknownNameError
-from .randomness import RNGLike, generator
 from .kernels import Kernel, available_memory, format_bytes
 from .params import Check, Configurable, integer, one_of, parameter, real
+from .randomness import RNGLike, generator
 from .splice import load_splice
 
 __all__ = ["Dataset", "VectorDataset", "SpliceDataset", "GaussDataset", "GaussOutliersDataset", "ParetoDataset", "DATASETS", "get_dataset", "default_dataset"]

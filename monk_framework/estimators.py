@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from .errors import DataError, MonkError
 from .blocks import Partition
+from .errors import DataError, MonkError
 from .kernels import Kernel
 from .params import Configurable
 from .pooled import PooledSample, SampleSums

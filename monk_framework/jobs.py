@@ -334,7 +334,7 @@ def prepare_test(
 
     def check(kern: Kernel, est: Estimator) -> None:
         assert isinstance(est, MMDEstimator)
-        if robust:
+        if contamination is not None:
             check_robust_test(
                 kern, contamination=contamination_value(contamination), method=method,
                 estimator=est if estimator is not None else None, n_permutations=n_permutations, alpha=alpha,
@@ -369,13 +369,13 @@ def test(
         n_permutations=n_permutations, alpha=alpha, rng=job.seed, return_null=return_null,
         progress=progress, backend=backend,
     )
+    assert isinstance(job.estimator, MMDEstimator)
     if contamination is not None:
         return robust_test(
             job.kernel, job.X, job.Y, contamination=contamination_value(contamination), method=method,
             estimator=job.estimator if estimator_given else None,
             n_blocks=blocks if blocks is not None else "auto", **common,
         )
-    assert isinstance(job.estimator, MMDEstimator)
     if split:
         return split_test(job.kernel, job.estimator, job.X, job.Y, grid=job.grid, **common)
     return permutation_test(job.kernel, job.estimator, job.X, job.Y, relabel=relabel, **common)

@@ -304,7 +304,7 @@ class Kernel(Configurable):
         scale = max(float(np.abs(block).max()), scale)
         gap = np.abs(block - block.T)
         if gap.max() > CONTRACT_RTOL * scale:
-            i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
+            i, j = (int(v) for v in np.unravel_index(int(np.argmax(gap)), gap.shape))
             raise KernelContractError(
                 f"{label} is not symmetric: k(x_{offset + i}, x_{offset + j}) = {block[i, j]:.6g} "
                 f"but k(x_{offset + j}, x_{offset + i}) = {block[j, i]:.6g}."
@@ -314,7 +314,7 @@ class Kernel(Configurable):
             excess = np.abs(block) - np.outer(root, root)
             np.fill_diagonal(excess, 0.0)
             if excess.max() > DIAG_RTOL * scale:
-                i, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
+                i, j = (int(v) for v in np.unravel_index(int(np.argmax(excess)), excess.shape))
                 raise KernelContractError(
                     f"{label} is not positive semi-definite: |k(x_{offset + i}, x_{offset + j})| = "
                     f"{abs(block[i, j]):.6g} exceeds sqrt(k(x, x) k(x', x')) = {root[i] * root[j]:.6g} "

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .blocks import MatrixFreeGram, StoredGram, GramSource, gram_source, one_row, take
+from .blocks import GramSource, MatrixFreeGram, StoredGram, gram_source, one_row, take
 from .errors import ParameterError
 from .kernels import Kernel, check_squared_norm
 

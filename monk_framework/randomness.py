@@ -125,7 +125,7 @@ def seed_of(rng: np.random.SeedSequence | np.random.Generator) -> Any:
         return None
     entropy = seq.entropy
     if not isinstance(entropy, int):  # a seed given as a list of ints
-        entropy = [int(e) for e in np.atleast_1d(entropy)]
+        entropy = [int(e) for e in np.atleast_1d(np.asarray(entropy))]
     return entropy if not seq.spawn_key else [entropy, *map(int, seq.spawn_key)]
 
 

@@ -58,10 +58,10 @@ from .results import (
 )
 from .two_sample import (
     Progress,
+    TestResult,
     check_null_memory,
     critical_rank,
     null_quantile,
-    TestResult,
     null_statistics,
     within_block_batch,
 )

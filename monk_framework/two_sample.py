@@ -43,7 +43,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import numpy as np
@@ -220,6 +220,7 @@ def null_statistics(
             if progress is not None:
                 progress(stop, n_permutations)
         return out
+    assert backend is not None  # remote
     bounds = [(a, min(a + step, n_permutations)) for a in range(0, n_permutations, step)]
     tasks = [(estimator, draw(a, b), est_seq, a, b, partition) for a, b in bounds]
     finished = 0
@@ -303,8 +304,18 @@ class TestResult(Result):
     derived: ClassVar[tuple[str, ...]] = ("decision",)
     renamed: ClassVar[Mapping[str, str]] = {"p_value": "pvalue", "null": "null_distribution"}
 
+    if TYPE_CHECKING:  # fields every subclass declares (attrs fields of the subclasses)
+        statistic: float
+        pvalue: float
+        null_distribution: np.ndarray | None
+        alpha: float
+        reject: bool
+        kernel: str
+        kernel_params: dict[str, Any]
+        timings: dict[str, float]
+
     def __iter__(self) -> Iterator[Any]:
-        return iter((getattr(self, "statistic"), getattr(self, "pvalue")))
+        return iter((self.statistic, self.pvalue))
 
     @property
     def decision(self) -> str:
@@ -314,13 +325,13 @@ class TestResult(Result):
     def p_value(self) -> float:
         """Deprecated name of ``pvalue``."""
         _deprecated("p_value", "pvalue")
-        return float(getattr(self, "pvalue"))
+        return float(self.pvalue)
 
     @property
     def null(self) -> list[float] | None:
         """Deprecated: ``null_distribution`` as a list."""
         _deprecated("null", "null_distribution")
-        values = getattr(self, "null_distribution")
+        values = self.null_distribution
         return None if values is None else values.tolist()
 
 

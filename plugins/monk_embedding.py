@@ -29,8 +29,8 @@ from monk_framework import (
     parameter,
 )
 from monk_framework.blocks import (
-    Partition,
     GramSource,
+    Partition,
     block_trace_variances,
     blocks_min_sample_size,
     check_n_blocks,

@@ -364,7 +364,7 @@ def minmax_center(points: np.ndarray, *, tol: float = 1e-6, max_iter: int = 300)
     center = u.copy()
     best_u, upper, lower = u.copy(), math.inf, 0.0
     iterations, converged = 0, False
-    for iterations in range(1, max_iter + 1):
+    for iterations in range(1, max_iter + 1):  # noqa: B007 - the count is reported after the loop
         value, e = _depth_oracle(points, u)
         if value < upper:
             best_u, upper = u.copy(), value

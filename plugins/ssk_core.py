@@ -34,7 +34,6 @@ from itertools import product
 
 import numpy as np
 
-
 #: bytes of one column chunk of the feature matrix (the symmetric product runs on chunks).
 FEATURE_CHUNK_BYTES = 128 * 1024 * 1024
 #: table cells (positions × features) of one batch of strings in the feature path.

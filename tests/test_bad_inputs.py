@@ -82,7 +82,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("text-sigma", [*RUN, *SMALL, "-p", "sigma=wide"], 2, r"'sigma'.*Got 'wide'"),
     ("nan-sigma", [*RUN, *SMALL, "-p", "sigma=nan"], 2, r"'sigma'.*must be a float > 0"),
     ("zero-blocks", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=0"], 2, r"'n_blocks'.*>= 1"),
-    ("too-many-blocks", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=40"], 1, r"X has 30 point\(s\) but estimator 'monk-bcd' needs at least 80 \(n_blocks=40"),
+    ("too-many-blocks", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=40"], 1, r"X has 30 point\(s\) but estimator 'monk-bcd' needs at "
+        r"least 80 \(n_blocks=40"),
     ("bad-variant", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "variant=fast"], 2, r"'variant'.*'authors', 'paper'"),
     ("bad-report", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "report=last"], 2, r"'report'.*'before-update', 'final'"),
     ("bad-degree", ["run", "-k", "polynomial", "-e", "u-stat", *SMALL, "-p", "degree=2.5"], 2, r"'degree'.*int >= 1"),
@@ -106,7 +107,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("trace-not-iterative", [*RUN, *SMALL, "--trace"], 2, r"--trace: estimator 'u-stat' is not iterative"),
     ("test-with-embedding", ["test", "-k", "rbf", "-e", "mean", *SMALL], 2, r"'mean' estimates mean embeddings, not MMD"),
     ("string-kernel-on-vectors", ["run", "-k", "ssk", "-e", "u-stat", "--x", "x.npy", "--y", "y.npy"], 1, r"X holds numbers, but kernel 'ssk' needs strings"),
-    ("vector-kernel-on-strings", ["run", "-k", "rbf", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa"], 1, r"X holds strings, but kernel 'rbf' needs numeric vectors"),
+    ("vector-kernel-on-strings", ["run", "-k", "rbf", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa"], 1, r"X holds strings, but kernel 'rbf' needs "
+        r"numeric vectors"),
     ("negative-seed", [*RUN, *SMALL, "--seed", "-1"], 2, r"Invalid value for '--seed'"),
     ("unknown-backend", [*TEST, *SMALL, "--backend", "spark"], 2, r"Unknown backend 'spark': choose one of local, dask"),
     ("bad-scheduler", [*TEST, *SMALL, "--backend", "dask", "--scheduler", "notanaddress"], 2, r"scheduler address 'notanaddress' \(--scheduler\) is not valid"),
@@ -114,7 +116,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("sizes-text", ["experiment", "exp1", "--sizes", "abc", "--out", "e1"], 2, r"--sizes takes comma-separated integers"),
     ("sizes-zero", ["experiment", "exp1", "--sizes", "0,5", "--out", "e2"], 2, r"sizes must be positive"),
     ("experiment-bad-spec", ["experiment", "exp1", "--quick", "-e", "monk-bcd:n_blocks", "--out", "e3"], 2, r"Bad parameter 'n_blocks'"),
-    ("experiment-unknown-estimator", ["experiment", "exp1", "--quick", "-e", "monk-bdc", "--out", "e4"], 2, r"Unknown estimator 'monk-bdc'. Did you mean 'monk-bcd'"),
+    ("experiment-unknown-estimator", ["experiment", "exp1", "--quick", "-e", "monk-bdc", "--out", "e4"], 2, r"Unknown estimator 'monk-bdc'. Did you mean "
+        r"'monk-bcd'"),
     ("experiment-out-is-a-file", ["experiment", "exp1", "--quick", "--out", "blocker"], 1, r"results directory 'blocker': it is a file, not a directory"),
     # -- data files ---------------------------------------------------------------------
     ("missing-file", [*RUN, "--x", "nope.npy", "--y", "y.npy"], 1, r"nope.npy: no such file"),
@@ -133,16 +136,23 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("npy-three-dimensional", [*RUN, "--x", "cube.npy", "--y", "y.npy"], 1, r"X has 3 dimensions \(shape \(4, 3, 2\)\)"),
     ("npy-nan", [*RUN, "--x", "nan.npy", "--y", "y.npy"], 1, r"X contains NaN at point 0, feature 1"),
     ("dimension-mismatch", [*RUN, "--x", "x.npy", "--y", "y3.npy"], 1, r"X has 2 feature\(s\) per point but Y has 3"),
-    ("too-few-points", ["run", "-k", "rbf", "-e", "monk-bcd", "--x", "tiny.npy", "--y", "y.npy"], 1, r"X has 3 point\(s\) but estimator 'monk-bcd' needs at least 22"),
+    ("too-few-points", ["run", "-k", "rbf", "-e", "monk-bcd", "--x", "tiny.npy", "--y", "y.npy"], 1, r"X has 3 point\(s\) but estimator 'monk-bcd' needs "
+        r"at least 22"),
     ("txt-empty", ["run", "-k", "ssk", "-e", "u-stat", "--x", "empty.txt", "--y", "dna1.fa"], 1, r"empty.txt: holds no strings"),
-    ("fasta-no-header", ["run", "-k", "ssk", "-e", "u-stat", "--x", "noheader.fa", "--y", "dna1.fa"], 1, r"noheader.fa, line 1: sequence data before the first '>'"),
-    ("fasta-empty-record", ["run", "-k", "ssk", "-e", "u-stat", "--x", "nosequence.fa", "--y", "dna1.fa"], 1, r"nosequence.fa, line 3: FASTA record has a header but no sequence"),
+    ("fasta-no-header", ["run", "-k", "ssk", "-e", "u-stat", "--x", "noheader.fa", "--y", "dna1.fa"], 1, r"noheader.fa, line 1: sequence data before the "
+        r"first '>'"),
+    ("fasta-empty-record", ["run", "-k", "ssk", "-e", "u-stat", "--x", "nosequence.fa", "--y", "dna1.fa"], 1, r"nosequence.fa, line 3: FASTA record has a header "  # noqa: E501 - one case per line
+        r"but no sequence"),
     ("fasta-gt-in-sequence", ["run", "-k", "ssk", "-e", "u-stat", "--x", "gt.fa", "--y", "dna1.fa"], 1, r"gt.fa, line 2, column 3: '>' inside a sequence line"),
     # -- numbers at the edges of float64 ----------------------------------------------
-    ("exponential-tiny-sigma", ["run", "-k", "exponential", "-e", "u-stat", *SMALL, "-p", "sigma=1e-300"], 1, r"overflows float64.*Use sigma >= [0-9.]+(e[-+]\d+)? or rescale"),
-    ("polynomial-overflow", ["run", "-k", "polynomial", "-e", "u-stat", "--x", "big1.npy", "--y", "big2.npy"], 1, r"Kernel polynomial\(degree=3.*gives non-finite values"),
-    ("median-sigma-overflow", ["run", "-k", "rbf", "-e", "u-stat", "--x", "huge.npy", "--y", "huge.npy", "-p", "sigma=median"], 1, r"median heuristic overflows float64"),
-    ("ssk-lam-underflows", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=3", "-p", "lam=1e-300"], 2, r"'lam' parameter of SubsequenceKernel is too small for n = 3"),
+    ("exponential-tiny-sigma", ["run", "-k", "exponential", "-e", "u-stat", *SMALL, "-p", "sigma=1e-300"], 1, r"overflows float64.*Use sigma >= "
+        r"[0-9.]+(e[-+]\d+)? or rescale"),
+    ("polynomial-overflow", ["run", "-k", "polynomial", "-e", "u-stat", "--x", "big1.npy", "--y", "big2.npy"], 1, r"Kernel polynomial\(degree=3.*gives non-finite "  # noqa: E501 - one case per line
+        r"values"),
+    ("median-sigma-overflow", ["run", "-k", "rbf", "-e", "u-stat", "--x", "huge.npy", "--y", "huge.npy", "-p", "sigma=median"], 1, r"median heuristic overflows "  # noqa: E501 - one case per line
+        r"float64"),
+    ("ssk-lam-underflows", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=3", "-p", "lam=1e-300"], 2, r"'lam' parameter of SubsequenceKernel is too "  # noqa: E501 - one case per line
+        r"small for n = 3"),
     # -- sizes beyond memory ------------------------------------------------------------
     ("permutations-beyond-memory", [*TEST, *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\) = 1,000,000,000 needs about"),
     ("monk-permutations-beyond-memory", ["test", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\)"),

@@ -26,12 +26,12 @@ import attrs
 import numpy as np
 
 from ..errors import ParameterError
+from ..kernels import Kernel
+from ..randomness import stable_int
 from ..registry import get_registry
 from ..splice import load_splice
 from ..two_sample import grid_points, split_test
-from ..kernels import Kernel
 from . import Experiment, mmd_estimator, named_kernel, parse_spec, spec_label
-from ..randomness import stable_int
 from .runner import Cell, CellStore
 
 __all__ = ["Exp2", "PANELS", "DEFAULT_GRID"]

@@ -12,9 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from monk_framework import MMDResult, get_registry
-from monk_framework.datasets import DATASETS
 from monk_framework.cli import app
-from monk_framework.datasets import get_dataset
+from monk_framework.datasets import DATASETS, get_dataset
 
 runner = CliRunner()
 

@@ -116,7 +116,7 @@ def test_robust_test_reports_its_certificate_and_matches_the_library():
     assert data["type"] == "robust-test" and data["method"] == "dc" and data["contamination"] == 10
     assert (data["pvalue"], data["certificate"], data["reject"]) == (direct.pvalue, direct.certificate, direct.reject)
     # a fraction of N + M = 400 points, and mom with a chosen number of blocks
-    frac = json.loads(invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "0.025", "--blocks", "31", "-B", "99", "--json").stdout)
+    frac = json.loads(invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "0.025", "--blocks", "31", "-B", "99", "--json").stdout)  # noqa: E501 - one case per line
     assert frac["contamination"] == 10 and frac["method"] == "mom" and frac["n_blocks"] == 31
     assert len(frac["block_pvalues"]) == 31 and frac["estimator"] == "u-stat"
 

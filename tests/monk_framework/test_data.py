@@ -94,7 +94,7 @@ from hypothesis.extra.numpy import arrays  # noqa: E402
 
 
 @settings(max_examples=50, deadline=None)
-@given(arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 5)), elements=st.floats(allow_nan=False, allow_infinity=False, width=64)), st.booleans(), st.sampled_from([".csv", ".tsv"]))
+@given(arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 5)), elements=st.floats(allow_nan=False, allow_infinity=False, width=64)), st.booleans(), st.sampled_from([".csv", ".tsv"]))  # noqa: E501 - one case per line
 def test_delimited_files_round_trip_exactly(tmp_path_factory, values, header, suffix):
     path = tmp_path_factory.mktemp("rt") / f"data{suffix}"
     sep = "\t" if suffix == ".tsv" else ","
@@ -177,8 +177,7 @@ def test_an_npy_header_claiming_more_data_than_the_file_holds_is_refused(tmp_pat
 
 
 def test_an_npy_array_that_cannot_fit_in_memory_is_refused_before_loading(tmp_path, monkeypatch):
-    from monk_framework import ResourceError
-    from monk_framework import kernels
+    from monk_framework import ResourceError, kernels
 
     np.save(tmp_path / "a.npy", np.zeros((1000, 4)))
     monkeypatch.setattr(kernels, "available_memory", lambda: 10_000)

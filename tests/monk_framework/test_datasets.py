@@ -109,8 +109,7 @@ def test_splice_data_sets_sizes_and_disjoint_halves():
 
 
 def test_a_data_set_too_large_for_memory_is_refused_before_drawing(monkeypatch):
-    from monk_framework import ResourceError
-    from monk_framework import datasets
+    from monk_framework import ResourceError, datasets
 
     monkeypatch.setattr(datasets, "available_memory", lambda: 2**30)
     with pytest.raises(ResourceError, match=r"gauss\(n=100000000.*n = 100,000,000, m = 100,000,000, d = 1.*use a smaller n"):

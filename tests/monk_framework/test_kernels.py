@@ -82,7 +82,7 @@ def test_distances_match_scipy(pair):
 
 
 @settings(max_examples=40, deadline=None)
-@given(arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 6)), elements=finite), st.sampled_from(["rbf", "laplace", "energy", "linear", "quadratic"]))
+@given(arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 6)), elements=finite), st.sampled_from(["rbf", "laplace", "energy", "linear", "quadratic"]))  # noqa: E501 - one case per line
 def test_gram_is_exactly_symmetric_for_any_data(X, name):
     K = REG.get_kernel(name, **({"sigma": 50.0} if name in ("rbf", "laplace") else {})).gram(X)
     assert np.array_equal(K, K.T)

@@ -182,7 +182,7 @@ def test_worst_case_corruption_keeps_the_level_on_tiny_samples(registry, method,
     for seed in range(runs):
         g = np.random.default_rng([seed, 3])
         X, Y = g.normal(size=(8, 1)), g.normal(size=(8, 1))
-        run = lambda A, B: robust_test(  # noqa: E731
+        run = lambda A, B, seed=seed: robust_test(  # noqa: E731
             kernel, A, B, contamination=r, method=method, n_blocks=3 if method == "mom" else "auto",
             n_permutations=39, rng=seed,
         )
@@ -204,7 +204,10 @@ def test_the_certificate_is_the_largest_contamination_that_still_rejects(registr
         g = np.random.default_rng(seed)
         shift = (0.0, 0.6, 1.2, 2.0)[seed % 4]
         X, Y = g.normal(size=(300, 1)), g.normal(shift, 1.0, size=(300, 1))
-        run = lambda r: robust_test(kernel, X, Y, contamination=r, method=method, n_blocks=31 if method == "mom" else "auto", n_permutations=199, rng=seed)  # noqa: E731
+        run = lambda r, X=X, Y=Y, seed=seed: robust_test(  # noqa: E731
+            kernel, X, Y, contamination=r, method=method, n_blocks=31 if method == "mom" else "auto",
+            n_permutations=199, rng=seed,
+        )
         first = run(0)
         c = first.certificate
         seen.add(c >= 1)

@@ -389,7 +389,7 @@ def test_within_block_null_is_the_estimator_on_relabelled_samples_with_the_fixed
     # rebuild the test's partition and relabellings from its documented streams, then run
     # the estimator from scratch on every relabelled sample with that partition
     import monk_plugins.monk_mmd as monk_mmd
-    from monk_framework.within_blocks import relabellings, relabelled_partition
+    from monk_framework.within_blocks import relabelled_partition, relabellings
 
     n, m = 33, 29
     X, Y = rng.normal(size=(n, 1)), rng.normal(0.3, 1.0, size=(m, 1))
@@ -456,8 +456,7 @@ def test_gauss_outliers_example_rejects_only_with_within_block_relabelling(regis
 
 
 def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_work(registry, rng, monkeypatch):
-    from monk_framework import ResourceError
-    from monk_framework import two_sample
+    from monk_framework import ResourceError, two_sample
     from monk_framework.robust import robust_test
 
     calls = []

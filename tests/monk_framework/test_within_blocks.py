@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from monk_framework.blocks import Partition, pair_partition
 from monk_framework import within_blocks
+from monk_framework.blocks import Partition, pair_partition
 from monk_framework.pooled import PooledSample
 from monk_framework.within_blocks import (
-    block_members,
     block_means_gram,
+    block_members,
     draw_within_block,
     relabelled_partition,
     within_block_sums,

@@ -192,7 +192,7 @@ GAUSSIANS = [
 ]
 
 
-@pytest.mark.parametrize(("name", "params"), [("rbf", {"sigma": 1.0}), ("rbf", {"sigma": 0.6}), ("quadratic", {}), ("quadratic", {"offset": 2.0, "scale": 0.5}), ("linear", {}), ("polynomial", {"degree": 1, "offset": 3.0})])
+@pytest.mark.parametrize(("name", "params"), [("rbf", {"sigma": 1.0}), ("rbf", {"sigma": 0.6}), ("quadratic", {}), ("quadratic", {"offset": 2.0, "scale": 0.5}), ("linear", {}), ("polynomial", {"degree": 1, "offset": 3.0})])  # noqa: E501 - one case per line
 @pytest.mark.parametrize("gaussians", GAUSSIANS)
 def test_closed_form_expectations_match_monte_carlo(name, params, gaussians):
     """E k(x, y) in closed form against 400 000 independent pairs (5 standard errors)."""

@@ -1,0 +1,18 @@
+"""ruff and mypy, as configured in pyproject.toml, pass on the whole tree (the CI runs the
+test suite, so it runs them)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("tool", [["ruff", "check", "."], ["mypy"]], ids=["ruff", "mypy"])
+def test_tree_passes(tool):
+    result = subprocess.run([sys.executable, "-m", *tool], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
