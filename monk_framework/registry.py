@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import importlib.metadata as metadata
 import inspect
+import os
 import re
 from typing import Any
 
@@ -27,7 +28,16 @@ from .estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from .kernels import Kernel
 from .params import Configurable, ParameterInfo
 
-__all__ = ["Provider", "PluginEntry", "PluginProblem", "Registry", "get_registry", "discover_entry_points"]
+__all__ = [
+    "Provider",
+    "PluginEntry",
+    "PluginProblem",
+    "Registry",
+    "get_registry",
+    "discover_entry_points",
+    "LOAD_PLUGINS_ENV",
+    "load_plugins_choice",
+]
 
 OWN_DISTRIBUTION = "monk-framework"
 _NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -143,6 +153,24 @@ def discover_entry_points(group: str = hookspecs.ENTRY_POINT_GROUP) -> list[Disc
     )
 
 
+#: the environment variable that chooses the third-party plugins to load
+LOAD_PLUGINS_ENV = "MONK_LOAD_PLUGINS"
+
+
+def load_plugins_choice() -> set[str] | None:
+    """The third-party plugins ``MONK_LOAD_PLUGINS`` allows (entry-point or distribution
+    names), or None when it is not set (all load)."""
+    value = os.environ.get(LOAD_PLUGINS_ENV)
+    if value is None:
+        return None
+    return {v.strip() for v in value.split(",") if v.strip()}
+
+
+def _chosen(found: DiscoveredEntryPoint, chosen: set[str]) -> bool:
+    dist = _normalize(found.distribution)
+    return dist == OWN_DISTRIBUTION or found.entry_point.name in chosen or dist in {_normalize(c) for c in chosen}
+
+
 class Registry:
     """Kernels and estimators from every installed plugin, queryable by name.
 
@@ -162,10 +190,18 @@ class Registry:
     # -- loading ---------------------------------------------------------------------
 
     def load_entry_points(self, group: str = hookspecs.ENTRY_POINT_GROUP) -> None:
-        """Import and register every entry point of ``group``; record failures as problems."""
+        """Import and register every entry point of ``group``; record failures as problems.
+
+        The environment variable :data:`LOAD_PLUGINS_ENV` (``MONK_LOAD_PLUGINS``), when set,
+        chooses the third-party plugins that load: a comma-separated list of entry-point
+        or distribution names (empty: none). The built-ins always load.
+        """
+        chosen = load_plugins_choice()
         for found in discover_entry_points(group):
             provider = found.provider
             if self._pm.has_plugin(str(provider)):
+                continue
+            if chosen is not None and not _chosen(found, chosen):
                 continue
             try:
                 plugin = found.entry_point.load()
@@ -185,6 +221,11 @@ class Registry:
         Returns the entries it added. Use :meth:`unregister` to remove it again.
         """
         label = name or getattr(plugin, "__name__", None) or repr(plugin)
+        known = self._pm.get_name(plugin)
+        if known is not None:
+            # already loaded (e.g. through its entry point once its package is installed):
+            # registering it again changes nothing
+            return list(self._plugin_entries.get(known, []))
         return self._add(plugin, Provider(module=label))
 
     def unregister(self, plugin: object) -> None:

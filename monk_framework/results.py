@@ -275,15 +275,20 @@ class Embedding(Result):
         return {**out, "kernel_params": self.kernel.params()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, registry: Registry | None = None, **context: Any) -> Embedding:
-        """Rebuild an embedding; its kernel is looked up by name in ``registry``."""
-        if registry is None:
-            raise ParameterError(
-                "Embedding.from_dict needs the registry to rebuild the kernel: pass "
-                "registry=monk_framework.get_registry(), or use monk_framework.load_result."
-            )
+    def from_dict(
+        cls, data: Mapping[str, Any], *, registry: Registry | None = None, kernel: Kernel | None = None, **context: Any
+    ) -> Embedding:
+        """Rebuild an embedding; its kernel is looked up by name in ``registry`` (or given)."""
         if not isinstance(data, Mapping) or "kernel" not in data:
             raise DataError("An embedding result names its kernel; this one does not.")
-        kernel = registry.get_kernel(data["kernel"], **data.get("kernel_params", {}))
+        if kernel is None:
+            if registry is None:
+                raise ParameterError(
+                    "Embedding.from_dict needs the registry to rebuild the kernel: pass "
+                    "registry=monk_framework.get_registry(), or use monk_framework.load_result."
+                )
+            kernel = registry.get_kernel(data["kernel"], **data.get("kernel_params", {}))
+        elif kernel.name != data["kernel"]:
+            raise DataError(f"The embedding was made with kernel {data['kernel']!r}, not {kernel.name!r}.")
         fields = {k: v for k, v in data.items() if k != "kernel_params"}
         return super().from_dict({**fields, "kernel": kernel})

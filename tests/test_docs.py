@@ -76,6 +76,8 @@ def test_plugin_example_runs(tmp_path, monkeypatch, rng):
         namespace: dict = {}
         exec(compile(script, "docs/plugins.md", "exec"), namespace)
         assert namespace["kernel"].sigma == 2.0
+        # the third block: the conformance kit on the example
+        exec(compile(code_blocks(DOCS / "plugins.md")[2], "docs/plugins.md", "exec"), {})
         module = __import__(module_name)
         reg = Registry()
         reg.register(module)

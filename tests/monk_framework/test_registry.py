@@ -267,3 +267,27 @@ def test_third_party_plugin_through_the_cli_runner(fake_site, monkeypatch):
     assert json.loads(run.stdout)["mmd2"] == pytest.approx(0.0, abs=1e-15)
     human = runner.invoke(app, ["plugins"])
     assert "Plugin problem: monk-broken==1.2.3[broken]" in human.stderr
+
+
+@pytest.mark.parametrize(
+    ("choice", "loaded", "problems"),
+    [
+        ("ones", {"ones"}, set()),  # by entry-point name: the broken plugins are never imported
+        ("monk_broken, monk-ones", {"ones"}, {"monk-broken"}),  # by distribution name, any spelling
+        ("", set(), set()),  # no third-party plugin at all
+    ],
+)
+def test_monk_load_plugins_chooses_the_third_party_plugins(fake_site, monkeypatch, choice, loaded, problems):
+    monkeypatch.setenv("MONK_LOAD_PLUGINS", choice)
+    registry = Registry()
+    builtins = {"linear", "polynomial", "quadratic", "rbf", "exponential", "laplace", "energy", "ssk"}
+    assert {e.name for e in registry.kernels()} == builtins | loaded  # the built-ins always load
+    assert {p.provider.distribution for p in registry.problems()} == problems
+
+
+def test_registering_an_installed_plugin_again_changes_nothing(fake_site):
+    registry = Registry()
+    module = __import__("monk_ones_plugin")
+    before = registry.kernels()
+    entries = registry.register(module)
+    assert [e.name for e in entries] == ["ones"] and registry.kernels() == before

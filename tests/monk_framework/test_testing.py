@@ -1,0 +1,154 @@
+"""The conformance kit catches broken plugins, with a message naming the fault."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pytest
+
+from monk_framework import Estimate, Kernel, MMDEstimator, get_registry
+from monk_framework.params import integer, parameter
+from monk_framework.testing import check_estimator, check_kernel
+
+
+@attrs.frozen(kw_only=True)
+class Cauchy(Kernel):
+    """A correct kernel: k(x, y) = 1 / (1 + ||x - y||^2)."""
+
+    name: ClassVar[str] = "cauchy"
+    summary: ClassVar[str] = "Cauchy kernel"
+    formula: ClassVar[str] = "k(x, y) = 1 / (1 + ||x - y||^2)"
+
+    def _gram(self, X, Y):
+        sq = ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1)
+        return 1.0 / (1.0 + sq)
+
+    def _diag(self, X):
+        return np.ones(len(X))
+
+
+@attrs.frozen(kw_only=True)
+class WrongShape(Cauchy):
+    name: ClassVar[str] = "wrong-shape"
+
+    def _gram(self, X, Y):
+        return super()._gram(X, Y)[:, :1]  # one column, which numpy would broadcast
+
+
+@attrs.frozen(kw_only=True)
+class Asymmetric(Cauchy):
+    name: ClassVar[str] = "asymmetric"
+
+    def _gram(self, X, Y):
+        return super()._gram(X, Y) + 0.01 * X[:, :1] * np.ones(len(Y))[None, :]
+
+
+@attrs.frozen(kw_only=True)
+class WrongDiag(Cauchy):
+    name: ClassVar[str] = "wrong-diag"
+
+    def _diag(self, X):
+        return np.full(len(X), 2.0)
+
+
+@attrs.frozen(kw_only=True)
+class Noisy(Cauchy):
+    name: ClassVar[str] = "noisy"
+
+    def _gram(self, X, Y):
+        K = super()._gram(X, Y)
+        return K + 1e-3 * np.random.default_rng().random() * (K < 1)  # symmetric, diagonal kept
+
+
+@attrs.frozen(kw_only=True)
+class NotPSD(Cauchy):
+    name: ClassVar[str] = "not-psd"
+
+    def _gram(self, X, Y):
+        return -super()._gram(X, Y) + 2.0 * (np.abs(super()._gram(X, Y) - 1) < 1e-15)
+
+
+def test_a_correct_kernel_passes():
+    check_kernel(Cauchy)
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (WrongShape, r"_gram\(X, X\) returned shape \(30, 1\)"),
+        (Asymmetric, "is not symmetric"),
+        (WrongDiag, r"_diag gives k\(x_0, x_0\) = 2 but _gram's diagonal has 1"),
+        (Noisy, "deterministic"),
+        (NotPSD, "eigenvalue"),
+    ],
+)
+def test_broken_kernels_are_caught_by_name(cls, message):
+    with pytest.raises(AssertionError, match=message) as info:
+        check_kernel(cls)
+    assert f"kernel {cls.name!r}" in str(info.value)
+
+
+def test_a_kernel_without_a_default_is_caught():
+    @attrs.frozen(kw_only=True)
+    class NoDefault(Cauchy):
+        name: ClassVar[str] = "no-default"
+        width: float = attrs.field()
+
+    with pytest.raises(AssertionError, match="cannot be built with its defaults"):
+        check_kernel(NoDefault)
+
+
+def _v_mmd2(kernel, X, Y):
+    return kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+
+
+@attrs.frozen(kw_only=True)
+class Blocky(MMDEstimator):
+    """A correct estimator: the V-statistic of a random half of the blocks."""
+
+    name: ClassVar[str] = "blocky"
+    summary: ClassVar[str] = "test estimator"
+    formula: ClassVar[str] = "MMD_V^2 on one random block"
+    n_blocks: int = parameter(3, doc="Q", check=integer(ge=1), kind="int")
+
+    def _estimate(self, kernel, X, Y, rng):
+        ix = rng.permutation(len(X))[: max(2, len(X) // self.n_blocks)]
+        iy = rng.permutation(len(Y))[: max(2, len(Y) // self.n_blocks)]
+        if self.n_blocks == 1:
+            ix, iy = np.arange(len(X)), np.arange(len(Y))
+        v = _v_mmd2(kernel, X[ix], Y[iy])
+        return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5)
+
+
+@attrs.frozen(kw_only=True)
+class Unseeded(Blocky):
+    name: ClassVar[str] = "unseeded"
+
+    def _estimate(self, kernel, X, Y, rng):
+        return super()._estimate(kernel, X, Y, np.random.default_rng())
+
+
+@attrs.frozen(kw_only=True)
+class OffAtOneBlock(Blocky):
+    name: ClassVar[str] = "off-at-one-block"
+
+    def _estimate(self, kernel, X, Y, rng):
+        est = super()._estimate(kernel, X, Y, rng)
+        return Estimate(mmd2=est.mmd2 * 1.01, mmd=est.mmd * 1.005)
+
+
+def test_a_correct_estimator_passes():
+    check_estimator(Blocky)
+    check_estimator(Blocky, kernel=get_registry().get_kernel("quadratic"))
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [(Unseeded, "same seed"), (OffAtOneBlock, "with n_blocks=1 gives MMD")],
+)
+def test_broken_estimators_are_caught_by_name(cls, message):
+    with pytest.raises(AssertionError, match=message) as info:
+        check_estimator(cls)
+    assert f"estimator {cls.name!r}" in str(info.value)
