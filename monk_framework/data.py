@@ -8,7 +8,9 @@ and malformed shapes with a message that names the sample and the offending poin
 
 Files: ``.npy`` (numeric arrays; pickled objects are never loaded), ``.csv`` and
 ``.tsv`` (numbers; a header row is detected when every cell of the first row is
-non-numeric; a bad cell is reported with file, line and column). For string kernels:
+non-numeric; a file written by pandas' ``DataFrame.to_csv``, whose header starts with an
+empty cell, has its index column dropped; a missing value or a bad cell is reported
+with file, line and column). For string kernels:
 ``.txt`` (one string per line; the line ending is removed, nothing else; empty lines
 are skipped) and FASTA ``.fa``/``.fasta`` (records start with a ``>`` header line;
 a record's sequence is its following lines joined, whitespace removed; ``;`` lines
@@ -214,6 +216,10 @@ def _read_npy(path: Path) -> np.ndarray:
     return arr
 
 
+#: how missing values are spelt in CSV files (pandas' nullable dtypes write <NA>)
+MISSING = frozenset({"", "NA", "<NA>", "NAN", "NULL", "NONE", "N/A"})
+
+
 def _cell_value(text: str) -> float | None:
     try:
         return float(text)
@@ -237,7 +243,13 @@ def _read_delimited(path: Path) -> np.ndarray:
     if not rows:
         raise DataFileError(str(path), "holds no data rows.")
     first_line, first = rows[0]
-    if all(cell and _cell_value(cell) is None for cell in first):
+    if len(first) > 1 and not first[0]:
+        # pandas' DataFrame.to_csv: a header row whose first cell is empty (the unnamed
+        # index), then each row's index label in the first column; both are dropped
+        rows = [(n, r[1:]) for n, r in rows[1:]]
+        if not rows:
+            raise DataFileError(str(path), "holds a header row but no data rows.", line=first_line)
+    elif all(cell and _cell_value(cell) is None for cell in first):
         rows = rows[1:]  # a header: every cell of the first row is a name, not a number
         if not rows:
             raise DataFileError(str(path), "holds a header row but no data rows.", line=first_line)
@@ -252,9 +264,15 @@ def _read_delimited(path: Path) -> np.ndarray:
             )
         for j, cell in enumerate(row):
             value = _cell_value(cell)
-            if value is None:
-                what = "an empty cell" if not cell else f"cannot read {cell!r} as a number"
-                raise DataFileError(str(path), f"{what}.", line=lineno, column=j + 1)
+            if value is None or math.isnan(value):
+                if not cell or cell.upper() in MISSING:
+                    raise DataFileError(
+                        str(path),
+                        f"a missing value ({cell!r}; pandas writes NA and NaN as an empty cell or <NA>): "
+                        "drop or impute the missing values first, e.g. df.dropna().to_csv(path).",
+                        line=lineno, column=j + 1,
+                    )
+                raise DataFileError(str(path), f"cannot read {cell!r} as a number.", line=lineno, column=j + 1)
             if not math.isfinite(value):
                 raise DataFileError(
                     str(path), f"{cell!r} is not a finite number.", line=lineno, column=j + 1

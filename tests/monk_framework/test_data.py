@@ -53,9 +53,9 @@ def test_csv_with_header_and_tsv(tmp_path):
     ("text", "message"),
     [
         ("a,b\n1,2\n3,x\n", r"c.csv, line 3, column 2: cannot read 'x' as a number"),
-        ("1,2\n3,\n", r"line 2, column 2: an empty cell"),
+        ("1,2\n3,\n", r"line 2, column 2: a missing value"),
         ("1,2\n3,4,5\n", r"line 2: has 3 columns where line 1 has 2"),
-        ("1,2\nnan,4\n", r"line 2, column 1: 'nan' is not a finite number"),
+        ("1,2\nnan,4\n", r"line 2, column 1: a missing value \(.nan.;"),
         ("x,y\n", r"line 1: holds a header row but no data rows"),
         ("\n\n", r"holds no data rows"),
     ],
@@ -206,3 +206,22 @@ def test_an_unreadable_file_is_a_data_file_error(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "read_text", denied)
     with pytest.raises(DataFileError, match=r"x.txt: cannot be read \(Permission denied\)"):
         load_sample(path)
+
+
+def test_a_csv_written_by_pandas_loses_its_index_column(tmp_path):
+    # what DataFrame(X).to_csv(path) writes: an unnamed index column and a header of column names
+    path = tmp_path / "x.csv"
+    path.write_text(",0,1\n0,1.5,2.0\n1,-3.0,4.25\n2,0.0,1e-3\n")
+    np.testing.assert_array_equal(load_sample(path), [[1.5, 2.0], [-3.0, 4.25], [0.0, 1e-3]])
+    named = tmp_path / "named.csv"
+    named.write_text(",a,b\nr1,1,2\nr2,3,4\n")
+    np.testing.assert_array_equal(load_sample(named), [[1, 2], [3, 4]])
+
+
+@pytest.mark.parametrize("cell", ["", "<NA>", "NaN", "nan"])
+def test_missing_values_of_pandas_are_named_with_what_to_do(tmp_path, cell):
+    path = tmp_path / "x.csv"
+    path.write_text(f",a,b\n0,1.0,2.0\n1,{cell},4.0\n")
+    with pytest.raises(DataFileError, match=r"line 3.*missing value.*dropna") as info:
+        load_sample(path)
+    assert "column 1" in str(info.value) or "column 1" in repr(info.value)
