@@ -21,7 +21,7 @@ import attrs
 import numpy as np
 
 from .data import Sample, as_strings, as_vectors, check_same_dimension
-from .errors import DataError, KernelContractError, KernelOverflowError, MonkError, ResourceError
+from .errors import DataError, KernelContractError, KernelOverflowError, MonkError, ParameterError, ResourceError
 from .params import Configurable
 
 __all__ = [
@@ -76,6 +76,32 @@ class Kernel(Configurable):
     nonnegative: ClassVar[bool] = False
 
     # -- public API: validate, then call the core ------------------------------------
+
+    def __call__(self, X: Any, Y: Any = None) -> np.ndarray:
+        """``k(X, Y)`` is ``k.gram(X, Y)`` (and ``k(X)`` is ``k.gram(X)``)."""
+        return self.gram(X, Y)
+
+    def __add__(self, other: Any) -> Kernel:
+        """``k1 + k2``: the kernel k1(x, y) + k2(x, y) (:mod:`monk_framework.kernel_algebra`)."""
+        from .kernel_algebra import SumKernel
+
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        return SumKernel(left=self, right=other)
+
+    def __mul__(self, other: Any) -> Kernel:
+        """``k1 * k2`` (the product kernel) or ``k * c`` (c > 0)."""
+        from .kernel_algebra import ProductKernel, scale
+
+        if isinstance(other, Kernel):
+            return ProductKernel(left=self, right=other)
+        return scale(other, self)
+
+    def __rmul__(self, other: Any) -> Kernel:
+        """``c * k`` for a number c > 0."""
+        from .kernel_algebra import scale
+
+        return scale(other, self)
 
     def check_sample(self, X: Any, *, name: str = "X") -> Sample:
         """Validate a sample for this kernel's input kind (see :mod:`monk_framework.data`)."""
@@ -450,6 +476,27 @@ def scaled_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
     return _times_square(out, np.float64(s) / np.float64(sigma), 1)
 
 
+def l1_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """‖x_i − y_j‖₁ = Σ_k |x_ik − y_jk| for all pairs, as an ``(n, m)`` array (exact
+    coordinate differences, no cancellation)."""
+    from scipy.spatial.distance import cdist
+
+    return np.asarray(cdist(X, Y, "cityblock"), dtype=np.float64)
+
+
+def scaled_l1_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
+    """‖x_i − y_j‖₁ / σ for all pairs, without overflow for data or σ near the float64 limits
+    (as :func:`scaled_distances` does for the Euclidean norm)."""
+    scale = magnitude(X, Y)
+    if _moderate(scale) and _moderate(sigma):
+        out = l1_distances(X, Y)
+        out *= 1.0 / sigma
+        return out
+    s = power_of_two(scale)
+    out = l1_distances(X / s, Y / s)
+    return _times_square(out, np.float64(s) / np.float64(sigma), 1)
+
+
 def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """‖x_i − y_j‖² for all pairs, as an ``(n, m)`` array.
 
@@ -490,8 +537,9 @@ def distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return out
 
 
-def median_distance(X: np.ndarray, Y: np.ndarray | None = None) -> float:
-    """The median heuristic: the median of ‖z_i − z_j‖ over pairs i < j of Z = X ∪ Y.
+def median_distance(X: np.ndarray, Y: np.ndarray | None = None, *, metric: str = "l2") -> float:
+    """The median heuristic: the median of ‖z_i − z_j‖ over pairs i < j of Z = X ∪ Y
+    (the Euclidean norm, or the L1 norm with ``metric="l1"``).
 
     Above :data:`MEDIAN_MAX_POINTS` pooled points, the median is taken over a subsample
     of that many points drawn with a fixed seed, so the value depends on the data only.
@@ -502,14 +550,16 @@ def median_distance(X: np.ndarray, Y: np.ndarray | None = None) -> float:
     if len(Z) > MEDIAN_MAX_POINTS:
         keep = np.random.default_rng(0).choice(len(Z), MEDIAN_MAX_POINTS, replace=False)
         Z = Z[np.sort(keep)]
+    if metric not in ("l2", "l1"):
+        raise ParameterError(f"median_distance: metric must be 'l2' or 'l1'; got {metric!r}.")
     scale = magnitude(Z)
     if _moderate(scale):
-        value = _median_pair_distance(Z)
+        value = _median_pair_distance(Z, metric)
     else:
         # exact power-of-two rescaling, so that the squared distances neither overflow nor underflow
         s = power_of_two(scale)
         with np.errstate(over="ignore"):
-            value = float(np.float64(_median_pair_distance(Z / s)) * s)
+            value = float(np.float64(_median_pair_distance(Z / s, metric)) * s)
     if not math.isfinite(value):
         raise KernelOverflowError(
             f"The median heuristic overflows float64: the median pairwise distance of these data "
@@ -523,27 +573,30 @@ def median_distance(X: np.ndarray, Y: np.ndarray | None = None) -> float:
     return value
 
 
-def _median_pair_distance(Z: np.ndarray) -> float:
+def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:
     """The median of ‖z_i − z_j‖ over i < j: the upper triangle only, in row bands.
 
-    The square root is monotone, so the median is taken on squared distances (the one
-    or two middle order statistics by selection) and only those get a square root.
+    The square root is monotone, so the Euclidean median is taken on squared distances
+    (the one or two middle order statistics by selection) and only those get a square
+    root; L1 distances are used as they are.
     """
     n = len(Z)
     step = max(1, CHUNK_BYTES // (8 * n))
     parts = []
+    band_of = refined_squared_distances if metric == "l2" else l1_distances
+    root = np.sqrt if metric == "l2" else (lambda v: v)
     for start in range(0, n - 1, step):
         stop = min(start + step, n - 1)
-        band = refined_squared_distances(Z[start:stop], Z[start:])
+        band = band_of(Z[start:stop], Z[start:])
         # keep the entries right of the diagonal: column j > row i
         above = np.arange(n - start)[None, :] > np.arange(stop - start)[:, None]
         parts.append(band[above])
     values = np.concatenate(parts)
     k = (len(values) - 1) // 2
     if len(values) % 2:
-        return float(np.sqrt(np.partition(values, k)[k]))
+        return float(root(np.partition(values, k)[k]))
     low, high = np.partition(values, [k, k + 1])[[k, k + 1]]
-    return float((np.sqrt(low) + np.sqrt(high)) / 2.0)
+    return float((root(low) + root(high)) / 2.0)
 
 
 def available_memory() -> int | None:

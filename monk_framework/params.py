@@ -28,7 +28,9 @@ __all__ = [
     "integer",
     "one_of",
     "parameter",
+    "parse_spec",
     "parse_value",
+    "spec_label",
     "real",
     "real_or",
     "integer_or",
@@ -207,6 +209,8 @@ class Configurable:
     formula: ClassVar[str] = ""
     #: what kind of plugin this is: "kernel" or "estimator" (set by the base classes).
     plugin_type: ClassVar[str] = ""
+    #: other names the registry accepts for this plugin (e.g. "gaussian" for "rbf").
+    aliases: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def parameters(cls) -> tuple[ParameterInfo, ...]:
@@ -263,3 +267,25 @@ def parse_value(text: str) -> Any:
         except ValueError:
             pass
     return text.strip()
+
+
+def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
+    """"name" or "name:key=value,key=value" -> (name, params), e.g. "monk-bcd:n_blocks=11"."""
+    if not isinstance(text, str) or not text.strip():
+        raise ParameterError(f"A plugin spec must be a non-empty string like 'monk-bcd:n_blocks=11'; got {text!r}.")
+    name, _, rest = text.strip().partition(":")
+    params: dict[str, Any] = {}
+    if rest.strip():
+        for item in rest.split(","):
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip() or not value.strip():
+                raise ParameterError(f"Bad parameter {item!r} in spec {text!r}: expected key=value.")
+            params[key.strip()] = parse_value(value)
+    return name.strip(), params
+
+
+def spec_label(name: str, params: Mapping[str, Any]) -> str:
+    """The canonical text of a spec (its label in results files and figures)."""
+    if not params:
+        return name
+    return name + ":" + ",".join(f"{k}={v}" for k, v in params.items())

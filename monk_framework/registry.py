@@ -26,7 +26,7 @@ from . import hookspecs
 from .errors import DuplicateNameError, PluginError, UnknownNameError
 from .estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from .kernels import Kernel
-from .params import Configurable, ParameterInfo
+from .params import Configurable, ParameterInfo, parse_spec
 
 __all__ = [
     "Provider",
@@ -182,6 +182,8 @@ class Registry:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         self._entries: dict[str, dict[str, PluginEntry]] = {"kernel": {}, "estimator": {}}
+        #: other names of registered plugins (``Configurable.aliases``) -> their names
+        self._aliases: dict[str, dict[str, str]] = {"kernel": {}, "estimator": {}}
         self._plugin_entries: dict[str, list[PluginEntry]] = {}
         self._problems: list[PluginProblem] = []
         if discover:
@@ -236,6 +238,8 @@ class Registry:
         self._pm.unregister(plugin)
         for entry in self._plugin_entries.pop(name, []):
             del self._entries[entry.plugin_type][entry.name]
+            for alias in entry.cls.aliases:
+                self._aliases[entry.plugin_type].pop(alias, None)
 
     def _add(self, plugin: object, provider: Provider) -> list[PluginEntry]:
         plugin_name = str(provider)
@@ -254,6 +258,8 @@ class Registry:
             raise
         for entry in entries:
             self._entries[entry.plugin_type][entry.name] = entry
+            for alias in entry.cls.aliases:
+                self._aliases[entry.plugin_type][alias] = entry.name
         self._plugin_entries[plugin_name] = entries
         return entries
 
@@ -330,15 +336,17 @@ class Registry:
     def _check_duplicates(self, entries: list[PluginEntry]) -> None:
         seen: dict[tuple[str, str], PluginEntry] = {}
         for entry in entries:
-            key = (entry.plugin_type, entry.name)
-            other = self._entries[entry.plugin_type].get(entry.name) or seen.get(key)
-            if other is not None:
-                raise DuplicateNameError(
-                    f"The {entry.plugin_type} name {entry.name!r} is provided by both "
-                    f"{other.provider} and {entry.provider}; the first one keeps it and "
-                    f"the plugin {entry.provider} is not loaded."
-                )
-            seen[key] = entry
+            for name in (entry.name, *entry.cls.aliases):
+                key = (entry.plugin_type, name)
+                table = self._entries[entry.plugin_type]
+                other = table.get(name) or table.get(self._aliases[entry.plugin_type].get(name, "")) or seen.get(key)
+                if other is not None:
+                    raise DuplicateNameError(
+                        f"The {entry.plugin_type} name {name!r} is provided by both "
+                        f"{other.provider} and {entry.provider}; the first one keeps it and "
+                        f"the plugin {entry.provider} is not loaded."
+                    )
+                seen[key] = entry
 
     # -- queries ---------------------------------------------------------------------
 
@@ -357,8 +365,9 @@ class Registry:
     def entry(self, plugin_type: str, name: str) -> PluginEntry:
         """The entry of a kernel or estimator; unknown names list the known ones."""
         table = self._entries[plugin_type]
+        name = self._aliases[plugin_type].get(name, name)
         if name not in table:
-            raise UnknownNameError(plugin_type, name, table)
+            raise UnknownNameError(plugin_type, name, [*table, *self._aliases[plugin_type]])
         return table[name]
 
     def kernel_class(self, name: str) -> type[Kernel]:
@@ -375,9 +384,28 @@ class Registry:
         """An estimator by name with settings, e.g. ``get_estimator("u-stat")``."""
         return self.estimator_class(name).from_params(params)
 
+    def resolve_kernel(self, kernel: Any) -> Kernel:
+        """A kernel as given, or by spec: ``"rbf"``, ``"rbf:sigma=2"``, ``"gaussian"``."""
+        if isinstance(kernel, str):
+            name, params = parse_spec(kernel)
+            return self.get_kernel(name, **params)
+        return kernel
+
+    def resolve_estimator(self, estimator: Any) -> Estimator:
+        """An estimator as given, or by spec: ``"u-stat"``, ``"monk-bcd:n_blocks=21"``."""
+        if isinstance(estimator, str):
+            name, params = parse_spec(estimator)
+            return self.get_estimator(name, **params)
+        return estimator
+
     def find(self, name: str) -> list[PluginEntry]:
         """Every kernel and estimator called ``name`` (one of each at most)."""
-        return [t[name] for t in self._entries.values() if name in t]
+        found = []
+        for kind, table in self._entries.items():
+            key = self._aliases[kind].get(name, name)
+            if key in table:
+                found.append(table[key])
+        return found
 
     def names(self) -> list[str]:
         return sorted({n for t in self._entries.values() for n in t})

@@ -287,7 +287,9 @@ class Embedding(Result):
                     "Embedding.from_dict needs the registry to rebuild the kernel: pass "
                     "registry=monk_framework.get_registry(), or use monk_framework.load_result."
                 )
-            kernel = registry.get_kernel(data["kernel"], **data.get("kernel_params", {}))
+            from .kernel_algebra import kernel_from_spec
+
+            kernel = kernel_from_spec(data["kernel"], data.get("kernel_params", {}), registry=registry)
         elif kernel.name != data["kernel"]:
             raise DataError(f"The embedding was made with kernel {data['kernel']!r}, not {kernel.name!r}.")
         fields = {k: v for k, v in data.items() if k != "kernel_params"}

@@ -63,6 +63,7 @@ from .two_sample import (
     critical_rank,
     null_quantile,
     null_statistics,
+    resolve,
     within_block_batch,
 )
 from .within_blocks import relabellings, within_block_sums
@@ -162,6 +163,7 @@ def check_robust_test(
 ) -> tuple[str, MMDEstimator]:
     """Validate what :func:`robust_test` can check before seeing the data; return the method
     ("dc" or "mom") and the estimator it will use. The CLI calls it before reading files."""
+    kernel, estimator = resolve(kernel, estimator)
     _check_test_params(n_permutations, alpha, method)
     kernel = _robust_kernel(kernel)
     if not isinstance(contamination, (int, np.integer)) or isinstance(contamination, bool):
@@ -177,7 +179,8 @@ def _robust_kernel(kernel: Any) -> Kernel:
         raise ParameterError(
             f"robust_test needs a kernel fixed before seeing the data; {kernel.spec()} resolves a "
             "hyperparameter from the sample, which the corrupted points would move (so the level "
-            "guarantee would not hold). Give a number, e.g. fitted on trusted data: kernel.fit(X_trusted)."
+            "guarantee would not hold). Give a number chosen without these data (monkfw: -p sigma=1.0; "
+            "Python: get_kernel('rbf', sigma=1.0), or kernel.fit(X_trusted) on trusted data)."
         )
     return kernel
 
@@ -324,6 +327,7 @@ def robust_test(
     ``backend`` runs dcMMD's batches (:mod:`monk_framework.backends`).
     """
     start = time.perf_counter()
+    kernel, estimator = resolve(kernel, estimator)
     chosen, est = check_robust_test(
         kernel, contamination=contamination, method=method, estimator=estimator,
         n_permutations=n_permutations, alpha=alpha,

@@ -114,6 +114,17 @@ def null_quantile(null: np.ndarray, alpha: float) -> float | None:
     return float(np.sort(null)[len(null) - 1 - k])
 
 
+def resolve(kernel: Any, estimator: Any) -> tuple[Any, Any]:
+    """A kernel and an estimator as given, or looked up by spec (``"rbf:sigma=2"``,
+    ``"monk-bcd:n_blocks=21"``) in the registry of installed plugins."""
+    if isinstance(kernel, str) or isinstance(estimator, str):
+        from .registry import get_registry
+
+        reg = get_registry()
+        return reg.resolve_kernel(kernel), (estimator if estimator is None else reg.resolve_estimator(estimator))
+    return kernel, estimator
+
+
 def _check_test_params(estimator: Any, n_permutations: Any, alpha: Any) -> MMDEstimator:
     if not isinstance(estimator, MMDEstimator):
         raise MonkError(
@@ -403,7 +414,8 @@ def permutation_test(
     backend: Backend | None = None,
     relabel: str = "auto",
 ) -> PermutationTestResult:
-    """Permutation test of H₀: P = Q with any kernel and any MMD estimator.
+    """Permutation test of H₀: P = Q with any kernel and any MMD estimator (objects, or
+    specs such as ``"rbf"`` and ``"monk-bcd:n_blocks=21"``).
 
     p = (1 + #{T_b ≥ T}) / (1 + B) over B random relabellings of the pooled sample; the
     pooled Gram matrix is computed once, or given as ``gram`` (the Gram matrix of
@@ -421,6 +433,7 @@ def permutation_test(
     test-time form without reshuffles (docs/testing.md says what that changes).
     """
     start = time.perf_counter()
+    kernel, estimator = resolve(kernel, estimator)
     estimator = _check_test_params(estimator, n_permutations, alpha)
     kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.check_pair(X, Y)
@@ -563,6 +576,7 @@ def split_test(
     ``backend`` runs the batches of relabellings of part 2.
     """
     start = time.perf_counter()
+    kernel, estimator = resolve(kernel, estimator)
     estimator = _check_test_params(estimator, n_permutations, alpha)
     kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.check_pair(X, Y)

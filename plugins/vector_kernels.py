@@ -23,9 +23,10 @@ from monk_framework.kernels import (
     median_distance,
     power_of_two,
     scaled_distances,
+    scaled_l1_distances,
     scaled_squared_distances,
 )
-from monk_framework.params import boolean, integer, real, real_or
+from monk_framework.params import boolean, integer, one_of, real, real_or
 
 #: exp(x) overflows float64 above this value.
 EXP_LIMIT = math.log(np.finfo(np.float64).max)
@@ -248,15 +249,25 @@ class _BandwidthCore:
     def is_fitted(self) -> bool:
         return self.sigma != "median"
 
+    #: the distance the median heuristic takes the median of
+    metric: ClassVar[str] = "l2"
+
     def fit(self, X: Any, Y: Any = None) -> Any:
         if self.sigma != "median":
             return self
         Xv = self.check_sample(X)  # type: ignore[attr-defined]
         Yv = None if Y is None else self.check_sample(Y, name="Y")  # type: ignore[attr-defined]
-        return attrs.evolve(self, sigma=median_distance(Xv, Yv))  # type: ignore[misc]
+        return attrs.evolve(self, sigma=median_distance(Xv, Yv, metric=self.distance_metric))  # type: ignore[misc]
+
+    @property
+    def distance_metric(self) -> str:
+        return self.metric
 
 
-_SIGMA_DOC = "the bandwidth σ > 0, or 'median' for the median pairwise distance of the pooled sample"
+_SIGMA_DOC = (
+    "the bandwidth σ > 0, or 'median' (the default, as in hyppo and alibi-detect) for the median "
+    "pairwise distance of the pooled sample"
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -264,11 +275,12 @@ class RBFKernel(_BandwidthCore, Kernel):
     """k(x, y) = exp(−‖x − y‖² / (2σ²)), the Gaussian kernel."""
 
     name: ClassVar[str] = "rbf"
+    aliases: ClassVar[tuple[str, ...]] = ("gaussian",)
     summary: ClassVar[str] = "Gaussian (RBF) kernel exp(-|x-y|^2 / (2 sigma^2)); bounded and characteristic."
     formula: ClassVar[str] = "k(x, y) = exp(-||x - y||^2 / (2 sigma^2))"
     nonnegative: ClassVar[bool] = True
 
-    sigma: float | str = parameter(1.0, doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
+    sigma: float | str = parameter("median", doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         # ‖x − y‖²/σ² computed without overflow: 1e200-scale data with σ = 1e200 are fine
@@ -288,17 +300,28 @@ class RBFKernel(_BandwidthCore, Kernel):
 
 @attrs.frozen(kw_only=True)
 class LaplaceKernel(_BandwidthCore, Kernel):
-    """k(x, y) = exp(−‖x − y‖ / σ)."""
+    """k(x, y) = exp(−‖x − y‖ / σ), with the Euclidean norm ‖·‖₂ by default, or the L1
+    norm ‖·‖₁ with ``norm="l1"`` (scikit-learn's ``laplacian_kernel``, with γ = 1/σ)."""
 
     name: ClassVar[str] = "laplace"
-    summary: ClassVar[str] = "Laplace kernel exp(-|x-y| / sigma); bounded and characteristic."
-    formula: ClassVar[str] = "k(x, y) = exp(-||x - y||_2 / sigma)"
+    summary: ClassVar[str] = "Laplace kernel exp(-|x-y| / sigma), Euclidean norm (or L1 with norm=l1); bounded and characteristic."
+    formula: ClassVar[str] = "k(x, y) = exp(-||x - y||_2 / sigma), or exp(-||x - y||_1 / sigma) with norm='l1'"
     nonnegative: ClassVar[bool] = True
 
-    sigma: float | str = parameter(1.0, doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
+    sigma: float | str = parameter("median", doc=_SIGMA_DOC + " (in the chosen norm)", check=real_or("median", gt=0), kind="float")
+    norm: str = parameter(
+        "l2",
+        doc="the norm of x - y: 'l2' (Euclidean, the default) or 'l1' (the sum of absolute "
+        "differences, scikit-learn's laplacian_kernel with gamma = 1/sigma)",
+        check=one_of("l2", "l1"),
+    )
+
+    @property
+    def distance_metric(self) -> str:
+        return self.norm
 
     def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        out = scaled_distances(X, Y, self._sigma)
+        out = scaled_distances(X, Y, self._sigma) if self.norm == "l2" else scaled_l1_distances(X, Y, self._sigma)
         out *= -1.0
         np.exp(out, out=out)
         return out

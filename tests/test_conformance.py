@@ -19,6 +19,9 @@ REG = get_registry()
 KERNELS = [e.cls for e in REG.kernels()]
 ESTIMATORS = [e.cls for e in REG.estimators()]
 
+#: the bandwidth kernels at sigma = 1 (their default is the median heuristic)
+FIXED = {"rbf": {"sigma": 1.0}, "laplace": {"sigma": 1.0}}
+
 
 def sample(kind: str, n: int, seed: int, shift: float = 0.0):
     gen = np.random.default_rng(seed)
@@ -82,19 +85,19 @@ class TestEstimatorConformance:
         small = sample("vector", need - 1, 0)
         with pytest.raises(DataError, match=f"needs at least {need}"):
             if isinstance(est, MMDEstimator):
-                est.estimate(REG.get_kernel(kernel_name), small, sample("vector", need + 5, 1))
+                est.estimate(REG.get_kernel(kernel_name, **FIXED.get(kernel_name, {})), small, sample("vector", need + 5, 1))
             else:
-                est.embed(REG.get_kernel(kernel_name), small)
+                est.embed(REG.get_kernel(kernel_name, **FIXED.get(kernel_name, {})), small)
 
     def test_no_difference_means_small_mmd(self, cls, kernel_name):
         est = cls()
         X = sample("vector", 300, 8)
         if isinstance(est, MMDEstimator):
-            same = est.estimate(REG.get_kernel(kernel_name), X, X, rng=0).mmd
-            far = est.estimate(REG.get_kernel(kernel_name), X, X + 2.0, rng=0).mmd
+            same = est.estimate(REG.get_kernel(kernel_name, **FIXED.get(kernel_name, {})), X, X, rng=0).mmd
+            far = est.estimate(REG.get_kernel(kernel_name, **FIXED.get(kernel_name, {})), X, X + 2.0, rng=0).mmd
             assert same < 0.05 * far
         else:
-            kernel = REG.get_kernel(kernel_name)
+            kernel = REG.get_kernel(kernel_name, **FIXED.get(kernel_name, {}))
             emb = est.embed(kernel, X, rng=0)
             empirical = REG.get_estimator("mean").embed(kernel, X)
             shifted = REG.get_estimator("mean").embed(kernel, X + 2.0)

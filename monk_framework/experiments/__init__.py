@@ -13,7 +13,7 @@ like the command line, so they know no concrete plugin.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,32 +23,10 @@ from ..backends import Backend
 from ..errors import ParameterError
 from ..estimators import MMDEstimator
 from ..kernels import Kernel
-from ..params import parse_value
+from ..params import parse_spec, spec_label
 from .runner import Cell, CellStore, run_cells
 
 __all__ = ["Experiment", "ExperimentRun", "parse_spec", "spec_label", "mmd_estimator", "named_kernel", "run_experiment", "get_experiment"]
-
-
-def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
-    """"name" or "name:key=value,key=value" -> (name, params), e.g. "monk-bcd:n_blocks=11"."""
-    if not isinstance(text, str) or not text.strip():
-        raise ParameterError(f"A plugin spec must be a non-empty string like 'monk-bcd:n_blocks=11'; got {text!r}.")
-    name, _, rest = text.strip().partition(":")
-    params: dict[str, Any] = {}
-    if rest.strip():
-        for item in rest.split(","):
-            key, eq, value = item.partition("=")
-            if not eq or not key.strip() or not value.strip():
-                raise ParameterError(f"Bad parameter {item!r} in spec {text!r}: expected key=value.")
-            params[key.strip()] = parse_value(value)
-    return name.strip(), params
-
-
-def spec_label(name: str, params: Mapping[str, Any]) -> str:
-    """The canonical text of a spec (its label in results files and figures)."""
-    if not params:
-        return name
-    return name + ":" + ",".join(f"{k}={v}" for k, v in params.items())
 
 
 def mmd_estimator(text: str, experiment: str) -> MMDEstimator:

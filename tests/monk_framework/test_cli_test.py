@@ -91,6 +91,8 @@ def test_split_test_with_a_grid():
 def test_bad_options_are_one_line_errors(args, message):
     robust = "--contamination" in args
     base = ["test"] + ([] if "-k" in args else ["-k", "rbf"]) + ([] if "-e" in args or robust else ["-e", "u-stat"])
+    if robust and "-k" not in args and "-p" not in args:
+        base += ["-p", "sigma=1"]  # a robust test needs a bandwidth fixed before the data
     result = invoke(*base, *args)
     assert result.exit_code == 2, result.stdout
     assert message in result.stderr and result.stderr.count("\n") == 1
@@ -107,12 +109,12 @@ def test_monk_tests_relabel_within_blocks_and_say_so():
 def test_robust_test_reports_its_certificate_and_matches_the_library():
     from monk_framework.robust import robust_test
 
-    result = invoke("test", "-k", "rbf", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199")
+    result = invoke("test", "-k", "rbf", "-p", "sigma=1", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199")
     assert result.exit_code == 0, result.stderr
     assert "certificate" in result.stdout and "survives up to" in result.stdout
-    data = json.loads(invoke("test", "-k", "rbf", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199", "--json").stdout)
+    data = json.loads(invoke("test", "-k", "rbf", "-p", "sigma=1", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199", "--json").stdout)
     X, Y = get_dataset("gauss-outliers").sample(0)
-    direct = robust_test(get_registry().get_kernel("rbf"), X, Y, contamination=10, n_permutations=199, rng=0)
+    direct = robust_test(get_registry().get_kernel("rbf", sigma=1.0), X, Y, contamination=10, n_permutations=199, rng=0)
     assert data["type"] == "robust-test" and data["method"] == "dc" and data["contamination"] == 10
     assert (data["pvalue"], data["certificate"], data["reject"]) == (direct.pvalue, direct.certificate, direct.reject)
     # a fraction of N + M = 400 points, and mom with a chosen number of blocks

@@ -46,7 +46,7 @@ def test_pareto_is_classical_pareto():
 
 
 def test_true_mmd_of_outlier_setting_is_the_clean_one():
-    kernel = get_registry().get_kernel("rbf")
+    kernel = get_registry().get_kernel("rbf", sigma=1.0)
     assert get_dataset("gauss-outliers").true_mmd(kernel) == get_dataset("gauss").true_mmd(kernel) > 0
 
 

@@ -23,7 +23,7 @@ REG = get_registry()
 )
 def test_estimate_validates_both_samples(X, Y, message):
     with pytest.raises(DataError, match=message):
-        REG.get_estimator("v-stat").estimate(REG.get_kernel("rbf"), X, Y)
+        REG.get_estimator("v-stat").estimate(REG.get_kernel("rbf", sigma=1.0), X, Y)
 
 
 def test_estimate_rejects_a_non_kernel():
@@ -58,7 +58,7 @@ def test_embeddings_with_different_kernels_cannot_be_compared(rng):
 
 def test_embedding_weights_are_validated(rng):
     with pytest.raises(DataError, match="one weight per sample point: 3"):
-        Embedding(kernel=REG.get_kernel("rbf"), sample=np.zeros((3, 1)), weights=[1.0], estimator="x")
+        Embedding(kernel=REG.get_kernel("rbf", sigma=1.0), sample=np.zeros((3, 1)), weights=[1.0], estimator="x")
 
 
 def test_embedding_round_trips_through_json(rng):

@@ -48,8 +48,8 @@ def test_polynomial_overflow_is_detected():
 def test_memory_is_checked_before_allocating(monkeypatch):
     monkeypatch.setattr(kernels_module, "available_memory", lambda: 10 * 2**20)
     with pytest.raises(ResourceError, match=r"A 2000 x 2000 float64 Gram matrix needs 30.5 MiB but only 10.0 MiB"):
-        REG.get_kernel("rbf").gram(np.zeros((2000, 1)))
-    assert REG.get_kernel("rbf").gram(np.zeros((100, 1))).shape == (100, 100)
+        REG.get_kernel("rbf", sigma=1.0).gram(np.zeros((2000, 1)))
+    assert REG.get_kernel("rbf", sigma=1.0).gram(np.zeros((100, 1))).shape == (100, 100)
 
 
 def test_available_memory_is_between_zero_and_physical_memory():
@@ -220,7 +220,7 @@ def test_a_permutation_test_refuses_a_kernel_that_is_not_psd():
 def test_check_squared_norm_allows_round_off_and_refuses_a_real_negative():
     from monk_framework import KernelContractError, check_squared_norm
 
-    rbf = REG.get_kernel("rbf")
+    rbf = REG.get_kernel("rbf", sigma=1.0)
     assert check_squared_norm(rbf, -1e-12, 100.0, "x") == -1e-12  # round-off of a large sum
     with pytest.raises(KernelContractError, match="rbf.*the thing is -0.001 < 0"):
         check_squared_norm(rbf, -1e-3, 1.0, "the thing")

@@ -67,7 +67,7 @@ def test_sample_sums_equal_the_naive_sums(registry, rng, monkeypatch, matrix_fre
 
 def test_matrix_product_from_bands_equals_the_product(registry, rng):
     Z = rng.normal(size=(30, 2))
-    kernel = registry.get_kernel("rbf")
+    kernel = registry.get_kernel("rbf", sigma=1.0)
     src = MatrixFreeGram(kernel, Z, band_rows=7)
     W = rng.normal(size=(30, 4))
     np.testing.assert_allclose(src.matvec(W), kernel.gram(Z) @ W, rtol=1e-12)
@@ -98,6 +98,6 @@ def test_a_precomputed_gram_of_the_wrong_shape_is_refused(rng):
 
     X, Y = rng.normal(size=(4, 1)), rng.normal(size=(3, 1))
     with pytest.raises(ParameterError, match=r"must be 7 x 7 \(the pooled sample\); got shape \(6, 6\)"):
-        PooledSample(get_registry().get_kernel("rbf"), X, Y, gram=np.eye(6))
+        PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.eye(6))
     with pytest.raises(ParameterError, match="NaN or infinite"):
-        PooledSample(get_registry().get_kernel("rbf"), X, Y, gram=np.full((7, 7), np.nan))
+        PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.full((7, 7), np.nan))

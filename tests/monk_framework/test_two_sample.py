@@ -113,7 +113,7 @@ def test_estimators_without_a_shortcut_get_the_default_loop(registry, rng, plain
 
 def test_p_value_quantile_and_decision_agree(registry, rng):
     X, Y = rng.normal(size=(25, 1)), rng.normal(0.7, 1.0, size=(20, 1))
-    kernel = registry.get_kernel("rbf")
+    kernel = registry.get_kernel("rbf", sigma=1.0)
     for B, alpha in [(99, 0.05), (19, 0.05), (18, 0.05), (200, 0.1), (57, 0.29)]:
         r = permutation_test(kernel, registry.get_estimator("u-stat"), X, Y, n_permutations=B, alpha=alpha, rng=1, return_null=True)
         null = np.array(r.null_distribution)
@@ -146,7 +146,7 @@ def test_rejecting_above_the_quantile_is_rejecting_small_p_values(null, T, alpha
 
 def test_seeds_reproduce_and_batching_does_not_matter(registry, rng, monkeypatch):
     X, Y = rng.normal(size=(20, 2)), rng.normal(size=(20, 2))
-    kernel = registry.get_kernel("rbf")
+    kernel = registry.get_kernel("rbf", sigma=1.0)
     run = lambda name, seed: permutation_test(  # noqa: E731
         kernel, registry.get_estimator(name, **({"n_iter": 10, "n_blocks": 5} if "monk" in name else {})), X, Y,
         n_permutations=30, rng=seed, return_null=True,
@@ -214,7 +214,7 @@ def test_the_exact_bcd_fast_test_keeps_its_level_under_outliers_and_sees_a_shift
 
 def test_result_round_trips_through_json(registry, rng):
     X, Y = rng.normal(size=(10, 2)), rng.normal(size=(12, 2))
-    r = permutation_test(registry.get_kernel("rbf"), registry.get_estimator("v-stat"), X, Y, n_permutations=9, rng=0, return_null=True)
+    r = permutation_test(registry.get_kernel("rbf", sigma=1.0), registry.get_estimator("v-stat"), X, Y, n_permutations=9, rng=0, return_null=True)
     import json
 
     data = json.loads(r.to_json())
@@ -224,7 +224,7 @@ def test_result_round_trips_through_json(registry, rng):
 
 def test_bad_test_parameters_are_named(registry, rng):
     X, Y = rng.normal(size=(10, 2)), rng.normal(size=(10, 2))
-    kernel, est = registry.get_kernel("rbf"), registry.get_estimator("u-stat")
+    kernel, est = registry.get_kernel("rbf", sigma=1.0), registry.get_estimator("u-stat")
     with pytest.raises(ParameterError, match="n_permutations"):
         permutation_test(kernel, est, X, Y, n_permutations=0)
     with pytest.raises(ParameterError, match="alpha"):
@@ -232,7 +232,7 @@ def test_bad_test_parameters_are_named(registry, rng):
     with pytest.raises(MonkError, match="MMD estimator"):
         permutation_test(kernel, registry.get_estimator("mean"), X, Y)
     with pytest.raises(MonkError, match="Expected a Kernel"):
-        split_test("rbf", est, X, Y)
+        split_test(3.0, est, X, Y)
     with pytest.raises(MonkError, match="needs at least"):
         permutation_test(kernel, registry.get_estimator("monk-bcd", n_blocks=11), X, Y)
     with pytest.raises(ParameterError, match="no parameter 'bandwidth'"):
@@ -275,7 +275,7 @@ def test_split_test_tunes_calibrates_and_tests_on_disjoint_parts(registry):
     Y = 100.0 + np.arange(25, dtype=float)[:, None]
     RecordingVStatistic.calls.clear()
     grid = {"sigma": [1.0, 10.0, 100.0]}
-    r = split_test(registry.get_kernel("rbf"), RecordingVStatistic(), X, Y, grid=grid, n_permutations=20, rng=3)
+    r = split_test(registry.get_kernel("rbf", sigma=1.0), RecordingVStatistic(), X, Y, grid=grid, n_permutations=20, rng=3)
     parts = {name: (set(p["x"]), set(p["y"])) for name, p in r.parts.items()}
     # three disjoint parts of (nearly) equal size that cover both samples
     for i, (ix, iy) in enumerate(parts.values()):
@@ -362,7 +362,7 @@ def test_bcd_fast_block_sums_of_all_partitions_in_bounded_products(registry, rng
 
 def test_monk_estimators_relabel_within_blocks_by_default(registry, rng):
     X, Y = rng.normal(size=(30, 2)), rng.normal(size=(26, 2))
-    kernel = registry.get_kernel("rbf")
+    kernel = registry.get_kernel("rbf", sigma=1.0)
     fast = registry.get_estimator("monk-bcd-fast", n_blocks=5, solver="exact")
     within = permutation_test(kernel, fast, X, Y, n_permutations=20, rng=1)
     assert (within.relabel, within.n_blocks) == ("within-blocks", 5)
@@ -460,7 +460,7 @@ def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_w
     from monk_framework.robust import robust_test
 
     calls = []
-    kernel = registry.get_kernel("rbf")
+    kernel = registry.get_kernel("rbf", sigma=1.0)
     monkeypatch.setattr(type(kernel), "_gram", lambda self, X, Y: calls.append(1) or np.ones((len(X), len(Y))))
     monkeypatch.setattr(two_sample, "available_memory", lambda: 2**30)
     X, Y = rng.normal(size=(30, 1)), rng.normal(size=(30, 1))
@@ -469,3 +469,18 @@ def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_w
     with pytest.raises(ResourceError, match="n_permutations"):
         robust_test(kernel, X, Y, contamination=1, method="dc", n_permutations=10**8)
     assert calls == []  # refused before the Gram matrix
+
+
+def test_tests_accept_kernels_and_estimators_by_name(registry):
+    from monk_framework.robust import robust_test
+
+    gen = np.random.default_rng(2)
+    X, Y = gen.normal(size=(40, 2)), gen.normal(0.5, 1.0, size=(40, 2))
+    by_name = permutation_test("rbf:sigma=1.5", "monk-bcd-fast:n_blocks=5", X, Y, n_permutations=19, rng=0)
+    by_object = permutation_test(registry.get_kernel("rbf", sigma=1.5), registry.get_estimator("monk-bcd-fast", n_blocks=5),
+                                 X, Y, n_permutations=19, rng=0)
+    assert attrs.evolve(by_name, timings={}) == attrs.evolve(by_object, timings={})
+    assert split_test("gaussian", "u-stat", X, Y, n_permutations=19, rng=0).kernel == "rbf"
+    assert robust_test("rbf:sigma=1", X, Y, contamination=1, estimator="v-stat", n_permutations=19, rng=0).method == "dc"
+    with pytest.raises(MonkError, match="Unknown estimator 'u-stats'"):
+        permutation_test("rbf", "u-stats", X, Y)

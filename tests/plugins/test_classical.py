@@ -13,6 +13,9 @@ from monk_framework.datasets import get_dataset
 
 REG = get_registry()
 
+#: the bandwidth kernels at sigma = 1 (their default is the median heuristic)
+FIXED = {"rbf": {"sigma": 1.0}, "laplace": {"sigma": 1.0}}
+
 
 def brute_force(kernel, X, Y):
     """MMD_V^2 and MMD_U^2 by explicit loops over pairs of points."""
@@ -32,7 +35,7 @@ def brute_force(kernel, X, Y):
 @pytest.mark.parametrize(("n", "m"), [(7, 7), (6, 11), (2, 3)])
 def test_v_and_u_statistics_equal_brute_force(kernel_name, n, m, rng):
     X, Y = rng.normal(size=(n, 2)), rng.normal(size=(m, 2)) + 0.4
-    kernel = REG.get_kernel(kernel_name)
+    kernel = REG.get_kernel(kernel_name, **FIXED.get(kernel_name, {}))
     v, u = brute_force(kernel, X, Y)
     rv = REG.get_estimator("v-stat").estimate(kernel, X, Y)
     ru = REG.get_estimator("u-stat").estimate(kernel, X, Y)
@@ -45,7 +48,7 @@ def test_v_and_u_statistics_equal_brute_force(kernel_name, n, m, rng):
 def test_u_statistic_root_rules():
     # identical samples: MMD_U^2 < 0 (the within terms lose the diagonal)
     X = np.array([[0.0], [1.0], [2.0]])
-    kernel = REG.get_kernel("rbf")
+    kernel = REG.get_kernel("rbf", sigma=1.0)
     clip = REG.get_estimator("u-stat").estimate(kernel, X, X)
     signed = REG.get_estimator("u-stat", root="signed").estimate(kernel, X, X)
     assert clip.mmd2 < 0 and clip.mmd == 0.0
@@ -55,7 +58,7 @@ def test_u_statistic_root_rules():
 
 def test_v_statistic_of_a_sample_with_itself_is_zero(rng):
     X = rng.normal(size=(20, 3))
-    result = REG.get_estimator("v-stat").estimate(REG.get_kernel("rbf"), X, X)
+    result = REG.get_estimator("v-stat").estimate(REG.get_kernel("rbf", sigma=1.0), X, X)
     assert abs(result.mmd2) < 1e-14
 
 
@@ -77,7 +80,7 @@ def test_energy_kernel_agrees_with_dcor(rng):
 def test_u_statistic_is_unbiased_for_the_closed_form(kernel_name, d):
     """The mean of 30 independent U-statistics is within 4 standard errors of MMD²."""
     data = get_dataset("gauss", n=600, d=d)
-    kernel = REG.get_kernel(kernel_name)
+    kernel = REG.get_kernel(kernel_name, **FIXED.get(kernel_name, {}))
     truth = data.true_mmd(kernel) ** 2
     est = REG.get_estimator("u-stat")
     values = np.array([est.estimate(kernel, *data.sample(seed)).mmd2 for seed in range(30)])
@@ -99,7 +102,7 @@ def test_mean_embedding_distance_is_the_v_statistic(rng):
 
 def test_u_statistic_needs_two_points_per_sample():
     with pytest.raises(DataError, match=r"Y has 1 point\(s\) but estimator 'u-stat' needs at least 2"):
-        REG.get_estimator("u-stat").estimate(REG.get_kernel("rbf"), np.zeros((3, 1)), np.zeros((1, 1)))
+        REG.get_estimator("u-stat").estimate(REG.get_kernel("rbf", sigma=1.0), np.zeros((3, 1)), np.zeros((1, 1)))
 
 
 def test_results_round_trip_through_json(rng):

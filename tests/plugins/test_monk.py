@@ -101,7 +101,7 @@ def test_bcd_fast_reshuffles_on_the_authors_schedule(registry):
     paper = registry.get_estimator("monk-bcd-fast", solver="bcd", variant="paper", n_iter=35)
     assert [t for t in range(35) if paper.reshuffles_at(t)] == [10, 20, 30]
     X, Y = _samples()
-    res = fast.estimate(registry.get_kernel("rbf"), X, Y, rng=0)
+    res = fast.estimate(registry.get_kernel("rbf", sigma=1.0), X, Y, rng=0)
     assert res.diagnostics["partitions"] == 5
 
 
@@ -121,7 +121,7 @@ def test_exact_solver_is_at_least_bcd_and_certified(registry):
     for seed in range(5):
         X, Y = _samples(110, 110, seed=seed)
         res = registry.get_estimator("monk-bcd", solver="exact", n_iter=20).estimate(
-            registry.get_kernel("rbf"), X, Y, rng=seed
+            registry.get_kernel("rbf", sigma=1.0), X, Y, rng=seed
         )
         assert res.mmd >= res.diagnostics["bcd_value"] - 1e-12
         cert = res.diagnostics["certificate"]
@@ -177,7 +177,7 @@ def test_embedding_outliers_stay_bounded_in_rkhs_norm(registry, name):
 @pytest.mark.parametrize("name", ["monk-embedding", "geometric-mom"])
 def test_one_block_embedding_is_the_empirical_mean(registry, name):
     X = np.random.default_rng(3).standard_normal((57, 2))
-    emb = registry.get_estimator(name, n_blocks=1).embed(registry.get_kernel("rbf"), X, rng=0)
+    emb = registry.get_estimator(name, n_blocks=1).embed(registry.get_kernel("rbf", sigma=1.0), X, rng=0)
     assert np.allclose(emb.weights, 1 / 57, rtol=1e-10, atol=0)
 
 
@@ -186,7 +186,7 @@ def test_monk_embedding_objective_is_certified_against_a_brute_force_block_gram(
     from monk_plugins import monk_reduced as R
 
     X = np.random.default_rng(4).standard_normal((200, 2))
-    kernel = registry.get_kernel("rbf")
+    kernel = registry.get_kernel("rbf", sigma=1.0)
     emb = registry.get_estimator("monk-embedding").embed(kernel, X, rng=np.random.default_rng(0))
     diag = emb.diagnostics
     assert diag["converged"] and 0 <= diag["gap"] <= 1e-6
@@ -234,7 +234,7 @@ def test_consistency_on_the_gaussian_setting(registry, kernel_name, name, params
 
 def test_seeds_reproduce_every_estimator(registry):
     X, Y = _samples(80, 90)
-    kernel = registry.get_kernel("rbf")
+    kernel = registry.get_kernel("rbf", sigma=1.0)
     for name in MONK_MMD:
         a = registry.get_estimator(name).estimate(kernel, X, Y, rng=np.random.default_rng(7))
         b = registry.get_estimator(name).estimate(kernel, X, Y, rng=np.random.default_rng(7))
@@ -284,9 +284,9 @@ def test_bad_settings_give_clear_errors(registry):
         registry.get_estimator("monk-bcd", blocks=3)
     X, Y = _samples(21, 40)
     with pytest.raises(DataError, match="needs at least 22"):
-        registry.get_estimator("monk-bcd").estimate(registry.get_kernel("rbf"), X, Y)
+        registry.get_estimator("monk-bcd").estimate(registry.get_kernel("rbf", sigma=1.0), X, Y)
     # even Q is allowed for the sup-of-median estimators (lower median)
-    res = registry.get_estimator("monk-bcd", n_blocks=4, solver="exact").estimate(registry.get_kernel("rbf"), X, Y, rng=0)
+    res = registry.get_estimator("monk-bcd", n_blocks=4, solver="exact").estimate(registry.get_kernel("rbf", sigma=1.0), X, Y, rng=0)
     assert len(res.diagnostics["certificate"]["majority_blocks"]) == 3
 
 
@@ -572,7 +572,7 @@ def test_bcd_fast_authors_matches_an_independent_transcription_on_replayed_parti
 
 def test_report_auto_follows_the_variant_and_is_recorded(registry, rng):
     X, Y = rng.normal(size=(30, 2)), rng.normal(0.5, 1.0, size=(30, 2))
-    kernel = registry.get_kernel("rbf")
+    kernel = registry.get_kernel("rbf", sigma=1.0)
     for name in ("monk-bcd", "monk-bcd-fast"):
         for variant, rule in (("authors", "before-update"), ("paper", "final")):
             est = registry.get_estimator(name, n_blocks=5, n_iter=12, variant=variant)

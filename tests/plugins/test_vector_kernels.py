@@ -101,7 +101,7 @@ def test_quadratic_feature_map_is_the_papers():
 
 def test_kernels_without_feature_map_say_so():
     with pytest.raises(MonkError, match="no explicit finite feature map"):
-        REG.get_kernel("rbf").features(np.zeros((2, 1)))
+        REG.get_kernel("rbf", sigma=1.0).features(np.zeros((2, 1)))
 
 
 def test_chunked_gram_is_exactly_symmetric_and_matches_unchunked(monkeypatch, rng):
@@ -226,7 +226,7 @@ def test_closed_form_mmd_matches_design_formula_in_one_dimension():
 
 def test_kernels_without_closed_form_say_so():
     with pytest.raises(MonkError, match="no closed-form"):
-        REG.get_kernel("laplace").gaussian_mmd2(0.0, 1.0, 0.0, 1.0)
+        REG.get_kernel("laplace", sigma=1.0).gaussian_mmd2(0.0, 1.0, 0.0, 1.0)
 
 
 # -- extreme scales: a finite value or a clear error, never inf, NaN or 0 from overflow --
@@ -315,3 +315,30 @@ def test_unbounded_kernels_give_finite_values_or_say_they_overflow(name, exponen
     assert np.isfinite(K).all()
     # <x, y> ~ 1e-600 rounds to 0 correctly; every other kernel keeps nonzero values
     assert np.abs(K).max() > 0 or (name == "linear" and exponent < -160)
+
+
+def test_bandwidth_kernels_default_to_the_median_heuristic_and_gaussian_names_rbf(registry):
+    from monk_framework.kernels import median_distance
+
+    X, Y = np.random.default_rng(0).normal(size=(30, 3)), np.random.default_rng(1).normal(size=(20, 3))
+    for name in ("rbf", "laplace"):
+        kernel = registry.get_kernel(name)
+        assert kernel.sigma == "median" and not kernel.is_fitted
+        assert kernel.fit(X, Y).sigma == median_distance(X, Y)
+    assert registry.get_kernel("gaussian", sigma=2.0) == registry.get_kernel("rbf", sigma=2.0)
+    assert registry.entry("kernel", "gaussian").name == "rbf"
+
+
+def test_laplace_l1_is_scikit_learns_laplacian_kernel_and_its_median_is_l1(registry):
+    from scipy.spatial.distance import cdist, pdist
+
+    X, Y = np.random.default_rng(2).normal(size=(15, 4)), np.random.default_rng(3).normal(size=(9, 4))
+    k = registry.get_kernel("laplace", sigma=1.7, norm="l1")
+    np.testing.assert_allclose(k(X, Y), np.exp(-cdist(X, Y, "cityblock") / 1.7), rtol=1e-13)
+    l2 = registry.get_kernel("laplace", sigma=1.7)
+    np.testing.assert_allclose(l2(X, Y), np.exp(-cdist(X, Y) / 1.7), rtol=1e-12)
+    fitted = registry.get_kernel("laplace", norm="l1").fit(X, Y)
+    assert fitted.sigma == pytest.approx(np.median(pdist(np.vstack([X, Y]), "cityblock")), rel=1e-12)
+    # huge data: the scaled L1 distances neither overflow nor lose the ratio
+    big = registry.get_kernel("laplace", sigma=1e300, norm="l1")
+    np.testing.assert_allclose(big(X * 1e300, Y * 1e300), k.__class__(sigma=1.0, norm="l1")(X, Y), rtol=1e-12)

@@ -66,7 +66,7 @@ def test_permutation_batches_on_dask_equal_local(dask_backend, estimator, rng):
 def test_split_test_calibration_on_dask_equals_local(dask_backend, rng):
     reg = get_registry()
     X, Y = rng.normal(size=(90, 1)), rng.normal(0.5, 1.0, size=(90, 1))
-    args = (reg.get_kernel("rbf"), reg.get_estimator("u-stat"), X, Y)
+    args = (reg.get_kernel("rbf", sigma=1.0), reg.get_estimator("u-stat"), X, Y)
     local = split_test(*args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True)
     remote = split_test(*args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True, backend=dask_backend)
     np.testing.assert_allclose(remote.null_distribution, local.null_distribution, rtol=1e-10, atol=1e-12)

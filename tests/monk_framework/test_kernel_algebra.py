@@ -1,0 +1,84 @@
+"""k1 + k2, k1 * k2 and c * k: their values are the definitions', and they work everywhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from monk_framework import ParameterError, get_registry, load_result
+from monk_framework.kernel_algebra import ProductKernel, ScaledKernel, SumKernel, kernel_from_spec
+from monk_framework.two_sample import permutation_test, robust_test
+
+REG = get_registry()
+GEN = np.random.default_rng(7)
+X, Y = GEN.normal(size=(25, 3)), GEN.normal(0.4, 1.0, size=(20, 3))
+
+
+def test_kernels_are_callable():
+    k = REG.get_kernel("rbf", sigma=1.3)
+    np.testing.assert_array_equal(k(X, Y), k.gram(X, Y))
+    np.testing.assert_array_equal(k(X), k.gram(X))
+
+
+@pytest.mark.parametrize(
+    ("build", "combine"),
+    [
+        (lambda a, b: a + b, lambda A, B: A + B),
+        (lambda a, b: a * b, lambda A, B: A * B),
+        (lambda a, b: 2.5 * a, lambda A, B: 2.5 * A),
+        (lambda a, b: a * 0.5 + b, lambda A, B: 0.5 * A + B),
+    ],
+)
+def test_combinations_match_their_definition_and_stay_psd(build, combine):
+    a, b = REG.get_kernel("rbf", sigma=0.7), REG.get_kernel("quadratic")
+    k = build(a, b)
+    np.testing.assert_allclose(k(X, Y), combine(a(X, Y), b(X, Y)), rtol=1e-13)
+    np.testing.assert_allclose(k.diag(X), np.diag(combine(a(X), b(X))), rtol=1e-13)
+    K = k(np.vstack([X, Y]))
+    assert np.array_equal(K, K.T) and np.linalg.eigvalsh(K).min() > -1e-9 * np.abs(K).max()
+
+
+def test_bounds_follow_the_parts():
+    rbf, lap, quad = REG.get_kernel("rbf", sigma=1.0), REG.get_kernel("laplace", sigma=2.0), REG.get_kernel("quadratic")
+    assert (rbf + lap).sup_diag() == 2.0 and (rbf * lap).sup_diag() == 1.0 and (3 * rbf).sup_diag() == 3.0
+    assert (rbf + quad).sup_diag() is None and (rbf * lap).nonnegative and not (rbf + REG.get_kernel("linear")).nonnegative
+    # the dc robust test uses the bound: 3 * rbf has sensitivity sqrt(3) times rbf's
+    a = robust_test(rbf, X, Y, contamination=1, method="dc", n_permutations=19, rng=0)
+    b = robust_test(3 * rbf, X, Y, contamination=1, method="dc", n_permutations=19, rng=0)
+    assert b.sensitivity == pytest.approx(np.sqrt(3) * a.sensitivity, rel=1e-12)
+    assert b.statistic == pytest.approx(np.sqrt(3) * a.statistic, rel=1e-12)
+
+
+def test_data_dependent_parts_are_fitted_on_the_pooled_sample():
+    k = REG.get_kernel("rbf", sigma="median") + REG.get_kernel("laplace", sigma="median")
+    assert not k.is_fitted
+    fitted = k.fit(X, Y)
+    assert fitted.left == REG.get_kernel("rbf", sigma="median").fit(X, Y) and fitted.is_fitted
+    result = REG.get_estimator("u-stat").estimate(k, X, Y)
+    assert result.kernel == "sum" and result.kernel_params["left"]["params"]["sigma"] == fitted.left.sigma
+
+
+def test_closed_form_mmd_of_a_sum_is_the_sum_of_closed_forms():
+    a, b = REG.get_kernel("rbf", sigma=1.0), REG.get_kernel("quadratic")
+    args = (np.zeros(2), np.eye(2), np.ones(2) * 0.5, 2 * np.eye(2))
+    assert (a + 2 * b).gaussian_mmd2(*args) == pytest.approx(a.gaussian_mmd2(*args) + 2 * b.gaussian_mmd2(*args), rel=1e-12)
+
+
+def test_results_with_a_combined_kernel_round_trip_and_tests_run():
+    k = REG.get_kernel("rbf", sigma=1.0) * REG.get_kernel("linear") + 0.1 * REG.get_kernel("quadratic")
+    emb = REG.get_estimator("mean").embed(k, X)
+    assert load_result(emb.to_json()) == emb
+    assert kernel_from_spec(k.name, k.params()) == k
+    result = permutation_test(k, REG.get_estimator("monk-bcd-fast", n_blocks=5), X, Y, n_permutations=19, rng=0)
+    assert 0 < result.pvalue <= 1 and isinstance(k, SumKernel) and isinstance(k.left, ProductKernel)
+
+
+@pytest.mark.parametrize("bad", [lambda k: -1.0 * k, lambda k: 0 * k, lambda k: k * "2", lambda k: k + REG.get_kernel("ssk")])
+def test_invalid_combinations_are_refused_with_a_reason(bad):
+    with pytest.raises((ParameterError, TypeError)):
+        bad(REG.get_kernel("rbf", sigma=1.0))
+
+
+def test_scaled_kernel_refuses_a_non_kernel():
+    with pytest.raises(ParameterError, match="takes kernels"):
+        ScaledKernel(c=2.0, kernel="rbf")
