@@ -177,13 +177,29 @@ OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Also 
 # -- monkfw plugins -----------------------------------------------------------------
 
 
-def _entries_table(title: str, entries: list[PluginEntry]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in ("name", "provider", "summary"):
-        table.add_column(column, overflow="fold")
+def _entries_tables(title: str, entries: list[PluginEntry]) -> list[Table]:
+    """One table per distribution, so that a provider is a short module name that never
+    breaks across lines; estimators say whether they estimate MMD or embeddings only."""
+    groups: dict[tuple[str | None, str | None], list[PluginEntry]] = {}
     for entry in entries:
-        table.add_row(escape(entry.name), escape(str(entry.provider)), escape(entry.summary))
-    return table
+        groups.setdefault((entry.provider.distribution, entry.provider.version), []).append(entry)
+    tables = []
+    for (dist, version), group in groups.items():
+        where = f"from {dist} {version}" if dist else "registered by a script"
+        table = Table(title=f"{title} {where}", title_justify="left")
+        estimators = group[0].plugin_type == "estimator"
+        table.add_column("name", no_wrap=True)
+        if estimators:
+            table.add_column("estimates", no_wrap=True)
+        table.add_column("plugin", no_wrap=True)
+        table.add_column("summary", overflow="fold", ratio=1)
+        for entry in group:
+            name = entry.name + "".join(f"\n({alias})" for alias in entry.cls.aliases)
+            kind = ["MMD" if entry.details.get("estimates") == "mmd" else "embedding only"] if estimators else []
+            plugin = entry.provider.entry_point or entry.provider.module
+            table.add_row(escape(name), *kind, escape(plugin), escape(entry.summary))
+        tables.append(table)
+    return tables
 
 
 @app.command()
@@ -199,8 +215,8 @@ def plugins(
             "problems": [p.to_dict() for p in reg.problems()],
         })
         return
-    stdout.print(_entries_table("Kernels", reg.kernels()))
-    stdout.print(_entries_table("Estimators", reg.estimators()))
+    for table in _entries_tables("Kernels", reg.kernels()) + _entries_tables("Estimators", reg.estimators()):
+        stdout.print(table)
     for problem in reg.problems():
         stderr.print(f"Plugin problem: {problem.provider}: {problem.message}", markup=False)
 

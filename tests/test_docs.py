@@ -152,3 +152,24 @@ def test_cli_console_examples_print_what_the_docs_show():
             keep = lambda out: [line.rstrip() for line in out.splitlines() if not line.startswith("│ time ")]  # noqa: E731
             assert keep(result.stdout) == keep(shown), command
     assert "--contamination 10" in text
+
+
+def test_readme_command_examples_work_as_pasted(monkeypatch):
+    # every command of the README's command-line block, from the repository root, through
+    # typer's runner (the bundled example files must exist); the slow ones run on fewer points
+    import shlex
+
+    from typer.testing import CliRunner
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## On the command line", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [c.split("#", 1)[0].strip() for c in block.replace("\\\n", " ").splitlines() if c.strip()]
+    assert len(commands) >= 10
+    monkeypatch.chdir(ROOT)
+    runner = CliRunner()
+    for command in commands:
+        args = shlex.split(command)[1:]
+        if "ssk" in args and "--x" not in args:
+            args += ["--data-param", "n=40"]  # the bundled splice data, fewer sequences
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (command, result.stderr)

@@ -43,7 +43,7 @@ def test_plugins_json_lists_the_builtins_with_their_provider():
 def test_plugins_table():
     result = invoke("plugins")
     assert result.exit_code == 0
-    assert "quadratic" in result.stdout and "u-stat" in result.stdout and "[vector_" in result.stdout
+    assert "quadratic" in result.stdout and "u-stat" in result.stdout and "vector_kernels" in result.stdout
 
 
 def test_describe_shows_formula_and_defaults():
@@ -369,3 +369,13 @@ def test_run_and_test_report_the_statistic_python_gives_for_the_same_seed():
     assert ran["mmd2"] == python.mmd2 and ran["mmd"] == python.mmd
     assert tested["statistic_mmd2"] == python.mmd2
     assert tested["statistic"] == permutation_test(kernel, est, X, Y, n_permutations=19, rng=3, relabel="global").statistic
+
+
+def test_plugins_table_keeps_providers_whole_at_80_columns_and_marks_embedding_estimators():
+    result = runner.invoke(app, ["plugins"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert "Estimators from monk-framework" in result.stdout and max(map(len, lines)) <= 80
+    rows = {line.split("│")[1].strip(): line for line in lines if line.count("│") == 5}
+    assert "embedding only" in rows["mean"] and "MMD" in rows["u-stat"] and "monk_embedding " in rows["monk-embedding"]
+    assert any(line.split("│")[1].strip() == "(gaussian)" for line in lines if line.count("│") == 4)
