@@ -58,6 +58,43 @@ def _write_tables(experiment: Any, rows: list[dict[str, Any]], summary: list[dic
 
 # -- experiment 1 -------------------------------------------------------------------------
 
+#: how the figures name the estimators
+ESTIMATOR_NAMES = {
+    "u-stat": "U-Stat", "v-stat": "V-Stat", "monk-bcd": "BCD", "monk-bcd-fast": "BCD-Fast",
+    "monk-embedding-mmd": "embedding MMD",
+}
+#: how far above the other curves (in ln units) a curve is drawn off the scale
+OFF_SCALE = 3.0
+
+
+def readable(spec: str) -> str:
+    """``"monk-bcd-fast:n_blocks=21,solver=exact"`` -> ``"BCD-Fast, Q = 21, exact solver"``."""
+    from ..params import parse_spec
+
+    name, params = parse_spec(spec)
+    parts = [ESTIMATOR_NAMES.get(name, name)]
+    for key, value in params.items():
+        if key == "n_blocks":
+            parts.append(f"Q = {value}")
+        elif key == "solver":
+            parts.append(f"{value} solver")
+        elif key == "root" and value == "signed":
+            continue  # the statistic the figure plots anyway
+        else:
+            parts.append(f"{key} = {value}")
+    return ", ".join(parts)
+
+
+def _off_scale(curves: dict[str, list[float]], lows: dict[str, list[float]]) -> set[str]:
+    """Curves whose lower quartile lies more than OFF_SCALE above every other curve's top:
+    drawn on the panel, they would flatten the others (the U-statistic with outliers)."""
+    out = set()
+    for label in curves:
+        others = [max(v) for other, v in curves.items() if other != label]
+        if others and min(lows[label]) > max(others) + OFF_SCALE:
+            out.add(label)
+    return out
+
 
 def exp1_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Median and quartiles of ln|MMD̂ − MMD| per setting, kernel, estimator and N."""
@@ -85,23 +122,46 @@ def exp1_report(experiment: Any, rows: list[dict[str, Any]], store: CellStore) -
     table = {(s["setting"], s["kernel"], s["estimator"], s["n"]): s for s in summary}
     labels = _order(r["estimator"] for r in rows)
     colours = plt.get_cmap("tab10")
+    handles: dict[str, Any] = {}
     for i, kernel in enumerate(kernels):
         for j, setting in enumerate(settings):
             ax = axes[i][j]
-            for k, label in enumerate(labels):
+            series = {}
+            for label in labels:
                 pts = [table[(setting, kernel, label, n)] for n in experiment.sizes if (setting, kernel, label, n) in table]
-                if not pts:
+                if pts:
+                    series[label] = pts
+            off = _off_scale(
+                {k: [p["q75_log_error"] for p in v] for k, v in series.items()},
+                {k: [p["q25_log_error"] for p in v] for k, v in series.items()},
+            )
+            notes = []
+            for k, label in enumerate(labels):
+                if label not in series:
+                    continue
+                pts = series[label]
+                if label in off:
+                    values = [p["median_log_error"] for p in pts]
+                    notes.append(f"{readable(label)}: off the scale, median {min(values):.1f} to {max(values):.1f}")
                     continue
                 ns = [p["n"] for p in pts]
-                ax.plot(ns, [p["median_log_error"] for p in pts], marker="o", ms=3, color=colours(k % 10), label=label)
+                (line,) = ax.plot(ns, [p["median_log_error"] for p in pts], marker="o", ms=3, color=colours(k % 10), label=readable(label))
+                handles.setdefault(readable(label), line)
                 ax.fill_between(ns, [p["q25_log_error"] for p in pts], [p["q75_log_error"] for p in pts], color=colours(k % 10), alpha=0.15)
+            if notes:
+                # the curves drawn keep the scale; the ones above it are named on the panel
+                ax.text(0.02, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7,
+                        bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
+                ax.margins(y=0.25)
             ax.set_title(f"{kernel}, {SETTINGS[setting]}", fontsize=9)
             ax.set_xlabel("N (each sample)")
-            if j == 0:
-                ax.set_ylabel("ln |MMD estimate - MMD|")
+            ax.set_ylabel("ln |MMD estimate - MMD|", fontsize=8)  # on every panel: the scales differ
             ax.grid(alpha=0.3)
-    handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(4, len(estimators)), fontsize=8, frameon=False)
+    for label in labels:  # every estimator in the legend, even one drawn only off the scale
+        if readable(label) not in handles:
+            k = labels.index(label)
+            handles[readable(label)] = plt.Line2D([], [], marker="o", ms=3, color=colours(k % 10))
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(4, len(estimators)), fontsize=8, frameon=False)
     fig.suptitle(f"Experiment 1: median and quartiles over {experiment.runs} runs", fontsize=10)
     fig.tight_layout(rect=(0, 0.08 if len(labels) > 4 else 0.05, 1, 0.97))
     figure = _save(fig, store.path("exp1.png"))

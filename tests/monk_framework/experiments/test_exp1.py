@@ -108,3 +108,15 @@ def test_sizes_that_cannot_fit_are_refused_before_the_results_directory_is_touch
     with pytest.raises(ResourceError, match=r"--sizes\): N = 100,000 needs a 200,000 x 200,000 pooled Gram"):
         get_experiment("exp1", sizes=(200, 100_000))
     assert not any(tmp_path.iterdir())
+
+
+def test_figure_names_estimators_readably_and_keeps_an_off_scale_curve_out():
+    from monk_framework.experiments.report import _off_scale, readable
+
+    assert readable("monk-bcd-fast:n_blocks=21,solver=exact") == "BCD-Fast, Q = 21, exact solver"
+    assert readable("u-stat:root=signed") == "U-Stat" and readable("my-estimator:alpha=2") == "my-estimator, alpha = 2"
+    # the U-statistic with outliers sits ~13 above the MONK curves: drawn, it would flatten them
+    curves = {"u": [12.0, 10.0], "a": [-1.0, -2.0], "b": [-0.5, -1.5]}
+    lows = {"u": [11.0, 9.5], "a": [-2.0, -3.0], "b": [-1.0, -2.0]}
+    assert _off_scale(curves, lows) == {"u"}
+    assert _off_scale({"a": [-1.0], "b": [0.5]}, {"a": [-2.0], "b": [0.0]}) == set()
