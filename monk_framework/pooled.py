@@ -7,7 +7,7 @@ pooled Gram matrix K do not depend on π; only which rows are called X does. Thi
 holds that shared part, computes it once, and hands each relabelling a Gram source in
 its own coordinates without copying K.
 
-Two reductions serve the classical statistics of many relabellings at once (DESIGN §5):
+Two reductions serve the classical statistics of many relabellings at once:
 with E the (N+M) × B matrix of X-indicators of B relabellings, r = K1 and d = diag K,
 
     S_xx = colsum(E ∘ KE),   S_x1 = Eᵀr,   S_xy = S_x1 − S_xx,   S_yy = 1ᵀK1 − S_x1 − S_xy,
@@ -23,11 +23,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .blocks import GramSource, MatrixFreeGram, StoredGram, gram_source, one_row, take
+from .blocks import GramSource, MatrixFreeGram, PermutedGram, StoredGram, gram_source, take
 from .errors import ParameterError
 from .kernels import Kernel, check_squared_norm
 
-__all__ = ["PooledSample", "PermutedGram", "SampleSums", "pooled", "sample_sums"]
+__all__ = ["PooledSample", "SampleSums", "pooled", "sample_sums"]
 
 #: bytes of the indicator block E and its product KE in one batch of relabellings.
 BATCH_BYTES = 64 * 1024 * 1024
@@ -126,36 +126,6 @@ class PooledSample:
         if isinstance(src, StoredGram):
             return PermutedGram(src.K, perm)
         return MatrixFreeGram(self.kernel, take(self.Z, perm), diag=self.diag[perm])
-
-
-class PermutedGram(GramSource):
-    """K[π][:, π] of a stored K, read through the permutation (K itself is never copied)."""
-
-    def __init__(self, K: np.ndarray, perm: np.ndarray):
-        self.K = K
-        self.perm = np.asarray(perm, dtype=np.int64)
-        self.n = len(self.perm)
-        self.kernel_s = 0.0
-
-    def band(self, start: int, stop: int) -> np.ndarray:
-        return self.K[np.ix_(self.perm[start:stop], self.perm[start:])]
-
-    def submatrix(self, idx: np.ndarray) -> np.ndarray:
-        """K'[idx][:, idx] in the permuted coordinates."""
-        orig = self.perm[idx]
-        return self.K[np.ix_(orig, orig)]
-
-    def row_sums(self) -> np.ndarray:
-        return self.K.sum(axis=1)[self.perm]
-
-    def matvec(self, w: np.ndarray) -> np.ndarray:
-        v = np.empty_like(w)
-        v[self.perm] = w
-        return (self.K @ v)[self.perm]
-
-    def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
-        # Σ_k coef_k K'[idx_k, :] = (Σ_k coef_k K[π(idx_k), :])[π]
-        return (one_row(self.perm[idx], coef, self.n) @ self.K).ravel()[self.perm]
 
 
 @attrs.frozen

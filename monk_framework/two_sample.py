@@ -18,7 +18,7 @@ the same as T > q̂ for the order statistic q̂ = T_(B−k) (ascending, 1-based)
 k = ⌊α(B + 1)⌋ − 1 (when k < 0 no p-value can reach α and q̂ is None). The pooled
 Gram matrix is computed once; estimators reuse it (:meth:`MMDEstimator.permuted_statistics`).
 
-**Split test** (:func:`split_test`, paper Algorithm 3, DESIGN §4). Each sample is cut at
+**Split test** (:func:`split_test`, paper Algorithm 3). Each sample is cut at
 random into three parts of (nearly) equal size. Part 1 chooses the kernel's
 hyperparameters: the grid value with the largest T (data-dependent rules such as
 ``sigma="median"`` are resolved there too, and then frozen). Part 2 gives q̂, the same

@@ -1,7 +1,7 @@
 """MONK mean embeddings (paper Eq. 3), the geometric median-of-means, and their MMD.
 
 The minmax estimator μ̂ = argmin_f sup_g MON_Q[‖f − φ(x)‖² − ‖g − φ(x)‖²] sees f and g
-only through the block means μ_{S_q}, so it lives in their span (DESIGN §3). With the
+only through the block means μ_{S_q}, so it lives in their span. With the
 block-mean Gram M_qr = ⟨μ_{S_q}, μ_{S_r}⟩ = AAᵀ it is the minmax median-of-means point u*
 of the Q points a_q (rows of A), solved by
 :func:`monk_plugins.monk_reduced.minmax_center` with a certified gap, and mapped back to
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -34,9 +34,8 @@ from monk_framework.blocks import (
     block_trace_variances,
     blocks_min_sample_size,
     check_n_blocks,
-    geometric_grid,
+    choose_n_blocks,
     gram_source,
-    lepski,
     median_value,
     random_partition,
 )
@@ -46,7 +45,7 @@ from monk_framework.pooled import PooledSample
 from monk_framework.within_blocks import block_means_gram
 
 from . import monk_reduced
-from .monk_mmd import LEPSKI_CONSTANT, pooled
+from .monk_mmd import pooled
 
 CENTERS = ("minmax", "geometric")
 
@@ -124,22 +123,25 @@ class _BlockEmbedding(EmbeddingEstimator):
             check_n_blocks(int(self.n_blocks), {"X": len(X)}, estimator=self.name)
             weights, diagnostics = self._weights(src, len(X), int(self.n_blocks), rng)
         else:
-            grid = geometric_grid(len(X) // 2)
-            runs = [self._weights(src, len(X), q, rng) for q in grid]
-            sigma = _trace_scale(kernel, X, src, grid[-1], rng)
-            radii = [LEPSKI_CONSTANT * sigma * math.sqrt(q / len(X)) for q in grid]
-            Kw = [src.matvec(w) for w, _ in runs]
-            gram = np.array([[runs[i][0] @ Kw[j] for j in range(len(grid))] for i in range(len(grid))])
+            gram: dict[tuple[int, int], float] = {}
 
-            def distance(i: int, j: int) -> float:
+            def distance(runs: Sequence[tuple[np.ndarray, dict[str, Any]]], i: int, j: int) -> float:
+                # ‖μ̂_i − μ̂_j‖_H from wᵀ K w', each product computed once
+                for a, b in ((i, i), (j, j), (i, j)):
+                    if (a, b) not in gram:
+                        gram[a, b] = float(runs[a][0] @ src.matvec(runs[b][0]))
                 return math.sqrt(max(gram[i, i] + gram[j, j] - 2 * gram[i, j], 0.0))
 
-            chosen = lepski(grid, radii, distance)
-            weights, diagnostics = runs[chosen]
-            diagnostics = {
-                **diagnostics,
-                "lepski": {"grid": grid, "radii": radii, "scale": sigma, "chosen_n_blocks": grid[chosen]},
-            }
+            # r_Q = C σ̂ √(Q/N): σ̂ is the trace scale of one point's feature
+            choice = choose_n_blocks(
+                len(X) // 2,
+                lambda q: self._weights(src, len(X), q, rng),
+                lambda q: _trace_scale(kernel, X, src, q, rng),
+                distance,
+                unit=1.0 / math.sqrt(len(X)),
+            )
+            weights, diagnostics = choice.run
+            diagnostics = {**diagnostics, "lepski": choice.diagnostics()}
         total = time.perf_counter() - start
         return EmbeddingWeights(
             weights=weights,

@@ -24,7 +24,7 @@ under contamination, but each block V-statistic is biased up by its own points, 
 in more than one dimension costs more than it gains (docs/estimators.md has the
 numbers); so the default stays ``solver="bcd"``, Algorithm 2.
 
-Everything the iterations need is a block reduction (DESIGN §3): BCD keeps g = (K + εI)c
+Everything the iterations need is a block reduction: BCD keeps g = (K + εI)c
 and updates it with the 2N/Q Gram columns of the previous median block, O(N·N/Q) per
 iteration, from a stored Gram matrix or matrix-free. BCD-Fast keeps per-block
 coefficients in span{1, v_q} (all-ones and the mean-difference direction of the block),
@@ -45,11 +45,11 @@ from monk_framework import Estimate, Kernel, MMDEstimator, check_squared_norm, h
 from monk_framework.blocks import (
     MatrixFreeGram,
     Partition,
+    PermutedGram,
     block_trace_variances,
     blocks_min_sample_size,
     check_n_blocks,
-    geometric_grid,
-    lepski,
+    choose_n_blocks,
     majority,
     median_block,
     median_position,
@@ -59,7 +59,7 @@ from monk_framework.blocks import (
 )
 from monk_framework.errors import ParameterError
 from monk_framework.params import integer, integer_or, one_of, real_or
-from monk_framework.pooled import PermutedGram, PooledSample, pooled
+from monk_framework.pooled import PooledSample, pooled
 from monk_framework.within_blocks import block_means_gram, within_block_sums
 
 from . import monk_reduced
@@ -74,8 +74,6 @@ AUTHORS_EXTRA_PARTITIONS = 4
 PAPER_RESHUFFLE_EVERY = 10
 #: the trace is kept by default up to this many iterations.
 AUTO_TRACE_MAX_ITER = 1000
-#: Lepski's radius r_Q = LEPSKI_CONSTANT · (σ̂_X/√N + σ̂_Y/√M) · √Q.
-LEPSKI_CONSTANT = 2.0
 #: rows per band of a within-block Gram matrix in BCD-Fast (measured at 364 points, d = 10:
 #: one square 0.85 ms, bands of 182 rows 0.58 ms, 121 rows 0.38 ms, 91 rows 0.40 ms)
 WITHIN_BLOCK_BAND_ROWS = 128
@@ -189,22 +187,16 @@ class _MonkMMD(MMDEstimator):
         if self.n_blocks != "auto":
             check_n_blocks(int(self.n_blocks), {"X": ctx.n, "Y": ctx.m}, estimator=self.name)
             return self._solve(ctx, int(self.n_blocks), rng)
-        grid = geometric_grid(min(ctx.n, ctx.m) // 2)
-        runs = [self._solve(ctx, q, rng) for q in grid]
-        sigma = self._scale(ctx, grid[-1], rng)
-        radii = [LEPSKI_CONSTANT * sigma * math.sqrt(q) for q in grid]
-        values = [run.mmd for run in runs]
-        chosen = lepski(grid, radii, lambda i, j: abs(values[i] - values[j]))
-        run = runs[chosen]
-        diagnostics = dict(run.diagnostics)
-        diagnostics["lepski"] = {
-            "grid": grid,
-            "estimates": values,
-            "radii": radii,
-            "scale": sigma,
-            "chosen_n_blocks": grid[chosen],
-        }
-        timings = {key: sum(r.timings.get(key, 0.0) for r in runs) for key in run.timings}
+        # Lepski's radius r_Q = C · (σ̂_X/√N + σ̂_Y/√M) · √Q: the scale holds the 1/√N
+        choice = choose_n_blocks(
+            min(ctx.n, ctx.m) // 2,
+            lambda q: self._solve(ctx, q, rng),
+            lambda q: self._scale(ctx, q, rng),
+            lambda runs, i, j: abs(runs[i].mmd - runs[j].mmd),
+        )
+        run = choice.run
+        diagnostics = {**run.diagnostics, "lepski": {**choice.diagnostics(), "estimates": [r.mmd for r in choice.runs]}}
+        timings = {key: sum(r.timings.get(key, 0.0) for r in choice.runs) for key in run.timings}
         return attrs.evolve(run, diagnostics=diagnostics, timings=timings)
 
     def _scale(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> float:
@@ -224,6 +216,11 @@ class _MonkMMD(MMDEstimator):
 
     def _solve(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:
         raise NotImplementedError
+
+    def step_size(self, t: int) -> float:
+        """η_t of the BCD update c ← (1 − η_t) c + η_t c̃ at iteration t: 1 for the paper's
+        pseudo-code (replace), 1/(1 + 10⁻³ t) for the authors' code (damped)."""
+        return 1.0 if self.variant == "paper" else 1.0 / (1.0 + AUTHORS_STEP_DECAY * t)
 
     def diagnostic_rows(self, diagnostics: Mapping[str, Any], timings: Mapping[str, float]) -> list[tuple[str, str]]:
         """Q (and Lepski's grid), the median block, BCD's value and active blocks, the
@@ -331,7 +328,7 @@ class MonkBCD(_MonkMMD):
             g_new[idx] += ridge * v
             norm2 = check_squared_norm(ctx.kernel, float(v @ g_new[idx]), 4.0 * dmax, "a block's ||d_q||^2")
             scale = 1.0 / math.sqrt(norm2) if norm2 > 0 else 0.0
-            eta = 1.0 if self.variant == "paper" else 1.0 / (1.0 + AUTHORS_STEP_DECAY * t)
+            eta = self.step_size(t)
             c *= 1.0 - eta
             c[idx] += eta * scale * v
             g = (1.0 - eta) * g + (eta * scale) * g_new
@@ -396,7 +393,7 @@ class MonkBCD(_MonkMMD):
             q = np.argsort(values, axis=1, kind="stable")[:, pos]
             gqq = G[rows, q, q]
             scale = np.where(gqq > 0, 1.0 / np.sqrt(np.maximum(gqq, 1e-300)), 0.0)
-            eta = 1.0 if self.variant == "paper" else 1.0 / (1.0 + AUTHORS_STEP_DECAY * t)
+            eta = self.step_size(t)
             values = (1.0 - eta) * values + (eta * scale)[:, None] * G[rows, :, q]
         objective = median_value(values, axis=1)
         if self.solver == "exact":
@@ -531,7 +528,7 @@ class MonkBCDFast(_MonkMMD):
             values = alpha * stats.one_v + beta * stats.v_v
             trace.append(float(median_value(values)))
             q = median_block(values)
-            eta = 1.0 if self.variant == "paper" else 1.0 / (1.0 + AUTHORS_STEP_DECAY * t)
+            eta = self.step_size(t)
             alpha[q] += eta * (0.0 - alpha[q])
             beta[q] += eta * (stats.inv_norm_v[q] - beta[q])
         assert stats is not None and alpha is not None and beta is not None and part is not None

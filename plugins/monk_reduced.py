@@ -1,7 +1,7 @@
 """The Q-dimensional problems behind the MONK estimators, solved on a Q × Q block Gram.
 
 For a fixed partition everything MONK computes lives in the span of Q RKHS points
-(DESIGN §3): the block differences d_q = μ_{S_q}(x) − μ_{T_q}(y) for the MMD, the block
+(docs/estimators.md): the block differences d_q = μ_{S_q}(x) − μ_{T_q}(y) for the MMD, the block
 means μ_{S_q} for the mean embedding. Only their Gram matrix G_qr = ⟨d_q, d_r⟩ enters;
 a_q denotes row q of any factor A with AAᵀ = G, and f = Σ_q β_q d_q a candidate
 witness, for which ⟨f, d_q⟩ = (Gβ)_q and ‖f‖² = βᵀGβ.
@@ -116,7 +116,7 @@ def sup_median_exact(G: np.ndarray) -> SupMedian:
     """max_{‖f‖≤1} med_q ⟨f, d_q⟩ exactly, for Q ≤ :data:`MAX_ENUMERATE_BLOCKS`.
 
     The median is ≥ t iff a strict majority S (|S| = m) has ⟨f, d_q⟩ ≥ t, so the optimum
-    is max_S dist(0, conv{a_q : q ∈ S}) (minimax over the ball; DESIGN §3), or 0. The
+    is max_S dist(0, conv{a_q : q ∈ S}) (minimax over the ball), or 0. The
     minimum-norm point of a hull lies in the relative interior of an affinely
     independent face F ⊆ S with |F| ≤ min(m, rank + 1), where it is the affine
     minimum-norm point. Every such face gives a feasible witness f ∝ Σ_{q∈F} λ_q a_q;

@@ -1,7 +1,7 @@
 """Experiment 1 (paper Figure 1): how far MMD estimates fall from the true MMD.
 
 Six panels: the kernels (quadratic (xy + 1)², RBF with σ = 1) × three data settings
-(DESIGN §4): ``gauss`` (two fixed Gaussians), ``gauss-outliers`` (the same with the last
+``gauss`` (two fixed Gaussians), ``gauss-outliers`` (the same with the last
 5 points of X at 2000 and of Y at 4000) and ``pareto`` (X, Y ~ Pareto(3), MMD = 0). For
 each sample size N (both samples) and each of ``runs`` Monte-Carlo repetitions, one
 cell draws (X, Y), computes the pooled Gram matrix once, and runs every estimator on

@@ -1,6 +1,6 @@
 """Experiment 2 (paper Figure 2): the three-way split test on splice-junction DNA.
 
-Three panels (DESIGN §4): inter-class EI vs IE (H₀ false) and intra-class EI vs EI,
+Three panels: inter-class EI vs IE (H₀ false) and intra-class EI vs EI,
 IE vs IE (two disjoint random subsets of one class, H₀ true). For each sample size N
 (per sample) and each Monte-Carlo run, one cell draws the two samples and runs the split
 test of the paper's Algorithm 3 with every estimator: the string subsequence kernel's

@@ -7,8 +7,8 @@ import pytest
 
 from monk_framework import get_registry
 from monk_framework import pooled as pooled_mod
-from monk_framework.blocks import MatrixFreeGram
-from monk_framework.pooled import PermutedGram, PooledSample, sample_sums
+from monk_framework.blocks import MatrixFreeGram, PermutedGram
+from monk_framework.pooled import PooledSample, sample_sums
 
 
 @pytest.fixture
