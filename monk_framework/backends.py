@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import MonkError, ParameterError, optional_import
 
-__all__ = ["Backend", "LocalBackend", "DaskBackend", "BACKENDS", "get_backend"]
+__all__ = ["Backend", "LocalBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend"]
 
 #: fn(task, shared) -> result; must be a module-level function for the Dask backend.
 TaskFn = Callable[[Any, Any], Any]
@@ -148,12 +148,19 @@ class DaskBackend(Backend):
 BACKENDS = {"local": LocalBackend, "dask": DaskBackend}
 
 
-def get_backend(name: str = "local", *, scheduler: str | None = None, n_workers: int | None = None) -> Backend:
-    """A backend by name: "local", or "dask" (embedded LocalCluster, or ``scheduler``)."""
+def check_backend_options(name: str, scheduler: str | None = None, n_workers: int | None = None) -> None:
+    """Refuse bad backend options before any data is read or any cluster started."""
     if name not in BACKENDS:
         raise ParameterError(f"Unknown backend {name!r}: choose one of {', '.join(BACKENDS)}.")
+    if scheduler is not None and name != "dask":
+        raise ParameterError("A scheduler address needs the Dask backend (--backend dask).")
+    if n_workers is not None and (name != "dask" or scheduler is not None):
+        raise ParameterError("--workers sizes the embedded Dask cluster: use it with --backend dask and no --scheduler.")
+
+
+def get_backend(name: str = "local", *, scheduler: str | None = None, n_workers: int | None = None) -> Backend:
+    """A backend by name: "local", or "dask" (embedded LocalCluster, or ``scheduler``)."""
+    check_backend_options(name, scheduler, n_workers)
     if name == "local":
-        if scheduler is not None:
-            raise ParameterError("A scheduler address needs the Dask backend (--backend dask).")
         return LocalBackend()
     return DaskBackend(scheduler, n_workers=n_workers)

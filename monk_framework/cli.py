@@ -21,6 +21,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from . import __version__, jobs
+from .backends import check_backend_options
 from .datasets import DATASETS
 from .errors import MonkError, ParameterError, UnknownNameError
 from .files import check_writable, write_atomically
@@ -416,18 +417,6 @@ WorkersOption = Annotated[
 ]
 
 
-def _check_backend(name: str, scheduler: str | None, workers: int | None) -> None:
-    """Refuse bad backend options before any data is read or any cluster started."""
-    from .backends import BACKENDS
-
-    if name not in BACKENDS:
-        raise ParameterError(f"Unknown backend {name!r}: choose one of {', '.join(BACKENDS)}.")
-    if scheduler is not None and name != "dask":
-        raise ParameterError("A scheduler address needs the Dask backend (--backend dask).")
-    if workers is not None and (name != "dask" or scheduler is not None):
-        raise ParameterError("--workers sizes the embedded Dask cluster: use it with --backend dask and no --scheduler.")
-
-
 def _backend(name: str, scheduler: str | None, workers: int | None) -> Any:
     from .backends import get_backend
 
@@ -486,7 +475,7 @@ def test_command(
     """
     if output is not None:
         check_writable(output, what="--output")  # before the work, not after it
-    _check_backend(backend, scheduler, workers)
+    check_backend_options(backend, scheduler, workers)
     options: dict[str, Any] = dict(
         contamination=contamination, split=split, method=method, blocks=blocks, alpha=alpha,
         n_permutations=permutations, relabel=relabel,
@@ -596,7 +585,7 @@ def experiment_command(
     """
     from .experiments import get_experiment, run_experiment
 
-    _check_backend(backend, scheduler, workers)
+    check_backend_options(backend, scheduler, workers)
     overrides: dict[str, Any] = {"runs": runs, "sizes": _int_list(sizes, "--sizes"), "seed": seed}
     if estimators:
         overrides["estimators"] = tuple(estimators)
