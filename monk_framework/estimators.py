@@ -18,6 +18,7 @@ import attrs
 import numpy as np
 
 from .blocks import Partition
+from .data import Sample
 from .errors import DataError, MonkError
 from .kernels import Kernel
 from .params import Configurable
@@ -125,7 +126,7 @@ class MMDEstimator(Estimator):
             diagnostics=core.diagnostics,
         )
 
-    def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
+    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         """The estimator's core, on validated samples with a fitted kernel."""
         raise NotImplementedError
 
@@ -224,6 +225,6 @@ class EmbeddingEstimator(Estimator):
             diagnostics=core.diagnostics,
         )
 
-    def _embed(self, kernel: Kernel, X: Any, rng: np.random.Generator) -> EmbeddingWeights:
+    def _embed(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
         """The estimator's core, on a validated sample with a fitted kernel."""
         raise NotImplementedError

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from .data import Sample
 from .datasets import default_dataset, get_dataset
 from .errors import DataError, MonkError, ParameterError, UnknownNameError
 from .estimators import EmbeddingEstimator, Estimator, MMDEstimator
@@ -123,8 +124,8 @@ class Job:
 
     kernel: Kernel
     estimator: Estimator
-    X: Any
-    Y: Any
+    X: Sample
+    Y: Sample | None
     seed: int
     data: dict[str, Any] = attrs.field(factory=dict)
     grid: dict[str, list[Any]] = attrs.field(factory=dict)

@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 
 from .blocks import GramSource, MatrixFreeGram, PermutedGram, StoredGram, gram_source, take
+from .data import Sample
 from .errors import ParameterError
 from .kernels import Kernel, check_squared_norm
 
@@ -33,7 +34,7 @@ __all__ = ["PooledSample", "SampleSums", "pooled", "sample_sums"]
 BATCH_BYTES = 64 * 1024 * 1024
 
 
-def pooled(X: Any, Y: Any) -> Any:
+def pooled(X: Sample, Y: Sample) -> Any:
     """Z = [X; Y] (rows for vectors, concatenation for strings)."""
     if isinstance(X, np.ndarray):
         return np.vstack([X, Y])
@@ -48,7 +49,7 @@ class PooledSample:
     """
 
     def __init__(
-        self, kernel: Kernel, X: Any, Y: Any, *, matrix_free: bool | str = "auto", gram: np.ndarray | None = None,
+        self, kernel: Kernel, X: Sample, Y: Sample, *, matrix_free: bool | str = "auto", gram: np.ndarray | None = None,
         source: GramSource | None = None, diag: np.ndarray | None = None, row_sums: np.ndarray | None = None,
     ):
         self.kernel = kernel

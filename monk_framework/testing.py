@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .data import Sample
 from .errors import DataError, MonkError
 from .estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from .kernels import Kernel
@@ -135,7 +136,7 @@ def check_kernel(cls: type[Kernel]) -> None:
         _fail(label, "gram(X) differs from _gram(X, X).")
 
 
-def _mmd_v(kernel: Kernel, X: Any, Y: Any) -> float:
+def _mmd_v(kernel: Kernel, X: Sample, Y: Sample) -> float:
     kxx, kyy, kxy = kernel.gram(X).mean(), kernel.gram(Y).mean(), kernel.gram(X, Y).mean()
     return float(np.sqrt(max(kxx + kyy - 2 * kxy, 0.0)))
 

@@ -19,11 +19,12 @@ from monk_framework import (
     hookimpl,
     parameter,
 )
+from monk_framework.data import Sample
 from monk_framework.params import one_of
 from monk_framework.pooled import PooledSample, SampleSums, batch_size, sample_sums
 
 
-def _grams(kernel: Kernel, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def _grams(kernel: Kernel, X: Sample, Y: Sample) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The three Gram matrices and the time spent building them.
 
     Their V-statistic MMD² is a squared norm, so a negative one proves the kernel is not
@@ -50,7 +51,7 @@ class VStatistic(MMDEstimator):
         "MMD = sqrt(max(MMD_V^2, 0))"
     )
 
-    def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
+    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         Kxx, Kyy, Kxy, gram_s = _grams(kernel, X, Y)
         start = time.perf_counter()
         mmd2 = Kxx.mean() + Kyy.mean() - 2.0 * Kxy.mean()
@@ -95,7 +96,7 @@ class UStatistic(MMDEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return 2, "the U-statistic averages over pairs of distinct points"
 
-    def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
+    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         Kxx, Kyy, Kxy, gram_s = _grams(kernel, X, Y)
         start = time.perf_counter()
         n, m = len(X), len(Y)
@@ -135,7 +136,7 @@ class MeanEmbedding(EmbeddingEstimator):
     summary: ClassVar[str] = "Empirical mean embedding: equal weights 1/N (the V-statistic's embedding)."
     formula: ClassVar[str] = "mu_hat = 1/N sum_i k(., x_i)"
 
-    def _embed(self, kernel: Kernel, X: Any, rng: np.random.Generator) -> EmbeddingWeights:
+    def _embed(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
         return EmbeddingWeights(weights=np.full(len(X), 1.0 / len(X)))
 
 

@@ -39,6 +39,7 @@ from monk_framework.blocks import (
     median_value,
     random_partition,
 )
+from monk_framework.data import Sample
 from monk_framework.errors import ParameterError
 from monk_framework.params import integer, integer_or, one_of
 from monk_framework.pooled import PooledSample
@@ -116,7 +117,7 @@ class _BlockEmbedding(EmbeddingEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return blocks_min_sample_size(self.n_blocks)
 
-    def _embed(self, kernel: Kernel, X: Any, rng: np.random.Generator) -> EmbeddingWeights:
+    def _embed(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
         start = time.perf_counter()
         src = gram_source(kernel, X)
         if self.n_blocks != "auto":
@@ -160,7 +161,7 @@ class _BlockEmbedding(EmbeddingEstimator):
         return weights, {"n_blocks": n_blocks, "center": self.center, "block_weights": found.beta.tolist(), **found.diagnostics}
 
 
-def _trace_scale(kernel: Kernel, X: Any, src: GramSource, n_blocks: int, rng: np.random.Generator) -> float:
+def _trace_scale(kernel: Kernel, X: Sample, src: GramSource, n_blocks: int, rng: np.random.Generator) -> float:
     """σ̂ = √(median_q of the block trace variances mean k(x, x) − ‖μ_{S_q}‖²), unbiased per block."""
     labels = random_partition(len(X), n_blocks, rng)
     var = block_trace_variances(src, labels, n_blocks, kernel.diag_tile(X))
@@ -237,7 +238,7 @@ class MonkEmbeddingMMD(MMDEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return blocks_min_sample_size(self.n_blocks)
 
-    def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
+    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         return self._estimate_from(kernel, gram_source(kernel, pooled(X, Y)), len(X), len(Y), rng)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:

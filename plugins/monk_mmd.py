@@ -57,6 +57,7 @@ from monk_framework.blocks import (
     pair_partition,
     take,
 )
+from monk_framework.data import Sample
 from monk_framework.errors import ParameterError
 from monk_framework.params import integer, integer_or, one_of, real_or
 from monk_framework.pooled import PooledSample, pooled
@@ -85,7 +86,7 @@ class _Context(PooledSample):
     """What one estimate shares across grid values of Q: the two samples and the pooled
     sample's Gram source, diagonal and row sums (K 1, the start of BCD), each made once."""
 
-    def __init__(self, kernel: Kernel, X: Any, Y: Any, matrix_free: bool | str, **known: Any):
+    def __init__(self, kernel: Kernel, X: Sample, Y: Sample, matrix_free: bool | str, **known: Any):
         super().__init__(kernel, X, Y, matrix_free=matrix_free, **known)
         self.X, self.Y = X, Y
         #: a relabelling's view of a pooled Gram matrix (permutation tests), if any
@@ -163,10 +164,10 @@ class _MonkMMD(MMDEstimator):
             return self.n_iter <= AUTO_TRACE_MAX_ITER
         return bool(self.trace)
 
-    def _context(self, kernel: Kernel, X: Any, Y: Any) -> _Context:
+    def _context(self, kernel: Kernel, X: Sample, Y: Sample) -> _Context:
         return _Context(kernel, X, Y, "auto")
 
-    def _estimate(self, kernel: Kernel, X: Any, Y: Any, rng: np.random.Generator) -> Estimate:
+    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         return self._estimate_in(self._context(kernel, X, Y), rng)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
@@ -297,7 +298,7 @@ class MonkBCD(_MonkMMD):
         check=one_of("auto", True, False),
     )
 
-    def _context(self, kernel: Kernel, X: Any, Y: Any) -> _Context:
+    def _context(self, kernel: Kernel, X: Sample, Y: Sample) -> _Context:
         return _Context(kernel, X, Y, self.matrix_free)
 
     def _solve(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..data import Sample
 from ..kernels import CHUNK_BYTES, Kernel, available_memory
 from .partitions import take
 
@@ -92,7 +93,7 @@ class GramSource:
 class StoredGram(GramSource):
     """Block reductions of a Gram matrix held in memory (computed once)."""
 
-    def __init__(self, kernel: Kernel, Z: Any, *, K: np.ndarray | None = None):
+    def __init__(self, kernel: Kernel, Z: Sample, *, K: np.ndarray | None = None):
         self.n = len(Z)
         start = time.perf_counter()
         self.K = kernel.gram(Z) if K is None else K
@@ -125,7 +126,7 @@ class MatrixFreeGram(GramSource):
     """
 
     def __init__(
-        self, kernel: Kernel, Z: Any, *, diag: np.ndarray | None = None, band_rows: int | None = None
+        self, kernel: Kernel, Z: Sample, *, diag: np.ndarray | None = None, band_rows: int | None = None
     ):
         self.kernel = kernel
         self.Z = Z
@@ -202,7 +203,7 @@ def one_row(idx: np.ndarray, coef: np.ndarray, n: int) -> sp.csr_array:
 
 
 def gram_source(
-    kernel: Kernel, Z: Any, *, matrix_free: bool | str = "auto", budget: float = 0.5
+    kernel: Kernel, Z: Sample, *, matrix_free: bool | str = "auto", budget: float = 0.5
 ) -> GramSource:
     """A stored Gram matrix if it fits in ``budget`` of the free memory, else matrix-free."""
     n = len(Z)

@@ -15,12 +15,11 @@ Conventions (documented in docs/estimators.md):
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 import numpy as np
 import scipy.sparse as sp
 
+from ..data import Sample
 from ..errors import ParameterError
 
 __all__ = [
@@ -168,7 +167,7 @@ def check_n_blocks(n_blocks: int, sizes: dict[str, int], *, estimator: str) -> N
             )
 
 
-def take(sample: Any, idx: np.ndarray) -> Any:
+def take(sample: Sample, idx: np.ndarray) -> Sample:
     """The points ``idx`` of a sample (rows of an array, items of a list of strings)."""
     if isinstance(sample, np.ndarray):
         return sample[idx]
