@@ -454,26 +454,26 @@ def scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.n
     (s/σ)²: a ratio beyond float64 becomes inf (exp(−inf) = 0 is then the kernel's exact
     value in float64), equal points still give exactly 0.
     """
+    return _scaled(squared_distances, X, Y, sigma, 2)
+
+
+def _scaled(pairwise: Any, X: np.ndarray, Y: np.ndarray, sigma: float, power: int) -> np.ndarray:
+    """pairwise(X, Y) / σ^power, which is homogeneous of degree ``power`` in the data:
+    computed on data divided by an exact power of two when data or σ are extreme, and
+    rescaled by (s/σ)^power without overflow (:func:`_times_square`)."""
     scale = magnitude(X, Y)
     if _moderate(scale) and _moderate(sigma):
-        out = squared_distances(X, Y)
-        out *= 1.0 / sigma**2
+        out = pairwise(X, Y)
+        out *= 1.0 / sigma**power
         return out
     s = power_of_two(scale)
-    out = squared_distances(X / s, Y / s)
-    return _times_square(out, np.float64(s) / np.float64(sigma), 2)
+    out = pairwise(X / s, Y / s)
+    return _times_square(out, np.float64(s) / np.float64(sigma), power)
 
 
 def scaled_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
     """‖x_i − y_j‖/σ for all pairs (see :func:`scaled_squared_distances`)."""
-    scale = magnitude(X, Y)
-    if _moderate(scale) and _moderate(sigma):
-        out = distances(X, Y)
-        out *= 1.0 / sigma
-        return out
-    s = power_of_two(scale)
-    out = distances(X / s, Y / s)
-    return _times_square(out, np.float64(s) / np.float64(sigma), 1)
+    return _scaled(distances, X, Y, sigma, 1)
 
 
 def l1_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -487,14 +487,7 @@ def l1_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 def scaled_l1_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
     """‖x_i − y_j‖₁ / σ for all pairs, without overflow for data or σ near the float64 limits
     (as :func:`scaled_distances` does for the Euclidean norm)."""
-    scale = magnitude(X, Y)
-    if _moderate(scale) and _moderate(sigma):
-        out = l1_distances(X, Y)
-        out *= 1.0 / sigma
-        return out
-    s = power_of_two(scale)
-    out = l1_distances(X / s, Y / s)
-    return _times_square(out, np.float64(s) / np.float64(sigma), 1)
+    return _scaled(l1_distances, X, Y, sigma, 1)
 
 
 def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
