@@ -1,7 +1,7 @@
 """What the kernel-contract checks cost: an RBF Gram matrix with and without them.
 
-``gram(X)`` checks each diagonal block of the Gram matrix (symmetry, ``_gram``'s diagonal
-against ``_diag``, Cauchy–Schwarz on its first 64 points). Both variants run in the
+``gram(X)`` checks each diagonal block of the Gram matrix (symmetry, ``compute_gram``'s diagonal
+against ``compute_diag``, Cauchy–Schwarz on its first 64 points). Both variants run in the
 same process on the same data, alternating, best of several repeats; the ratio
 (checked / unchecked) is what docs/performance.md records.
 

@@ -1,7 +1,7 @@
 """The estimator interfaces: MMD estimators and mean-embedding estimators.
 
-A plugin subclasses :class:`MMDEstimator` (implementing ``_estimate``) or
-:class:`EmbeddingEstimator` (implementing ``_embed``). The public ``estimate`` and
+A plugin subclasses :class:`MMDEstimator` (implementing ``compute_estimate``) or
+:class:`EmbeddingEstimator` (implementing ``compute_embedding``). The public ``estimate`` and
 ``embed`` validate the samples against the kernel and the estimator's minimum sample
 size, resolve data-dependent kernel hyperparameters on the pooled sample, normalise
 ``rng`` once (SPEC 7), time the work, and wrap the core's answer in a result that
@@ -21,7 +21,7 @@ from .blocks import Partition
 from .data import Sample
 from .errors import DataError, MonkError
 from .kernels import Kernel
-from .params import Configurable
+from .params import Configurable, renamed_hook
 from .pooled import PooledSample, SampleSums
 from .randomness import RNGLike, generator
 from .results import Embedding, MMDResult
@@ -109,7 +109,7 @@ class MMDEstimator(Estimator):
         stream, seed = generator(rng)
         start = time.perf_counter()
         fitted = kernel.fit(Xv, Yv)
-        core = self._estimate(fitted, Xv, Yv, stream)
+        core = self.compute_estimate(fitted, Xv, Yv, stream)
         total = time.perf_counter() - start
         return MMDResult(
             estimator=self.name,
@@ -126,9 +126,9 @@ class MMDEstimator(Estimator):
             diagnostics=core.diagnostics,
         )
 
-    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         """The estimator's core, on validated samples with a fitted kernel."""
-        raise NotImplementedError
+        return renamed_hook(self, "_estimate", "compute_estimate")(kernel, X, Y, rng)
 
     def permuted_statistics(
         self, pool: PooledSample, perms: np.ndarray, rngs: Sequence[np.random.Generator]
@@ -147,7 +147,7 @@ class MMDEstimator(Estimator):
         out = np.empty(len(perms))
         for b, (perm, rng) in enumerate(zip(perms, rngs)):
             X, Y = pool.relabelled(perm)
-            out[b] = self._estimate(pool.kernel, X, Y, rng).mmd2
+            out[b] = self.compute_estimate(pool.kernel, X, Y, rng).mmd2
         return out
 
     def permutation_batch(self, pool: PooledSample) -> int:
@@ -212,7 +212,7 @@ class EmbeddingEstimator(Estimator):
         stream, seed = generator(rng)
         start = time.perf_counter()
         fitted = kernel.fit(Xv)
-        core = self._embed(fitted, Xv, stream)
+        core = self.compute_embedding(fitted, Xv, stream)
         total = time.perf_counter() - start
         return Embedding(
             kernel=fitted,
@@ -225,6 +225,6 @@ class EmbeddingEstimator(Estimator):
             diagnostics=core.diagnostics,
         )
 
-    def _embed(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
+    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
         """The estimator's core, on a validated sample with a fitted kernel."""
-        raise NotImplementedError
+        return renamed_hook(self, "_embed", "compute_embedding")(kernel, X, rng)

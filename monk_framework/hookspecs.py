@@ -45,7 +45,7 @@ def monk_kernels() -> list[type[Kernel]]:  # type: ignore[empty-body]
     ``monkfw run --kernel``), ``summary`` (one line), ``formula`` and ``input_kind``
     ("vector" or "string"), every hyperparameter declared with
     :func:`monk_framework.params.parameter` and a default, and the core methods
-    ``_gram(X, Y)`` and ``_diag(X)``.
+    ``compute_gram(X, Y)`` and ``compute_diag(X)``.
 
     :return: a list of kernel classes (empty if the plugin provides none).
     """
@@ -57,8 +57,8 @@ def monk_estimators() -> list[type[Estimator]]:  # type: ignore[empty-body]
 
     Called once, when the registry loads the plugin. Each returned class must be a
     subclass of :class:`monk_framework.MMDEstimator` (implementing
-    ``_estimate(kernel, X, Y, rng)``) or :class:`monk_framework.EmbeddingEstimator`
-    (implementing ``_embed(kernel, X, rng)``), decorated with
+    ``compute_estimate(kernel, X, Y, rng)``) or :class:`monk_framework.EmbeddingEstimator`
+    (implementing ``compute_embedding(kernel, X, rng)``), decorated with
     ``@attrs.frozen(kw_only=True)``, with class attributes ``name`` (kebab-case, unique
     across all installed plugins: the name used by ``get_estimator`` and
     ``monkfw run --estimator``), ``summary`` and ``formula``, and every setting declared

@@ -93,19 +93,19 @@ class SumKernel(_Pair):
     formula: ClassVar[str] = "k(x, y) = k1(x, y) + k2(x, y)"
     symbol: ClassVar[str] = "+"
 
-    def _gram(self, X: Any, Y: Any) -> np.ndarray:
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.left.gram_tile(X, Y) + self.right.gram_tile(X, Y)
 
-    def _diag(self, X: Any) -> np.ndarray:
+    def compute_diag(self, X: Any) -> np.ndarray:
         return self.left.diag_tile(X) + self.right.diag_tile(X)
 
     def sup_diag(self) -> float | None:
         a, b = self.left.sup_diag(), self.right.sup_diag()
         return None if a is None or b is None else a + b
 
-    def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+    def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
         # expectation is linear
-        return self.left._gaussian_expectation(m1, c1, m2, c2) + self.right._gaussian_expectation(m1, c1, m2, c2)
+        return self.left.gaussian_expectation(m1, c1, m2, c2) + self.right.gaussian_expectation(m1, c1, m2, c2)
 
 
 @attrs.frozen(kw_only=True)
@@ -117,10 +117,10 @@ class ProductKernel(_Pair):
     formula: ClassVar[str] = "k(x, y) = k1(x, y) * k2(x, y)"
     symbol: ClassVar[str] = "*"
 
-    def _gram(self, X: Any, Y: Any) -> np.ndarray:
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.left.gram_tile(X, Y) * self.right.gram_tile(X, Y)
 
-    def _diag(self, X: Any) -> np.ndarray:
+    def compute_diag(self, X: Any) -> np.ndarray:
         return self.left.diag_tile(X) * self.right.diag_tile(X)
 
     def sup_diag(self) -> float | None:
@@ -169,18 +169,18 @@ class ScaledKernel(Kernel):
     def spec(self) -> str:
         return f"{self.c:g} * {self.kernel.spec()}"
 
-    def _gram(self, X: Any, Y: Any) -> np.ndarray:
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.c * self.kernel.gram_tile(X, Y)
 
-    def _diag(self, X: Any) -> np.ndarray:
+    def compute_diag(self, X: Any) -> np.ndarray:
         return self.c * self.kernel.diag_tile(X)
 
     def sup_diag(self) -> float | None:
         kappa = self.kernel.sup_diag()
         return None if kappa is None else self.c * kappa
 
-    def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
-        return self.c * self.kernel._gaussian_expectation(m1, c1, m2, c2)
+    def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+        return self.c * self.kernel.gaussian_expectation(m1, c1, m2, c2)
 
 
 #: the combinations by the name their JSON form carries

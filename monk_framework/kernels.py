@@ -1,13 +1,13 @@
 """The kernel interface and the numerical machinery every kernel shares.
 
 A kernel plugin subclasses :class:`Kernel` and implements the *core* methods
-``_gram(X, Y)`` (the rectangle of values k(x_i, y_j) for already validated inputs) and
-``_diag(X)`` (k(x_i, x_i)). The public methods validate inputs once, check memory
+``compute_gram(X, Y)`` (the rectangle of values k(x_i, y_j) for already validated inputs) and
+``compute_diag(X)`` (k(x_i, x_i)). The public methods validate inputs once, check memory
 before allocating, and call the core on chunks:
 
 * ``gram(X)`` computes only the upper band of each row chunk and mirrors it, so the
   matrix is exactly symmetric and half the kernel evaluations are saved; its diagonal
-  is set from ``_diag`` so that ``np.diag(gram(X)) == diag(X)`` holds bit for bit.
+  is set from ``compute_diag`` so that ``np.diag(gram(X)) == diag(X)`` holds bit for bit.
 * ``gram(X, Y)`` fills the rectangle row chunk by row chunk, bounding temporaries.
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from .data import Sample, as_strings, as_vectors, check_same_dimension
 from .errors import DataError, KernelContractError, KernelOverflowError, MonkError, ParameterError, ResourceError
-from .params import Configurable
+from .params import Configurable, renamed_hook
 
 __all__ = [
     "Kernel",
@@ -49,7 +49,7 @@ MEDIAN_MAX_POINTS = 2000
 #: thousands of terms stay near 1e-13; a wrong kernel is off by orders of magnitude)
 CONTRACT_RTOL = 1e-9
 #: the same for comparisons of k(x, x) computed two ways (the distance identities used by
-#: _gram round differently from _diag, by about 1e-16 times ‖x‖²/σ² for RBF)
+#: compute_gram round differently from compute_diag, by about 1e-16 times ‖x‖²/σ² for RBF)
 DIAG_RTOL = 1e-6
 #: points of each diagonal Gram block whose pairs are checked (symmetry, Cauchy–Schwarz)
 CONTRACT_CHECK_POINTS = 64
@@ -61,8 +61,8 @@ class Kernel(Configurable):
 
     Subclasses set the class attributes ``name``, ``summary``, ``formula`` and
     ``input_kind`` ("vector" or "string"), declare hyperparameters with
-    :func:`monk_framework.params.parameter`, and implement ``_gram`` and ``_diag``
-    (and ``_features`` when ``has_features`` is true).
+    :func:`monk_framework.params.parameter`, and implement ``compute_gram`` and ``compute_diag``
+    (and ``compute_features`` when ``has_features`` is true).
     """
 
     plugin_type: ClassVar[str] = "kernel"
@@ -157,7 +157,7 @@ class Kernel(Configurable):
             raise MonkError(f"Kernel {self.name!r} has no explicit finite feature map.")
         self._require_fitted()
         Xv = self.check_sample(X)
-        return self._features(Xv)
+        return self.compute_features(Xv)
 
     def sup_diag(self) -> float | None:
         """κ = sup_x k(x, x) over every possible input, or None when the kernel is unbounded.
@@ -188,30 +188,31 @@ class Kernel(Configurable):
         """Closed-form MMD² between N(mean_x, cov_x) and N(mean_y, cov_y), where known.
 
         MMD² = E k(x, x') + E k(y, y') − 2 E k(x, y) with independent copies; each
-        expectation comes from the kernel's ``_gaussian_expectation``.
+        expectation comes from the kernel's ``gaussian_expectation``.
         """
         m1, c1 = _as_gaussian(mean_x, cov_x)
         m2, c2 = _as_gaussian(mean_y, cov_y)
         if m1.shape != m2.shape:
             raise DataError("The two Gaussians live in spaces of different dimensions.")
         self._require_fitted()
-        e = self._gaussian_expectation
+        e = self.gaussian_expectation
         return float(e(m1, c1, m1, c1) + e(m2, c2, m2, c2) - 2.0 * e(m1, c1, m2, c2))
 
     # -- the core a plugin implements ------------------------------------------------
 
-    def _gram(self, X: Any, Y: Any) -> np.ndarray:
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         """The rectangle k(X[i], Y[j]) for validated inputs (a chunk of rows of X)."""
-        raise NotImplementedError
+        return np.asarray(renamed_hook(self, "_gram", "compute_gram")(X, Y))
 
-    def _diag(self, X: Any) -> np.ndarray:
+    def compute_diag(self, X: Any) -> np.ndarray:
         """k(X[i], X[i]) for validated inputs."""
-        raise NotImplementedError
+        return np.asarray(renamed_hook(self, "_diag", "compute_diag")(X))
 
-    def _features(self, X: Any) -> np.ndarray:
-        raise NotImplementedError
+    def compute_features(self, X: Any) -> np.ndarray:
+        """Φ(X), rows the explicit features of the points (kernels with ``has_features``)."""
+        return np.asarray(renamed_hook(self, "_features", "compute_features")(X))
 
-    def _gaussian_expectation(
+    def gaussian_expectation(
         self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray
     ) -> float:
         """E k(x, y) for independent x ~ N(m1, c1), y ~ N(m2, c2)."""
@@ -244,27 +245,27 @@ class Kernel(Configurable):
         return f"kernel {self.name!r} ({cls.__module__}.{cls.__qualname__})"
 
     def gram_tile(self, X: Sample, Y: Sample) -> np.ndarray:
-        """k(X[i], Y[j]) for validated samples (a tile of a Gram matrix): ``_gram``'s values,
+        """k(X[i], Y[j]) for validated samples (a tile of a Gram matrix): ``compute_gram``'s values,
         checked for shape and finiteness. What Gram sources and chunked loops evaluate; no
         memory check and no symmetry (use :meth:`gram` for a whole Gram matrix)."""
         with np.errstate(over="ignore", invalid="ignore"):
-            values = np.asarray(self._gram(X, Y), dtype=np.float64)
+            values = np.asarray(self.compute_gram(X, Y), dtype=np.float64)
         # a wrong shape would be broadcast into the Gram matrix without a word
         if values.shape != (len(X), len(Y)):
             raise KernelContractError(
-                f"{self.plugin_label()}: _gram returned shape {values.shape} for {len(X)} x {len(Y)} "
+                f"{self.plugin_label()}: compute_gram returned shape {values.shape} for {len(X)} x {len(Y)} "
                 f"points; it must return the whole rectangle k(X[i], Y[j]), shape ({len(X)}, {len(Y)})."
             )
         return self.check_finite(values)
 
     def diag_tile(self, X: Sample) -> np.ndarray:
-        """k(x_i, x_i) for a validated sample: ``_diag``'s values, checked for shape,
+        """k(x_i, x_i) for a validated sample: ``compute_diag``'s values, checked for shape,
         finiteness and (PSD kernels) sign."""
         with np.errstate(over="ignore", invalid="ignore"):
-            values = np.asarray(self._diag(X), dtype=np.float64)
+            values = np.asarray(self.compute_diag(X), dtype=np.float64)
         if values.shape != (len(X),):
             raise KernelContractError(
-                f"{self.plugin_label()}: _diag returned shape {values.shape} for {len(X)} points; "
+                f"{self.plugin_label()}: compute_diag returned shape {values.shape} for {len(X)} points; "
                 f"it must return k(x_i, x_i) for each, shape ({len(X)},)."
             )
         values = self.check_finite(values)
@@ -303,11 +304,11 @@ class Kernel(Configurable):
         return K
 
     def _check_diagonal_block(self, block: np.ndarray, diag: np.ndarray, offset: int) -> None:
-        """Cheap checks on a diagonal block k(X_b, X_b), the one place where ``_gram`` and
-        ``_diag`` meet (the mirroring and the diagonal fill would hide a fault otherwise):
+        """Cheap checks on a diagonal block k(X_b, X_b), the one place where ``compute_gram`` and
+        ``compute_diag`` meet (the mirroring and the diagonal fill would hide a fault otherwise):
 
         * symmetry, k(x, x′) = k(x′, x);
-        * ``_gram``'s diagonal equals ``_diag`` (to 1e-6 of the block's scale: the
+        * ``compute_gram``'s diagonal equals ``compute_diag`` (to 1e-6 of the block's scale: the
           distance identities round differently from k(x, x) itself);
         * Cauchy–Schwarz, |k(x, x′)|² ≤ k(x, x) k(x′, x′), which every PSD kernel obeys.
 
@@ -323,7 +324,7 @@ class Kernel(Configurable):
         if off.max() > DIAG_RTOL * scale:
             i = int(np.argmax(off))
             raise KernelContractError(
-                f"{label}: _diag gives k(x_{offset + i}, x_{offset + i}) = {diag[i]:.6g} but _gram gives "
+                f"{label}: compute_diag gives k(x_{offset + i}, x_{offset + i}) = {diag[i]:.6g} but compute_gram gives "
                 f"{block[i, i]:.6g}; the two must agree."
             )
         block, diag = block[:CONTRACT_CHECK_POINTS, :CONTRACT_CHECK_POINTS], diag[:CONTRACT_CHECK_POINTS]

@@ -11,10 +11,10 @@ Each check raises ``AssertionError`` with a message that names the plugin and th
 broken rule; nothing is returned. The built-in kernels and estimators pass through the
 same kit in monk_framework's own test suite.
 
-:func:`check_kernel` calls the core methods a kernel implements (``_gram``, ``_diag``,
-``_features``) directly, so it finds faults that the framework's own guards would
+:func:`check_kernel` calls the core methods a kernel implements (``compute_gram``, ``compute_diag``,
+``compute_features``) directly, so it finds faults that the framework's own guards would
 otherwise report only at run time: a Gram block of the wrong shape, an asymmetric
-kernel, a ``_diag`` that disagrees with ``_gram``'s diagonal, randomness in a kernel,
+kernel, a ``compute_diag`` that disagrees with ``compute_gram``'s diagonal, randomness in a kernel,
 a kernel declared PSD with negative eigenvalues, a broken feature map or bound.
 
 :func:`check_estimator` checks that an estimate is reproducible from a seed and
@@ -90,16 +90,16 @@ def check_kernel(cls: type[Kernel]) -> None:
     kernel = kernel.fit(X, Y)
     Xv, Yv = kernel.check_pair(X, Y)
 
-    K = np.asarray(kernel._gram(Xv, Xv), dtype=np.float64)
+    K = np.asarray(kernel.compute_gram(Xv, Xv), dtype=np.float64)
     if K.shape != (30, 30):
-        _fail(label, f"_gram(X, X) returned shape {K.shape} for 30 points; it must return the whole (30, 30) block.")
-    Kxy = np.asarray(kernel._gram(Xv, Yv), dtype=np.float64)
+        _fail(label, f"compute_gram(X, X) returned shape {K.shape} for 30 points; it must return the whole (30, 30) block.")
+    Kxy = np.asarray(kernel.compute_gram(Xv, Yv), dtype=np.float64)
     if Kxy.shape != (30, 20):
-        _fail(label, f"_gram(X, Y) returned shape {Kxy.shape} for 30 x 20 points; it must return (30, 20).")
-    d = np.asarray(kernel._diag(Xv), dtype=np.float64)
+        _fail(label, f"compute_gram(X, Y) returned shape {Kxy.shape} for 30 x 20 points; it must return (30, 20).")
+    d = np.asarray(kernel.compute_diag(Xv), dtype=np.float64)
     if d.shape != (30,):
-        _fail(label, f"_diag(X) returned shape {d.shape} for 30 points; it must return (30,).")
-    if not np.array_equal(K, np.asarray(kernel._gram(Xv, Xv), dtype=np.float64)):
+        _fail(label, f"compute_diag(X) returned shape {d.shape} for 30 points; it must return (30,).")
+    if not np.array_equal(K, np.asarray(kernel.compute_gram(Xv, Xv), dtype=np.float64)):
         _fail(label, "gives different values on the same input twice: a kernel must be deterministic.")
     if not (np.isfinite(K).all() and np.isfinite(Kxy).all() and np.isfinite(d).all()):
         _fail(label, "gives non-finite values on a small, well-scaled sample.")
@@ -108,10 +108,10 @@ def check_kernel(cls: type[Kernel]) -> None:
         _fail(label, f"is not symmetric: k(x_{i}, x_{j}) = {K[i, j]:.6g} but k(x_{j}, x_{i}) = {K[j, i]:.6g}.")
     if _relative(np.diagonal(K), d) > 1e-6:
         i = int(np.argmax(np.abs(np.diagonal(K) - d)))
-        _fail(label, f"_diag gives k(x_{i}, x_{i}) = {d[i]:.6g} but _gram's diagonal has {K[i, i]:.6g}; they must agree.")
-    Kyx = np.asarray(kernel._gram(Yv, Xv), dtype=np.float64)
+        _fail(label, f"compute_diag gives k(x_{i}, x_{i}) = {d[i]:.6g} but compute_gram's diagonal has {K[i, i]:.6g}; they must agree.")
+    Kyx = np.asarray(kernel.compute_gram(Yv, Xv), dtype=np.float64)
     if Kyx.shape != (20, 30) or _relative(Kxy, Kyx.T) > RTOL:
-        _fail(label, "_gram(Y, X) is not the transpose of _gram(X, Y).")
+        _fail(label, "compute_gram(Y, X) is not the transpose of compute_gram(X, Y).")
     if cls.is_psd:
         eig = np.linalg.eigvalsh((K + K.T) / 2)
         if eig.min() < -1e-8 * max(1.0, float(np.abs(eig).max())):
@@ -133,7 +133,7 @@ def check_kernel(cls: type[Kernel]) -> None:
     except MonkError as exc:
         _fail(label, f"gram(X) fails the framework's checks: {exc}")
     if _relative(public, K) > 1e-6:
-        _fail(label, "gram(X) differs from _gram(X, X).")
+        _fail(label, "gram(X) differs from compute_gram(X, X).")
 
 
 def _mmd_v(kernel: Kernel, X: Sample, Y: Sample) -> float:
@@ -204,11 +204,11 @@ def _gaussian_kernel_class() -> type[Kernel]:
         formula = "k(x, y) = exp(-||x - y||^2 / 2)"
         nonnegative = True
 
-        def _gram(self, X: Any, Y: Any) -> np.ndarray:
+        def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
             sq = (X**2).sum(1)[:, None] + (Y**2).sum(1)[None, :] - 2 * X @ Y.T
             return np.asarray(np.exp(-np.maximum(sq, 0.0) / 2))
 
-        def _diag(self, X: Any) -> np.ndarray:
+        def compute_diag(self, X: Any) -> np.ndarray:
             return np.ones(len(X))
 
         def sup_diag(self) -> float | None:

@@ -51,7 +51,7 @@ class VStatistic(MMDEstimator):
         "MMD = sqrt(max(MMD_V^2, 0))"
     )
 
-    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         Kxx, Kyy, Kxy, gram_s = _grams(kernel, X, Y)
         start = time.perf_counter()
         mmd2 = Kxx.mean() + Kyy.mean() - 2.0 * Kxy.mean()
@@ -96,7 +96,7 @@ class UStatistic(MMDEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return 2, "the U-statistic averages over pairs of distinct points"
 
-    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         Kxx, Kyy, Kxy, gram_s = _grams(kernel, X, Y)
         start = time.perf_counter()
         n, m = len(X), len(Y)
@@ -136,7 +136,7 @@ class MeanEmbedding(EmbeddingEstimator):
     summary: ClassVar[str] = "Empirical mean embedding: equal weights 1/N (the V-statistic's embedding)."
     formula: ClassVar[str] = "mu_hat = 1/N sum_i k(., x_i)"
 
-    def _embed(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
+    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
         return EmbeddingWeights(weights=np.full(len(X), 1.0 / len(X)))
 
 

@@ -117,7 +117,7 @@ class _BlockEmbedding(EmbeddingEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return blocks_min_sample_size(self.n_blocks)
 
-    def _embed(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
+    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
         start = time.perf_counter()
         src = gram_source(kernel, X)
         if self.n_blocks != "auto":
@@ -238,7 +238,7 @@ class MonkEmbeddingMMD(MMDEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return blocks_min_sample_size(self.n_blocks)
 
-    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         return self._estimate_from(kernel, gram_source(kernel, pooled(X, Y)), len(X), len(Y), rng)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:

@@ -167,7 +167,7 @@ class _MonkMMD(MMDEstimator):
     def _context(self, kernel: Kernel, X: Sample, Y: Sample) -> _Context:
         return _Context(kernel, X, Y, "auto")
 
-    def _estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         return self._estimate_in(self._context(kernel, X, Y), rng)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:

@@ -275,9 +275,9 @@ class SubsequenceKernel(Kernel):
         return self.check_finite(K)
 
     def _rectangular_gram(self, X: Any, Y: Any) -> np.ndarray:
-        return self._gram(X, Y)
+        return self.compute_gram(X, Y)
 
-    def _gram(self, X: Any, Y: Any) -> np.ndarray:
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         K = self._unnormalised(X, Y)
         if self.normalize:
             K = _normalise(K, self._self_values(X), self._self_values(Y))
@@ -287,7 +287,7 @@ class SubsequenceKernel(Kernel):
         """1 when normalised (k(s, s) is 1, or 0 for a string shorter than n); unbounded otherwise."""
         return 1.0 if self.normalize else None
 
-    def _diag(self, X: Any) -> np.ndarray:
+    def compute_diag(self, X: Any) -> np.ndarray:
         if self.normalize:
             return (self._self_values(X) > 0).astype(np.float64)
         return self._self_values(X)

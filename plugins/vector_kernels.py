@@ -68,7 +68,7 @@ class LinearKernel(Kernel):
     def sup_diag(self) -> float | None:
         return 1.0 if self.normalize else None
 
-    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         if self.normalize:
             s = _normalised_scale(X, Y)
             if s != 1.0:
@@ -79,19 +79,19 @@ class LinearKernel(Kernel):
             out *= _inverse_norms(_row_norms_sq(Y))[None, :]
         return out
 
-    def _diag(self, X: np.ndarray) -> np.ndarray:
+    def compute_diag(self, X: np.ndarray) -> np.ndarray:
         if self.normalize:
             return (np.abs(X).max(axis=1) > 0).astype(np.float64)  # 1 for x != 0, without squaring
         return _row_norms_sq(X)
 
-    def _features(self, X: np.ndarray) -> np.ndarray:
+    def compute_features(self, X: np.ndarray) -> np.ndarray:
         if self.normalize:
             s = _normalised_scale(X)
             X = X / s if s != 1.0 else X
             return X * _inverse_norms(_row_norms_sq(X))[:, None]
         return X.copy()
 
-    def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+    def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
         if self.normalize:
             raise MonkError("The normalised linear kernel has no closed-form MMD between Gaussians.")
         return float(m1 @ m2)
@@ -125,7 +125,7 @@ class _PolynomialCore:
     def _base_diag(self, X: np.ndarray, offset: float | None = None) -> np.ndarray:
         return self.scale * _row_norms_sq(X) + (self.offset if offset is None else offset)
 
-    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         offset = self.offset
         if self.normalize:
             # the normalised base is unchanged by x -> x/s with offset -> offset/s² (exact
@@ -146,13 +146,13 @@ class _PolynomialCore:
             np.power(out, self.power, out=out)
         return out
 
-    def _diag(self, X: np.ndarray) -> np.ndarray:
+    def compute_diag(self, X: np.ndarray) -> np.ndarray:
         if self.normalize:
             # 1 where b(x, x) = scale‖x‖² + offset > 0, computed without squaring x
             return ((self.offset > 0) | (np.abs(X).max(axis=1) > 0) & (self.scale > 0)).astype(np.float64)
         return self._base_diag(X) ** self.power
 
-    def _features(self, X: np.ndarray) -> np.ndarray:
+    def compute_features(self, X: np.ndarray) -> np.ndarray:
         # (s<x,y> + c)^p = sum_k C(p,k) c^(p-k) s^k <x,y>^k and
         # <x,y>^k = sum over multisets alpha of size k of multinomial(alpha) x^alpha y^alpha
         n, d = X.shape
@@ -177,7 +177,7 @@ class _PolynomialCore:
             F *= _inverse_norms(self._base_diag(X) ** self.power)[:, None]
         return F
 
-    def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+    def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
         if self.normalize:
             raise MonkError("The normalised polynomial kernels have no closed-form MMD between Gaussians.")
         s, c = self.scale, self.offset
@@ -238,7 +238,7 @@ class _BandwidthCore:
     def _sigma(self) -> float:
         return float(self.sigma)  # only called once fitted, when sigma is a number
 
-    def _diag(self, X: np.ndarray) -> np.ndarray:
+    def compute_diag(self, X: np.ndarray) -> np.ndarray:
         return np.ones(len(X))
 
     def sup_diag(self) -> float:
@@ -282,14 +282,14 @@ class RBFKernel(_BandwidthCore, Kernel):
 
     sigma: float | str = parameter("median", doc=_SIGMA_DOC, check=real_or("median", gt=0), kind="float")
 
-    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         # ‖x − y‖²/σ² computed without overflow: 1e200-scale data with σ = 1e200 are fine
         out = scaled_squared_distances(X, Y, self._sigma)
         out *= -0.5
         np.exp(out, out=out)
         return out
 
-    def _gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+    def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
         # E k(x, y) = sigma^d / sqrt(det S) exp(-1/2 D^T S^-1 D), S = C1 + C2 + sigma^2 I
         d = m1.size
         S = c1 + c2 + self._sigma**2 * np.eye(d)
@@ -320,7 +320,7 @@ class LaplaceKernel(_BandwidthCore, Kernel):
     def distance_metric(self) -> str:
         return self.norm
 
-    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         out = scaled_distances(X, Y, self._sigma) if self.norm == "l2" else scaled_l1_distances(X, Y, self._sigma)
         out *= -1.0
         np.exp(out, out=out)
@@ -369,10 +369,10 @@ class ExponentialKernel(Kernel):
         np.exp(out, out=out)
         return out
 
-    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         return self._exp(lambda A, B: A @ B.T, X, Y)
 
-    def _diag(self, X: np.ndarray) -> np.ndarray:
+    def compute_diag(self, X: np.ndarray) -> np.ndarray:
         return self._exp(_row_norms_sq, X)
 
 
@@ -389,7 +389,7 @@ class EnergyKernel(Kernel):
     summary: ClassVar[str] = "Distance-induced kernel (|x| + |y| - |x-y|)/2: MMD^2 = energy distance / 2."
     formula: ClassVar[str] = "k(x, y) = (||x|| + ||y|| - ||x - y||) / 2"
 
-    def _gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         # homogeneous of degree 1: compute on X/s, Y/s (s a power of two, exact) and
         # multiply back, so that no squared norm overflows or underflows on the way
         s = _homogeneous_scale(X, Y)
@@ -404,7 +404,7 @@ class EnergyKernel(Kernel):
                 out *= s
         return out
 
-    def _diag(self, X: np.ndarray) -> np.ndarray:
+    def compute_diag(self, X: np.ndarray) -> np.ndarray:
         s = _homogeneous_scale(X)
         out = np.sqrt(_row_norms_sq(X / s if s != 1.0 else X))
         if s != 1.0:

@@ -1,9 +1,7 @@
 """A leading underscore means private to its module: no module imports another's private
 name or reaches into another module's private attributes (framework and plugins alike).
-
-Plugins implement the underscored core methods their base class declares (``_gram``,
-``_diag``, ``_estimate``, ``_embed``, ...) and the framework calls them on ``self``;
-those calls stay inside the class, so they are not crossings.
+What plugins implement (``compute_gram``, ``compute_estimate``, ...) and may call has a
+public name.
 """
 
 from __future__ import annotations

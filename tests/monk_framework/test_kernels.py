@@ -23,10 +23,10 @@ class NaNKernel(Kernel):
     name: ClassVar[str] = "nan-kernel"
     summary: ClassVar[str] = "A broken kernel that returns NaN."
 
-    def _gram(self, X, Y):
+    def compute_gram(self, X, Y):
         return np.full((len(X), len(Y)), np.nan)
 
-    def _diag(self, X):
+    def compute_diag(self, X):
         return np.ones(len(X))
 
 
@@ -99,7 +99,7 @@ class FaultyKernel(Kernel):
     summary: ClassVar[str] = "A kernel plugin with a configurable fault."
     fault: str = attrs.field(default="none")
 
-    def _gram(self, X, Y):
+    def compute_gram(self, X, Y):
         K = np.exp(-0.5 * cdist(X, Y, "sqeuclidean"))
         if self.fault == "column":
             return K[:, :1]  # would broadcast
@@ -115,7 +115,7 @@ class FaultyKernel(Kernel):
             return K - (cdist(X, Y) == 0)  # 0 on the diagonal, |k| <= 1 elsewhere
         return K
 
-    def _diag(self, X):
+    def compute_diag(self, X):
         if self.fault == "short-diag":
             return np.ones(len(X) - 1)
         if self.fault == "negated":
@@ -130,13 +130,13 @@ class FaultyKernel(Kernel):
 @pytest.mark.parametrize(
     "fault, message",
     [
-        ("column", r"faulty.*_gram returned shape \(5, 1\) for 5 x 5 points"),
-        ("scalar", r"_gram returned shape \(\) for 5 x 5 points"),
-        ("short-diag", r"_diag returned shape \(4,\) for 5 points"),
+        ("column", r"faulty.*compute_gram returned shape \(5, 1\) for 5 x 5 points"),
+        ("scalar", r"compute_gram returned shape \(\) for 5 x 5 points"),
+        ("short-diag", r"compute_diag returned shape \(4,\) for 5 points"),
         ("negated", r"not positive semi-definite: k\(x, x\) = -1 < 0 for point 0"),
         ("asymmetric", r"not symmetric: k\(x_\d, x_\d\) = .* but k\(x_\d, x_\d\)"),
         ("zero-diagonal", r"not positive semi-definite: \|k\(x_\d, x_\d\)\| = .* exceeds sqrt"),
-        ("diag-mismatch", r"_diag gives k\(x_0, x_0\) = 2 but _gram gives 1"),
+        ("diag-mismatch", r"compute_diag gives k\(x_0, x_0\) = 2 but compute_gram gives 1"),
     ],
 )
 def test_a_plugin_breaking_the_kernel_contract_is_named(fault, message):
@@ -190,10 +190,10 @@ class BoxKernel(Kernel):
     name: ClassVar[str] = "box"
     summary: ClassVar[str] = "The indicator of |x - y| < 1 (not PSD)."
 
-    def _gram(self, X, Y):
+    def compute_gram(self, X, Y):
         return (cdist(X, Y) < 1.0).astype(float)
 
-    def _diag(self, X):
+    def compute_diag(self, X):
         return np.ones(len(X))
 
 
@@ -224,3 +224,42 @@ def test_check_squared_norm_allows_round_off_and_refuses_a_real_negative():
     assert check_squared_norm(rbf, -1e-12, 100.0, "x") == -1e-12  # round-off of a large sum
     with pytest.raises(KernelContractError, match="rbf.*the thing is -0.001 < 0"):
         check_squared_norm(rbf, -1e-3, 1.0, "the thing")
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_plugin_with_the_previous_releases_core_names_still_works_and_is_told_to_rename():
+
+    import attrs
+
+    from monk_framework import Estimate, Kernel, MMDEstimator
+
+    @attrs.frozen(kw_only=True)
+    class OldLinear(Kernel):
+        name: ClassVar[str] = "old-linear"
+
+        def _gram(self, X, Y):
+            return X @ Y.T
+
+        def _diag(self, X):
+            return (X * X).sum(1)
+
+    @attrs.frozen(kw_only=True)
+    class OldV(MMDEstimator):
+        name: ClassVar[str] = "old-v"
+
+        def _estimate(self, kernel, X, Y, rng):
+            v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+            return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5)
+
+    X, Y = np.arange(6.0).reshape(3, 2), np.ones((2, 2))
+    with pytest.warns(DeprecationWarning, match="_gram is the previous release's name of compute_gram"):
+        np.testing.assert_array_equal(OldLinear().gram(X, Y), X @ Y.T)
+    with pytest.warns(DeprecationWarning, match="_estimate is the previous release's name of compute_estimate"):
+        assert OldV().estimate(OldLinear(), X, Y).mmd == pytest.approx(np.linalg.norm(X.mean(0) - Y.mean(0)))
+
+    @attrs.frozen(kw_only=True)
+    class Nothing(Kernel):
+        name: ClassVar[str] = "nothing"
+
+    with pytest.raises(NotImplementedError, match="must implement compute_gram"):
+        Nothing().gram(X, Y)

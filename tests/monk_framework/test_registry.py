@@ -33,12 +33,12 @@ class CauchyKernel(Kernel):
     formula: ClassVar[str] = "k(x, y) = 1 / (1 + ||x - y||^2 / sigma^2)"
     sigma: float = parameter(1.0, doc="scale", check=real(gt=0), kind="float")
 
-    def _gram(self, X, Y):
+    def compute_gram(self, X, Y):
         from monk_framework.kernels import squared_distances
 
         return 1.0 / (1.0 + squared_distances(X, Y) / self.sigma**2)
 
-    def _diag(self, X):
+    def compute_diag(self, X):
         return np.ones(len(X))
 
 
@@ -171,10 +171,10 @@ class OnesKernel(Kernel):
     summary: ClassVar[str] = "The constant kernel 1 (MMD is always 0)."
     formula: ClassVar[str] = "k(x, y) = 1"
 
-    def _gram(self, X, Y):
+    def compute_gram(self, X, Y):
         return np.ones((len(X), len(Y)))
 
-    def _diag(self, X):
+    def compute_diag(self, X):
         return np.ones(len(X))
 
 @hookimpl

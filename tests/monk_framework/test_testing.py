@@ -21,11 +21,11 @@ class Cauchy(Kernel):
     summary: ClassVar[str] = "Cauchy kernel"
     formula: ClassVar[str] = "k(x, y) = 1 / (1 + ||x - y||^2)"
 
-    def _gram(self, X, Y):
+    def compute_gram(self, X, Y):
         sq = ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1)
         return 1.0 / (1.0 + sq)
 
-    def _diag(self, X):
+    def compute_diag(self, X):
         return np.ones(len(X))
 
 
@@ -33,23 +33,23 @@ class Cauchy(Kernel):
 class WrongShape(Cauchy):
     name: ClassVar[str] = "wrong-shape"
 
-    def _gram(self, X, Y):
-        return super()._gram(X, Y)[:, :1]  # one column, which numpy would broadcast
+    def compute_gram(self, X, Y):
+        return super().compute_gram(X, Y)[:, :1]  # one column, which numpy would broadcast
 
 
 @attrs.frozen(kw_only=True)
 class Asymmetric(Cauchy):
     name: ClassVar[str] = "asymmetric"
 
-    def _gram(self, X, Y):
-        return super()._gram(X, Y) + 0.01 * X[:, :1] * np.ones(len(Y))[None, :]
+    def compute_gram(self, X, Y):
+        return super().compute_gram(X, Y) + 0.01 * X[:, :1] * np.ones(len(Y))[None, :]
 
 
 @attrs.frozen(kw_only=True)
 class WrongDiag(Cauchy):
     name: ClassVar[str] = "wrong-diag"
 
-    def _diag(self, X):
+    def compute_diag(self, X):
         return np.full(len(X), 2.0)
 
 
@@ -57,8 +57,8 @@ class WrongDiag(Cauchy):
 class Noisy(Cauchy):
     name: ClassVar[str] = "noisy"
 
-    def _gram(self, X, Y):
-        K = super()._gram(X, Y)
+    def compute_gram(self, X, Y):
+        K = super().compute_gram(X, Y)
         return K + 1e-3 * np.random.default_rng().random() * (K < 1)  # symmetric, diagonal kept
 
 
@@ -66,8 +66,8 @@ class Noisy(Cauchy):
 class NotPSD(Cauchy):
     name: ClassVar[str] = "not-psd"
 
-    def _gram(self, X, Y):
-        return -super()._gram(X, Y) + 2.0 * (np.abs(super()._gram(X, Y) - 1) < 1e-15)
+    def compute_gram(self, X, Y):
+        return -super().compute_gram(X, Y) + 2.0 * (np.abs(super().compute_gram(X, Y) - 1) < 1e-15)
 
 
 def test_a_correct_kernel_passes():
@@ -77,9 +77,9 @@ def test_a_correct_kernel_passes():
 @pytest.mark.parametrize(
     ("cls", "message"),
     [
-        (WrongShape, r"_gram\(X, X\) returned shape \(30, 1\)"),
+        (WrongShape, r"compute_gram\(X, X\) returned shape \(30, 1\)"),
         (Asymmetric, "is not symmetric"),
-        (WrongDiag, r"_diag gives k\(x_0, x_0\) = 2 but _gram's diagonal has 1"),
+        (WrongDiag, r"compute_diag gives k\(x_0, x_0\) = 2 but compute_gram's diagonal has 1"),
         (Noisy, "deterministic"),
         (NotPSD, "eigenvalue"),
     ],
@@ -113,7 +113,7 @@ class Blocky(MMDEstimator):
     formula: ClassVar[str] = "MMD_V^2 on one random block"
     n_blocks: int = parameter(3, doc="Q", check=integer(ge=1), kind="int")
 
-    def _estimate(self, kernel, X, Y, rng):
+    def compute_estimate(self, kernel, X, Y, rng):
         ix = rng.permutation(len(X))[: max(2, len(X) // self.n_blocks)]
         iy = rng.permutation(len(Y))[: max(2, len(Y) // self.n_blocks)]
         if self.n_blocks == 1:
@@ -126,16 +126,16 @@ class Blocky(MMDEstimator):
 class Unseeded(Blocky):
     name: ClassVar[str] = "unseeded"
 
-    def _estimate(self, kernel, X, Y, rng):
-        return super()._estimate(kernel, X, Y, np.random.default_rng())
+    def compute_estimate(self, kernel, X, Y, rng):
+        return super().compute_estimate(kernel, X, Y, np.random.default_rng())
 
 
 @attrs.frozen(kw_only=True)
 class OffAtOneBlock(Blocky):
     name: ClassVar[str] = "off-at-one-block"
 
-    def _estimate(self, kernel, X, Y, rng):
-        est = super()._estimate(kernel, X, Y, rng)
+    def compute_estimate(self, kernel, X, Y, rng):
+        est = super().compute_estimate(kernel, X, Y, rng)
         return Estimate(mmd2=est.mmd2 * 1.01, mmd=est.mmd * 1.005)
 
 

@@ -82,7 +82,7 @@ class PlainVStatistic(MMDEstimator):
     summary: ClassVar[str] = "V-statistic without a permutation shortcut (test plugin)."
     formula: ClassVar[str] = "mean Kxx + mean Kyy - 2 mean Kxy"
 
-    def _estimate(self, kernel, X, Y, rng) -> Estimate:
+    def compute_estimate(self, kernel, X, Y, rng) -> Estimate:
         mmd2 = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
         return Estimate(mmd2=mmd2, mmd=float(np.sqrt(max(mmd2, 0.0))))
 
@@ -255,7 +255,7 @@ class RecordingVStatistic(MMDEstimator):
     formula: ClassVar[str] = "V-statistic"
     calls: ClassVar[list[tuple[str, set[float]]]] = []
 
-    def _estimate(self, kernel, X, Y, rng) -> Estimate:  # pragma: no cover - not used here
+    def compute_estimate(self, kernel, X, Y, rng) -> Estimate:  # pragma: no cover - not used here
         raise AssertionError("the split test goes through permuted_statistics")
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
@@ -461,7 +461,7 @@ def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_w
 
     calls = []
     kernel = registry.get_kernel("rbf", sigma=1.0)
-    monkeypatch.setattr(type(kernel), "_gram", lambda self, X, Y: calls.append(1) or np.ones((len(X), len(Y))))
+    monkeypatch.setattr(type(kernel), "compute_gram", lambda self, X, Y: calls.append(1) or np.ones((len(X), len(Y))))
     monkeypatch.setattr(two_sample, "available_memory", lambda: 2**30)
     X, Y = rng.normal(size=(30, 1)), rng.normal(size=(30, 1))
     with pytest.raises(ResourceError, match=r"n_permutations \(-B\) = 100,000,000 needs about 2.98 GiB.*1/\(B \+ 1\)"):
