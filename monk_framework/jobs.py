@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
+import numpy as np
 
 from .data import Sample
 from .datasets import default_dataset, get_dataset
@@ -122,14 +123,14 @@ class Job:
     ``grid`` holds the split test's candidate kernel parameters.
     """
 
-    kernel: Kernel
-    estimator: Estimator
-    X: Sample
-    Y: Sample | None
-    seed: int
-    data: dict[str, Any] = attrs.field(factory=dict)
-    grid: dict[str, list[Any]] = attrs.field(factory=dict)
-    notes: tuple[str, ...] = ()
+    kernel: Kernel = attrs.field(validator=attrs.validators.instance_of(Kernel))
+    estimator: Estimator = attrs.field(validator=attrs.validators.instance_of(Estimator))
+    X: Sample = attrs.field(validator=attrs.validators.instance_of((np.ndarray, list)))
+    Y: Sample | None = attrs.field(validator=attrs.validators.optional(attrs.validators.instance_of((np.ndarray, list))))
+    seed: int = attrs.field(validator=attrs.validators.and_(attrs.validators.instance_of(int), attrs.validators.ge(0)))
+    data: dict[str, Any] = attrs.field(factory=dict, validator=attrs.validators.instance_of(dict))
+    grid: dict[str, list[Any]] = attrs.field(factory=dict, validator=attrs.validators.instance_of(dict))
+    notes: tuple[str, ...] = attrs.field(default=(), validator=attrs.validators.instance_of(tuple))
 
     def payload(self, result: Result) -> dict[str, Any]:
         """The JSON form of a result of this job: the result, and where its data came from."""
