@@ -173,3 +173,24 @@ def test_readme_command_examples_work_as_pasted(monkeypatch):
             args += ["--data-param", "n=40"]  # the bundled splice data, fewer sequences
         result = runner.invoke(app, args)
         assert result.exit_code == 0, (command, result.stderr)
+
+
+#: the pages whose python blocks have a test of their own (they need files or a module)
+RUN_ELSEWHERE = {"plugins.md", "reproduction.md", "testing.md", "README.md"}
+
+
+def _pages_with_python() -> list[str]:
+    return sorted(p.name for p in DOCS.glob("*.md") if code_blocks(p))
+
+
+@pytest.mark.parametrize("page", [p for p in _pages_with_python() if p not in RUN_ELSEWHERE])
+def test_every_other_python_block_of_the_docs_runs(page):
+    # so that no code block of the docs goes stale: a page's blocks run in order, sharing a namespace
+    namespace: dict = {}
+    for block in code_blocks(DOCS / page):
+        exec(compile(block, f"docs/{page}", "exec"), namespace)
+    assert namespace, f"docs/{page}: its code ran but defined nothing"
+
+
+def test_the_pages_run_elsewhere_still_have_code():
+    assert RUN_ELSEWHERE - {"README.md"} <= set(_pages_with_python())
