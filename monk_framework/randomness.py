@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .errors import ParameterError
 
-__all__ = ["RNGLike", "PART", "check_rng", "root", "stream", "child", "generator", "seed_of", "stable_int"]
+__all__ = ["RNGLike", "PART", "ChildStreams", "check_rng", "root", "stream", "child", "generator", "seed_of", "stable_int"]
 
 RNGLike = None | int | np.integer | np.random.Generator | np.random.SeedSequence
 
@@ -134,3 +135,26 @@ def stable_int(value: Any) -> int:
     ``hash`` is salted per process)."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+class ChildStreams(Sequence[np.random.Generator]):
+    """Generators of children start..stop of ``seq`` (e.g. of relabellings), made only
+    when asked for.
+
+    Stream b is child b of ``seq``, so a relabelling's randomness does not depend on the
+    batch it lands in; the classical statistics never draw, and never pay for making
+    1000 generators.
+    """
+
+    def __init__(self, seq: np.random.SeedSequence, start: int, stop: int):
+        self.seq, self.start, self.stop = seq, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return np.random.default_rng(child(self.seq, self.start + (i % len(self))))

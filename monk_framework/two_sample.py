@@ -54,7 +54,7 @@ from .errors import MonkError, ParameterError, ResourceError
 from .estimators import MMDEstimator
 from .kernels import Kernel, available_memory, format_bytes
 from .pooled import PooledSample, batch_size
-from .randomness import RNGLike, child, root, seed_of, stable_int, stream
+from .randomness import ChildStreams, RNGLike, root, seed_of, stable_int, stream
 from .results import (
     Result,
     count,
@@ -136,28 +136,6 @@ def _check_test_params(estimator: Any, n_permutations: Any, alpha: Any) -> MMDEs
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1); got {alpha!r}.")
     return estimator
-
-
-class _Streams(Sequence[np.random.Generator]):
-    """Generators of relabellings start..stop, made only when an estimator asks for one.
-
-    Stream b is child b of ``seq``, so a relabelling's randomness does not depend on the
-    batch it lands in; the classical statistics never draw, and never pay for making
-    1000 generators.
-    """
-
-    def __init__(self, seq: np.random.SeedSequence, start: int, stop: int):
-        self.seq, self.start, self.stop = seq, start, stop
-
-    def __len__(self) -> int:
-        return self.stop - self.start
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        return np.random.default_rng(child(self.seq, self.start + (i % len(self))))
 
 
 #: bytes per relabelling that a test holds at once: its statistic, its signed root and a
@@ -256,8 +234,8 @@ def _batch_statistics(task: tuple[Any, ...], pool: PooledSample) -> np.ndarray:
     """One batch of relabellings on a backend's worker (module level: it is pickled)."""
     estimator, perms, est_seq, a, b, partition = task
     if partition is not None:
-        return estimator.partition_statistics(pool, partition, perms, _Streams(est_seq, a, b))
-    return estimator.permuted_statistics(pool, perms, _Streams(est_seq, a, b))
+        return estimator.partition_statistics(pool, partition, perms, ChildStreams(est_seq, a, b))
+    return estimator.permuted_statistics(pool, perms, ChildStreams(est_seq, a, b))
 
 
 def observed_mmd2(
