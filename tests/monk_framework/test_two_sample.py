@@ -327,7 +327,7 @@ def test_split_test_on_strings_with_a_grid_over_n_and_lambda(registry):
 
 
 def test_relabelling_streams_are_the_spawned_children():
-    from monk_framework.two_sample import _Streams
+    from monk_framework.randomness import ChildStreams as _Streams
 
     seq = np.random.SeedSequence(11)
     lazy = _Streams(seq, 3, 7)
