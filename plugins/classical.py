@@ -40,8 +40,22 @@ def _grams(kernel: Kernel, X: Sample, Y: Sample) -> tuple[np.ndarray, np.ndarray
     return Kxx, Kyy, Kxy, time.perf_counter() - start
 
 
+class _FromSums(MMDEstimator):
+    """The classical statistics are functions of the kernel sums within X, within Y and
+    across (``mmd2_from_sums``): every relabelling's sums come from one pooled Gram matrix,
+    B of them per matrix product."""
+
+    def permutation_batch(self, pool: PooledSample) -> int:
+        return batch_size(pool.size)
+
+    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+        values = self.mmd2_from_sums(sample_sums(pool, perms), pool.n, pool.m)
+        assert values is not None  # both subclasses define it
+        return values
+
+
 @attrs.frozen(kw_only=True)
-class VStatistic(MMDEstimator):
+class VStatistic(_FromSums):
     """MMD_V² = mean(Kxx) + mean(Kyy) − 2 mean(Kxy), the biased (plug-in) estimator."""
 
     name: ClassVar[str] = "v-stat"
@@ -62,20 +76,13 @@ class VStatistic(MMDEstimator):
             timings={"gram_s": gram_s, "estimate_s": time.perf_counter() - start},
         )
 
-    def permutation_batch(self, pool: PooledSample) -> int:
-        return batch_size(pool.size)
-
-    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
-        """All relabellings from one pooled Gram matrix: B of them per matrix product."""
-        return self.mmd2_from_sums(sample_sums(pool, perms), pool.n, pool.m)
-
     def mmd2_from_sums(self, sums: SampleSums, n: Any, m: Any) -> np.ndarray:
         """S_xx/N² + S_yy/M² − 2 S_xy/(NM)."""
         return sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
 
 
 @attrs.frozen(kw_only=True)
-class UStatistic(MMDEstimator):
+class UStatistic(_FromSums):
     """MMD_U², the unbiased estimator: the within-sample means exclude the diagonal."""
 
     name: ClassVar[str] = "u-stat"
@@ -114,13 +121,6 @@ class UStatistic(MMDEstimator):
             diagnostics={"negative_mmd2": bool(mmd2 < 0), "root": self.root},
             timings={"gram_s": gram_s, "estimate_s": time.perf_counter() - start},
         )
-
-    def permutation_batch(self, pool: PooledSample) -> int:
-        return batch_size(pool.size)
-
-    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
-        """All relabellings from one pooled Gram matrix; the traces remove the diagonals."""
-        return self.mmd2_from_sums(sample_sums(pool, perms), pool.n, pool.m)
 
     def mmd2_from_sums(self, sums: SampleSums, n: Any, m: Any) -> np.ndarray:
         """(S_xx − tr_x)/(N(N−1)) + (S_yy − tr_y)/(M(M−1)) − 2 S_xy/(NM)."""
