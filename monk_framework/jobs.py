@@ -380,7 +380,8 @@ def test(
         )
     if split:
         return split_test(job.kernel, job.estimator, job.X, job.Y, grid=job.grid, **common)
-    return permutation_test(job.kernel, job.estimator, job.X, job.Y, relabel=relabel, **common)
+    # the estimate monkfw run gives for this seed, next to a within-block test's own T
+    return permutation_test(job.kernel, job.estimator, job.X, job.Y, relabel=relabel, report_estimate=True, **common)
 
 
 def _result_classes() -> dict[str, type[Result]]:

@@ -356,6 +356,8 @@ class PermutationTestResult(TestResult):
     timings: dict[str, float] = timings_field()
     relabel: str = attrs.field(default="global", validator=attrs.validators.in_(("global", "within-blocks")))
     n_blocks: int | None = attrs.field(default=None, validator=optional_count)
+    #: the estimator's MMD estimate with the same seed (``report_estimate=True``)
+    estimate: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
 
     @property
@@ -391,6 +393,7 @@ def permutation_test(
     gram: np.ndarray | None = None,
     backend: Backend | None = None,
     relabel: str = "auto",
+    report_estimate: bool = False,
 ) -> PermutationTestResult:
     """Permutation test of H₀: P = Q with any kernel and any MMD estimator (objects, or
     specs such as ``"rbf"`` and ``"monk-bcd:n_blocks=21"``).
@@ -409,6 +412,10 @@ def permutation_test(
     comparison). A within-block test computes every statistic on one partition, so
     estimators that reshuffle their blocks (BCD, BCD-Fast's iterations) run their
     test-time form without reshuffles (docs/testing.md says what that changes).
+
+    ``report_estimate``: also record ``estimate``, the estimator's MMD estimate with the
+    same seed, ``estimator.estimate(kernel, X, Y, rng=seed).mmd``; it is T itself with
+    global relabelling, another number (one more estimate) within blocks.
     """
     start = time.perf_counter()
     kernel, estimator = resolve(kernel, estimator)
@@ -454,7 +461,17 @@ def permutation_test(
         timings={"observed_s": observed_s, "null_s": null_s, "total_s": time.perf_counter() - start},
         relabel="global" if partition is None else "within-blocks",
         n_blocks=None if partition is None else partition.n_blocks,
+        estimate=_same_seed_estimate(estimator, fitted, pool, seq, mmd2) if report_estimate else None,
     )
+
+
+def _same_seed_estimate(
+    estimator: MMDEstimator, kernel: Kernel, pool: PooledSample, seq: np.random.SeedSequence, observed: float
+) -> float:
+    """What ``estimator.estimate(kernel, X, Y, rng=seed).mmd`` reports, from the pool."""
+    X, Y = pool.relabelled(np.arange(pool.size))
+    stream_gen = np.random.default_rng(stream(seq, "estimate"))
+    return float(estimator.compute_estimate(kernel, X, Y, stream_gen).mmd)
 
 
 # -- the split test (paper Algorithm 3) --------------------------------------------------

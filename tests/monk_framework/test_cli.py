@@ -379,3 +379,13 @@ def test_plugins_table_keeps_providers_whole_at_80_columns_and_marks_embedding_e
     rows = {line.split("│")[1].strip(): line for line in lines if line.count("│") == 5}
     assert "embedding only" in rows["mean"] and "MMD" in rows["u-stat"] and "monk_embedding " in rows["monk-embedding"]
     assert any(line.split("│")[1].strip() == "(gaussian)" for line in lines if line.count("│") == 4)
+
+
+def test_a_within_block_test_also_reports_the_estimate_run_gives_for_the_seed():
+    args = ["-k", "quadratic", "-e", "monk-bcd", "--dataset", "gauss-outliers", "--seed", "5", "--json"]
+    ran = json.loads(invoke("run", *args).stdout)
+    tested = json.loads(invoke("test", *args, "-B", "19").stdout)
+    assert tested["relabel"] == "within-blocks" and tested["estimate"] == ran["mmd"]
+    assert tested["statistic"] != ran["mmd"]  # the test-time form on the fixed blocks is another number
+    table = invoke("test", *args[:-1], "-B", "19").stdout
+    assert f"{ran['mmd']:.6g}" in table and "MMD estimate (run)" in table
