@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
     kernel = get_registry().get_kernel("rbf", sigma=3.0)
-    checked = Kernel._check_diagonal_block
+    checked = Kernel.check_diagonal_block
     print(f"RBF Gram matrix gram(X), d = {args.d}, best of {args.repeats} alternating runs")
     print("| N | with the checks | without | ratio |")
     print("|---|---|---|---|")
@@ -34,11 +34,11 @@ def main() -> None:
         best = {"with": float("inf"), "without": float("inf")}
         for _ in range(args.repeats):
             for mode in ("with", "without"):
-                Kernel._check_diagonal_block = checked if mode == "with" else (lambda *a: None)  # type: ignore[method-assign]
+                Kernel.check_diagonal_block = checked if mode == "with" else (lambda *a: None)  # type: ignore[method-assign]
                 start = time.perf_counter()
                 kernel.gram(X)
                 best[mode] = min(best[mode], time.perf_counter() - start)
-        Kernel._check_diagonal_block = checked  # type: ignore[method-assign]
+        Kernel.check_diagonal_block = checked  # type: ignore[method-assign]
         print(f"| {n} | {best['with'] * 1e3:.2f} ms | {best['without'] * 1e3:.2f} ms | {best['with'] / best['without']:.2f} |")
 
 

@@ -25,6 +25,7 @@ from .backends import check_backend_options
 from .datasets import DATASETS
 from .errors import MonkError, ParameterError, UnknownNameError
 from .files import check_writable, write_atomically
+from .memory import parse_memory
 from .params import Configurable
 from .registry import PluginEntry, get_registry
 from .results import dumps
@@ -172,6 +173,11 @@ ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="ke
     "kernel. or estimator. to choose.")]
 DataParamOption = Annotated[list[str] | None, typer.Option("--data-param", help="key=value for the data set, e.g. n=500 (repeatable).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+MaxMemoryOption = Annotated[
+    str | None,
+    typer.Option("--max-memory", help="Memory the work may hold beyond the data, e.g. 2GB or 512MiB (default: half the "
+        "available memory); over it Gram matrices are computed in tiles, with the same numbers.", show_default=False),
+]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Also save the JSON result to this file (written atomically).")]
 
 
@@ -301,6 +307,7 @@ def run(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, blocks).")] = 0,
     as_json: JsonOption = False,
     output: OutputOption = None,
+    max_memory: MaxMemoryOption = None,
     trace: Annotated[bool, typer.Option("--trace", help="Record the objective at every iteration (estimators with a "
         "'trace' parameter, e.g. monk-bcd).")] = False,
 ) -> None:
@@ -310,13 +317,15 @@ def run(
     """
     if output is not None:
         check_writable(output, what="--output")  # before the work, not after it
+    if max_memory is not None:
+        parse_memory(max_memory)  # a bad size is refused before any data is read
     job = jobs.prepare(
         kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],
         seed=seed, case_sensitive=case_sensitive, trace=trace,
     )
     for note in job.notes:
         _note(note)
-    result = jobs.run(job)
+    result = jobs.run(job, max_memory=max_memory)
     _deliver(job.payload(result), output, as_json, _table(f"{job.estimator.name} with {job.kernel.name}", _run_rows(job, result)))
 
 
@@ -465,6 +474,7 @@ def test_command(
     backend: BackendOption = "local",
     scheduler: SchedulerOption = None,
     workers: WorkersOption = None,
+    max_memory: MaxMemoryOption = None,
 ) -> None:
     """Two-sample test of P = Q: a permutation test with any kernel and MMD estimator.
 
@@ -476,6 +486,8 @@ def test_command(
     if output is not None:
         check_writable(output, what="--output")  # before the work, not after it
     check_backend_options(backend, scheduler, workers)
+    if max_memory is not None:
+        parse_memory(max_memory)
     options: dict[str, Any] = dict(
         contamination=contamination, split=split, method=method, blocks=blocks, alpha=alpha,
         n_permutations=permutations, relabel=relabel,
@@ -489,6 +501,7 @@ def test_command(
     with _backend(backend, scheduler, workers) as runner, _ProgressBar("permutations") as bar:
         result = jobs.test(
             job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
+            max_memory=max_memory,
         )
     from .robust import RobustTestResult
 

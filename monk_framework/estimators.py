@@ -21,6 +21,7 @@ from .blocks import Partition
 from .data import Sample
 from .errors import DataError, MonkError
 from .kernels import Kernel
+from .memory import budgeted
 from .params import Configurable, renamed_hook
 from .pooled import PooledSample, SampleSums
 from .randomness import RNGLike, generator
@@ -100,8 +101,13 @@ class MMDEstimator(Estimator):
 
     estimates: ClassVar[str] = "mmd"
 
-    def estimate(self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None) -> MMDResult:
-        """Estimate MMD between the distributions of X and Y (N ≠ M allowed)."""
+    @budgeted
+    def estimate(self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None) -> MMDResult:
+        """Estimate MMD between the distributions of X and Y (N ≠ M allowed).
+
+        ``max_memory`` (bytes, or e.g. ``"2GB"``) bounds the memory beyond the data
+        (:mod:`monk_framework.memory`); over it the Gram matrices are used in tiles.
+        """
         kernel = self.check_kernel(kernel)
         Xv, Yv = kernel.check_pair(X, Y)
         self.check_size(Xv, "X")
@@ -204,8 +210,10 @@ class EmbeddingEstimator(Estimator):
 
     estimates: ClassVar[str] = "embedding"
 
-    def embed(self, kernel: Kernel, X: Any, *, rng: RNGLike = None) -> Embedding:
-        """Estimate the mean embedding of the distribution of X."""
+    @budgeted
+    def embed(self, kernel: Kernel, X: Any, *, rng: RNGLike = None, max_memory: Any = None) -> Embedding:
+        """Estimate the mean embedding of the distribution of X (``max_memory``: as for
+        :meth:`MMDEstimator.estimate`)."""
         kernel = self.check_kernel(kernel)
         Xv = kernel.check_sample(X)
         self.check_size(Xv, "X")

@@ -247,7 +247,7 @@ class EmbeddingsResult(Result):
         return super().from_dict({**data, "x": x, "y": y})
 
 
-def run(job: Job) -> MMDResult | EmbeddingsResult:
+def run(job: Job, *, max_memory: Any = None) -> MMDResult | EmbeddingsResult:
     """``monkfw run``: the MMD estimate, or the mean embeddings of X and Y.
 
     An MMD estimate draws from the seed's estimate stream (the same statistic as
@@ -257,14 +257,14 @@ def run(job: Job) -> MMDResult | EmbeddingsResult:
     """
     est = job.estimator
     if isinstance(est, MMDEstimator):
-        return est.estimate(job.kernel, job.X, job.Y, rng=job.seed)
+        return est.estimate(job.kernel, job.X, job.Y, rng=job.seed, max_memory=max_memory)
     if not isinstance(est, EmbeddingEstimator):  # pragma: no cover - the registry admits only these two kinds
         raise MonkError(f"Estimator {est.name!r} is neither an MMD nor an embedding estimator.")
     fitted = job.kernel.fit(job.X, job.Y) if job.Y is not None else job.kernel.fit(job.X)
-    emb_x = est.embed(fitted, job.X, rng=job.seed)
+    emb_x = est.embed(fitted, job.X, rng=job.seed, max_memory=max_memory)
     if job.Y is None:
         return EmbeddingsResult(x=emb_x, seed=job.seed, timings={"total_s": emb_x.timings["total_s"]})
-    emb_y = est.embed(fitted, job.Y, rng=stream(root(job.seed), "second"))
+    emb_y = est.embed(fitted, job.Y, rng=stream(root(job.seed), "second"), max_memory=max_memory)
     return EmbeddingsResult(
         x=emb_x, y=emb_y, distance=emb_x.distance(emb_y), seed=job.seed,
         timings={"total_s": emb_x.timings["total_s"] + emb_y.timings["total_s"]},
@@ -361,6 +361,7 @@ def test(
     return_null: bool = False,
     progress: Callable[[int, int], None] | None = None,
     backend: Any = None,
+    max_memory: Any = None,
 ) -> TestResult:
     """``monkfw test``: a robust test with ``contamination``, the split test with
     ``split``, else the permutation test, on the job's data with its seed."""
@@ -369,7 +370,7 @@ def test(
 
     common: dict[str, Any] = dict(
         n_permutations=n_permutations, alpha=alpha, rng=job.seed, return_null=return_null,
-        progress=progress, backend=backend,
+        progress=progress, backend=backend, max_memory=max_memory,
     )
     assert isinstance(job.estimator, MMDEstimator)
     if contamination is not None:

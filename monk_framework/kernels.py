@@ -294,7 +294,7 @@ class Kernel(Configurable):
         for start in range(0, n, step):
             stop = min(start + step, n)
             K[start:stop, start:] = self.gram_tile(X[start:stop], X[start:])
-            self._check_diagonal_block(K[start:stop, start:stop], diag[start:stop], start)
+            self.check_diagonal_block(K[start:stop, start:stop], diag[start:stop], start)
             # mirror the band below the diagonal block, and the block's upper triangle
             K[stop:, start:stop] = K[start:stop, stop:].T
             block = K[start:stop, start:stop]
@@ -303,7 +303,7 @@ class Kernel(Configurable):
         np.fill_diagonal(K, diag)
         return K
 
-    def _check_diagonal_block(self, block: np.ndarray, diag: np.ndarray, offset: int) -> None:
+    def check_diagonal_block(self, block: np.ndarray, diag: np.ndarray, offset: int) -> None:
         """Cheap checks on a diagonal block k(X_b, X_b), the one place where ``compute_gram`` and
         ``compute_diag`` meet (the mirroring and the diagonal fill would hide a fault otherwise):
 

@@ -39,6 +39,7 @@ from .blocks import check_n_blocks, median_position, pair_partition
 from .errors import MonkError, ParameterError
 from .estimators import MMDEstimator
 from .kernels import Kernel
+from .memory import budgeted
 from .pooled import PooledSample
 from .randomness import RNGLike, root, seed_of, stream
 from .results import (
@@ -298,6 +299,7 @@ class RobustTestResult(TestResult):
         )
 
 
+@budgeted
 def robust_test(
     kernel: Kernel,
     X: Any,
@@ -313,6 +315,7 @@ def robust_test(
     return_null: bool = False,
     progress: Progress | None = None,
     backend: Backend | None = None,
+    max_memory: Any = None,
 ) -> RobustTestResult:
     """A two-sample test whose level is at most α with up to ``contamination`` corrupted points.
 

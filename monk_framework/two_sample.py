@@ -53,6 +53,7 @@ from .blocks import Partition, take
 from .errors import MonkError, ParameterError, ResourceError
 from .estimators import MMDEstimator
 from .kernels import Kernel, available_memory, format_bytes
+from .memory import budgeted
 from .pooled import PooledSample, batch_size
 from .randomness import ChildStreams, RNGLike, root, seed_of, stable_int, stream
 from .results import (
@@ -379,6 +380,7 @@ class PermutationTestResult(TestResult):
         )
 
 
+@budgeted
 def permutation_test(
     kernel: Kernel,
     estimator: MMDEstimator,
@@ -394,6 +396,7 @@ def permutation_test(
     backend: Backend | None = None,
     relabel: str = "auto",
     report_estimate: bool = False,
+    max_memory: Any = None,
 ) -> PermutationTestResult:
     """Permutation test of H₀: P = Q with any kernel and any MMD estimator (objects, or
     specs such as ``"rbf"`` and ``"monk-bcd:n_blocks=21"``).
@@ -412,6 +415,10 @@ def permutation_test(
     comparison). A within-block test computes every statistic on one partition, so
     estimators that reshuffle their blocks (BCD, BCD-Fast's iterations) run their
     test-time form without reshuffles (docs/testing.md says what that changes).
+
+    ``max_memory`` (bytes, or e.g. ``"2GB"``) bounds the memory beyond the data
+    (:mod:`monk_framework.memory`): over it the pooled Gram matrix is used in tiles
+    computed on the fly, with the same statistic and p-value.
 
     ``report_estimate``: also record ``estimate``, the estimator's MMD estimate with the
     same seed, ``estimator.estimate(kernel, X, Y, rng=seed).mmd``; it is T itself with
@@ -544,6 +551,7 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
+@budgeted
 def split_test(
     kernel: Kernel,
     estimator: MMDEstimator,
@@ -558,6 +566,7 @@ def split_test(
     progress: Progress | None = None,
     gram: GramOf | None = None,
     backend: Backend | None = None,
+    max_memory: Any = None,
 ) -> SplitTestResult:
     """The three-way split test of the paper's Algorithm 3 (see the module docstring).
 

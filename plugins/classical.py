@@ -19,25 +19,25 @@ from monk_framework import (
     hookimpl,
     parameter,
 )
+from monk_framework.blocks import KernelSums, kernel_sums
 from monk_framework.data import Sample
 from monk_framework.params import one_of
 from monk_framework.pooled import PooledSample, SampleSums, batch_size, sample_sums
 
 
-def _grams(kernel: Kernel, X: Sample, Y: Sample) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """The three Gram matrices and the time spent building them.
+def _sums(kernel: Kernel, X: Sample, Y: Sample) -> KernelSums:
+    """The kernel sums (from the Gram matrices, or their tiles over the memory budget).
 
     Their V-statistic MMD² is a squared norm, so a negative one proves the kernel is not
     PSD on these points (checked here, for both statistics: the U-statistic can be
     negative for a PSD kernel, the V-statistic cannot).
     """
-    start = time.perf_counter()
-    Kxx, Kyy, Kxy = kernel.gram(X), kernel.gram(Y), kernel.gram(X, Y)
-    vstat = Kxx.mean() + Kyy.mean() - 2.0 * Kxy.mean()
+    sums = kernel_sums(kernel, X, Y)
+    n, m = len(X), len(Y)
+    vstat = sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
     # |k(x, y)| <= max k(z, z) for a PSD kernel, so each of the three means is within it
-    scale = 4.0 * max(float(np.diag(Kxx).max()), float(np.diag(Kyy).max()))
-    check_squared_norm(kernel, float(vstat), scale, "the V-statistic MMD^2")
-    return Kxx, Kyy, Kxy, time.perf_counter() - start
+    check_squared_norm(kernel, float(vstat), 4.0 * sums.max_diag, "the V-statistic MMD^2")
+    return sums
 
 
 class _FromSums(MMDEstimator):
@@ -66,14 +66,15 @@ class VStatistic(_FromSums):
     )
 
     def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
-        Kxx, Kyy, Kxy, gram_s = _grams(kernel, X, Y)
+        sums = _sums(kernel, X, Y)
         start = time.perf_counter()
-        mmd2 = Kxx.mean() + Kyy.mean() - 2.0 * Kxy.mean()
+        mmd2 = float(self.mmd2_from_sums(sums, len(X), len(Y)))  # type: ignore[arg-type]
         # MMD_V^2 >= 0 in exact arithmetic; a tiny negative value is round-off
         return Estimate(
             mmd2=mmd2,
             mmd=math.sqrt(max(mmd2, 0.0)),
-            timings={"gram_s": gram_s, "estimate_s": time.perf_counter() - start},
+            diagnostics={"tiled": sums.tiled},
+            timings={"gram_s": sums.seconds, "estimate_s": time.perf_counter() - start},
         )
 
     def mmd2_from_sums(self, sums: SampleSums, n: Any, m: Any) -> np.ndarray:
@@ -104,13 +105,10 @@ class UStatistic(_FromSums):
         return 2, "the U-statistic averages over pairs of distinct points"
 
     def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
-        Kxx, Kyy, Kxy, gram_s = _grams(kernel, X, Y)
+        sums = _sums(kernel, X, Y)
         start = time.perf_counter()
-        n, m = len(X), len(Y)
         # the Gram diagonal equals kernel.diag bit for bit, so its sum is the trace
-        within_x = (Kxx.sum() - np.trace(Kxx)) / (n * (n - 1))
-        within_y = (Kyy.sum() - np.trace(Kyy)) / (m * (m - 1))
-        mmd2 = within_x + within_y - 2.0 * Kxy.mean()
+        mmd2 = float(self.mmd2_from_sums(sums, len(X), len(Y)))  # type: ignore[arg-type]
         if self.root == "clip":
             mmd = math.sqrt(max(mmd2, 0.0))
         else:
@@ -118,8 +116,8 @@ class UStatistic(_FromSums):
         return Estimate(
             mmd2=mmd2,
             mmd=mmd,
-            diagnostics={"negative_mmd2": bool(mmd2 < 0), "root": self.root},
-            timings={"gram_s": gram_s, "estimate_s": time.perf_counter() - start},
+            diagnostics={"negative_mmd2": bool(mmd2 < 0), "root": self.root, "tiled": sums.tiled},
+            timings={"gram_s": sums.seconds, "estimate_s": time.perf_counter() - start},
         )
 
     def mmd2_from_sums(self, sums: SampleSums, n: Any, m: Any) -> np.ndarray:

@@ -27,10 +27,11 @@ from .partitions import (
     random_partition,
     take,
 )
-from .reductions import block_trace_variances
+from .reductions import KernelSums, block_trace_variances, kernel_sums
 
 __all__ = [
     "GramSource",
+    "KernelSums",
     "LEPSKI_CONSTANT",
     "LepskiChoice",
     "MatrixFreeGram",
@@ -44,6 +45,7 @@ __all__ = [
     "choose_n_blocks",
     "geometric_grid",
     "gram_source",
+    "kernel_sums",
     "lepski",
     "majority",
     "median_block",

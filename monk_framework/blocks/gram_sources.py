@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import Sample
-from ..kernels import CHUNK_BYTES, Kernel, available_memory
+from ..kernels import CHUNK_BYTES, Kernel
 from .partitions import take
 
 __all__ = ["GramSource", "MatrixFreeGram", "PermutedGram", "StoredGram", "gram_source", "one_row"]
@@ -203,11 +203,14 @@ def one_row(idx: np.ndarray, coef: np.ndarray, n: int) -> sp.csr_array:
 
 
 def gram_source(
-    kernel: Kernel, Z: Sample, *, matrix_free: bool | str = "auto", budget: float = 0.5
+    kernel: Kernel, Z: Sample, *, matrix_free: bool | str = "auto"
 ) -> GramSource:
-    """A stored Gram matrix if it fits in ``budget`` of the free memory, else matrix-free."""
+    """A stored Gram matrix if it fits in the memory budget
+    (:func:`monk_framework.memory.memory_budget`), else matrix-free."""
+    from ..memory import memory_budget
+
     n = len(Z)
     if matrix_free == "auto":
-        avail = available_memory()
-        matrix_free = avail is not None and 8.0 * n * n > budget * avail
+        budget = memory_budget()
+        matrix_free = budget is not None and 8.0 * n * n > budget
     return MatrixFreeGram(kernel, Z) if matrix_free else StoredGram(kernel, Z)

@@ -1,0 +1,92 @@
+"""The u-stat estimate in tiles (over the memory budget) against the stored Gram matrices.
+
+At sizes where both fit, the two paths run in the same process on the same data,
+alternating, best of several repeats: the ratio tiled / stored is the price of never
+holding a Gram matrix, and the peak memory of each (tracemalloc, numpy's allocations)
+is what the budget bounds. Then, at N = M = 60 000 (d = 10), where the stored path is
+refused, the tiled one in a child process under ``ulimit -v`` 4 GB, with its time, peak
+resident memory and the floor of its kernel work (the squared distances as a GEMM of
+the same FLOP count, timed here).
+
+    python benchmarks/bench_memory.py [--repeats 5] [--big 60000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+from monk_framework import get_registry
+
+
+def _timed(fn, repeats: int) -> tuple[float, float]:
+    """Best time and peak traced bytes of fn()."""
+    best, peak = float("inf"), 0
+    for _ in range(repeats):
+        tracemalloc.start()
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+        peak = max(peak, tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    return best, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--big", type=int, default=60000)
+    args = parser.parse_args()
+    reg = get_registry()
+    est, kernel = reg.get_estimator("u-stat"), reg.get_kernel("rbf", sigma=3.0)
+    print("| N = M, d = 10 | stored | tiled (max_memory 64 MB) | tiled / stored | peak stored | peak tiled | relative difference |")
+    print("|---|---|---|---|---|---|---|")
+    for n in (2000, 4000, 8000):
+        gen = np.random.default_rng(n)
+        X, Y = gen.normal(size=(n, 10)), gen.normal(0.1, 1.0, size=(n, 10))
+        a = est.estimate(kernel, X, Y)
+        b = est.estimate(kernel, X, Y, max_memory="64MB")
+        assert b.diagnostics["tiled"] and not a.diagnostics["tiled"]
+        t_stored, m_stored = _timed(lambda: est.estimate(kernel, X, Y), args.repeats)
+        t_tiled, m_tiled = _timed(lambda: est.estimate(kernel, X, Y, max_memory="64MB"), args.repeats)
+        print(f"| {n} | {t_stored:.3f} s | {t_tiled:.3f} s | {t_tiled / t_stored:.2f} | {m_stored / 2**20:.0f} MiB | "
+              f"{m_tiled / 2**20:.0f} MiB | {abs(b.mmd2 - a.mmd2) / abs(a.mmd2):.1e} |")
+    # the floor: the 7.2e9 pair terms as GEMMs of the same FLOP count (2 d flops a pair)
+    n = args.big
+    Z = np.random.default_rng(0).normal(size=(4000, 10))
+    start = time.perf_counter()
+    for _ in range(3):
+        Z @ Z.T
+    rate = 3 * 2 * 10 * 4000 * 4000 / (time.perf_counter() - start)
+    pairs = n * n / 2 + n * n / 2 + n * n  # the two upper triangles and the cross block
+    floor = pairs * 2 * 10 / rate
+    code = (
+        "import json, numpy as np; from monk_framework import get_registry as g; r = g(); "
+        f"gen = np.random.default_rng(1); X, Y = gen.normal(size=({n}, 10)), gen.normal(0.1, 1.0, size=({n}, 10)); "
+        "res = r.get_estimator('u-stat').estimate(r.get_kernel('rbf', sigma=3.0), X, Y); "
+        "print(json.dumps({'mmd2': res.mmd2, 'tiled': res.diagnostics['tiled'], 'seconds': res.timings['total_s']}))"
+    )
+    limit = 4 * 10**9
+    child = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+    )
+    if child.returncode != 0:
+        print(child.stderr)
+        raise SystemExit(1)
+    out = json.loads(child.stdout)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    print(f"\nN = M = {n}, d = 10, under ulimit -v 4 GB: {out['seconds']:.1f} s, tiled = {out['tiled']}, "
+          f"peak resident {peak:.2f} GiB (data {2 * n * 10 * 8 / 2**30:.3f} GiB); GEMM floor of its "
+          f"{pairs:.2e} pair terms at {rate / 1e9:.0f} GFLOP/s: {floor:.1f} s, ratio {out['seconds'] / floor:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""One memory budget for every path.
+
+``max_memory`` (bytes, or text such as ``"2GB"``, ``"512MiB"``, ``"64MB"``) bounds what a
+computation holds beyond its data: an estimate, an embedding, a permutation, split or
+robust test, and ``monkfw run/test --max-memory``. Without it the budget is
+:data:`DEFAULT_FRACTION` of the memory available when the work starts (the least of
+the machine's free memory, the ``ulimit -v`` room and the cgroup's room).
+
+Within the budget Gram matrices are stored; over it, every path that can works from
+tiles of the Gram matrix computed on the fly (a Gram source's bands, the classical
+statistics' kernel sums), with the same numbers to round-off.
+
+The budget is set for the duration of a call (:func:`max_memory`, a context manager)
+and read where a path chooses between a stored and a tiled Gram matrix
+(:func:`memory_budget`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any, TypeVar, cast
+
+from .errors import ParameterError
+from .kernels import available_memory
+
+__all__ = ["DEFAULT_FRACTION", "parse_memory", "memory_budget", "max_memory", "budgeted"]
+
+#: the budget without ``max_memory``: this fraction of the available memory
+DEFAULT_FRACTION = 0.5
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_LIMIT: ContextVar[int | None] = ContextVar("max_memory", default=None)
+
+
+def parse_memory(value: Any) -> int:
+    """Bytes from a count or a text such as ``"2GB"`` (10⁹), ``"2GiB"`` (2³⁰), ``"64MB"``."""
+    if isinstance(value, bool):
+        raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {value!r}.")
+    if isinstance(value, (int, float)):
+        number, unit = float(value), ""
+    elif isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if match is None or match[2].lower() not in _UNITS:
+            raise ParameterError(
+                f"max_memory: cannot read {value!r}; give bytes or a size such as '2GB', '512MiB', '64MB'."
+            )
+        number, unit = float(match[1]), match[2].lower()
+    else:
+        raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {type(value).__name__}.")
+    nbytes = int(number * _UNITS[unit])
+    if not nbytes > 0:
+        raise ParameterError(f"max_memory must be more than 0 bytes; got {value!r}.")
+    return nbytes
+
+
+def memory_budget() -> int | None:
+    """The bytes a computation may hold now: the ``max_memory`` in force, else
+    :data:`DEFAULT_FRACTION` of the available memory (None if that is unknown)."""
+    limit = _LIMIT.get()
+    if limit is not None:
+        return limit
+    avail = available_memory()
+    return None if avail is None else int(DEFAULT_FRACTION * avail)
+
+
+@contextlib.contextmanager
+def max_memory(value: Any) -> Iterator[int | None]:
+    """Hold the budget at ``value`` (None: leave it as it is) inside the ``with`` block."""
+    if value is None:
+        yield _LIMIT.get()
+        return
+    token = _LIMIT.set(parse_memory(value))
+    try:
+        yield _LIMIT.get()
+    finally:
+        _LIMIT.reset(token)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def budgeted(func: F) -> F:
+    """Run ``func`` under the budget its keyword ``max_memory`` names (the entry points of
+    estimates and tests declare ``max_memory=None`` and are wrapped by this)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with max_memory(kwargs.get("max_memory")):
+            return func(*args, **kwargs)
+
+    return cast(F, wrapper)

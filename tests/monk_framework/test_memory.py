@@ -1,0 +1,106 @@
+"""One memory budget: parsed sizes, a budget per call, and tiles that give the stored numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from monk_framework import ParameterError, get_registry
+from monk_framework.blocks import kernel_sums
+from monk_framework.kernels import available_memory
+from monk_framework.memory import DEFAULT_FRACTION, max_memory, memory_budget, parse_memory
+from monk_framework.robust import robust_test
+from monk_framework.two_sample import permutation_test, split_test
+
+REG = get_registry()
+
+
+@pytest.mark.parametrize(
+    ("text", "nbytes"),
+    [(1024, 1024), ("64MB", 64 * 10**6), ("2GB", 2 * 10**9), ("512MiB", 512 * 2**20), ("1.5 GiB", int(1.5 * 2**30)), ("4k", 4000)],
+)
+def test_sizes_are_read_in_decimal_and_binary_units(text, nbytes):
+    assert parse_memory(text) == nbytes
+
+
+@pytest.mark.parametrize("bad", ["lots", "-1GB", "0", 0, True, "2 parsecs", [1]])
+def test_a_bad_size_is_refused_by_name(bad):
+    with pytest.raises(ParameterError, match="max_memory"):
+        parse_memory(bad)
+
+
+def test_the_budget_is_a_fraction_of_the_available_memory_unless_set_for_a_call():
+    avail = available_memory()
+    assert memory_budget() == (None if avail is None else int(DEFAULT_FRACTION * avail))
+    with max_memory("64MB"):
+        assert memory_budget() == 64 * 10**6
+        with max_memory(None):
+            assert memory_budget() == 64 * 10**6
+    assert memory_budget() == (None if avail is None else int(DEFAULT_FRACTION * avail))
+
+
+@pytest.mark.parametrize(("n", "m"), [(37, 23), (64, 64), (5, 90)])
+@pytest.mark.parametrize("kernel", ["rbf:sigma=1.3", "quadratic", "ssk:n=2"])
+def test_tiled_kernel_sums_equal_the_stored_ones(n, m, kernel):
+    k = REG.resolve_kernel(kernel)
+    gen = np.random.default_rng(n + m)
+    if k.input_kind == "string":
+        letters = np.array(list("ACGT"))
+        X = ["".join(gen.choice(letters, size=int(gen.integers(3, 9)))) for _ in range(n)]
+        Y = ["".join(gen.choice(letters, size=int(gen.integers(3, 9)))) for _ in range(m)]
+    else:
+        X, Y = gen.normal(size=(n, 3)), gen.normal(size=(m, 3))
+    Xv, Yv = k.check_pair(X, Y)
+    stored, tiled = kernel_sums(k, Xv, Yv, budget=10**12), kernel_sums(k, Xv, Yv, budget=64)
+    assert not stored.tiled and tiled.tiled
+    for field in ("xx", "yy", "xy", "trace_x", "trace_y", "max_diag"):
+        assert getattr(tiled, field) == pytest.approx(getattr(stored, field), rel=1e-12, abs=1e-12), field
+    # and the sums are the definitions'
+    assert stored.xy == pytest.approx(k.gram(Xv, Yv).sum(), rel=1e-13)
+
+
+@pytest.mark.parametrize("name", ["u-stat", "v-stat"])
+def test_classical_estimates_over_the_budget_equal_the_stored_path(name):
+    gen = np.random.default_rng(3)
+    X, Y = gen.normal(size=(120, 4)), gen.normal(0.3, 1.0, size=(90, 4))
+    est, kernel = REG.get_estimator(name), REG.get_kernel("rbf")
+    stored, tiled = est.estimate(kernel, X, Y), est.estimate(kernel, X, Y, max_memory="4kB")
+    assert tiled.diagnostics["tiled"] and not stored.diagnostics["tiled"]
+    assert tiled.mmd2 == pytest.approx(stored.mmd2, rel=1e-10) and tiled.kernel_params == stored.kernel_params
+
+
+@pytest.mark.parametrize(
+    ("estimator", "relabel"),
+    [("u-stat", "global"), ("monk-bcd-fast:n_blocks=5", "within-blocks"), ("monk-bcd-fast:n_blocks=5", "global"),
+     ("monk-bcd:n_blocks=5,n_iter=20", "global")],
+)
+def test_a_forced_tiled_test_gives_the_stored_statistic_and_p_value(estimator, relabel):
+    gen = np.random.default_rng(4)
+    X, Y = gen.normal(size=(60, 2)), gen.normal(0.4, 1.0, size=(60, 2))
+    args = ("rbf:sigma=1", estimator, X, Y)
+    stored = permutation_test(*args, n_permutations=99, rng=2, relabel=relabel)
+    tiled = permutation_test(*args, n_permutations=99, rng=2, relabel=relabel, max_memory="8kB")
+    assert tiled.statistic == pytest.approx(stored.statistic, rel=1e-10)
+    assert tiled.pvalue == stored.pvalue and tiled.reject == stored.reject
+
+
+def test_split_and_robust_tests_take_the_budget_too():
+    gen = np.random.default_rng(5)
+    X, Y = gen.normal(size=(60, 2)), gen.normal(0.5, 1.0, size=(60, 2))
+    a = split_test("rbf:sigma=1", "u-stat", X, Y, n_permutations=49, rng=1)
+    b = split_test("rbf:sigma=1", "u-stat", X, Y, n_permutations=49, rng=1, max_memory="8kB")
+    assert b.statistic == pytest.approx(a.statistic, rel=1e-10) and b.pvalue == a.pvalue
+    c = robust_test("rbf:sigma=1", X, Y, contamination=2, n_permutations=49, rng=1)
+    d = robust_test("rbf:sigma=1", X, Y, contamination=2, n_permutations=49, rng=1, max_memory="8kB")
+    assert d.statistic == pytest.approx(c.statistic, rel=1e-10) and d.pvalue == c.pvalue
+
+
+def test_monk_estimates_over_the_budget_run_matrix_free_with_the_same_value():
+    gen = np.random.default_rng(6)
+    X, Y = gen.normal(size=(80, 2)), gen.normal(0.4, 1.0, size=(80, 2))
+    est = REG.get_estimator("monk-bcd", n_blocks=5, n_iter=30)
+    kernel = REG.get_kernel("rbf", sigma=1.0)
+    stored = est.estimate(kernel, X, Y, rng=1)
+    tiled = est.estimate(kernel, X, Y, rng=1, max_memory="8kB")
+    assert tiled.diagnostics["matrix_free"] and not stored.diagnostics["matrix_free"]
+    assert tiled.mmd == pytest.approx(stored.mmd, rel=1e-10)
