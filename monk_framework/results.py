@@ -243,15 +243,23 @@ class Embedding(Result):
     diagnostics: dict[str, Any] = dict_field(factory=dict)
 
     def evaluate(self, Z: Any) -> np.ndarray:
-        """μ̂(z) = Σ_i w_i k(z, x_i) for each point z of Z (the "witness" values)."""
-        return self.kernel.gram(Z, self.sample) @ self.weights
+        """μ̂(z) = Σ_i w_i k(z, x_i) for each point z of Z (the "witness" values).
+
+        Over the memory budget the Gram matrix is computed in row tiles
+        (:func:`monk_framework.blocks.weighted_gram`), as for :meth:`inner`."""
+        from .blocks import weighted_gram
+
+        Zv, Xv = self.kernel.check_pair(Z, self.sample, names=("Z", "the embedding's sample"))
+        return weighted_gram(self.kernel, Zv, Xv, self.weights)
 
     def inner(self, other: Embedding) -> float:
-        """⟨μ̂, ν̂⟩_H = wᵀ K(X, X') w'."""
+        """⟨μ̂, ν̂⟩_H = wᵀ K(X, X') w' (in row tiles over the memory budget)."""
+        from .blocks import bilinear
+
         self._check_same_kernel(other)
         if other is self:
-            return float(self.weights @ self.kernel.gram(self.sample) @ self.weights)
-        return float(self.weights @ self.kernel.gram(self.sample, other.sample) @ other.weights)
+            return bilinear(self.kernel, self.sample, None, self.weights, self.weights)
+        return bilinear(self.kernel, self.sample, other.sample, self.weights, other.weights)
 
     def norm(self) -> float:
         """‖μ̂‖_H = √(wᵀ K w) (clipped at 0 against round-off)."""

@@ -158,8 +158,6 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("permutations-beyond-memory", [*TEST, *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\) = 1,000,000,000 needs about"),
     ("monk-permutations-beyond-memory", ["test", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\)"),
     ("dataset-beyond-memory", [*RUN, "-d", "gauss", "--data-param", "n=10000000000"], 1, r"drawing X and Y \(n = 10,000,000,000"),
-    # the embedding's norm needs its whole Gram matrix (the MMD estimates would tile it)
-    ("gram-beyond-memory", ["run", "-k", "rbf", "-e", "mean", "-d", "gauss", "--data-param", "n=100000"], 1, r"100000 x 100000 float64 Gram matrix needs"),  # noqa: E501 - one case per line
     ("sizes-beyond-memory", ["experiment", "exp1", "--sizes", "10000000", "--out", "e5"], 1, r"--sizes\): N = 10,000,000 needs"),
     # -- where results go ---------------------------------------------------------------
     ("output-is-a-directory", [*RUN, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),

@@ -27,7 +27,7 @@ from .partitions import (
     random_partition,
     take,
 )
-from .reductions import KernelSums, block_trace_variances, kernel_sums
+from .reductions import KernelSums, bilinear, block_trace_variances, kernel_sums, weighted_gram
 
 __all__ = [
     "GramSource",
@@ -38,6 +38,7 @@ __all__ = [
     "Partition",
     "PermutedGram",
     "StoredGram",
+    "bilinear",
     "block_sizes",
     "block_trace_variances",
     "blocks_min_sample_size",
@@ -55,4 +56,5 @@ __all__ = [
     "pair_partition",
     "random_partition",
     "take",
+    "weighted_gram",
 ]

@@ -14,7 +14,7 @@ from ..data import Sample
 from ..kernels import CHUNK_BYTES, Kernel
 from .gram_sources import GramSource
 
-__all__ = ["KernelSums", "block_trace_variances", "kernel_sums"]
+__all__ = ["KernelSums", "bilinear", "block_trace_variances", "kernel_sums", "weighted_gram"]
 
 
 @attrs.frozen
@@ -104,3 +104,42 @@ def block_trace_variances(
     M = source.block_gram(W)
     mean_diag = np.bincount(labels, weights=diag, minlength=n_blocks) / sizes
     return np.maximum(mean_diag - np.diag(M), 0.0) * sizes / np.maximum(sizes - 1, 1)
+
+
+def _stored(n: int, m: int, budget: int | None) -> bool:
+    from ..memory import memory_budget
+
+    budget = memory_budget() if budget is None else budget
+    return budget is None or 8.0 * n * m <= budget
+
+
+def _row_tiles(kernel: Kernel, A: Sample, B: Sample, budget: int | None) -> Any:
+    """(start, K(A[start:stop], B)) row tiles of at most a quarter of the budget."""
+    from ..memory import memory_budget
+
+    budget = memory_budget() if budget is None else budget
+    m = len(B)
+    step = max(1, max(8 * m, min(CHUNK_BYTES, (budget or CHUNK_BYTES) // 4)) // (8 * m))
+    for a in range(0, len(A), step):
+        yield a, kernel.gram_tile(_take(A, a, a + step), B)
+
+
+def weighted_gram(kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, *, budget: int | None = None) -> np.ndarray:
+    """K(A, B) v for validated samples: from the stored Gram matrix when it fits in
+    ``budget`` bytes (default: the memory budget), else from row tiles computed on the
+    fly (an embedding's witness values never need its whole Gram matrix)."""
+    if _stored(len(A), len(B), budget):
+        return kernel.gram(A, B) @ v
+    out = np.empty(len(A))
+    for a, tile in _row_tiles(kernel, A, B, budget):
+        out[a : a + len(tile)] = tile @ v
+    return out
+
+
+def bilinear(kernel: Kernel, A: Sample, B: Sample | None, u: np.ndarray, v: np.ndarray, *, budget: int | None = None) -> float:
+    """uᵀ K(A, B) v (B = A when None: the symmetric Gram matrix), stored within the budget
+    and in row tiles over it (an embedding's norm and inner products)."""
+    other = A if B is None else B
+    if _stored(len(A), len(other), budget):
+        return float(u @ (kernel.gram(A) if B is None else kernel.gram(A, B)) @ v)
+    return float(sum(u[a : a + len(tile)] @ (tile @ v) for a, tile in _row_tiles(kernel, A, other, budget)))

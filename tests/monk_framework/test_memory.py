@@ -104,3 +104,21 @@ def test_monk_estimates_over_the_budget_run_matrix_free_with_the_same_value():
     tiled = est.estimate(kernel, X, Y, rng=1, max_memory="8kB")
     assert tiled.diagnostics["matrix_free"] and not stored.diagnostics["matrix_free"]
     assert tiled.mmd == pytest.approx(stored.mmd, rel=1e-10)
+
+
+def test_an_embedding_over_the_budget_gives_the_stored_norms_and_witness():
+    from monk_framework.blocks import bilinear, weighted_gram
+
+    gen = np.random.default_rng(7)
+    X, Y, Z = gen.normal(size=(70, 3)), gen.normal(0.5, 1.0, size=(50, 3)), gen.normal(size=(9, 3))
+    kernel = REG.get_kernel("rbf", sigma=1.0)
+    u, v = gen.random(70), gen.random(50)
+    assert bilinear(kernel, X, Y, u, v, budget=64) == pytest.approx(u @ kernel(X, Y) @ v, rel=1e-12)
+    assert bilinear(kernel, X, None, u, u, budget=64) == pytest.approx(u @ kernel(X) @ u, rel=1e-12)
+    np.testing.assert_allclose(weighted_gram(kernel, Z, X, u, budget=64), kernel(Z, X) @ u, rtol=1e-12)
+    mean = REG.get_estimator("mean")
+    ex, ey = mean.embed(kernel, X), mean.embed(kernel, Y)
+    with max_memory("1kB"):
+        tiled = (ex.norm(), ex.distance(ey), ex.evaluate(Z))
+    assert tiled[0] == pytest.approx(ex.norm(), rel=1e-12) and tiled[1] == pytest.approx(ex.distance(ey), rel=1e-10)
+    np.testing.assert_allclose(tiled[2], ex.evaluate(Z), rtol=1e-12)
