@@ -74,6 +74,8 @@ class Kernel(Configurable):
     has_features: ClassVar[bool] = False
     #: whether k(x, y) >= 0 for all inputs (tightens :meth:`feature_diameter`).
     nonnegative: ClassVar[bool] = False
+    #: whether k(x, y) = κ(x − y) with :meth:`spectral_frequencies` implemented.
+    translation_invariant: ClassVar[bool] = False
 
     # -- public API: validate, then call the core ------------------------------------
 
@@ -158,6 +160,13 @@ class Kernel(Configurable):
         self._require_fitted()
         Xv = self.check_sample(X)
         return self.compute_features(Xv)
+
+    def spectral_frequencies(self, d: int, n_features: int, rng: np.random.Generator) -> np.ndarray | None:
+        """ω_1..ω_D drawn from the spectral density of a translation-invariant kernel
+        k(x, y) = κ(x − y) = κ(0) E_ω cos(ωᵀ(x − y)) (Bochner), as a (D, d) array; None for
+        a kernel that is not translation-invariant (the default). Random Fourier features
+        (the ``rff`` estimator) are built from them."""
+        return None
 
     def sup_diag(self) -> float | None:
         """κ = sup_x k(x, x) over every possible input, or None when the kernel is unbounded.

@@ -203,6 +203,10 @@ def _gaussian_kernel_class() -> type[Kernel]:
         summary = "exp(-||x - y||^2 / 2), the conformance kit's kernel"
         formula = "k(x, y) = exp(-||x - y||^2 / 2)"
         nonnegative = True
+        translation_invariant = True
+
+        def spectral_frequencies(self, d: int, n_features: int, rng: np.random.Generator) -> np.ndarray:
+            return rng.standard_normal((n_features, d))
 
         def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
             sq = (X**2).sum(1)[:, None] + (Y**2).sum(1)[None, :] - 2 * X @ Y.T

@@ -276,6 +276,7 @@ class RBFKernel(_BandwidthCore, Kernel):
 
     name: ClassVar[str] = "rbf"
     aliases: ClassVar[tuple[str, ...]] = ("gaussian",)
+    translation_invariant: ClassVar[bool] = True
     summary: ClassVar[str] = "Gaussian (RBF) kernel exp(-|x-y|^2 / (2 sigma^2)); bounded and characteristic."
     formula: ClassVar[str] = "k(x, y) = exp(-||x - y||^2 / (2 sigma^2))"
     nonnegative: ClassVar[bool] = True
@@ -297,6 +298,10 @@ class RBFKernel(_BandwidthCore, Kernel):
         _, logdet = np.linalg.slogdet(S)
         return float(np.exp(d * math.log(self._sigma) - 0.5 * logdet - 0.5 * delta @ np.linalg.solve(S, delta)))
 
+    def spectral_frequencies(self, d: int, n_features: int, rng: np.random.Generator) -> np.ndarray:
+        # exp(−‖δ‖²/(2σ²)) is the characteristic function of N(0, σ⁻² I)
+        return rng.standard_normal((n_features, d)) / self._sigma
+
 
 @attrs.frozen(kw_only=True)
 class LaplaceKernel(_BandwidthCore, Kernel):
@@ -307,6 +312,7 @@ class LaplaceKernel(_BandwidthCore, Kernel):
     summary: ClassVar[str] = "Laplace kernel exp(-|x-y| / sigma), Euclidean norm (or L1 with norm=l1); bounded and characteristic."
     formula: ClassVar[str] = "k(x, y) = exp(-||x - y||_2 / sigma), or exp(-||x - y||_1 / sigma) with norm='l1'"
     nonnegative: ClassVar[bool] = True
+    translation_invariant: ClassVar[bool] = True
 
     sigma: float | str = parameter("median", doc=_SIGMA_DOC + " (in the chosen norm)", check=real_or("median", gt=0), kind="float")
     norm: str = parameter(
@@ -325,6 +331,16 @@ class LaplaceKernel(_BandwidthCore, Kernel):
         out *= -1.0
         np.exp(out, out=out)
         return out
+
+    def spectral_frequencies(self, d: int, n_features: int, rng: np.random.Generator) -> np.ndarray:
+        if self.norm == "l1":
+            # exp(−‖δ‖₁/σ) = Π_j exp(−|δ_j|/σ): independent Cauchy(0, 1/σ) coordinates
+            return rng.standard_cauchy((n_features, d)) / self._sigma
+        # exp(−‖δ‖₂/σ) is the characteristic function of the multivariate Cauchy (Student t,
+        # one degree of freedom) scaled by 1/σ: z / |g| with z ~ N(0, I), g ~ N(0, 1)
+        z = rng.standard_normal((n_features, d))
+        g = np.abs(rng.standard_normal((n_features, 1)))
+        return z / (g * self._sigma)
 
 
 @attrs.frozen(kw_only=True)
