@@ -41,6 +41,8 @@ __all__ = [
 
 #: bytes of one row chunk of a Gram matrix: small enough to stay in cache for the
 #: elementwise passes that follow the matrix product (measured in benchmarks/bench_gram.py).
+#: pairs per block of :meth:`Kernel.pair_values` (its cost: this many kernel values a pair)
+PAIR_BLOCK = 32
 CHUNK_BYTES = 4 * 1024 * 1024
 #: the median heuristic uses at most this many pooled points (a fixed-seed subsample).
 MEDIAN_MAX_POINTS = 2000
@@ -160,6 +162,18 @@ class Kernel(Configurable):
         self._require_fitted()
         Xv = self.check_sample(X)
         return self.compute_features(Xv)
+
+    def pair_values(self, A: Any, B: Any) -> np.ndarray:
+        """k(a_l, b_l) for the pairs l of two validated samples of one length (the diagonal
+        of k(A, B), without the rest): from ``gram_tile`` on blocks of
+        :data:`PAIR_BLOCK` pairs, so it costs PAIR_BLOCK kernel values a pair. A kernel
+        may override it with a direct formula."""
+        if len(A) != len(B):
+            raise DataError(f"pair_values needs two samples of one length; got {len(A)} and {len(B)}.")
+        out = np.empty(len(A))
+        for a in range(0, len(A), PAIR_BLOCK):
+            out[a : a + PAIR_BLOCK] = np.diagonal(self.gram_tile(A[a : a + PAIR_BLOCK], B[a : a + PAIR_BLOCK]))
+        return out
 
     def spectral_frequencies(self, d: int, n_features: int, rng: np.random.Generator) -> np.ndarray | None:
         """ω_1..ω_D drawn from the spectral density of a translation-invariant kernel

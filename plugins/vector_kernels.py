@@ -302,6 +302,16 @@ class RBFKernel(_BandwidthCore, Kernel):
         # exp(−‖δ‖²/(2σ²)) is the characteristic function of N(0, σ⁻² I)
         return rng.standard_normal((n_features, d)) / self._sigma
 
+    def pair_values(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        # k(a_l, b_l) directly, one difference a pair; a difference beyond float64 gives inf
+        # and exp(-inf) = 0, the kernel's value in float64
+        if len(A) != len(B):
+            return super().pair_values(A, B)
+        with np.errstate(over="ignore"):
+            diff = (A - B) / self._sigma
+            sq = np.einsum("ij,ij->i", diff, diff)
+        return np.exp(-0.5 * sq)
+
 
 @attrs.frozen(kw_only=True)
 class LaplaceKernel(_BandwidthCore, Kernel):

@@ -72,3 +72,44 @@ def test_a_test_with_features_detects_a_shift_and_keeps_its_level():
 def test_a_kernel_without_a_spectral_density_is_refused_by_name():
     with pytest.raises(ParameterError, match="translation-invariant kernel.*'quadratic'"):
         REG.get_estimator("rff").estimate(REG.get_kernel("quadratic"), X, Y)
+
+
+def test_pair_values_are_the_diagonal_of_the_gram_block():
+    k = REG.get_kernel("rbf", sigma=1.0)
+    A, B = GEN.normal(size=(70, 3)), GEN.normal(size=(70, 3))
+    np.testing.assert_allclose(k.pair_values(A, B), np.diag(k(A, B)), rtol=1e-13)
+    ssk = REG.get_kernel("ssk", n=2)
+    S, T = ["ACGTAC", "GGTA", "CCAT"], ["ACG", "TTGA", "CATC"]
+    np.testing.assert_allclose(ssk.pair_values(S, T), np.diag(ssk(S, T)), rtol=1e-13)
+    with pytest.raises(Exception, match="one length"):
+        k.pair_values(A, B[:5])
+
+
+def test_incomplete_pairs_are_distinct_and_uniform():
+    from monk_plugins.approximate import _distinct_pairs
+
+    i, j = _distinct_pairs(5, 200000, np.random.default_rng(0))
+    assert np.all(i != j)
+    counts = np.bincount(i * 5 + j, minlength=25).reshape(5, 5)
+    off = counts[~np.eye(5, dtype=bool)]
+    assert np.all(np.diag(counts) == 0) and off.std() / off.mean() < 0.05  # 20 ordered pairs, 10 000 each
+
+
+def test_the_incomplete_u_statistic_is_unbiased_for_the_u_statistic_expectation():
+    k = REG.get_kernel("rbf", sigma=1.0)
+    exact = REG.get_estimator("u-stat").estimate(k, X, Y).mmd2
+    # conditionally on the data, pairs drawn uniformly: E MMD_inc^2 = MMD_U^2 of these data
+    values = np.array([REG.get_estimator("incomplete-u", n_pairs=500).estimate(k, X, Y, rng=s).mmd2 for s in range(400)])
+    assert abs(values.mean() - exact) < 4 * values.std(ddof=1) / np.sqrt(len(values))
+    # and a test with it runs and rejects a clear shift
+    gen = np.random.default_rng(1)
+    A, B = gen.normal(size=(200, 2)), gen.normal(1.0, 1.0, size=(200, 2))
+    assert permutation_test(k, "incomplete-u:n_pairs=5000", A, B, n_permutations=99, rng=0).reject
+
+
+def test_rbf_pair_values_agree_with_the_gram_diagonal_even_at_extreme_scales():
+    k = REG.get_kernel("rbf", sigma=1.3)
+    A, B = GEN.normal(size=(50, 12)), GEN.normal(size=(50, 12))
+    np.testing.assert_allclose(k.pair_values(A, B), np.diag(k(A, B)), rtol=1e-12)
+    big = REG.get_kernel("rbf", sigma=1e-300)
+    assert np.all(big.pair_values(A * 1e300, B * 1e300) == 0.0) and big.pair_values(A, A).tolist() == [1.0] * 50
