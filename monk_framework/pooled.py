@@ -28,7 +28,7 @@ from .data import Sample
 from .errors import ParameterError
 from .kernels import Kernel, check_squared_norm
 
-__all__ = ["PooledSample", "SampleSums", "pooled", "sample_sums"]
+__all__ = ["PooledSample", "SampleSums", "pooled", "sample_sums", "u_statistic", "v_statistic"]
 
 #: bytes of the indicator block E and its product KE in one batch of relabellings.
 BATCH_BYTES = 64 * 1024 * 1024
@@ -176,3 +176,14 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     vstat = xx / pool.n**2 + yy / pool.m**2 - 2.0 * xy / (pool.n * pool.m)
     check_squared_norm(pool.kernel, float(vstat.min()), 4.0 * float(d.max()), "the V-statistic MMD^2")
     return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=trace - tx)
+
+
+def v_statistic(sums: Any, n: Any, m: Any) -> Any:
+    """MMD_V² = S_xx/N² + S_yy/M² − 2 S_xy/(NM) from kernel sums (elementwise over arrays)."""
+    return sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
+
+
+def u_statistic(sums: Any, n: Any, m: Any) -> Any:
+    """MMD_U² = (S_xx − tr_x)/(N(N−1)) + (S_yy − tr_y)/(M(M−1)) − 2 S_xy/(NM) from kernel sums."""
+    s = sums
+    return (s.xx - s.trace_x) / (n * (n - 1)) + (s.yy - s.trace_y) / (m * (m - 1)) - 2.0 * s.xy / (n * m)

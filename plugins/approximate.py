@@ -41,7 +41,7 @@ from monk_framework.data import Sample
 from monk_framework.errors import ParameterError
 from monk_framework.kernels import CHUNK_BYTES
 from monk_framework.params import integer, one_of
-from monk_framework.pooled import PooledSample
+from monk_framework.pooled import PooledSample, u_statistic, v_statistic
 
 
 @attrs.frozen
@@ -158,9 +158,7 @@ class RandomFourierMMD(MMDEstimator):
 
     def _feature_mmd2(self, sums: Any, n: Any, m: Any) -> Any:
         """The feature kernel's MMD_V² or MMD_U² from its sums (as the classical statistics)."""
-        if self.statistic == "v":
-            return sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
-        return (sums.xx - sums.trace_x) / (n * (n - 1)) + (sums.yy - sums.trace_y) / (m * (m - 1)) - 2.0 * sums.xy / (n * m)
+        return v_statistic(sums, n, m) if self.statistic == "v" else u_statistic(sums, n, m)
 
 
 def _distinct_pairs(n: int, L: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,7 @@ from monk_framework import (
 from monk_framework.blocks import KernelSums, kernel_sums
 from monk_framework.data import Sample
 from monk_framework.params import one_of
-from monk_framework.pooled import PooledSample, SampleSums, batch_size, sample_sums
+from monk_framework.pooled import PooledSample, SampleSums, batch_size, sample_sums, u_statistic, v_statistic
 
 
 def _sums(kernel: Kernel, X: Sample, Y: Sample) -> KernelSums:
@@ -79,7 +79,7 @@ class VStatistic(_FromSums):
 
     def mmd2_from_sums(self, sums: SampleSums, n: Any, m: Any) -> np.ndarray:
         """S_xx/N² + S_yy/M² − 2 S_xy/(NM)."""
-        return sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
+        return np.asarray(v_statistic(sums, n, m))
 
 
 @attrs.frozen(kw_only=True)
@@ -122,8 +122,7 @@ class UStatistic(_FromSums):
 
     def mmd2_from_sums(self, sums: SampleSums, n: Any, m: Any) -> np.ndarray:
         """(S_xx − tr_x)/(N(N−1)) + (S_yy − tr_y)/(M(M−1)) − 2 S_xy/(NM)."""
-        s = sums
-        return (s.xx - s.trace_x) / (n * (n - 1)) + (s.yy - s.trace_y) / (m * (m - 1)) - 2.0 * s.xy / (n * m)
+        return np.asarray(u_statistic(sums, n, m))
 
 
 @attrs.frozen(kw_only=True)
