@@ -357,7 +357,7 @@ class PermutationTestResult(TestResult):
     timings: dict[str, float] = timings_field()
     relabel: str = attrs.field(default="global", validator=attrs.validators.in_(("global", "within-blocks")))
     n_blocks: int | None = attrs.field(default=None, validator=optional_count)
-    #: the estimator's MMD estimate with the same seed (``report_estimate=True``)
+    #: a within-block test's estimator MMD estimate with the same seed (``report_estimate=True``)
     estimate: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
 
@@ -421,8 +421,9 @@ def permutation_test(
     computed on the fly, with the same statistic and p-value.
 
     ``report_estimate``: also record ``estimate``, the estimator's MMD estimate with the
-    same seed, ``estimator.estimate(kernel, X, Y, rng=seed).mmd``; it is T itself with
-    global relabelling, another number (one more estimate) within blocks.
+    same seed, ``estimator.estimate(kernel, X, Y, rng=seed).mmd``, for a within-block test
+    (one more estimate); with global relabelling T is that estimate, and ``estimate``
+    stays None.
     """
     start = time.perf_counter()
     kernel, estimator = resolve(kernel, estimator)
@@ -468,13 +469,12 @@ def permutation_test(
         timings={"observed_s": observed_s, "null_s": null_s, "total_s": time.perf_counter() - start},
         relabel="global" if partition is None else "within-blocks",
         n_blocks=None if partition is None else partition.n_blocks,
-        estimate=_same_seed_estimate(estimator, fitted, pool, seq, mmd2) if report_estimate else None,
+        # with global relabelling T is that estimate already: no second computation
+        estimate=_same_seed_estimate(estimator, fitted, pool, seq) if report_estimate and partition is not None else None,
     )
 
 
-def _same_seed_estimate(
-    estimator: MMDEstimator, kernel: Kernel, pool: PooledSample, seq: np.random.SeedSequence, observed: float
-) -> float:
+def _same_seed_estimate(estimator: MMDEstimator, kernel: Kernel, pool: PooledSample, seq: np.random.SeedSequence) -> float:
     """What ``estimator.estimate(kernel, X, Y, rng=seed).mmd`` reports, from the pool."""
     X, Y = pool.relabelled(np.arange(pool.size))
     stream_gen = np.random.default_rng(stream(seq, "estimate"))
