@@ -62,7 +62,12 @@ LONG_ARGS = [*ARGS[:3], "--runs", "30", *ARGS[5:]]
 
 def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path):
     out = tmp_path / "exp1"
-    proc = subprocess.Popen([*_command(), *LONG_ARGS, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a shell's background job (`pytest &`) starts with SIGINT ignored, and children inherit
+    # that: give the child the default disposition, as a terminal's Ctrl-C would find it
+    proc = subprocess.Popen(
+        [*_command(), *LONG_ARGS, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     journal = out / "cells.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (journal.exists() and journal.read_bytes().count(b"\n") >= 5):
