@@ -58,10 +58,12 @@ from .results import (
     timings_field,
 )
 from .two_sample import (
+    TIE_RTOL,
     Progress,
     TestResult,
     check_null_memory,
     critical_rank,
+    exceedances,
     null_quantile,
     null_statistics,
     resolve,
@@ -359,7 +361,7 @@ def robust_test(
         null = np.sqrt(np.maximum(null_statistics(est, pool, B, null_seq, progress, backend), 0.0))
         k = critical_rank(B, alpha)
         q = null_quantile(null, alpha)
-        exceed = int(np.count_nonzero(null >= T - 2 * r * delta))
+        exceed = int(exceedances(null, T - 2 * r * delta))
         certificate = _dc_certificate(T, q, delta)
         return RobustTestResult(
             method="dc", statistic=T, pvalue=(1 + exceed) / (1 + B), reject=exceed <= k,
@@ -424,7 +426,7 @@ def _block_exceedances(
         perms = relabellings(partition, pool.n, done, stop, seq)
         values = statistic(within_block_sums(pool, partition, perms), nx, ny)
         # a relabelled value equal to the observed one up to round-off counts as reaching it
-        counts += np.count_nonzero(values >= observed - 1e-12 * np.abs(observed), axis=0)
+        counts += np.count_nonzero(values >= observed - TIE_RTOL * np.abs(observed), axis=0)
         if progress is not None:
             progress(stop, B)
     return counts

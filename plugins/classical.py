@@ -22,7 +22,7 @@ from monk_framework import (
 from monk_framework.blocks import KernelSums, kernel_sums
 from monk_framework.data import Sample
 from monk_framework.params import one_of
-from monk_framework.pooled import PooledSample, SampleSums, batch_size, sample_sums, u_statistic, v_statistic
+from monk_framework.pooled import PooledSample, SampleSums, relabelling_batch, sample_sums, u_statistic, v_statistic
 
 
 def _sums(kernel: Kernel, X: Sample, Y: Sample) -> KernelSums:
@@ -46,7 +46,7 @@ class _FromSums(MMDEstimator):
     B of them per matrix product."""
 
     def permutation_batch(self, pool: PooledSample) -> int:
-        return batch_size(pool.size)
+        return relabelling_batch(pool)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
         values = self.mmd2_from_sums(sample_sums(pool, perms), pool.n, pool.m)

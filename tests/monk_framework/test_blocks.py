@@ -112,3 +112,20 @@ def test_geometric_grid_and_lepski():
     chosen = lepski([1, 3, 7, 15], [1, 1, 1, 1], lambda i, j: abs(values[i] - values[j]))
     assert chosen == 2
     assert lepski([1, 3], [5, 5], lambda i, j: 1.0) == 0
+
+
+@pytest.mark.parametrize("n", [1, 7, 40, 333])
+def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, monkeypatch, n):
+    from monk_framework.blocks import PermutedGram
+    from monk_framework.blocks import gram_sources as gs
+
+    monkeypatch.setattr(gs, "HALVING_LEAF", 5)  # several levels of halving on small n
+    Z = rng.normal(size=(n, 3))
+    kernel = registry.get_kernel("laplace", sigma=1.5)
+    K = kernel.gram(Z)
+    E = (rng.random((n, 6)) < 0.5).astype(float)
+    E[:, 0] = rng.normal(size=n)  # any real weights, not only indicators
+    want = np.array([E[:, b] @ K @ E[:, b] for b in range(6)])
+    perm = rng.permutation(n)
+    for src in (StoredGram(kernel, Z), MatrixFreeGram(kernel, Z, band_rows=3), PermutedGram(K[np.ix_(perm, perm)], np.argsort(perm))):
+        np.testing.assert_allclose(src.quadratic_forms(E), want, rtol=1e-12, atol=1e-12)

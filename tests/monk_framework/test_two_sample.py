@@ -484,3 +484,45 @@ def test_tests_accept_kernels_and_estimators_by_name(registry):
     assert robust_test("rbf:sigma=1", X, Y, contamination=1, estimator="v-stat", n_permutations=19, rng=0).method == "dc"
     with pytest.raises(MonkError, match="Unknown estimator 'u-stats'"):
         permutation_test("rbf", "u-stats", X, Y)
+
+
+@pytest.mark.parametrize("name", ["u-stat", "v-stat"])
+@pytest.mark.parametrize("matrix_free", [False, True])
+def test_relabellings_that_tie_t_in_exact_arithmetic_all_count(registry, monkeypatch, name, matrix_free):
+    # X and Y mirror each other, so T is the largest value, reached exactly by the
+    # relabellings whose X is X's set or Y's set (N = M: swapping the samples keeps the
+    # statistic); computed in another order each, they differ from T by round-off only.
+    # The exact p-value counts all of them: (1 + #ties) / (1 + B), by combinatorics.
+    from monk_framework.randomness import root, stream
+
+    if matrix_free:
+        monkeypatch.setattr("monk_framework.memory.memory_budget", lambda: 1)
+    X = np.array([[0.1], [0.7], [1.3], [2.9]])
+    Y = 7.0 - X
+    kernel = registry.get_kernel("rbf", sigma=1.7)
+    B = 300
+    for seed in range(5):
+        r = permutation_test(kernel, name, X, Y, n_permutations=B, rng=seed)
+        perm_rng = np.random.default_rng(stream(root(seed), "relabel").spawn(2)[0])
+        sets = [frozenset(perm_rng.permutation(8)[:4].tolist()) for _ in range(B)]
+        ties = sum(s in ({0, 1, 2, 3}, {4, 5, 6, 7}) for s in sets)
+        assert ties > 0
+        assert r.pvalue == (1 + ties) / (1 + B)
+
+
+def test_relabellings_are_drawn_as_successive_permutations(registry, rng):
+    # the null sample's relabellings are rng.permutation(N + M), B times in a row, from the
+    # relabelling stream (drawn as a block with Generator.permuted: the same draws)
+    from monk_framework.randomness import root, stream
+
+    X, Y = rng.normal(size=(9, 2)), rng.normal(size=(6, 2))
+    kernel = registry.get_kernel("rbf", sigma=1.0)
+    got = permutation_test(kernel, "v-stat", X, Y, n_permutations=40, rng=3, return_null=True).null_distribution
+    perm_rng = np.random.default_rng(stream(root(3), "relabel").spawn(2)[0])
+    K = kernel.gram(np.vstack([X, Y]))
+    want = []
+    for _ in range(40):
+        p = perm_rng.permutation(15)
+        x, y = p[:9], p[9:]
+        want.append(K[np.ix_(x, x)].mean() + K[np.ix_(y, y)].mean() - 2 * K[np.ix_(x, y)].mean())
+    np.testing.assert_allclose(got, signed_root(np.array(want)), rtol=1e-10, atol=1e-12)
