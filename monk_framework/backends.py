@@ -49,8 +49,14 @@ class Backend:
         return 1
 
     def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
-        """(index in ``tasks``, result) for each task as it finishes."""
+        """(index in ``tasks``, result) for each task as it finishes. ``shared`` is sent to
+        the workers once per call, unless it is what :meth:`share` returned (or a tuple
+        of such), which is already there."""
         raise NotImplementedError
+
+    def share(self, obj: Any) -> Any:
+        """``obj`` placed on every worker once, for several calls to read (here: itself)."""
+        return obj
 
     def map(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> list[Any]:
         """The results in the order of ``tasks``."""
@@ -124,9 +130,15 @@ class DaskBackend(Backend):
         distributed = _import_distributed()
         if not tasks:
             return
-        # one copy of the shared object per worker, not one per task
-        shared_future = self.client.scatter(shared, broadcast=True, hash=False)
-        futures = self.client.map(fn, list(tasks), [shared_future] * len(tasks), pure=False)
+        n = len(tasks)
+        if isinstance(shared, tuple) and shared and _on_workers(shared, distributed):
+            # parts already on the workers: each is passed as its own argument (dask
+            # resolves Futures given directly), then handed to fn as the tuple
+            futures = self.client.map(_with_parts, list(tasks), [fn] * n, *[[part] * n for part in shared], pure=False)
+        else:
+            # one copy of the shared object per worker, not one per task (none if already there)
+            shared_future = shared if _on_workers(shared, distributed) else self.share(shared)
+            futures = self.client.map(fn, list(tasks), [shared_future] * n, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         try:
             for future in distributed.as_completed(futures):
@@ -134,6 +146,10 @@ class DaskBackend(Backend):
         finally:
             for future in futures:
                 future.cancel()
+
+    def share(self, obj: Any) -> Any:
+        # in a one-item list: scatter would spread a tuple or list item by item
+        return self.client.scatter([obj], broadcast=True, hash=False)[0]
 
     def close(self) -> None:
         self.client.close()
@@ -143,6 +159,17 @@ class DaskBackend(Backend):
     def __repr__(self) -> str:
         where = self.scheduler or f"LocalCluster({self.workers} workers)"
         return f"DaskBackend({where})"
+
+
+def _with_parts(task: Any, fn: TaskFn, *parts: Any) -> Any:
+    """fn(task, parts) on a worker, the parts of a shared tuple resolved one by one."""
+    return fn(task, parts)
+
+
+def _on_workers(shared: Any, distributed: Any) -> bool:
+    """Whether ``shared`` is a Future of scattered data, or a tuple of them."""
+    items = shared if isinstance(shared, tuple) and shared else (shared,)
+    return all(isinstance(item, distributed.Future) for item in items)
 
 
 BACKENDS = {"local": LocalBackend, "dask": DaskBackend}

@@ -310,6 +310,9 @@ def run(
     max_memory: MaxMemoryOption = None,
     trace: Annotated[bool, typer.Option("--trace", help="Record the objective at every iteration (estimators with a "
         "'trace' parameter, e.g. monk-bcd).")] = False,
+    backend: BackendOption = "local",
+    scheduler: SchedulerOption = None,
+    workers: WorkersOption = None,
 ) -> None:
     """Estimate MMD (or mean embeddings) with any kernel and any estimator.
 
@@ -319,13 +322,15 @@ def run(
         check_writable(output, what="--output")  # before the work, not after it
     if max_memory is not None:
         parse_memory(max_memory)  # a bad size is refused before any data is read
+    check_backend_options(backend, scheduler, workers)
     job = jobs.prepare(
         kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],
         seed=seed, case_sensitive=case_sensitive, trace=trace,
     )
     for note in job.notes:
         _note(note)
-    result = jobs.run(job, max_memory=max_memory)
+    with _backend(backend, scheduler, workers) as runner:
+        result = jobs.run(job, max_memory=max_memory, backend=runner)
     _deliver(job.payload(result), output, as_json, _table(f"{job.estimator.name} with {job.kernel.name}", _run_rows(job, result)))
 
 

@@ -101,13 +101,25 @@ class MMDEstimator(Estimator):
 
     estimates: ClassVar[str] = "mmd"
 
+    #: whether the statistics of many relabellings are reductions of the pooled Gram source
+    #: (the classical estimators' kernel sums): a test on a remote backend then spreads the
+    #: tiles of those reductions over the workers instead of batches of relabellings
+    spreads_gram: ClassVar[bool] = False
+
     @budgeted
-    def estimate(self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None) -> MMDResult:
+    def estimate(
+        self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None, backend: Any = None
+    ) -> MMDResult:
         """Estimate MMD between the distributions of X and Y (N ≠ M allowed).
 
         ``max_memory`` (bytes, or e.g. ``"2GB"``) bounds the memory beyond the data
         (:mod:`monk_framework.memory`); over it the Gram matrices are used in tiles.
+        ``backend`` (e.g. Dask, :mod:`monk_framework.backends`) spreads the Gram reductions
+        of this one estimate over its workers, tile by tile
+        (:mod:`monk_framework.blocks.spread`), with the numbers of the local tiled path.
         """
+        from .blocks.spread import spread_over
+
         kernel = self.check_kernel(kernel)
         Xv, Yv = kernel.check_pair(X, Y)
         self.check_size(Xv, "X")
@@ -115,7 +127,8 @@ class MMDEstimator(Estimator):
         stream, seed = generator(rng)
         start = time.perf_counter()
         fitted = kernel.fit(Xv, Yv)
-        core = self.compute_estimate(fitted, Xv, Yv, stream)
+        with spread_over(backend):
+            core = self.compute_estimate(fitted, Xv, Yv, stream)
         total = time.perf_counter() - start
         return MMDResult(
             estimator=self.name,

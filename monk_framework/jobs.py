@@ -247,8 +247,9 @@ class EmbeddingsResult(Result):
         return super().from_dict({**data, "x": x, "y": y})
 
 
-def run(job: Job, *, max_memory: Any = None) -> MMDResult | EmbeddingsResult:
-    """``monkfw run``: the MMD estimate, or the mean embeddings of X and Y.
+def run(job: Job, *, max_memory: Any = None, backend: Any = None) -> MMDResult | EmbeddingsResult:
+    """``monkfw run``: the MMD estimate, or the mean embeddings of X and Y. A ``backend``
+    (e.g. Dask) spreads the Gram reductions of an MMD estimate over its workers.
 
     An MMD estimate draws from the seed's estimate stream (the same statistic as
     ``estimator.estimate(kernel, X, Y, rng=seed)``). Embeddings use one kernel fitted
@@ -257,7 +258,7 @@ def run(job: Job, *, max_memory: Any = None) -> MMDResult | EmbeddingsResult:
     """
     est = job.estimator
     if isinstance(est, MMDEstimator):
-        return est.estimate(job.kernel, job.X, job.Y, rng=job.seed, max_memory=max_memory)
+        return est.estimate(job.kernel, job.X, job.Y, rng=job.seed, max_memory=max_memory, backend=backend)
     if not isinstance(est, EmbeddingEstimator):  # pragma: no cover - the registry admits only these two kinds
         raise MonkError(f"Estimator {est.name!r} is neither an MMD nor an embedding estimator.")
     fitted = job.kernel.fit(job.X, job.Y) if job.Y is not None else job.kernel.fit(job.X)

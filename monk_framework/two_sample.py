@@ -50,6 +50,7 @@ import numpy as np
 
 from .backends import Backend, LocalBackend
 from .blocks import Partition, take
+from .blocks.spread import spread_over
 from .errors import MonkError, ParameterError, ResourceError
 from .estimators import MMDEstimator
 from .kernels import Kernel, available_memory, format_bytes
@@ -423,8 +424,11 @@ def permutation_test(
     pooled Gram matrix is computed once, or given as ``gram`` (the Gram matrix of
     [X; Y], e.g. a slice of one precomputed over a whole data set; the kernel is then
     only named in the result). ``progress(done, total)`` is called as the null sample
-    grows; ``backend`` (:mod:`monk_framework.backends`) runs the batches of relabellings,
-    with the same result as in this process. See the module docstring for the statistic
+    grows; ``backend`` (:mod:`monk_framework.backends`, e.g. Dask) spreads the work over
+    its workers, with the same result as in this process: for the classical statistics
+    the tiles of the pooled Gram reductions (:mod:`monk_framework.blocks.spread`; the
+    workers receive the data, never a Gram matrix), for the others the batches of
+    relabellings. See the module docstring for the statistic
     and q̂.
 
     ``relabel``: "auto" relabels within the blocks of the estimator's fixed partition when
@@ -457,13 +461,18 @@ def permutation_test(
     seed = seed_of(seq)
     partition = choose_partition(estimator, relabel, len(Xv), len(Yv), stream(seq, "partition"))
     fitted = kernel if gram is not None else kernel.fit(Xv, Yv)
-    pool = PooledSample(fitted, Xv, Yv, gram=gram)
-    tick = time.perf_counter()
-    mmd2 = observed_mmd2(estimator, pool, stream(seq, "estimate"), partition)
-    observed_s = time.perf_counter() - tick
-    tick = time.perf_counter()
-    null2 = null_statistics(estimator, pool, int(n_permutations), stream(seq, "relabel"), progress, backend, partition)
-    null_s = time.perf_counter() - tick
+    # one large job on a remote backend: the tiles of the Gram reductions go to the
+    # workers (classical statistics); otherwise the batches of relabellings do
+    spread = backend is not None and not isinstance(backend, LocalBackend) and estimator.spreads_gram
+    with spread_over(backend if spread and partition is None and gram is None else None) as spreading:
+        pool = PooledSample(fitted, Xv, Yv, gram=gram)
+        tick = time.perf_counter()
+        mmd2 = observed_mmd2(estimator, pool, stream(seq, "estimate"), partition)
+        observed_s = time.perf_counter() - tick
+        tick = time.perf_counter()
+        null2 = null_statistics(estimator, pool, int(n_permutations), stream(seq, "relabel"), progress,
+                                None if spreading is not None else backend, partition)
+        null_s = time.perf_counter() - tick
     T, null = float(signed_root(mmd2)), signed_root(null2)
     exceed = int(exceedances(null, T))
     q = null_quantile(null, alpha)

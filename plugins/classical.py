@@ -45,6 +45,8 @@ class _FromSums(MMDEstimator):
     across (``mmd2_from_sums``): every relabelling's sums come from one pooled Gram matrix,
     B of them per matrix product."""
 
+    spreads_gram: ClassVar[bool] = True
+
     def permutation_batch(self, pool: PooledSample) -> int:
         return relabelling_batch(pool)
 

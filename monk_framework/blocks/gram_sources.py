@@ -11,6 +11,7 @@ combination of rows of K.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -44,27 +45,31 @@ class GramSource:
     def _band_rows(self) -> int:
         return max(64, CHUNK_BYTES // (8 * max(self.n, 1)))
 
+    def band_bounds(self) -> list[tuple[int, int]]:
+        """The row bands (start, stop) that the reductions below walk through, in order."""
+        step = self._band_rows()
+        return [(a, min(a + step, self.n)) for a in range(0, self.n, step)]
+
+    def band_results(self, op: str, W: Any) -> Iterator[tuple[int, int, Any]]:
+        """(start, stop, :func:`band_reduction` of that band) for every band, in order.
+        A source that spreads the bands over workers overrides this alone."""
+        for start, stop in self.band_bounds():
+            yield start, stop, band_reduction(op, self.band(start, stop), start, stop, W)
+
     def row_sums(self) -> np.ndarray:
         """K 1, in symmetric bands."""
         out = np.zeros(self.n)
-        step = self._band_rows()
-        for start in range(0, self.n, step):
-            stop = min(start + step, self.n)
-            band = self.band(start, stop)
-            out[start:stop] += band.sum(axis=1)
-            # the part right of the diagonal square also sums into the later rows
-            out[stop:] += band[:, stop - start :].sum(axis=0)
+        for start, stop, (own, later) in self.band_results("row_sums", None):
+            out[start:stop] += own
+            out[stop:] += later  # the part right of the diagonal square sums into later rows
         return out
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
         """K w for a dense vector (or n × B matrix) w, in symmetric bands."""
         out = np.zeros((self.n, *w.shape[1:]))
-        step = self._band_rows()
-        for start in range(0, self.n, step):
-            stop = min(start + step, self.n)
-            band = self.band(start, stop)
-            out[start:stop] += band @ w[start:]
-            out[stop:] += band[:, stop - start :].T @ w[start:stop]
+        for start, stop, (own, later) in self.band_results("matvec", w):
+            out[start:stop] += own
+            out[stop:] += later
         return out
 
     def quadratic_forms(self, E: np.ndarray) -> np.ndarray:
@@ -76,36 +81,43 @@ class GramSource:
         and a matrix-free source evaluates each tile of K once for all B columns.
         """
         out = np.zeros(E.shape[1])
-        step = self._band_rows()
-        for start in range(0, self.n, step):
-            stop = min(start + step, self.n)
-            band = self.band(start, stop)
-            Es = E[start:stop]
-            out += 2.0 * np.einsum("ij,ij->j", Es, band @ E[start:])
-            out -= np.einsum("ij,ij->j", Es, band[:, : stop - start] @ Es)
+        for _, _, part in self.band_results("quadratic_forms", E):
+            out += part
         return out
 
     def block_gram(self, W: sp.csr_array | np.ndarray) -> np.ndarray:
         """G = Wᵀ K W for an n × Q weight matrix (sparse or dense), from the upper bands of K only."""
-        Q = W.shape[1]
-        G = np.zeros((Q, Q))
-        sparse = sp.issparse(W)
-        Wt: Any = sp.csr_array(W.T) if sparse else W.T
-
-        def rows(a: int, b: int | None) -> np.ndarray:
-            part: Any = W[a:b]
-            return part.toarray() if sparse else part
-
-        step = self._band_rows()
-        for start in range(0, self.n, step):
-            stop = min(start + step, self.n)
-            band = self.band(start, stop)
-            T = Wt[:, start:stop] @ band  # Q × (n − start)
-            width = stop - start
-            G += T[:, :width] @ rows(start, stop)
-            off = T[:, width:] @ rows(stop, None)
-            G += off + off.T
+        G = np.zeros((W.shape[1], W.shape[1]))
+        for _, _, part in self.band_results("block_gram", W):
+            G += part
         return G
+
+
+def band_reduction(op: str, band: np.ndarray, start: int, stop: int, W: Any) -> Any:
+    """One row band's share of a reduction of the symmetric K, from the band
+    K[start:stop, start:] alone (so that bands can be reduced anywhere, e.g. on workers):
+
+    * ``"row_sums"``: (its rows' sums, the column sums right of the diagonal square, which
+      belong to the later rows);
+    * ``"matvec"``: (K[a:b, a:] W[a:], K[a:b, b:]ᵀ W[a:b]) for the rows a:b and the later rows;
+    * ``"quadratic_forms"``: 2·diag(W[a:b]ᵀ K[a:b, a:] W[a:]) − diag(W[a:b]ᵀ K[a:b, a:b] W[a:b]);
+    * ``"block_gram"``: its share of Wᵀ K W (W sparse or dense), the off-diagonal part twice.
+    """
+    width = stop - start
+    if op == "row_sums":
+        return band.sum(axis=1), band[:, width:].sum(axis=0)
+    if op == "matvec":
+        return band @ W[start:], band[:, width:].T @ W[start:stop]
+    if op == "quadratic_forms":
+        own = W[start:stop]
+        return 2.0 * np.einsum("ij,ij->j", own, band @ W[start:]) - np.einsum("ij,ij->j", own, band[:, :width] @ own)
+    if op == "block_gram":
+        sparse = sp.issparse(W)
+        rows = (lambda a, b: W[a:b].toarray()) if sparse else (lambda a, b: W[a:b])
+        T = (sp.csr_array(W[start:stop].T) if sparse else W[start:stop].T) @ band  # Q × (n − start)
+        off = T[:, width:] @ rows(stop, None)
+        return T[:, :width] @ rows(start, stop) + off + off.T
+    raise ValueError(f"unknown band reduction {op!r}")
 
 
 class StoredGram(GramSource):
@@ -169,9 +181,9 @@ class MatrixFreeGram(GramSource):
         return out
 
     def band(self, start: int, stop: int) -> np.ndarray:
-        band = self._eval(self.Z[start:stop], self.Z[start:])
-        width = stop - start
-        band[np.arange(width), np.arange(width)] = self.diag[start:stop]
+        tick = time.perf_counter()
+        band = matrix_free_band(self.kernel, self.Z, self.diag, start, stop)
+        self.kernel_s += time.perf_counter() - tick
         return band
 
     def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
@@ -187,6 +199,15 @@ class MatrixFreeGram(GramSource):
             chunk[idx[inside] - start, inside] = self.diag[idx[inside]]
             out[start:stop] = chunk @ coef
         return out
+
+
+def matrix_free_band(kernel: Kernel, Z: Sample, diag: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """K[start:stop, start:] evaluated from the data, with ``diag`` on its diagonal (as a
+    stored Gram matrix has it)."""
+    band = kernel.gram_tile(Z[start:stop], Z[start:])
+    width = stop - start
+    band[np.arange(width), np.arange(width)] = diag[start:stop]
+    return band
 
 
 class PermutedGram(GramSource):
@@ -244,10 +265,17 @@ def gram_source(
     kernel: Kernel, Z: Sample, *, matrix_free: bool | str = "auto"
 ) -> GramSource:
     """A stored Gram matrix if it fits in the memory budget
-    (:func:`monk_framework.memory.memory_budget`), else matrix-free."""
+    (:func:`monk_framework.memory.memory_budget`), else matrix-free; inside
+    :func:`~monk_framework.blocks.spread.spread_over`, matrix-free with its bands on the
+    workers (:class:`~monk_framework.blocks.spread.SpreadGram`)."""
     from ..memory import memory_budget
+    from .spread import SpreadGram, spreading
 
     n = len(Z)
+    remote = spreading()
+    if remote is not None:
+        # the workers evaluate its bands from the data: a Gram matrix never travels
+        return SpreadGram(kernel, Z, remote)
     if matrix_free == "auto":
         budget = memory_budget()
         matrix_free = budget is not None and 8.0 * n * n > budget

@@ -36,7 +36,8 @@ class KernelSums:
 def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = None) -> KernelSums:
     """The kernel sums of two validated samples, from the three Gram matrices when they
     fit in ``budget`` bytes (default: :func:`monk_framework.memory.memory_budget`), else
-    from tiles of rows computed on the fly and dropped at once.
+    from tiles of rows computed on the fly and dropped at once; inside
+    :func:`~monk_framework.blocks.spread.spread_over`, from tiles computed on the workers.
 
     Tiled, Σ k(x_i, x_j) takes each row band's diagonal block once and the band right of
     it twice (the kernel is symmetric), and the traces come from ``diag_tile``: the same
@@ -47,8 +48,11 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = No
 
     start = time.perf_counter()
     n, m = len(X), len(Y)
+    from .spread import spreading
+
     budget = memory_budget() if budget is None else budget
-    if budget is None or 8.0 * (n * n + m * m + n * m) <= budget:
+    # spread over workers (which never receive a Gram matrix), or stored when it fits
+    if spreading() is None and (budget is None or 8.0 * (n * n + m * m + n * m) <= budget):
         Kxx, Kyy, Kxy = kernel.gram(X), kernel.gram(Y), kernel.gram(X, Y)
         dx, dy = np.diag(Kxx), np.diag(Kyy)
         return KernelSums(
@@ -56,38 +60,28 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = No
             trace_y=float(np.trace(Kyy)), max_diag=float(max(dx.max(), dy.max())), tiled=False,
             seconds=time.perf_counter() - start,
         )
-    # a tile holds at most a quarter of the budget (and CHUNK_BYTES): room for temporaries
-    tile_bytes = max(8 * max(n, m), min(CHUNK_BYTES, budget // 4))
-    xx, tx, mx = _symmetric_sum(kernel, X, tile_bytes)
-    yy, ty, my = _symmetric_sum(kernel, Y, tile_bytes)
-    step = max(1, tile_bytes // (8 * m))
-    xy = 0.0
-    for a in range(0, n, step):
-        xy += float(kernel.gram_tile(_take(X, a, a + step), Y).sum())
+    from ..backends import LocalBackend
+    from .spread import SPREAD_TILE_BYTES, spread_kernel_sums
+
+    remote = spreading()
+    if remote is not None:
+        # workers evaluate the tiles: bigger ones, so that scheduling stays negligible
+        tile_bytes = max(8 * max(n, m), SPREAD_TILE_BYTES if budget is None else min(SPREAD_TILE_BYTES, budget // 4))
+    else:
+        assert budget is not None  # else the stored branch above was taken
+        # a tile holds at most a quarter of the budget (and CHUNK_BYTES): room for temporaries
+        tile_bytes = max(8 * max(n, m), min(CHUNK_BYTES, budget // 4))
+    dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
+    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, remote or LocalBackend(), tile_bytes)
     return KernelSums(
-        xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=ty, max_diag=max(mx, my), tiled=True,
+        xx=xx, yy=yy, xy=xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
+        max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=True,
         seconds=time.perf_counter() - start,
     )
 
 
 def _take(sample: Any, a: int, b: int) -> Any:
     return sample[a:b]
-
-
-def _symmetric_sum(kernel: Kernel, Z: Sample, tile_bytes: int) -> tuple[float, float, float]:
-    """Σ_ij k(z_i, z_j), its trace and the largest k(z, z), by row bands of the upper triangle."""
-    n = len(Z)
-    diag = kernel.diag_tile(Z)
-    step = max(1, tile_bytes // (8 * n))
-    total = 0.0
-    for a in range(0, n, step):
-        b = min(a + step, n)
-        band = kernel.gram_tile(_take(Z, a, b), _take(Z, a, n))
-        block = band[:, : b - a]
-        kernel.check_diagonal_block(block, diag[a:b], a)
-        # the diagonal block's own diagonal is diag_tile's, as in gram(X)
-        total += float(block.sum() - np.trace(block) + diag[a:b].sum()) + 2.0 * float(band[:, b - a :].sum())
-    return total, float(diag.sum()), float(diag.max(initial=0.0))
 
 
 def block_trace_variances(

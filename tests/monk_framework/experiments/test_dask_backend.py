@@ -82,3 +82,59 @@ def test_local_backend_and_errors():
         get_backend("spark")
     with pytest.raises(ParameterError, match="needs the Dask backend"):
         get_backend("local", scheduler="tcp://localhost:8786")
+
+
+def _spread_tiles_small(monkeypatch):
+    # many small tiles and bands, so that a small job is several tasks per worker
+    from monk_framework.blocks import spread
+
+    monkeypatch.setattr(spread, "SPREAD_TILE_BYTES", 8 * 300 * 7)
+
+
+@pytest.mark.parametrize("estimator", ["u-stat", "v-stat"])
+def test_one_estimate_spread_over_workers_equals_the_local_tiled_and_stored_paths(dask_backend, monkeypatch, rng, estimator):
+    _spread_tiles_small(monkeypatch)
+    reg = get_registry()
+    X, Y = rng.normal(size=(300, 3)), rng.normal(0.2, 1.0, size=(250, 3))
+    est, kernel = reg.get_estimator(estimator), reg.get_kernel("rbf", sigma=1.5)
+    stored = est.estimate(kernel, X, Y, rng=0)
+    spread = est.estimate(kernel, X, Y, rng=0, backend=dask_backend)
+    assert spread.diagnostics["tiled"] and not stored.diagnostics["tiled"]
+    assert spread.mmd2 == pytest.approx(stored.mmd2, rel=1e-10)
+    # the local tiled path with the same tiles adds the same shares in the same order
+    from monk_framework.blocks.spread import spread_kernel_sums
+
+    dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
+    tile = 8 * 300 * 7
+    assert spread_kernel_sums(kernel, X, Y, dx, dy, dask_backend, tile) == spread_kernel_sums(kernel, X, Y, dx, dy, LocalBackend(), tile)
+
+
+def test_one_test_spreads_its_gram_tiles_and_equals_the_stored_test(dask_backend, monkeypatch, rng):
+    _spread_tiles_small(monkeypatch)
+    X, Y = rng.normal(size=(200, 2)), rng.normal(0.3, 1.0, size=(180, 2))
+    kw = dict(n_permutations=60, rng=5, return_null=True)
+    stored = permutation_test("rbf", "u-stat", X, Y, **kw)
+    spread = permutation_test("rbf", "u-stat", X, Y, backend=dask_backend, **kw)
+    forced = permutation_test("rbf", "u-stat", X, Y, max_memory="64kB", **kw)
+    for other in (spread, forced):
+        assert other.statistic == pytest.approx(stored.statistic, rel=1e-10)
+        np.testing.assert_allclose(other.null_distribution, stored.null_distribution, rtol=1e-10, atol=1e-12)
+        assert other.pvalue == stored.pvalue
+    # the workers' bands are the local matrix-free bands: the same shares in the same order
+    assert spread.statistic == pytest.approx(forced.statistic, rel=1e-13)
+
+
+def test_monkfw_run_spreads_one_estimate_with_the_local_number():
+    import json
+
+    from typer.testing import CliRunner
+
+    from monk_framework.cli import app
+
+    args = ["run", "-k", "rbf", "-e", "u-stat", "--dataset", "gauss-outliers", "--json"]
+    local = CliRunner().invoke(app, args)
+    spread = CliRunner().invoke(app, [*args, "--backend", "dask", "--workers", "1"])
+    assert local.exit_code == 0 == spread.exit_code, spread.output
+    a, b = json.loads(local.stdout), json.loads(spread.stdout)
+    assert b["diagnostics"]["tiled"] and not a["diagnostics"]["tiled"]
+    assert b["mmd2"] == pytest.approx(a["mmd2"], rel=1e-10)
