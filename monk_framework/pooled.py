@@ -167,22 +167,28 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
     B, size = perms.shape
     src = pool.source
-    r = pool.row_sums
-    total = float(r.sum())
+    # unknown row sums K1 come with the first batch's forms, from the same kernel tiles
+    # (a matrix-free source then evaluates the kernel once, not twice)
+    r = pool._row_sums
     d = pool.diag
     trace = float(d.sum())
     xx = np.empty(B)
     x1 = np.empty(B)
     tx = np.empty(B)
-    rd = np.stack([r, d])
     step = relabelling_batch(pool)
     for start in range(0, B, step):
         stop = min(start + step, B)
         E = np.zeros((size, stop - start))
         cols = np.repeat(np.arange(stop - start), pool.n)
         E[perms[start:stop, : pool.n].ravel(), cols] = 1.0
-        xx[start:stop] = src.quadratic_forms(E)
-        x1[start:stop], tx[start:stop] = rd @ E
+        if r is None:
+            xx[start:stop], r = src.quadratic_forms_and_row_sums(E)
+            pool._row_sums = r
+        else:
+            xx[start:stop] = src.quadratic_forms(E)
+        x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
+    assert r is not None  # B >= 1
+    total = float(r.sum())
     xy = x1 - xx
     yy = total - x1 - xy
     # every relabelling's V-statistic MMD² is a squared norm: negative proves K is not PSD

@@ -146,15 +146,22 @@ class ChildStreams(Sequence[np.random.Generator]):
     1000 generators.
     """
 
-    def __init__(self, seq: np.random.SeedSequence, start: int, stop: int):
-        self.seq, self.start, self.stop = seq, start, stop
+    def __init__(self, seq: np.random.SeedSequence, start: int, stop: int, *, first: np.random.SeedSequence | None = None):
+        #: ``first``: an extra stream in front (e.g. the observed statistic's, computed with
+        #: the first batch of relabellings)
+        self.seq, self.start, self.stop, self.first = seq, start, stop, first
 
     def __len__(self) -> int:
-        return self.stop - self.start
+        return self.stop - self.start + (self.first is not None)
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if not -len(self) <= i < len(self):
             raise IndexError(i)
-        return np.random.default_rng(child(self.seq, self.start + (i % len(self))))
+        i %= len(self)
+        if self.first is not None:
+            if i == 0:
+                return np.random.default_rng(self.first)
+            i -= 1
+        return np.random.default_rng(child(self.seq, self.start + i))

@@ -42,6 +42,7 @@ import attrs
 import numpy as np
 
 from monk_framework import Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
+from monk_framework.backends import LocalBackend
 from monk_framework.blocks import (
     MatrixFreeGram,
     Partition,
@@ -57,6 +58,7 @@ from monk_framework.blocks import (
     pair_partition,
     take,
 )
+from monk_framework.blocks.spread import spreading
 from monk_framework.data import Sample
 from monk_framework.errors import ParameterError
 from monk_framework.params import integer, integer_or, one_of, real_or
@@ -626,25 +628,41 @@ def _block_sums(ctx: _Context, part: Any) -> tuple[np.ndarray, np.ndarray, np.nd
     """A_q, B_q, C_q from the upper bands of each block's own Gram matrix.
 
     The within-sample squares are symmetric, so about 60 % of each square is evaluated.
+    Each block is a task: inside ``spread_over`` (an estimate with a Dask backend) the
+    blocks run on the workers, which receive the samples once per estimate.
     """
-    Q = part.n_blocks
-    A, B, C = np.zeros(Q), np.zeros(Q), np.zeros(Q)
-    dx, dy = ctx.diag[: ctx.n], ctx.diag[ctx.n :]
-    for q in range(Q):
-        ix = np.flatnonzero(part.x_labels == q)
-        iy = np.flatnonzero(part.y_labels == q)
-        n = len(ix)
-        # indicators of the block's X part and Y part, as columns
-        E = np.zeros((n + len(iy), 2))
-        E[:n, 0] = 1.0
-        E[n:, 1] = 1.0
-        source = MatrixFreeGram(
-            ctx.kernel, pooled(take(ctx.X, ix), take(ctx.Y, iy)),
-            diag=np.concatenate([dx[ix], dy[iy]]), band_rows=WITHIN_BLOCK_BAND_ROWS,
-        )
-        S = source.block_gram(E)
-        A[q], B[q], C[q] = S[0, 0], S[1, 1], S[0, 1]
-    return A, B, C
+    remote = spreading()
+    backend = remote or LocalBackend()
+    data = (ctx.kernel, ctx.X, ctx.Y, ctx.diag[: ctx.n], ctx.diag[ctx.n :])
+    if remote is not None:
+        if "spread_data" not in ctx.cache:
+            ctx.cache["spread_data"] = remote.share(data)
+        data = ctx.cache["spread_data"]
+    tasks = list(zip(_members(part.x_labels, part.n_blocks), _members(part.y_labels, part.n_blocks)))
+    sums = np.array(backend.map(_one_block_sums, tasks, data))
+    return sums[:, 0].copy(), sums[:, 1].copy(), sums[:, 2].copy()
+
+
+def _members(labels: np.ndarray, n_blocks: int) -> list[np.ndarray]:
+    """The indices of each block, ascending (one stable sort, not a scan per block)."""
+    order = np.argsort(labels, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(labels, minlength=n_blocks))[:-1])
+
+
+def _one_block_sums(task: tuple[np.ndarray, np.ndarray], data: tuple[Any, ...]) -> tuple[float, float, float]:
+    """Σ k over S_q×S_q, T_q×T_q and S_q×T_q of one block (module level: it runs on workers)."""
+    kernel, X, Y, dx, dy = data
+    ix, iy = task
+    n = len(ix)
+    # indicators of the block's X part and Y part, as columns
+    E = np.zeros((n + len(iy), 2))
+    E[:n, 0] = 1.0
+    E[n:, 1] = 1.0
+    source = MatrixFreeGram(
+        kernel, pooled(take(X, ix), take(Y, iy)), diag=np.concatenate([dx[ix], dy[iy]]), band_rows=WITHIN_BLOCK_BAND_ROWS,
+    )
+    S = source.block_gram(E)
+    return float(S[0, 0]), float(S[1, 1]), float(S[0, 1])
 
 
 def _shared_block_sums(

@@ -85,6 +85,15 @@ class GramSource:
             out += part
         return out
 
+    def quadratic_forms_and_row_sums(self, E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(diag(Eᵀ K E), K 1) from one walk through the bands (each tile evaluated once)."""
+        forms, r = np.zeros(E.shape[1]), np.zeros(self.n)
+        for start, stop, (part, own, later) in self.band_results("forms_and_row_sums", E):
+            forms += part
+            r[start:stop] += own
+            r[stop:] += later
+        return forms, r
+
     def block_gram(self, W: sp.csr_array | np.ndarray) -> np.ndarray:
         """G = Wᵀ K W for an n × Q weight matrix (sparse or dense), from the upper bands of K only."""
         G = np.zeros((W.shape[1], W.shape[1]))
@@ -101,6 +110,7 @@ def band_reduction(op: str, band: np.ndarray, start: int, stop: int, W: Any) -> 
       belong to the later rows);
     * ``"matvec"``: (K[a:b, a:] W[a:], K[a:b, b:]ᵀ W[a:b]) for the rows a:b and the later rows;
     * ``"quadratic_forms"``: 2·diag(W[a:b]ᵀ K[a:b, a:] W[a:]) − diag(W[a:b]ᵀ K[a:b, a:b] W[a:b]);
+    * ``"forms_and_row_sums"``: the two above, from the one band;
     * ``"block_gram"``: its share of Wᵀ K W (W sparse or dense), the off-diagonal part twice.
     """
     width = stop - start
@@ -111,6 +121,8 @@ def band_reduction(op: str, band: np.ndarray, start: int, stop: int, W: Any) -> 
     if op == "quadratic_forms":
         own = W[start:stop]
         return 2.0 * np.einsum("ij,ij->j", own, band @ W[start:]) - np.einsum("ij,ij->j", own, band[:, :width] @ own)
+    if op == "forms_and_row_sums":
+        return (band_reduction("quadratic_forms", band, start, stop, W), *band_reduction("row_sums", band, start, stop, None))
     if op == "block_gram":
         sparse = sp.issparse(W)
         rows = (lambda a, b: W[a:b].toarray()) if sparse else (lambda a, b: W[a:b])
@@ -138,6 +150,9 @@ class StoredGram(GramSource):
     def row_sums(self) -> np.ndarray:
         # one streaming pass over the stored matrix beats the symmetric bands here
         return self.K.sum(axis=1)
+
+    def quadratic_forms_and_row_sums(self, E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.quadratic_forms(E), self.row_sums()
 
     def quadratic_forms(self, E: np.ndarray) -> np.ndarray:
         # halves rather than bands: square products run at the full GEMM rate, thin bands

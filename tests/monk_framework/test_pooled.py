@@ -101,3 +101,23 @@ def test_a_precomputed_gram_of_the_wrong_shape_is_refused(rng):
         PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.eye(6))
     with pytest.raises(ParameterError, match="NaN or infinite"):
         PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.full((7, 7), np.nan))
+
+
+def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_row_sums(registry, rng, monkeypatch):
+    # the observed statistic, B relabellings and K1 come from one walk through the bands
+    from monk_framework.blocks import gram_sources
+    from monk_framework.two_sample import permutation_test
+
+    walks = []
+    original = gram_sources.GramSource.band_results
+
+    def counted(self, op, W):
+        walks.append(op)
+        return original(self, op, W)
+
+    monkeypatch.setattr(gram_sources.GramSource, "band_results", counted)
+    X, Y = rng.normal(size=(30, 2)), rng.normal(size=(25, 2))
+    forced = permutation_test("rbf", "u-stat", X, Y, n_permutations=50, rng=1, max_memory="8kB")
+    assert walks == ["forms_and_row_sums"]
+    stored = permutation_test("rbf", "u-stat", X, Y, n_permutations=50, rng=1)
+    assert forced.pvalue == stored.pvalue and forced.statistic == pytest.approx(stored.statistic, rel=1e-10)

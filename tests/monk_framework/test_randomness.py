@@ -86,3 +86,15 @@ def test_a_grid_point_statistic_does_not_depend_on_the_rest_of_the_grid():
     # the randomised estimator does draw: another seed moves the statistic
     other = split_test(kernel, est, X, Y, grid={"sigma": [2.0]}, n_permutations=19, rng=2)
     assert other.tuning[0]["statistic"] != small.tuning[0]["statistic"]
+
+
+def test_child_streams_with_a_leading_stream():
+    from monk_framework.randomness import ChildStreams
+
+    seq, lead = np.random.SeedSequence(3), np.random.SeedSequence(99)
+    both = ChildStreams(seq, 2, 5, first=lead)
+    plain = ChildStreams(seq, 2, 5)
+    assert len(both) == 4
+    assert both[0].random() == np.random.default_rng(lead).random()
+    assert [g.random() for g in both[1:]] == [g.random() for g in plain[:]]
+    assert both[-1].random() == plain[-1].random()

@@ -138,3 +138,15 @@ def test_monkfw_run_spreads_one_estimate_with_the_local_number():
     a, b = json.loads(local.stdout), json.loads(spread.stdout)
     assert b["diagnostics"]["tiled"] and not a["diagnostics"]["tiled"]
     assert b["mmd2"] == pytest.approx(a["mmd2"], rel=1e-10)
+
+
+@pytest.mark.parametrize("name, params", [("monk-bcd-fast", {"n_blocks": 7, "solver": "exact"}), ("monk-bcd-fast", {"n_blocks": 5}),
+                                          ("monk-bcd", {"n_blocks": 5, "n_iter": 15, "matrix_free": True})])
+def test_monk_estimates_spread_their_blocks_with_the_local_numbers(dask_backend, monkeypatch, rng, name, params):
+    _spread_tiles_small(monkeypatch)
+    reg = get_registry()
+    X, Y = rng.normal(size=(140, 2)), rng.normal(0.4, 1.0, size=(120, 2))
+    est, kernel = reg.get_estimator(name, **params), reg.get_kernel("rbf", sigma=1.0)
+    local = est.estimate(kernel, X, Y, rng=3)
+    spread = est.estimate(kernel, X, Y, rng=3, backend=dask_backend)
+    assert spread.mmd2 == pytest.approx(local.mmd2, rel=1e-10, abs=1e-14)
