@@ -428,8 +428,9 @@ def _centred_identity(X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndar
     centre = Y.mean(axis=0)
     Xc, Yc = X - centre, Y - centre
     nx, ny = np.einsum("ij,ij->i", Xc, Xc), np.einsum("ij,ij->i", Yc, Yc)
-    out = Xc @ Yc.T
-    out *= -2.0
+    # −2⟨x, y⟩ as (−2x)·y: scaling by a power of two is exact, so this is (x·y)·(−2) bit
+    # for bit, without a pass over the n × m result
+    out = (-2.0 * Xc) @ Yc.T
     out += nx[:, None]
     out += ny[None, :]
     np.maximum(out, 0.0, out=out)
@@ -470,29 +471,33 @@ def _times_square(out: np.ndarray, ratio: float, power: int) -> np.ndarray:
     return out
 
 
-def scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
-    """‖x_i − y_j‖²/σ² for all pairs, without overflow or underflow on the way.
+def scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float, factor: float = 1.0) -> np.ndarray:
+    """‖x_i − y_j‖²/σ² for all pairs (times ``factor``, a power of two such as −0.5, so
+    that the result is the same bit for bit as multiplying afterwards, without a pass),
+    without overflow or underflow on the way.
 
     With moderate data and σ it is ``squared_distances(X, Y) * (1/σ²)``. Otherwise the data
     are divided by a power of two s near their magnitude and the result multiplied by
     (s/σ)²: a ratio beyond float64 becomes inf (exp(−inf) = 0 is then the kernel's exact
     value in float64), equal points still give exactly 0.
     """
-    return _scaled(squared_distances, X, Y, sigma, 2)
+    return _scaled(squared_distances, X, Y, sigma, 2, factor)
 
 
-def _scaled(pairwise: Any, X: np.ndarray, Y: np.ndarray, sigma: float, power: int) -> np.ndarray:
+def _scaled(pairwise: Any, X: np.ndarray, Y: np.ndarray, sigma: float, power: int, factor: float = 1.0) -> np.ndarray:
     """pairwise(X, Y) / σ^power, which is homogeneous of degree ``power`` in the data:
     computed on data divided by an exact power of two when data or σ are extreme, and
     rescaled by (s/σ)^power without overflow (:func:`_times_square`)."""
     scale = magnitude(X, Y)
     if _moderate(scale) and _moderate(sigma):
         out = pairwise(X, Y)
-        out *= 1.0 / sigma**power
+        out *= factor * (1.0 / sigma**power)  # factor · (1/σ^p) is exact for a power of two
         return out
     s = power_of_two(scale)
-    out = pairwise(X / s, Y / s)
-    return _times_square(out, np.float64(s) / np.float64(sigma), power)
+    out = _times_square(pairwise(X / s, Y / s), np.float64(s) / np.float64(sigma), power)
+    if factor != 1.0:
+        out *= factor
+    return out
 
 
 def scaled_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:

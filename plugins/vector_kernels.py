@@ -285,8 +285,7 @@ class RBFKernel(_BandwidthCore, Kernel):
 
     def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         # ‖x − y‖²/σ² computed without overflow: 1e200-scale data with σ = 1e200 are fine
-        out = scaled_squared_distances(X, Y, self._sigma)
-        out *= -0.5
+        out = scaled_squared_distances(X, Y, self._sigma, factor=-0.5)
         np.exp(out, out=out)
         return out
 

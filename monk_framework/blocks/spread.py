@@ -28,7 +28,7 @@ import numpy as np
 from ..backends import Backend, LocalBackend
 from ..data import Sample
 from ..kernels import Kernel
-from .gram_sources import MatrixFreeGram, band_reduction, matrix_free_band
+from .gram_sources import MATRIX_FREE_BAND_ROWS, MatrixFreeGram, tiled_band_reduction
 
 __all__ = ["SPREAD_TILE_BYTES", "SpreadGram", "spread_over", "spreading", "spread_kernel_sums", "sum_tiles"]
 
@@ -58,16 +58,12 @@ def spread_over(backend: Backend | None) -> Iterator[Backend | None]:
         _SPREAD.reset(token)
 
 
-def _tile_rows(n_cols: int) -> int:
-    return max(16, SPREAD_TILE_BYTES // (8 * max(n_cols, 1)))
-
-
 class SpreadGram(MatrixFreeGram):
     """A matrix-free Gram source whose band reductions run as tasks on ``backend``."""
 
     def __init__(self, kernel: Kernel, Z: Sample, backend: Backend, *, diag: np.ndarray | None = None,
                  band_rows: int | None = None):
-        super().__init__(kernel, Z, diag=diag, band_rows=band_rows or _tile_rows(len(Z)))
+        super().__init__(kernel, Z, diag=diag, band_rows=band_rows or MATRIX_FREE_BAND_ROWS)
         self.backend = backend
         self._data = backend.share((kernel, Z, self.diag))
 
@@ -80,10 +76,10 @@ class SpreadGram(MatrixFreeGram):
 
 
 def _band_task(task: tuple[int, int, str], shared: tuple[Any, Any]) -> Any:
-    """On a worker: one band of K from the data, reduced at once (module level: pickled)."""
+    """On a worker: one band of K from the data, reduced tile by tile (module level: pickled)."""
     (kernel, Z, diag), W = shared
     start, stop, op = task
-    return band_reduction(op, matrix_free_band(kernel, Z, diag, start, stop), start, stop, W)
+    return tiled_band_reduction(op, kernel, Z, diag, start, stop, W)
 
 
 def sum_tiles(n: int, m: int, tile_bytes: int) -> list[tuple[str, int, int]]:

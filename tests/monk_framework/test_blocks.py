@@ -67,7 +67,10 @@ def test_n_blocks_bound_names_the_parameter():
 
 
 @pytest.mark.parametrize("source", ["stored", "matrix-free"])
-def test_block_reductions_equal_brute_force(registry, source):
+def test_block_reductions_equal_brute_force(registry, source, monkeypatch):
+    from monk_framework.blocks import gram_sources as gs
+
+    monkeypatch.setattr(gs, "TILE_BYTES", 8)  # matrix-free bands in tiles of 64 columns
     rng = np.random.default_rng(2)
     Z = rng.standard_normal((157, 3))
     kernel = registry.get_kernel("rbf", sigma=1.3)
@@ -120,6 +123,7 @@ def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, mo
     from monk_framework.blocks import gram_sources as gs
 
     monkeypatch.setattr(gs, "HALVING_LEAF", 5)  # several levels of halving on small n
+    monkeypatch.setattr(gs, "TILE_BYTES", 8)  # matrix-free bands in tiles of 64 columns
     Z = rng.normal(size=(n, 3))
     kernel = registry.get_kernel("laplace", sigma=1.5)
     K = kernel.gram(Z)

@@ -109,13 +109,13 @@ def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_row
     from monk_framework.two_sample import permutation_test
 
     walks = []
-    original = gram_sources.GramSource.band_results
+    original = gram_sources.MatrixFreeGram.band_results
 
     def counted(self, op, W):
         walks.append(op)
         return original(self, op, W)
 
-    monkeypatch.setattr(gram_sources.GramSource, "band_results", counted)
+    monkeypatch.setattr(gram_sources.MatrixFreeGram, "band_results", counted)
     X, Y = rng.normal(size=(30, 2)), rng.normal(size=(25, 2))
     forced = permutation_test("rbf", "u-stat", X, Y, n_permutations=50, rng=1, max_memory="8kB")
     assert walks == ["forms_and_row_sums"]

@@ -86,9 +86,11 @@ def test_local_backend_and_errors():
 
 def _spread_tiles_small(monkeypatch):
     # many small tiles and bands, so that a small job is several tasks per worker
-    from monk_framework.blocks import spread
+    from monk_framework.blocks import gram_sources, spread
 
     monkeypatch.setattr(spread, "SPREAD_TILE_BYTES", 8 * 300 * 7)
+    monkeypatch.setattr(spread, "MATRIX_FREE_BAND_ROWS", 37)
+    monkeypatch.setattr(gram_sources, "TILE_BYTES", 8)  # tiles of 64 columns
 
 
 @pytest.mark.parametrize("estimator", ["u-stat", "v-stat"])
