@@ -44,12 +44,12 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = No
     sums up to the order of the additions (relative round-off about 1e-15). Each
     diagonal block is checked against the kernel contract, as in ``gram(X)``.
     """
+    from ..backends import LocalBackend
     from ..memory import memory_budget
+    from .spread import spread_kernel_sums, spreading
 
     start = time.perf_counter()
     n, m = len(X), len(Y)
-    from .spread import spreading
-
     budget = memory_budget() if budget is None else budget
     # spread over workers (which never receive a Gram matrix), or stored when it fits
     if spreading() is None and (budget is None or 8.0 * (n * n + m * m + n * m) <= budget):
@@ -60,19 +60,10 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = No
             trace_y=float(np.trace(Kyy)), max_diag=float(max(dx.max(), dy.max())), tiled=False,
             seconds=time.perf_counter() - start,
         )
-    from ..backends import LocalBackend
-    from .spread import SPREAD_TILE_BYTES, spread_kernel_sums
-
-    remote = spreading()
-    if remote is not None:
-        # workers evaluate the tiles: bigger ones, so that scheduling stays negligible
-        tile_bytes = max(8 * max(n, m), SPREAD_TILE_BYTES if budget is None else min(SPREAD_TILE_BYTES, budget // 4))
-    else:
-        assert budget is not None  # else the stored branch above was taken
-        # a tile holds at most a quarter of the budget (and CHUNK_BYTES): room for temporaries
-        tile_bytes = max(8 * max(n, m), min(CHUNK_BYTES, budget // 4))
+    # bands of rows, each reduced in column tiles that stay in cache (and well within the
+    # budget); on workers inside spread_over, else here
     dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
-    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, remote or LocalBackend(), tile_bytes)
+    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, spreading() or LocalBackend())
     return KernelSums(
         xx=xx, yy=yy, xy=xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
         max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=True,

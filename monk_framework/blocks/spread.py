@@ -28,13 +28,9 @@ import numpy as np
 from ..backends import Backend, LocalBackend
 from ..data import Sample
 from ..kernels import Kernel
-from .gram_sources import MATRIX_FREE_BAND_ROWS, MatrixFreeGram, tiled_band_reduction
+from .gram_sources import MATRIX_FREE_BAND_ROWS, TILE_BYTES, MatrixFreeGram, tiled_band_reduction
 
-__all__ = ["SPREAD_TILE_BYTES", "SpreadGram", "spread_over", "spreading", "spread_kernel_sums", "sum_tiles"]
-
-#: bytes of one task's tile of K: large enough that a task's work dwarfs its scheduling
-#: (about a millisecond on Dask), small enough for several per worker in memory
-SPREAD_TILE_BYTES = 128 * 1024 * 1024
+__all__ = ["SpreadGram", "spread_over", "spreading", "spread_kernel_sums", "sum_tiles"]
 
 _SPREAD: ContextVar[Backend | None] = ContextVar("spread_backend", default=None)
 
@@ -82,40 +78,42 @@ def _band_task(task: tuple[int, int, str], shared: tuple[Any, Any]) -> Any:
     return tiled_band_reduction(op, kernel, Z, diag, start, stop, W)
 
 
-def sum_tiles(n: int, m: int, tile_bytes: int) -> list[tuple[str, int, int]]:
-    """The tiles of the kernel sums of n and m points: row bands of the upper half of
-    k(X, X) ("x") and of k(Y, Y) ("y"), and row tiles of k(X, Y) ("xy")."""
-    tasks = []
-    for kind, rows, cols in (("x", n, n), ("y", m, m), ("xy", n, m)):
-        step = max(1, tile_bytes // (8 * max(cols, 1)))
-        tasks += [(kind, a, min(a + step, rows)) for a in range(0, rows, step)]
-    return tasks
+def sum_tiles(n: int, m: int, rows: int) -> list[tuple[str, int, int]]:
+    """The tasks of the kernel sums of n and m points: bands of ``rows`` rows of the upper
+    half of k(X, X) ("x") and of k(Y, Y) ("y"), and of k(X, Y) ("xy")."""
+    return [(kind, a, min(a + rows, size)) for kind, size in (("x", n), ("y", m), ("xy", n)) for a in range(0, size, rows)]
 
 
 def tile_sum(task: tuple[str, int, int], data: tuple[Any, ...]) -> float:
-    """One tile's share of a kernel sum (module level: it runs on workers).
+    """One band's share of a kernel sum, in column tiles of ``TILE_BYTES`` (module level:
+    it runs on workers).
 
     A band a:b of a symmetric Gram matrix gives its diagonal block once, with the
     diagonal from ``diag_tile`` as in ``gram(X)`` (and checked against the kernel
     contract), and the part right of it twice."""
     kernel, X, Y, diag_x, diag_y = data
     kind, a, b = task
-    if kind == "xy":
-        return float(kernel.gram_tile(X[a:b], Y).sum())
     Z, diag = (X, diag_x) if kind == "x" else (Y, diag_y)
-    band = kernel.gram_tile(Z[a:b], Z[a:])
-    block = band[:, : b - a]
+    cols = max(64, TILE_BYTES // (8 * (b - a)))
+    if kind == "xy":
+        return sum((float(kernel.gram_tile(X[a:b], Y[c : c + cols]).sum()) for c in range(0, len(Y), cols)), 0.0)
+    block = kernel.gram_tile(Z[a:b], Z[a:b])
     kernel.check_diagonal_block(block, diag[a:b], a)
-    return float(block.sum() - np.trace(block) + diag[a:b].sum()) + 2.0 * float(band[:, b - a :].sum())
+    total = float(block.sum() - np.trace(block) + diag[a:b].sum())
+    for c in range(b, len(Z), cols):
+        total += 2.0 * float(kernel.gram_tile(Z[a:b], Z[c : c + cols]).sum())
+    return total
 
 
 def spread_kernel_sums(
-    kernel: Kernel, X: Sample, Y: Sample, diag_x: np.ndarray, diag_y: np.ndarray, backend: Backend, tile_bytes: int
+    kernel: Kernel, X: Sample, Y: Sample, diag_x: np.ndarray, diag_y: np.ndarray, backend: Backend,
+    rows: int | None = None,
 ) -> tuple[float, float, float]:
     """Σ k(x_i, x_j), Σ k(y_i, y_j) and Σ k(x_i, y_j) from tiles run on ``backend``
-    (any backend: the local one gives the tiled path), each sum in tile order; ``diag_x``
+    (any backend: the local one gives the tiled path), bands of ``rows`` rows, each sum in
+    band order; ``diag_x``
     and ``diag_y`` are the kernel's ``diag_tile`` of X and Y."""
-    tasks = sum_tiles(len(X), len(Y), tile_bytes)
+    tasks = sum_tiles(len(X), len(Y), rows or MATRIX_FREE_BAND_ROWS)
     shares = backend.map(tile_sum, tasks, backend.share((kernel, X, Y, diag_x, diag_y)))
     totals = {"x": 0.0, "y": 0.0, "xy": 0.0}
     for (kind, _, _), share in zip(tasks, shares):

@@ -88,7 +88,6 @@ def _spread_tiles_small(monkeypatch):
     # many small tiles and bands, so that a small job is several tasks per worker
     from monk_framework.blocks import gram_sources, spread
 
-    monkeypatch.setattr(spread, "SPREAD_TILE_BYTES", 8 * 300 * 7)
     monkeypatch.setattr(spread, "MATRIX_FREE_BAND_ROWS", 37)
     monkeypatch.setattr(gram_sources, "TILE_BYTES", 8)  # tiles of 64 columns
 
@@ -107,8 +106,7 @@ def test_one_estimate_spread_over_workers_equals_the_local_tiled_and_stored_path
     from monk_framework.blocks.spread import spread_kernel_sums
 
     dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
-    tile = 8 * 300 * 7
-    assert spread_kernel_sums(kernel, X, Y, dx, dy, dask_backend, tile) == spread_kernel_sums(kernel, X, Y, dx, dy, LocalBackend(), tile)
+    assert spread_kernel_sums(kernel, X, Y, dx, dy, dask_backend, 37) == spread_kernel_sums(kernel, X, Y, dx, dy, LocalBackend(), 37)
 
 
 def test_one_test_spreads_its_gram_tiles_and_equals_the_stored_test(dask_backend, monkeypatch, rng):
