@@ -18,12 +18,16 @@ this against a real LocalCluster).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .errors import MonkError, ParameterError, optional_import
 
-__all__ = ["Backend", "LocalBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend"]
+__all__ = [
+    "Backend", "LocalBackend", "ThreadBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend",
+    "in_order", "in_this_process",
+]
 
 #: fn(task, shared) -> result; must be a module-level function for the Dask backend.
 TaskFn = Callable[[Any, Any], Any]
@@ -77,6 +81,83 @@ class LocalBackend(Backend):
 
     def __repr__(self) -> str:
         return "LocalBackend()"
+
+
+class ThreadBackend(Backend):
+    """In this process, on a pool of ``n_threads`` threads (default: one per core), each
+    task with one BLAS thread: for numpy work that releases the GIL, such as the tiles of
+    a Gram matrix and their products, which then use every core. Results are the same
+    bits as :class:`LocalBackend` run with one BLAS thread."""
+
+    name = "threads"
+
+    def __init__(self, n_threads: int | None = None):
+        self.n_threads = n_threads or os.cpu_count() or 1
+
+    @property
+    def workers(self) -> int:
+        return self.n_threads
+
+    def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(self.n_threads) as pool:
+            futures = {pool.submit(_on_thread, fn, task, shared): i for i, task in enumerate(tasks)}
+            try:
+                for future in as_completed(futures):
+                    yield futures[future], future.result()
+            finally:
+                for future in futures:
+                    future.cancel()
+
+    def __repr__(self) -> str:
+        return f"ThreadBackend({self.n_threads})"
+
+
+_THREAD = threading.local()
+
+
+def _on_thread(fn: TaskFn, task: Any, shared: Any) -> Any:
+    """fn(task, shared) on a pool thread, marked so that work inside it stays on it."""
+    _THREAD.busy = True
+    try:
+        return fn(task, shared)
+    finally:
+        _THREAD.busy = False
+
+
+def in_this_process() -> Backend:
+    """The backend for the tasks of one computation here: threads over the cores, or
+    one after another inside a Dask worker (whose one thread is its share of a machine)
+    or inside a task already on a pool thread (no pools within pools)."""
+    import sys
+
+    if getattr(_THREAD, "busy", False):
+        return LocalBackend()
+
+    distributed = sys.modules.get("distributed")
+    if distributed is not None:
+        try:
+            distributed.get_worker()
+            return LocalBackend()
+        except ValueError:
+            pass
+    cores = os.cpu_count() or 1
+    return ThreadBackend(cores) if cores > 1 else LocalBackend()
+
+
+def in_order(results: Iterator[tuple[int, Any]]) -> Iterator[Any]:
+    """The results of ``as_completed`` in task order, each as soon as the ones before it are
+    in (so that sums over tasks add in one order wherever and however they ran)."""
+    waiting: dict[int, Any] = {}
+    nxt = 0
+    for i, result in results:
+        waiting[i] = result
+        while nxt in waiting:
+            yield waiting.pop(nxt)
+            nxt += 1
 
 
 def _import_distributed() -> Any:

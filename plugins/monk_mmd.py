@@ -42,7 +42,7 @@ import attrs
 import numpy as np
 
 from monk_framework import Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
-from monk_framework.backends import LocalBackend
+from monk_framework.backends import in_order, in_this_process
 from monk_framework.blocks import (
     MatrixFreeGram,
     Partition,
@@ -632,14 +632,14 @@ def _block_sums(ctx: _Context, part: Any) -> tuple[np.ndarray, np.ndarray, np.nd
     blocks run on the workers, which receive the samples once per estimate.
     """
     remote = spreading()
-    backend = remote or LocalBackend()
+    backend = remote or in_this_process()
     data = (ctx.kernel, ctx.X, ctx.Y, ctx.diag[: ctx.n], ctx.diag[ctx.n :])
     if remote is not None:
         if "spread_data" not in ctx.cache:
             ctx.cache["spread_data"] = remote.share(data)
         data = ctx.cache["spread_data"]
     tasks = list(zip(_members(part.x_labels, part.n_blocks), _members(part.y_labels, part.n_blocks)))
-    sums = np.array(backend.map(_one_block_sums, tasks, data))
+    sums = np.array(list(in_order(backend.as_completed(_one_block_sums, tasks, data))))
     return sums[:, 0].copy(), sums[:, 1].copy(), sums[:, 2].copy()
 
 

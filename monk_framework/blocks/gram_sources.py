@@ -190,12 +190,18 @@ class MatrixFreeGram(GramSource):
         return self.band_rows or MATRIX_FREE_BAND_ROWS
 
     def band_results(self, op: str, W: Any) -> Iterator[tuple[int, int, Any]]:
-        # the bands are reduced tile by tile: a band of a large sample is never held whole
-        for start, stop in self.band_bounds():
-            tick = time.perf_counter()
-            share = tiled_band_reduction(op, self.kernel, self.Z, self.diag, start, stop, W)
-            self.kernel_s += time.perf_counter() - tick  # kernel and reduction: inseparable here
-            yield start, stop, share
+        # the bands are reduced tile by tile (a band of a large sample is never held whole),
+        # on every core when there are enough of them, and added in band order
+        from ..backends import LocalBackend, in_order, in_this_process
+
+        bounds = self.band_bounds()
+        backend = in_this_process() if len(bounds) >= PARALLEL_MIN_BANDS else LocalBackend()
+        tasks = [(a, b, op) for a, b in bounds]
+        tick = time.perf_counter()
+        shares = in_order(backend.as_completed(reduce_band, tasks, ((self.kernel, self.Z, self.diag), W)))
+        for (a, b), share in zip(bounds, shares):
+            yield a, b, share
+        self.kernel_s += time.perf_counter() - tick  # kernel and reduction: inseparable here
 
     def _eval(self, A: Any, B: Any) -> np.ndarray:
         start = time.perf_counter()
@@ -230,6 +236,18 @@ MATRIX_FREE_BAND_ROWS = 256
 #: exp, the products) to run in cache; measured at n = 200 000, d = 10, 101 columns:
 #: about 6 ns per kernel entry with 2-8 MB tiles, 17 ns with whole 256-row bands (400 MB)
 TILE_BYTES = 4 * 1024 * 1024
+
+
+#: from this many bands on, a matrix-free reduction runs its bands on every core
+PARALLEL_MIN_BANDS = 4
+
+
+def reduce_band(task: tuple[int, int, str], shared: tuple[Any, Any]) -> Any:
+    """One task of a matrix-free reduction (here, on a thread or on a Dask worker): the
+    band start:stop of K evaluated from the data and reduced tile by tile."""
+    (kernel, Z, diag), W = shared
+    start, stop, op = task
+    return tiled_band_reduction(op, kernel, Z, diag, start, stop, W)
 
 
 def tiled_band_reduction(

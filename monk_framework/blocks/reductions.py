@@ -44,7 +44,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = No
     sums up to the order of the additions (relative round-off about 1e-15). Each
     diagonal block is checked against the kernel contract, as in ``gram(X)``.
     """
-    from ..backends import LocalBackend
+    from ..backends import in_this_process
     from ..memory import memory_budget
     from .spread import spread_kernel_sums, spreading
 
@@ -63,7 +63,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = No
     # bands of rows, each reduced in column tiles that stay in cache (and well within the
     # budget); on workers inside spread_over, else here
     dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
-    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, spreading() or LocalBackend())
+    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, spreading() or in_this_process())
     return KernelSums(
         xx=xx, yy=yy, xy=xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
         max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=True,

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import Backend, LocalBackend
+from ..backends import Backend, LocalBackend, in_order
 from ..data import Sample
 from ..kernels import Kernel
-from .gram_sources import MATRIX_FREE_BAND_ROWS, TILE_BYTES, MatrixFreeGram, tiled_band_reduction
+from .gram_sources import MATRIX_FREE_BAND_ROWS, TILE_BYTES, MatrixFreeGram, reduce_band
 
 __all__ = ["SpreadGram", "spread_over", "spreading", "spread_kernel_sums", "sum_tiles"]
 
@@ -66,16 +66,9 @@ class SpreadGram(MatrixFreeGram):
     def band_results(self, op: str, W: Any) -> Iterator[tuple[int, int, Any]]:
         bounds = self.band_bounds()
         tasks = [(a, b, op) for a, b in bounds]
-        shares = self.backend.map(_band_task, tasks, (self._data, self.backend.share(W)))
+        shares = in_order(self.backend.as_completed(reduce_band, tasks, (self._data, self.backend.share(W))))
         for (a, b), share in zip(bounds, shares):
             yield a, b, share
-
-
-def _band_task(task: tuple[int, int, str], shared: tuple[Any, Any]) -> Any:
-    """On a worker: one band of K from the data, reduced tile by tile (module level: pickled)."""
-    (kernel, Z, diag), W = shared
-    start, stop, op = task
-    return tiled_band_reduction(op, kernel, Z, diag, start, stop, W)
 
 
 def sum_tiles(n: int, m: int, rows: int) -> list[tuple[str, int, int]]:
@@ -114,7 +107,7 @@ def spread_kernel_sums(
     band order; ``diag_x``
     and ``diag_y`` are the kernel's ``diag_tile`` of X and Y."""
     tasks = sum_tiles(len(X), len(Y), rows or MATRIX_FREE_BAND_ROWS)
-    shares = backend.map(tile_sum, tasks, backend.share((kernel, X, Y, diag_x, diag_y)))
+    shares = in_order(backend.as_completed(tile_sum, tasks, backend.share((kernel, X, Y, diag_x, diag_y))))
     totals = {"x": 0.0, "y": 0.0, "xy": 0.0}
     for (kind, _, _), share in zip(tasks, shares):
         totals[kind] += share
