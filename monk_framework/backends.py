@@ -186,12 +186,22 @@ class DaskBackend(Backend):
 
                 if quiet:
                     logging.getLogger("distributed").setLevel(logging.ERROR)
-                self._cluster = distributed.LocalCluster(
-                    n_workers=n_workers or os.cpu_count() or 1,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=":0",  # any free port: never clash with another cluster
-                )
+                import dask
+
+                # dask's default MALLOC_TRIM_THRESHOLD_ also fixes glibc's mmap threshold at
+                # 128 kB, so every tile a task allocates (MBs) is mapped and page-faulted
+                # anew: measured 27 % slower on one large test. Heap allocations up to
+                # 128 MB, and trimming above 1 GB, keep them in the worker's heap.
+                with dask.config.set({
+                    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 1 << 30,
+                    "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": 1 << 27,
+                }):
+                    self._cluster = distributed.LocalCluster(
+                        n_workers=n_workers or os.cpu_count() or 1,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=":0",  # any free port: never clash with another cluster
+                    )
                 self.client = distributed.Client(self._cluster)
             else:
                 self.client = distributed.Client(scheduler, timeout="10s")

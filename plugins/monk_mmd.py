@@ -77,8 +77,10 @@ AUTHORS_EXTRA_PARTITIONS = 4
 PAPER_RESHUFFLE_EVERY = 10
 #: the trace is kept by default up to this many iterations.
 AUTO_TRACE_MAX_ITER = 1000
-#: rows per band of a within-block Gram matrix in BCD-Fast (measured at 364 points, d = 10:
-#: one square 0.85 ms, bands of 182 rows 0.58 ms, 121 rows 0.38 ms, 91 rows 0.40 ms)
+#: rows per band of a within-block Gram matrix in BCD-Fast, at least (measured at 364
+#: points, d = 10: one square 0.85 ms, bands of 182 rows 0.58 ms, 121 rows 0.38 ms, 91
+#: rows 0.40 ms); a quarter of a larger block (at 10^6 + 10^6 points, Q = 1001, blocks of
+#: 2000: 128 rows 6.9 s, 512 rows 5.5 s, 2048 rows 8.0 s)
 WITHIN_BLOCK_BAND_ROWS = 128
 #: bytes of the indicator matrix W and of K W when a shared pooled Gram gives BCD-Fast's sums
 SHARED_SUMS_BYTES = 64 * 1024 * 1024
@@ -659,7 +661,8 @@ def _one_block_sums(task: tuple[np.ndarray, np.ndarray], data: tuple[Any, ...]) 
     E[:n, 0] = 1.0
     E[n:, 1] = 1.0
     source = MatrixFreeGram(
-        kernel, pooled(take(X, ix), take(Y, iy)), diag=np.concatenate([dx[ix], dy[iy]]), band_rows=WITHIN_BLOCK_BAND_ROWS,
+        kernel, pooled(take(X, ix), take(Y, iy)), diag=np.concatenate([dx[ix], dy[iy]]),
+        band_rows=max(WITHIN_BLOCK_BAND_ROWS, (n + len(iy)) // 4),
     )
     S = source.block_gram(E)
     return float(S[0, 0]), float(S[1, 1]), float(S[0, 1])

@@ -216,18 +216,31 @@ class MatrixFreeGram(GramSource):
         return band
 
     def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
-        cols = take(self.Z, idx)
-        out = np.empty(self.n)
+        from ..backends import LocalBackend, in_this_process
+
         step = max(64, CHUNK_BYTES // (8 * max(len(idx), 1)))
-        for start in range(0, self.n, step):
-            stop = min(start + step, self.n)
-            chunk = self._eval(self.Z[start:stop], cols)
-            # the entries K[i, i] (i in idx) as a stored Gram matrix has them
-            # (kernel.diag), not as the generic formula gives them (round-off apart)
-            inside = np.flatnonzero((idx >= start) & (idx < stop))
-            chunk[idx[inside] - start, inside] = self.diag[idx[inside]]
-            out[start:stop] = chunk @ coef
+        tasks = [(a, min(a + step, self.n)) for a in range(0, self.n, step)]
+        # chunks of rows are independent: on every core when there are enough of them
+        backend = in_this_process() if len(tasks) >= PARALLEL_MIN_BANDS else LocalBackend()
+        shared = (self.kernel, self.Z, self.diag, idx, take(self.Z, idx), coef)
+        out = np.empty(self.n)
+        tick = time.perf_counter()
+        for i, values in backend.as_completed(_combination_rows, tasks, shared):
+            out[tasks[i][0] : tasks[i][1]] = values
+        self.kernel_s += time.perf_counter() - tick
         return out
+
+
+def _combination_rows(task: tuple[int, int], shared: tuple[Any, ...]) -> np.ndarray:
+    """Rows start:stop of K[:, idx] @ coef, evaluated from the data."""
+    kernel, Z, diag, idx, cols, coef = shared
+    start, stop = task
+    chunk = kernel.gram_tile(Z[start:stop], cols)
+    # the entries K[i, i] (i in idx) as a stored Gram matrix has them (kernel.diag), not
+    # as the generic formula gives them (round-off apart)
+    inside = np.flatnonzero((idx >= start) & (idx < stop))
+    chunk[idx[inside] - start, inside] = diag[idx[inside]]
+    return chunk @ coef
 
 
 #: rows of a matrix-free band (its tiles are bounded by TILE_BYTES whatever the sample size)
