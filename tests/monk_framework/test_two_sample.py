@@ -381,7 +381,7 @@ def test_monk_estimators_relabel_within_blocks_by_default(registry, rng):
 
 @pytest.mark.parametrize(
     "name, params",
-    [("monk-bcd-fast", {"n_blocks": 5, "solver": "exact"}), ("monk-bcd", {"n_blocks": 5, "n_iter": 15})],
+    [("monk-bcd-fast", {"n_blocks": 5, "solver": "exact"}), ("monk-bcd", {"n_blocks": 5, "n_iter": 15, "test_form": "signed"})],
 )
 def test_within_block_null_is_the_estimator_on_relabelled_samples_with_the_fixed_partition(
     registry, rng, monkeypatch, name, params

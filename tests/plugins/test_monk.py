@@ -8,6 +8,7 @@ import pytest
 
 from monk_framework.blocks import median_value, pair_partition
 from monk_framework.errors import DataError, ParameterError, UnknownNameError
+from monk_framework.two_sample import permutation_test
 
 MONK_MMD = ["monk-bcd", "monk-bcd-fast", "monk-embedding-mmd"]
 
@@ -312,14 +313,17 @@ def test_cli_prints_a_robust_estimate_and_the_ruined_one():
 
 # -- test-time forms on one fixed partition (within-block relabelling) ------------------
 
+# BCD's signed form is the estimator on the test's partition; its default, symmetric
+# form is checked against a transcription below
 FIXED_FORMS = [
-    ("monk-bcd", {"n_blocks": 5, "n_iter": 20}),
-    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "variant": "paper"}),
-    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "report": "final"}),
-    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "variant": "paper", "report": "before-update"}),
-    ("monk-bcd", {"n_blocks": 4, "n_iter": 10, "solver": "exact"}),
-    ("monk-bcd", {"n_blocks": 17, "n_iter": 10, "solver": "exact"}),  # local search beyond 15 blocks
-    ("monk-bcd", {"n_blocks": 17, "n_iter": 10, "solver": "exact", "report": "final"}),
+    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "test_form": "signed"}),
+    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "variant": "paper", "test_form": "signed"}),
+    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "report": "final", "test_form": "signed"}),
+    ("monk-bcd", {"n_blocks": 5, "n_iter": 20, "variant": "paper", "report": "before-update", "test_form": "signed"}),
+    ("monk-bcd", {"n_blocks": 4, "n_iter": 10, "solver": "exact", "test_form": "signed"}),
+    # local search beyond 15 blocks
+    ("monk-bcd", {"n_blocks": 17, "n_iter": 10, "solver": "exact", "test_form": "signed"}),
+    ("monk-bcd", {"n_blocks": 17, "n_iter": 10, "solver": "exact", "report": "final", "test_form": "signed"}),
     ("monk-bcd-fast", {"n_blocks": 5, "n_iter": 30, "reshuffle_every": 0, "variant": "paper", "start": "indicator"}),
     ("monk-bcd-fast", {"n_blocks": 6, "solver": "exact"}),
 ]
@@ -346,6 +350,128 @@ def test_partition_statistics_equal_the_estimator_with_every_draw_on_that_partit
         monkeypatch.setattr(monk_mmd, "pair_partition", lambda *args, fixed=fixed: fixed)
         want = est.estimate(kernel, *pool.relabelled(perm), rng=0).mmd2
         assert got[b] == pytest.approx(want, rel=1e-10)
+
+
+def _symmetric_bcd_transcription(kernel, X, Y, part, n_iter, eta, ridge, final):
+    """sup_f med_q |<f, d_q>| by BCD on one partition, written with the coefficients c of f
+    on the pooled points and Gram matrices evaluated from scratch (no block reductions)."""
+    Z = np.vstack([X, Y])
+    K = kernel.gram(Z) + ridge * np.eye(len(Z))
+    n, Q = len(X), part.n_blocks
+    W = np.zeros((len(Z), Q))  # column q: the coefficients of d_q
+    for q in range(Q):
+        ix, iy = np.flatnonzero(part.x_labels == q), n + np.flatnonzero(part.y_labels == q)
+        W[ix, q], W[iy, q] = 1.0 / len(ix), -1.0 / len(iy)
+    c = np.ones(len(Z)) / np.sqrt(K.sum())
+    seen = None
+    for t in range(n_iter):
+        v = W.T @ K @ c
+        seen = np.sort(np.abs(v))[(Q - 1) // 2]
+        q = int(np.argsort(np.abs(v), kind="stable")[(Q - 1) // 2])
+        target = np.sign(v[q] or 1.0) * W[:, q] / np.sqrt(W[:, q] @ K @ W[:, q])
+        c = c + eta(t) * (target - c)
+    return (np.sort(np.abs(W.T @ K @ c))[(Q - 1) // 2] if final else seen) ** 2
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"variant": "paper"}, {"report": "final"}, {"variant": "paper", "report": "before-update"}]
+)
+def test_bcd_symmetric_test_form_equals_a_transcription_on_each_relabelling(registry, rng, params):
+    from monk_framework.pooled import PooledSample
+    from monk_framework.within_blocks import draw_within_block, relabelled_partition
+
+    n, m = 36, 35
+    X, Y = rng.normal(size=(n, 2)), rng.normal(0.5, 1.0, size=(m, 2))
+    X[:2] = 40.0  # two outliers: their blocks' values dominate, with either sign
+    kernel = registry.get_kernel("quadratic")
+    est = registry.get_estimator("monk-bcd", n_blocks=5, n_iter=20, **params)
+    assert est.test_form == "symmetric"
+    pool = PooledSample(kernel, X, Y)
+    part = est.fixed_partition(n, m, np.random.default_rng(0))
+    perms = np.vstack([np.arange(n + m), draw_within_block(part, n, 4, rng)])
+    got = est.partition_statistics(pool, part, perms, [None] * len(perms))
+    for b, perm in enumerate(perms):
+        Xr, Yr = pool.relabelled(perm)
+        want = _symmetric_bcd_transcription(
+            kernel, Xr, Yr, relabelled_partition(part, perm, n), est.n_iter, est.step_size, est.resolved_ridge,
+            est.resolved_report == "final",
+        )
+        assert got[b] == pytest.approx(want, rel=1e-10)
+
+
+@pytest.mark.parametrize("solver", ["bcd", "exact"])
+def test_bcd_symmetric_statistic_does_not_change_when_the_samples_swap(registry, rng, solver):
+    # d_q -> -d_q for every block: |<f, d_q>| and the iterations' path are unchanged (the
+    # all-ones start is the same); the signed iterations are not symmetric in this way
+    from monk_framework.blocks import Partition
+    from monk_framework.pooled import PooledSample
+
+    n = 40
+    X, Y = rng.normal(size=(n, 1)), rng.normal(0.3, 1.0, size=(n, 1))
+    X[:3] = 50.0
+    kernel = registry.get_kernel("quadratic")
+    est = registry.get_estimator("monk-bcd", n_blocks=7, n_iter=30, solver=solver)
+    part = est.fixed_partition(n, n, np.random.default_rng(4))
+    swapped = Partition(7, part.y_labels, part.x_labels)
+    identity = np.arange(2 * n)[None]
+    a = est.partition_statistics(PooledSample(kernel, X, Y), part, identity, [None])[0]
+    b = est.partition_statistics(PooledSample(kernel, Y, X), swapped, identity, [None])[0]
+    assert a == pytest.approx(b, rel=1e-9) and a > 0
+
+
+def test_bcd_symmetric_exact_lies_between_the_iterations_and_the_sup_over_all_signs(registry, rng):
+    # the exact form solves sup_f med_q s_q <f, d_q> for the iterate's signs s: at least the
+    # iterations' value (their f is feasible), at most sup_f med_q |<f, d_q>|, which is the
+    # largest exact value over all 2^(Q-1) sign patterns (brute force)
+    import itertools
+
+    from monk_framework.pooled import PooledSample
+    from monk_framework.within_blocks import block_means_gram
+    from monk_plugins.monk_reduced import sup_median_exact
+
+    n, m, Q = 30, 28, 5
+    kernel = registry.get_kernel("quadratic")
+    for seed in range(4):
+        g = np.random.default_rng(seed)
+        X, Y = g.normal(size=(n, 2)), g.normal(0.2, 1.0, size=(m, 2))
+        X[0] = 30.0
+        pool = PooledSample(kernel, X, Y)
+        iters = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=25)
+        exact = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=25, solver="exact")
+        part = iters.fixed_partition(n, m, np.random.default_rng(seed))
+        identity = np.arange(n + m)[None]
+        low = iters.partition_statistics(pool, part, identity, [None])[0]
+        mid = exact.partition_statistics(pool, part, identity, [None])[0]
+        M = block_means_gram(pool, part, identity)[0]
+        G = M[:Q, :Q] - M[:Q, Q:] - M[Q:, :Q] + M[Q:, Q:] + iters.resolved_ridge * np.diag(
+            1 / part.x_sizes + 1 / part.y_sizes
+        )
+        top = max(
+            sup_median_exact(G * np.outer(s, s)).value
+            for s in (np.array((1.0, *rest)) for rest in itertools.product((1.0, -1.0), repeat=Q - 1))
+        )
+        assert low <= mid * (1 + 1e-12) and mid <= top**2 * (1 + 1e-10)
+
+
+def test_bcd_symmetric_test_keeps_its_level_where_the_signed_one_does_not(registry):
+    # five identical outliers in X, the quadratic kernel, the same law for the inliers: the
+    # signed form lets f put all five spoiled blocks at the top of the observed statistic,
+    # while relabellings put the outliers on both sides, so T beats its null far too often
+    # (0.36 over 300 runs at N = 200, Q = 11, docs/testing.md; here 0.32 against 0.05); the
+    # symmetric form ranks the spoiled blocks at the top of |<f, d_q>| in T and in every
+    # relabelling alike
+    kernel = registry.get_kernel("quadratic")
+    rates = {}
+    for form in ("signed", "symmetric"):
+        est = registry.get_estimator("monk-bcd", n_iter=30, test_form=form)
+        rejections = 0
+        for seed in range(60):
+            g = np.random.default_rng([seed, 15])
+            X, Y = g.normal(size=(100, 1)), g.normal(size=(100, 1))
+            X[:5] = 2000.0
+            rejections += permutation_test(kernel, est, X, Y, n_permutations=39, rng=seed).reject
+        rates[form] = rejections / 60
+    assert rates["signed"] >= 0.2 and rates["symmetric"] <= 0.10, rates
 
 
 def test_embedding_mmd_partition_statistics_equal_brute_force_block_means(registry, rng):
