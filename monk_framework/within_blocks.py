@@ -27,25 +27,33 @@ coordinates of a relabelling. Two reductions serve the estimators:
   ((N+M)²/Q kernel evaluations in all, never the pooled Gram matrix);
 * :func:`block_means_gram`: per relabelling, the 2Q × 2Q Gram matrix of the block-part
   means μ_{S_q}, μ_{T_q} (MONK BCD and the MONK embeddings need cross-block terms), from
-  products K E of the pooled Gram matrix with block-restricted indicators.
+  products K E of the pooled Gram matrix with block-restricted indicators;
+* :func:`pooled_block_means_gram` and :func:`kept_blocks_mmd2`: the Gram matrix of the
+  pooled block means p_q, which no within-block relabelling changes, and the MMD² over a
+  set of blocks chosen from it (the trimmed test-time form of the embedding MMD).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .blocks import Partition
+from .blocks import GramSource, Partition, StoredGram, gram_source, take
+from .kernels import check_squared_norm
 from .pooled import BATCH_BYTES, PooledSample, SampleSums
 
 __all__ = [
     "DRAW_CHUNK",
     "BlockGrams",
+    "KeptBlocks",
     "block_members",
     "block_means_gram",
     "draw_within_block",
+    "kept_blocks_mmd2",
+    "pooled_block_means_gram",
     "relabellings",
     "relabelled_partition",
     "within_block_sums",
+    "x_indicators",
 ]
 
 #: relabellings are drawn in chunks of this many, chunk c from the c-th child stream, so
@@ -115,8 +123,8 @@ def relabelled_partition(partition: Partition, perm: np.ndarray, n: int) -> Part
     return Partition(partition.n_blocks, labels[:n], labels[n:])
 
 
-def _x_indicators(perms: np.ndarray, n: int) -> np.ndarray:
-    """B × (N+M) booleans: True where a relabelling calls a pooled point X."""
+def x_indicators(perms: np.ndarray, n: int) -> np.ndarray:
+    """B × (N+M) booleans: True where relabelling b (a row of ``perms``) calls a pooled point X."""
     is_x = np.zeros(perms.shape, dtype=bool)
     np.put_along_axis(is_x, perms[:, :n], True, axis=1)
     return is_x
@@ -145,7 +153,7 @@ class BlockGrams:
     def sums(self, perms: np.ndarray) -> SampleSums:
         """Per-block kernel sums of every relabelling in ``perms``, arrays of shape B × Q."""
         perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
-        is_x = _x_indicators(perms, int(self.partition.x_sizes.sum()))
+        is_x = x_indicators(perms, int(self.partition.x_sizes.sum()))
         B, Q = len(perms), self.partition.n_blocks
         xx, yy, xy, tx, ty = (np.empty((B, Q)) for _ in range(5))
         for q, (idx, K, r, d) in enumerate(self.blocks):
@@ -195,7 +203,7 @@ def block_means_gram(pool: PooledSample, partition: Partition, perms: np.ndarray
     src = pool.source
     KL = src.matvec(L)
     LKL = L.T @ KL
-    is_x = _x_indicators(perms, pool.n)
+    is_x = x_indicators(perms, pool.n)
     nx = partition.x_sizes.astype(float)
     ny = partition.y_sizes.astype(float)
     out = np.empty((B, 2 * Q, 2 * Q))
@@ -219,3 +227,68 @@ def block_means_gram(pool: PooledSample, partition: Partition, perms: np.ndarray
             out[b, Q:, Q:] = FKF / np.outer(ny, ny)
     return out
 
+
+
+def pooled_block_means_gram(pool: PooledSample, partition: Partition) -> np.ndarray:
+    """The Q × Q Gram matrix of the pooled block means p_q = mean of φ(z) over block q's
+    |S_q| + |T_q| points, ⟨p_q, p_r⟩ = Σ_{i∈q, j∈r} K_ij / (n_q n_r).
+
+    A within-block relabelling moves points only inside their blocks, so p_q, and anything
+    chosen from these means, is the same for the observed labelling and for every
+    relabelling of the test: a choice of blocks made from them treats T and its null alike.
+    """
+    labels = partition.pooled_labels()
+    pooled_part = Partition(partition.n_blocks, labels)
+    return pool.source.block_gram(pooled_part.weight_matrix(pooled_part.mean_weights()))
+
+
+class KeptBlocks:
+    """The points of a fixed set K of blocks and their Gram source, for :func:`kept_blocks_mmd2`.
+
+    Computed once per test (:meth:`of`, cached on the pool): the submatrix of a stored
+    pooled Gram matrix, or a source of the kept points alone that follows the memory
+    budget (matrix-free over it).
+    """
+
+    def __init__(self, pool: PooledSample, partition: Partition, keep: np.ndarray):
+        self.partition = partition
+        self.keep = np.sort(np.asarray(keep, dtype=np.int64))
+        labels = partition.pooled_labels()
+        self.members = np.flatnonzero(np.isin(labels, self.keep))
+        self.labels = labels[self.members]
+        Zk = take(pool.Z, self.members)
+        self.source: GramSource
+        if pool.stored:
+            self.source = StoredGram(pool.kernel, Zk, K=pool.submatrix(self.members))
+        else:
+            self.source = gram_source(pool.kernel, Zk, matrix_free=pool.matrix_free)
+        self.dmax = float(pool.diag.max()) if pool.size else 0.0
+
+    @classmethod
+    def of(cls, pool: PooledSample, partition: Partition, keep: np.ndarray) -> KeptBlocks:
+        cached = pool.cache.get("kept-blocks")
+        if cached is None or cached.partition is not partition or not np.array_equal(cached.keep, np.sort(keep)):
+            cached = pool.cache["kept-blocks"] = cls(pool, partition, keep)
+        return cached
+
+
+def kept_blocks_mmd2(pool: PooledSample, partition: Partition, keep: np.ndarray, perms: np.ndarray) -> np.ndarray:
+    """‖(1/k) Σ_{q∈K} (μ_{S_q} − μ_{T_q})‖² for every relabelling in ``perms``, K = ``keep`` (k blocks).
+
+    The mean of the kept blocks' differences of X- and Y-part means, with the relabelled
+    parts S_q, T_q of each block: c_bᵀ K c_b with c_b = ±1/(k|S_q|) or ∓1/(k|T_q|) on the
+    kept points (a V-statistic with the cross-block pairs). All relabellings of a batch
+    come from one pass over the kept points' Gram matrix (:meth:`GramSource.quadratic_forms`).
+    With every block kept and one block it is the V-statistic MMD².
+    """
+    kept = KeptBlocks.of(pool, partition, keep)
+    perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+    is_x = x_indicators(perms, pool.n)[:, kept.members].T  # kept points × B
+    k = len(kept.keep)
+    nx = partition.x_sizes.astype(float)[kept.labels][:, None]
+    ny = partition.y_sizes.astype(float)[kept.labels][:, None]
+    C = np.where(is_x, 1.0 / (k * nx), -1.0 / (k * ny))
+    out = kept.source.quadratic_forms(C)
+    # Σ|c_i| = 2, so the terms are at most 4 max k(z, z)
+    check_squared_norm(pool.kernel, float(out.min()), 4.0 * kept.dmax, "the kept blocks' MMD^2")
+    return out
