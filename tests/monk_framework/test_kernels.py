@@ -263,3 +263,37 @@ def test_a_plugin_with_the_previous_releases_core_names_still_works_and_is_told_
 
     with pytest.raises(NotImplementedError, match="must implement compute_gram"):
         Nothing().gram(X, Y)
+
+
+@pytest.mark.parametrize("kind", ["normal", "ties", "sorted", "blocks of equal values", "reversed"])
+def test_order_statistics_equal_a_full_sort(kind):
+    # the bracketed selection behind the median heuristic against brute force, on arrays
+    # big enough for the bracket (and small ones, which select everything)
+    from monk_framework.kernels import order_statistics
+
+    g = np.random.default_rng(len(kind))
+    for size in (1, 2, 7, 1000, 70_000, 250_001):
+        values = {
+            "normal": g.normal(size=size),
+            "ties": g.integers(0, 4, size=size).astype(float),
+            "sorted": np.sort(g.normal(size=size)),
+            "blocks of equal values": np.repeat(g.normal(size=size // 50 + 1), 50)[:size],
+            "reversed": np.sort(g.exponential(size=size))[::-1].copy(),
+        }[kind]
+        reference = np.sort(values)
+        for first in {0, size // 3, (size - 1) // 2, size - 1}:
+            last = min(first + 1, size - 1)
+            kept = values.copy()
+            np.testing.assert_array_equal(order_statistics(values, first, last), reference[first : last + 1])
+            np.testing.assert_array_equal(values, kept)  # the input is left as it was
+
+
+def test_the_median_heuristic_is_the_median_of_the_pairwise_distances():
+    from scipy.spatial.distance import pdist
+
+    from monk_framework.kernels import median_distance
+
+    g = np.random.default_rng(5)
+    for n, d in ((600, 10), (602, 3), (2000, 10)):  # an even and an odd number of pairs; direct and BLAS distances
+        Z = g.normal(size=(n, d)) * g.exponential(size=(n, 1))
+        assert median_distance(Z) == pytest.approx(np.median(pdist(Z)), rel=1e-12)

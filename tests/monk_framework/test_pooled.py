@@ -121,3 +121,16 @@ def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_row
     assert walks == ["forms_and_row_sums"]
     stored = permutation_test("rbf", "u-stat", X, Y, n_permutations=50, rng=1)
     assert forced.pvalue == stored.pvalue and forced.statistic == pytest.approx(stored.statistic, rel=1e-10)
+
+
+def test_indicator_columns_mark_each_relabellings_x_points():
+    from monk_framework.pooled import indicator_columns
+
+    g = np.random.default_rng(3)
+    perms = np.array([g.permutation(9) for _ in range(5)])
+    E = indicator_columns(perms, 4, 9)
+    expected = np.zeros((9, 5))
+    for b, perm in enumerate(perms):
+        for i in perm[:4]:
+            expected[i, b] = 1.0
+    np.testing.assert_array_equal(E, expected)
