@@ -12,8 +12,10 @@ Rows, each timed as the median of ``--repeats`` runs after one warm-up, on the s
   test) and the median of block p-values with the quadratic kernel (Q blocks, one small
   product per block);
 * MONK tests relabelled within blocks and globally: BCD-Fast at Q = 21 and BCD at Q = 11
-  (the global BCD row runs ``--global-permutations`` relabellings and is scaled to B: its
-  cost per relabelling is constant).
+  (its default symmetric test-time form, and the signed one; the global BCD row runs
+  ``--global-permutations`` relabellings and is scaled to B: its cost per relabelling is
+  constant), and the embedding MMD at Q = 21 within blocks (its default trimmed form and
+  the separate embeddings).
 
 Ratios are to the U-statistic test with the same kernel.
 """
@@ -57,9 +59,10 @@ def main() -> None:
     floor = median_time(lambda: K @ E, args.repeats)
     print(f"GEMM floor, {size} x {size} x {B}: {floor * 1e3:.1f} ms ({2 * size * size * B / floor / 1e9:.0f} GFLOP/s)")
 
-    rows = []
+    rows, bases = [], {}
     for label, kernel in (("RBF", rbf), ("quadratic", quad)):
         base = median_time(lambda: permutation_test(kernel, u, X, Y, n_permutations=B, rng=1), args.repeats)
+        bases[label] = base
         rows.append((f"u-stat test, {label}", base, base, floor))
         method = "dc" if label == "RBF" else "mom"
         result = robust_test(kernel, X, Y, contamination=r, n_permutations=B, rng=1)
@@ -73,11 +76,21 @@ def main() -> None:
             ):
                 t = median_time(lambda: permutation_test(kernel, est, X, Y, n_permutations=B, rng=1), args.repeats)
                 rows.append((f"{spec}, within blocks", t, base, floor))
+                if spec == "BCD Q = 11":
+                    signed = reg.get_estimator("monk-bcd", test_form="signed")
+                    t = median_time(lambda: permutation_test(kernel, signed, X, Y, n_permutations=B, rng=1), args.repeats)
+                    rows.append((f"{spec}, within blocks, signed", t, base, floor))
                 Bg = args.global_permutations if "BCD Q" in spec else B
                 reps = 1 if "BCD Q" in spec else args.repeats
                 tg = median_time(lambda: permutation_test(kernel, est, X, Y, n_permutations=Bg, rng=1, relabel="global"), reps)
                 scaled = f" (scaled from {Bg})" if Bg != B else ""
                 rows.append((f"{spec}, global{scaled}", tg * B / Bg, base, floor))
+    for spec, est in (
+        ("embedding MMD Q = 21, trimmed", reg.get_estimator("monk-embedding-mmd", n_blocks=21)),
+        ("embedding MMD Q = 21, separate", reg.get_estimator("monk-embedding-mmd", n_blocks=21, test_form="separate")),
+    ):
+        t = median_time(lambda: permutation_test(quad, est, X, Y, n_permutations=B, rng=1), args.repeats)
+        rows.append((f"{spec}, quadratic, within blocks", t, bases["quadratic"], floor))
     print("\n| test | time | vs the u-stat test | vs the GEMM floor |\n|---|---|---|---|")
     for label, t, base, fl in rows:
         print(f"| {label} | {t * 1e3:.0f} ms | {t / base:.2f}x | {t / fl:.2f}x |")
