@@ -17,7 +17,8 @@ workers' for Dask) and reports its time over both floors. Cases:
 
 * ``everyday``: the u-stat test with the median heuristic at N = M = 1000, d = 10,
   B = 1000, against its one relabelling product, a 2000 × 2000 × 1000 GEMM, timed
-  alternately in this process (medians of 9);
+  alternately in this process (medians of 9), with glibc's allocator defaults and then
+  after ``reuse_freed_memory()`` (what ``monkfw`` does);
 * ``ustat-estimate``: the u-stat estimate at N = M = 10⁵, d = 10, ``max_memory="2GB"``;
 * ``ustat-test``: the u-stat test with B = 100 at N = M = 10⁵, d = 10, 2 GB, here and on
   Dask with 1 and 2 local workers (the same statistic and p-value are checked);
@@ -170,6 +171,7 @@ def _report(row: dict, R: float, e: float) -> str:
 
 def everyday() -> None:
     from monk_framework import get_registry
+    from monk_framework.memory import reuse_freed_memory
     from monk_framework.two_sample import permutation_test
 
     reg = get_registry()
@@ -178,16 +180,19 @@ def everyday() -> None:
     rng = np.random.default_rng(0)
     K, E = rng.normal(size=(2000, 2000)), rng.normal(size=(2000, 1000))
     test = lambda: permutation_test(kernel, est, X, Y, n_permutations=1000, rng=0)  # noqa: E731
-    test(), K @ E
-    t_test, t_gemm = [], []
-    for _ in range(9):  # alternately, so that both see the same machine
-        t_test.append(_clock(test))
-        t_gemm.append(_clock(lambda: K @ E))
-    a, g = statistics.median(t_test), statistics.median(t_gemm)
-    r = test()
-    print("| N = M | B | test | GEMM 2000 × 2000 × 1000 | test / GEMM | test / half GEMM (the FLOPs it does) | p-value |")
-    print("|---|---|---|---|---|---|---|")
-    print(f"| 1000 | 1000 | {a * 1e3:.1f} ms | {g * 1e3:.1f} ms | {a / g:.2f} | {2 * a / g:.2f} | {r.pvalue:.4g} |")
+    print("| N = M | B | allocator | test | GEMM 2000 × 2000 × 1000 | test / GEMM | test / half GEMM (the FLOPs it does) | p-value |")
+    print("|---|---|---|---|---|---|---|---|")
+    for allocator in ("glibc's defaults", "reuse_freed_memory()"):
+        if allocator != "glibc's defaults":
+            reuse_freed_memory()
+        test(), K @ E
+        t_test, t_gemm = [], []
+        for _ in range(9):  # alternately, so that both see the same machine
+            t_test.append(_clock(test))
+            t_gemm.append(_clock(lambda: K @ E))
+        a, g = statistics.median(t_test), statistics.median(t_gemm)
+        r = test()
+        print(f"| 1000 | 1000 | {allocator} | {a * 1e3:.1f} ms | {g * 1e3:.1f} ms | {a / g:.2f} | {2 * a / g:.2f} | {r.pvalue:.4g} |")
 
 
 # -- the cost model -------------------------------------------------------------------------

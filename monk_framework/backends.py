@@ -192,9 +192,11 @@ class DaskBackend(Backend):
                 # 128 kB, so every tile a task allocates (MBs) is mapped and page-faulted
                 # anew: measured 27 % slower on one large test. Heap allocations up to
                 # 128 MB, and trimming above 1 GB, keep them in the worker's heap.
+                from .memory import REUSE_MMAP_THRESHOLD, REUSE_TRIM_THRESHOLD
+
                 with dask.config.set({
-                    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 1 << 30,
-                    "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": 1 << 27,
+                    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": REUSE_TRIM_THRESHOLD,
+                    "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": REUSE_MMAP_THRESHOLD,
                 }):
                     self._cluster = distributed.LocalCluster(
                         n_workers=n_workers or os.cpu_count() or 1,

@@ -25,7 +25,7 @@ from .backends import check_backend_options
 from .datasets import DATASETS
 from .errors import MonkError, ParameterError, UnknownNameError
 from .files import check_writable, write_atomically
-from .memory import parse_memory
+from .memory import parse_memory, reuse_freed_memory
 from .params import Configurable
 from .registry import PluginEntry, get_registry
 from .results import dumps
@@ -132,6 +132,7 @@ def _root(
     """Outlier-robust kernel mean embeddings and MMD by median-of-means (MONK)."""
     STATE.debug = debug
     STATE.quiet = quiet
+    reuse_freed_memory()  # one command, large arrays of the same sizes again and again
 
 
 def _note(message: str) -> None:

@@ -18,8 +18,10 @@ and read where a path chooses between a stored and a tiled Gram matrix
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
@@ -27,7 +29,7 @@ from typing import Any, TypeVar, cast
 from .errors import ParameterError
 from .kernels import available_memory
 
-__all__ = ["DEFAULT_FRACTION", "parse_memory", "memory_budget", "max_memory", "budgeted"]
+__all__ = ["DEFAULT_FRACTION", "parse_memory", "memory_budget", "max_memory", "budgeted", "reuse_freed_memory"]
 
 #: the budget without ``max_memory``: this fraction of the available memory
 DEFAULT_FRACTION = 0.5
@@ -97,3 +99,33 @@ def budgeted(func: F) -> F:
             return func(*args, **kwargs)
 
     return cast(F, wrapper)
+
+
+#: glibc's mallopt parameters
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: what :func:`reuse_freed_memory` sets: the Dask workers' values (backends.py)
+REUSE_TRIM_THRESHOLD = 1 << 30
+REUSE_MMAP_THRESHOLD = 1 << 27
+
+
+def reuse_freed_memory() -> bool:
+    """Keep freed large arrays in this process for the next allocation (glibc only).
+
+    By default glibc gives an array above a few hundred kB back to the operating system
+    when it is freed, and the next Gram matrix or indicator block of the same size is
+    faulted in again page by page: a u-stat test at N = M = 1000, B = 1000 spent about
+    10 ms of its 124 on that (docs/performance.md). This raises glibc's mmap threshold to
+    128 MB and its trim threshold to 1 GB, so freed memory up to that much stays in the
+    process and is reused. The price: the process's resident memory does not shrink
+    after a large computation. ``monkfw`` calls it at start; a library user may call it
+    once. Returns whether it applied (False where the C library is not glibc).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, REUSE_MMAP_THRESHOLD)) and bool(
+            libc.mallopt(_M_TRIM_THRESHOLD, REUSE_TRIM_THRESHOLD)
+        )
+    except (OSError, AttributeError):
+        return False

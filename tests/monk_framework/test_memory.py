@@ -122,3 +122,18 @@ def test_an_embedding_over_the_budget_gives_the_stored_norms_and_witness():
         tiled = (ex.norm(), ex.distance(ey), ex.evaluate(Z))
     assert tiled[0] == pytest.approx(ex.norm(), rel=1e-12) and tiled[1] == pytest.approx(ex.distance(ey), rel=1e-10)
     np.testing.assert_allclose(tiled[2], ex.evaluate(Z), rtol=1e-12)
+
+
+def test_reuse_freed_memory_keeps_every_number_and_says_whether_it_applied(registry):
+    # an allocator setting: nothing computed may change, and it applies on glibc (Linux)
+    import sys
+
+    from monk_framework.memory import reuse_freed_memory
+
+    g = np.random.default_rng(4)
+    X, Y = g.normal(size=(60, 3)), g.normal(size=(50, 3))
+    before = permutation_test(registry.get_kernel("rbf"), registry.get_estimator("u-stat"), X, Y, n_permutations=99, rng=1)
+    applied = reuse_freed_memory()
+    assert applied == sys.platform.startswith("linux")
+    after = permutation_test(registry.get_kernel("rbf"), registry.get_estimator("u-stat"), X, Y, n_permutations=99, rng=1)
+    assert (after.statistic, after.pvalue) == (before.statistic, before.pvalue)
