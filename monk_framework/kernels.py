@@ -610,6 +610,10 @@ def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:
     """
     n = len(Z)
     step = max(1, CHUNK_BYTES // (8 * n))
+    if metric == "l2" and Z.shape[1] > DIRECT_MAX_FEATURES:
+        found = _bracketed_median(Z, step)
+        if found is not None:
+            return found
     parts: list[np.ndarray] = []
     band_of = refined_squared_distances if metric == "l2" else l1_distances
     root = np.sqrt if metric == "l2" else (lambda v: v)
@@ -625,6 +629,53 @@ def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:
         return float(root(order_statistics(values, k, k)[0]))
     low, high = order_statistics(values, k, k + 1)
     return float((root(low) + root(high)) / 2.0)
+
+
+def _bracketed_median(Z: np.ndarray, step: int) -> float | None:
+    """The Euclidean median of :func:`_median_pair_distance`, bit for bit, without
+    refining close pairs or gathering the upper triangle, when that is provably the same.
+
+    The bands of squared distances by the BLAS identity are kept as they are (the entries
+    on and below the diagonal set to +inf) and the middle order statistics are bracketed
+    on them as in :func:`order_statistics`. Refinement only changes pairs whose squared
+    distance is below REFINE_RATIO·(‖x‖² + ‖y‖²), and changes them by round-off; when
+    every such bound lies below the bracket, refined and unrefined bands agree on the
+    count below it and on every value inside it, so the median is the refined one.
+    Returns None when that is not proved (the caller then takes the general path).
+    """
+    n = len(Z)
+    m = n * (n - 1) // 2
+    k = (m - 1) // 2
+    if m < 1 << 16:
+        return None
+    bands, bound = [], 0.0
+    for start in range(0, n - 1, step):
+        stop = min(start + step, n - 1)
+        band, nx, ny = _centred_identity(Z[start:stop], Z[start:])
+        width = stop - start
+        rows, cols = np.tril_indices(width)
+        band[rows, cols] = np.inf  # the diagonal and the pairs below it are not pairs i < j
+        bands.append(band)
+        bound = max(bound, float(REFINE_RATIO * (nx.max() + ny.max())))
+    total = sum(b.size for b in bands)
+    stride = max(1, total // 16384)
+    sample = np.sort(np.concatenate([b.ravel()[::stride] for b in bands]))
+    last = k + (m % 2 == 0)
+    # ranks among all entries: the +inf entries sort after every pair
+    at = len(sample) * np.array([k, last]) // total
+    margin = 4 * int(math.isqrt(len(sample))) + 2
+    lo = sample[max(int(at[0]) - margin, 0)]
+    hi = sample[min(int(at[1]) + margin, len(sample) - 1)]
+    if not (np.isfinite(hi) and bound * (1 + 1e-6) < lo):
+        return None
+    below = sum(int(np.count_nonzero(b < lo)) for b in bands)
+    inside = np.concatenate([b[(b >= lo) & (b <= hi)] for b in bands])
+    if not (below <= k and last < below + len(inside)):
+        return None
+    ranks = np.arange(k, last + 1) - below
+    inside.partition(ranks)
+    low, high = np.sqrt(inside[ranks[0]]), np.sqrt(inside[ranks[-1]])
+    return float(low) if m % 2 else float((low + high) / 2.0)
 
 
 def order_statistics(values: np.ndarray, first: int, last: int) -> np.ndarray:

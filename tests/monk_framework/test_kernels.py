@@ -297,3 +297,33 @@ def test_the_median_heuristic_is_the_median_of_the_pairwise_distances():
     for n, d in ((600, 10), (602, 3), (2000, 10)):  # an even and an odd number of pairs; direct and BLAS distances
         Z = g.normal(size=(n, d)) * g.exponential(size=(n, 1))
         assert median_distance(Z) == pytest.approx(np.median(pdist(Z)), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kind", ["normal", "heavy-tailed", "triplicated points", "a tight cloud far from 0", "two far clusters"]
+)
+def test_the_median_heuristic_equals_the_sorted_refined_distances_bit_for_bit(kind):
+    # the bracketed path (no refinement, no gathering) must give exactly the median of the
+    # refined upper-triangle distances, computed in the same bands; in two far clusters
+    # the median pair is close next to the norms, the bracket is not proved, and the
+    # general path runs
+    from monk_framework.kernels import CHUNK_BYTES, median_distance, refined_squared_distances
+
+    g = np.random.default_rng(11)
+    n, d = 1500, 10
+    Z = {
+        "normal": g.normal(size=(n, d)),
+        "heavy-tailed": g.standard_t(2, size=(n, d)),
+        "triplicated points": np.repeat(g.normal(size=(n // 3, d)), 3, axis=0),
+        "a tight cloud far from 0": g.normal(size=(n, d)) * 1e-3 + 5.0,
+        "two far clusters": g.normal(size=(n, d)) + np.where(np.arange(n) < 0.8 * n, 1e3, -4e3)[:, None],
+    }[kind]
+    step = max(1, CHUNK_BYTES // (8 * n))
+    upper = []
+    for start in range(0, n - 1, step):
+        band = refined_squared_distances(Z[start : start + step], Z[start:])
+        upper.extend(band[i, i + 1 :] for i in range(len(band)))
+    values = np.sort(np.concatenate(upper))
+    k = (len(values) - 1) // 2
+    expected = np.sqrt(values[k]) if len(values) % 2 else (np.sqrt(values[k]) + np.sqrt(values[k + 1])) / 2.0
+    assert median_distance(Z) == float(expected)
