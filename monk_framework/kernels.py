@@ -636,45 +636,33 @@ def _bracketed_median(Z: np.ndarray, step: int) -> float | None:
     refining close pairs or gathering the upper triangle, when that is provably the same.
 
     The bands of squared distances by the BLAS identity are kept as they are (the entries
-    on and below the diagonal set to +inf) and the middle order statistics are bracketed
-    on them as in :func:`order_statistics`. Refinement only changes pairs whose squared
-    distance is below REFINE_RATIO·(‖x‖² + ‖y‖²), and changes them by round-off; when
-    every such bound lies below the bracket, refined and unrefined bands agree on the
-    count below it and on every value inside it, so the median is the refined one.
-    Returns None when that is not proved (the caller then takes the general path).
+    on and below the diagonal set to +inf, which rank after every pair) and the middle
+    order statistics are bracketed on them as in :func:`order_statistics`. Refinement
+    only changes pairs whose squared distance is below REFINE_RATIO·(‖x‖² + ‖y‖²), and
+    changes them by round-off; when every such bound lies below the bracket, refined and
+    unrefined bands agree on the count below it and on every value inside it, so the
+    median is the refined one. Returns None when that is not proved (the caller then
+    takes the general path).
     """
     n = len(Z)
     m = n * (n - 1) // 2
-    k = (m - 1) // 2
     if m < 1 << 16:
         return None
+    k, last = (m - 1) // 2, m // 2
     bands, bound = [], 0.0
     for start in range(0, n - 1, step):
         stop = min(start + step, n - 1)
         band, nx, ny = _centred_identity(Z[start:stop], Z[start:])
-        width = stop - start
-        rows, cols = np.tril_indices(width)
-        band[rows, cols] = np.inf  # the diagonal and the pairs below it are not pairs i < j
-        bands.append(band)
+        band[np.tril_indices(stop - start)] = np.inf  # the diagonal and below: not pairs i < j
+        bands.append(band.ravel())
         bound = max(bound, float(REFINE_RATIO * (nx.max() + ny.max())))
-    total = sum(b.size for b in bands)
-    stride = max(1, total // 16384)
-    sample = np.sort(np.concatenate([b.ravel()[::stride] for b in bands]))
-    last = k + (m % 2 == 0)
-    # ranks among all entries: the +inf entries sort after every pair
-    at = len(sample) * np.array([k, last]) // total
-    margin = 4 * int(math.isqrt(len(sample))) + 2
-    lo = sample[max(int(at[0]) - margin, 0)]
-    hi = sample[min(int(at[1]) + margin, len(sample) - 1)]
+    lo, hi = _bracket(bands, k, last)
     if not (np.isfinite(hi) and bound * (1 + 1e-6) < lo):
         return None
-    below = sum(int(np.count_nonzero(b < lo)) for b in bands)
-    inside = np.concatenate([b[(b >= lo) & (b <= hi)] for b in bands])
-    if not (below <= k and last < below + len(inside)):
+    found = _select_in_bracket(bands, k, last, lo, hi)
+    if found is None:
         return None
-    ranks = np.arange(k, last + 1) - below
-    inside.partition(ranks)
-    low, high = np.sqrt(inside[ranks[0]]), np.sqrt(inside[ranks[-1]])
+    low, high = np.sqrt(found[0]), np.sqrt(found[-1])
     return float(low) if m % 2 else float((low + high) / 2.0)
 
 
@@ -687,23 +675,39 @@ def order_statistics(values: np.ndarray, first: int, last: int) -> np.ndarray:
     counts prove the bracket right (below ≤ first and last < below + |bracket|); when
     they do not, the whole array is selected. Same numbers either way, about 5x faster.
     """
-    size = len(values)
-    stride = max(1, size // 16384)
-    if stride > 4:
-        sample = np.sort(values[::stride])
-        at = len(sample) * np.array([first, last]) // size
-        margin = 4 * int(math.isqrt(len(sample))) + 2  # about 8 standard deviations of a sample rank
-        lo = sample[max(int(at[0]) - margin, 0)]
-        hi = sample[min(int(at[1]) + margin, len(sample) - 1)]
-        below = int(np.count_nonzero(values < lo))
-        inside = values[(values >= lo) & (values <= hi)]
-        if below <= first and last < below + len(inside):
-            ranks = np.arange(first, last + 1) - below
-            inside.partition(ranks)
-            return inside[ranks]
+    if len(values) // BRACKET_SAMPLE > 4:
+        found = _select_in_bracket([values], first, last, *_bracket([values], first, last))
+        if found is not None:
+            return found
     ranks = np.arange(first, last + 1)
-    selected = np.partition(values, ranks)
-    return selected[ranks]
+    return np.partition(values, ranks)[ranks]
+
+
+#: values in the strided sample that brackets an order statistic
+BRACKET_SAMPLE = 16384
+
+
+def _bracket(parts: list[np.ndarray], first: int, last: int) -> tuple[float, float]:
+    """[lo, hi] that holds the ``first``-th to ``last``-th smallest of the union of
+    ``parts`` with high probability, from a strided sample of about BRACKET_SAMPLE values."""
+    total = sum(len(p) for p in parts)
+    stride = max(1, total // BRACKET_SAMPLE)
+    sample = np.sort(np.concatenate([p[::stride] for p in parts]))
+    at = len(sample) * np.array([first, last]) // total
+    margin = 4 * int(math.isqrt(len(sample))) + 2  # about 8 standard deviations of a sample rank
+    return sample[max(int(at[0]) - margin, 0)], sample[min(int(at[1]) + margin, len(sample) - 1)]
+
+
+def _select_in_bracket(parts: list[np.ndarray], first: int, last: int, lo: float, hi: float) -> np.ndarray | None:
+    """The ``first``-th to ``last``-th smallest of the union of ``parts`` if the counts
+    prove they lie in [lo, hi] (one counting pass, a selection inside), else None."""
+    below = sum(int(np.count_nonzero(p < lo)) for p in parts)
+    inside = np.concatenate([p[(p >= lo) & (p <= hi)] for p in parts])
+    if not (below <= first and last < below + len(inside)):
+        return None
+    ranks = np.arange(first, last + 1) - below
+    inside.partition(ranks)
+    return inside[ranks]
 
 
 def available_memory() -> int | None:
