@@ -17,8 +17,10 @@ workers' for Dask) and reports its time over both floors. Cases:
 
 * ``everyday``: the u-stat test with the median heuristic at N = M = 1000, d = 10,
   B = 1000, against its one relabelling product, a 2000 × 2000 × 1000 GEMM, timed
-  alternately in this process (medians of 9), with glibc's allocator defaults and then
-  after ``reuse_freed_memory()`` (what ``monkfw`` does);
+  alternately (medians of 9): back to back with glibc's allocator defaults, then after
+  ``reuse_freed_memory()`` (what ``monkfw`` does); one at a time after an idle moment
+  (as one ``monkfw test`` runs: OpenBLAS's idle threads asleep); and back to back in a
+  process started with OPENBLAS_THREAD_TIMEOUT=4 (they sleep at once);
 * ``ustat-estimate``: the u-stat estimate at N = M = 10⁵, d = 10, ``max_memory="2GB"``;
 * ``ustat-test``: the u-stat test with B = 100 at N = M = 10⁵, d = 10, 2 GB, here and on
   Dask with 1 and 2 local workers (the same statistic and p-value are checked);
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import statistics
 import subprocess
@@ -169,7 +172,17 @@ def _report(row: dict, R: float, e: float) -> str:
 # -- the everyday test --------------------------------------------------------------------------
 
 
-def everyday() -> None:
+#: the idle moment before a timed call in the "one test at a time" rows: longer than
+#: OpenBLAS's idle threads spin after a parallel call (2^28 cycles, about 0.1 s here)
+IDLE_SECONDS = 0.3
+
+
+def everyday(rows: tuple[str, ...]) -> None:
+    """The everyday test against its GEMM, timed alternately (medians of 9), under the
+    conditions named in ``rows``: "defaults" and "reuse" back to back (with glibc's
+    allocator defaults, then after ``reuse_freed_memory()``), "idle" one test at a time
+    after an idle moment (as one ``monkfw test`` runs it), "sleeping-blas" back to back
+    in a process started with OPENBLAS_THREAD_TIMEOUT=4."""
     from monk_framework import get_registry
     from monk_framework.memory import reuse_freed_memory
     from monk_framework.two_sample import permutation_test
@@ -180,19 +193,42 @@ def everyday() -> None:
     rng = np.random.default_rng(0)
     K, E = rng.normal(size=(2000, 2000)), rng.normal(size=(2000, 1000))
     test = lambda: permutation_test(kernel, est, X, Y, n_permutations=1000, rng=0)  # noqa: E731
-    print("| N = M | B | allocator | test | GEMM 2000 × 2000 × 1000 | test / GEMM | test / half GEMM (the FLOPs it does) | p-value |")
-    print("|---|---|---|---|---|---|---|---|")
-    for allocator in ("glibc's defaults", "reuse_freed_memory()"):
-        if allocator != "glibc's defaults":
+    labels = {
+        "defaults": "back to back, glibc's allocator defaults",
+        "reuse": "back to back, reuse_freed_memory()",
+        "idle": f"one at a time, after {IDLE_SECONDS} s idle (as one `monkfw test`)",
+        "sleeping-blas": "back to back, OPENBLAS_THREAD_TIMEOUT=4",
+    }
+    for row in rows:
+        if row != "defaults":
             reuse_freed_memory()
+        pause = IDLE_SECONDS if row == "idle" else 0.0
+
+        def clock(fn) -> float:
+            time.sleep(pause)
+            return _clock(fn)
+
         test(), K @ E
         t_test, t_gemm = [], []
         for _ in range(9):  # alternately, so that both see the same machine
-            t_test.append(_clock(test))
-            t_gemm.append(_clock(lambda: K @ E))
+            t_test.append(clock(test))
+            t_gemm.append(clock(lambda: K @ E))
         a, g = statistics.median(t_test), statistics.median(t_gemm)
         r = test()
-        print(f"| 1000 | 1000 | {allocator} | {a * 1e3:.1f} ms | {g * 1e3:.1f} ms | {a / g:.2f} | {2 * a / g:.2f} | {r.pvalue:.4g} |")
+        print(f"| 1000 | 1000 | {labels[row]} | {a * 1e3:.1f} ms | {g * 1e3:.1f} ms | {a / g:.2f} | {2 * a / g:.2f} | {r.pvalue:.4g} |",
+              flush=True)
+
+
+def everyday_all() -> None:
+    print("| N = M | B | how | test | GEMM 2000 × 2000 × 1000 | test / GEMM | test / half GEMM (the FLOPs it does) | p-value |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    everyday(("defaults", "reuse", "idle"))
+    # OpenBLAS reads its spin time when it loads: a process of its own
+    env = {**os.environ, "OPENBLAS_THREAD_TIMEOUT": "4"}
+    proc = subprocess.run([sys.executable, __file__, "--everyday", "sleeping-blas"], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"everyday (sleeping BLAS threads) failed:\n{proc.stderr[-3000:]}")
+    print(proc.stdout.strip())
 
 
 # -- the cost model -------------------------------------------------------------------------
@@ -232,6 +268,7 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=["everyday", "ustat-estimate", "ustat-test", "monk-bcd", "bcd-fast", "model"])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--child")
+    parser.add_argument("--everyday", help="one row of the everyday case (used by the case itself)")
     parser.add_argument("--n", type=int)
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--B", type=int, default=100)
@@ -239,11 +276,14 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.n, args.workers, args.B)))
         return
+    if args.everyday:
+        everyday((args.everyday,))
+        return
     only = set(args.only or ["everyday", "ustat-estimate", "ustat-test", "monk-bcd", "bcd-fast", "model"])
     R, e = _rates()
     print(f"GEMM rate {R / 1e9:.0f} GFLOP/s (2 cores); np.exp {e * 1e9:.2f} ns per value (1 core)\n")
     if "everyday" in only:
-        everyday()
+        everyday_all()
     big, huge = int(1e5 * args.scale), int(1e6 * args.scale)
     plan = []
     if "ustat-estimate" in only:

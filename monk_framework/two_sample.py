@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -56,7 +57,7 @@ from .estimators import MMDEstimator
 from .kernels import Kernel, available_memory, format_bytes
 from .memory import budgeted
 from .pooled import PooledSample, batch_size
-from .randomness import ChildStreams, RNGLike, root, seed_of, stable_int, stream
+from .randomness import ChildStreams, RNGLike, child, root, seed_of, stable_int, stream
 from .results import (
     Result,
     count,
@@ -78,6 +79,7 @@ from .within_blocks import DRAW_CHUNK, relabellings
 
 __all__ = [
     "RELABEL",
+    "GlobalRelabellings",
     "PermutationTestResult",
     "TestResult",
     "SplitTestResult",
@@ -182,6 +184,122 @@ def check_null_memory(n_permutations: int, *, pool_size: int = 0, all_drawn: boo
         )
 
 
+class GlobalRelabellings:
+    """The relabellings of the whole pooled sample of a test, in order, from the stream
+    ``child(seq, 0)`` of its null stream ``seq``: relabelling b is what the b-th call of
+    ``rng.permutation(size)`` gives, however the rows are asked for in batches.
+
+    :meth:`draw_ahead` starts drawing the first rows in a background thread, so that
+    they are drawn while the kernel is fitted and the pooled Gram matrix computed, steps
+    that mostly run on one core (numpy's ``permuted`` and its elementwise passes release
+    the GIL). The rows, and so every p-value, are the same with or without it.
+    """
+
+    def __init__(self, seq: np.random.SeedSequence, size: int):
+        self.size = size
+        self._rng = np.random.default_rng(child(seq, 0))
+        self._next = 0  # the first relabelling not handed out yet
+        self._thread: threading.Thread | None = None
+        self._limits: Any = None  # the BLAS thread limit held while drawing ahead
+        self._drawn: list[Any] = []  # what the thread left: [rows] or [exception]
+        self._ahead: np.ndarray | None = None  # rows drawn ahead and not handed out yet
+        self._ahead_lead = 0  # identity rows in front of them
+        self._ahead_next = 0  # the first of them not handed out
+
+    def _fresh(self, rows: np.ndarray) -> None:
+        """Draw each row of ``rows`` (in place) as a permutation of 0..size−1."""
+        rows[...] = np.arange(self.size)
+        self._rng.permuted(rows, axis=1, out=rows)
+
+    def _draw(self, count: int, lead: int) -> np.ndarray:
+        rows = np.empty((lead + count, self.size), dtype=np.int64)
+        rows[:lead] = np.arange(self.size)
+        self._fresh(rows[lead:])
+        return rows
+
+    def draw_ahead(self, count: int, lead: int = 0, *, one_blas_thread: bool = False) -> None:
+        """Start drawing relabellings 0..count in a background thread (after ``lead``
+        identity rows, as the first :meth:`rows` call will ask for them).
+
+        ``one_blas_thread``: until the rows are collected, BLAS runs on one thread, so
+        that the draw has the other core. OpenBLAS's idle threads spin for a while after
+        each parallel call and would take that core (measured: the overlap then gains
+        nothing); only worth it when the products meanwhile are small.
+        """
+        if self._thread is not None or self._next:
+            raise RuntimeError("draw_ahead must come before any relabelling is drawn, and only once.")
+        self._ahead_lead = lead
+
+        def work() -> None:
+            try:
+                self._drawn[:] = [self._draw(count, lead)]
+            except BaseException as exc:  # e.g. a MemoryError: raised where the rows are asked for
+                self._drawn[:] = [exc]
+
+        if one_blas_thread:
+            from threadpoolctl import threadpool_limits
+
+            self._limits = threadpool_limits(limits=1, user_api="blas")
+        self._thread = threading.Thread(target=work, name="monkfw-relabellings", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Wait for a draw ahead and give BLAS its threads back (idempotent)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._limits is not None:
+            self._limits.restore_original_limits()
+            self._limits = None
+
+    def _collect(self) -> None:
+        if self._thread is None:
+            return
+        self.close()
+        drawn, self._drawn = self._drawn, []
+        if isinstance(drawn[0], BaseException):
+            raise drawn[0]
+        self._ahead = drawn[0]
+
+    def rows(self, a: int, b: int, lead: int = 0) -> np.ndarray:
+        """Relabellings a..b (rows of indices), after ``lead`` identity rows; each call
+        starts where the previous one stopped."""
+        if a != self._next or b < a:
+            raise RuntimeError(f"Relabellings are drawn in order: asked for {a}..{b} after {self._next}.")
+        self._next = b
+        self._collect()
+        ahead = self._ahead
+        if ahead is None:
+            return self._draw(b - a, lead)
+        first = self._ahead_lead + self._ahead_next
+        have = len(ahead) - first
+        served = min(b - a, have)
+        if first == lead and served == b - a:
+            out = ahead[: lead + served]  # the first batch, as drawn ahead: no copy
+        else:
+            out = np.empty((lead + b - a, self.size), dtype=np.int64)
+            out[:lead] = np.arange(self.size)
+            out[lead : lead + served] = ahead[first : first + served]
+            self._fresh(out[lead + served :])
+        self._ahead_next += served
+        if served == have:
+            self._ahead = None
+        return out
+
+
+#: while the first relabellings are drawn ahead, BLAS runs on one thread when the data
+#: have at most this many features: their distance products gain little from a second
+#: thread (measured at N + M = 2000 and 10 000: within 5 % up to d = 30, 20-25 % slower
+#: at d = 100), and the draw gets the other core
+DRAW_AHEAD_MAX_FEATURES = 32
+
+
+def _few_features(X: Any) -> bool:
+    """Whether the pooled Gram matrix of this sample is cheap in BLAS: strings, or vectors
+    with at most DRAW_AHEAD_MAX_FEATURES features."""
+    return not isinstance(X, np.ndarray) or X.ndim < 2 or X.shape[1] <= DRAW_AHEAD_MAX_FEATURES
+
+
 def null_statistics(
     estimator: MMDEstimator,
     pool: PooledSample,
@@ -191,6 +309,7 @@ def null_statistics(
     backend: Backend | None = None,
     partition: Partition | None = None,
     observed: np.random.SeedSequence | None = None,
+    drawn: GlobalRelabellings | None = None,
 ) -> np.ndarray:
     """T_1..T_B of B random relabellings of ``pool`` (mmd2 values), batch by batch.
 
@@ -204,12 +323,14 @@ def null_statistics(
     without, they permute the whole pooled sample. The relabellings are drawn here, in
     order, from one stream; relabelling b's own randomness is stream b. So a batch
     computes the same values wherever it runs, and a ``backend`` (e.g. Dask) may run the
-    batches anywhere, in any order.
+    batches anywhere, in any order. ``drawn``: the global relabellings of ``seq``,
+    when the caller has started drawing them ahead (:class:`GlobalRelabellings`).
     """
     remote = backend is not None and not isinstance(backend, LocalBackend)
     check_null_memory(n_permutations, pool_size=pool.size, all_drawn=remote)
-    perm_seq, est_seq = seq.spawn(2)
-    perm_rng = np.random.default_rng(perm_seq)
+    # the children seq.spawn(2) gives on a fresh sequence, whoever asked for them before
+    perm_seq, est_seq = child(seq, 0), child(seq, 1)
+    globally = drawn if drawn is not None else GlobalRelabellings(seq, pool.size)
     if partition is None:
         step = max(1, int(estimator.permutation_batch(pool)))
     else:
@@ -219,11 +340,7 @@ def null_statistics(
         """Relabellings a..b, after ``lead`` identity rows (global relabelling only)."""
         if partition is not None:
             return relabellings(partition, pool.n, a, b, perm_seq)
-        # row by row, the same draws as perm_rng.permutation(size) called b − a times
-        # (checked in the tests), with less overhead per relabelling
-        rows = np.broadcast_to(np.arange(pool.size), (lead + b - a, pool.size)).copy()
-        perm_rng.permuted(rows[lead:], axis=1, out=rows[lead:])
-        return rows
+        return globally.rows(a, b, lead)
 
     out = np.empty(n_permutations)
     if progress is not None:
@@ -477,18 +594,30 @@ def permutation_test(
     seq = root(rng)
     seed = seed_of(seq)
     partition = choose_partition(estimator, relabel, len(Xv), len(Yv), stream(seq, "partition"))
-    fitted = kernel if gram is not None else kernel.fit(Xv, Yv)
     # one large job on a remote backend: the tiles of the Gram reductions go to the
     # workers (classical statistics); otherwise the batches of relabellings do
     spread = backend is not None and not isinstance(backend, LocalBackend) and estimator.spreads_gram
-    with spread_over(backend if spread and partition is None and gram is None else None) as spreading:
-        pool = PooledSample(fitted, Xv, Yv, gram=gram)
-        tick = time.perf_counter()
-        # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
-        values = null_statistics(estimator, pool, int(n_permutations), stream(seq, "relabel"), progress,
-                                 None if spreading is not None else backend, partition, observed=stream(seq, "estimate"))
-        mmd2, null2 = float(values[0]), values[1:]
-        null_s = time.perf_counter() - tick
+    drawn = None
+    if partition is None and (spread or backend is None or isinstance(backend, LocalBackend)):
+        # the first batch of relabellings (a stored Gram matrix's batch, at most) is drawn
+        # while the kernel is fitted and the Gram matrix computed
+        size = len(Xv) + len(Yv)
+        drawn = GlobalRelabellings(stream(seq, "relabel"), size)
+        drawn.draw_ahead(min(int(n_permutations), batch_size(size)), lead=1, one_blas_thread=_few_features(Xv))
+    try:
+        fitted = kernel if gram is not None else kernel.fit(Xv, Yv)
+        with spread_over(backend if spread and partition is None and gram is None else None) as spreading:
+            pool = PooledSample(fitted, Xv, Yv, gram=gram)
+            tick = time.perf_counter()
+            # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
+            values = null_statistics(estimator, pool, int(n_permutations), stream(seq, "relabel"), progress,
+                                     None if spreading is not None else backend, partition, observed=stream(seq, "estimate"),
+                                     drawn=drawn)
+            mmd2, null2 = float(values[0]), values[1:]
+            null_s = time.perf_counter() - tick
+    finally:
+        if drawn is not None:  # on any error too: BLAS gets its threads back
+            drawn.close()
     T, null = float(signed_root(mmd2)), signed_root(null2)
     exceed = int(exceedances(null, T))
     q = null_quantile(null, alpha)

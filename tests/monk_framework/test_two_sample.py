@@ -526,3 +526,79 @@ def test_relabellings_are_drawn_as_successive_permutations(registry, rng):
         x, y = p[:9], p[9:]
         want.append(K[np.ix_(x, x)].mean() + K[np.ix_(y, y)].mean() - 2 * K[np.ix_(x, y)].mean())
     np.testing.assert_allclose(got, signed_root(np.array(want)), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("ahead", [None, 1, 5, 12, 40])
+@pytest.mark.parametrize("bounds", [[0, 12], [0, 5, 12], [0, 1, 2, 9, 12], [0, 12, 30]])
+def test_relabellings_drawn_ahead_are_the_same_whatever_the_batches(ahead, bounds):
+    # rows are successive seq-child-0 permutations, however many were drawn ahead in the
+    # background and however the batches cut them; the first batch carries one identity row
+    from monk_framework.randomness import child
+    from monk_framework.two_sample import GlobalRelabellings
+
+    seq = np.random.SeedSequence(21)
+    drawn = GlobalRelabellings(seq, 7)
+    if ahead is not None:
+        drawn.draw_ahead(ahead, lead=1)
+    got = [drawn.rows(a, b, lead=1 if a == 0 else 0) for a, b in zip(bounds, bounds[1:])]
+    drawn.close()
+    assert np.array_equal(got[0][0], np.arange(7))
+    ref = np.random.default_rng(child(seq, 0))
+    want = np.array([ref.permutation(7) for _ in range(bounds[-1])])
+    assert np.array_equal(np.concatenate([got[0][1:], *got[1:]]), want)
+
+
+def test_relabellings_are_asked_for_in_order():
+    from monk_framework.two_sample import GlobalRelabellings
+
+    drawn = GlobalRelabellings(np.random.SeedSequence(1), 5)
+    drawn.rows(0, 3)
+    with pytest.raises(RuntimeError, match="in order"):
+        drawn.rows(4, 6)
+    with pytest.raises(RuntimeError, match="before any relabelling"):
+        drawn.draw_ahead(3)
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("d, alone", [(3, True), (40, False)])
+def test_blas_gets_one_thread_while_drawing_ahead_only_for_few_features(registry, rng, monkeypatch, d, alone):
+    # low-dimensional data: the fit and the Gram matrix leave the second core to the
+    # draw; many features: their products keep every BLAS thread. Restored afterwards.
+    from threadpoolctl import threadpool_limits
+
+    kernel = registry.get_kernel("rbf", sigma="median")
+    seen: list[list[int]] = []
+    fit = type(kernel).fit
+
+    def spying_fit(self, X, Y=None):
+        seen.append(_blas_threads())
+        return fit(self, X, Y)
+
+    monkeypatch.setattr(type(kernel), "fit", spying_fit)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        r = permutation_test(kernel, "u-stat", rng.normal(size=(30, d)), rng.normal(size=(30, d)), n_permutations=20, rng=0)
+        assert _blas_threads() == before
+    assert seen == [[1] * len(before)] if alone else [before]
+    assert 0 < r.pvalue <= 1
+
+
+def test_blas_threads_come_back_when_the_fit_fails(registry, rng, monkeypatch):
+    from threadpoolctl import threadpool_limits
+
+    kernel = registry.get_kernel("rbf", sigma="median")
+
+    def failing_fit(self, X, Y=None):
+        raise ParameterError("the fit failed")
+
+    monkeypatch.setattr(type(kernel), "fit", failing_fit)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        with pytest.raises(ParameterError, match="the fit failed"):
+            permutation_test(kernel, "u-stat", rng.normal(size=(10, 2)), rng.normal(size=(10, 2)), n_permutations=20, rng=0)
+        assert _blas_threads() == before
