@@ -19,8 +19,9 @@ workers' for Dask) and reports its time over both floors. Cases:
   B = 1000, against its one relabelling product, a 2000 × 2000 × 1000 GEMM, timed
   alternately (medians of 9): back to back with glibc's allocator defaults, then after
   ``reuse_freed_memory()`` (what ``monkfw`` does); one at a time after an idle moment
-  (as one ``monkfw test`` runs: OpenBLAS's idle threads asleep); and back to back in a
-  process started with OPENBLAS_THREAD_TIMEOUT=4 (they sleep at once);
+  (OpenBLAS's idle threads asleep, as in a program that runs one test now and then);
+  and back to back in a process started with OPENBLAS_THREAD_TIMEOUT=4 (they sleep at
+  once);
 * ``ustat-estimate``: the u-stat estimate at N = M = 10⁵, d = 10, ``max_memory="2GB"``;
 * ``ustat-test``: the u-stat test with B = 100 at N = M = 10⁵, d = 10, 2 GB, here and on
   Dask with 1 and 2 local workers (the same statistic and p-value are checked);
@@ -181,7 +182,7 @@ def everyday(rows: tuple[str, ...]) -> None:
     """The everyday test against its GEMM, timed alternately (medians of 9), under the
     conditions named in ``rows``: "defaults" and "reuse" back to back (with glibc's
     allocator defaults, then after ``reuse_freed_memory()``), "idle" one test at a time
-    after an idle moment (as one ``monkfw test`` runs it), "sleeping-blas" back to back
+    after an idle moment (OpenBLAS's idle threads asleep), "sleeping-blas" back to back
     in a process started with OPENBLAS_THREAD_TIMEOUT=4."""
     from monk_framework import get_registry
     from monk_framework.memory import reuse_freed_memory
@@ -196,7 +197,7 @@ def everyday(rows: tuple[str, ...]) -> None:
     labels = {
         "defaults": "back to back, glibc's allocator defaults",
         "reuse": "back to back, reuse_freed_memory()",
-        "idle": f"one at a time, after {IDLE_SECONDS} s idle (as one `monkfw test`)",
+        "idle": f"one at a time, after {IDLE_SECONDS} s idle",
         "sleeping-blas": "back to back, OPENBLAS_THREAD_TIMEOUT=4",
     }
     for row in rows:
