@@ -191,8 +191,9 @@ class GlobalRelabellings:
 
     :meth:`draw_ahead` starts drawing the first rows in a background thread, so that
     they are drawn while the kernel is fitted and the pooled Gram matrix computed, steps
-    that mostly run on one core (numpy's ``permuted`` and its elementwise passes release
-    the GIL). The rows, and so every p-value, are the same with or without it.
+    that mostly run on one core (their numpy passes release the GIL, so the two threads
+    run together: measured). The rows, and so every p-value, are the same with or
+    without it.
     """
 
     def __init__(self, seq: np.random.SeedSequence, size: int):
@@ -597,12 +598,13 @@ def permutation_test(
     # one large job on a remote backend: the tiles of the Gram reductions go to the
     # workers (classical statistics); otherwise the batches of relabellings do
     spread = backend is not None and not isinstance(backend, LocalBackend) and estimator.spreads_gram
+    relabel_seq = stream(seq, "relabel")
     drawn = None
     if partition is None and (spread or backend is None or isinstance(backend, LocalBackend)):
         # the first batch of relabellings (a stored Gram matrix's batch, at most) is drawn
         # while the kernel is fitted and the Gram matrix computed
         size = len(Xv) + len(Yv)
-        drawn = GlobalRelabellings(stream(seq, "relabel"), size)
+        drawn = GlobalRelabellings(relabel_seq, size)
         drawn.draw_ahead(min(int(n_permutations), batch_size(size)), lead=1, one_blas_thread=_few_features(Xv))
     try:
         fitted = kernel if gram is not None else kernel.fit(Xv, Yv)
@@ -610,7 +612,7 @@ def permutation_test(
             pool = PooledSample(fitted, Xv, Yv, gram=gram)
             tick = time.perf_counter()
             # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
-            values = null_statistics(estimator, pool, int(n_permutations), stream(seq, "relabel"), progress,
+            values = null_statistics(estimator, pool, int(n_permutations), relabel_seq, progress,
                                      None if spreading is not None else backend, partition, observed=stream(seq, "estimate"),
                                      drawn=drawn)
             mmd2, null2 = float(values[0]), values[1:]
