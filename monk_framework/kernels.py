@@ -420,21 +420,23 @@ DIRECT_MAX_FEATURES = 4
 REFINE_RATIO = 1e-3
 
 
-def _centred_identity(X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """‖x − y‖² by the BLAS identity on data centred at Y's mean, with the centred norms.
+def _centred_identity(X: np.ndarray, Y: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """‖x − y‖² (times ``scale``) by the BLAS identity on data centred at Y's mean, with
+    the centred norms.
 
     Centring leaves distances unchanged and shrinks the cancellation; the result is
-    built in place in the matrix-product output and clipped at 0.
+    built in place in the matrix-product output, clipped at 0 and scaled in one
+    compiled pass (the same bits as numpy's four passes, at about a third of their cost).
     """
+    from .fused import finish_squared_distances  # numba: loaded when first needed
+
     centre = Y.mean(axis=0)
     Xc, Yc = X - centre, Y - centre
     nx, ny = np.einsum("ij,ij->i", Xc, Xc), np.einsum("ij,ij->i", Yc, Yc)
     # −2⟨x, y⟩ as (−2x)·y: scaling by a power of two is exact, so this is (x·y)·(−2) bit
     # for bit, without a pass over the n × m result
     out = (-2.0 * Xc) @ Yc.T
-    out += nx[:, None]
-    out += ny[None, :]
-    np.maximum(out, 0.0, out=out)
+    finish_squared_distances(out, nx, ny, scale)
     return out, nx, ny
 
 
@@ -482,6 +484,9 @@ def scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float, factor:
     (s/σ)²: a ratio beyond float64 becomes inf (exp(−inf) = 0 is then the kernel's exact
     value in float64), equal points still give exactly 0.
     """
+    if _moderate(magnitude(X, Y)) and _moderate(sigma):
+        # the scaling rides on the pass that completes the distances (same bits as after it)
+        return squared_distances(X, Y, scale=factor * (1.0 / sigma**2))
     return _scaled(squared_distances, X, Y, sigma, 2, factor)
 
 
@@ -520,11 +525,13 @@ def scaled_l1_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarra
     return _scaled(l1_distances, X, Y, sigma, 1)
 
 
-def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """‖x_i − y_j‖² for all pairs, as an ``(n, m)`` array.
+def squared_distances(X: np.ndarray, Y: np.ndarray, *, scale: float = 1.0) -> np.ndarray:
+    """‖x_i − y_j‖² · ``scale`` for all pairs, as an ``(n, m)`` array.
 
     For few features it sums squared coordinate differences (exact); otherwise it uses
-    the BLAS identity ‖x‖² + ‖y‖² − 2⟨x, y⟩ on centred data.
+    the BLAS identity ‖x‖² + ‖y‖² − 2⟨x, y⟩ on centred data, completed, clipped at 0 and
+    scaled in one pass. Either way the values are those of ``squared_distances(X, Y) *
+    scale``, bit for bit.
     """
     if X.shape[1] <= DIRECT_MAX_FEATURES:
         out = np.subtract.outer(X[:, 0], Y[:, 0])
@@ -533,8 +540,10 @@ def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
             diff = np.subtract.outer(X[:, k], Y[:, k])
             np.square(diff, out=diff)
             out += diff
+        if scale != 1.0:
+            out *= scale
         return out
-    return _centred_identity(X, Y)[0]
+    return _centred_identity(X, Y, scale)[0]
 
 
 def refined_squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
