@@ -167,16 +167,20 @@ def relabelling_batch(pool: PooledSample) -> int:
     return max(batch_size(pool.size), budget // (4 * 8 * max(pool.size, 1)))
 
 
-def indicator_columns(perms: np.ndarray, n: int, size: int) -> np.ndarray:
+def indicator_columns(perms: np.ndarray, n: int, size: int, *, ones: bool = False) -> np.ndarray:
     """The size × B matrix E of 0/1 floats with E[i, b] = 1 where relabelling b (a row of
-    ``perms``) calls pooled point i an X point: its first ``n`` entries."""
+    ``perms``) calls pooled point i an X point: its first ``n`` entries. With ``ones``, a
+    last column of ones follows (size × (B + 1))."""
     B = len(perms)
-    E = np.zeros((size, B))
-    # one flat index per one, E's row-major offset i·B + b: a single scatter, about twice
-    # as fast as indexing by (row, column) pairs
-    flat = perms[:, :n] * B
+    width = B + 1 if ones else B
+    E = np.zeros((size, width))
+    # one flat index per one, E's row-major offset i·width + b: a single scatter, about
+    # twice as fast as indexing by (row, column) pairs
+    flat = perms[:, :n] * width
     flat += np.arange(B)[:, None]
     E.ravel()[flat.ravel()] = 1.0
+    if ones:
+        E[:, B] = 1.0
     return E
 
 
@@ -187,34 +191,50 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     docstring gives the identities).
     """
     perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+    if pool._row_sums is None and not pool.stored:
+        return _matrix_free_sums(pool, perms)
+    # a stored K gives K 1 in one streaming pass; a matrix-free source whose K 1 is known
+    # already (a MONK estimator needed it) is not walked again for it
     B, size = perms.shape
-    src = pool.source
-    # unknown row sums K1 come with the first batch's forms, from the same kernel tiles
-    # (a matrix-free source then evaluates the kernel once, not twice)
-    r = pool._row_sums
-    d = pool.diag
-    trace = float(d.sum())
-    xx = np.empty(B)
-    x1 = np.empty(B)
-    tx = np.empty(B)
+    r, d = pool.row_sums, pool.diag
+    xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
     step = relabelling_batch(pool)
     for start in range(0, B, step):
         stop = min(start + step, B)
         E = indicator_columns(perms[start:stop], pool.n, size)
-        if r is None:
-            xx[start:stop], r = src.quadratic_forms_and_row_sums(E)
-            pool._row_sums = r
-        else:
-            xx[start:stop] = src.quadratic_forms(E)
+        xx[start:stop] = pool.source.quadratic_forms(E)
         x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
-    assert r is not None  # B >= 1
-    total = float(r.sum())
+    return _sums(pool, xx, x1, float(r.sum()), tx)
+
+
+def _matrix_free_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
+    """:func:`sample_sums` from a matrix-free source that has no row sums K 1 yet: each
+    batch's product with [E, 1] gives e_bᵀ K e_b, e_bᵀ K 1 and 1ᵀ K 1 at once
+    (:meth:`GramSource.forms_and_last`), so the kernel tiles are evaluated once per batch
+    and never summed apart from the product (two passes over every tile fewer)."""
+    B, size = perms.shape
+    xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
+    total = 0.0
+    step = relabelling_batch(pool)
+    for start in range(0, B, step):
+        stop = min(start + step, B)
+        E = indicator_columns(perms[start:stop], pool.n, size, ones=True)
+        forms, cross = pool.source.forms_and_last(E)
+        xx[start:stop], x1[start:stop] = forms[:-1], cross[:-1]
+        total = float(forms[-1])  # 1ᵀ K 1: the same tiles in the same order every batch
+        tx[start:stop] = pool.diag @ E[:, :-1]
+    return _sums(pool, xx, x1, total, tx)
+
+
+def _sums(pool: PooledSample, xx: np.ndarray, x1: np.ndarray, total: float, tx: np.ndarray) -> SampleSums:
+    """The sums of every relabelling from S_xx = e_bᵀ K e_b, e_bᵀ K 1, 1ᵀ K 1 and the X
+    part of the trace, after checking that the V-statistics are squared norms."""
     xy = x1 - xx
     yy = total - x1 - xy
     # every relabelling's V-statistic MMD² is a squared norm: negative proves K is not PSD
     vstat = xx / pool.n**2 + yy / pool.m**2 - 2.0 * xy / (pool.n * pool.m)
-    check_squared_norm(pool.kernel, float(vstat.min()), 4.0 * float(d.max()), "the V-statistic MMD^2")
-    return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=trace - tx)
+    check_squared_norm(pool.kernel, float(vstat.min()), 4.0 * float(pool.diag.max()), "the V-statistic MMD^2")
+    return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=float(pool.diag.sum()) - tx)
 
 
 def v_statistic(sums: Any, n: Any, m: Any) -> Any:

@@ -85,14 +85,21 @@ class GramSource:
             out += part
         return out
 
-    def quadratic_forms_and_row_sums(self, E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(diag(Eᵀ K E), K 1) from one walk through the bands (each tile evaluated once)."""
-        forms, r = np.zeros(E.shape[1]), np.zeros(self.n)
-        for start, stop, (part, own, later) in self.band_results("forms_and_row_sums", E):
-            forms += part
-            r[start:stop] += own
-            r[stop:] += later
-        return forms, r
+    def forms_and_last(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(diag(Wᵀ K W), Wᵀ K w) for an n × C matrix W and w its last column, from one
+        walk through the bands.
+
+        With W = [E, 1] these are every relabelling's e_bᵀ K e_b and e_bᵀ K 1, and 1ᵀ K 1,
+        all from the products K W: the row sums K 1 are never formed, so a matrix-free
+        source makes no pass over its tiles besides the product. A band a:b contributes
+        w_bᵀ (D w_last + R w_last) + w_lastᵀ R w_b for its diagonal block D and the part
+        R right of it (K is symmetric: R's transpose is the lower part).
+        """
+        forms, cross = np.zeros(W.shape[1]), np.zeros(W.shape[1])
+        for _, _, (f, c) in self.band_results("forms_and_last", W):
+            forms += f
+            cross += c
+        return forms, cross
 
     def block_gram(self, W: sp.csr_array | np.ndarray) -> np.ndarray:
         """G = Wᵀ K W for an n × Q weight matrix (sparse or dense), from the upper bands of K only."""
@@ -110,7 +117,8 @@ def band_reduction(op: str, band: np.ndarray, start: int, stop: int, W: Any) -> 
       belong to the later rows);
     * ``"matvec"``: (K[a:b, a:] W[a:], K[a:b, b:]ᵀ W[a:b]) for the rows a:b and the later rows;
     * ``"quadratic_forms"``: 2·diag(W[a:b]ᵀ K[a:b, a:] W[a:]) − diag(W[a:b]ᵀ K[a:b, a:b] W[a:b]);
-    * ``"forms_and_row_sums"``: the two above, from the one band;
+    * ``"forms_and_last"``: (its share of diag(Wᵀ K W), its share of Wᵀ K w for w = W's
+      last column), from the products alone;
     * ``"block_gram"``: its share of Wᵀ K W (W sparse or dense), the off-diagonal part twice.
     """
     width = stop - start
@@ -121,8 +129,10 @@ def band_reduction(op: str, band: np.ndarray, start: int, stop: int, W: Any) -> 
     if op == "quadratic_forms":
         own = W[start:stop]
         return 2.0 * np.einsum("ij,ij->j", own, band @ W[start:]) - np.einsum("ij,ij->j", own, band[:, :width] @ own)
-    if op == "forms_and_row_sums":
-        return (band_reduction("quadratic_forms", band, start, stop, W), *band_reduction("row_sums", band, start, stop, None))
+    if op == "forms_and_last":
+        own = W[start:stop]
+        inner = band[:, :width] @ own
+        return _forms_and_last(own, inner, band[:, width:] @ W[stop:])
     if op == "block_gram":
         sparse = sp.issparse(W)
         rows = (lambda a, b: W[a:b].toarray()) if sparse else (lambda a, b: W[a:b])
@@ -150,9 +160,6 @@ class StoredGram(GramSource):
     def row_sums(self) -> np.ndarray:
         # one streaming pass over the stored matrix beats the symmetric bands here
         return self.K.sum(axis=1)
-
-    def quadratic_forms_and_row_sums(self, E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.quadratic_forms(E), self.row_sums()
 
     def quadratic_forms(self, E: np.ndarray) -> np.ndarray:
         # halves rather than bands: square products run at the full GEMM rate, thin bands
@@ -283,22 +290,16 @@ def tiled_band_reduction(
             later_parts.append(tile.sum(axis=0) if op == "row_sums" else tile.T @ W[start:stop])
         later = np.concatenate(later_parts) if later_parts else np.zeros((0, *own.shape[1:]))
         return own, later
-    if op in ("quadratic_forms", "forms_and_row_sums"):
+    if op in ("quadratic_forms", "forms_and_last"):
         Ws = W[start:stop]
         inner = block @ Ws
         across = np.zeros_like(inner)
-        own_sums = block.sum(axis=1)
         for c, d in tiles:
-            tile = kernel.gram_tile(Z[start:stop], Z[c:d])
-            across += tile @ W[c:d]
-            if op == "forms_and_row_sums":
-                own_sums += tile.sum(axis=1)
-                later_parts.append(tile.sum(axis=0))
+            across += kernel.gram_tile(Z[start:stop], Z[c:d]) @ W[c:d]
+        if op == "forms_and_last":
+            return _forms_and_last(Ws, inner, across)
         # the diagonal block once, the part right of it twice (K is symmetric)
-        forms = np.einsum("ij,ij->j", Ws, inner + 2.0 * across)
-        if op == "quadratic_forms":
-            return forms
-        return forms, own_sums, (np.concatenate(later_parts) if later_parts else np.zeros(0))
+        return np.einsum("ij,ij->j", Ws, inner + 2.0 * across)
     if op == "block_gram":
         sparse = sp.issparse(W)
         rows = (lambda a, b: W[a:b].toarray()) if sparse else (lambda a, b: W[a:b])
@@ -309,6 +310,14 @@ def tiled_band_reduction(
             G += off + off.T
         return G
     raise ValueError(f"unknown band reduction {op!r}")
+
+
+def _forms_and_last(own: np.ndarray, inner: np.ndarray, across: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A band's shares of diag(Wᵀ K W) and Wᵀ K w_last from own = W[a:b], inner = D own
+    (D its diagonal block) and across = R W[b:] (R the part right of D)."""
+    forms = np.einsum("ij,ij->j", own, inner + 2.0 * across)
+    cross = own.T @ (inner[:, -1] + across[:, -1]) + own[:, -1] @ across
+    return forms, cross
 
 
 def matrix_free_band(kernel: Kernel, Z: Sample, diag: np.ndarray, start: int, stop: int) -> np.ndarray:

@@ -133,6 +133,9 @@ def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, mo
     perm = rng.permutation(n)
     for src in (StoredGram(kernel, Z), MatrixFreeGram(kernel, Z, band_rows=3), PermutedGram(K[np.ix_(perm, perm)], np.argsort(perm))):
         np.testing.assert_allclose(src.quadratic_forms(E), want, rtol=1e-12, atol=1e-12)
-        forms, row_sums = src.quadratic_forms_and_row_sums(E)
+        forms, cross = src.forms_and_last(E)
         np.testing.assert_allclose(forms, want, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(row_sums, K.sum(axis=1), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(cross, [E[:, b] @ K @ E[:, -1] for b in range(6)], rtol=1e-12, atol=1e-12)
+        forms, cross = src.forms_and_last(np.column_stack([E, np.ones(n)]))  # as the tests use it
+        np.testing.assert_allclose(forms[:-1], want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(cross, [*(E.T @ K.sum(axis=1)), K.sum()], rtol=1e-12, atol=1e-12)

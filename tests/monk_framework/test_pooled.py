@@ -103,8 +103,8 @@ def test_a_precomputed_gram_of_the_wrong_shape_is_refused(rng):
         PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.full((7, 7), np.nan))
 
 
-def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_row_sums(registry, rng, monkeypatch):
-    # the observed statistic, B relabellings and K1 come from one walk through the bands
+def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_kernel_sums(registry, rng, monkeypatch):
+    # the observed statistic, B relabellings, e_b'K1 and 1'K1 come from one walk through the bands
     from monk_framework.blocks import gram_sources
     from monk_framework.two_sample import permutation_test
 
@@ -118,7 +118,7 @@ def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_row
     monkeypatch.setattr(gram_sources.MatrixFreeGram, "band_results", counted)
     X, Y = rng.normal(size=(30, 2)), rng.normal(size=(25, 2))
     forced = permutation_test("rbf", "u-stat", X, Y, n_permutations=50, rng=1, max_memory="8kB")
-    assert walks == ["forms_and_row_sums"]
+    assert walks == ["forms_and_last"]
     stored = permutation_test("rbf", "u-stat", X, Y, n_permutations=50, rng=1)
     assert forced.pvalue == stored.pvalue and forced.statistic == pytest.approx(stored.statistic, rel=1e-10)
 
@@ -134,3 +134,4 @@ def test_indicator_columns_mark_each_relabellings_x_points():
         for i in perm[:4]:
             expected[i, b] = 1.0
     np.testing.assert_array_equal(E, expected)
+    np.testing.assert_array_equal(indicator_columns(perms, 4, 9, ones=True), np.column_stack([expected, np.ones(9)]))
