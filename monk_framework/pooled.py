@@ -191,50 +191,34 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     docstring gives the identities).
     """
     perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
-    if pool._row_sums is None and not pool.stored:
-        return _matrix_free_sums(pool, perms)
-    # a stored K gives K 1 in one streaming pass; a matrix-free source whose K 1 is known
-    # already (a MONK estimator needed it) is not walked again for it
     B, size = perms.shape
-    r, d = pool.row_sums, pool.diag
+    # A stored K gives K 1 in one streaming pass, and a matrix-free source whose K 1 is
+    # known already (a MONK estimator needed it) is not walked again for it. Otherwise
+    # each batch's product with [E, 1] gives e_bᵀ K e_b, e_bᵀ K 1 and 1ᵀ K 1 at once
+    # (GramSource.forms_and_last): the tiles are never summed apart from the product.
+    products_only = pool._row_sums is None and not pool.stored
+    r, d = (None if products_only else pool.row_sums), pool.diag
     xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
+    total = None if r is None else float(r.sum())
     step = relabelling_batch(pool)
     for start in range(0, B, step):
         stop = min(start + step, B)
-        E = indicator_columns(perms[start:stop], pool.n, size)
-        xx[start:stop] = pool.source.quadratic_forms(E)
-        x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
-    return _sums(pool, xx, x1, float(r.sum()), tx)
-
-
-def _matrix_free_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
-    """:func:`sample_sums` from a matrix-free source that has no row sums K 1 yet: each
-    batch's product with [E, 1] gives e_bᵀ K e_b, e_bᵀ K 1 and 1ᵀ K 1 at once
-    (:meth:`GramSource.forms_and_last`), so the kernel tiles are evaluated once per batch
-    and never summed apart from the product (two passes over every tile fewer)."""
-    B, size = perms.shape
-    xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
-    total = 0.0
-    step = relabelling_batch(pool)
-    for start in range(0, B, step):
-        stop = min(start + step, B)
-        E = indicator_columns(perms[start:stop], pool.n, size, ones=True)
-        forms, cross = pool.source.forms_and_last(E)
-        xx[start:stop], x1[start:stop] = forms[:-1], cross[:-1]
-        total = float(forms[-1])  # 1ᵀ K 1: the same tiles in the same order every batch
-        tx[start:stop] = pool.diag @ E[:, :-1]
-    return _sums(pool, xx, x1, total, tx)
-
-
-def _sums(pool: PooledSample, xx: np.ndarray, x1: np.ndarray, total: float, tx: np.ndarray) -> SampleSums:
-    """The sums of every relabelling from S_xx = e_bᵀ K e_b, e_bᵀ K 1, 1ᵀ K 1 and the X
-    part of the trace, after checking that the V-statistics are squared norms."""
+        E = indicator_columns(perms[start:stop], pool.n, size, ones=products_only)
+        if r is None:
+            forms, cross = pool.source.forms_and_last(E)
+            xx[start:stop], x1[start:stop] = forms[:-1], cross[:-1]
+            total = float(forms[-1])  # 1ᵀ K 1: the same tiles in the same order every batch
+            tx[start:stop] = d @ E[:, :-1]
+        else:
+            xx[start:stop] = pool.source.quadratic_forms(E)
+            x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
+    assert total is not None  # B >= 1
     xy = x1 - xx
     yy = total - x1 - xy
     # every relabelling's V-statistic MMD² is a squared norm: negative proves K is not PSD
     vstat = xx / pool.n**2 + yy / pool.m**2 - 2.0 * xy / (pool.n * pool.m)
-    check_squared_norm(pool.kernel, float(vstat.min()), 4.0 * float(pool.diag.max()), "the V-statistic MMD^2")
-    return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=float(pool.diag.sum()) - tx)
+    check_squared_norm(pool.kernel, float(vstat.min()), 4.0 * float(d.max()), "the V-statistic MMD^2")
+    return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=float(d.sum()) - tx)
 
 
 def v_statistic(sums: Any, n: Any, m: Any) -> Any:

@@ -58,6 +58,8 @@ def test_sample_sums_equal_the_naive_sums(registry, rng, monkeypatch, matrix_fre
     K = registry.get_kernel("laplace", sigma=2.0).gram(np.vstack([X, Y]))
     perms = np.stack([rng.permutation(19) for _ in range(7)])
     monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 2 * 8 * 19 * 3)  # batches of 3 relabellings
+    # a matrix-free pool sizes its batches by the memory budget: force batches of 3 there too
+    monkeypatch.setattr(pooled_mod, "relabelling_batch", lambda pool: 3)
     s = sample_sums(pool, perms)
     for b, perm in enumerate(perms):
         want = naive_sums(K, perm, 11)
