@@ -70,3 +70,94 @@ def test_bad_arrays_are_refused_by_name():
         finish_squared_distances(np.zeros((3, 4), dtype=np.float32), nx, ny)
     with pytest.raises(ValueError, match="C-ordered float64"):
         finish_squared_distances(np.zeros((4, 3)).T, nx, ny)
+
+
+# -- the exponential and the direct block Gram matrix ----------------------------------------
+
+from monk_framework.fused import COMPILED_FORM_MAX_FEATURES, exp_nonpositive, exp_squared_distance_form  # noqa: E402
+
+
+def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """|got − want| in units of the last place of want (of the smallest normal below it)."""
+    return np.abs(got - want) / np.spacing(np.maximum(np.abs(want), np.finfo(float).tiny))
+
+
+def test_exponential_within_one_ulp_of_libm_and_numpy():
+    import math
+
+    g = np.random.default_rng(0)
+    # every scale down to the underflow: tiny arguments, the reduction's edges, subnormal results
+    x = np.concatenate([
+        -g.exponential(3.0, 20_000), -g.uniform(0, 746, 20_000), -(10.0 ** g.uniform(-20, 0, 5_000)),
+        -np.log(2) / 2 + g.normal(0, 1e-12, 100), -g.uniform(708, 745.2, 5_000),
+    ])
+    got = exp_nonpositive(x)
+    libm = np.array([math.exp(v) for v in x])
+    assert ulps(got, libm).max() <= 1.0
+    assert ulps(got, np.exp(x)).max() <= 1.0
+
+
+def test_exponential_at_its_edges():
+    edges = np.array([0.0, -0.0, -5e-324, -1e-300, -745.13, -745.2, -746.0, -800.0, -1e308, -np.inf])
+    got = exp_nonpositive(edges)
+    assert got[0] == got[1] == got[2] == got[3] == 1.0  # exp rounds to 1 below half an ulp
+    assert got[4] == np.exp(-745.13) == 5e-324  # the smallest subnormal
+    assert (got[5:] == 0.0).all()
+    for bad in ([np.nan], [1e-3], [np.inf]):
+        with pytest.raises(ValueError, match="<= 0"):
+            exp_nonpositive(np.array(bad))
+
+
+def brute_form(Z: np.ndarray, W: np.ndarray, scale: float, diag: np.ndarray | None) -> np.ndarray:
+    """Wᵀ K W with every K_ij from math.exp of the squared distance, in pure Python."""
+    import math
+
+    n = len(Z)
+    K = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            K[i, j] = math.exp(scale * float(((Z[i] - Z[j]) ** 2).sum()))
+        if diag is not None:
+            K[i, i] = diag[i]
+    return W.T @ K @ W
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(0, 13), d=st.integers(1, 6), c=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([-0.5, -3.0, -1e-4, 0.0]),
+    with_diag=st.booleans(),
+)
+def test_direct_form_equals_brute_force(n, d, c, seed, scale, with_diag):
+    g = np.random.default_rng(seed)
+    Z = g.normal(size=(n, d)) * g.choice([0.1, 1.0, 10.0])
+    W = g.normal(size=(n, c))
+    diag = g.uniform(0.5, 2.0, n) if with_diag else None
+    got = exp_squared_distance_form(Z, W, scale, diag)
+    want = brute_form(Z, W, scale, diag)
+    assert got.shape == (c, c)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * max(1.0, np.abs(want).max()))
+    np.testing.assert_array_equal(got, got.T)  # each pair is added to both triangles
+
+
+@pytest.mark.parametrize("d", [1, 10, COMPILED_FORM_MAX_FEATURES])
+def test_direct_form_on_a_within_block_sum(d):
+    # BCD-Fast's use: one block of 300 points, its X and Y indicators
+    g = np.random.default_rng(d)
+    Z = g.normal(size=(300, d)) / np.sqrt(2 * d)
+    E = np.zeros((300, 2))
+    E[:140, 0] = E[140:, 1] = 1.0
+    K = np.exp(-0.5 * ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1))
+    np.testing.assert_allclose(exp_squared_distance_form(Z, E, -0.5), E.T @ K @ E, rtol=1e-13)
+
+
+def test_direct_form_gives_zero_to_overflowing_distances_and_declines_wide_data():
+    Z = np.array([[0.0], [1e200], [-1e200]])  # squared distances overflow to inf: exp(-inf) = 0
+    np.testing.assert_array_equal(exp_squared_distance_form(Z, np.ones((3, 1)), -0.5), [[3.0]])
+    assert exp_squared_distance_form(np.zeros((4, COMPILED_FORM_MAX_FEATURES + 1)), np.ones((4, 1)), -0.5) is None
+    with pytest.raises(ValueError, match="finite points"):
+        exp_squared_distance_form(np.array([[np.nan]]), np.ones((1, 1)), -0.5)
+    with pytest.raises(ValueError, match="scale <= 0"):
+        exp_squared_distance_form(np.zeros((2, 1)), np.ones((2, 1)), 0.5)
+    with pytest.raises(ValueError, match=r"\(n, d\) and W \(n, c\)"):
+        exp_squared_distance_form(np.zeros((2, 1)), np.ones((3, 1)), -0.5)
