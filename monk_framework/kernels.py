@@ -236,6 +236,18 @@ class Kernel(Configurable):
         """Φ(X), rows the explicit features of the points (kernels with ``has_features``)."""
         return np.asarray(renamed_hook(self, "_features", "compute_features")(X))
 
+    def compute_block_gram(self, Z: Any, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
+        """Wᵀ K W for the Gram matrix K of a validated sample Z, with ``diag`` on its
+        diagonal, and a dense n × c weight matrix W with a few columns, computed directly
+        without tiles of K; or None (the default) when the kernel has no such shortcut,
+        and the caller walks the tiles.
+
+        Matrix-free sources call it for the
+        within-block sums of the MONK estimators (two indicator columns per block), where
+        a compiled loop that adds each pair's value as it goes beats forming the tiles
+        (the RBF kernel: :func:`monk_framework.fused.exp_squared_distance_form`)."""
+        return None
+
     def gaussian_expectation(
         self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray
     ) -> float:
@@ -281,6 +293,21 @@ class Kernel(Configurable):
                 f"points; it must return the whole rectangle k(X[i], Y[j]), shape ({len(X)}, {len(Y)})."
             )
         return self.check_finite(values)
+
+    def direct_block_gram(self, Z: Sample, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
+        """``compute_block_gram``'s Wᵀ K W, checked for shape and finiteness, or None when
+        the kernel has no direct form for these inputs."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            G = self.compute_block_gram(Z, W, diag)
+        if G is None:
+            return None
+        G = np.asarray(G, dtype=np.float64)
+        if G.shape != (W.shape[1], W.shape[1]):
+            raise KernelContractError(
+                f"{self.plugin_label()}: compute_block_gram returned shape {G.shape} for {W.shape[1]} weight "
+                f"columns; it must return W'KW, shape ({W.shape[1]}, {W.shape[1]})."
+            )
+        return self.check_finite(G)
 
     def diag_tile(self, X: Sample) -> np.ndarray:
         """k(x_i, x_i) for a validated sample: ``compute_diag``'s values, checked for shape,

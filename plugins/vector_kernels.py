@@ -289,6 +289,17 @@ class RBFKernel(_BandwidthCore, Kernel):
         np.exp(out, out=out)
         return out
 
+    def compute_block_gram(self, Z: np.ndarray, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
+        # exp(−½‖z/σ − z'/σ‖²) pair by pair in one compiled loop; the points are scaled
+        # first, so 1e200-scale data with σ = 1e200 stay finite as in compute_gram
+        from monk_framework.fused import exp_squared_distance_form  # numba: loaded on first use
+
+        with np.errstate(over="ignore", under="ignore"):
+            scaled = Z / self._sigma
+        if not np.isfinite(scaled).all():
+            return None  # σ so small that a point overflows: the tiles handle it
+        return exp_squared_distance_form(scaled, W, -0.5, diag)
+
     def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
         # E k(x, y) = sigma^d / sqrt(det S) exp(-1/2 D^T S^-1 D), S = C1 + C2 + sigma^2 I
         d = m1.size

@@ -196,6 +196,23 @@ class MatrixFreeGram(GramSource):
     def _band_rows(self) -> int:
         return self.band_rows or MATRIX_FREE_BAND_ROWS
 
+    def block_gram(self, W: sp.csr_array | np.ndarray) -> np.ndarray:
+        """G = Wᵀ K W; for a few dense columns on one thread, from the kernel's direct form
+        when it has one (:meth:`Kernel.direct_block_gram`), else from the tiles."""
+        from ..backends import LocalBackend, in_this_process
+
+        # the direct form runs on one thread: it replaces the tiles when they would too
+        # (a within-block sum on a pool thread or a worker, or a few bands), at about
+        # 2 ns a pair against 3-4.5 for tiles of d = 10 (docs/performance.md)
+        one_thread = len(self.band_bounds()) < PARALLEL_MIN_BANDS or isinstance(in_this_process(), LocalBackend)
+        if isinstance(W, np.ndarray) and W.ndim == 2 and W.shape[1] <= DIRECT_FORM_COLUMNS and one_thread:
+            tick = time.perf_counter()
+            G = self.kernel.direct_block_gram(self.Z, W, self.diag)
+            if G is not None:
+                self.kernel_s += time.perf_counter() - tick
+                return G
+        return super().block_gram(W)
+
     def band_results(self, op: str, W: Any) -> Iterator[tuple[int, int, Any]]:
         # the bands are reduced tile by tile (a band of a large sample is never held whole),
         # on every core when there are enough of them, and added in band order
@@ -260,6 +277,9 @@ TILE_BYTES = 4 * 1024 * 1024
 
 #: from this many bands on, a matrix-free reduction runs its bands on every core
 PARALLEL_MIN_BANDS = 4
+#: weight columns up to which a kernel's direct Wᵀ K W (one multiply-add a pair and
+#: column) replaces the tiles and their BLAS products
+DIRECT_FORM_COLUMNS = 4
 
 
 def reduce_band(task: tuple[int, int, str], shared: tuple[Any, Any]) -> Any:

@@ -139,3 +139,89 @@ def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, mo
         forms, cross = src.forms_and_last(np.column_stack([E, np.ones(n)]))  # as the tests use it
         np.testing.assert_allclose(forms[:-1], want, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(cross, [*(E.T @ K.sum(axis=1)), K.sum()], rtol=1e-12, atol=1e-12)
+
+
+
+
+@pytest.fixture
+def direct_form_kernels():
+    """Throwaway kernel plugins with a direct Wᵀ K W: right (from their own Gram matrix),
+    of the wrong shape, or declining."""
+    from typing import ClassVar
+
+    import attrs
+
+    from monk_framework import Kernel
+
+    @attrs.frozen(kw_only=True)
+    class Direct(Kernel):
+        name: ClassVar[str] = "direct-test"
+        summary: ClassVar[str] = "A test kernel with a direct block Gram matrix."
+        answer: str = attrs.field(default="right")
+        calls: list = attrs.field(factory=list, eq=False)
+
+        def compute_gram(self, X, Y):
+            return np.exp(-0.5 * ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1))
+
+        def compute_diag(self, X):
+            return np.ones(len(X))
+
+        def compute_block_gram(self, Z, W, diag):
+            self.calls.append(W.shape)
+            if self.answer == "decline":
+                return None
+            if self.answer == "shape":
+                return np.zeros((1, 1))
+            K = self.compute_gram(Z, Z)
+            np.fill_diagonal(K, diag)
+            return W.T @ K @ W
+
+    return Direct
+
+
+def test_a_narrow_dense_block_gram_takes_the_kernels_direct_form(registry, direct_form_kernels, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # many bands would run on two threads
+    rng = np.random.default_rng(4)
+    Z = rng.standard_normal((120, 3))
+    E = np.zeros((120, 2))
+    E[:50, 0] = E[50:, 1] = 1.0
+    kernel = direct_form_kernels()
+    want = E.T @ kernel.gram(Z) @ E
+    src = MatrixFreeGram(kernel, Z, band_rows=16)
+    np.testing.assert_allclose(src.block_gram(E), want, rtol=1e-13)
+    assert kernel.calls == []  # 8 bands run on both cores: the tiles, not one thread
+    few = MatrixFreeGram(kernel, Z, band_rows=40)  # 3 bands: one thread either way
+    np.testing.assert_allclose(few.block_gram(E), want, rtol=1e-13)
+    assert kernel.calls == [(120, 2)]
+    # wide or sparse weights, and a kernel that declines, take the tiles
+    wide = rng.standard_normal((120, 5))
+    np.testing.assert_allclose(few.block_gram(wide), wide.T @ kernel.gram(Z) @ wide, rtol=1e-12)
+    np.testing.assert_allclose(few.block_gram(sp.csr_array(E)), want, rtol=1e-13)
+    assert kernel.calls == [(120, 2)]
+    declining = direct_form_kernels(answer="decline")
+    np.testing.assert_allclose(MatrixFreeGram(declining, Z, band_rows=40).block_gram(E), want, rtol=1e-13)
+    assert declining.calls == [(120, 2)]
+
+
+def test_a_direct_form_of_the_wrong_shape_is_named(direct_form_kernels):
+    from monk_framework import KernelContractError
+
+    Z = np.zeros((6, 2))
+    with pytest.raises(KernelContractError, match=r"compute_block_gram returned shape \(1, 1\) for 2 weight columns"):
+        MatrixFreeGram(direct_form_kernels(answer="shape"), Z).block_gram(np.ones((6, 2)))
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e200])
+def test_rbf_direct_form_equals_its_tiles(registry, scale):
+    # the RBF kernel's compiled form against its own Gram matrix, on data of any scale
+    rng = np.random.default_rng(5)
+    Z = rng.standard_normal((90, 4)) * scale
+    kernel = registry.get_kernel("rbf", sigma=1.7 * scale)
+    E = (rng.random((90, 3)) < 0.5).astype(float)
+    diag = kernel.diag(Z)
+    got = kernel.direct_block_gram(Z, E, diag)
+    np.testing.assert_allclose(got, E.T @ kernel.gram(Z) @ E, rtol=1e-13)
+    # a σ so small that the scaled points overflow: declined, the tiles handle it
+    assert registry.get_kernel("rbf", sigma=1e-300).direct_block_gram(Z * 1e10, E, diag) is None

@@ -70,8 +70,25 @@ class NotPSD(Cauchy):
         return -super().compute_gram(X, Y) + 2.0 * (np.abs(super().compute_gram(X, Y) - 1) < 1e-15)
 
 
+@attrs.frozen(kw_only=True)
+class WrongBlockGram(Cauchy):
+    name: ClassVar[str] = "wrong-block-gram"
+
+    def compute_block_gram(self, Z, W, diag):
+        return W.T @ W  # the identity's W'KW, not this kernel's
+
+
+@attrs.frozen(kw_only=True)
+class RightBlockGram(Cauchy):
+    name: ClassVar[str] = "right-block-gram"
+
+    def compute_block_gram(self, Z, W, diag):
+        return W.T @ self.compute_gram(Z, Z) @ W
+
+
 def test_a_correct_kernel_passes():
     check_kernel(Cauchy)
+    check_kernel(RightBlockGram)
 
 
 @pytest.mark.parametrize(
@@ -82,6 +99,7 @@ def test_a_correct_kernel_passes():
         (WrongDiag, r"compute_diag gives k\(x_0, x_0\) = 2 but compute_gram's diagonal has 1"),
         (Noisy, "deterministic"),
         (NotPSD, "eigenvalue"),
+        (WrongBlockGram, r"compute_block_gram\(X, W, diag\) is not W' K W"),
     ],
 )
 def test_broken_kernels_are_caught_by_name(cls, message):
