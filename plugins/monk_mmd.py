@@ -659,10 +659,11 @@ def _checked(pool: PooledSample, stats: BlockStats, ridge: float) -> BlockStats:
 
 
 def _block_sums(ctx: _Context, part: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A_q, B_q, C_q from the upper bands of each block's own Gram matrix.
+    """A_q, B_q, C_q from each block's own Gram matrix, never the pooled one.
 
-    The within-sample squares are symmetric, so about 60 % of each square is evaluated.
-    Each block is a task: inside ``spread_over`` (an estimate with a Dask backend) the
+    K is symmetric, so each pair is needed once: a kernel with a direct form (the RBF
+    kernel's compiled loop, :meth:`Kernel.compute_block_gram`) evaluates exactly the
+    upper half; others walk the upper bands, about 60 % of each square. Each block is a task: inside ``spread_over`` (an estimate with a Dask backend) the
     blocks run on the workers, which receive the samples once per estimate.
     """
     remote = spreading()
