@@ -119,8 +119,8 @@ def exp_nonpositive(x: np.ndarray) -> np.ndarray:
     """exp(x) for x <= 0 (or −inf), with the exponential the compiled loops inline.
 
     2^k · p(r) with k = rint(x / ln 2), r = x − k·ln 2 (|r| <= ln(2)/2) and p the Taylor
-    polynomial of degree 13: within one unit in the last place of ``np.exp`` (tested on
-    10⁶ values down to the underflow at −745.13, where both give 0). NaN and x > 0 are
+    polynomial of degree 13: within one unit in the last place of ``np.exp`` and libm's
+    ``exp`` (tested on 50 000 values down to the underflow at −745.13, where all give 0). NaN and x > 0 are
     outside its domain: it is an internal building block, exposed for its tests.
     """
     x = np.ascontiguousarray(x, dtype=np.float64).ravel()

@@ -242,10 +242,10 @@ class Kernel(Configurable):
         without tiles of K; or None (the default) when the kernel has no such shortcut,
         and the caller walks the tiles.
 
-        Matrix-free sources call it for the
-        within-block sums of the MONK estimators (two indicator columns per block), where
-        a compiled loop that adds each pair's value as it goes beats forming the tiles
-        (the RBF kernel: :func:`monk_framework.fused.exp_squared_distance_form`)."""
+        Matrix-free sources call it for the within-block sums of the MONK estimators (two
+        indicator columns per block), where a compiled loop that adds each pair's value
+        as it goes beats forming the tiles (the RBF kernel:
+        :func:`monk_framework.fused.exp_squared_distance_form`)."""
         return None
 
     def gaussian_expectation(

@@ -663,8 +663,9 @@ def _block_sums(ctx: _Context, part: Any) -> tuple[np.ndarray, np.ndarray, np.nd
 
     K is symmetric, so each pair is needed once: a kernel with a direct form (the RBF
     kernel's compiled loop, :meth:`Kernel.compute_block_gram`) evaluates exactly the
-    upper half; others walk the upper bands, about 60 % of each square. Each block is a task: inside ``spread_over`` (an estimate with a Dask backend) the
-    blocks run on the workers, which receive the samples once per estimate.
+    upper half; others walk the upper bands, about 60 % of each square. Each block is a
+    task: inside ``spread_over`` (an estimate with a Dask backend) the blocks run on the
+    workers, which receive the samples once per estimate.
     """
     remote = spreading()
     backend = remote or in_this_process()

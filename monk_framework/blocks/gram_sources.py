@@ -204,8 +204,8 @@ class MatrixFreeGram(GramSource):
         # the direct form runs on one thread: it replaces the tiles when they would too
         # (a within-block sum on a pool thread or a worker, or a few bands), at about
         # 2 ns a pair against 3-4.5 for tiles of d = 10 (docs/performance.md)
-        one_thread = len(self.band_bounds()) < PARALLEL_MIN_BANDS or isinstance(in_this_process(), LocalBackend)
-        if isinstance(W, np.ndarray) and W.ndim == 2 and W.shape[1] <= DIRECT_FORM_COLUMNS and one_thread:
+        narrow = isinstance(W, np.ndarray) and W.ndim == 2 and W.shape[1] <= DIRECT_FORM_COLUMNS
+        if narrow and (len(self.band_bounds()) < PARALLEL_MIN_BANDS or isinstance(in_this_process(), LocalBackend)):
             tick = time.perf_counter()
             G = self.kernel.direct_block_gram(self.Z, W, self.diag)
             if G is not None:

@@ -79,6 +79,14 @@ class WrongBlockGram(Cauchy):
 
 
 @attrs.frozen(kw_only=True)
+class ScalarBlockGram(Cauchy):
+    name: ClassVar[str] = "scalar-block-gram"
+
+    def compute_block_gram(self, Z, W, diag):
+        return np.float64(1.0)  # one number where a 2 x 2 matrix is due
+
+
+@attrs.frozen(kw_only=True)
 class RightBlockGram(Cauchy):
     name: ClassVar[str] = "right-block-gram"
 
@@ -100,6 +108,7 @@ def test_a_correct_kernel_passes():
         (Noisy, "deterministic"),
         (NotPSD, "eigenvalue"),
         (WrongBlockGram, r"compute_block_gram\(X, W, diag\) is not W' K W"),
+        (ScalarBlockGram, r"compute_block_gram fails the framework's checks.*shape \(\)"),
     ],
 )
 def test_broken_kernels_are_caught_by_name(cls, message):
