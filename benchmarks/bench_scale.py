@@ -16,12 +16,13 @@ Each large case runs in a child process (its own peak memory: ``ru_maxrss``, plu
 workers' for Dask) and reports its time over both floors. Cases:
 
 * ``everyday``: the u-stat test with the median heuristic at N = M = 1000, d = 10,
-  B = 1000, against its one relabelling product, a 2000 × 2000 × 1000 GEMM, timed
-  alternately (medians of 9): back to back with glibc's allocator defaults, then after
+  B = 1000, against its one relabelling product, a 2000 × 2000 × 1000 GEMM: tests back
+  to back as a study runs them, and the GEMM back to back, in alternated rounds; then
+  each test right after a GEMM (medians of 9), with glibc's allocator defaults and after
   ``reuse_freed_memory()`` (what ``monkfw`` does); one at a time after an idle moment
   (OpenBLAS's idle threads asleep, as in a program that runs one test now and then);
-  and back to back in a process started with OPENBLAS_THREAD_TIMEOUT=4 (they sleep at
-  once);
+  and right after a GEMM in a process started with OPENBLAS_THREAD_TIMEOUT=4 (its
+  threads sleep at once);
 * ``ustat-estimate``: the u-stat estimate at N = M = 10⁵, d = 10, ``max_memory="2GB"``;
 * ``ustat-test``: the u-stat test with B = 100 at N = M = 10⁵, d = 10, 2 GB, here and on
   Dask with 1 and 2 local workers (the same statistic and p-value are checked);
@@ -179,11 +180,18 @@ IDLE_SECONDS = 0.3
 
 
 def everyday(rows: tuple[str, ...]) -> None:
-    """The everyday test against its GEMM, timed alternately (medians of 9), under the
-    conditions named in ``rows``: "defaults" and "reuse" back to back (with glibc's
-    allocator defaults, then after ``reuse_freed_memory()``), "idle" one test at a time
-    after an idle moment (OpenBLAS's idle threads asleep), "sleeping-blas" back to back
-    in a process started with OPENBLAS_THREAD_TIMEOUT=4."""
+    """The everyday test against its GEMM (medians of 9 or more), under the conditions
+    named in ``rows``:
+
+    * "loop": tests back to back, as a study runs them, and the GEMM back to back, in
+      three alternated rounds of nine each (OpenBLAS's and glibc's defaults apart from
+      ``reuse_freed_memory()``, which ``monkfw`` calls);
+    * "defaults" and "reuse": each test right after a GEMM, alternately (with glibc's
+      allocator defaults, then after ``reuse_freed_memory()``): the GEMM's idle BLAS
+      threads spin into the test that follows;
+    * "idle": one at a time, after an idle moment (OpenBLAS's idle threads asleep);
+    * "sleeping-blas": alternately, in a process started with OPENBLAS_THREAD_TIMEOUT=4.
+    """
     from monk_framework import get_registry
     from monk_framework.memory import reuse_freed_memory
     from monk_framework.two_sample import permutation_test
@@ -194,11 +202,13 @@ def everyday(rows: tuple[str, ...]) -> None:
     rng = np.random.default_rng(0)
     K, E = rng.normal(size=(2000, 2000)), rng.normal(size=(2000, 1000))
     test = lambda: permutation_test(kernel, est, X, Y, n_permutations=1000, rng=0)  # noqa: E731
+    gemm = lambda: K @ E  # noqa: E731
     labels = {
-        "defaults": "back to back, glibc's allocator defaults",
-        "reuse": "back to back, reuse_freed_memory()",
+        "loop": "tests back to back (3 rounds of 9), the GEMM back to back",
+        "defaults": "each test right after a GEMM, glibc's allocator defaults",
+        "reuse": "each test right after a GEMM, reuse_freed_memory()",
         "idle": f"one at a time, after {IDLE_SECONDS} s idle",
-        "sleeping-blas": "back to back, OPENBLAS_THREAD_TIMEOUT=4",
+        "sleeping-blas": "each test right after a GEMM, OPENBLAS_THREAD_TIMEOUT=4",
     }
     for row in rows:
         if row != "defaults":
@@ -209,11 +219,16 @@ def everyday(rows: tuple[str, ...]) -> None:
             time.sleep(pause)
             return _clock(fn)
 
-        test(), K @ E
+        test(), gemm()
         t_test, t_gemm = [], []
-        for _ in range(9):  # alternately, so that both see the same machine
-            t_test.append(clock(test))
-            t_gemm.append(clock(lambda: K @ E))
+        if row == "loop":
+            for _ in range(3):
+                t_gemm += [clock(gemm) for _ in range(9)]
+                t_test += [clock(test) for _ in range(9)]
+        else:
+            for _ in range(9):  # alternately, so that both see the same machine
+                t_test.append(clock(test))
+                t_gemm.append(clock(gemm))
         a, g = statistics.median(t_test), statistics.median(t_gemm)
         r = test()
         print(f"| 1000 | 1000 | {labels[row]} | {a * 1e3:.1f} ms | {g * 1e3:.1f} ms | {a / g:.2f} | {2 * a / g:.2f} | {r.pvalue:.4g} |",
@@ -223,7 +238,7 @@ def everyday(rows: tuple[str, ...]) -> None:
 def everyday_all() -> None:
     print("| N = M | B | how | test | GEMM 2000 × 2000 × 1000 | test / GEMM | test / half GEMM (the FLOPs it does) | p-value |")
     print("|---|---|---|---|---|---|---|---|", flush=True)
-    everyday(("defaults", "reuse", "idle"))
+    everyday(("loop", "defaults", "reuse", "idle"))
     # OpenBLAS reads its spin time when it loads: a process of its own
     env = {**os.environ, "OPENBLAS_THREAD_TIMEOUT": "4"}
     proc = subprocess.run([sys.executable, __file__, "--everyday", "sleeping-blas"], env=env, capture_output=True, text=True)

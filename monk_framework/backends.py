@@ -17,6 +17,7 @@ this against a real LocalCluster).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +27,7 @@ from .errors import MonkError, ParameterError, optional_import
 
 __all__ = [
     "Backend", "LocalBackend", "ThreadBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend",
-    "in_order", "in_this_process",
+    "in_order", "in_this_process", "on_this_thread", "one_blas_thread",
 ]
 
 #: fn(task, shared) -> result; must be a module-level function for the Dask backend.
@@ -101,9 +102,7 @@ class ThreadBackend(Backend):
     def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(self.n_threads) as pool:
+        with one_blas_thread(), ThreadPoolExecutor(self.n_threads) as pool:
             futures = {pool.submit(_on_thread, fn, task, shared): i for i, task in enumerate(tasks)}
             try:
                 for future in as_completed(futures):
@@ -117,6 +116,42 @@ class ThreadBackend(Backend):
 
 
 _THREAD = threading.local()
+
+@contextlib.contextmanager
+def on_this_thread() -> Iterator[None]:
+    """Within it, :func:`in_this_process` gives the local backend on this thread: the
+    computations it starts here use no pool of threads, leaving the other cores to work
+    that runs beside them (a permutation test's draw of relabellings)."""
+    before = getattr(_THREAD, "busy", False)
+    _THREAD.busy = True
+    try:
+        yield
+    finally:
+        _THREAD.busy = before
+
+
+#: (number of loaded modules, threadpoolctl controller): scanning the loaded libraries
+#: costs 0.6 ms, limiting through a controller kept from the last scan 13 µs (measured)
+_BLAS_CONTROLLER: list[Any] = []
+
+
+def one_blas_thread() -> Any:
+    """A context manager under which BLAS runs on one thread (threadpoolctl's limit).
+
+    Besides leaving the cores to the library's own threads, it keeps OpenBLAS's thread
+    pool asleep: after a parallel call its idle threads spin for about 0.1 s, taking a
+    core from whatever runs next (docs/performance.md). The controller is kept between
+    calls and scanned again when a module has been imported since, which is how a new
+    BLAS library would arrive.
+    """
+    import sys
+
+    from threadpoolctl import ThreadpoolController
+
+    loaded = len(sys.modules)
+    if not _BLAS_CONTROLLER or _BLAS_CONTROLLER[0] != loaded:
+        _BLAS_CONTROLLER[:] = [loaded, ThreadpoolController()]
+    return _BLAS_CONTROLLER[1].limit(limits=1, user_api="blas")
 
 
 def _on_thread(fn: TaskFn, task: Any, shared: Any) -> Any:

@@ -342,15 +342,18 @@ class Kernel(Configurable):
         K = np.empty((n, n), dtype=np.float64)
         diag = self.diag_tile(X)
         step = self._chunk_rows(n)
-        for start in range(0, n, step):
-            stop = min(start + step, n)
+
+        def band(start: int, stop: int) -> None:
+            # writes rows start:stop from column start on, and their mirror below the
+            # diagonal block: no two bands write the same entries
             K[start:stop, start:] = self.gram_tile(X[start:stop], X[start:])
             self.check_diagonal_block(K[start:stop, start:stop], diag[start:stop], start)
-            # mirror the band below the diagonal block, and the block's upper triangle
             K[stop:, start:stop] = K[start:stop, stop:].T
             block = K[start:stop, start:stop]
             upper = np.triu(block, 1)
             block[...] = upper + upper.T
+
+        on_cores(band, [(start, min(start + step, n)) for start in range(0, n, step)])
         np.fill_diagonal(K, diag)
         return K
 
@@ -408,6 +411,28 @@ class Kernel(Configurable):
             stop = min(start + step, n)
             K[start:stop] = self.gram_tile(X[start:stop], Y)
         return K
+
+
+#: from this many row bands on, :func:`on_cores` runs them on every core
+PARALLEL_MIN_BANDS = 4
+
+
+def on_cores(work: Any, bands: list[tuple[int, int]]) -> list[Any]:
+    """``[work(start, stop) for start, stop in bands]``, run on every core
+    (:func:`~monk_framework.backends.in_this_process`: threads with one BLAS thread each)
+    when there are at least PARALLEL_MIN_BANDS of them, else here.
+
+    On the threads, OpenBLAS's own threads stay asleep: after a parallel call they spin
+    for about 0.1 s, on the core that whatever runs next would need.
+    """
+    from .backends import LocalBackend, in_this_process
+
+    backend = in_this_process() if len(bands) >= PARALLEL_MIN_BANDS else LocalBackend()
+    return backend.map(_band_task, bands, work)
+
+
+def _band_task(band: tuple[int, int], work: Any) -> Any:
+    return work(*band)
 
 
 def check_squared_norm(kernel: Kernel, value: float, scale: float, what: str) -> float:
@@ -650,16 +675,16 @@ def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:
         found = _bracketed_median(Z, step)
         if found is not None:
             return found
-    parts: list[np.ndarray] = []
     band_of = refined_squared_distances if metric == "l2" else l1_distances
     root = np.sqrt if metric == "l2" else (lambda v: v)
-    for start in range(0, n - 1, step):
-        stop = min(start + step, n - 1)
+
+    def pairs(start: int, stop: int) -> np.ndarray:
         band = band_of(Z[start:stop], Z[start:])
         # the entries right of the diagonal, row by row (column j > row i): row slices
         # are views, and copying them is about 4x faster than a boolean mask
-        parts.extend(band[i, i + 1 :] for i in range(stop - start))
-    values = np.concatenate(parts)
+        return np.concatenate([band[i, i + 1 :] for i in range(stop - start)])
+
+    values = np.concatenate(on_cores(pairs, [(start, min(start + step, n - 1)) for start in range(0, n - 1, step)]))
     k = (len(values) - 1) // 2
     if len(values) % 2:
         return float(root(order_statistics(values, k, k)[0]))
@@ -685,13 +710,15 @@ def _bracketed_median(Z: np.ndarray, step: int) -> float | None:
     if m < 1 << 16:
         return None
     k, last = (m - 1) // 2, m // 2
-    bands, bound = [], 0.0
-    for start in range(0, n - 1, step):
-        stop = min(start + step, n - 1)
+
+    def band_and_bound(start: int, stop: int) -> tuple[np.ndarray, float]:
         band, nx, ny = _centred_identity(Z[start:stop], Z[start:])
         band[np.tril_indices(stop - start)] = np.inf  # the diagonal and below: not pairs i < j
-        bands.append(band.ravel())
-        bound = max(bound, float(REFINE_RATIO * (nx.max() + ny.max())))
+        return band.ravel(), float(REFINE_RATIO * (nx.max() + ny.max()))
+
+    found_bands = on_cores(band_and_bound, [(start, min(start + step, n - 1)) for start in range(0, n - 1, step)])
+    bands = [band for band, _ in found_bands]
+    bound = max(b for _, b in found_bands)
     lo, hi = _bracket(bands, k, last)
     if not (np.isfinite(hi) and bound * (1 + 1e-6) < lo):
         return None

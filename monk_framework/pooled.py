@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .backends import one_blas_thread
 from .blocks import GramSource, MatrixFreeGram, PermutedGram, StoredGram, gram_source, take
 from .data import Sample
 from .errors import ParameterError
@@ -212,17 +213,21 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
     total = None if r is None else float(r.sum())
     step = relabelling_batch(pool)
-    for start in range(0, B, step):
-        stop = min(start + step, B)
-        E = indicator_columns(perms[start:stop], pool.n, size, ones=products_only)
-        if r is None:
-            forms, cross = pool.source.forms_and_last(E)
-            xx[start:stop], x1[start:stop] = forms[:-1], cross[:-1]
-            total = float(forms[-1])  # 1ᵀ K 1: the same tiles in the same order every batch
-            tx[start:stop] = d @ E[:, :-1]
-        else:
-            xx[start:stop] = pool.source.quadratic_forms(E)
-            x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
+    # The products with K run on the library's threads (the sources' reductions); the
+    # small ones here stay on one BLAS thread, so that OpenBLAS's own threads, which spin
+    # for about 0.1 s after each parallel call, stay asleep for the next test.
+    with one_blas_thread():
+        for start in range(0, B, step):
+            stop = min(start + step, B)
+            E = indicator_columns(perms[start:stop], pool.n, size, ones=products_only)
+            if r is None:
+                forms, cross = pool.source.forms_and_last(E)
+                xx[start:stop], x1[start:stop] = forms[:-1], cross[:-1]
+                total = float(forms[-1])  # 1ᵀ K 1: the same tiles in the same order every batch
+                tx[start:stop] = d @ E[:, :-1]
+            else:
+                xx[start:stop] = pool.source.quadratic_forms(E)
+                x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
     assert total is not None  # B >= 1
     xy = x1 - xx
     yy = total - x1 - xy

@@ -38,6 +38,7 @@ or on the rest of a grid, and the statistic with ``relabel="global"`` is the est
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import threading
@@ -49,7 +50,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
-from .backends import Backend, LocalBackend
+from .backends import Backend, LocalBackend, on_this_thread
+from .backends import one_blas_thread as _one_blas_thread
 from .blocks import Partition, take
 from .blocks.spread import spread_over
 from .errors import MonkError, ParameterError, ResourceError
@@ -201,7 +203,7 @@ class GlobalRelabellings:
         self._rng = np.random.default_rng(child(seq, 0))
         self._next = 0  # the first relabelling not handed out yet
         self._thread: threading.Thread | None = None
-        self._limits: Any = None  # the BLAS thread limit held while drawing ahead
+        self._held = contextlib.ExitStack()  # one BLAS thread and no pool while drawing ahead
         self._drawn: list[Any] = []  # what the thread left: [rows] or [exception]
         self._ahead: np.ndarray | None = None  # rows drawn ahead and not handed out yet
         self._ahead_lead = 0  # identity rows in front of them
@@ -222,9 +224,10 @@ class GlobalRelabellings:
         """Start drawing relabellings 0..count in a background thread (after ``lead``
         identity rows, as the first :meth:`rows` call will ask for them).
 
-        ``one_blas_thread``: until the rows are collected, BLAS runs on one thread, so
-        that the draw has the other core. OpenBLAS's idle threads spin for a while after
-        each parallel call and would take that core (measured: the overlap then gains
+        ``one_blas_thread``: until the rows are collected, BLAS runs on one thread and
+        the library's row bands stay on this thread (:func:`on_this_thread`), so that
+        the draw has the other core. OpenBLAS's idle threads spin for a while after each
+        parallel call and would take that core (measured: the overlap then gains
         nothing); only worth it when the products meanwhile are small.
         """
         if self._thread is not None or self._next:
@@ -238,9 +241,8 @@ class GlobalRelabellings:
                 self._drawn[:] = [exc]
 
         if one_blas_thread:
-            from threadpoolctl import threadpool_limits
-
-            self._limits = threadpool_limits(limits=1, user_api="blas")
+            self._held.enter_context(_one_blas_thread())
+            self._held.enter_context(on_this_thread())
         self._thread = threading.Thread(target=work, name="monkfw-relabellings", daemon=True)
         self._thread.start()
 
@@ -249,9 +251,7 @@ class GlobalRelabellings:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._limits is not None:
-            self._limits.restore_original_limits()
-            self._limits = None
+        self._held.close()
 
     def _collect(self) -> None:
         if self._thread is None:

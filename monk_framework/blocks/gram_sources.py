@@ -382,16 +382,67 @@ class PermutedGram(GramSource):
 #: below this many rows, :func:`_halved_forms` takes the whole product (measured best
 #: between 256 and 512 on 2 cores)
 HALVING_LEAF = 320
+#: rows of one task of :func:`_halved_forms`: a fixed size, so that every sum is added in
+#: one order however many threads run the tasks
+FORM_TASK_ROWS = 512
 
 
 def _halved_forms(K: np.ndarray, E: np.ndarray, a: int, b: int) -> np.ndarray:
     """diag(E[a:b]ᵀ K[a:b, a:b] E[a:b]) by halving: with h the midpoint,
-    e₁ᵀK₁₁e₁ + e₂ᵀK₂₂e₂ + 2·e₁ᵀK₁₂e₂, the two diagonal parts recursively."""
-    if b - a <= HALVING_LEAF:
-        return np.einsum("ij,ij->j", E[a:b], K[a:b, a:b] @ E[a:b])
-    h = (a + b) // 2
-    off = np.einsum("ij,ij->j", E[a:h], K[a:h, h:b] @ E[h:b])
-    return _halved_forms(K, E, a, h) + _halved_forms(K, E, h, b) + 2.0 * off
+    e₁ᵀK₁₁e₁ + e₂ᵀK₂₂e₂ + 2·e₁ᵀK₁₂e₂, the two diagonal parts recursively, down to
+    squares of at most HALVING_LEAF rows taken whole.
+
+    The products of every level are cut into row chunks of FORM_TASK_ROWS and run on
+    the cores (:func:`~monk_framework.backends.in_this_process`), each with one BLAS
+    thread, and the chunks' forms are added in a fixed order: the result is the same
+    bits on any number of threads. Keeping OpenBLAS's own threads out of it also keeps
+    them from spinning after the call, on the core the next test's draw needs
+    (docs/performance.md).
+    """
+    from ..backends import LocalBackend, in_this_process, one_blas_thread
+
+    blocks: list[tuple[int, int, int, int]] = []  # (rows r0:r1, columns c0:c1) of K
+
+    def plan(a: int, b: int) -> None:
+        if b - a <= HALVING_LEAF:
+            blocks.append((a, b, a, b))
+            return
+        h = (a + b) // 2
+        blocks.append((a, h, h, b))
+        plan(a, h)
+        plan(h, b)
+
+    plan(a, b)
+    tasks = [(r, min(r + FORM_TASK_ROWS, r1), c0, c1) for r0, r1, c0, c1 in blocks for r in range(r0, r1, FORM_TASK_ROWS)]
+    # the widest products first, so that the last ones to start are short
+    order = sorted(range(len(tasks)), key=lambda i: -(tasks[i][3] - tasks[i][2]))
+    backend = in_this_process() if len(tasks) > 1 else LocalBackend()
+    parts: list[Any] = [None] * len(tasks)
+    with one_blas_thread():  # in this thread too, when the tasks run here
+        for i, part in backend.as_completed(_form_chunk, [tasks[i] for i in order], (K, E)):
+            parts[order[i]] = part
+    forms: dict[tuple[int, int], np.ndarray] = {}  # (r0, c0) of each block: its form
+    chunks = iter(parts)  # in the order of the blocks, each block's chunks in row order
+    for r0, r1, c0, _ in blocks:
+        total = next(chunks)
+        for _ in range(r0 + FORM_TASK_ROWS, r1, FORM_TASK_ROWS):
+            total = total + next(chunks)
+        forms[r0, c0] = total
+
+    def combine(a: int, b: int) -> np.ndarray:
+        if b - a <= HALVING_LEAF:
+            return forms[a, a]
+        h = (a + b) // 2
+        return combine(a, h) + combine(h, b) + 2.0 * forms[a, h]
+
+    return combine(a, b)
+
+
+def _form_chunk(task: tuple[int, int, int, int], shared: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """diag(E[r0:r1]ᵀ K[r0:r1, c0:c1] E[c0:c1]), one task of :func:`_halved_forms`."""
+    K, E = shared
+    r0, r1, c0, c1 = task
+    return np.einsum("ij,ij->j", E[r0:r1], K[r0:r1, c0:c1] @ E[c0:c1])
 
 
 def one_row(idx: np.ndarray, coef: np.ndarray, n: int) -> sp.csr_array:

@@ -143,6 +143,39 @@ def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, mo
 
 
 
+@pytest.mark.parametrize("n", [2, 321, 1000])
+def test_stored_quadratic_forms_are_the_same_bits_on_threads_and_here(registry, rng, monkeypatch, n):
+    # the row chunks of every halving level run on a pool, each with one BLAS thread, and
+    # are added in a fixed order: the same bits on two threads as one after another
+    from monk_framework import backends
+    from monk_framework.backends import on_this_thread
+    from monk_framework.blocks import gram_sources as gs
+
+    monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(gs, "FORM_TASK_ROWS", 96)  # several chunks per product
+    Z = rng.normal(size=(n, 4))
+    K = registry.get_kernel("rbf", sigma=2.0).gram(Z)
+    E = (rng.random((n, 40)) < 0.5).astype(float)
+    chunks: list = []
+    form_chunk = gs._form_chunk
+    monkeypatch.setattr(gs, "_form_chunk", lambda task, shared: chunks.append(task) or form_chunk(task, shared))
+    on_pool = StoredGram(registry.get_kernel("rbf", sigma=2.0).fit(Z), Z, K=K).quadratic_forms(E)
+    used = list(chunks)
+    with on_this_thread():
+        here = gs._halved_forms(K, E, 0, n)
+    assert np.array_equal(on_pool, here)
+    assert chunks[len(used):] == used  # the same chunks here
+    np.testing.assert_allclose(on_pool, np.einsum("ij,ij->j", E, K @ E), rtol=1e-13)
+    # the chunks have at most FORM_TASK_ROWS rows, use no entry of K twice, and reach
+    # every entry directly or through its mirror
+    covered = np.zeros((n, n), dtype=int)
+    for r0, r1, c0, c1 in used:
+        assert 0 < r1 - r0 <= 96
+        covered[r0:r1, c0:c1] += 1
+    assert covered.max() == 1
+    assert (covered + covered.T).min() >= 1
+
+
 @pytest.fixture
 def direct_form_kernels():
     """Throwaway kernel plugins with a direct Wᵀ K W: right (from their own Gram matrix),

@@ -327,3 +327,39 @@ def test_the_median_heuristic_equals_the_sorted_refined_distances_bit_for_bit(ki
     k = (len(values) - 1) // 2
     expected = np.sqrt(values[k]) if len(values) % 2 else (np.sqrt(values[k]) + np.sqrt(values[k + 1])) / 2.0
     assert median_distance(Z) == float(expected)
+
+
+@pytest.fixture
+def two_cores(monkeypatch):
+    """in_this_process() runs row bands on a pool of two threads, as on this machine."""
+    from monk_framework import backends
+
+    monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
+
+
+def test_the_gram_matrix_and_median_heuristic_on_threads_are_the_same_bits_as_on_one(two_cores, monkeypatch):
+    # the bands run on a pool of threads (each band one BLAS call on one thread), or one
+    # after another here: the same numbers either way
+    from monk_framework.backends import on_this_thread, one_blas_thread
+    from monk_framework.kernels import median_distance
+
+    monkeypatch.setattr(kernels_module, "CHUNK_BYTES", 64 * 1024)  # Gram bands of 32 rows, median bands of 8
+    g = np.random.default_rng(3)
+    Z = g.normal(size=(1024, 12))
+    kernel = get_registry().get_kernel("rbf", sigma=2.0).fit(Z)
+    on_pool = kernel.gram(Z), median_distance(Z), median_distance(Z, metric="l1")
+    with on_this_thread(), one_blas_thread():
+        here = kernel.gram(Z), median_distance(Z), median_distance(Z, metric="l1")
+    assert np.array_equal(on_pool[0], here[0])
+    assert on_pool[1:] == here[1:]
+    np.testing.assert_allclose(on_pool[0], np.exp(-cdist(Z, Z, "sqeuclidean") / 8.0), rtol=1e-13, atol=1e-15)
+
+
+def test_a_contract_fault_found_on_a_pool_thread_is_raised_by_name(two_cores, monkeypatch):
+    from monk_framework import KernelContractError
+
+    monkeypatch.setattr(kernels_module, "CHUNK_BYTES", 8 * 64)  # bands of 32 rows: 8 bands on the pool
+    X = np.random.default_rng(1).normal(size=(256, 2))
+    with pytest.raises(KernelContractError, match=r"not symmetric") as err:
+        FaultyKernel(fault="asymmetric").gram(X)
+    assert "test_kernels.FaultyKernel" in str(err.value)

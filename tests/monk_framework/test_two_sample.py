@@ -567,24 +567,35 @@ def _blas_threads() -> list[int]:
 
 @pytest.mark.parametrize("d, alone", [(3, True), (40, False)])
 def test_blas_gets_one_thread_while_drawing_ahead_only_for_few_features(registry, rng, monkeypatch, d, alone):
-    # low-dimensional data: the fit and the Gram matrix leave the second core to the
-    # draw; many features: their products keep every BLAS thread. Restored afterwards.
+    # low-dimensional data: the fit and the Gram matrix stay on this thread with one BLAS
+    # thread, leaving the second core to the draw; many features: their row bands use
+    # every core (threads with one BLAS thread each). Restored afterwards. The
+    # relabelling products run on one BLAS thread a task either way, so that OpenBLAS's
+    # own threads never spin after the test.
     from threadpoolctl import threadpool_limits
 
+    from monk_framework import backends
+    from monk_framework.blocks import gram_sources as gs
+
+    monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
     kernel = registry.get_kernel("rbf", sigma="median")
-    seen: list[list[int]] = []
+    seen: list[tuple[list[int], str]] = []
     fit = type(kernel).fit
 
     def spying_fit(self, X, Y=None):
-        seen.append(_blas_threads())
+        seen.append((_blas_threads(), type(backends.in_this_process()).__name__))
         return fit(self, X, Y)
 
+    products: list[list[int]] = []
+    form_chunk = gs._form_chunk
+    monkeypatch.setattr(gs, "_form_chunk", lambda task, shared: products.append(_blas_threads()) or form_chunk(task, shared))
     monkeypatch.setattr(type(kernel), "fit", spying_fit)
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
-        r = permutation_test(kernel, "u-stat", rng.normal(size=(30, d)), rng.normal(size=(30, d)), n_permutations=20, rng=0)
+        r = permutation_test(kernel, "u-stat", rng.normal(size=(300, d)), rng.normal(size=(300, d)), n_permutations=20, rng=0)
         assert _blas_threads() == before
-    assert seen == [[1] * len(before)] if alone else [before]
+    assert seen == ([([1] * len(before), "LocalBackend")] if alone else [(before, "ThreadBackend")])
+    assert products and all(p == [1] * len(before) for p in products)
     assert 0 < r.pvalue <= 1
 
 
