@@ -228,7 +228,8 @@ class GlobalRelabellings:
         the library's row bands stay on this thread (:func:`on_this_thread`), so that
         the draw has the other core. OpenBLAS's idle threads spin for a while after each
         parallel call and would take that core (measured: the overlap then gains
-        nothing); only worth it when the products meanwhile are small.
+        nothing); only worth it when the products meanwhile are small. The rows are
+        collected, and :meth:`close` called, on the thread that called this.
         """
         if self._thread is not None or self._next:
             raise RuntimeError("draw_ahead must come before any relabelling is drawn, and only once.")
@@ -288,10 +289,11 @@ class GlobalRelabellings:
         return out
 
 
-#: while the first relabellings are drawn ahead, BLAS runs on one thread when the data
-#: have at most this many features: their distance products gain little from a second
-#: thread (measured at N + M = 2000 and 10 000: within 5 % up to d = 30, 20-25 % slower
-#: at d = 100), and the draw gets the other core
+#: while the first relabellings are drawn ahead, BLAS runs on one thread and the row
+#: bands of the fit and the Gram matrix on this thread when the data have at most this
+#: many features: their distance products gain little from a second thread (measured at
+#: N + M = 2000 and 10 000: within 5 % up to d = 30, 20-25 % slower at d = 100), and the
+#: draw gets the other core; with more, the bands use every core (kernels.on_cores)
 DRAW_AHEAD_MAX_FEATURES = 32
 
 
