@@ -383,7 +383,8 @@ class PermutedGram(GramSource):
 #: between 256 and 512 on 2 cores)
 HALVING_LEAF = 320
 #: rows of one task of :func:`_halved_forms`: a fixed size, so that every sum is added in
-#: one order however many threads run the tasks
+#: one order however many threads run the tasks (n = 2000, B = 1000, medians of 11 on 2
+#: cores: 54 ms with 512 or 1000 rows, 57 with 256, 59 with 128)
 FORM_TASK_ROWS = 512
 
 
