@@ -27,7 +27,7 @@ from .errors import MonkError, ParameterError, optional_import
 
 __all__ = [
     "Backend", "LocalBackend", "ThreadBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend",
-    "in_order", "in_this_process", "on_this_thread", "one_blas_thread",
+    "for_bands", "in_order", "in_this_process", "on_this_thread", "one_blas_thread", "PARALLEL_MIN_BANDS",
 ]
 
 #: fn(task, shared) -> result; must be a module-level function for the Dask backend.
@@ -181,6 +181,16 @@ def in_this_process() -> Backend:
             pass
     cores = os.cpu_count() or 1
     return ThreadBackend(cores) if cores > 1 else LocalBackend()
+
+
+#: from this many bands (row bands, chunks of rows) on, a computation runs them on every core
+PARALLEL_MIN_BANDS = 4
+
+
+def for_bands(count: int) -> Backend:
+    """Where ``count`` independent bands of one computation run: on every core
+    (:func:`in_this_process`) from PARALLEL_MIN_BANDS bands on, else here in order."""
+    return in_this_process() if count >= PARALLEL_MIN_BANDS else LocalBackend()
 
 
 def in_order(results: Iterator[tuple[int, Any]]) -> Iterator[Any]:

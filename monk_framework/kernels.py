@@ -413,22 +413,18 @@ class Kernel(Configurable):
         return K
 
 
-#: from this many row bands on, :func:`on_cores` runs them on every core
-PARALLEL_MIN_BANDS = 4
-
-
 def on_cores(work: Any, bands: list[tuple[int, int]]) -> list[Any]:
     """``[work(start, stop) for start, stop in bands]``, run on every core
     (:func:`~monk_framework.backends.in_this_process`: threads with one BLAS thread each)
-    when there are at least PARALLEL_MIN_BANDS of them, else here.
+    when there are at least :data:`~monk_framework.backends.PARALLEL_MIN_BANDS` of them,
+    else here.
 
     On the threads, OpenBLAS's own threads stay asleep: after a parallel call they spin
     for about 0.1 s, on the core that whatever runs next would need.
     """
-    from .backends import LocalBackend, in_this_process
+    from .backends import for_bands
 
-    backend = in_this_process() if len(bands) >= PARALLEL_MIN_BANDS else LocalBackend()
-    return backend.map(_band_task, bands, work)
+    return for_bands(len(bands)).map(_band_task, bands, work)
 
 
 def _band_task(band: tuple[int, int], work: Any) -> Any:

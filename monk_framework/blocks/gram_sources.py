@@ -199,13 +199,13 @@ class MatrixFreeGram(GramSource):
     def block_gram(self, W: sp.csr_array | np.ndarray) -> np.ndarray:
         """G = Wᵀ K W; for a few dense columns on one thread, from the kernel's direct form
         when it has one (:meth:`Kernel.direct_block_gram`), else from the tiles."""
-        from ..backends import LocalBackend, in_this_process
+        from ..backends import LocalBackend, for_bands
 
         # the direct form runs on one thread: it replaces the tiles when they would too
         # (a within-block sum on a pool thread or a worker, or a few bands), at about
         # 2 ns a pair against 3-4.5 for tiles of d = 10 (docs/performance.md)
         narrow = isinstance(W, np.ndarray) and W.ndim == 2 and W.shape[1] <= DIRECT_FORM_COLUMNS
-        if narrow and (len(self.band_bounds()) < PARALLEL_MIN_BANDS or isinstance(in_this_process(), LocalBackend)):
+        if narrow and isinstance(for_bands(len(self.band_bounds())), LocalBackend):
             tick = time.perf_counter()
             G = self.kernel.direct_block_gram(self.Z, W, self.diag)
             if G is not None:
@@ -216,10 +216,10 @@ class MatrixFreeGram(GramSource):
     def band_results(self, op: str, W: Any) -> Iterator[tuple[int, int, Any]]:
         # the bands are reduced tile by tile (a band of a large sample is never held whole),
         # on every core when there are enough of them, and added in band order
-        from ..backends import LocalBackend, in_order, in_this_process
+        from ..backends import for_bands, in_order
 
         bounds = self.band_bounds()
-        backend = in_this_process() if len(bounds) >= PARALLEL_MIN_BANDS else LocalBackend()
+        backend = for_bands(len(bounds))
         tasks = [(a, b, op) for a, b in bounds]
         tick = time.perf_counter()
         shares = in_order(backend.as_completed(reduce_band, tasks, ((self.kernel, self.Z, self.diag), W)))
@@ -240,12 +240,12 @@ class MatrixFreeGram(GramSource):
         return band
 
     def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
-        from ..backends import LocalBackend, in_this_process
+        from ..backends import for_bands
 
         step = max(64, CHUNK_BYTES // (8 * max(len(idx), 1)))
         tasks = [(a, min(a + step, self.n)) for a in range(0, self.n, step)]
         # chunks of rows are independent: on every core when there are enough of them
-        backend = in_this_process() if len(tasks) >= PARALLEL_MIN_BANDS else LocalBackend()
+        backend = for_bands(len(tasks))
         shared = (self.kernel, self.Z, self.diag, idx, take(self.Z, idx), coef)
         out = np.empty(self.n)
         tick = time.perf_counter()
@@ -275,8 +275,6 @@ MATRIX_FREE_BAND_ROWS = 256
 TILE_BYTES = 4 * 1024 * 1024
 
 
-#: from this many bands on, a matrix-free reduction runs its bands on every core
-PARALLEL_MIN_BANDS = 4
 #: weight columns up to which a kernel's direct Wᵀ K W (one multiply-add a pair and
 #: column) replaces the tiles and their BLAS products
 DIRECT_FORM_COLUMNS = 4

@@ -8,8 +8,10 @@ import pytest
 
 from monk_framework import backends
 from monk_framework.backends import (
+    PARALLEL_MIN_BANDS,
     LocalBackend,
     ThreadBackend,
+    for_bands,
     in_order,
     in_this_process,
     on_this_thread,
@@ -89,3 +91,11 @@ def test_one_blas_thread_scans_the_libraries_again_after_an_import(monkeypatch):
     monkeypatch.setitem(sys.modules, "monkfw_test_new_module", types.ModuleType("monkfw_test_new_module"))
     one_blas_thread().restore_original_limits()
     assert backends._BLAS_CONTROLLER[1] is not kept
+
+
+def test_bands_use_the_cores_from_parallel_min_bands_on(monkeypatch):
+    monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
+    assert isinstance(for_bands(PARALLEL_MIN_BANDS - 1), LocalBackend)
+    assert isinstance(for_bands(PARALLEL_MIN_BANDS), ThreadBackend)
+    with on_this_thread():
+        assert isinstance(for_bands(100), LocalBackend)
