@@ -179,15 +179,30 @@ def relabelling_batch(pool: PooledSample) -> int:
     return max(batch_size(pool.size), budget // (4 * 8 * max(pool.size, 1)))
 
 
-def indicator_columns(perms: np.ndarray, n: int, size: int, *, ones: bool = False) -> np.ndarray:
+def indicator_columns(perms: np.ndarray, n: int, size: int, *, ones: bool = False, order: str = "C") -> np.ndarray:
     """The size × B matrix E of 0/1 floats with E[i, b] = 1 where relabelling b (a row of
     ``perms``) calls pooled point i an X point: its first ``n`` entries. With ``ones``, a
-    last column of ones follows (size × (B + 1))."""
+    last column of ones follows (size × (B + 1)). ``order="F"`` stores each column
+    contiguously, as the matrix-free products want it (:func:`fused.add_tile_product`)."""
+    if order not in ("C", "F"):
+        raise ValueError(f"indicator_columns: order must be 'C' or 'F', got {order!r}")
     B = len(perms)
     width = B + 1 if ones else B
+    # one flat index per one, a single scatter, about twice as fast as indexing by
+    # (row, column) pairs: the offset i·width + b in row-major order, b·size + i in
+    # column-major order
+    if order == "F":
+        # on a 64-byte boundary (numpy's large arrays start 16 bytes past one): the compiled
+        # product's vector loads then split no cache line when size is a multiple of 8
+        buffer = np.zeros(width * size + 8)
+        skip = (-buffer.ctypes.data % 64) // 8
+        ET = buffer[skip : skip + width * size].reshape(width, size)
+        flat = perms[:, :n] + (size * np.arange(B))[:, None]
+        ET.ravel()[flat.ravel()] = 1.0
+        if ones:
+            ET[B] = 1.0
+        return ET.T
     E = np.zeros((size, width))
-    # one flat index per one, E's row-major offset i·width + b: a single scatter, about
-    # twice as fast as indexing by (row, column) pairs
     flat = perms[:, :n] * width
     flat += np.arange(B)[:, None]
     E.ravel()[flat.ravel()] = 1.0
@@ -213,13 +228,15 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
     total = None if r is None else float(r.sum())
     step = relabelling_batch(pool)
+    # the tiles of a matrix-free source multiply E's columns in place (fused.add_tile_product)
+    order = "F" if isinstance(pool.source, MatrixFreeGram) else "C"
     # The products with K run on the library's threads (the sources' reductions); the
     # small ones here stay on one BLAS thread, so that OpenBLAS's own threads, which spin
     # for about 0.1 s after each parallel call, stay asleep for the next test.
     with one_blas_thread():
         for start in range(0, B, step):
             stop = min(start + step, B)
-            E = indicator_columns(perms[start:stop], pool.n, size, ones=products_only)
+            E = indicator_columns(perms[start:stop], pool.n, size, ones=products_only, order=order)
             if r is None:
                 forms, cross = pool.source.forms_and_last(E)
                 xx[start:stop], x1[start:stop] = forms[:-1], cross[:-1]

