@@ -280,10 +280,14 @@ class Kernel(Configurable):
         cls = type(self)
         return f"kernel {self.name!r} ({cls.__module__}.{cls.__qualname__})"
 
-    def gram_tile(self, X: Sample, Y: Sample) -> np.ndarray:
+    def gram_tile(self, X: Sample, Y: Sample, *, check: bool = True) -> np.ndarray:
         """k(X[i], Y[j]) for validated samples (a tile of a Gram matrix): ``compute_gram``'s values,
         checked for shape and finiteness. What Gram sources and chunked loops evaluate; no
-        memory check and no symmetry (use :meth:`gram` for a whole Gram matrix)."""
+        memory check and no symmetry (use :meth:`gram` for a whole Gram matrix).
+
+        ``check=False`` leaves the finiteness to the caller, who must pass what it derives
+        from the tile through :meth:`check_finite` (a matrix-free product does: a NaN or
+        an infinity reaches every sum of its row, so one check of the sums covers it)."""
         with np.errstate(over="ignore", invalid="ignore"):
             values = np.asarray(self.compute_gram(X, Y), dtype=np.float64)
         # a wrong shape would be broadcast into the Gram matrix without a word
@@ -292,7 +296,7 @@ class Kernel(Configurable):
                 f"{self.plugin_label()}: compute_gram returned shape {values.shape} for {len(X)} x {len(Y)} "
                 f"points; it must return the whole rectangle k(X[i], Y[j]), shape ({len(X)}, {len(Y)})."
             )
-        return self.check_finite(values)
+        return self.check_finite(values) if check else values
 
     def direct_block_gram(self, Z: Sample, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
         """``compute_block_gram``'s Wᵀ K W, checked for shape and finiteness, or None when

@@ -1,5 +1,7 @@
 """Partitions, the median convention and block reductions against brute force."""
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -293,3 +295,33 @@ def test_rbf_direct_form_equals_its_tiles(registry, scale):
     np.testing.assert_allclose(got, E.T @ kernel.gram(Z) @ E, rtol=1e-13)
     # a σ so small that the scaled points overflow: declined, the tiles handle it
     assert registry.get_kernel("rbf", sigma=1e-300).direct_block_gram(Z * 1e10, E, diag) is None
+
+
+@pytest.mark.parametrize("layout", [np.asfortranarray, np.ascontiguousarray])
+def test_matrix_free_forms_name_a_kernel_that_gives_nan_in_one_tile(rng, monkeypatch, layout):
+    # the tiles of the compiled product are checked through the band's sums, the BLAS
+    # ones each: one NaN far from the diagonal is caught either way, even with zero weights
+    import attrs
+
+    from monk_framework import Kernel, KernelOverflowError
+    from monk_framework.blocks import gram_sources as gs
+
+    @attrs.frozen(kw_only=True)
+    class OneNaN(Kernel):
+        name: ClassVar[str] = "one-nan"
+        summary: ClassVar[str] = "A broken kernel: NaN for one pair of points."
+
+        def compute_gram(self, X, Y):
+            K = np.exp(-np.abs(X[:, :1] - Y[:, 0]))
+            K[(X[:, :1] == 0.5) & (Y[:, 0] == 0.75)] = np.nan
+            return K
+
+        def compute_diag(self, X):
+            return np.ones(len(X))
+
+    monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)
+    Z = rng.uniform(1.0, 2.0, size=(200, 1))
+    Z[20, 0], Z[170, 0] = 0.5, 0.75
+    W = layout(np.zeros((200, 5)))
+    with pytest.raises(KernelOverflowError, match="one-nan.*non-finite values"):
+        MatrixFreeGram(OneNaN(), Z, band_rows=13).forms_and_last(W)
