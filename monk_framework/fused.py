@@ -16,6 +16,11 @@ pair's squared distance, exponential and weighted sums are done in one vectorise
 with an exponential of its own (:func:`exp_nonpositive`) that numpy's cannot be
 inlined into. Its values are within one unit in the last place of ``np.exp``'s, so
 these sums agree with the tiles' to round-off, not bit for bit.
+
+:func:`add_tile_product` is the other end of the scale: a tile's product with the
+hundred-odd weight columns of a matrix-free permutation test, which BLAS runs below
+its square-matrix rate. It reassociates its sums (each a vector of partial sums), so it
+agrees with BLAS to round-off.
 """
 
 from __future__ import annotations
