@@ -301,12 +301,18 @@ def tiled_band_reduction(
     tiles = ((c, min(c + cols, n)) for c in range(stop, n, cols))
     later_parts: list[Any] = []
     if op in ("row_sums", "matvec"):
-        own = block.sum(axis=1) if op == "row_sums" else block @ W[start:stop]
+        sums = op == "row_sums"
+        own = block.sum(axis=1) if sums else block @ W[start:stop]
         for c, d in tiles:
-            tile = kernel.gram_tile(Z[start:stop], Z[c:d])
-            own += tile.sum(axis=1) if op == "row_sums" else tile @ W[c:d]
-            later_parts.append(tile.sum(axis=0) if op == "row_sums" else tile.T @ W[start:stop])
+            # a NaN or an infinity in a tile makes its row's and its column's sums NaN or
+            # infinite, so the sums are checked instead of each tile; not so the BLAS
+            # products, which may skip a zero weight and the value it multiplies
+            tile = kernel.gram_tile(Z[start:stop], Z[c:d], check=not sums)
+            own += tile.sum(axis=1) if sums else tile @ W[c:d]
+            later_parts.append(tile.sum(axis=0) if sums else tile.T @ W[start:stop])
         later = np.concatenate(later_parts) if later_parts else np.zeros((0, *own.shape[1:]))
+        if sums:
+            kernel.check_finite(own)
         return own, later
     if op in ("quadratic_forms", "forms_and_last"):
         from ..fused import add_tile_product  # numba: loaded when first needed
@@ -321,9 +327,10 @@ def tiled_band_reduction(
             tile = kernel.gram_tile(Z[start:stop], Z[c:d], check=False)
             if not add_tile_product(across, tile, WT, c):
                 across += kernel.check_finite(tile) @ W[c:d]
-        # the compiled loop multiplies every value of the tile by every column of W, and
-        # NaN or inf times anything (0 too) is not finite: checking the band's sums once
-        # checks its tiles, without a pass over each (about 4 % of the test's time)
+        # the compiled loop multiplies every value of the tile by every column of W (it
+        # skips no zero weight), and NaN or inf times anything, 0 too, is not finite:
+        # checking the band's sums once checks its tiles, without a pass over each
+        # (about 4 % of the test's time)
         kernel.check_finite(across)
         if op == "forms_and_last":
             return _forms_and_last(Ws, inner, across)

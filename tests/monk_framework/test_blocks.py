@@ -2,10 +2,12 @@
 
 from typing import ClassVar
 
+import attrs
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from monk_framework import Kernel, KernelOverflowError
 from monk_framework.blocks import (
     MatrixFreeGram,
     StoredGram,
@@ -297,31 +299,50 @@ def test_rbf_direct_form_equals_its_tiles(registry, scale):
     assert registry.get_kernel("rbf", sigma=1e-300).direct_block_gram(Z * 1e10, E, diag) is None
 
 
-@pytest.mark.parametrize("layout", [np.asfortranarray, np.ascontiguousarray])
-def test_matrix_free_forms_name_a_kernel_that_gives_nan_in_one_tile(rng, monkeypatch, layout):
-    # the tiles of the compiled product are checked through the band's sums, the BLAS
-    # ones each: one NaN far from the diagonal is caught either way, even with zero weights
-    import attrs
+@attrs.frozen(kw_only=True)
+class OneNaN(Kernel):
+    """A broken kernel: NaN for the pair of points at 0.5 and 0.75 (in that order)."""
 
-    from monk_framework import Kernel, KernelOverflowError
+    name: ClassVar[str] = "one-nan"
+    summary: ClassVar[str] = "A broken kernel: NaN for one pair of points."
+
+    def compute_gram(self, X, Y):
+        K = np.exp(-np.abs(X[:, :1] - Y[:, 0]))
+        K[(X[:, :1] == 0.5) & (Y[:, 0] == 0.75)] = np.nan
+        return K
+
+    def compute_diag(self, X):
+        return np.ones(len(X))
+
+
+def one_nan_far_from_the_diagonal(rng, n=200):
+    Z = rng.uniform(1.0, 2.0, size=(n, 1))
+    Z[20, 0], Z[n - 30, 0] = 0.5, 0.75
+    return Z
+
+
+@pytest.mark.parametrize("reduce", ["forms, E by columns", "forms, E by rows", "row sums"])
+def test_matrix_free_reductions_name_a_kernel_that_gives_nan_in_one_tile(rng, monkeypatch, reduce):
+    # tiles checked through the sums made of them (the compiled product, the row sums) or
+    # each (BLAS): one NaN far from the diagonal is caught either way, even by zero weights
     from monk_framework.blocks import gram_sources as gs
 
-    @attrs.frozen(kw_only=True)
-    class OneNaN(Kernel):
-        name: ClassVar[str] = "one-nan"
-        summary: ClassVar[str] = "A broken kernel: NaN for one pair of points."
-
-        def compute_gram(self, X, Y):
-            K = np.exp(-np.abs(X[:, :1] - Y[:, 0]))
-            K[(X[:, :1] == 0.5) & (Y[:, 0] == 0.75)] = np.nan
-            return K
-
-        def compute_diag(self, X):
-            return np.ones(len(X))
-
     monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)
-    Z = rng.uniform(1.0, 2.0, size=(200, 1))
-    Z[20, 0], Z[170, 0] = 0.5, 0.75
-    W = layout(np.zeros((200, 5)))
+    src = MatrixFreeGram(OneNaN(), one_nan_far_from_the_diagonal(rng), band_rows=13)
+    layout = np.ascontiguousarray if reduce == "forms, E by rows" else np.asfortranarray
     with pytest.raises(KernelOverflowError, match="one-nan.*non-finite values"):
-        MatrixFreeGram(OneNaN(), Z, band_rows=13).forms_and_last(W)
+        if reduce == "row sums":
+            src.row_sums()
+        else:
+            src.forms_and_last(layout(np.zeros((200, 5))))
+
+
+@pytest.mark.parametrize("where", ["x", "xy"])
+def test_tiled_kernel_sums_name_a_kernel_that_gives_nan_in_one_tile(rng, where):
+    from monk_framework.blocks import kernel_sums
+
+    # 600 points: more than one band of rows, so the NaN lies right of the diagonal block
+    Z = one_nan_far_from_the_diagonal(rng, 600)
+    X, Y = (Z, rng.uniform(1.0, 2.0, size=(50, 1))) if where == "x" else (Z[:300], Z[300:])
+    with pytest.raises(KernelOverflowError, match="one-nan.*non-finite values"):
+        kernel_sums(OneNaN(), X, Y, budget=1)
