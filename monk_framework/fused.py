@@ -36,7 +36,6 @@ from numba.extending import intrinsic
 
 __all__ = [
     "COMPILED_FORM_MAX_FEATURES",
-    "TILE_PRODUCT_BLOCK",
     "add_tile_product",
     "exp_nonpositive",
     "exp_squared_distance_form",
@@ -241,18 +240,14 @@ def _exp_form_of(d: int) -> Callable[..., np.ndarray]:
 
 # -- the product of a tile with many weight columns ------------------------------------------
 
-#: rows and weight columns of the register block of :func:`add_tile_product`: 24 running
-#: sums, each a vector over the tile's columns (measured on AVX-512: 6 × 4 and 4 × 6 run at
-#: 51-52 GFLOP/s on one core, 4 × 4 at 44, 8 × 3 at 50, 2 × 8 at 33)
-TILE_PRODUCT_BLOCK = (6, 4)
-
-
 @njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract", "reassoc"})
 def _tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int) -> None:  # pragma: no cover - compiled
     # Each running sum is a dot product along a row of T and a row of WT, both contiguous:
     # the loop over j vectorises (reassociation lets each sum run as 8 partial sums), and
     # every value loaded is used 4 or 6 times from a register. The unsigned indices spare
-    # numba's test for negative ones, which keeps the loop from vectorising.
+    # numba's test for negative ones, which keeps the loop from vectorising. The block of
+    # 6 rows × 4 weight columns (24 sums) was measured on AVX-512: 6 × 4 and 4 × 6 run at
+    # 51-52 GFLOP/s on one core, 4 × 4 at 44, 8 × 3 at 50, 2 × 8 at 33.
     rows, n = T.shape
     q = WT.shape[0]
     zero, size, u = np.uint64(0), np.uint64(n), np.uint64(offset)

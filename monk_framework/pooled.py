@@ -188,24 +188,19 @@ def indicator_columns(perms: np.ndarray, n: int, size: int, *, ones: bool = Fals
         raise ValueError(f"indicator_columns: order must be 'C' or 'F', got {order!r}")
     B = len(perms)
     width = B + 1 if ones else B
+    by_columns = order == "F"
+    # on a 64-byte boundary (numpy's large arrays start 16 bytes past one): the compiled
+    # product's vector loads then split no cache line when size is a multiple of 8
+    buffer = np.zeros(width * size + 8)
+    skip = (-buffer.ctypes.data % 64) // 8
+    stored = buffer[skip : skip + width * size].reshape((width, size) if by_columns else (size, width))
     # one flat index per one, a single scatter, about twice as fast as indexing by
-    # (row, column) pairs: the offset i·width + b in row-major order, b·size + i in
-    # column-major order
-    if order == "F":
-        # on a 64-byte boundary (numpy's large arrays start 16 bytes past one): the compiled
-        # product's vector loads then split no cache line when size is a multiple of 8
-        buffer = np.zeros(width * size + 8)
-        skip = (-buffer.ctypes.data % 64) // 8
-        ET = buffer[skip : skip + width * size].reshape(width, size)
-        flat = perms[:, :n] + (size * np.arange(B))[:, None]
-        ET.ravel()[flat.ravel()] = 1.0
-        if ones:
-            ET[B] = 1.0
-        return ET.T
-    E = np.zeros((size, width))
-    flat = perms[:, :n] * width
-    flat += np.arange(B)[:, None]
-    E.ravel()[flat.ravel()] = 1.0
+    # (row, column) pairs: point i and column b at i·width + b in row-major order, at
+    # b·size + i in column-major order
+    point_step, column_step = (1, size) if by_columns else (width, 1)
+    flat = perms[:, :n] * point_step + (column_step * np.arange(B))[:, None]
+    stored.ravel()[flat.ravel()] = 1.0
+    E = stored.T if by_columns else stored
     if ones:
         E[:, B] = 1.0
     return E
