@@ -34,6 +34,7 @@ __all__ = [
     "power_of_two",
     "scaled_distances",
     "scaled_squared_distances",
+    "exp_scaled_squared_distances",
     "median_distance",
     "order_statistics",
     "distances",
@@ -480,11 +481,9 @@ def _centred_identity(X: np.ndarray, Y: np.ndarray, scale: float = 1.0) -> tuple
     built in place in the matrix-product output, clipped at 0 and scaled in one
     compiled pass (the same bits as numpy's four passes, at about a third of their cost).
     """
-    from .fused import finish_squared_distances  # numba: loaded when first needed
+    from .fused import centred_with_norms, finish_squared_distances  # numba: loaded when first needed
 
-    centre = Y.mean(axis=0)
-    Xc, Yc = X - centre, Y - centre
-    nx, ny = np.einsum("ij,ij->i", Xc, Xc), np.einsum("ij,ij->i", Yc, Yc)
+    Xc, Yc, nx, ny = centred_with_norms(X, Y)
     # −2⟨x, y⟩ as (−2x)·y: scaling by a power of two is exact, so this is (x·y)·(−2) bit
     # for bit, without a pass over the n × m result
     out = (-2.0 * Xc) @ Yc.T
@@ -540,6 +539,24 @@ def scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float, factor:
         # the scaling rides on the pass that completes the distances (same bits as after it)
         return squared_distances(X, Y, scale=factor * (1.0 / sigma**2))
     return _scaled(squared_distances, X, Y, sigma, 2, factor)
+
+
+def exp_scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float, factor: float = -0.5) -> np.ndarray:
+    """exp(factor · ‖x_i − y_j‖²/σ²) for all pairs (the RBF kernel's values with the
+    default factor, a negative power of two), without overflow or underflow on the way.
+
+    With moderate data and σ, one compiled pass writes the tile
+    (:func:`monk_framework.fused.exp_squared_distance_tile`): the exponentials of
+    ``scaled_squared_distances(X, Y, sigma, factor)``, bit for bit in the distances and
+    within one unit in the last place of ``np.exp``. Otherwise ``np.exp`` of those.
+    """
+    if factor < 0 and _moderate(magnitude(X, Y)) and _moderate(sigma):
+        from .fused import exp_squared_distance_tile  # numba: loaded when first needed
+
+        return exp_squared_distance_tile(X, Y, factor * (1.0 / sigma**2), direct=X.shape[1] <= DIRECT_MAX_FEATURES)
+    out = scaled_squared_distances(X, Y, sigma, factor)
+    np.exp(out, out=out)
+    return out
 
 
 def _scaled(pairwise: Any, X: np.ndarray, Y: np.ndarray, sigma: float, power: int, factor: float = 1.0) -> np.ndarray:

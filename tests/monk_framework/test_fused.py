@@ -163,6 +163,98 @@ def test_direct_form_gives_zero_to_overflowing_distances_and_declines_wide_data(
         exp_squared_distance_form(np.zeros((2, 1)), np.ones((3, 1)), -0.5)
 
 
+# -- a tile of the Gaussian kernel ----------------------------------------------------------
+
+from monk_framework.fused import COMPILED_TILE_MAX_FEATURES, centred_with_norms, exp_squared_distance_tile  # noqa: E402
+from monk_framework.kernels import DIRECT_MAX_FEATURES, exp_scaled_squared_distances  # noqa: E402
+
+
+def fma_reference(X: np.ndarray, Y: np.ndarray, scale: float) -> np.ndarray:
+    """The compiled loop's arithmetic in pure Python: −2⟨x, y⟩ on centred data as fused
+    multiply-adds in the order of the features (each rounded once, through exact
+    fractions), completed, clipped at 0, scaled, then exp_nonpositive."""
+    from fractions import Fraction
+
+    Xc, Yc, nx, ny = centred_with_norms(X, Y)
+    A = -2.0 * Xc
+    out = np.empty((len(X), len(Y)))
+    for i in range(len(X)):
+        for j in range(len(Y)):
+            s = 0.0
+            for k in range(X.shape[1]):
+                s = float(Fraction(float(A[i, k])) * Fraction(float(Yc[j, k])) + Fraction(s))
+            out[i, j] = max((s + float(nx[i])) + float(ny[j]), 0.0) * scale
+    return exp_nonpositive(out.ravel()).reshape(out.shape)
+
+
+def _has_fma() -> bool:
+    import llvmlite.binding as llvm
+
+    return "+fma" in llvm.get_host_cpu_features().flatten()
+
+
+@pytest.mark.skipif(not _has_fma(), reason="the compiled sums are fused multiply-adds only where the CPU has them")
+@pytest.mark.parametrize("d", range(DIRECT_MAX_FEATURES + 1, COMPILED_TILE_MAX_FEATURES + 1))
+def test_compiled_tile_is_its_arithmetic_bit_for_bit(d):
+    g = np.random.default_rng(d)
+    X, Y = g.normal(size=(7, d)), g.normal(0.3, 2.0, size=(19, d))  # odd rows: the last one alone
+    X[3] = Y[5]  # a duplicate: 0 up to round-off, clipped
+    scale = -0.5 / (2.0 * d)
+    got = exp_squared_distance_tile(X, Y, scale)
+    assert got.tobytes() == fma_reference(X, Y, scale).tobytes()
+
+
+@pytest.mark.parametrize("d", [1, 2, DIRECT_MAX_FEATURES, 5, 10, COMPILED_TILE_MAX_FEATURES, COMPILED_TILE_MAX_FEATURES + 1, 40])
+@pytest.mark.parametrize("shape", [(0, 5), (4, 0), (1, 1), (9, 300), (64, 17)])
+def test_tile_is_the_exponential_of_the_squared_distances(d, shape):
+    g = np.random.default_rng(d + 100 * shape[0])
+    X, Y = g.normal(size=(shape[0], d)), g.normal(size=(shape[1], d)) * 1.5
+    sigma = 0.7 * np.sqrt(d)
+    got = exp_scaled_squared_distances(X, Y, sigma)
+    assert got.shape == shape
+    if not got.size:
+        return
+    exponent = scaled_squared_distances(X, Y, sigma, factor=-0.5)
+    # within one ulp of numpy's exponential of the numpy path's exponent
+    assert (ulps(got, np.exp(exponent)) <= 1.0).all()
+    if d <= DIRECT_MAX_FEATURES or d > COMPILED_TILE_MAX_FEATURES:
+        # the same distances bit for bit: numpy's passes, or the same BLAS product, completed alike
+        assert got.tobytes() == exp_nonpositive(exponent).reshape(shape).tobytes()
+
+
+def test_tile_gives_one_for_equal_points_and_zero_far_away():
+    for d in (3, 8, 20):
+        X = np.zeros((3, d))
+        Y = np.vstack([np.zeros(d), np.full(d, 30.0), np.full(d, 1e-9)])
+        got = exp_squared_distance_tile(X, Y, -0.5, direct=d <= DIRECT_MAX_FEATURES)
+        # equal points: exactly 1 from differences; the identity leaves its round-off, about
+        # eps · ‖y − mean‖² (here 1e-13 · d), as the BLAS path does
+        np.testing.assert_allclose(got[:, 0], 1.0, rtol=0, atol=0 if d <= DIRECT_MAX_FEATURES else 1e-13 * d)
+        assert (got[:, 1] == 0.0).all() and (got <= 1.0).all()
+        np.testing.assert_allclose(got[:, 2], np.exp(-0.5 * d * 1e-18), rtol=0, atol=1e-14)
+
+
+def test_extreme_data_and_bandwidths_keep_the_numpy_path():
+    # 1e200-scale data with σ = 1e200: the distances are rescaled by powers of two first
+    g = np.random.default_rng(3)
+    X, Y = g.normal(size=(5, 6)) * 1e200, g.normal(size=(4, 6)) * 1e200
+    got = exp_scaled_squared_distances(X, Y, 1e200)
+    want = np.exp(scaled_squared_distances(X, Y, 1e200, factor=-0.5))
+    assert got.tobytes() == want.tobytes() and 0 < got.min() < 1
+    # a non-negative factor is outside the compiled exponential's domain: numpy's
+    small = g.normal(size=(3, 6))
+    assert exp_scaled_squared_distances(small, small, 1.0, factor=0.5).tobytes() == np.exp(
+        scaled_squared_distances(small, small, 1.0, factor=0.5)
+    ).tobytes()
+
+
+def test_rbf_kernel_evaluates_through_the_tile(registry):
+    g = np.random.default_rng(4)
+    X, Y = g.normal(size=(30, 10)), g.normal(size=(20, 10))
+    kernel = registry.get_kernel("rbf", sigma=2.5)
+    assert kernel.gram(X, Y).tobytes() == exp_squared_distance_tile(X, Y, -0.5 * (1.0 / 2.5**2)).tobytes()
+
+
 # -- the product of a tile with many weight columns ------------------------------------------
 
 
