@@ -153,37 +153,63 @@ def exp_nonpositive(x: np.ndarray) -> np.ndarray:
 @njit(cache=True, nogil=True, fastmath={"contract", "reassoc"})
 def _exp_form(PT: np.ndarray, WT: np.ndarray, diag: np.ndarray, scale: float, d: int) -> np.ndarray:  # pragma: no cover - compiled
     # d as a compile-time constant: the loop over features unrolls, and the loop over the
-    # partners j of point i vectorises (one specialisation per dimension, cached)
+    # partners j vectorises (one specialisation per dimension, cached). Points i and i + 1
+    # go together: each partner's coordinates are loaded once for both (at d = 10, 1.5-1.7
+    # against 1.9 ns a pair point by point), with the same values and sums bit for bit.
     literally(d)
     n = PT.shape[1]
     c = WT.shape[0]
     S = np.zeros((c, c))
-    values = np.empty(n)
+    first = np.empty(n)  # k(z_i, z_j) for j = i + 1, i + 2, ...
+    second = np.empty(n)  # k(z_{i+1}, z_j) for j = i + 2, ...
     sums = np.empty(c)
-    z = np.empty(d)
-    for i in range(n):
-        m = n - i - 1
-        for k in range(d):
-            z[k] = PT[k, i]
-        # the partners j = i + 1 + jj, counted from 0 so that the index needs no wraparound
-        for jj in range(m):
+    z = np.empty((2, d))
+    # unsigned indices: numba's wraparound test for signed ones keeps the loops scalar
+    zero, one = np.uint64(0), np.uint64(1)
+    for i in range(0, n, 2):
+        both = i + 1 < n  # an odd last point has no partner right of it
+        if both:
+            for k in range(d):
+                z[0, k] = PT[k, i]
+                z[1, k] = PT[k, i + 1]
             sq = 0.0
             for k in range(d):
-                diff = PT[k, i + 1 + jj] - z[k]
+                diff = PT[k, i + 1] - z[0, k]
                 sq += diff * diff
-            values[jj] = _exp_nonpositive(scale * sq)
-        for a in range(c):
-            w = WT[a, i + 1 :]
-            acc = 0.0
-            for jj in range(m):
-                acc += values[jj] * w[jj]
-            sums[a] = acc
-        # the pairs (i, j > i) and (j, i), and the diagonal entry K_ii (upper triangle)
-        for a in range(c):
-            wa = WT[a, i]
-            for b in range(a, c):
-                wb = WT[b, i]
-                S[a, b] += wa * sums[b] + sums[a] * wb + diag[i] * wa * wb
+            first[0] = scale * sq
+            m, base = np.uint64(n - i - 2), np.uint64(i + 2)
+            for jj in range(zero, m):
+                s0 = 0.0
+                s1 = 0.0
+                for k in range(d):
+                    p = PT[k, base + jj]
+                    diff0 = p - z[0, k]
+                    s0 += diff0 * diff0
+                    diff1 = p - z[1, k]
+                    s1 += diff1 * diff1
+                first[one + jj] = scale * s0
+                second[jj] = scale * s1
+            # the exponentials in their own loops: with them inside, the loop above stays scalar
+            for jj in range(zero, m + one):
+                first[jj] = _exp_nonpositive(first[jj])
+            for jj in range(zero, m):
+                second[jj] = _exp_nonpositive(second[jj])
+        for r in range(2 if both else 1):
+            row = i + r
+            values = first if r == 0 else second
+            partners = n - row - 1
+            for a in range(c):
+                w = WT[a, row + 1 :]
+                acc = 0.0
+                for jj in range(partners):
+                    acc += values[jj] * w[jj]
+                sums[a] = acc
+            # the pairs (row, j > row) and (j, row), and the diagonal entry K_rr (upper triangle)
+            for a in range(c):
+                wa = WT[a, row]
+                for b in range(a, c):
+                    wb = WT[b, row]
+                    S[a, b] += wa * sums[b] + sums[a] * wb + diag[row] * wa * wb
     for a in range(c):
         for b in range(a):
             S[a, b] = S[b, a]  # symmetric bit for bit
