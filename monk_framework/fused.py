@@ -13,9 +13,14 @@ of a matrix-free reduction run them side by side.
 :func:`exp_squared_distance_form` goes one step further for the few-column block Gram
 matrices WᵀKW of the MONK estimators' small blocks: it never forms a tile of K. Each
 pair's squared distance, exponential and weighted sums are done in one vectorised loop,
-with an exponential of its own (:func:`exp_nonpositive`) that numpy's cannot be
-inlined into. Its values are within one unit in the last place of ``np.exp``'s, so
-these sums agree with the tiles' to round-off, not bit for bit.
+with an exponential of its own (:func:`exp_nonpositive`, within one unit in the last
+place of ``np.exp``), since numpy's cannot be inlined into a loop. Its squared
+distances come from differences, the tiles' (beyond 4 features) from the BLAS
+identity, so these sums agree with the tiles' to round-off, not bit for bit.
+
+:func:`exp_squared_distance_tile` writes a whole tile of the RBF kernel in one pass:
+the squared distances (the same bits as the numpy and BLAS path), two rows at a time,
+each pair of rows completed and exponentiated while in cache, with the same exponential.
 
 :func:`add_tile_product` is the other end of the scale: a tile's product with the
 hundred-odd weight columns of a matrix-free permutation test, which BLAS runs below
@@ -273,7 +278,8 @@ def _exp_form_of(d: int) -> Callable[..., np.ndarray]:
 
 #: features up to which :func:`exp_squared_distance_tile` forms the inner products in its
 #: own loop; beyond, OpenBLAS's product is faster and the loop only completes the tile
-#: (one core, 256 × 2048, ns a pair: d = 10 1.5-2.0 against 1.9; d = 16 4.6 against 2.7)
+#: (one core, 256 × 2048, ns a pair: d = 10 1.5-2.0 against 1.9; d = 16 4.6 against 2.7;
+#: d = 32 38 against 2.8, where the unrolled loop no longer vectorises)
 COMPILED_TILE_MAX_FEATURES = 12
 
 
