@@ -386,9 +386,13 @@ def exp_squared_distance_tile(X: np.ndarray, Y: np.ndarray, scale: float, *, dir
     ``X`` (n × d) and ``Y`` (m × d) are finite float64 points and ``scale`` <= 0 (the RBF
     kernel: −1/(2σ²)), moderate enough that no square overflows; all the caller's to check.
     """
+    X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+    if X.ndim != 2 or Y.ndim != 2 or X.shape[1] != Y.shape[1]:
+        raise ValueError(f"exp_squared_distance_tile needs X (n, d) and Y (m, d); got {X.shape} and {Y.shape}")
     n, d = X.shape
     out = np.empty((n, len(Y)))
-    if out.size == 0:
+    if out.size == 0 or d == 0:
+        out.fill(1.0)  # no features: every squared distance is 0 (the loops index feature 0)
         return out
     if direct:
         _exp_direct_tile_of(d)(out, np.array(X.T, order="C"), np.array(Y.T, order="C"), float(scale), d)

@@ -234,6 +234,19 @@ def test_tile_gives_one_for_equal_points_and_zero_far_away():
         np.testing.assert_allclose(got[:, 2], np.exp(-0.5 * d * 1e-18), rtol=0, atol=1e-14)
 
 
+def test_tile_without_features_of_other_dtypes_and_of_bad_shapes():
+    for direct in (True, False):
+        got = exp_squared_distance_tile(np.zeros((3, 0)), np.zeros((2, 0)), -0.5, direct=direct)
+        np.testing.assert_array_equal(got, np.ones((3, 2)))
+    # other dtypes are converted; shapes that do not match are refused by name
+    X32 = np.random.default_rng(0).normal(size=(5, 7)).astype(np.float32)
+    assert exp_squared_distance_tile(X32, X32, -0.5).tobytes() == exp_squared_distance_tile(
+        X32.astype(np.float64), X32.astype(np.float64), -0.5
+    ).tobytes()
+    with pytest.raises(ValueError, match=r"X \(n, d\) and Y \(m, d\)"):
+        exp_squared_distance_tile(np.zeros((3, 7)), np.zeros((2, 6)), -0.5)
+
+
 def test_extreme_data_and_bandwidths_keep_the_numpy_path():
     # 1e200-scale data with σ = 1e200: the distances are rescaled by powers of two first
     g = np.random.default_rng(3)
