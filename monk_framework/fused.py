@@ -257,21 +257,28 @@ def exp_squared_distance_form(
     return _exp_form_of(d)(PT, WT, diag, float(scale), d)
 
 
-#: the compiled specialisation of ``_exp_form`` for each dimension, called directly:
-#: through the dispatcher, a literal argument costs about 20 ms a call
-_EXP_FORMS: dict[int, Callable[..., np.ndarray]] = {}
+#: the compiled specialisations of ``_exp_form`` and of the tile loops, one per dimension,
+#: called directly: through the dispatcher, a literal argument costs about 20 ms a call
+_EXP_FORMS: dict[int, Callable[..., Any]] = {}
+_IDENTITY_TILES: dict[int, Callable[..., Any]] = {}
+_DIRECT_TILES: dict[int, Callable[..., Any]] = {}
+
+
+def _specialised(function: Any, cache: dict[int, Callable[..., Any]], d: int, arrays: int, vectors: int) -> Callable[..., Any]:
+    """``function`` compiled (or loaded from the disk cache) for ``arrays`` C-ordered
+    float64 matrices, ``vectors`` vectors, a float and the literal dimension d."""
+    compiled = cache.get(d)
+    if compiled is None:
+        array, vector = types.Array(types.float64, 2, "C"), types.Array(types.float64, 1, "C")
+        signature = (*[array] * arrays, *[vector] * vectors, types.float64, types.IntegerLiteral(d))
+        function.compile(signature)
+        compiled = cast(Any, function.overloads[signature]).entry_point
+        cache[d] = compiled
+    return compiled
 
 
 def _exp_form_of(d: int) -> Callable[..., np.ndarray]:
-    form = _EXP_FORMS.get(d)
-    if form is None:
-        array, vector = types.Array(types.float64, 2, "C"), types.Array(types.float64, 1, "C")
-        signature = (array, array, vector, types.float64, types.IntegerLiteral(d))
-        # compiles (or loads from the disk cache) the specialisation for this d
-        _exp_form.compile(signature)
-        form = cast(Any, _exp_form.overloads[signature]).entry_point
-        _EXP_FORMS[d] = form
-    return form
+    return _specialised(_exp_form, _EXP_FORMS, d, 2, 1)
 
 
 # -- a tile of the Gaussian kernel ----------------------------------------------------------
@@ -291,7 +298,7 @@ def _exp_identity_tile(  # pragma: no cover - compiled
     # a time share each loaded y value; with three or more, LLVM's vectoriser wants more
     # runtime alias checks than it allows, and the loop stays scalar. Each sum runs over k
     # in order, one fused multiply-add a term, as OpenBLAS's micro-kernel does for a short
-    # inner dimension (the same bits as its product on AVX-512, tested).
+    # inner dimension (on this machine, the same bits as its product: docs/performance.md).
     literally(d)
     n, m = out.shape
     zero, size = np.uint64(0), np.uint64(m)
@@ -407,27 +414,12 @@ def exp_squared_distance_tile(X: np.ndarray, Y: np.ndarray, scale: float, *, dir
     return out
 
 
-def _specialised(function: Any, cache: dict[int, Callable[..., None]], d: int, vectors: int) -> Callable[..., None]:
-    compiled = cache.get(d)
-    if compiled is None:
-        array, vector = types.Array(types.float64, 2, "C"), types.Array(types.float64, 1, "C")
-        signature = (array, array, array, *[vector] * vectors, types.float64, types.IntegerLiteral(d))
-        function.compile(signature)
-        compiled = cast(Any, function.overloads[signature]).entry_point
-        cache[d] = compiled
-    return compiled
-
-
-_IDENTITY_TILES: dict[int, Callable[..., None]] = {}
-_DIRECT_TILES: dict[int, Callable[..., None]] = {}
-
-
 def _exp_identity_tile_of(d: int) -> Callable[..., None]:
-    return _specialised(_exp_identity_tile, _IDENTITY_TILES, d, 2)
+    return _specialised(_exp_identity_tile, _IDENTITY_TILES, d, 3, 2)
 
 
 def _exp_direct_tile_of(d: int) -> Callable[..., None]:
-    return _specialised(_exp_direct_tile, _DIRECT_TILES, d, 0)
+    return _specialised(_exp_direct_tile, _DIRECT_TILES, d, 3, 0)
 
 
 # -- the product of a tile with many weight columns ------------------------------------------
