@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 
 from .backends import one_blas_thread
-from .blocks import GramSource, MatrixFreeGram, PermutedGram, StoredGram, gram_source, take
+from .blocks import GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source, take
 from .data import Sample
 from .errors import ParameterError
 from .kernels import Kernel, check_squared_norm
@@ -34,6 +34,7 @@ __all__ = [
     "PooledSample",
     "SampleSums",
     "indicator_columns",
+    "indicator_patterns",
     "pooled",
     "relabelling_batch",
     "sample_sums",
@@ -206,6 +207,27 @@ def indicator_columns(perms: np.ndarray, n: int, size: int, *, ones: bool = Fals
     return E
 
 
+def indicator_patterns(perms: np.ndarray, n: int, size: int) -> np.ndarray:
+    """The indicator matrix E of :func:`indicator_columns` packed four points to a byte,
+    with a last column of ones: a ⌈size/4⌉ × (B + 1) uint8 array P whose bit t of P[g, b]
+    is E[4g + t, b] (relabelling b calls point 4g + t an X point), and whose last column
+    has the bits of all ``size`` points. :func:`monk_framework.fused.add_indicator_product`
+    multiplies by E through it."""
+    from .fused import PATTERN_POINTS, pack_patterns  # numba: loaded when first needed
+
+    perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+    B = len(perms)
+    if B and n and (perms[:, :n].min() < 0 or perms[:, :n].max() >= size):
+        raise ValueError(f"indicator_patterns: relabellings must hold points 0..{size - 1}")
+    P = np.zeros((-(-size // PATTERN_POINTS), B + 1), dtype=np.uint8)
+    pack_patterns(P, perms, n)
+    whole, rest = divmod(size, PATTERN_POINTS)
+    P[:whole, B] = (1 << PATTERN_POINTS) - 1
+    if rest:
+        P[whole, B] = (1 << rest) - 1
+    return P
+
+
 def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     """The within and across kernel sums of every relabelling in ``perms`` (B × (N+M)).
 
@@ -223,8 +245,10 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
     total = None if r is None else float(r.sum())
     step = relabelling_batch(pool)
-    # the tiles of a matrix-free source multiply E's columns in place (fused.add_tile_product)
-    order = "F" if isinstance(pool.source, MatrixFreeGram) else "C"
+    # 0/1 columns: a stored or matrix-free source adds K's values up by subset sums, from
+    # E packed four points to a byte (the dense E, column by column, serves the rest)
+    packable = isinstance(pool.source, (StoredGram, MatrixFreeGram))
+    order = "F" if packable else "C"
     # The products with K run on the library's threads (the sources' reductions); the
     # small ones here stay on one BLAS thread, so that OpenBLAS's own threads, which spin
     # for about 0.1 s after each parallel call, stay asleep for the next test.
@@ -232,13 +256,14 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
         for start in range(0, B, step):
             stop = min(start + step, B)
             E = indicator_columns(perms[start:stop], pool.n, size, ones=products_only, order=order)
+            W = IndicatorColumns(E, indicator_patterns(perms[start:stop], pool.n, size)) if packable else E
             if r is None:
-                forms, cross = pool.source.forms_and_last(E)
+                forms, cross = pool.source.forms_and_last(W)
                 xx[start:stop], x1[start:stop] = forms[:-1], cross[:-1]
                 total = float(forms[-1])  # 1ᵀ K 1: the same tiles in the same order every batch
                 tx[start:stop] = d @ E[:, :-1]
             else:
-                xx[start:stop] = pool.source.quadratic_forms(E)
+                xx[start:stop] = pool.source.quadratic_forms(W)
                 x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
     assert total is not None  # B >= 1
     xy = x1 - xx

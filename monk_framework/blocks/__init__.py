@@ -12,7 +12,7 @@ Every public name is offered here too (``from monk_framework.blocks import Parti
 
 from __future__ import annotations
 
-from .gram_sources import GramSource, MatrixFreeGram, PermutedGram, StoredGram, gram_source, one_row
+from .gram_sources import GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, dense_columns, gram_source, one_row
 from .lepski import LEPSKI_CONSTANT, LepskiChoice, choose_n_blocks, geometric_grid, lepski
 from .partitions import (
     Partition,
@@ -31,6 +31,7 @@ from .reductions import KernelSums, bilinear, block_trace_variances, kernel_sums
 
 __all__ = [
     "GramSource",
+    "IndicatorColumns",
     "KernelSums",
     "LEPSKI_CONSTANT",
     "LepskiChoice",
@@ -44,6 +45,7 @@ __all__ = [
     "blocks_min_sample_size",
     "check_n_blocks",
     "choose_n_blocks",
+    "dense_columns",
     "geometric_grid",
     "gram_source",
     "kernel_sums",

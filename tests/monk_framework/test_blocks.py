@@ -154,6 +154,80 @@ def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, mo
             np.testing.assert_allclose(cross, [*(E.T @ K.sum(axis=1)), K.sum()], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [1, 7, 40, 333])
+def test_forms_of_packed_indicator_columns_equal_brute_force(registry, rng, monkeypatch, n):
+    from monk_framework.blocks import IndicatorColumns
+    from monk_framework.blocks import gram_sources as gs
+    from monk_framework.pooled import indicator_patterns
+
+    monkeypatch.setattr(gs, "TILE_BYTES", 8)  # matrix-free bands in tiles of 64 columns
+    Z = rng.normal(size=(n, 3))
+    kernel = registry.get_kernel("laplace", sigma=1.5)
+    K = kernel.gram(Z)
+    perms = np.array([rng.permutation(n) for _ in range(9)])
+    E = np.asfortranarray(np.column_stack([np.isin(np.arange(n)[:, None], p[: n // 2]).ravel() for p in perms]).astype(float))
+    packed = IndicatorColumns(E, indicator_patterns(perms, n // 2, n))
+    want = np.array([E[:, b] @ K @ E[:, b] for b in range(9)])
+    ones = np.asfortranarray(np.column_stack([E, np.ones(n)]))
+    with_ones = IndicatorColumns(ones, indicator_patterns(perms, n // 2, n))  # the patterns' ones column is W's own
+    # bands whose ends are multiples of 4 or not: tiles from the middle of a group of four
+    for src in (StoredGram(kernel, Z), MatrixFreeGram(kernel, Z, band_rows=16), MatrixFreeGram(kernel, Z, band_rows=13)):
+        np.testing.assert_allclose(src.quadratic_forms(packed), want, rtol=1e-12, atol=1e-12)
+        forms, cross = src.forms_and_last(with_ones)
+        np.testing.assert_allclose(forms[:-1], want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(cross, [*(E.T @ K.sum(axis=1)), K.sum()], rtol=1e-12, atol=1e-12)
+
+
+def test_indicator_columns_check_their_patterns():
+    from monk_framework.blocks import IndicatorColumns, dense_columns
+
+    E = np.zeros((9, 3))
+    P = np.zeros((3, 4), dtype=np.uint8)
+    P[:, 3] = [15, 15, 1]  # every one of the 9 points
+    assert IndicatorColumns(E, P).shape == (9, 3)
+    E[:, 2] = 1.0
+    assert dense_columns(IndicatorColumns(E, P[:, 1:])) is E and dense_columns(E) is E
+    for bad in (np.zeros((2, 3), dtype=np.uint8), np.zeros((3, 5), dtype=np.uint8), P[:, 1:].astype(float)):
+        with pytest.raises(ValueError, match=r"patterns must be uint8 of shape \(3, 3 or 4\) for 9 × 3 columns"):
+            IndicatorColumns(E, bad)
+    with pytest.raises(ValueError, match="last column must pick every point"):
+        IndicatorColumns(E, P[:, :3])  # its last column is not all the points
+    E[4, 2] = 0.0
+    with pytest.raises(ValueError, match="be dense's last column"):
+        IndicatorColumns(E, P[:, 1:])  # dense's last column is not all ones
+
+
+def record_calls(monkeypatch, module, name: str) -> list:
+    """Wrap ``module.name`` so that each call's result is recorded in the returned list."""
+    calls: list = []
+    original = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        calls.append(original(*args, **kwargs))
+        return calls[-1]
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+def test_matrix_free_forms_of_indicator_columns_add_subset_sums(registry, rng, monkeypatch):
+    import monk_framework.fused as fused
+    from monk_framework.blocks import IndicatorColumns
+    from monk_framework.blocks import gram_sources as gs
+    from monk_framework.pooled import indicator_patterns
+
+    monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)
+    calls = record_calls(monkeypatch, fused, "add_indicator_product")
+    Z = rng.normal(size=(200, 4))
+    perms = np.array([rng.permutation(200) for _ in range(11)])
+    W = IndicatorColumns(np.asfortranarray(np.zeros((200, 11))), indicator_patterns(perms, 90, 200))
+    W.dense[:] = np.array([np.isin(np.arange(200), p[:90]) for p in perms]).T
+    src = MatrixFreeGram(registry.get_kernel("rbf", sigma=2.0), Z, band_rows=13)
+    got = src.quadratic_forms(W)
+    assert calls and all(calls)  # every tile right of a diagonal block: subset sums
+    np.testing.assert_allclose(got, src.quadratic_forms(W.dense), rtol=1e-13)
+
+
 def test_matrix_free_forms_multiply_fortran_ordered_weights_in_the_compiled_loop(registry, rng, monkeypatch):
     import monk_framework.fused as fused
     from monk_framework.blocks import gram_sources as gs
@@ -161,14 +235,7 @@ def test_matrix_free_forms_multiply_fortran_ordered_weights_in_the_compiled_loop
     monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)  # tiles of 50 columns
     Z = rng.normal(size=(200, 4))
     kernel = registry.get_kernel("rbf", sigma=2.0)
-    calls: list[bool] = []
-    original = fused.add_tile_product
-
-    def spy(out, T, WT, offset=0):
-        calls.append(original(out, T, WT, offset))
-        return calls[-1]
-
-    monkeypatch.setattr(fused, "add_tile_product", spy)
+    calls = record_calls(monkeypatch, fused, "add_tile_product")
     E = (rng.random((200, 11)) < 0.5).astype(float)
     src = MatrixFreeGram(kernel, Z, band_rows=13)
     got_f = src.forms_and_last(np.asfortranarray(E))
@@ -213,6 +280,29 @@ def test_stored_quadratic_forms_are_the_same_bits_on_threads_and_here(registry, 
         covered[r0:r1, c0:c1] += 1
     assert covered.max() == 1
     assert (covered + covered.T).min() >= 1
+
+
+@pytest.mark.parametrize("n", [250, 777])
+def test_subset_sum_forms_are_the_same_bits_on_any_number_of_threads(registry, rng, monkeypatch, n):
+    # the relabellings' 0/1 columns on a stored K: row bands on a pool, added in band order
+    from monk_framework import backends
+    from monk_framework.backends import on_this_thread
+    from monk_framework.blocks import IndicatorColumns
+    from monk_framework.blocks import gram_sources as gs
+    from monk_framework.pooled import indicator_columns, indicator_patterns
+
+    monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(gs, "SUBSET_FORM_ROWS", 96)  # bands whose ends split groups of four
+    Z = rng.normal(size=(n, 4))
+    K = registry.get_kernel("rbf", sigma=2.0).gram(Z)
+    perms = np.array([rng.permutation(n) for _ in range(40)])
+    W = IndicatorColumns(indicator_columns(perms, n // 3, n, order="F"), indicator_patterns(perms, n // 3, n))
+    source = StoredGram(registry.get_kernel("rbf", sigma=2.0).fit(Z), Z, K=K)
+    on_pool = source.quadratic_forms(W)
+    with on_this_thread():
+        here = source.quadratic_forms(W)
+    assert np.array_equal(on_pool, here)
+    np.testing.assert_allclose(on_pool, np.einsum("ij,ij->j", W.dense, K @ W.dense), rtol=1e-13)
 
 
 @pytest.fixture
@@ -321,18 +411,29 @@ def one_nan_far_from_the_diagonal(rng, n=200):
     return Z
 
 
-@pytest.mark.parametrize("reduce", ["forms, E by columns", "forms, E by rows", "row sums"])
+@pytest.mark.parametrize("reduce", ["forms, E by columns", "forms, E by rows", "forms, E packed", "row sums"])
 def test_matrix_free_reductions_name_a_kernel_that_gives_nan_in_one_tile(rng, monkeypatch, reduce):
-    # tiles checked through the sums made of them (the compiled product, the row sums) or
-    # each (BLAS): one NaN far from the diagonal is caught either way, even by zero weights
+    # tiles checked through the sums made of them (the compiled product, the subset sums
+    # with their column of ones, the row sums) or each (BLAS): one NaN far from the
+    # diagonal is caught either way, even by zero weights
+    from monk_framework.blocks import IndicatorColumns
     from monk_framework.blocks import gram_sources as gs
 
     monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)
-    src = MatrixFreeGram(OneNaN(), one_nan_far_from_the_diagonal(rng), band_rows=13)
+    Z = one_nan_far_from_the_diagonal(rng)
+    if reduce == "forms, E packed":
+        # subset sums evaluate the tiles transposed (the later points first): the broken
+        # pair in that order
+        Z[[20, 170]] = Z[[170, 20]]
+    src = MatrixFreeGram(OneNaN(), Z, band_rows=13)
     layout = np.ascontiguousarray if reduce == "forms, E by rows" else np.asfortranarray
     with pytest.raises(KernelOverflowError, match="one-nan.*non-finite values"):
         if reduce == "row sums":
             src.row_sums()
+        elif reduce == "forms, E packed":
+            every = np.zeros((50, 6), dtype=np.uint8)
+            every[:, 5] = 15
+            src.quadratic_forms(IndicatorColumns(np.zeros((200, 5), order="F"), every))
         else:
             src.forms_and_last(layout(np.zeros((200, 5))))
 

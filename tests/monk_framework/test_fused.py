@@ -315,3 +315,85 @@ def test_tile_product_declines_layouts_it_cannot_read_and_refuses_a_bad_offset()
         add_tile_product(np.zeros((7, 3)), T, WT, 5)
     with pytest.raises(ValueError, match=r"columns -1:4"):
         add_tile_product(np.zeros((7, 3)), T, WT, -1)
+
+
+# -- the relabelling products by subset sums -------------------------------------------------
+
+from monk_framework.fused import PATTERN_POINTS, add_indicator_product, pack_patterns  # noqa: E402
+
+
+def packed(E: np.ndarray) -> np.ndarray:
+    """E's rows packed four to a byte, the reference way: bit t of P[g, b] is E[4g + t, b]."""
+    rows = -(-len(E) // 4) * 4
+    bits = np.zeros((rows, E.shape[1]), dtype=np.uint8)
+    bits[: len(E)] = E
+    return (bits.reshape(rows // 4, 4, E.shape[1]) << np.arange(4, dtype=np.uint8)[None, :, None]).sum(axis=1).astype(np.uint8)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    points=st.integers(0, 45), lanes=st.integers(0, 45), q=st.integers(0, 19),
+    extra=st.integers(0, 9), seed=st.integers(0, 2**32 - 1),
+)
+def test_indicator_product_equals_the_dense_product(points, lanes, q, extra, seed):
+    # every remainder: lanes in blocks of 16 and 8 and a padded last vector, columns in
+    # blocks of 8 and singly, groups of four in blocks of 16, points before the first
+    # whole group and after the last
+    g = np.random.default_rng(seed)
+    KT = g.normal(size=(points, lanes))
+    E = (g.random((points + extra, q)) < 0.5).astype(float)
+    offset = int(g.integers(0, extra + 1))
+    start = g.normal(size=(q, lanes))
+    out = start.copy()
+    assert add_indicator_product(out, KT, packed(E), offset)
+    part = E[offset : offset + points]
+    want = start.T + KT.T @ part  # lanes × q
+    bound = 1e-14 * (np.abs(start.T) + np.abs(KT).T @ part) + 1e-300
+    assert (np.abs(out - want.T) <= bound.T).all()
+
+
+def test_indicator_product_at_the_test_shape_against_exact_sums():
+    # a tile of 0/1 values: every subset sum is an exact integer in float64
+    g = np.random.default_rng(6)
+    KT = (g.random((2048, 256)) < 0.5).astype(float)
+    E = (g.random((3001, 102)) < 0.5).astype(float)
+    out = np.zeros((102, 256))
+    assert add_indicator_product(out, KT, packed(E), 701)
+    np.testing.assert_array_equal(out, (KT.astype(np.int64).T @ E[701:2749].astype(np.int64)).T)
+
+
+def test_indicator_product_reads_rows_of_a_larger_matrix():
+    # the rows of a tile inside a stored matrix: a row stride longer than the tile
+    g = np.random.default_rng(7)
+    K = g.normal(size=(300, 300))
+    E = (g.random((300, 21)) < 0.5).astype(float)
+    out = np.zeros((21, 64))
+    assert add_indicator_product(out, K[100:297, 32:96], packed(E), 100)
+    np.testing.assert_allclose(out, (K[100:297, 32:96].T @ E[100:297]).T, rtol=1e-13, atol=1e-13)
+
+
+def test_indicator_product_declines_layouts_it_cannot_read_and_refuses_a_bad_offset():
+    KT, P, out = np.ones((9, 8)), np.zeros((3, 5), dtype=np.uint8), np.zeros((5, 8))
+    assert not add_indicator_product(out, np.ones((8, 9)).T, P)  # rows strided
+    assert not add_indicator_product(out, KT.astype(np.float32), P)
+    assert not add_indicator_product(out, KT, P.astype(np.int8))
+    assert not add_indicator_product(np.zeros((4, 8)), KT, P)  # out of the wrong shape
+    out.setflags(write=False)
+    assert not add_indicator_product(out, KT, P)
+    np.testing.assert_array_equal(out, 0.0)  # declined: nothing done
+    with pytest.raises(ValueError, match=r"points 4:13 outside the 12 of the patterns"):
+        add_indicator_product(np.zeros((5, 8)), KT, P, 4)
+    with pytest.raises(ValueError, match=r"points -1:8"):
+        add_indicator_product(np.zeros((5, 8)), KT, P, -1)
+
+
+def test_pack_patterns_sets_one_bit_per_chosen_point_and_refuses_other_arrays():
+    perms = np.array([[5, 0, 9, 2], [1, 2, 3, 4]])
+    P = np.zeros((3, 2), dtype=np.uint8)
+    pack_patterns(P, perms, 3)
+    E = np.zeros((12, 2))
+    E[[5, 0, 9], 0] = E[[1, 2, 3], 1] = 1.0
+    np.testing.assert_array_equal(P, packed(E))
+    assert PATTERN_POINTS == 4
+    with pytest.raises(ValueError, match="C-ordered uint8 array with 2 columns"):
+        pack_patterns(np.zeros((3, 1), dtype=np.uint8), perms, 3)

@@ -145,3 +145,21 @@ def test_indicator_columns_mark_each_relabellings_x_points():
         assert F.flags.f_contiguous and F.ctypes.data % 64 == 0
     with pytest.raises(ValueError, match="order"):
         indicator_columns(perms, 4, 9, order="K")
+
+
+@pytest.mark.parametrize("size", [8, 9, 10, 11])
+def test_indicator_patterns_pack_the_indicator_columns_with_a_last_column_of_ones(size):
+    from monk_framework.pooled import indicator_columns, indicator_patterns
+
+    g = np.random.default_rng(size)
+    perms = np.array([g.permutation(size) for _ in range(6)])
+    E = np.column_stack([indicator_columns(perms, 4, size), np.ones(size)])
+    P = indicator_patterns(perms, 4, size)
+    assert P.dtype == np.uint8 and P.shape == (-(-size // 4), 7)
+    # unpacked: bit t of row g is point 4g + t; the points past the last are 0
+    bits = (P[:, None, :] >> np.arange(4, dtype=np.uint8)[None, :, None]) & 1
+    unpacked = bits.reshape(-1, 7)
+    np.testing.assert_array_equal(unpacked[:size], E)
+    np.testing.assert_array_equal(unpacked[size:], 0)
+    with pytest.raises(ValueError, match=rf"points 0..{size - 1}"):
+        indicator_patterns(np.array([[0, size]]), 2, size)

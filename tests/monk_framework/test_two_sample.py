@@ -587,8 +587,8 @@ def test_blas_gets_one_thread_while_drawing_ahead_only_for_few_features(registry
         return fit(self, X, Y)
 
     products: list[list[int]] = []
-    form_chunk = gs._form_chunk
-    monkeypatch.setattr(gs, "_form_chunk", lambda task, shared: products.append(_blas_threads()) or form_chunk(task, shared))
+    form_band = gs._subset_form_band  # the relabellings' 0/1 columns: subset sums, band by band
+    monkeypatch.setattr(gs, "_subset_form_band", lambda task, shared: products.append(_blas_threads()) or form_band(task, shared))
     monkeypatch.setattr(type(kernel), "fit", spying_fit)
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
