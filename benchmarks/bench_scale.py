@@ -1,6 +1,6 @@
 """Scale (issue 18): large estimates and tests against this machine's floor, measured in the same run.
 
-    python benchmarks/bench_scale.py                   # every case at the issue's sizes (about 25 min)
+    python benchmarks/bench_scale.py                   # every case at the issue's sizes (about 10 min)
     python benchmarks/bench_scale.py --only everyday   # one case (repeatable option)
     python benchmarks/bench_scale.py --scale 0.2       # sizes times 0.2: a quick look
 
