@@ -207,8 +207,12 @@ class StoredGram(GramSource):
         return self.K.sum(axis=1)
 
     def quadratic_forms(self, E: np.ndarray | IndicatorColumns) -> np.ndarray:
-        if isinstance(E, IndicatorColumns):
-            return _subset_sum_forms(self.K, E)
+        K = self.K
+        # subset sums read K's rows in place: a K given in another layout (a precomputed
+        # Gram matrix in Fortran order, say) takes the BLAS products
+        if isinstance(E, IndicatorColumns) and K.dtype == np.float64 and K.strides[1] == 8 and K.strides[0] > 0 and K.strides[0] % 8 == 0:
+            return _subset_sum_forms(K, E)
+        E = dense_columns(E)
         # halves rather than bands: square products run at the full GEMM rate, thin bands
         # do not (measured at n = 2000, B = 1000: 30 ms against 45 ms for K E)
         return _halved_forms(self.K, E, 0, self.n)
@@ -420,7 +424,9 @@ def _across_by_subset_sums(
     band_points = Z[start:stop] if lanes == width else take(Z, np.minimum(np.arange(start, start + lanes), stop - 1))
     out = np.zeros((patterns.shape[1], lanes))
     for c, d in tiles:
-        if not add_indicator_product(out, kernel.gram_tile(Z[c:d], band_points, check=False), patterns, c):
+        # (a plugin's compute_gram may return a tile in Fortran order)
+        tile = np.ascontiguousarray(kernel.gram_tile(Z[c:d], band_points, check=False))
+        if not add_indicator_product(out, tile, patterns, c):
             raise RuntimeError(f"add_indicator_product declined a {d - c} × {lanes} tile at {c}")  # pragma: no cover - laid out above
     return out[:, :width].T
 
@@ -576,9 +582,10 @@ def _subset_form_band(task: tuple[int, int], shared: tuple[np.ndarray, Indicator
     r0, r1 = task
     sums = np.zeros((E.patterns.shape[1], r1 - r0))
     # K is symmetric: the rows r1: of K's columns r0:r1 are R's transpose
-    add_indicator_product(sums, K[r1:, r0:r1], E.patterns, r1)
+    done = add_indicator_product(sums, K[r1:, r0:r1], E.patterns, r1)
     sums *= 2.0
-    add_indicator_product(sums, K[r0:r1, r0:r1], E.patterns, r0)
+    if not (add_indicator_product(sums, K[r0:r1, r0:r1], E.patterns, r0) and done):
+        raise RuntimeError("subset sums declined K's rows")  # pragma: no cover - StoredGram checks K's layout first
     dense = E.dense[r0:r1]
     return np.einsum("ji,ij->j", sums[: dense.shape[1]], dense)
 

@@ -178,6 +178,29 @@ def test_forms_of_packed_indicator_columns_equal_brute_force(registry, rng, monk
         np.testing.assert_allclose(cross, [*(E.T @ K.sum(axis=1)), K.sum()], rtol=1e-12, atol=1e-12)
 
 
+def test_packed_forms_of_a_gram_matrix_in_another_layout_take_the_blas_products(registry, rng):
+    # subset sums read K's rows in place; a precomputed K in Fortran order, or a
+    # kernel whose tiles come in Fortran order, must still give the right forms
+    from monk_framework.blocks import IndicatorColumns
+    from monk_framework.pooled import indicator_columns, indicator_patterns
+
+    Z = rng.normal(size=(90, 3))
+    kernel = registry.get_kernel("rbf", sigma=1.5)
+    K = kernel.gram(Z)
+    perms = np.array([rng.permutation(90) for _ in range(7)])
+    W = IndicatorColumns(indicator_columns(perms, 40, 90, order="F"), indicator_patterns(perms, 40, 90))
+    want = np.einsum("ij,ij->j", W.dense, K @ W.dense)
+    for layout in (np.asfortranarray, lambda A: A.T.copy().T):
+        np.testing.assert_allclose(StoredGram(kernel, Z, K=layout(K)).quadratic_forms(W), want, rtol=1e-13)
+
+    class FortranTiles(type(kernel)):
+        def compute_gram(self, X, Y):
+            return np.asfortranarray(super().compute_gram(X, Y))
+
+    fortran = FortranTiles(sigma=1.5)
+    np.testing.assert_allclose(MatrixFreeGram(fortran, Z, band_rows=16).quadratic_forms(W), want, rtol=1e-13)
+
+
 def test_indicator_columns_check_their_patterns():
     from monk_framework.blocks import IndicatorColumns, dense_columns
 
