@@ -24,22 +24,13 @@ what this sum costs.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from bench_gram import best_time  # the best of several timed calls
 from threadpoolctl import threadpool_limits
 
 from monk_framework.fused import add_indicator_product, add_tile_product
 from monk_framework.pooled import indicator_columns, indicator_patterns
-
-
-def _best(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:
@@ -62,7 +53,7 @@ def main() -> None:
     with threadpool_limits(1):
         A = rng.normal(size=(2000, 2000))
         A @ A
-        rate = 2 * 2000**3 / _best(lambda: A @ A, 3)
+        rate = 2 * 2000**3 / best_time(lambda: A @ A, 3)
         ways = {
             "subset sums": lambda: add_indicator_product(np.zeros((q, args.rows)), RT, P, offset),
             "multiply-adds": lambda: add_tile_product(np.zeros((args.rows, q)), R, E.T, offset),
@@ -73,7 +64,7 @@ def main() -> None:
         best = {name: float("inf") for name in ways}
         for _ in range(args.repeats):
             for name, fn in ways.items():
-                best[name] = min(best[name], _best(fn, 1))
+                best[name] = min(best[name], best_time(fn, 1))
     want = R @ E[offset : offset + args.points]
     got = np.zeros((q, args.rows))
     add_indicator_product(got, RT, P, offset)

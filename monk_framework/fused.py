@@ -46,6 +46,7 @@ __all__ = [
     "add_indicator_product",
     "add_tile_product",
     "centred_with_norms",
+    "every_point_patterns",
     "exp_nonpositive",
     "exp_squared_distance_form",
     "exp_squared_distance_tile",
@@ -746,6 +747,16 @@ def _aligned_tables() -> np.ndarray:
     buffer = np.empty(_GROUP_BLOCK * 16 * 16 + _VECTOR)
     skip = (-buffer.ctypes.data % 64) // 8
     return buffer[skip : skip + _GROUP_BLOCK * 16 * 16]
+
+
+def every_point_patterns(size: int) -> np.ndarray:
+    """The patterns of a column that picks all ``size`` points: ⌈size/4⌉ bytes, 0b1111
+    for each whole group of four and the low bits of a last partial group."""
+    whole, rest = divmod(size, PATTERN_POINTS)
+    every = np.full(-(-size // PATTERN_POINTS), (1 << PATTERN_POINTS) - 1, dtype=np.uint8)
+    if rest:
+        every[whole] = (1 << rest) - 1
+    return every
 
 
 @njit(cache=True, nogil=True, boundscheck=False)

@@ -213,7 +213,7 @@ def indicator_patterns(perms: np.ndarray, n: int, size: int) -> np.ndarray:
     is E[4g + t, b] (relabelling b calls point 4g + t an X point), and whose last column
     has the bits of all ``size`` points. :func:`monk_framework.fused.add_indicator_product`
     multiplies by E through it."""
-    from .fused import PATTERN_POINTS, pack_patterns  # numba: loaded when first needed
+    from .fused import PATTERN_POINTS, every_point_patterns, pack_patterns  # numba: loaded when first needed
 
     perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
     B = len(perms)
@@ -221,10 +221,7 @@ def indicator_patterns(perms: np.ndarray, n: int, size: int) -> np.ndarray:
         raise ValueError(f"indicator_patterns: relabellings must hold points 0..{size - 1}")
     P = np.zeros((-(-size // PATTERN_POINTS), B + 1), dtype=np.uint8)
     pack_patterns(P, perms, n)
-    whole, rest = divmod(size, PATTERN_POINTS)
-    P[:whole, B] = (1 << PATTERN_POINTS) - 1
-    if rest:
-        P[whole, B] = (1 << rest) - 1
+    P[:, B] = every_point_patterns(size)
     return P
 
 

@@ -26,7 +26,7 @@ __all__ = ["GramSource", "IndicatorColumns", "MatrixFreeGram", "PermutedGram", "
 
 
 def _check_patterns(instance: IndicatorColumns, attribute: attrs.Attribute[Any], patterns: np.ndarray) -> None:
-    from ..fused import PATTERN_POINTS
+    from ..fused import PATTERN_POINTS, every_point_patterns
 
     n, C = instance.dense.shape
     groups = -(-n // PATTERN_POINTS)
@@ -35,11 +35,7 @@ def _check_patterns(instance: IndicatorColumns, attribute: attrs.Attribute[Any],
                          f"got {patterns.dtype} {patterns.shape}")
     # the last column picks every point, so that every tile value reaches a sum (the
     # finiteness check); with as many columns as ``dense``, it is dense's own
-    whole, rest = divmod(n, PATTERN_POINTS)
-    every = np.full(groups, (1 << PATTERN_POINTS) - 1, dtype=np.uint8)
-    if rest:
-        every[whole] = (1 << rest) - 1
-    if not np.array_equal(patterns[:, -1], every) or (patterns.shape[1] == C and not (instance.dense[:, -1] == 1.0).all()):
+    if not np.array_equal(patterns[:, -1], every_point_patterns(n)) or (patterns.shape[1] == C and not (instance.dense[:, -1] == 1.0).all()):
         raise ValueError("IndicatorColumns: the patterns' last column must pick every point (and be dense's last column when "
                          "they have as many columns)")
 
@@ -365,7 +361,7 @@ def tiled_band_reduction(
             kernel.check_finite(own)
         return own, later
     if op in ("quadratic_forms", "forms_and_last"):
-        from ..fused import PATTERN_POINTS, add_tile_product  # numba: loaded when first needed
+        from ..fused import add_tile_product  # numba: loaded when first needed
 
         patterns = W.patterns if isinstance(W, IndicatorColumns) else None
         W = dense_columns(W)
@@ -373,8 +369,7 @@ def tiled_band_reduction(
         inner = block @ Ws
         if patterns is not None:
             # 0/1 columns: subset sums four points at a time, about twice as fast as any product
-            cols -= cols % PATTERN_POINTS
-            across = _across_by_subset_sums(kernel, Z, start, stop, [(c, min(c + cols, n)) for c in range(stop, n, cols)], patterns)
+            across = _across_by_subset_sums(kernel, Z, start, stop, tiles, patterns)
             # every tile value is in the sum of the patterns' last column (all ones): a
             # NaN or an infinity among them makes it non-finite
             kernel.check_finite(across)
@@ -410,7 +405,7 @@ def tiled_band_reduction(
 
 
 def _across_by_subset_sums(
-    kernel: Kernel, Z: Sample, start: int, stop: int, tiles: list[tuple[int, int]], patterns: np.ndarray
+    kernel: Kernel, Z: Sample, start: int, stop: int, tiles: Iterator[tuple[int, int]], patterns: np.ndarray
 ) -> np.ndarray:
     """R E for the part R of the band start:stop right of its diagonal block and the 0/1
     columns E that ``patterns`` packs (all of them), from R's tiles evaluated transposed:
