@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from monk_framework import get_registry
-from monk_framework.kernels import median_distance
+from monk_framework.engine.median_heuristic import median_distance
 from monk_framework.two_sample import permutation_test
 
 DS = (100, 300, 1000, 3000, 10000)

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from monk_framework.backends import DaskBackend, LocalBackend
-from monk_framework.experiments import get_experiment, run_experiment
-from monk_framework.experiments.report import read_csv
+from monk_framework.app.experiments import get_experiment, run_experiment
+from monk_framework.app.experiments.report import read_csv
+from monk_framework.engine.backends import DaskBackend, LocalBackend
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from monk_framework import get_registry
-from monk_framework.kernels import Kernel
+from monk_framework.core.kernels import Kernel
 
 
 def main() -> None:

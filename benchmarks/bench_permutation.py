@@ -86,7 +86,7 @@ def main() -> None:
     print("dcor/ours and hyppo/ours use ours = u-stat with RBF (the test the issue names)")
     if args.skip_monk:
         return
-    from monk_framework.datasets import get_dataset
+    from monk_framework.app.datasets import get_dataset
 
     X, Y = get_dataset("splice-ei-ie", n=766, ambiguous="keep").sample(0)
     ssk = reg.get_kernel("ssk", n=5, lam=0.5)

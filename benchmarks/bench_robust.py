@@ -30,8 +30,8 @@ from bench_permutation import _median_time as median_time  # one warm-up, then t
 from threadpoolctl import threadpool_info
 
 from monk_framework import get_registry
-from monk_framework.robust import robust_test
 from monk_framework.two_sample import permutation_test
+from monk_framework.two_sample.robust import robust_test
 
 
 def main() -> None:

@@ -78,7 +78,7 @@ def _data(n: int, seed: int, shift: float = 0.0) -> np.ndarray:
 
 def _count_entries():
     """Patch Kernel.gram_tile to count the kernel entries evaluated in this process."""
-    from monk_framework.kernels import Kernel
+    from monk_framework.core.kernels import Kernel
 
     counter = {"entries": 0}
     original = Kernel.gram_tile
@@ -94,7 +94,7 @@ def _count_entries():
 def _backend(workers: int):
     if not workers:
         return None
-    from monk_framework.backends import DaskBackend
+    from monk_framework.engine.backends import DaskBackend
 
     return DaskBackend(n_workers=workers)
 
@@ -152,7 +152,7 @@ def child(case: str, n: int, workers: int, B: int) -> dict:
         r = est.estimate(kernel, X, Y, rng=0, max_memory=BLOCK_SIZE)
         out.update(mmd2=r.mmd2)
     elif case == "bcd-fast":
-        from monk_framework.blocks import block_sizes
+        from monk_framework.engine.partitions import block_sizes
 
         est = reg.get_estimator("monk-bcd-fast", n_blocks=1001, solver="exact")
         r = est.estimate(kernel, X, Y, rng=0, max_memory=BLOCK_SIZE, backend=backend)
@@ -212,7 +212,7 @@ def everyday(rows: tuple[str, ...]) -> None:
     * "sleeping-blas": alternately, in a process started with OPENBLAS_THREAD_TIMEOUT=4.
     """
     from monk_framework import get_registry
-    from monk_framework.memory import reuse_freed_memory
+    from monk_framework.core.resources import reuse_freed_memory
     from monk_framework.two_sample import permutation_test
 
     reg = get_registry()

@@ -67,7 +67,7 @@ READ_TWICE = ("monk-bcd", "monk-bcd-fast")
 
 
 def data_set(data: str, n: int, d: int) -> Any:
-    from monk_framework.datasets import get_dataset
+    from monk_framework.app.datasets import get_dataset
 
     params = dict(n=n, d=d, mean_x=0.0, std_x=1.0, mean_y=SHIFT, std_y=1.0)
     return get_dataset("gauss" if data == "clean" else "gauss-outliers", **params)
@@ -86,7 +86,7 @@ def kernel_for(name: str, d: int, Z: np.ndarray) -> Any:
 
 def one_run(task: dict[str, Any]) -> dict[str, Any]:
     from monk_framework import get_registry
-    from monk_framework.experiments import parse_spec
+    from monk_framework.core.params import parse_spec
 
     reg = get_registry()
     n, d = task["n"], task["d"]

@@ -133,9 +133,9 @@ def kernel_of(name: str, d: int) -> Any:
 
 def run_test(test: str, kernel_name: str, X: np.ndarray, Y: np.ndarray, r: int, B: int, seed: int) -> dict[str, Any]:
     from monk_framework import get_registry
-    from monk_framework.experiments import parse_spec
-    from monk_framework.robust import robust_test
+    from monk_framework.core.params import parse_spec
     from monk_framework.two_sample import permutation_test
+    from monk_framework.two_sample.robust import robust_test
 
     reg = get_registry()
     kind, spec, relabel = TESTS[test]
@@ -267,7 +267,7 @@ def go_tasks(quick: bool) -> list[dict[str, Any]]:
 
 
 def do_go(task: dict[str, Any]) -> dict[str, Any]:
-    from monk_framework.datasets import get_dataset
+    from monk_framework.app.datasets import get_dataset
 
     X, Y = get_dataset("gauss-outliers").sample(np.random.default_rng(task["run"]))
     return run_test(task["test"], "quadratic", X, Y, 10, 1000, task["run"])
@@ -289,10 +289,10 @@ def do_mv(task: dict[str, Any]) -> dict[str, Any]:
     """Block p-values and block statistics of one data set, every construction applied."""
     from scipy import stats
 
-    from monk_framework.blocks import pair_partition
-    from monk_framework.pooled import PooledSample
-    from monk_framework.robust import median_pvalue
-    from monk_framework.within_blocks import relabellings, within_block_sums
+    from monk_framework.engine.partitions import pair_partition
+    from monk_framework.engine.pooled import PooledSample
+    from monk_framework.engine.within_blocks import relabellings, within_block_sums
+    from monk_framework.two_sample.robust import median_pvalue
 
     n, r, B = task["n"], 5, 200
     g = np.random.default_rng([task["run"], n, 77])

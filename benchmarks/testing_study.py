@@ -50,7 +50,7 @@ EXTRA_SETTINGS = ("outliers-both", "outliers-both+shift")
 def one_run(task: tuple[str, str, int, int, int, int, int, str]) -> tuple[str, str, bool]:
     setting, spec, seed, n, m, B, salt, relabel = task
     from monk_framework import get_registry
-    from monk_framework.experiments import parse_spec
+    from monk_framework.core.params import parse_spec
     from monk_framework.two_sample import permutation_test
 
     reg = get_registry()

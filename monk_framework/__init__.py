@@ -8,12 +8,10 @@ Scripts start from the registry of installed plugins::
     result = reg.get_estimator("u-stat").estimate(kernel, X, Y, rng=0)
 """
 
-from __future__ import annotations
-
-from importlib.metadata import PackageNotFoundError, version
-
-from .data import as_strings, as_vectors, load_sample
-from .errors import (
+from monk_framework.app.jobs import load_result
+from monk_framework.app.loading import load_sample
+from monk_framework.app.splice import load_splice
+from monk_framework.core.errors import (
     DataError,
     DataFileError,
     DuplicateNameError,
@@ -25,18 +23,14 @@ from .errors import (
     ResourceError,
     UnknownNameError,
 )
-from .estimators import EmbeddingEstimator, EmbeddingWeights, Estimate, Estimator, MMDEstimator
-from .hookspecs import hookimpl
-from .kernels import Kernel, check_squared_norm
-from .params import parameter
-from .registry import PluginEntry, PluginProblem, Provider, Registry, get_registry
-from .results import Embedding, MMDResult, Result
-from .splice import load_splice
-
-try:
-    __version__ = version("monk-framework")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+from monk_framework.core.estimators import EmbeddingEstimator, EmbeddingWeights, Estimate, Estimator, MMDEstimator
+from monk_framework.core.hookspecs import hookimpl
+from monk_framework.core.kernels import Kernel, check_squared_norm
+from monk_framework.core.params import parameter
+from monk_framework.core.registry import PluginEntry, PluginProblem, Provider, Registry, get_registry
+from monk_framework.core.results import Embedding, MMDResult, Result
+from monk_framework.core.samples import as_strings, as_vectors
+from monk_framework.core.version import __version__
 
 __all__ = [
     "DataError",
@@ -74,12 +68,3 @@ __all__ = [
     "parameter",
 ]
 
-
-def __getattr__(name: str) -> object:
-    # load_result knows every result class, tests included: loaded on first use, so that
-    # importing the package stays light
-    if name == "load_result":
-        from .jobs import load_result
-
-        return load_result
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """``python -m monk_framework`` runs the ``monkfw`` command line."""
 
-from .cli import main
+from monk_framework.app.cli import main
 
 main()

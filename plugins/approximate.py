@@ -37,11 +37,11 @@ import attrs
 import numpy as np
 
 from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
-from monk_framework.data import Sample
-from monk_framework.errors import ParameterError
-from monk_framework.kernels import CHUNK_BYTES
-from monk_framework.params import integer, one_of
-from monk_framework.pooled import PooledSample, u_statistic, v_statistic
+from monk_framework.core.errors import ParameterError
+from monk_framework.core.kernels import CHUNK_BYTES
+from monk_framework.core.params import integer, one_of
+from monk_framework.core.samples import Sample
+from monk_framework.engine.pooled import PooledSample, u_statistic, v_statistic
 
 
 @attrs.frozen

@@ -9,20 +9,11 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework import (
-    EmbeddingEstimator,
-    EmbeddingWeights,
-    Estimate,
-    Kernel,
-    MMDEstimator,
-    check_squared_norm,
-    hookimpl,
-    parameter,
-)
-from monk_framework.blocks import KernelSums, kernel_sums
-from monk_framework.data import Sample
-from monk_framework.params import one_of
-from monk_framework.pooled import PooledSample, SampleSums, relabelling_batch, sample_sums, u_statistic, v_statistic
+from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
+from monk_framework.core.params import one_of
+from monk_framework.core.samples import Sample
+from monk_framework.engine.pooled import PooledSample, SampleSums, relabelling_batch, sample_sums, u_statistic, v_statistic
+from monk_framework.engine.reductions import KernelSums, kernel_sums
 
 
 def _sums(kernel: Kernel, X: Sample, Y: Sample) -> KernelSums:

@@ -18,33 +18,16 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework import (
-    EmbeddingEstimator,
-    EmbeddingWeights,
-    Estimate,
-    Kernel,
-    MMDEstimator,
-    check_squared_norm,
-    hookimpl,
-    parameter,
-)
-from monk_framework.blocks import (
-    GramSource,
-    Partition,
-    block_trace_variances,
-    blocks_min_sample_size,
-    check_n_blocks,
-    choose_n_blocks,
-    gram_source,
-    majority,
-    median_value,
-    random_partition,
-)
-from monk_framework.data import Sample
-from monk_framework.errors import ParameterError
-from monk_framework.params import integer, integer_or, one_of
-from monk_framework.pooled import PooledSample
-from monk_framework.within_blocks import block_means_gram, kept_blocks_mmd2, pooled_block_means_gram
+from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
+from monk_framework.core.errors import ParameterError
+from monk_framework.core.params import integer, integer_or, one_of
+from monk_framework.core.samples import Sample
+from monk_framework.engine.gram_sources import GramSource, gram_source
+from monk_framework.engine.lepski import choose_n_blocks
+from monk_framework.engine.partitions import Partition, blocks_min_sample_size, check_n_blocks, majority, median_value, random_partition
+from monk_framework.engine.pooled import PooledSample
+from monk_framework.engine.reductions import block_trace_variances
+from monk_framework.engine.within_blocks import block_means_gram, kept_blocks_mmd2, pooled_block_means_gram
 
 from . import monk_reduced
 from .monk_mmd import pooled

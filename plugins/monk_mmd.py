@@ -1,7 +1,7 @@
 """MONK estimators of MMD (paper Eq. 6): BCD (Algorithm 1) and BCD-Fast (Algorithm 2).
 
 MONK MMD = sup_{‖f‖≤1} med_q ⟨f, d_q⟩ with d_q = μ_{S_q}(x) − μ_{T_q}(y) over Q paired
-blocks (see :mod:`monk_framework.blocks` for the partition and median conventions).
+blocks (see :mod:`monk_framework.engine.partitions` for the partition and median conventions).
 Both algorithms come in two variants:
 
 * ``variant="authors"``: the published implementation. Start from the all-ones
@@ -42,15 +42,17 @@ import attrs
 import numpy as np
 
 from monk_framework import Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
-from monk_framework.backends import in_order, in_this_process
-from monk_framework.blocks import (
-    MatrixFreeGram,
+from monk_framework.core.errors import ParameterError
+from monk_framework.core.params import integer, integer_or, one_of, real_or
+from monk_framework.core.resources import spreading
+from monk_framework.core.samples import Sample
+from monk_framework.engine.backends import in_order, in_this_process
+from monk_framework.engine.gram_sources import MatrixFreeGram, PermutedGram
+from monk_framework.engine.lepski import choose_n_blocks
+from monk_framework.engine.partitions import (
     Partition,
-    PermutedGram,
-    block_trace_variances,
     blocks_min_sample_size,
     check_n_blocks,
-    choose_n_blocks,
     majority,
     median_block,
     median_position,
@@ -58,12 +60,9 @@ from monk_framework.blocks import (
     pair_partition,
     take,
 )
-from monk_framework.blocks.spread import spreading
-from monk_framework.data import Sample
-from monk_framework.errors import ParameterError
-from monk_framework.params import integer, integer_or, one_of, real_or
-from monk_framework.pooled import PooledSample, pooled
-from monk_framework.within_blocks import block_means_gram, within_block_sums
+from monk_framework.engine.pooled import PooledSample, pooled
+from monk_framework.engine.reductions import block_trace_variances
+from monk_framework.engine.within_blocks import block_means_gram, within_block_sums
 
 from . import monk_reduced
 

@@ -32,8 +32,8 @@ import math
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from monk_framework.errors import ResourceError
-from monk_framework.kernels import available_memory
+from monk_framework.core.errors import ResourceError
+from monk_framework.core.resources import available_memory
 
 #: the sparse programme is used while (|s| + |t|) · ln(1/λ) stays below this (λ^{−(i+j)} ≤ e^600).
 SCALED_EXPONENT_LIMIT = 600.0

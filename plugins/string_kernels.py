@@ -15,9 +15,9 @@ import numpy as np
 from numba import get_num_threads
 
 from monk_framework import Kernel, ParameterError, hookimpl, parameter
-from monk_framework.data import as_strings
-from monk_framework.kernels import available_memory, check_memory
-from monk_framework.params import boolean, integer, real
+from monk_framework.core.params import boolean, integer, real
+from monk_framework.core.resources import available_memory, check_memory
+from monk_framework.core.samples import as_strings
 
 from . import ssk_core as core
 from . import ssk_pairs as pairs_ssk
@@ -264,7 +264,8 @@ class SubsequenceKernel(Kernel):
     def _self_values(self, X: Sequence[str]) -> np.ndarray:
         return self._combine(ssk_self_levels(X, self.levels, self.lam))
 
-    def symmetric_gram(self, X: Any) -> np.ndarray:
+    def symmetric_gram(self, X: Any, *, run_bands: Any = None) -> np.ndarray:
+        # the dynamic programme computes all pairs at once: there are no bands to run
         K = self._unnormalised(X, None)
         if self.normalize:
             d = np.diag(K).copy()
@@ -274,7 +275,7 @@ class SubsequenceKernel(Kernel):
             np.fill_diagonal(K, (d > 0).astype(np.float64))
         return self.check_finite(K)
 
-    def _rectangular_gram(self, X: Any, Y: Any) -> np.ndarray:
+    def rectangular_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.compute_gram(X, Y)
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:

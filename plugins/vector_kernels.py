@@ -16,17 +16,11 @@ import attrs
 import numpy as np
 
 from monk_framework import Kernel, KernelOverflowError, MonkError, hookimpl, parameter
-from monk_framework.kernels import (
-    check_memory,
-    distances,
-    exp_scaled_squared_distances,
-    magnitude,
-    median_distance,
-    power_of_two,
-    scaled_distances,
-    scaled_l1_distances,
-)
-from monk_framework.params import boolean, integer, one_of, real, real_or
+from monk_framework.core.params import boolean, integer, one_of, real, real_or
+from monk_framework.core.resources import check_memory
+from monk_framework.engine.median_heuristic import median_distance
+from monk_framework.numerics.compiled import exp_squared_distance_form
+from monk_framework.numerics.distances import distances, exp_scaled_squared_distances, magnitude, power_of_two, scaled_distances, scaled_l1_distances
 
 #: exp(x) overflows float64 above this value.
 EXP_LIMIT = math.log(np.finfo(np.float64).max)
@@ -290,8 +284,6 @@ class RBFKernel(_BandwidthCore, Kernel):
     def compute_block_gram(self, Z: np.ndarray, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
         # exp(−½‖z/σ − z'/σ‖²) pair by pair in one compiled loop; the points are scaled
         # first, so 1e200-scale data with σ = 1e200 stay finite as in compute_gram
-        from monk_framework.fused import exp_squared_distance_form  # numba: loaded on first use
-
         with np.errstate(over="ignore", under="ignore"):
             scaled = Z / self._sigma
         if not np.isfinite(scaled).all():

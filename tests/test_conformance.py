@@ -1,7 +1,7 @@
 """Checks every registered kernel and estimator must pass (as scikit-learn's
 ``parametrize_with_checks`` does): a new plugin is tested the moment it is registered.
 The contract itself is checked by the kit third-party authors use,
-:mod:`monk_framework.testing`; the checks below add the framework's own promises
+:mod:`monk_framework.checks`; the checks below add the framework's own promises
 (bad input refused with a message, bounds under extreme inputs, MMD near 0 without a
 difference)."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from monk_framework import DataError, MMDEstimator, ParameterError, get_registry
-from monk_framework.testing import check_estimator, check_kernel
+from monk_framework.checks import check_estimator, check_kernel
 
 REG = get_registry()
 KERNELS = [e.cls for e in REG.kernels()]

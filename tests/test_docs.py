@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from monk_framework import Registry, get_registry, hookspecs
-from monk_framework.cli import app
+from monk_framework import Registry, get_registry
+from monk_framework.app.cli import app
+from monk_framework.core import hookspecs
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -58,5 +58,5 @@ def test_no_private_name_crosses_a_module_boundary(path):
 
 def test_the_check_catches_a_crossing(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from monk_framework.results import _array_eq\n\ndef f(pool):\n    return pool._source\n")
+    bad.write_text("from monk_framework.core.results import _array_eq\n\ndef f(pool):\n    return pool._source\n")
     assert crossings(bad) == ["line 1: imports _array_eq", "line 4: reads pool._source"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from monk_framework.cli import app
+from monk_framework.app.cli import app
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 

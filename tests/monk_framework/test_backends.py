@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from monk_framework import backends
-from monk_framework.backends import (
+from monk_framework.engine import backends
+from monk_framework.engine.backends import (
     PARALLEL_MIN_BANDS,
     LocalBackend,
     ThreadBackend,

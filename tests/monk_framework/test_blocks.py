@@ -8,20 +8,10 @@ import pytest
 import scipy.sparse as sp
 
 from monk_framework import Kernel, KernelOverflowError
-from monk_framework.blocks import (
-    MatrixFreeGram,
-    StoredGram,
-    block_sizes,
-    check_n_blocks,
-    geometric_grid,
-    lepski,
-    majority,
-    median_block,
-    median_value,
-    pair_partition,
-    random_partition,
-)
-from monk_framework.errors import ParameterError
+from monk_framework.core.errors import ParameterError
+from monk_framework.engine.gram_sources import MatrixFreeGram, StoredGram
+from monk_framework.engine.lepski import geometric_grid, lepski
+from monk_framework.engine.partitions import block_sizes, check_n_blocks, majority, median_block, median_value, pair_partition, random_partition
 
 
 @pytest.mark.parametrize("n, Q", [(10, 3), (11, 11), (100, 7), (22, 11), (5, 1)])
@@ -72,7 +62,7 @@ def test_n_blocks_bound_names_the_parameter():
 
 @pytest.mark.parametrize("source", ["stored", "matrix-free"])
 def test_block_reductions_equal_brute_force(registry, source, monkeypatch):
-    from monk_framework.blocks import gram_sources as gs
+    from monk_framework.engine import gram_sources as gs
 
     monkeypatch.setattr(gs, "TILE_BYTES", 8)  # matrix-free bands in tiles of 64 columns
     rng = np.random.default_rng(2)
@@ -123,8 +113,8 @@ def test_geometric_grid_and_lepski():
 
 @pytest.mark.parametrize("n", [1, 7, 40, 333])
 def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, monkeypatch, n):
-    from monk_framework.blocks import PermutedGram
-    from monk_framework.blocks import gram_sources as gs
+    from monk_framework.engine import gram_sources as gs
+    from monk_framework.engine.gram_sources import PermutedGram
 
     monkeypatch.setattr(gs, "HALVING_LEAF", 5)  # several levels of halving on small n
     monkeypatch.setattr(gs, "TILE_BYTES", 8)  # matrix-free bands in tiles of 64 columns
@@ -156,9 +146,9 @@ def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, mo
 
 @pytest.mark.parametrize("n", [1, 7, 40, 333])
 def test_forms_of_packed_indicator_columns_equal_brute_force(registry, rng, monkeypatch, n):
-    from monk_framework.blocks import IndicatorColumns
-    from monk_framework.blocks import gram_sources as gs
-    from monk_framework.pooled import indicator_patterns
+    from monk_framework.engine import gram_sources as gs
+    from monk_framework.engine.gram_sources import IndicatorColumns
+    from monk_framework.engine.pooled import indicator_patterns
 
     monkeypatch.setattr(gs, "TILE_BYTES", 8)  # matrix-free bands in tiles of 64 columns
     Z = rng.normal(size=(n, 3))
@@ -181,8 +171,8 @@ def test_forms_of_packed_indicator_columns_equal_brute_force(registry, rng, monk
 def test_packed_forms_of_a_gram_matrix_in_another_layout_take_the_blas_products(registry, rng):
     # subset sums read K's rows in place; a precomputed K in Fortran order, or a
     # kernel whose tiles come in Fortran order, must still give the right forms
-    from monk_framework.blocks import IndicatorColumns
-    from monk_framework.pooled import indicator_columns, indicator_patterns
+    from monk_framework.engine.gram_sources import IndicatorColumns
+    from monk_framework.engine.pooled import indicator_columns, indicator_patterns
 
     Z = rng.normal(size=(90, 3))
     kernel = registry.get_kernel("rbf", sigma=1.5)
@@ -202,7 +192,7 @@ def test_packed_forms_of_a_gram_matrix_in_another_layout_take_the_blas_products(
 
 
 def test_indicator_columns_check_their_patterns():
-    from monk_framework.blocks import IndicatorColumns, dense_columns
+    from monk_framework.engine.gram_sources import IndicatorColumns, dense_columns
 
     E = np.zeros((9, 3))
     P = np.zeros((3, 4), dtype=np.uint8)
@@ -234,13 +224,12 @@ def record_calls(monkeypatch, module, name: str) -> list:
 
 
 def test_matrix_free_forms_of_indicator_columns_add_subset_sums(registry, rng, monkeypatch):
-    import monk_framework.fused as fused
-    from monk_framework.blocks import IndicatorColumns
-    from monk_framework.blocks import gram_sources as gs
-    from monk_framework.pooled import indicator_patterns
+    from monk_framework.engine import gram_sources as gs
+    from monk_framework.engine.gram_sources import IndicatorColumns
+    from monk_framework.engine.pooled import indicator_patterns
 
     monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)
-    calls = record_calls(monkeypatch, fused, "add_indicator_product")
+    calls = record_calls(monkeypatch, gs, "add_indicator_product")
     Z = rng.normal(size=(200, 4))
     perms = np.array([rng.permutation(200) for _ in range(11)])
     W = IndicatorColumns(np.asfortranarray(np.zeros((200, 11))), indicator_patterns(perms, 90, 200))
@@ -252,13 +241,12 @@ def test_matrix_free_forms_of_indicator_columns_add_subset_sums(registry, rng, m
 
 
 def test_matrix_free_forms_multiply_fortran_ordered_weights_in_the_compiled_loop(registry, rng, monkeypatch):
-    import monk_framework.fused as fused
-    from monk_framework.blocks import gram_sources as gs
+    from monk_framework.engine import gram_sources as gs
 
     monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)  # tiles of 50 columns
     Z = rng.normal(size=(200, 4))
     kernel = registry.get_kernel("rbf", sigma=2.0)
-    calls = record_calls(monkeypatch, fused, "add_tile_product")
+    calls = record_calls(monkeypatch, gs, "add_tile_product")
     E = (rng.random((200, 11)) < 0.5).astype(float)
     src = MatrixFreeGram(kernel, Z, band_rows=13)
     got_f = src.forms_and_last(np.asfortranarray(E))
@@ -276,9 +264,9 @@ def test_matrix_free_forms_multiply_fortran_ordered_weights_in_the_compiled_loop
 def test_stored_quadratic_forms_are_the_same_bits_on_threads_and_here(registry, rng, monkeypatch, n):
     # the row chunks of every halving level run on a pool, each with one BLAS thread, and
     # are added in a fixed order: the same bits on two threads as one after another
-    from monk_framework import backends
-    from monk_framework.backends import on_this_thread
-    from monk_framework.blocks import gram_sources as gs
+    from monk_framework.engine import backends
+    from monk_framework.engine import gram_sources as gs
+    from monk_framework.engine.backends import on_this_thread
 
     monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(gs, "FORM_TASK_ROWS", 96)  # several chunks per product
@@ -308,11 +296,11 @@ def test_stored_quadratic_forms_are_the_same_bits_on_threads_and_here(registry, 
 @pytest.mark.parametrize("n", [250, 777])
 def test_subset_sum_forms_are_the_same_bits_on_any_number_of_threads(registry, rng, monkeypatch, n):
     # the relabellings' 0/1 columns on a stored K: row bands on a pool, added in band order
-    from monk_framework import backends
-    from monk_framework.backends import on_this_thread
-    from monk_framework.blocks import IndicatorColumns
-    from monk_framework.blocks import gram_sources as gs
-    from monk_framework.pooled import indicator_columns, indicator_patterns
+    from monk_framework.engine import backends
+    from monk_framework.engine import gram_sources as gs
+    from monk_framework.engine.backends import on_this_thread
+    from monk_framework.engine.gram_sources import IndicatorColumns
+    from monk_framework.engine.pooled import indicator_columns, indicator_patterns
 
     monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(gs, "SUBSET_FORM_ROWS", 96)  # bands whose ends split groups of four
@@ -439,8 +427,8 @@ def test_matrix_free_reductions_name_a_kernel_that_gives_nan_in_one_tile(rng, mo
     # tiles checked through the sums made of them (the compiled product, the subset sums
     # with their column of ones, the row sums) or each (BLAS): one NaN far from the
     # diagonal is caught either way, even by zero weights
-    from monk_framework.blocks import IndicatorColumns
-    from monk_framework.blocks import gram_sources as gs
+    from monk_framework.engine import gram_sources as gs
+    from monk_framework.engine.gram_sources import IndicatorColumns
 
     monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)
     Z = one_nan_far_from_the_diagonal(rng)
@@ -463,7 +451,7 @@ def test_matrix_free_reductions_name_a_kernel_that_gives_nan_in_one_tile(rng, mo
 
 @pytest.mark.parametrize("where", ["x", "xy"])
 def test_tiled_kernel_sums_name_a_kernel_that_gives_nan_in_one_tile(rng, where):
-    from monk_framework.blocks import kernel_sums
+    from monk_framework.engine.reductions import kernel_sums
 
     # 600 points: more than one band of rows, so the NaN lies right of the diagonal block
     Z = one_nan_far_from_the_diagonal(rng, 600)

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from monk_framework.cli import app
-from monk_framework.experiments.report import read_csv
+from monk_framework.app.cli import app
+from monk_framework.app.experiments.report import read_csv
 
 runner = CliRunner()
 

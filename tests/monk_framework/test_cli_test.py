@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from monk_framework import get_registry
-from monk_framework.cli import app
-from monk_framework.datasets import get_dataset
+from monk_framework.app.cli import app
+from monk_framework.app.datasets import get_dataset
 from monk_framework.two_sample import permutation_test
 
 runner = CliRunner()
@@ -107,7 +107,7 @@ def test_monk_tests_relabel_within_blocks_and_say_so():
 
 
 def test_robust_test_reports_its_certificate_and_matches_the_library():
-    from monk_framework.robust import robust_test
+    from monk_framework.two_sample.robust import robust_test
 
     result = invoke("test", "-k", "rbf", "-p", "sigma=1", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199")
     assert result.exit_code == 0, result.stderr

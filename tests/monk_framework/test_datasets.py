@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, UnknownNameError, get_registry
-from monk_framework.datasets import DATASETS, get_dataset
+from monk_framework.app.datasets import DATASETS, get_dataset
 
 
 @pytest.mark.parametrize("name", sorted(DATASETS))
@@ -59,7 +59,7 @@ def test_unknown_dataset_and_parameter():
 
 def test_splice_loader_counts_and_checksum():
     from monk_framework import load_splice
-    from monk_framework.splice import SPLICE_COUNTS
+    from monk_framework.app.splice import SPLICE_COUNTS
 
     everything = load_splice(("EI", "IE", "N"), drop_ambiguous=False)
     assert {c: len(v) for c, v in everything.items()} == SPLICE_COUNTS["all"] == {"EI": 767, "IE": 768, "N": 1655}
@@ -75,7 +75,8 @@ def test_splice_loader_counts_and_checksum():
 
 
 def test_splice_checksum_is_enforced(monkeypatch, tmp_path):
-    from monk_framework import DataFileError, splice
+    from monk_framework import DataFileError
+    from monk_framework.app import splice
 
     monkeypatch.setattr(splice, "SPLICE_SHA256", "0" * 64)
     splice._records.cache_clear()
@@ -109,7 +110,8 @@ def test_splice_data_sets_sizes_and_disjoint_halves():
 
 
 def test_a_data_set_too_large_for_memory_is_refused_before_drawing(monkeypatch):
-    from monk_framework import ResourceError, datasets
+    from monk_framework import ResourceError
+    from monk_framework.app import datasets
 
     monkeypatch.setattr(datasets, "available_memory", lambda: 2**30)
     with pytest.raises(ResourceError, match=r"gauss\(n=100000000.*n = 100,000,000, m = 100,000,000, d = 1.*use a smaller n"):

@@ -70,7 +70,7 @@ def test_embedding_round_trips_through_json(rng):
 
 def test_every_result_round_trips_through_json_and_load_result():
     from monk_framework import load_result
-    from monk_framework.jobs import EmbeddingsResult
+    from monk_framework.app.jobs import EmbeddingsResult
     from monk_framework.two_sample import permutation_test, robust_test, split_test
 
     gen = np.random.default_rng(0)

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from monk_framework.files import write_atomically, write_csv_atomically
+from monk_framework.app.files import write_atomically, write_csv_atomically
 
 
 def test_write_replaces_the_file_with_the_usual_permissions(tmp_path):
@@ -37,7 +37,7 @@ def test_csv_has_a_header_and_empty_fields_for_missing_values(tmp_path):
 
 
 def test_a_missing_optional_dependency_names_its_extra():
-    from monk_framework.errors import MonkError, optional_import
+    from monk_framework.core.errors import MonkError, optional_import
 
     with pytest.raises(MonkError, match=r"The figures need no_such_module_xyz, which is not installed: pip install 'monk-framework\[experiments\]'"):
         optional_import("no_such_module_xyz", "experiments", "The figures")

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, get_registry, load_result
-from monk_framework.kernel_algebra import ProductKernel, ScaledKernel, SumKernel, kernel_from_spec
+from monk_framework.core.kernels import ProductKernel, ScaledKernel, SumKernel
+from monk_framework.core.registry import kernel_from_spec
 from monk_framework.two_sample import permutation_test, robust_test
 
 REG = get_registry()

@@ -13,7 +13,10 @@ from hypothesis.extra.numpy import arrays
 from scipy.spatial.distance import cdist
 
 from monk_framework import Kernel, KernelOverflowError, ResourceError, get_registry
-from monk_framework import kernels as kernels_module
+from monk_framework.core import kernels as kernels_module
+from monk_framework.core import resources
+from monk_framework.engine import median_heuristic
+from monk_framework.numerics import distances as distances_module
 
 REG = get_registry()
 
@@ -46,7 +49,7 @@ def test_polynomial_overflow_is_detected():
 
 
 def test_memory_is_checked_before_allocating(monkeypatch):
-    monkeypatch.setattr(kernels_module, "available_memory", lambda: 10 * 2**20)
+    monkeypatch.setattr(resources, "available_memory", lambda: 10 * 2**20)
     with pytest.raises(ResourceError, match=r"A 2000 x 2000 float64 Gram matrix needs 30.5 MiB but only 10.0 MiB"):
         REG.get_kernel("rbf", sigma=1.0).gram(np.zeros((2000, 1)))
     assert REG.get_kernel("rbf", sigma=1.0).gram(np.zeros((100, 1))).shape == (100, 100)
@@ -55,7 +58,7 @@ def test_memory_is_checked_before_allocating(monkeypatch):
 def test_available_memory_is_between_zero_and_physical_memory():
     import os
 
-    avail = kernels_module.available_memory()
+    avail = resources.available_memory()
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert avail is not None and 0 < avail <= total
 
@@ -75,8 +78,8 @@ finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinit
 def test_distances_match_scipy(pair):
     X, Y = pair
     want = cdist(X, Y)
-    np.testing.assert_allclose(kernels_module.distances(X, Y), want, rtol=1e-9, atol=1e-9 * (1 + np.abs(want).max()))
-    sq = kernels_module.squared_distances(X, Y)
+    np.testing.assert_allclose(distances_module.distances(X, Y), want, rtol=1e-9, atol=1e-9 * (1 + np.abs(want).max()))
+    sq = distances_module.squared_distances(X, Y)
     assert (sq >= 0).all()
     np.testing.assert_allclose(sq, want**2, rtol=1e-9, atol=1e-9 * (1 + (want**2).max()))
 
@@ -269,7 +272,7 @@ def test_a_plugin_with_the_previous_releases_core_names_still_works_and_is_told_
 def test_order_statistics_equal_a_full_sort(kind):
     # the bracketed selection behind the median heuristic against brute force, on arrays
     # big enough for the bracket (and small ones, which select everything)
-    from monk_framework.kernels import order_statistics
+    from monk_framework.numerics.distances import order_statistics
 
     g = np.random.default_rng(len(kind))
     for size in (1, 2, 7, 1000, 70_000, 250_001):
@@ -291,7 +294,7 @@ def test_order_statistics_equal_a_full_sort(kind):
 def test_the_median_heuristic_is_the_median_of_the_pairwise_distances():
     from scipy.spatial.distance import pdist
 
-    from monk_framework.kernels import median_distance
+    from monk_framework.engine.median_heuristic import median_distance
 
     g = np.random.default_rng(5)
     for n, d in ((600, 10), (602, 3), (2000, 10)):  # an even and an odd number of pairs; direct and BLAS distances
@@ -307,7 +310,9 @@ def test_the_median_heuristic_equals_the_sorted_refined_distances_bit_for_bit(ki
     # refined upper-triangle distances, computed in the same bands; in two far clusters
     # the median pair is close next to the norms, the bracket is not proved, and the
     # general path runs
-    from monk_framework.kernels import CHUNK_BYTES, median_distance, refined_squared_distances
+    from monk_framework.core.kernels import CHUNK_BYTES
+    from monk_framework.engine.median_heuristic import median_distance
+    from monk_framework.numerics.distances import refined_squared_distances
 
     g = np.random.default_rng(11)
     n, d = 1500, 10
@@ -332,7 +337,7 @@ def test_the_median_heuristic_equals_the_sorted_refined_distances_bit_for_bit(ki
 @pytest.fixture
 def two_cores(monkeypatch):
     """in_this_process() runs row bands on a pool of two threads, as on this machine."""
-    from monk_framework import backends
+    from monk_framework.engine import backends
 
     monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
 
@@ -340,17 +345,20 @@ def two_cores(monkeypatch):
 def test_the_gram_matrix_and_median_heuristic_on_threads_are_the_same_bits_as_on_one(two_cores, monkeypatch):
     # the bands run on a pool of threads (each band one BLAS call on one thread), or one
     # after another here: the same numbers either way
-    from monk_framework.backends import on_this_thread, one_blas_thread
-    from monk_framework.kernels import median_distance
+    from monk_framework.engine.backends import on_this_thread, one_blas_thread
+    from monk_framework.engine.kernel_values import gram_matrix
+    from monk_framework.engine.median_heuristic import median_distance
 
-    monkeypatch.setattr(kernels_module, "CHUNK_BYTES", 64 * 1024)  # Gram bands of 32 rows, median bands of 8
+    monkeypatch.setattr(kernels_module, "CHUNK_BYTES", 64 * 1024)  # Gram bands of 32 rows
+    monkeypatch.setattr(median_heuristic, "CHUNK_BYTES", 64 * 1024)  # median bands of 8
     g = np.random.default_rng(3)
     Z = g.normal(size=(1024, 12))
     kernel = get_registry().get_kernel("rbf", sigma=2.0).fit(Z)
-    on_pool = kernel.gram(Z), median_distance(Z), median_distance(Z, metric="l1")
+    on_pool = gram_matrix(kernel, Z), median_distance(Z), median_distance(Z, metric="l1")
     with on_this_thread(), one_blas_thread():
-        here = kernel.gram(Z), median_distance(Z), median_distance(Z, metric="l1")
+        here = gram_matrix(kernel, Z), median_distance(Z), median_distance(Z, metric="l1")
     assert np.array_equal(on_pool[0], here[0])
+    assert np.array_equal(kernel.gram(Z), here[0])  # the public gram runs the same bands in turn
     assert on_pool[1:] == here[1:]
     np.testing.assert_allclose(on_pool[0], np.exp(-cdist(Z, Z, "sqeuclidean") / 8.0), rtol=1e-13, atol=1e-15)
 
@@ -359,7 +367,9 @@ def test_a_contract_fault_found_on_a_pool_thread_is_raised_by_name(two_cores, mo
     from monk_framework import KernelContractError
 
     monkeypatch.setattr(kernels_module, "CHUNK_BYTES", 8 * 64)  # bands of 32 rows: 8 bands on the pool
+    from monk_framework.engine.kernel_values import gram_matrix
+
     X = np.random.default_rng(1).normal(size=(256, 2))
     with pytest.raises(KernelContractError, match=r"not symmetric") as err:
-        FaultyKernel(fault="asymmetric").gram(X)
+        gram_matrix(FaultyKernel(fault="asymmetric"), X)
     assert "test_kernels.FaultyKernel" in str(err.value)

@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, get_registry
-from monk_framework.blocks import kernel_sums
-from monk_framework.kernels import available_memory
-from monk_framework.memory import DEFAULT_FRACTION, max_memory, memory_budget, parse_memory
-from monk_framework.robust import robust_test
+from monk_framework.core.resources import DEFAULT_FRACTION, available_memory, max_memory, memory_budget, parse_memory
+from monk_framework.engine.reductions import kernel_sums
 from monk_framework.two_sample import permutation_test, split_test
+from monk_framework.two_sample.robust import robust_test
 
 REG = get_registry()
 
@@ -107,7 +106,7 @@ def test_monk_estimates_over_the_budget_run_matrix_free_with_the_same_value():
 
 
 def test_an_embedding_over_the_budget_gives_the_stored_norms_and_witness():
-    from monk_framework.blocks import bilinear, weighted_gram
+    from monk_framework.core.kernels import bilinear, weighted_gram
 
     gen = np.random.default_rng(7)
     X, Y, Z = gen.normal(size=(70, 3)), gen.normal(0.5, 1.0, size=(50, 3)), gen.normal(size=(9, 3))
@@ -128,7 +127,7 @@ def test_reuse_freed_memory_keeps_every_number_and_says_whether_it_applied(regis
     # an allocator setting: nothing computed may change, and it applies on glibc (Linux)
     import sys
 
-    from monk_framework.memory import reuse_freed_memory
+    from monk_framework.core.resources import reuse_freed_memory
 
     g = np.random.default_rng(4)
     X, Y = g.normal(size=(60, 3)), g.normal(size=(50, 3))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, UnknownNameError
-from monk_framework.params import Configurable, boolean, integer, one_of, parameter, parse_value, real, real_or
+from monk_framework.core.params import Configurable, boolean, integer, one_of, parameter, parse_value, real, real_or
 
 
 @attrs.frozen(kw_only=True)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from monk_framework import get_registry
-from monk_framework import pooled as pooled_mod
-from monk_framework.blocks import MatrixFreeGram, PermutedGram
-from monk_framework.pooled import PooledSample, sample_sums
+from monk_framework.engine import pooled as pooled_mod
+from monk_framework.engine.gram_sources import MatrixFreeGram, PermutedGram
+from monk_framework.engine.pooled import PooledSample, sample_sums
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_a_precomputed_gram_serves_the_permutation_test(rng):
 
 
 def test_a_precomputed_gram_of_the_wrong_shape_is_refused(rng):
-    from monk_framework.errors import ParameterError
+    from monk_framework.core.errors import ParameterError
 
     X, Y = rng.normal(size=(4, 1)), rng.normal(size=(3, 1))
     with pytest.raises(ParameterError, match=r"must be 7 x 7 \(the pooled sample\); got shape \(6, 6\)"):
@@ -107,7 +107,7 @@ def test_a_precomputed_gram_of_the_wrong_shape_is_refused(rng):
 
 def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_kernel_sums(registry, rng, monkeypatch):
     # the observed statistic, B relabellings, e_b'K1 and 1'K1 come from one walk through the bands
-    from monk_framework.blocks import gram_sources
+    from monk_framework.engine import gram_sources
     from monk_framework.two_sample import permutation_test
 
     walks = []
@@ -126,7 +126,7 @@ def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_ker
 
 
 def test_indicator_columns_mark_each_relabellings_x_points():
-    from monk_framework.pooled import indicator_columns
+    from monk_framework.engine.pooled import indicator_columns
 
     g = np.random.default_rng(3)
     perms = np.array([g.permutation(9) for _ in range(5)])
@@ -149,7 +149,7 @@ def test_indicator_columns_mark_each_relabellings_x_points():
 
 @pytest.mark.parametrize("size", [8, 9, 10, 11])
 def test_indicator_patterns_pack_the_indicator_columns_with_a_last_column_of_ones(size):
-    from monk_framework.pooled import indicator_columns, indicator_patterns
+    from monk_framework.engine.pooled import indicator_columns, indicator_patterns
 
     g = np.random.default_rng(size)
     perms = np.array([g.permutation(size) for _ in range(6)])

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, get_registry
-from monk_framework.datasets import get_dataset
-from monk_framework.randomness import PART, child, generator, root, seed_of, stable_int, stream
+from monk_framework.app.datasets import get_dataset
+from monk_framework.core.randomness import PART, child, generator, root, seed_of, stable_int, stream
 from monk_framework.two_sample import permutation_test, split_test
 
 REG = get_registry()
@@ -89,7 +89,7 @@ def test_a_grid_point_statistic_does_not_depend_on_the_rest_of_the_grid():
 
 
 def test_child_streams_with_a_leading_stream():
-    from monk_framework.randomness import ChildStreams
+    from monk_framework.core.randomness import ChildStreams
 
     seq, lead = np.random.SeedSequence(3), np.random.SeedSequence(99)
     both = ChildStreams(seq, 2, 5, first=lead)

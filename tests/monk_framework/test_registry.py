@@ -14,16 +14,8 @@ import attrs
 import numpy as np
 import pytest
 
-from monk_framework import (
-    DuplicateNameError,
-    Kernel,
-    PluginError,
-    Registry,
-    UnknownNameError,
-    hookimpl,
-    parameter,
-)
-from monk_framework.params import real
+from monk_framework import DuplicateNameError, Kernel, PluginError, Registry, UnknownNameError, hookimpl, parameter
+from monk_framework.core.params import real
 
 
 @attrs.frozen(kw_only=True)
@@ -34,7 +26,7 @@ class CauchyKernel(Kernel):
     sigma: float = parameter(1.0, doc="scale", check=real(gt=0), kind="float")
 
     def compute_gram(self, X, Y):
-        from monk_framework.kernels import squared_distances
+        from monk_framework.numerics.distances import squared_distances
 
         return 1.0 / (1.0 + squared_distances(X, Y) / self.sigma**2)
 
@@ -223,7 +215,7 @@ def test_entry_points_of_third_party_distributions(fake_site, rng):
 
 
 def test_discovery_order_is_fixed(fake_site):
-    from monk_framework.registry import discover_entry_points
+    from monk_framework.core.registry import discover_entry_points
 
     order = [(d.distribution, d.entry_point.name) for d in discover_entry_points()]
     ours = [t for t in order if t[0] == "monk-framework"]
@@ -253,8 +245,8 @@ def test_third_party_plugin_through_the_cli_runner(fake_site, monkeypatch):
 
     from typer.testing import CliRunner
 
-    from monk_framework import registry as registry_module
-    from monk_framework.cli import app
+    from monk_framework.app.cli import app
+    from monk_framework.core import registry as registry_module
 
     monkeypatch.setattr(registry_module, "_default", None)  # rediscover with the fake site on sys.path
     runner = CliRunner()

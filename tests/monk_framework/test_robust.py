@@ -11,15 +11,8 @@ import pytest
 from scipy import stats
 
 from monk_framework import MonkError, ParameterError
-from monk_framework.robust import (
-    RobustTestResult,
-    auto_blocks,
-    contamination_count,
-    median_pvalue,
-    mmd_sensitivity,
-    robust_test,
-)
 from monk_framework.two_sample import permutation_test
+from monk_framework.two_sample.robust import RobustTestResult, auto_blocks, contamination_count, median_pvalue, mmd_sensitivity, robust_test
 
 BOUNDED = [
     ("rbf", {"sigma": 0.7}),
@@ -234,9 +227,9 @@ def test_dc_without_contamination_is_the_v_statistic_permutation_test(registry, 
 def test_mom_with_one_block_is_the_u_statistic_permutation_test(registry, rng):
     # Q = 1: one block holds everything, its relabellings are global ones, and the mom
     # p-value is that block's permutation p-value of the U-statistic
-    from monk_framework.blocks import pair_partition
-    from monk_framework.pooled import PooledSample
-    from monk_framework.within_blocks import relabellings
+    from monk_framework.engine.partitions import pair_partition
+    from monk_framework.engine.pooled import PooledSample
+    from monk_framework.engine.within_blocks import relabellings
 
     X, Y = rng.normal(size=(30, 1)), rng.normal(0.5, 1.0, size=(24, 1))
     kernel = registry.get_kernel("quadratic")

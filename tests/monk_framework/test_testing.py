@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from monk_framework import Estimate, Kernel, MMDEstimator, get_registry
-from monk_framework.params import integer, parameter
-from monk_framework.testing import check_estimator, check_kernel
+from monk_framework.checks import check_estimator, check_kernel
+from monk_framework.core.params import integer, parameter
 
 
 @attrs.frozen(kw_only=True)

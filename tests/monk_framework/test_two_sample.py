@@ -11,16 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monk_framework import Estimate, MMDEstimator, MonkError, ParameterError, hookimpl
-from monk_framework import pooled as pooled_mod
-from monk_framework.pooled import PooledSample
-from monk_framework.two_sample import (
-    PermutationTestResult,
-    critical_rank,
-    null_quantile,
-    permutation_test,
-    signed_root,
-    split_test,
-)
+from monk_framework.engine import pooled as pooled_mod
+from monk_framework.engine.pooled import PooledSample
+from monk_framework.two_sample import PermutationTestResult, permutation_test, split_test
+from monk_framework.two_sample.permutation import critical_rank, null_quantile, signed_root
 
 
 def relabelled_estimates(estimator, kernel, pool, perms, seeds):
@@ -300,7 +294,7 @@ def test_split_test_tunes_calibrates_and_tests_on_disjoint_parts(registry):
 
 
 def test_split_test_fits_data_dependent_rules_on_part_one_only(registry, rng):
-    from monk_framework.kernels import median_distance
+    from monk_framework.engine.median_heuristic import median_distance
 
     X, Y = rng.normal(size=(30, 2)), rng.normal(1.0, 1.0, size=(30, 2))
     r = split_test(registry.get_kernel("rbf", sigma="median"), registry.get_estimator("u-stat"), X, Y, n_permutations=19, rng=0)
@@ -327,7 +321,7 @@ def test_split_test_on_strings_with_a_grid_over_n_and_lambda(registry):
 
 
 def test_relabelling_streams_are_the_spawned_children():
-    from monk_framework.randomness import ChildStreams as _Streams
+    from monk_framework.core.randomness import ChildStreams as _Streams
 
     seq = np.random.SeedSequence(11)
     lazy = _Streams(seq, 3, 7)
@@ -389,7 +383,7 @@ def test_within_block_null_is_the_estimator_on_relabelled_samples_with_the_fixed
     # rebuild the test's partition and relabellings from its documented streams, then run
     # the estimator from scratch on every relabelled sample with that partition
     import monk_plugins.monk_mmd as monk_mmd
-    from monk_framework.within_blocks import relabelled_partition, relabellings
+    from monk_framework.engine.within_blocks import relabelled_partition, relabellings
 
     n, m = 33, 29
     X, Y = rng.normal(size=(n, 1)), rng.normal(0.3, 1.0, size=(m, 1))
@@ -413,8 +407,8 @@ def test_within_block_null_is_the_estimator_on_relabelled_samples_with_the_fixed
 def test_within_block_relabellings_do_not_depend_on_batches_or_on_b(registry, rng, monkeypatch):
     X, Y = rng.normal(size=(40, 1)), rng.normal(size=(40, 1))
     kernel, est = registry.get_kernel("quadratic"), registry.get_estimator("monk-bcd-fast", solver="exact")
-    from monk_framework.blocks import pair_partition
-    from monk_framework.within_blocks import relabellings
+    from monk_framework.engine.partitions import pair_partition
+    from monk_framework.engine.within_blocks import relabellings
 
     part, seq = pair_partition(40, 40, 11, rng), np.random.SeedSequence(5)
     np.testing.assert_array_equal(relabellings(part, 40, 100, 230, seq), relabellings(part, 40, 0, 300, seq)[100:230])
@@ -445,7 +439,7 @@ def test_gauss_outliers_example_rejects_only_with_within_block_relabelling(regis
     # the clean Gaussians of the gauss-outliers data set differ (MMD 0.88), and 5 outliers
     # sit in each sample; relabelling globally spreads them over the blocks, so the
     # null quantile explodes and BCD never rejected (the report: p = 0.07..0.11)
-    from monk_framework.datasets import get_dataset
+    from monk_framework.app.datasets import get_dataset
 
     kernel, bcd = registry.get_kernel("quadratic"), registry.get_estimator("monk-bcd")
     for seed in (0, 1):
@@ -456,23 +450,24 @@ def test_gauss_outliers_example_rejects_only_with_within_block_relabelling(regis
 
 
 def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_work(registry, rng, monkeypatch):
-    from monk_framework import ResourceError, two_sample
-    from monk_framework.robust import robust_test
+    from monk_framework import ResourceError
+    from monk_framework.two_sample import permutation
+    from monk_framework.two_sample.robust import robust_test
 
     calls = []
     kernel = registry.get_kernel("rbf", sigma=1.0)
     monkeypatch.setattr(type(kernel), "compute_gram", lambda self, X, Y: calls.append(1) or np.ones((len(X), len(Y))))
-    monkeypatch.setattr(two_sample, "available_memory", lambda: 2**30)
+    monkeypatch.setattr(permutation, "available_memory", lambda: 2**30)
     X, Y = rng.normal(size=(30, 1)), rng.normal(size=(30, 1))
     with pytest.raises(ResourceError, match=r"n_permutations \(-B\) = 100,000,000 needs about 2.98 GiB.*1/\(B \+ 1\)"):
-        two_sample.permutation_test(kernel, registry.get_estimator("monk-bcd"), X, Y, n_permutations=10**8)
+        permutation.permutation_test(kernel, registry.get_estimator("monk-bcd"), X, Y, n_permutations=10**8)
     with pytest.raises(ResourceError, match="n_permutations"):
         robust_test(kernel, X, Y, contamination=1, method="dc", n_permutations=10**8)
     assert calls == []  # refused before the Gram matrix
 
 
 def test_tests_accept_kernels_and_estimators_by_name(registry):
-    from monk_framework.robust import robust_test
+    from monk_framework.two_sample.robust import robust_test
 
     gen = np.random.default_rng(2)
     X, Y = gen.normal(size=(40, 2)), gen.normal(0.5, 1.0, size=(40, 2))
@@ -493,10 +488,10 @@ def test_relabellings_that_tie_t_in_exact_arithmetic_all_count(registry, monkeyp
     # relabellings whose X is X's set or Y's set (N = M: swapping the samples keeps the
     # statistic); computed in another order each, they differ from T by round-off only.
     # The exact p-value counts all of them: (1 + #ties) / (1 + B), by combinatorics.
-    from monk_framework.randomness import root, stream
+    from monk_framework.core.randomness import root, stream
 
     if matrix_free:
-        monkeypatch.setattr("monk_framework.memory.memory_budget", lambda: 1)
+        monkeypatch.setattr("monk_framework.core.resources.memory_budget", lambda: 1)
     X = np.array([[0.1], [0.7], [1.3], [2.9]])
     Y = 7.0 - X
     kernel = registry.get_kernel("rbf", sigma=1.7)
@@ -513,7 +508,7 @@ def test_relabellings_that_tie_t_in_exact_arithmetic_all_count(registry, monkeyp
 def test_relabellings_are_drawn_as_successive_permutations(registry, rng):
     # the null sample's relabellings are rng.permutation(N + M), B times in a row, from the
     # relabelling stream (drawn as a block with Generator.permuted: the same draws)
-    from monk_framework.randomness import root, stream
+    from monk_framework.core.randomness import root, stream
 
     X, Y = rng.normal(size=(9, 2)), rng.normal(size=(6, 2))
     kernel = registry.get_kernel("rbf", sigma=1.0)
@@ -533,8 +528,8 @@ def test_relabellings_are_drawn_as_successive_permutations(registry, rng):
 def test_relabellings_drawn_ahead_are_the_same_whatever_the_batches(ahead, bounds):
     # rows are successive seq-child-0 permutations, however many were drawn ahead in the
     # background and however the batches cut them; the first batch carries one identity row
-    from monk_framework.randomness import child
-    from monk_framework.two_sample import GlobalRelabellings
+    from monk_framework.core.randomness import child
+    from monk_framework.two_sample.permutation import GlobalRelabellings
 
     seq = np.random.SeedSequence(21)
     drawn = GlobalRelabellings(seq, 7)
@@ -549,7 +544,7 @@ def test_relabellings_drawn_ahead_are_the_same_whatever_the_batches(ahead, bound
 
 
 def test_relabellings_are_asked_for_in_order():
-    from monk_framework.two_sample import GlobalRelabellings
+    from monk_framework.two_sample.permutation import GlobalRelabellings
 
     drawn = GlobalRelabellings(np.random.SeedSequence(1), 5)
     drawn.rows(0, 3)
@@ -574,8 +569,8 @@ def test_blas_gets_one_thread_while_drawing_ahead_only_for_few_features(registry
     # own threads never spin after the test.
     from threadpoolctl import threadpool_limits
 
-    from monk_framework import backends
-    from monk_framework.blocks import gram_sources as gs
+    from monk_framework.engine import backends
+    from monk_framework.engine import gram_sources as gs
 
     monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
     kernel = registry.get_kernel("rbf", sigma="median")

@@ -9,16 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from monk_framework import within_blocks
-from monk_framework.blocks import Partition, pair_partition
-from monk_framework.pooled import PooledSample
-from monk_framework.within_blocks import (
-    block_means_gram,
-    block_members,
-    draw_within_block,
-    relabelled_partition,
-    within_block_sums,
-)
+from monk_framework.engine import within_blocks
+from monk_framework.engine.partitions import Partition, pair_partition
+from monk_framework.engine.pooled import PooledSample
+from monk_framework.engine.within_blocks import block_means_gram, block_members, draw_within_block, relabelled_partition, within_block_sums
 
 
 def test_relabellings_keep_each_point_in_its_block_with_its_block_sizes(rng):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, get_registry
-from monk_framework.pooled import PooledSample
+from monk_framework.engine.pooled import PooledSample
 from monk_framework.two_sample import permutation_test
 
 REG = get_registry()

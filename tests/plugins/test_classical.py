@@ -9,7 +9,7 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from monk_framework import DataError, MMDResult, get_registry
-from monk_framework.datasets import get_dataset
+from monk_framework.app.datasets import get_dataset
 
 REG = get_registry()
 

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from monk_framework.blocks import median_value, pair_partition
-from monk_framework.errors import DataError, ParameterError, UnknownNameError
+from monk_framework.core.errors import DataError, ParameterError, UnknownNameError
+from monk_framework.engine.partitions import median_value, pair_partition
 from monk_framework.two_sample import permutation_test
 
 MONK_MMD = ["monk-bcd", "monk-bcd-fast", "monk-embedding-mmd"]
@@ -183,7 +183,7 @@ def test_one_block_embedding_is_the_empirical_mean(registry, name):
 
 
 def test_monk_embedding_objective_is_certified_against_a_brute_force_block_gram(registry):
-    from monk_framework.blocks import random_partition
+    from monk_framework.engine.partitions import random_partition
     from monk_plugins import monk_reduced as R
 
     X = np.random.default_rng(4).standard_normal((200, 2))
@@ -217,7 +217,7 @@ def test_monk_embedding_objective_is_certified_against_a_brute_force_block_gram(
      ("monk-embedding-mmd", {"center": "minmax"})],
 )
 def test_consistency_on_the_gaussian_setting(registry, kernel_name, name, params):
-    from monk_framework.datasets import get_dataset
+    from monk_framework.app.datasets import get_dataset
 
     kernel = registry.get_kernel(kernel_name, **({"sigma": 1.0} if kernel_name == "rbf" else {}))
     est = registry.get_estimator(name, **params)
@@ -296,7 +296,7 @@ def test_cli_prints_a_robust_estimate_and_the_ruined_one():
 
     from typer.testing import CliRunner
 
-    from monk_framework.cli import app
+    from monk_framework.app.cli import app
 
     runner = CliRunner()
     robust = runner.invoke(app, ["run", "-k", "quadratic", "-e", "monk-bcd", "-d", "gauss-outliers", "--json", "--trace"])
@@ -334,8 +334,8 @@ def test_partition_statistics_equal_the_estimator_with_every_draw_on_that_partit
     # the test-time form is the estimator with its partition draw replaced by the test's:
     # run the estimator from scratch on each relabelled sample with pair_partition patched
     import monk_plugins.monk_mmd as monk_mmd
-    from monk_framework.pooled import PooledSample
-    from monk_framework.within_blocks import draw_within_block, relabelled_partition
+    from monk_framework.engine.pooled import PooledSample
+    from monk_framework.engine.within_blocks import draw_within_block, relabelled_partition
 
     n, m = 36, 35
     X, Y = rng.normal(size=(n, 2)), rng.normal(0.5, 1.0, size=(m, 2))
@@ -377,8 +377,8 @@ def _symmetric_bcd_transcription(kernel, X, Y, part, n_iter, eta, ridge, final):
     "params", [{}, {"variant": "paper"}, {"report": "final"}, {"variant": "paper", "report": "before-update"}]
 )
 def test_bcd_symmetric_test_form_equals_a_transcription_on_each_relabelling(registry, rng, params):
-    from monk_framework.pooled import PooledSample
-    from monk_framework.within_blocks import draw_within_block, relabelled_partition
+    from monk_framework.engine.pooled import PooledSample
+    from monk_framework.engine.within_blocks import draw_within_block, relabelled_partition
 
     n, m = 36, 35
     X, Y = rng.normal(size=(n, 2)), rng.normal(0.5, 1.0, size=(m, 2))
@@ -403,8 +403,8 @@ def test_bcd_symmetric_test_form_equals_a_transcription_on_each_relabelling(regi
 def test_bcd_symmetric_statistic_does_not_change_when_the_samples_swap(registry, rng, solver):
     # d_q -> -d_q for every block: |<f, d_q>| and the iterations' path are unchanged (the
     # all-ones start is the same); the signed iterations are not symmetric in this way
-    from monk_framework.blocks import Partition
-    from monk_framework.pooled import PooledSample
+    from monk_framework.engine.partitions import Partition
+    from monk_framework.engine.pooled import PooledSample
 
     n = 40
     X, Y = rng.normal(size=(n, 1)), rng.normal(0.3, 1.0, size=(n, 1))
@@ -425,8 +425,8 @@ def test_bcd_symmetric_exact_lies_between_the_iterations_and_the_sup_over_all_si
     # largest exact value over all 2^(Q-1) sign patterns (brute force)
     import itertools
 
-    from monk_framework.pooled import PooledSample
-    from monk_framework.within_blocks import block_means_gram
+    from monk_framework.engine.pooled import PooledSample
+    from monk_framework.engine.within_blocks import block_means_gram
     from monk_plugins.monk_reduced import sup_median_exact
 
     n, m, Q = 30, 28, 5
@@ -482,8 +482,8 @@ def _contaminated_null_rejections(registry, estimator, forms, *, dim, tag, **par
 
 
 def test_embedding_mmd_partition_statistics_equal_brute_force_block_means(registry, rng):
-    from monk_framework.pooled import PooledSample
-    from monk_framework.within_blocks import draw_within_block, relabelled_partition
+    from monk_framework.engine.pooled import PooledSample
+    from monk_framework.engine.within_blocks import draw_within_block, relabelled_partition
     from monk_plugins.monk_embedding import block_center
 
     n, m = 30, 27
@@ -512,8 +512,8 @@ def test_embedding_mmd_trimmed_form_equals_brute_force_on_the_nearest_majority(r
     # brute force: pooled block means from the points, their centre by the estimator's own
     # rule, the majority nearest it, and the MMD^2 of the kept blocks' mean differences
     # computed from each relabelled sample's Gram matrices
-    from monk_framework.pooled import PooledSample
-    from monk_framework.within_blocks import draw_within_block, relabelled_partition
+    from monk_framework.engine.pooled import PooledSample
+    from monk_framework.engine.within_blocks import draw_within_block, relabelled_partition
     from monk_plugins.monk_embedding import block_center
 
     n, m, Q = 33, 30, 5
@@ -547,7 +547,7 @@ def test_embedding_mmd_trimmed_form_equals_brute_force_on_the_nearest_majority(r
 
 
 def test_embedding_mmd_trimmed_form_with_one_block_is_the_v_statistic(registry, rng):
-    from monk_framework.pooled import PooledSample
+    from monk_framework.engine.pooled import PooledSample
 
     X, Y = rng.normal(size=(20, 2)), rng.normal(size=(17, 2))
     kernel = registry.get_kernel("rbf", sigma=1.5)
@@ -558,9 +558,9 @@ def test_embedding_mmd_trimmed_form_with_one_block_is_the_v_statistic(registry, 
 
 
 def test_embedding_mmd_trimmed_form_over_the_memory_budget_gives_the_stored_values(registry, rng):
-    from monk_framework.memory import max_memory
-    from monk_framework.pooled import PooledSample
-    from monk_framework.within_blocks import draw_within_block
+    from monk_framework.core.resources import max_memory
+    from monk_framework.engine.pooled import PooledSample
+    from monk_framework.engine.within_blocks import draw_within_block
 
     n = m = 60
     X, Y = rng.normal(size=(n, 3)), rng.normal(0.2, 1.0, size=(m, 3))
@@ -590,7 +590,7 @@ def test_embedding_mmd_trimmed_test_keeps_its_level_where_the_separate_one_does_
 def test_bcd_fast_test_time_form_is_the_sup_on_the_partition(registry, rng, params):
     # for every solver the within-block statistic is med_q ||d_q||: the iterations reach it
     # from the indicator start on one partition, and the exact solver is it
-    from monk_framework.pooled import PooledSample
+    from monk_framework.engine.pooled import PooledSample
 
     n, m = 40, 44
     X, Y = rng.normal(size=(n, 1)), rng.normal(0.4, 1.0, size=(m, 1))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from monk_framework.blocks import median_value
+from monk_framework.engine.partitions import median_value
 from monk_plugins import monk_reduced as R
 
 

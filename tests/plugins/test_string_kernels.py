@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from monk_framework.errors import DataError, ParameterError
+from monk_framework.core.errors import DataError, ParameterError
 from monk_plugins import ssk_core as core
 from monk_plugins import ssk_pairs
 from monk_plugins.string_kernels import plan, ssk_levels

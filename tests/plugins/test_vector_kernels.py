@@ -9,7 +9,8 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from monk_framework import DataError, KernelOverflowError, MonkError, ParameterError, get_registry
-from monk_framework import kernels as kernels_module
+from monk_framework.core import kernels as kernels_module
+from monk_framework.numerics import distances as distances_module
 
 REG = get_registry()
 
@@ -121,16 +122,16 @@ def test_chunked_gram_is_exactly_symmetric_and_matches_unchunked(monkeypatch, rn
 def test_distances_are_accurate_for_near_duplicates_far_from_the_origin(d, rng):
     base = 1000.0 + rng.normal(size=(40, d))
     X = np.vstack([base, base + 1e-7 * rng.normal(size=(40, d))])
-    got = kernels_module.distances(X, X)
+    got = distances_module.distances(X, X)
     want = cdist(X, X)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
-    sq = kernels_module.squared_distances(X, X)
+    sq = distances_module.squared_distances(X, X)
     assert (sq >= 0).all()
 
 
 @pytest.mark.parametrize("sizes, d", [((30, 20), 2), ((4, 3), 1), ((5, 3), 1), ((27, 14), 12)])
 def test_median_heuristic_equals_brute_force_median(rng, monkeypatch, sizes, d):
-    import monk_framework.kernels as kernels_mod
+    import monk_framework.core.kernels as kernels_mod
 
     monkeypatch.setattr(kernels_mod, "CHUNK_BYTES", 8 * 50 * 3)  # row bands of 3 rows
     X, Y = rng.normal(size=(sizes[0], d)), rng.normal(size=(sizes[1], d)) + 1
@@ -318,7 +319,7 @@ def test_unbounded_kernels_give_finite_values_or_say_they_overflow(name, exponen
 
 
 def test_bandwidth_kernels_default_to_the_median_heuristic_and_gaussian_names_rbf(registry):
-    from monk_framework.kernels import median_distance
+    from monk_framework.engine.median_heuristic import median_distance
 
     X, Y = np.random.default_rng(0).normal(size=(30, 3)), np.random.default_rng(1).normal(size=(20, 3))
     for name in ("rbf", "laplace"):

@@ -7,12 +7,12 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from monk_framework import get_registry  # noqa: E402
-from monk_framework.backends import DaskBackend, LocalBackend, get_backend  # noqa: E402
-from monk_framework.errors import ParameterError  # noqa: E402
-from monk_framework.experiments import get_experiment, run_experiment  # noqa: E402
-from monk_framework.experiments.report import read_csv  # noqa: E402
-from monk_framework.two_sample import permutation_test, split_test  # noqa: E402
+from monk_framework import get_registry
+from monk_framework.app.experiments import get_experiment, run_experiment
+from monk_framework.app.experiments.report import read_csv
+from monk_framework.core.errors import ParameterError
+from monk_framework.engine.backends import DaskBackend, LocalBackend, get_backend
+from monk_framework.two_sample import permutation_test, split_test
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_local_backend_and_errors():
 
 def _spread_tiles_small(monkeypatch):
     # many small tiles and bands, so that a small job is several tasks per worker
-    from monk_framework.blocks import gram_sources, spread
+    from monk_framework.engine import gram_sources, spread
 
     monkeypatch.setattr(spread, "MATRIX_FREE_BAND_ROWS", 37)
     monkeypatch.setattr(gram_sources, "TILE_BYTES", 8)  # tiles of 64 columns
@@ -105,7 +105,7 @@ def test_one_estimate_spread_over_workers_equals_the_local_tiled_and_stored_path
     assert spread.diagnostics["tiled"] and not stored.diagnostics["tiled"]
     assert spread.mmd2 == pytest.approx(stored.mmd2, rel=1e-10)
     # the local tiled path with the same tiles adds the same shares in the same order
-    from monk_framework.blocks.spread import spread_kernel_sums
+    from monk_framework.engine.spread import spread_kernel_sums
 
     dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
     assert spread_kernel_sums(kernel, X, Y, dx, dy, dask_backend, 37) == spread_kernel_sums(kernel, X, Y, dx, dy, LocalBackend(), 37)
@@ -131,7 +131,7 @@ def test_monkfw_run_spreads_one_estimate_with_the_local_number():
 
     from typer.testing import CliRunner
 
-    from monk_framework.cli import app
+    from monk_framework.app.cli import app
 
     args = ["run", "-k", "rbf", "-e", "u-stat", "--dataset", "gauss-outliers", "--json"]
     local = CliRunner().invoke(app, args)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from monk_framework import get_registry
-from monk_framework.datasets import get_dataset
-from monk_framework.errors import ParameterError
-from monk_framework.experiments import get_experiment, run_experiment
-from monk_framework.experiments.exp1 import Exp1, exp1_cell
-from monk_framework.experiments.report import read_csv
-from monk_framework.randomness import stable_int
+from monk_framework.app.datasets import get_dataset
+from monk_framework.app.experiments import get_experiment, run_experiment
+from monk_framework.app.experiments.exp1 import Exp1, exp1_cell
+from monk_framework.app.experiments.report import read_csv
+from monk_framework.core.errors import ParameterError
+from monk_framework.core.randomness import stable_int
 
 SMALL = dict(sizes=(40, 60), runs=2, estimators=("u-stat:root=signed", "monk-bcd:n_blocks=5", "monk-bcd-fast:n_blocks=5", "v-stat"))
 
@@ -102,7 +102,7 @@ def test_bad_configurations_are_refused(overrides, message):
 
 def test_sizes_that_cannot_fit_are_refused_before_the_results_directory_is_touched(tmp_path, monkeypatch):
     from monk_framework import ResourceError
-    from monk_framework.experiments import exp1, get_experiment
+    from monk_framework.app.experiments import exp1, get_experiment
 
     monkeypatch.setattr(exp1, "available_memory", lambda: 2**30)
     with pytest.raises(ResourceError, match=r"--sizes\): N = 100,000 needs a 200,000 x 200,000 pooled Gram"):
@@ -111,7 +111,7 @@ def test_sizes_that_cannot_fit_are_refused_before_the_results_directory_is_touch
 
 
 def test_figure_names_estimators_readably_and_keeps_an_off_scale_curve_out():
-    from monk_framework.experiments.report import _off_scale, readable
+    from monk_framework.app.experiments.report import _off_scale, readable
 
     assert readable("monk-bcd-fast:n_blocks=21,solver=exact") == "BCD-Fast, Q = 21, exact solver"
     assert readable("u-stat:root=signed") == "U-Stat" and readable("my-estimator:alpha=2") == "my-estimator, alpha = 2"

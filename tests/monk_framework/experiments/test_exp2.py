@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from monk_framework import get_registry
-from monk_framework.errors import ParameterError
-from monk_framework.experiments import get_experiment, parse_spec, run_experiment
-from monk_framework.experiments.exp2 import Exp2, draw_indices, exp2_cell
-from monk_framework.experiments.report import read_csv
-from monk_framework.randomness import stable_int
+from monk_framework.app.experiments import get_experiment, run_experiment
+from monk_framework.app.experiments.exp2 import Exp2, draw_indices, exp2_cell
+from monk_framework.app.experiments.report import read_csv
+from monk_framework.core.errors import ParameterError
+from monk_framework.core.params import parse_spec
+from monk_framework.core.randomness import stable_int
 from monk_framework.two_sample import split_test
 
 TINY = dict(sizes=(36,), runs=2, n_permutations=19, grid=(("n", (2, 3)), ("lam", (0.5,))))

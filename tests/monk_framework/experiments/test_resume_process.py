@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from monk_framework.experiments import get_experiment, run_experiment
-from monk_framework.experiments.report import read_csv
+from monk_framework.app.experiments import get_experiment, run_experiment
+from monk_framework.app.experiments.report import read_csv
 
 
 def _command() -> list[str]:

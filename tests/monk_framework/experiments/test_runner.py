@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from monk_framework.errors import MonkError
-from monk_framework.experiments.runner import JOURNAL, Cell, CellStore, cell_key, record_checksum, run_cells
-from monk_framework.randomness import stable_int
+from monk_framework.app.experiments.runner import JOURNAL, Cell, CellStore, cell_key, record_checksum, run_cells
+from monk_framework.core.errors import MonkError
+from monk_framework.core.randomness import stable_int
 
 
 def square(settings, shared):
@@ -213,7 +213,7 @@ def test_a_cell_without_rows_is_an_error_not_a_record(tmp_path):
 
 
 def test_fresh_removes_the_old_outputs_before_the_new_manifest(tmp_path, monkeypatch):
-    import monk_framework.experiments.runner as runner
+    import monk_framework.app.experiments.runner as runner
 
     with CellStore(tmp_path, "toy", {"runs": 3}, outputs=("results.csv", "fig.png")) as store:
         list(run_cells(CELLS[:2], square, store))

@@ -1,0 +1,112 @@
+"""What every experiment is: its configuration, cells and report, and how a run goes."""
+
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+
+from monk_framework.app.experiments.runner import Cell, CellStore, run_cells
+from monk_framework.core.errors import ParameterError
+from monk_framework.core.estimators import MMDEstimator
+from monk_framework.core.kernels import Kernel
+from monk_framework.core.params import parse_spec
+from monk_framework.core.registry import get_registry
+from monk_framework.engine.backends import Backend
+
+__all__ = ["Experiment", "ExperimentRun", "mmd_estimator", "named_kernel", "run_experiment"]
+
+
+def mmd_estimator(text: str, experiment: str) -> MMDEstimator:
+    """The MMD estimator a spec names (an embedding estimator is refused by name)."""
+    name, params = parse_spec(text)
+    estimator = get_registry().get_estimator(name, **params)
+    if not isinstance(estimator, MMDEstimator):
+        raise ParameterError(f"{experiment} needs MMD estimators; {name!r} estimates an embedding.")
+    return estimator
+
+
+def named_kernel(text: str, experiment: str, input_kind: str) -> Kernel:
+    """The kernel a spec names, checked to take the experiment's kind of data."""
+    name, params = parse_spec(text)
+    kernel = get_registry().get_kernel(name, **params)
+    if kernel.input_kind != input_kind:
+        raise ParameterError(f"{experiment} compares {input_kind}s; kernel {name!r} takes {kernel.input_kind}s.")
+    return kernel
+
+
+@attrs.frozen(kw_only=True)
+class Experiment:
+    """An experiment: its configuration (the attrs fields), its cells, and its report."""
+
+    name: ClassVar[str] = "experiment"
+    #: the columns of the tidy results file, in order
+    columns: ClassVar[tuple[str, ...]] = ()
+    #: the fields that ``--quick`` overrides (a reduced grid, done in seconds)
+    QUICK: ClassVar[dict[str, Any]] = {}
+    #: the files :meth:`report` writes, which ``fresh`` deletes before anything else
+    outputs: ClassVar[tuple[str, ...]] = ()
+
+    def config(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    def cells(self) -> list[Cell]:
+        raise NotImplementedError
+
+    @staticmethod
+    def cell_fn(settings: dict[str, Any], shared: Any) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def shared(self) -> Any:
+        """What every cell reads (computed once, sent once to each worker)."""
+        return None
+
+    def report(self, rows: list[dict[str, Any]], store: CellStore) -> list[Path]:
+        """Write the results file, summaries and figures; return the paths written."""
+        raise NotImplementedError
+
+
+@attrs.frozen(kw_only=True)
+class ExperimentRun:
+    """What a call of :func:`run_experiment` did."""
+
+    experiment: str
+    directory: Path
+    cells: int
+    computed: int
+    resumed: int
+    files: list[Path]
+    seconds: float
+
+
+def run_experiment(
+    experiment: Experiment,
+    out: Path | str,
+    *,
+    backend: Backend | None = None,
+    fresh: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ExperimentRun:
+    """Run (or resume) ``experiment`` in directory ``out``, then write its report there."""
+    start = time.perf_counter()
+    cells = experiment.cells()
+    with CellStore(out, experiment.name, experiment.config(), fresh=fresh, outputs=experiment.outputs) as store:
+        resumed = sum(c.key in store.done for c in cells)
+        todo = len(cells) - resumed
+        shared = experiment.shared() if todo else None
+        for _ in run_cells(cells, type(experiment).cell_fn, store, backend=backend, shared=shared, progress=progress):
+            pass
+        files = experiment.report(store.rows(cells), store)
+    return ExperimentRun(
+        experiment=experiment.name,
+        directory=Path(out),
+        cells=len(cells),
+        computed=todo,
+        resumed=resumed,
+        files=files,
+        seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,351 @@
+"""Monte-Carlo runs that survive interruption: cells, a journal, and resuming.
+
+An experiment is a list of **cells**: one Monte-Carlo repetition of one setting, with
+everything it computes from written in its ``settings`` (data set, kernel, sample size,
+estimators, run index, master seed). A cell's **key** is a hash of those settings, and
+its seed is derived from them, so a cell computes the same rows wherever and whenever
+it runs.
+
+The results directory holds:
+
+* ``manifest.json``: the experiment and its full configuration. A run whose
+  configuration differs from the manifest's refuses to write there (results of
+  different settings never mix); ``fresh=True`` deletes the old results first: the
+  report's files, then the journal, then the manifest (never anything else in the
+  directory), so an interrupted fresh start leaves no old results beside a new manifest.
+* ``cells.jsonl``: the journal, one JSON line ``{"key", "settings", "rows", "seconds",
+  "seq", "sha"}`` per finished cell, appended with one ``write`` and an ``fsync`` as the cell
+  finishes. A line torn by a kill is detected and cut off when the journal is read
+  again, so a rerun of the same command resumes: finished cells are read, never
+  recomputed; the rest run. A lock file keeps two runs out of one directory.
+
+The journal is checked, not trusted, when it is read: ``sha`` is the SHA-256 of the
+record's other fields (canonical JSON), ``seq`` its line number (so moved lines are
+seen), ``key`` must be the hash of ``settings``, a
+record must hold at least one row and every row must agree with its cell's settings on
+the fields they share, and two records of one cell must agree. When a run
+resumes, every record must belong to its plan. An edited value, a record
+moved to another line, rows moved from one record to another, an emptied record or a
+record of another plan is refused with its line number; nothing of it reaches the
+results.
+
+The tidy results file and the figures are made from the journal when every cell is in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from monk_framework.app.files import write_atomically
+from monk_framework.core.errors import MonkError
+from monk_framework.core.results import jsonable
+from monk_framework.engine.backends import Backend, LocalBackend
+
+__all__ = ["Cell", "CellStore", "run_cells", "cell_key", "record_checksum"]
+
+MANIFEST = "manifest.json"
+JOURNAL = "cells.jsonl"
+LOCK = ".lock"
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(jsonable(data), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def cell_key(settings: Mapping[str, Any]) -> str:
+    """A short stable hash of a cell's settings (same settings, same key, on any machine)."""
+    return hashlib.sha256(_canonical(settings).encode()).hexdigest()[:20]
+
+
+def record_checksum(record: Mapping[str, Any]) -> str:
+    """SHA-256 of a journal record's fields other than ``sha`` (canonical JSON)."""
+    return hashlib.sha256(_canonical({k: v for k, v in record.items() if k != "sha"}).encode()).hexdigest()
+
+
+def _content(record: Mapping[str, Any]) -> str:
+    """A record without its position and checksum: what two records of one cell must share."""
+    return _canonical({k: v for k, v in record.items() if k not in ("seq", "sha")})
+
+
+def _record_problem(record: Any) -> str | None:
+    """What is wrong with a parsed journal record, or None (see the module docstring)."""
+    if not isinstance(record, dict) or set(record) != {"key", "settings", "rows", "seconds", "seq", "sha"}:
+        return "not a journal record of this version (fields key, settings, rows, seconds, seq, sha)"
+    if record["sha"] != record_checksum(record):
+        return "its checksum does not match its contents"
+    settings, rows = record["settings"], record["rows"]
+    if not isinstance(settings, dict) or record["key"] != cell_key(settings):
+        return "its key is not the hash of its settings"
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        return "it holds no rows"
+    for row in rows:
+        for name in row.keys() & settings.keys():
+            if row[name] != settings[name]:
+                return f"a row's {name!r} is {row[name]!r}, its cell's is {settings[name]!r}"
+    return None
+
+
+@attrs.frozen
+class Cell:
+    """One Monte-Carlo repetition of one setting; ``settings`` is all it computes from."""
+
+    settings: dict[str, Any] = attrs.field(converter=jsonable)
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.settings)
+
+
+class CellStore:
+    """The results directory of one experiment configuration (see the module docstring)."""
+
+    def __init__(
+        self, directory: Path | str, experiment: str, config: Mapping[str, Any], *, fresh: bool = False,
+        outputs: Sequence[str] = (),
+    ):
+        self.directory = Path(directory)
+        #: the report's files: ``fresh`` deletes them first, so an interrupted fresh start
+        #: never leaves old results beside a manifest of the new run
+        self.outputs = tuple(outputs)
+        self.experiment = experiment
+        self.config = jsonable(dict(config))
+        self.fresh = fresh
+        self.done: dict[str, dict[str, Any]] = {}
+        #: the journal line of each finished cell, for messages
+        self.lines: dict[str, int] = {}
+        #: complete records in the journal (the next one is line count + 1)
+        self.count = 0
+        self._lock: Any = None
+
+    # -- opening: lock, manifest, journal ------------------------------------------------
+
+    def __enter__(self) -> CellStore:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def open(self) -> None:
+        if self.directory.exists() and not self.directory.is_dir():
+            raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: it is a file, not a directory.")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: {exc.strerror}.") from exc
+        self._acquire_lock()
+        try:
+            if self.fresh:
+                # outputs first, the manifest last: at any interruption, what is left is
+                # either the old run without (some of) its outputs, which the journal
+                # regenerates, or nothing of it
+                for name in (*self.outputs, JOURNAL, MANIFEST):
+                    (self.directory / name).unlink(missing_ok=True)
+            self._check_manifest()
+            self.done = self._read_journal()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                import fcntl
+
+                fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
+
+    def _acquire_lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no advisory lock, one run at a time is on the user
+            return
+        handle = open(self.directory / LOCK, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise MonkError(
+                f"Another run is writing to {str(self.directory)!r} (its lock file {LOCK} is held); "
+                "wait for it, or give another output directory."
+            ) from None
+        self._lock = handle
+
+    def _check_manifest(self) -> None:
+        path = self.directory / MANIFEST
+        wanted = {"experiment": self.experiment, "config": self.config}
+        if not path.exists():
+            if (self.directory / JOURNAL).exists():
+                raise MonkError(
+                    f"{str(self.directory)!r} has a journal {JOURNAL} but no {MANIFEST}: its settings are "
+                    "unknown, so it is not resumed. Use another output directory, or fresh=True (--fresh)."
+                )
+            write_atomically(path, json.dumps(wanted, indent=2, sort_keys=True) + "\n")
+            return
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise MonkError(f"Cannot read {str(path)!r}: {exc}. Use another output directory, or --fresh.") from exc
+        if found == wanted:
+            return
+        if found.get("experiment") != self.experiment:
+            what = f"experiment {found.get('experiment')!r}, not {self.experiment!r}"
+        else:
+            old = found.get("config", {})
+            keys = sorted(set(old) | set(self.config))
+            diffs = [f"{k} ({self.config.get(k)!r} here, {old.get(k)!r} there)" for k in keys if old.get(k) != self.config.get(k)]
+            what = "settings that differ in " + "; ".join(diffs)
+        raise MonkError(
+            f"{str(self.directory)!r} holds the results of another run ({what}). Results of different "
+            "settings are never mixed: give another output directory, or --fresh to delete the old results."
+        )
+
+    def _read_journal(self) -> dict[str, dict[str, Any]]:
+        path = self.directory / JOURNAL
+        self.lines = {}
+        self.count = 0
+        if not path.exists():
+            return {}
+        data = path.read_bytes()
+        done: dict[str, dict[str, Any]] = {}
+        good = 0  # bytes up to the end of the last complete, readable line
+        pos = 0
+        for line_no, raw in enumerate(data.splitlines(keepends=True), start=1):
+            pos += len(raw)
+            if not raw.endswith(b"\n"):
+                break  # torn by an interruption: cut off below
+            try:
+                record = json.loads(raw)
+                key = record["key"]
+            except (ValueError, KeyError, TypeError):
+                if pos == len(data):
+                    break  # a torn last line that happened to end in a newline
+                self._damaged(line_no, "not a journal record")
+            problem = _record_problem(record)
+            if problem is not None:
+                self._damaged(line_no, problem)
+            if record["seq"] != line_no:
+                self._damaged(line_no, f"the record written as line {record['seq']} (lines were moved)")
+            if key in done and _content(done[key]) != _content(record):
+                self._damaged(line_no, f"a second, different record of the cell of line {self.lines[key]}")
+            done.setdefault(key, record)
+            self.lines.setdefault(key, line_no)
+            good = pos
+            self.count = line_no
+        if good < len(data):
+            with open(path, "r+b") as handle:
+                handle.truncate(good)
+        return done
+
+    def _damaged(self, line_no: int, problem: str) -> None:
+        raise MonkError(
+            f"{str(self.directory / JOURNAL)!r}, line {line_no}: {problem}. The journal was edited or "
+            "damaged, so it is not trusted: use another output directory, or --fresh."
+        )
+
+    def check_plan(self, cells: Sequence[Cell]) -> None:
+        """Every journal record must be a cell of this plan (the manifest matched, so a
+        record of another plan means an edited or a swapped-in journal)."""
+        keys = {c.key for c in cells}
+        for key, line_no in sorted(self.lines.items(), key=lambda item: item[1]):
+            if key not in keys:
+                self._damaged(line_no, "a cell that is not in this run's plan")
+
+    # -- appending ----------------------------------------------------------------------
+
+    def append(self, cell: Cell, rows: list[dict[str, Any]], seconds: float) -> None:
+        """Record a finished cell: one complete line, one write, flushed to disk."""
+        if not rows:
+            raise MonkError(f"A cell produced no rows (settings {cell.settings}); an experiment cell must give at least one.")
+        record: dict[str, Any] = {
+            "key": cell.key, "settings": cell.settings, "rows": jsonable(rows), "seconds": round(seconds, 6),
+            "seq": self.count + 1,
+        }
+        record["sha"] = record_checksum(record)
+        line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+        fd = os.open(self.directory / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            written = os.write(fd, line)
+            if written != len(line):  # pragma: no cover - a full disk
+                raise MonkError(f"Could not write a whole journal record to {str(self.directory / JOURNAL)!r} (disk full?).")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.count += 1
+        self.done[cell.key] = record
+
+    def rows(self, cells: Sequence[Cell]) -> list[dict[str, Any]]:
+        """The rows of ``cells`` (all finished), in the order of ``cells``."""
+        missing = [c for c in cells if c.key not in self.done]
+        if missing:
+            raise MonkError(f"{len(missing)} of {len(cells)} cells are not finished yet.")
+        return [row for c in cells for row in self.done[c.key]["rows"]]
+
+    def path(self, name: str) -> Path:
+        return self.directory / name
+
+
+#: fn(cell settings, shared) -> rows of that cell; module-level, for the Dask backend.
+CellFn = Callable[[dict[str, Any], Any], list[dict[str, Any]]]
+
+
+class _Timed:
+    """Picklable wrapper: the rows and the wall time of one cell on its worker.
+
+    The cell runs with one BLAS thread, whatever the backend: a threaded matrix product
+    may add in another order (round-off of 1e-16), and a cell must give the same bits
+    here and on any Dask worker. The parallelism is across cells.
+    """
+
+    def __init__(self, fn: CellFn):
+        self.fn = fn
+
+    def __call__(self, settings: dict[str, Any], shared: Any) -> tuple[list[dict[str, Any]], float]:
+        from threadpoolctl import threadpool_limits
+
+        start = time.perf_counter()
+        with threadpool_limits(limits=1, user_api="blas"):
+            rows = self.fn(settings, shared)
+        return rows, time.perf_counter() - start
+
+
+def run_cells(
+    cells: Sequence[Cell],
+    fn: CellFn,
+    store: CellStore,
+    *,
+    backend: Backend | None = None,
+    shared: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[Cell]:
+    """Run the cells not in the journal yet, appending each as it finishes; yields each
+    newly finished cell. ``progress(done, total)`` counts finished cells, old and new."""
+    backend = backend or LocalBackend()
+    store.check_plan(cells)
+    seen: set[str] = set()
+    todo = []
+    for cell in cells:
+        if cell.key in seen:
+            raise MonkError(f"Two cells of the plan have the same settings: {cell.settings}")
+        seen.add(cell.key)
+        if cell.key not in store.done:
+            todo.append(cell)
+    total, done = len(cells), len(cells) - len(todo)
+    if progress is not None:
+        progress(done, total)
+    for i, (rows, seconds) in backend.as_completed(_Timed(fn), [c.settings for c in todo], shared):
+        store.append(todo[i], rows, seconds)
+        done += 1
+        if progress is not None:
+            progress(done, total)
+        yield todo[i]

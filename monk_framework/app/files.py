@@ -1,0 +1,79 @@
+"""Files written so that an interruption never leaves a half-written one behind."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from monk_framework.core.errors import MonkError, ParameterError
+
+__all__ = ["check_writable", "write_atomically", "write_csv_atomically"]
+
+
+def check_writable(path: Path | str, *, what: str = "the output file") -> Path:
+    """Check, before any work, that a file can be written at ``path``: not a directory,
+    and its directory can be created and written (probed with a temporary file)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ParameterError(f"{what} {str(path)!r} is a directory; give a file name inside it, e.g. {str(path / 'result.json')!r}.")
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ParameterError(f"{what} {str(path)!r} cannot be written: {str(blocker)!r} is a file, not a directory.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ParameterError(f"{what} {str(path)!r} cannot be written: {exc.strerror or exc}.") from None
+    return path
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to a temporary file next to ``path``, then rename it over ``path``.
+
+    A reader sees the old file or the new one, never a torn one (``os.replace`` is atomic
+    on POSIX and Windows within one file system).
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise MonkError(f"Cannot write {str(path)!r}: it is a directory.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise MonkError(f"Cannot write {str(path)!r}: {exc.strerror or exc}.") from None
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data.encode("utf-8") if isinstance(data, str) else data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise MonkError(f"Cannot write {str(path)!r}: {exc.strerror or exc}.") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_csv_atomically(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+    """A CSV file with a header row, written atomically; missing fields are left empty."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    write_atomically(path, buffer.getvalue())

@@ -1,0 +1,409 @@
+"""What the ``monkfw`` commands do, as library calls that return result objects.
+
+Each command is one call here: :func:`prepare` looks up the kernel and the estimator,
+routes ``key=value`` parameters to them and loads the samples (files or a built-in
+data set), the same way for ``run`` and ``test``; :func:`run` estimates MMD or the mean
+embeddings; :func:`test` runs a permutation, split or robust test. The command line
+only parses options, calls these, renders the results and maps errors to exit codes,
+so anything it prints can be had in Python::
+
+    job = prepare("quadratic", "monk-bcd", dataset="gauss-outliers", seed=3)
+    result = run(job)            # an MMDResult: the same as monkfw run ... --seed 3
+    job.payload(result)          # the JSON that monkfw run --json prints
+
+:func:`load_result` reads back any result the library wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from monk_framework.app.datasets import default_dataset, get_dataset
+from monk_framework.app.loading import load_sample
+from monk_framework.core.errors import DataError, MonkError, ParameterError, UnknownNameError
+from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
+from monk_framework.core.kernels import Kernel
+from monk_framework.core.params import Configurable, parse_value
+from monk_framework.core.randomness import root, stream
+from monk_framework.core.registry import Registry, get_registry
+from monk_framework.core.results import Embedding, MMDResult, Result, dict_field, jsonable, optional_finite, optional_float, seed_field
+from monk_framework.core.samples import Sample
+from monk_framework.two_sample import PermutationTestResult, SplitTestResult, TestResult, permutation_test, split_test
+from monk_framework.two_sample.permutation import check_relabel
+from monk_framework.two_sample.robust import RobustTestResult, check_robust_test, robust_test
+
+__all__ = [
+    "Job",
+    "EmbeddingsResult",
+    "prepare",
+    "route_params",
+    "parse_assignment",
+    "parse_grid",
+    "run",
+    "prepare_test",
+    "test",
+    "contamination_value",
+    "load_result",
+]
+
+
+def parse_assignment(text: str, option: str) -> tuple[str, Any]:
+    """``key=value`` as (key, parsed value); ``option`` names the option in errors."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ParameterError(f"{option} expects key=value; got {text!r}.")
+    return key.strip(), parse_value(value)
+
+
+def route_params(
+    assignments: Sequence[str], kernel_cls: type[Configurable], estimator_cls: type[Configurable]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Send each ``key=value`` to the kernel or the estimator by parameter name.
+
+    ``kernel.key=value`` / ``estimator.key=value`` choose explicitly when both have the
+    parameter; an unknown key is an error listing the valid ones.
+    """
+    kernel_keys = {p.name for p in kernel_cls.parameters()}
+    estimator_keys = {p.name for p in estimator_cls.parameters()}
+    routed: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    for text in assignments:
+        key, value = parse_assignment(text, "--param")
+        target, _, bare = key.rpartition(".")
+        if target:
+            if target not in ("kernel", "estimator"):
+                raise ParameterError(f"--param {key}: the prefix must be 'kernel.' or 'estimator.'.")
+            keys = kernel_keys if target == "kernel" else estimator_keys
+            owner = kernel_cls if target == "kernel" else estimator_cls
+            if bare not in keys:
+                raise UnknownNameError(f"parameter of {target} {owner.name!r}:", bare, keys)
+            routed[target == "estimator"][bare] = value
+        elif key in kernel_keys and key in estimator_keys:
+            raise ParameterError(
+                f"--param {key} is a parameter of both kernel {kernel_cls.name!r} and estimator "
+                f"{estimator_cls.name!r}; write kernel.{key}=... or estimator.{key}=...."
+            )
+        elif key in kernel_keys or key in estimator_keys:
+            routed[key in estimator_keys][key] = value
+        else:
+            known = sorted(kernel_keys | estimator_keys)
+            raise UnknownNameError(
+                f"parameter for kernel {kernel_cls.name!r} and estimator {estimator_cls.name!r}:", key, known
+            )
+    return routed
+
+
+def parse_grid(assignments: Sequence[str], kernel_cls: type[Configurable]) -> dict[str, list[Any]]:
+    """``key=v1,v2,...`` (repeatable) as {key: [values]}, keys checked against the kernel."""
+    known = {p.name for p in kernel_cls.parameters()}
+    grid: dict[str, list[Any]] = {}
+    for text in assignments:
+        key, sep, values = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ParameterError(f"--grid expects key=v1,v2,...; got {text!r}.")
+        if key not in known:
+            raise UnknownNameError(f"parameter of kernel {kernel_cls.name!r} (in --grid):", key, known)
+        if key in grid:
+            raise ParameterError(f"--grid {key} is given twice; list all its values once: {key}=v1,v2,....")
+        items = values.split(",")
+        if any(not v.strip() for v in items):
+            raise ParameterError(f"--grid {key}: empty value in {values!r}.")
+        grid[key] = [parse_value(v) for v in items]
+    return grid
+
+
+@attrs.frozen(kw_only=True)
+class Job:
+    """A kernel, an estimator and the two samples, ready for :func:`run` or :func:`test`.
+
+    ``data`` says where the samples came from (the ``data`` section of the CLI's JSON);
+    ``notes`` are what a user should be told (e.g. that the default data set was used);
+    ``grid`` holds the split test's candidate kernel parameters.
+    """
+
+    kernel: Kernel = attrs.field(validator=attrs.validators.instance_of(Kernel))
+    estimator: Estimator = attrs.field(validator=attrs.validators.instance_of(Estimator))
+    X: Sample = attrs.field(validator=attrs.validators.instance_of((np.ndarray, list)))
+    Y: Sample | None = attrs.field(validator=attrs.validators.optional(attrs.validators.instance_of((np.ndarray, list))))
+    seed: int = attrs.field(validator=attrs.validators.and_(attrs.validators.instance_of(int), attrs.validators.ge(0)))
+    data: dict[str, Any] = attrs.field(factory=dict, validator=attrs.validators.instance_of(dict))
+    grid: dict[str, list[Any]] = attrs.field(factory=dict, validator=attrs.validators.instance_of(dict))
+    notes: tuple[str, ...] = attrs.field(default=(), validator=attrs.validators.instance_of(tuple))
+
+    def payload(self, result: Result) -> dict[str, Any]:
+        """The JSON form of a result of this job: the result, and where its data came from."""
+        return {**result.to_dict(), "data": jsonable(self.data)}
+
+
+def _load_samples(
+    kernel: Kernel, x: Path | str | None, y: Path | str | None, dataset: str | None,
+    data_params: Sequence[str], seed: int, needs_y: bool, case_sensitive: bool,
+) -> tuple[Any, Any, dict[str, Any], tuple[str, ...]]:
+    if dataset is not None and (x is not None or y is not None):
+        raise ParameterError("Give either --dataset or --x/--y files, not both.")
+    if x is None and y is not None:
+        raise ParameterError("--y needs --x as well.")
+    if data_params and x is not None:
+        raise ParameterError("--data-param applies to --dataset only, not to --x/--y files.")
+    if x is not None:
+        if needs_y and y is None:
+            raise ParameterError("This estimator compares two samples: give --y as well as --x.")
+        X = load_sample(x, case_sensitive=case_sensitive)
+        Y = load_sample(y, case_sensitive=case_sensitive) if y is not None else None
+        return X, Y, {"source": "files", "x": str(x), "y": None if y is None else str(y)}, ()
+    notes: tuple[str, ...] = ()
+    implicit = dataset is None
+    if dataset is None:
+        dataset = default_dataset(kernel.input_kind)
+        if dataset is None:
+            raise ParameterError(f"No built-in data set gives {kernel.input_kind}s yet; pass --x and --y files.")
+    ds = get_dataset(dataset, **dict(parse_assignment(t, "--data-param") for t in data_params))
+    if ds.input_kind != kernel.input_kind:
+        raise ParameterError(f"Data set {dataset!r} gives {ds.input_kind}s but the kernel takes {kernel.input_kind}s.")
+    if implicit:
+        notes = (f"No data given: using the built-in data set {ds.spec()} with seed {seed}.",)
+    X, Y = ds.sample(seed)
+    return X, Y, {"source": "dataset", "name": ds.name, "params": ds.params(), "seed": seed}, notes
+
+
+def prepare(
+    kernel: str,
+    estimator: str,
+    *,
+    params: Sequence[str] = (),
+    x: Path | str | None = None,
+    y: Path | str | None = None,
+    dataset: str | None = None,
+    data_params: Sequence[str] = (),
+    seed: int = 0,
+    case_sensitive: bool = False,
+    trace: bool = False,
+    grid: Sequence[str] = (),
+    needs_y: bool | None = None,
+    registry: Registry | None = None,
+    check: Callable[[Kernel, Estimator], None] | None = None,
+) -> Job:
+    """Look up the kernel and the estimator by name, route ``params`` (``key=value``) to
+    them, and load the samples: files ``x``/``y``, the built-in ``dataset`` drawn from
+    ``seed``'s data stream, or the default data set of the kernel's input kind.
+
+    ``trace`` asks an iterative estimator to record its objective; ``grid`` gives the
+    split test's candidate kernel parameters (``key=v1,v2``). ``needs_y``: whether Y is
+    required (default: for MMD estimators). ``check(kernel, estimator)`` runs before the
+    data are read, to refuse early what cannot work.
+    """
+    reg = registry or get_registry()
+    kernel_cls = reg.kernel_class(kernel)
+    estimator_cls = reg.estimator_class(estimator)
+    kernel_params, estimator_params = route_params(params, kernel_cls, estimator_cls)
+    if trace:
+        if "trace" not in {p.name for p in estimator_cls.parameters()}:
+            raise ParameterError(f"--trace: estimator {estimator!r} is not iterative (it has no 'trace' parameter).")
+        estimator_params["trace"] = True
+    grid_values = parse_grid(grid, kernel_cls)
+    for key in grid_values:
+        if key in kernel_params:
+            raise ParameterError(f"Kernel parameter {key!r} is given by both --param and --grid; keep one.")
+    kern = kernel_cls.from_params(kernel_params)
+    est = estimator_cls.from_params(estimator_params)
+    if check is not None:
+        check(kern, est)
+    if needs_y is None:
+        needs_y = isinstance(est, MMDEstimator)
+    X, Y, data, notes = _load_samples(kern, x, y, dataset, data_params, seed, needs_y, case_sensitive)
+    return Job(kernel=kern, estimator=est, X=X, Y=Y, seed=seed, data=data, grid=grid_values, notes=notes)
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddingsResult(Result):
+    """The mean embeddings of X (and of Y) by one estimator with one kernel, fitted on
+    X ∪ Y, and ‖μ̂_X − μ̂_Y‖_H, the RKHS distance between them (an MMD estimate)."""
+
+    kind: ClassVar[str] = "embeddings"
+
+    x: Embedding = attrs.field(validator=attrs.validators.instance_of(Embedding))
+    y: Embedding | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Embedding)))
+    distance: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    seed: Any = seed_field()
+    timings: dict[str, float] = dict_field(factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["x"] = self.x.to_dict()
+        out["y"] = None if self.y is None else self.y.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, registry: Registry | None = None, **context: Any) -> EmbeddingsResult:
+        reg = registry or get_registry()
+        if not isinstance(data, Mapping) or not isinstance(data.get("x"), Mapping):
+            raise DataError("An embeddings result holds the embedding of X under 'x'; this one does not.")
+        x = Embedding.from_dict(data["x"], registry=reg)
+        y = None if data.get("y") is None else Embedding.from_dict(data["y"], registry=reg)
+        return super().from_dict({**data, "x": x, "y": y})
+
+
+def run(job: Job, *, max_memory: Any = None, backend: Any = None) -> MMDResult | EmbeddingsResult:
+    """``monkfw run``: the MMD estimate, or the mean embeddings of X and Y. A ``backend``
+    (e.g. Dask) spreads the Gram reductions of an MMD estimate over its workers.
+
+    An MMD estimate draws from the seed's estimate stream (the same statistic as
+    ``estimator.estimate(kernel, X, Y, rng=seed)``). Embeddings use one kernel fitted
+    on X ∪ Y; X's embedding draws from the seed's estimate stream, Y's from its
+    ``second`` stream.
+    """
+    est = job.estimator
+    if isinstance(est, MMDEstimator):
+        return est.estimate(job.kernel, job.X, job.Y, rng=job.seed, max_memory=max_memory, backend=backend)
+    if not isinstance(est, EmbeddingEstimator):  # pragma: no cover - the registry admits only these two kinds
+        raise MonkError(f"Estimator {est.name!r} is neither an MMD nor an embedding estimator.")
+    fitted = job.kernel.fit(job.X, job.Y) if job.Y is not None else job.kernel.fit(job.X)
+    emb_x = est.embed(fitted, job.X, rng=job.seed, max_memory=max_memory)
+    if job.Y is None:
+        return EmbeddingsResult(x=emb_x, seed=job.seed, timings={"total_s": emb_x.timings["total_s"]})
+    emb_y = est.embed(fitted, job.Y, rng=stream(root(job.seed), "second"), max_memory=max_memory)
+    return EmbeddingsResult(
+        x=emb_x, y=emb_y, distance=emb_x.distance(emb_y), seed=job.seed,
+        timings={"total_s": emb_x.timings["total_s"] + emb_y.timings["total_s"]},
+    )
+
+
+def contamination_value(text: str | int | float) -> int | float:
+    """``"10"`` is a count, ``"0.02"`` a fraction of N + M."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return text
+    try:
+        return int(str(text))
+    except ValueError:
+        pass
+    try:
+        return float(str(text))
+    except ValueError:
+        raise ParameterError(
+            f"--contamination takes a count (e.g. 10) or a fraction below 0.5 (e.g. 0.02); got {text!r}."
+        ) from None
+
+
+def check_test_options(
+    *, alpha: float, robust: bool, split: bool, grid: bool, method: str, blocks: int | None, estimator_given: bool,
+) -> None:
+    """Refuse combinations of test options that do not make one test."""
+    if not 0 < alpha < 1:
+        raise ParameterError(f"--alpha must lie in (0, 1); got {alpha}.")
+    if grid and not split:
+        raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
+    if robust and split:
+        raise ParameterError("--contamination and --split are different tests; choose one.")
+    if not robust and (method != "auto" or blocks is not None):
+        raise ParameterError("--method and --blocks choose the robust test: add --contamination R.")
+    if not estimator_given and not robust:
+        raise ParameterError("monkfw test needs --estimator (e.g. -e u-stat), or --contamination R for a robust test.")
+
+
+def prepare_test(
+    kernel: str,
+    estimator: str | None,
+    *,
+    contamination: str | int | float | None = None,
+    split: bool = False,
+    method: str = "auto",
+    blocks: int | None = None,
+    alpha: float = 0.05,
+    n_permutations: int = 1000,
+    relabel: str = "auto",
+    grid: Sequence[str] = (),
+    **load: Any,
+) -> Job:
+    """:func:`prepare` for ``monkfw test``: the options are checked, and what can be refused
+    without the data (a bad relabelling, a robust test that cannot be run) is refused
+    before any file is read."""
+    robust = contamination is not None
+    check_test_options(
+        alpha=alpha, robust=robust, split=split, grid=bool(grid), method=method, blocks=blocks,
+        estimator_given=estimator is not None,
+    )
+    reg = load.pop("registry", None) or get_registry()
+    if not issubclass(reg.estimator_class(estimator or "v-stat"), MMDEstimator):
+        raise ParameterError(
+            f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator."
+        )
+
+    def check(kern: Kernel, est: Estimator) -> None:
+        assert isinstance(est, MMDEstimator)
+        if contamination is not None:
+            check_robust_test(
+                kern, contamination=contamination_value(contamination), method=method,
+                estimator=est if estimator is not None else None, n_permutations=n_permutations, alpha=alpha,
+            )
+        elif not split:
+            check_relabel(est, relabel)
+
+    return prepare(kernel, estimator or "v-stat", grid=grid, needs_y=True, registry=reg, check=check, **load)
+
+
+def test(
+    job: Job,
+    *,
+    n_permutations: int = 1000,
+    alpha: float = 0.05,
+    relabel: str = "auto",
+    contamination: str | int | float | None = None,
+    method: str = "auto",
+    blocks: int | None = None,
+    split: bool = False,
+    estimator_given: bool = True,
+    return_null: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    backend: Any = None,
+    max_memory: Any = None,
+) -> TestResult:
+    """``monkfw test``: a robust test with ``contamination``, the split test with
+    ``split``, else the permutation test, on the job's data with its seed."""
+    common: dict[str, Any] = dict(
+        n_permutations=n_permutations, alpha=alpha, rng=job.seed, return_null=return_null,
+        progress=progress, backend=backend, max_memory=max_memory,
+    )
+    assert isinstance(job.estimator, MMDEstimator)
+    if contamination is not None:
+        return robust_test(
+            job.kernel, job.X, job.Y, contamination=contamination_value(contamination), method=method,
+            estimator=job.estimator if estimator_given else None,
+            n_blocks=blocks if blocks is not None else "auto", **common,
+        )
+    if split:
+        return split_test(job.kernel, job.estimator, job.X, job.Y, grid=job.grid, **common)
+    # the estimate monkfw run gives for this seed, next to a within-block test's own T
+    return permutation_test(job.kernel, job.estimator, job.X, job.Y, relabel=relabel, report_estimate=True, **common)
+
+
+def _result_classes() -> dict[str, type[Result]]:
+    classes: list[type[Result]] = [
+        MMDResult, Embedding, EmbeddingsResult, PermutationTestResult, SplitTestResult, RobustTestResult,
+    ]
+    return {cls.kind: cls for cls in classes}
+
+
+def load_result(data: str | Mapping[str, Any], *, registry: Registry | None = None) -> Result:
+    """Any result the library wrote (its JSON text, or the parsed dict), by its ``"type"``."""
+    import json
+
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"Not a JSON result: {exc}.") from None
+    if not isinstance(data, Mapping) or "type" not in data:
+        raise DataError("A result is a JSON object with a 'type'; this is not one.")
+    classes = _result_classes()
+    if data["type"] not in classes:
+        raise UnknownNameError("result type:", str(data["type"]), sorted(classes))
+    cls = classes[data["type"]]
+    if cls in (Embedding, EmbeddingsResult):
+        return cls.from_dict(data, registry=registry or get_registry())
+    return cls.from_dict(data)
+

@@ -1,0 +1,238 @@
+"""Reading samples from files.
+
+What is read is validated later, by the kernel that uses it
+(:mod:`monk_framework.core.samples`). Files: ``.npy`` (numeric arrays; pickled objects are never loaded), ``.csv`` and
+``.tsv`` (numbers; a header row is detected when every cell of the first row is
+non-numeric; a file written by pandas' ``DataFrame.to_csv``, whose header starts with an
+empty cell, has its index column dropped; a missing value or a bad cell is reported
+with file, line and column). For string kernels:
+``.txt`` (one string per line; the line ending is removed, nothing else; empty lines
+are skipped) and FASTA ``.fa``/``.fasta`` (records start with a ``>`` header line;
+a record's sequence is its following lines joined, whitespace removed; ``;`` lines
+are comments). FASTA is read case-insensitively by default: lowercase letters (which
+FASTA files use for soft-masked regions, e.g. repeats) are the same residues as
+uppercase ones, so sequences are upper-cased; ``case_sensitive=True`` keeps the case,
+for alphabets where it matters. ``.txt`` strings are taken as they are.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from monk_framework.core.errors import DataFileError, ResourceError
+from monk_framework.core.resources import available_memory, format_bytes
+
+__all__ = ["load_sample"]
+
+
+def load_sample(path: str | Path, *, case_sensitive: bool = False) -> np.ndarray | list[str]:
+    """Read a sample from a ``.npy``, ``.csv``, ``.tsv`` (vectors), ``.txt``, ``.fa`` or ``.fasta`` (strings) file.
+
+    FASTA sequences are upper-cased unless ``case_sensitive`` (see the module docstring).
+    The result is validated later by the kernel that uses it (vectors or strings).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataFileError(str(p), "no such file.")
+    if p.is_dir():
+        raise DataFileError(str(p), "is a directory, not a data file.")
+    if not p.is_file():
+        # a FIFO, socket or device: reading it could block forever or never end
+        raise DataFileError(str(p), "is not a regular file (a pipe, socket or device); save the data to a file.")
+    suffix = p.suffix.lower()
+    readers: dict[str, Any] = {
+        ".npy": _read_npy, ".csv": _read_delimited, ".tsv": _read_delimited,
+        ".txt": _read_lines, ".fa": _read_fasta, ".fasta": _read_fasta,
+    }
+    if suffix not in readers:
+        raise DataFileError(
+            str(p), f"unsupported file type {suffix or '(none)'!r}; use one of "
+            + ", ".join(sorted(readers)) + "."
+        )
+    try:
+        if readers[suffix] is _read_fasta:
+            return _read_fasta(p, case_sensitive=case_sensitive)
+        return readers[suffix](p)
+    except OSError as exc:  # unreadable: permissions, I/O errors
+        raise DataFileError(str(p), f"cannot be read ({exc.strerror or exc}).") from None
+
+
+def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
+    """The shape, dtype and data offset of a .npy file, read from its header alone.
+
+    Checked before anything is loaded: a file without the NumPy magic is not .npy (numpy
+    would take it for a pickle), an object dtype would need unpickling, and a header
+    that claims more data than the file holds (or than memory) is refused.
+    """
+    from numpy.lib import format as npy
+
+    try:
+        with path.open("rb") as handle:
+            try:
+                version = npy.read_magic(handle)
+            except ValueError:
+                raise DataFileError(str(path), "is not a .npy file (it does not start with the NumPy header).") from None
+            reader = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+            try:
+                shape, _, dtype = reader(handle)
+            except ValueError as exc:
+                raise DataFileError(str(path), f"has a damaged .npy header ({exc}).") from None
+            offset = handle.tell()
+    except OSError as exc:
+        raise DataFileError(str(path), f"cannot be read ({exc.strerror or exc}).") from None
+    return tuple(int(k) for k in shape), np.dtype(dtype), offset
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    shape, dtype, offset = _npy_header(path)
+    if dtype.hasobject:
+        raise DataFileError(
+            str(path), "holds pickled Python objects, which are never loaded "
+            "(they can run code); save a numeric array instead."
+        )
+    nbytes = math.prod(shape) * dtype.itemsize
+    stored = path.stat().st_size - offset
+    if nbytes > stored:
+        raise DataFileError(
+            str(path), f"its header claims an array of shape {shape} ({format_bytes(nbytes)}) but the file "
+            f"holds only {format_bytes(stored)} of data: it is truncated or damaged."
+        )
+    avail = available_memory()
+    # the array, and its float64 copy when it is validated as vectors
+    need = nbytes + 8 * math.prod(shape)
+    if avail is not None and need > 0.5 * avail:
+        raise ResourceError(
+            f"{path}: an array of shape {shape} needs about {format_bytes(need)} to load, but only "
+            f"{format_bytes(avail)} of memory are available."
+        )
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise DataFileError(
+                str(path), "holds pickled Python objects, which are never loaded "
+                "(they can run code); save a numeric array instead."
+            ) from None
+        raise DataFileError(str(path), f"is not a valid .npy file ({exc}).") from None
+    except (OSError, EOFError) as exc:
+        raise DataFileError(str(path), f"cannot be read as .npy ({exc}).") from None
+    if not isinstance(arr, np.ndarray):
+        raise DataFileError(str(path), "does not hold a single array.")
+    return arr
+
+
+#: how missing values are spelt in CSV files (pandas' nullable dtypes write <NA>)
+MISSING = frozenset({"", "NA", "<NA>", "NAN", "NULL", "NONE", "N/A"})
+
+
+def _cell_value(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _read_delimited(path: Path) -> np.ndarray:
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = [
+                (lineno, [cell.strip() for cell in row])
+                for lineno, row in enumerate(csv.reader(handle, delimiter=delimiter), start=1)
+            ]
+    except UnicodeDecodeError as exc:
+        raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
+    except csv.Error as exc:
+        raise DataFileError(str(path), f"malformed CSV ({exc}).") from None
+    rows = [(n, r) for n, r in rows if any(r) and not r[0].startswith("#")]
+    if not rows:
+        raise DataFileError(str(path), "holds no data rows.")
+    first_line, first = rows[0]
+    if len(first) > 1 and not first[0]:
+        # pandas' DataFrame.to_csv: a header row whose first cell is empty (the unnamed
+        # index), then each row's index label in the first column; both are dropped
+        rows = [(n, r[1:]) for n, r in rows[1:]]
+        if not rows:
+            raise DataFileError(str(path), "holds a header row but no data rows.", line=first_line)
+    elif all(cell and _cell_value(cell) is None for cell in first):
+        rows = rows[1:]  # a header: every cell of the first row is a name, not a number
+        if not rows:
+            raise DataFileError(str(path), "holds a header row but no data rows.", line=first_line)
+    width = len(rows[0][1])
+    values = np.empty((len(rows), width), dtype=np.float64)
+    for i, (lineno, row) in enumerate(rows):
+        if len(row) != width:
+            raise DataFileError(
+                str(path),
+                f"has {len(row)} columns where line {rows[0][0]} has {width}.",
+                line=lineno,
+            )
+        for j, cell in enumerate(row):
+            value = _cell_value(cell)
+            if value is None or math.isnan(value):
+                if not cell or cell.upper() in MISSING:
+                    raise DataFileError(
+                        str(path),
+                        f"a missing value ({cell!r}; pandas writes NA and NaN as an empty cell or <NA>): "
+                        "drop or impute the missing values first, e.g. df.dropna().to_csv(path).",
+                        line=lineno, column=j + 1,
+                    )
+                raise DataFileError(str(path), f"cannot read {cell!r} as a number.", line=lineno, column=j + 1)
+            if not math.isfinite(value):
+                raise DataFileError(
+                    str(path), f"{cell!r} is not a finite number.", line=lineno, column=j + 1
+                )
+            values[i, j] = value
+    return values
+
+
+def _text_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
+
+
+def _read_lines(path: Path) -> list[str]:
+    strings = [line for line in _text_lines(path) if line != ""]
+    if not strings:
+        raise DataFileError(str(path), "holds no strings (every line is empty).")
+    return strings
+
+
+def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
+    sequences: list[str] = []
+    header_line: int | None = None
+    parts: list[str] = []
+
+    def close() -> None:
+        if header_line is not None:
+            if not parts:
+                raise DataFileError(str(path), "FASTA record has a header but no sequence.", line=header_line)
+            sequence = "".join(parts)
+            sequences.append(sequence if case_sensitive else sequence.upper())
+
+    for lineno, line in enumerate(_text_lines(path), start=1):
+        text = line.strip()
+        if not text or text.startswith(";"):
+            continue
+        if text.startswith(">"):
+            close()
+            header_line, parts = lineno, []
+            continue
+        if header_line is None:
+            raise DataFileError(
+                str(path), "sequence data before the first '>' header line (not FASTA?).", line=lineno
+            )
+        if ">" in text:
+            raise DataFileError(str(path), "'>' inside a sequence line.", line=lineno, column=text.index(">") + 1)
+        parts.append("".join(text.split()))
+    close()
+    if not sequences:
+        raise DataFileError(str(path), "holds no FASTA records (no '>' header line).")
+    return sequences

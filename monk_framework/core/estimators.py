@@ -1,0 +1,252 @@
+"""The estimator interfaces: MMD estimators and mean-embedding estimators.
+
+A plugin subclasses :class:`MMDEstimator` (implementing ``compute_estimate``) or
+:class:`EmbeddingEstimator` (implementing ``compute_embedding``). The public ``estimate`` and
+``embed`` validate the samples against the kernel and the estimator's minimum sample
+size, resolve data-dependent kernel hyperparameters on the pooled sample, normalise
+``rng`` once (SPEC 7), time the work, and wrap the core's answer in a result that
+records everything needed to reproduce it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+import numpy as np
+
+from monk_framework.core.errors import DataError, MonkError
+from monk_framework.core.kernels import Kernel
+from monk_framework.core.params import Configurable, renamed_hook
+from monk_framework.core.randomness import RNGLike, generator
+from monk_framework.core.resources import budgeted, spread_over
+from monk_framework.core.results import Embedding, MMDResult
+from monk_framework.core.samples import Sample
+
+if TYPE_CHECKING:
+    # what the engine hands an estimator's test hooks; the interface only names them
+    from monk_framework.engine.partitions import Partition
+    from monk_framework.engine.pooled import PooledSample, SampleSums
+
+__all__ = [
+    "Estimator",
+    "MMDEstimator",
+    "EmbeddingEstimator",
+    "Estimate",
+    "EmbeddingWeights",
+]
+
+@attrs.frozen(kw_only=True)
+class Estimate:
+    """What an MMD estimator's core returns: the numbers and its diagnostics."""
+
+    mmd2: float
+    mmd: float
+    diagnostics: dict[str, Any] = attrs.field(factory=dict)
+    timings: dict[str, float] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddingWeights:
+    """What an embedding estimator's core returns: one weight per sample point."""
+
+    weights: np.ndarray
+    diagnostics: dict[str, Any] = attrs.field(factory=dict)
+    timings: dict[str, float] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Estimator(Configurable):
+    """Common part of MMD and embedding estimators."""
+
+    plugin_type: ClassVar[str] = "estimator"
+    #: what the estimator returns: "mmd" or "embedding".
+    estimates: ClassVar[str] = ""
+
+    def min_sample_size(self) -> tuple[int, str]:
+        """The fewest points a sample may have, and why (for the error message)."""
+        return 1, ""
+
+    def diagnostic_rows(self, diagnostics: Mapping[str, Any], timings: Mapping[str, float]) -> list[tuple[str, str]]:
+        """What a report of this estimator's result shows beyond the estimate: (label, text)
+        rows read from the result's ``diagnostics`` and ``timings`` (``monkfw run`` prints
+        them in its table). The default shows none; an estimator whose diagnostics say
+        something a user should see at a glance (the number of blocks, the median block,
+        an iterative trace) overrides this. Only what the estimator itself put in
+        ``diagnostics`` may be read, and every key it reads may be missing.
+        """
+        return []
+
+    def check_size(self, sample: Any, name: str) -> None:
+        """Refuse a sample smaller than :meth:`min_sample_size`, naming it (``name``)."""
+        need, why = self.min_sample_size()
+        if len(sample) < need:
+            raise DataError(
+                f"{name} has {len(sample)} point(s) but estimator {self.name!r} needs at "
+                f"least {need}{f' ({why})' if why else ''}."
+            )
+
+    @staticmethod
+    def check_kernel(kernel: Any) -> Kernel:
+        """``kernel`` if it is a :class:`Kernel`; else a clear error."""
+        if not isinstance(kernel, Kernel):
+            raise MonkError(
+                f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}."
+            )
+        return kernel
+
+
+@attrs.frozen(kw_only=True)
+class MMDEstimator(Estimator):
+    """An estimator of MMD(P, Q) from X ~ P and Y ~ Q."""
+
+    estimates: ClassVar[str] = "mmd"
+
+    #: whether the statistics of many relabellings are reductions of the pooled Gram source
+    #: (the classical estimators' kernel sums): a test on a remote backend then spreads the
+    #: tiles of those reductions over the workers instead of batches of relabellings
+    spreads_gram: ClassVar[bool] = False
+
+    @budgeted
+    def estimate(
+        self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None, backend: Any = None
+    ) -> MMDResult:
+        """Estimate MMD between the distributions of X and Y (N ≠ M allowed).
+
+        ``max_memory`` (bytes, or e.g. ``"2GB"``) bounds the memory beyond the data
+        (:mod:`monk_framework.core.resources`); over it the Gram matrices are used in tiles.
+        ``backend`` (e.g. Dask, :mod:`monk_framework.engine.backends`) spreads the Gram reductions
+        of this one estimate over its workers, tile by tile
+        (:mod:`monk_framework.engine.spread`), with the numbers of the local tiled path.
+        """
+        kernel = self.check_kernel(kernel)
+        Xv, Yv = kernel.check_pair(X, Y)
+        self.check_size(Xv, "X")
+        self.check_size(Yv, "Y")
+        stream, seed = generator(rng)
+        start = time.perf_counter()
+        fitted = kernel.fit(Xv, Yv)
+        with spread_over(backend):
+            core = self.compute_estimate(fitted, Xv, Yv, stream)
+        total = time.perf_counter() - start
+        return MMDResult(
+            estimator=self.name,
+            estimator_params=self.params(),
+            kernel=kernel.name,
+            kernel_params=fitted.params(),
+            kernel_params_requested=kernel.params(),
+            mmd2=core.mmd2,
+            mmd=core.mmd,
+            n_x=len(Xv),
+            n_y=len(Yv),
+            seed=seed,
+            timings={**core.timings, "total_s": total},
+            diagnostics=core.diagnostics,
+        )
+
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
+        """The estimator's core, on validated samples with a fitted kernel."""
+        return renamed_hook(self, "_estimate", "compute_estimate")(kernel, X, Y, rng)
+
+    def permuted_statistics(
+        self, pool: PooledSample, perms: np.ndarray, rngs: Sequence[np.random.Generator]
+    ) -> np.ndarray:
+        """MMD² estimates of relabellings of a pooled sample, one per row of ``perms``.
+
+        Row b of ``perms`` is a permutation of 0..N+M−1 whose first N entries are the
+        relabelled X (see :mod:`monk_framework.engine.pooled`); ``rngs[b]`` drives the
+        estimator's own randomness for that relabelling. The identity permutation gives
+        the estimate on (X, Y) itself.
+
+        This default re-runs the estimator's core on each relabelled pair: right for every
+        estimator, at the price of its Gram matrices each time. Estimators override it
+        to reuse ``pool``'s Gram matrix (the built-in ones all do).
+        """
+        out = np.empty(len(perms))
+        for b, (perm, rng) in enumerate(zip(perms, rngs)):
+            X, Y = pool.relabelled(perm)
+            out[b] = self.compute_estimate(pool.kernel, X, Y, rng).mmd2
+        return out
+
+    def permutation_batch(self, pool: PooledSample) -> int:
+        """How many relabellings :meth:`permuted_statistics` should get per call (memory-bounded)."""
+        return 1
+
+    # -- within-block relabelling (median-of-means estimators) -----------------------
+
+    def fixed_partition(self, n: int, m: int, rng: np.random.Generator) -> Partition | None:
+        """The partition that a within-block permutation test keeps fixed, or None.
+
+        A median-of-means estimator returns its paired partition of X (n points) and Y
+        (m points) into blocks, drawn from ``rng`` independently of the data; the test then
+        relabels inside the blocks only (:mod:`monk_framework.engine.within_blocks`) and computes
+        every statistic with :meth:`partition_statistics` on that partition. The default,
+        None, says the estimator has no fixed blocks: its tests relabel the whole pooled
+        sample. An estimator that chooses its blocks from the data (Lepski's
+        ``n_blocks="auto"``) also returns None.
+        """
+        return None
+
+    def partition_statistics(
+        self,
+        pool: PooledSample,
+        partition: Partition,
+        perms: np.ndarray,
+        rngs: Sequence[np.random.Generator],
+    ) -> np.ndarray:
+        """MMD² estimates of relabellings, every one computed on the fixed ``partition``.
+
+        ``partition`` is in pooled coordinates (block q is X[x_labels == q] and
+        Y[y_labels == q]); row b of ``perms`` is a within-block relabelling (its first N
+        entries are the relabelled X, each point still in its block), and the identity
+        gives the observed statistic. Block reductions for this are in
+        :mod:`monk_framework.engine.within_blocks`. Only called when :meth:`fixed_partition`
+        returned a partition.
+        """
+        raise MonkError(f"Estimator {self.name!r} has no fixed-partition form; relabel globally instead.")
+
+    def mmd2_from_sums(self, sums: SampleSums, n: int, m: int) -> np.ndarray | None:
+        """MMD² from kernel sums (within X, within Y, across, the traces) of n and m points.
+
+        Estimators whose statistic is such a function (the V- and U-statistics) return it,
+        elementwise over the arrays in ``sums``; a robust median-of-means test then computes
+        the statistic inside every block (:func:`monk_framework.two_sample.robust.robust_test`). The
+        default None says the statistic is not a function of these sums.
+        """
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddingEstimator(Estimator):
+    """An estimator of the kernel mean embedding μ_P = E k(·, x) from X ~ P."""
+
+    estimates: ClassVar[str] = "embedding"
+
+    @budgeted
+    def embed(self, kernel: Kernel, X: Any, *, rng: RNGLike = None, max_memory: Any = None) -> Embedding:
+        """Estimate the mean embedding of the distribution of X (``max_memory``: as for
+        :meth:`MMDEstimator.estimate`)."""
+        kernel = self.check_kernel(kernel)
+        Xv = kernel.check_sample(X)
+        self.check_size(Xv, "X")
+        stream, seed = generator(rng)
+        start = time.perf_counter()
+        fitted = kernel.fit(Xv)
+        core = self.compute_embedding(fitted, Xv, stream)
+        total = time.perf_counter() - start
+        return Embedding(
+            kernel=fitted,
+            sample=Xv,
+            weights=core.weights,
+            estimator=self.name,
+            estimator_params=self.params(),
+            seed=seed,
+            timings={**core.timings, "total_s": total},
+            diagnostics=core.diagnostics,
+        )
+
+    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
+        """The estimator's core, on a validated sample with a fitted kernel."""
+        return renamed_hook(self, "_embed", "compute_embedding")(kernel, X, rng)

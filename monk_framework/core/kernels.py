@@ -1,0 +1,673 @@
+"""The kernel interface, its contract checks, and kernels built from kernels.
+
+A kernel plugin subclasses :class:`Kernel` and implements the *core* methods
+``compute_gram(X, Y)`` (the rectangle of values k(x_i, y_j) for already validated inputs) and
+``compute_diag(X)`` (k(x_i, x_i)). The public methods validate inputs once, check memory
+before allocating, and call the core on chunks:
+
+* ``gram(X)`` computes only the upper band of each row chunk and mirrors it, so the
+  matrix is exactly symmetric and half the kernel evaluations are saved; its diagonal
+  is set from ``compute_diag`` so that ``np.diag(gram(X)) == diag(X)`` holds bit for bit.
+* ``gram(X, Y)`` fills the rectangle row chunk by row chunk, bounding temporaries.
+
+Every value a plugin computes passes the contract checks here (shape, finiteness, the
+diagonal, symmetry and Cauchy–Schwarz on diagonal blocks), whichever path asked for it:
+``gram_tile``, ``diag_tile`` and ``direct_block_gram`` are the only ways the library
+reads a plugin's ``compute_*`` methods.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, Self
+
+import attrs
+import numpy as np
+
+from monk_framework.core.errors import DataError, KernelContractError, KernelOverflowError, MonkError, ParameterError
+from monk_framework.core.params import Configurable, renamed_hook
+from monk_framework.core.resources import check_memory, memory_budget
+from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension
+
+__all__ = [
+    "CHUNK_BYTES",
+    "COMPOSITES",
+    "Kernel",
+    "ProductKernel",
+    "ScaledKernel",
+    "SumKernel",
+    "bilinear",
+    "check_squared_norm",
+    "in_turn",
+    "scale",
+    "weighted_gram",
+]
+
+#: ``run_bands(work, bands)``: calls ``work(start, stop)`` for every band, returns the results in order
+BandRunner = Callable[[Callable[[int, int], Any], list[tuple[int, int]]], list[Any]]
+
+
+def in_turn(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> list[Any]:
+    """``[work(start, stop) for start, stop in bands]``, here and in order."""
+    return [work(start, stop) for start, stop in bands]
+
+
+#: bytes of one row chunk of a Gram matrix: small enough to stay in cache for the
+#: elementwise passes that follow the matrix product (measured in benchmarks/bench_gram.py).
+#: pairs per block of :meth:`Kernel.pair_values` (its cost: this many kernel values a pair)
+PAIR_BLOCK = 32
+CHUNK_BYTES = 4 * 1024 * 1024
+#: relative round-off allowed before a value is taken as proof that a kernel is not PSD
+#: or not symmetric: 1e-9 of the scale of the terms it came from (float64 sums of
+#: thousands of terms stay near 1e-13; a wrong kernel is off by orders of magnitude)
+CONTRACT_RTOL = 1e-9
+#: the same for comparisons of k(x, x) computed two ways (the distance identities used by
+#: compute_gram round differently from compute_diag, by about 1e-16 times ‖x‖²/σ² for RBF)
+DIAG_RTOL = 1e-6
+#: points of each diagonal Gram block whose pairs are checked (symmetry, Cauchy–Schwarz)
+CONTRACT_CHECK_POINTS = 64
+
+
+@attrs.frozen(kw_only=True)
+class Kernel(Configurable):
+    """A positive semi-definite kernel k(x, y) with its hyperparameters.
+
+    Subclasses set the class attributes ``name``, ``summary``, ``formula`` and
+    ``input_kind`` ("vector" or "string"), declare hyperparameters with
+    :func:`monk_framework.core.params.parameter`, and implement ``compute_gram`` and ``compute_diag``
+    (and ``compute_features`` when ``has_features`` is true).
+    """
+
+    plugin_type: ClassVar[str] = "kernel"
+    #: "vector" (numeric arrays) or "string" (sequences of str).
+    input_kind: ClassVar[str] = "vector"
+    #: whether the kernel is positive semi-definite (checked by the conformance suite).
+    is_psd: ClassVar[bool] = True
+    #: whether :meth:`features` gives an explicit finite feature map.
+    has_features: ClassVar[bool] = False
+    #: whether k(x, y) >= 0 for all inputs (tightens :meth:`feature_diameter`).
+    nonnegative: ClassVar[bool] = False
+    #: whether k(x, y) = κ(x − y) with :meth:`spectral_frequencies` implemented.
+    translation_invariant: ClassVar[bool] = False
+
+    # -- public API: validate, then call the core ------------------------------------
+
+    def __call__(self, X: Any, Y: Any = None) -> np.ndarray:
+        """``k(X, Y)`` is ``k.gram(X, Y)`` (and ``k(X)`` is ``k.gram(X)``)."""
+        return self.gram(X, Y)
+
+    def __add__(self, other: Any) -> Kernel:
+        """``k1 + k2``: the kernel k1(x, y) + k2(x, y) (:class:`SumKernel`)."""
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        return SumKernel(left=self, right=other)
+
+    def __mul__(self, other: Any) -> Kernel:
+        """``k1 * k2`` (the product kernel) or ``k * c`` (c > 0)."""
+        if isinstance(other, Kernel):
+            return ProductKernel(left=self, right=other)
+        return scale(other, self)
+
+    def __rmul__(self, other: Any) -> Kernel:
+        """``c * k`` for a number c > 0."""
+        return scale(other, self)
+
+    def check_sample(self, X: Any, *, name: str = "X") -> Sample:
+        """Validate a sample for this kernel's input kind (see :mod:`monk_framework.core.samples`)."""
+        user = f"kernel {self.name!r}"
+        if self.input_kind == "string":
+            return as_strings(X, name=name, user=user)
+        return as_vectors(X, name=name, user=user)
+
+    def check_pair(self, X: Any, Y: Any, *, names: tuple[str, str] = ("X", "Y")) -> tuple[Sample, Sample]:
+        """Validate two samples that will be compared (same input kind and dimension)."""
+        Xv = self.check_sample(X, name=names[0])
+        Yv = self.check_sample(Y, name=names[1])
+        if isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray):
+            check_same_dimension(Xv, Yv, names=names)
+        return Xv, Yv
+
+    def fit(self, X: Any, Y: Any = None) -> Self:
+        """Resolve data-dependent hyperparameters (e.g. ``sigma="median"``) on X ∪ Y.
+
+        Returns a kernel whose every hyperparameter is a number; estimators call this
+        once on the pooled sample so that every Gram block uses the same kernel.
+        Kernels without data-dependent hyperparameters return ``self``.
+        """
+        return self
+
+    @property
+    def is_fitted(self) -> bool:
+        """False while a hyperparameter is still a rule such as ``"median"``."""
+        return True
+
+    def gram(self, X: Any, Y: Any = None) -> np.ndarray:
+        """The Gram matrix ``K[i, j] = k(X[i], Y[j])`` (``Y = X`` when omitted).
+
+        With ``Y`` omitted the result is exactly symmetric and its diagonal equals
+        :meth:`diag`.
+        """
+        self._require_fitted()
+        if Y is None:
+            Xv = self.check_sample(X)
+            return self.symmetric_gram(Xv)
+        Xv, Yv = self.check_pair(X, Y)
+        return self.rectangular_gram(Xv, Yv)
+
+    def diag(self, X: Any) -> np.ndarray:
+        """``k(x_i, x_i)`` for every point of X, without forming the Gram matrix."""
+        self._require_fitted()
+        Xv = self.check_sample(X)
+        return self.diag_tile(Xv)
+
+    def features(self, X: Any) -> np.ndarray:
+        """An explicit feature map Φ with ``Φ(X) Φ(Y)ᵀ = gram(X, Y)``, where one exists."""
+        if not self.has_features:
+            raise MonkError(f"Kernel {self.name!r} has no explicit finite feature map.")
+        self._require_fitted()
+        Xv = self.check_sample(X)
+        return self.compute_features(Xv)
+
+    def pair_values(self, A: Any, B: Any) -> np.ndarray:
+        """k(a_l, b_l) for the pairs l of two validated samples of one length (the diagonal
+        of k(A, B), without the rest): from ``gram_tile`` on blocks of
+        :data:`PAIR_BLOCK` pairs, so it costs PAIR_BLOCK kernel values a pair. A kernel
+        may override it with a direct formula."""
+        if len(A) != len(B):
+            raise DataError(f"pair_values needs two samples of one length; got {len(A)} and {len(B)}.")
+        out = np.empty(len(A))
+        for a in range(0, len(A), PAIR_BLOCK):
+            out[a : a + PAIR_BLOCK] = np.diagonal(self.gram_tile(A[a : a + PAIR_BLOCK], B[a : a + PAIR_BLOCK]))
+        return out
+
+    def spectral_frequencies(self, d: int, n_features: int, rng: np.random.Generator) -> np.ndarray | None:
+        """ω_1..ω_D drawn from the spectral density of a translation-invariant kernel
+        k(x, y) = κ(x − y) = κ(0) E_ω cos(ωᵀ(x − y)) (Bochner), as a (D, d) array; None for
+        a kernel that is not translation-invariant (the default). Random Fourier features
+        (the ``rff`` estimator) are built from them."""
+        return None
+
+    def sup_diag(self) -> float | None:
+        """κ = sup_x k(x, x) over every possible input, or None when the kernel is unbounded.
+
+        A bounded kernel declares it by overriding this method (RBF and Laplace: 1; the
+        normalised string kernel: 1). Robust tests need it: with κ finite, replacing one
+        point moves the V-statistic MMD by at most :meth:`feature_diameter` / min(N, M)
+        (see :func:`monk_framework.two_sample.robust.mmd_sensitivity`). The default, None, claims
+        nothing, so an unknown kernel is treated as unbounded.
+        """
+        return None
+
+    def feature_diameter(self) -> float | None:
+        """D = sup_{x, x'} ‖φ(x) − φ(x')‖_H, or None when the kernel is unbounded.
+
+        ‖φ(x) − φ(x')‖² = k(x, x) + k(x', x') − 2k(x, x') ≤ 2κ + 2κ by Cauchy–Schwarz,
+        so D ≤ 2√κ; a kernel with ``nonnegative = True`` has k(x, x') ≥ 0, so D ≤ √(2κ)
+        (√2 for the RBF and Laplace kernels). Plugins may override it with a tighter value.
+        """
+        kappa = self.sup_diag()
+        if kappa is None:
+            return None
+        return math.sqrt(2.0 * kappa) if self.nonnegative else 2.0 * math.sqrt(kappa)
+
+    def gaussian_mmd2(
+        self, mean_x: Any, cov_x: Any, mean_y: Any, cov_y: Any
+    ) -> float:
+        """Closed-form MMD² between N(mean_x, cov_x) and N(mean_y, cov_y), where known.
+
+        MMD² = E k(x, x') + E k(y, y') − 2 E k(x, y) with independent copies; each
+        expectation comes from the kernel's ``gaussian_expectation``.
+        """
+        m1, c1 = _as_gaussian(mean_x, cov_x)
+        m2, c2 = _as_gaussian(mean_y, cov_y)
+        if m1.shape != m2.shape:
+            raise DataError("The two Gaussians live in spaces of different dimensions.")
+        self._require_fitted()
+        e = self.gaussian_expectation
+        return float(e(m1, c1, m1, c1) + e(m2, c2, m2, c2) - 2.0 * e(m1, c1, m2, c2))
+
+    # -- the core a plugin implements ------------------------------------------------
+
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
+        """The rectangle k(X[i], Y[j]) for validated inputs (a chunk of rows of X)."""
+        return np.asarray(renamed_hook(self, "_gram", "compute_gram")(X, Y))
+
+    def compute_diag(self, X: Any) -> np.ndarray:
+        """k(X[i], X[i]) for validated inputs."""
+        return np.asarray(renamed_hook(self, "_diag", "compute_diag")(X))
+
+    def compute_features(self, X: Any) -> np.ndarray:
+        """Φ(X), rows the explicit features of the points (kernels with ``has_features``)."""
+        return np.asarray(renamed_hook(self, "_features", "compute_features")(X))
+
+    def compute_block_gram(self, Z: Any, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
+        """Wᵀ K W for the Gram matrix K of a validated sample Z, with ``diag`` on its
+        diagonal, and a dense n × c weight matrix W with a few columns, computed directly
+        without tiles of K; or None (the default) when the kernel has no such shortcut,
+        and the caller walks the tiles.
+
+        Matrix-free sources call it for the within-block sums of the MONK estimators (two
+        indicator columns per block), where a compiled loop that adds each pair's value
+        as it goes beats forming the tiles (the RBF kernel:
+        :func:`monk_framework.numerics.compiled.exp_squared_distance_form`)."""
+        return None
+
+    def gaussian_expectation(
+        self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray
+    ) -> float:
+        """E k(x, y) for independent x ~ N(m1, c1), y ~ N(m2, c2)."""
+        raise MonkError(f"Kernel {self.name!r} has no closed-form MMD between Gaussians.")
+
+    # -- machinery -------------------------------------------------------------------
+
+    def _require_fitted(self) -> None:
+        if not self.is_fitted:
+            raise MonkError(
+                f"Kernel {self.spec()} has a data-dependent hyperparameter; resolve it on "
+                "the pooled sample first with kernel.fit(X, Y) (estimators do this)."
+            )
+
+    def check_finite(self, values: np.ndarray) -> np.ndarray:
+        """``values`` if every one is finite; else :class:`KernelOverflowError`, naming the
+        kernel. A kernel that computes its own Gram matrix (overriding
+        :meth:`symmetric_gram`) passes its result through this."""
+        # a kernel value that overflowed (or a plugin's NaN) must never become a number
+        if not np.isfinite(values).all():
+            raise KernelOverflowError(
+                f"Kernel {self.spec()} gives non-finite values (overflow to inf, or NaN) on "
+                "these data; rescale the data or change the kernel's parameters."
+            )
+        return values
+
+    def plugin_label(self) -> str:
+        """``kernel 'name' (module.Class)``: how errors about a plugin's values name it."""
+        cls = type(self)
+        return f"kernel {self.name!r} ({cls.__module__}.{cls.__qualname__})"
+
+    def gram_tile(self, X: Sample, Y: Sample, *, check: bool = True) -> np.ndarray:
+        """k(X[i], Y[j]) for validated samples (a tile of a Gram matrix): ``compute_gram``'s values,
+        checked for shape and finiteness. What Gram sources and chunked loops evaluate; no
+        memory check and no symmetry (use :meth:`gram` for a whole Gram matrix).
+
+        ``check=False`` leaves the finiteness to the caller, who must pass what it derives
+        from the tile through :meth:`check_finite` (a matrix-free product does: a NaN or
+        an infinity reaches every sum of its row, so one check of the sums covers it)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = np.asarray(self.compute_gram(X, Y), dtype=np.float64)
+        # a wrong shape would be broadcast into the Gram matrix without a word
+        if values.shape != (len(X), len(Y)):
+            raise KernelContractError(
+                f"{self.plugin_label()}: compute_gram returned shape {values.shape} for {len(X)} x {len(Y)} "
+                f"points; it must return the whole rectangle k(X[i], Y[j]), shape ({len(X)}, {len(Y)})."
+            )
+        return self.check_finite(values) if check else values
+
+    def direct_block_gram(self, Z: Sample, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
+        """``compute_block_gram``'s Wᵀ K W, checked for shape and finiteness, or None when
+        the kernel has no direct form for these inputs."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            G = self.compute_block_gram(Z, W, diag)
+        if G is None:
+            return None
+        G = np.asarray(G, dtype=np.float64)
+        if G.shape != (W.shape[1], W.shape[1]):
+            raise KernelContractError(
+                f"{self.plugin_label()}: compute_block_gram returned shape {G.shape} for {W.shape[1]} weight "
+                f"columns; it must return W'KW, shape ({W.shape[1]}, {W.shape[1]})."
+            )
+        return self.check_finite(G)
+
+    def diag_tile(self, X: Sample) -> np.ndarray:
+        """k(x_i, x_i) for a validated sample: ``compute_diag``'s values, checked for shape,
+        finiteness and (PSD kernels) sign."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = np.asarray(self.compute_diag(X), dtype=np.float64)
+        if values.shape != (len(X),):
+            raise KernelContractError(
+                f"{self.plugin_label()}: compute_diag returned shape {values.shape} for {len(X)} points; "
+                f"it must return k(x_i, x_i) for each, shape ({len(X)},)."
+            )
+        values = self.check_finite(values)
+        if self.is_psd and len(values) and values.min() < -CONTRACT_RTOL * float(np.abs(values).max()):
+            i = int(np.argmin(values))
+            raise KernelContractError(
+                f"{self.plugin_label()} is not positive semi-definite: k(x, x) = {values[i]:.6g} < 0 "
+                f"for point {i} (a PSD kernel has k(x, x) = ||phi(x)||^2 >= 0)."
+            )
+        return values
+
+    def _chunk_rows(self, n_cols: int) -> int:
+        return max(32, CHUNK_BYTES // (8 * max(n_cols, 1)))
+
+    def symmetric_gram(self, X: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
+        """K = k(X, X) of one validated sample, exactly symmetric with ``diag_tile`` on its
+        diagonal, built in row bands of ``CHUNK_BYTES``, each diagonal block checked
+        against the kernel contract. A kernel with a faster symmetric computation (the
+        SSK) may override it; the override must return the same exactly symmetric matrix.
+
+        ``run_bands(work, bands)`` calls ``work(start, stop)`` for every band; the default
+        runs them here, one after another. The engine passes its own runner, which
+        spreads the bands over the machine's cores (every band writes its own entries, so
+        the matrix is the same bit for bit).
+        """
+        run_bands = run_bands or in_turn
+        n = len(X)
+        check_memory(n, n)
+        K = np.empty((n, n), dtype=np.float64)
+        diag = self.diag_tile(X)
+        step = self._chunk_rows(n)
+
+        def band(start: int, stop: int) -> None:
+            # writes rows start:stop from column start on, and their mirror below the
+            # diagonal block: no two bands write the same entries
+            K[start:stop, start:] = self.gram_tile(X[start:stop], X[start:])
+            self.check_diagonal_block(K[start:stop, start:stop], diag[start:stop], start)
+            K[stop:, start:stop] = K[start:stop, stop:].T
+            block = K[start:stop, start:stop]
+            upper = np.triu(block, 1)
+            block[...] = upper + upper.T
+
+        run_bands(band, [(start, min(start + step, n)) for start in range(0, n, step)])
+        np.fill_diagonal(K, diag)
+        return K
+
+    def check_diagonal_block(self, block: np.ndarray, diag: np.ndarray, offset: int) -> None:
+        """Cheap checks on a diagonal block k(X_b, X_b), the one place where ``compute_gram`` and
+        ``compute_diag`` meet (the mirroring and the diagonal fill would hide a fault otherwise):
+
+        * symmetry, k(x, x′) = k(x′, x);
+        * ``compute_gram``'s diagonal equals ``compute_diag`` (to 1e-6 of the block's scale: the
+          distance identities round differently from k(x, x) itself);
+        * Cauchy–Schwarz, |k(x, x′)|² ≤ k(x, x) k(x′, x′), which every PSD kernel obeys.
+
+        The pairwise checks look at the block's leading CONTRACT_CHECK_POINTS points only,
+        so they stay a small fraction of the Gram matrix's cost (a plugin's fault is
+        systematic, not confined to some pairs).
+        """
+        if not block.size:
+            return
+        label = self.plugin_label()
+        off = np.abs(np.diagonal(block) - diag)
+        scale = max(float(np.abs(np.diagonal(block)).max()), float(np.abs(diag).max()), 1e-300)
+        if off.max() > DIAG_RTOL * scale:
+            i = int(np.argmax(off))
+            raise KernelContractError(
+                f"{label}: compute_diag gives k(x_{offset + i}, x_{offset + i}) = {diag[i]:.6g} but compute_gram gives "
+                f"{block[i, i]:.6g}; the two must agree."
+            )
+        block, diag = block[:CONTRACT_CHECK_POINTS, :CONTRACT_CHECK_POINTS], diag[:CONTRACT_CHECK_POINTS]
+        scale = max(float(np.abs(block).max()), scale)
+        gap = np.abs(block - block.T)
+        if gap.max() > CONTRACT_RTOL * scale:
+            i, j = (int(v) for v in np.unravel_index(int(np.argmax(gap)), gap.shape))
+            raise KernelContractError(
+                f"{label} is not symmetric: k(x_{offset + i}, x_{offset + j}) = {block[i, j]:.6g} "
+                f"but k(x_{offset + j}, x_{offset + i}) = {block[j, i]:.6g}."
+            )
+        if self.is_psd:
+            root = np.sqrt(np.maximum(diag, 0.0))
+            excess = np.abs(block) - np.outer(root, root)
+            np.fill_diagonal(excess, 0.0)
+            if excess.max() > DIAG_RTOL * scale:
+                i, j = (int(v) for v in np.unravel_index(int(np.argmax(excess)), excess.shape))
+                raise KernelContractError(
+                    f"{label} is not positive semi-definite: |k(x_{offset + i}, x_{offset + j})| = "
+                    f"{abs(block[i, j]):.6g} exceeds sqrt(k(x, x) k(x', x')) = {root[i] * root[j]:.6g} "
+                    "(Cauchy-Schwarz holds for every PSD kernel)."
+                )
+
+    def rectangular_gram(self, X: Sample, Y: Sample) -> np.ndarray:
+        """k(X, Y) of two validated samples, filled in row chunks of ``CHUNK_BYTES`` after a
+        memory check. A kernel with a faster whole-matrix computation may override it."""
+        n, m = len(X), len(Y)
+        check_memory(n, m)
+        K = np.empty((n, m), dtype=np.float64)
+        step = self._chunk_rows(m)
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            K[start:stop] = self.gram_tile(X[start:stop], Y)
+        return K
+
+
+def check_squared_norm(kernel: Kernel, value: float, scale: float, what: str) -> float:
+    """Return ``value``, a squared RKHS norm ‖Σ c_i φ(z_i)‖² = cᵀKc, after checking it is not negative.
+
+    A PSD kernel gives cᵀKc ≥ 0 for every c, so a value below −CONTRACT_RTOL · ``scale``
+    (``scale``: the size of the terms it was summed from, e.g. Σ|c_i||c_j||K_ij|) proves
+    that ``kernel`` is not PSD on these points. ``what`` names the quantity (e.g. "the
+    V-statistic MMD^2"). Cheap checks for estimators that already hold such a value.
+    """
+    if kernel.is_psd and value < -CONTRACT_RTOL * max(abs(scale), 1e-300):
+        raise KernelContractError(
+            f"{kernel.plugin_label()} is not positive semi-definite on these data: {what} is "
+            f"{value:.6g} < 0, which no PSD kernel can give."
+        )
+    return value
+
+
+def _as_gaussian(mean: Any, cov: Any) -> tuple[np.ndarray, np.ndarray]:
+    m = np.atleast_1d(np.asarray(mean, dtype=np.float64))
+    c = np.asarray(cov, dtype=np.float64)
+    if c.ndim == 0:
+        c = c * np.eye(m.size)
+    if m.ndim != 1 or c.shape != (m.size, m.size):
+        raise DataError(
+            f"A Gaussian needs a mean of shape (d,) and a covariance of shape (d, d); "
+            f"got {m.shape} and {c.shape}."
+        )
+    return m, c
+
+
+# -- kernels built from kernels: k1 + k2, k1 * k2 and c * k ------------------------------
+#
+# Sums and products of positive semi-definite kernels are positive semi-definite (Schur's
+# product theorem for the product), and so is c·k for c > 0; so the results are kernels for
+# every estimator and test. Data-dependent hyperparameters of the parts are fitted on the
+# same pooled sample. A composite is bounded when its parts are: sup k(x, x) is κ₁ + κ₂,
+# κ₁κ₂ and cκ. Its JSON form names the parts, {"left": {"name": ..., "params": ...},
+# "right": ...}; Registry.kernel_from_spec rebuilds it.
+
+
+def _as_kernel(value: Any) -> Kernel:
+    if isinstance(value, Kernel):
+        return value
+    raise ParameterError(
+        f"A kernel combination takes kernels; got {type(value).__name__} (a kernel's JSON form is "
+        "rebuilt by monk_framework.core.registry.kernel_from_spec)."
+    )
+
+
+def _same_input(instance: Any, attribute: attrs.Attribute, value: Kernel) -> None:
+    left = instance.left
+    if value is not left and value.input_kind != left.input_kind:
+        raise ParameterError(
+            f"Cannot combine kernel {left.name!r} ({left.input_kind}s) with kernel {value.name!r} ({value.input_kind}s)."
+        )
+
+
+def _spec_of(kernel: Kernel) -> dict[str, Any]:
+    return {"name": kernel.name, "params": kernel.params()}
+
+
+@attrs.frozen(kw_only=True)
+class _Pair(Kernel):
+    """Two kernels on the same input kind, combined pointwise."""
+
+    left: Kernel = attrs.field(converter=_as_kernel)
+    right: Kernel = attrs.field(converter=_as_kernel, validator=_same_input)
+    symbol: ClassVar[str] = "?"
+
+    @property
+    def input_kind(self) -> str:  # type: ignore[override]
+        return self.left.input_kind
+
+    @property
+    def is_psd(self) -> bool:  # type: ignore[override]
+        return self.left.is_psd and self.right.is_psd
+
+    @property
+    def nonnegative(self) -> bool:  # type: ignore[override]
+        return self.left.nonnegative and self.right.nonnegative
+
+    @property
+    def is_fitted(self) -> bool:
+        return self.left.is_fitted and self.right.is_fitted
+
+    def fit(self, X: Any, Y: Any = None) -> Any:
+        return attrs.evolve(self, left=self.left.fit(X, Y), right=self.right.fit(X, Y))
+
+    def params(self) -> dict[str, Any]:
+        return {"left": _spec_of(self.left), "right": _spec_of(self.right)}
+
+    def spec(self) -> str:
+        return f"({self.left.spec()} {self.symbol} {self.right.spec()})"
+
+
+@attrs.frozen(kw_only=True)
+class SumKernel(_Pair):
+    """k(x, y) = k₁(x, y) + k₂(x, y)."""
+
+    name: ClassVar[str] = "sum"
+    summary: ClassVar[str] = "The sum of two kernels."
+    formula: ClassVar[str] = "k(x, y) = k1(x, y) + k2(x, y)"
+    symbol: ClassVar[str] = "+"
+
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
+        return self.left.gram_tile(X, Y) + self.right.gram_tile(X, Y)
+
+    def compute_diag(self, X: Any) -> np.ndarray:
+        return self.left.diag_tile(X) + self.right.diag_tile(X)
+
+    def sup_diag(self) -> float | None:
+        a, b = self.left.sup_diag(), self.right.sup_diag()
+        return None if a is None or b is None else a + b
+
+    def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+        # expectation is linear
+        return self.left.gaussian_expectation(m1, c1, m2, c2) + self.right.gaussian_expectation(m1, c1, m2, c2)
+
+
+@attrs.frozen(kw_only=True)
+class ProductKernel(_Pair):
+    """k(x, y) = k₁(x, y) · k₂(x, y)."""
+
+    name: ClassVar[str] = "product"
+    summary: ClassVar[str] = "The product of two kernels."
+    formula: ClassVar[str] = "k(x, y) = k1(x, y) * k2(x, y)"
+    symbol: ClassVar[str] = "*"
+
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
+        return self.left.gram_tile(X, Y) * self.right.gram_tile(X, Y)
+
+    def compute_diag(self, X: Any) -> np.ndarray:
+        return self.left.diag_tile(X) * self.right.diag_tile(X)
+
+    def sup_diag(self) -> float | None:
+        a, b = self.left.sup_diag(), self.right.sup_diag()
+        return None if a is None or b is None else a * b
+
+
+def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not (np.isfinite(value) and value > 0):
+        raise ParameterError(f"A kernel can be scaled by a finite number > 0 only (c·k stays PSD); got {value!r}.")
+
+
+@attrs.frozen(kw_only=True)
+class ScaledKernel(Kernel):
+    """k(x, y) = c · k₀(x, y), c > 0."""
+
+    name: ClassVar[str] = "scaled"
+    summary: ClassVar[str] = "A kernel times a constant c > 0."
+    formula: ClassVar[str] = "k(x, y) = c * k0(x, y)"
+
+    c: float = attrs.field(converter=float, validator=_positive)
+    kernel: Kernel = attrs.field(converter=_as_kernel)
+
+    @property
+    def input_kind(self) -> str:  # type: ignore[override]
+        return self.kernel.input_kind
+
+    @property
+    def is_psd(self) -> bool:  # type: ignore[override]
+        return self.kernel.is_psd
+
+    @property
+    def nonnegative(self) -> bool:  # type: ignore[override]
+        return self.kernel.nonnegative
+
+    @property
+    def is_fitted(self) -> bool:
+        return self.kernel.is_fitted
+
+    def fit(self, X: Any, Y: Any = None) -> Any:
+        return attrs.evolve(self, kernel=self.kernel.fit(X, Y))
+
+    def params(self) -> dict[str, Any]:
+        return {"c": self.c, "kernel": _spec_of(self.kernel)}
+
+    def spec(self) -> str:
+        return f"{self.c:g} * {self.kernel.spec()}"
+
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
+        return self.c * self.kernel.gram_tile(X, Y)
+
+    def compute_diag(self, X: Any) -> np.ndarray:
+        return self.c * self.kernel.diag_tile(X)
+
+    def sup_diag(self) -> float | None:
+        kappa = self.kernel.sup_diag()
+        return None if kappa is None else self.c * kappa
+
+    def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
+        return self.c * self.kernel.gaussian_expectation(m1, c1, m2, c2)
+
+
+#: the combinations by the name their JSON form carries
+COMPOSITES: dict[str, type[Kernel]] = {"sum": SumKernel, "product": ProductKernel, "scaled": ScaledKernel}
+
+
+def scale(c: Any, kernel: Kernel) -> Kernel:
+    """c · k, refusing what is not a number."""
+    if isinstance(c, bool) or not isinstance(c, numbers.Real):
+        raise ParameterError(f"A kernel can be multiplied by a number or a kernel; got {type(c).__name__}.")
+    return ScaledKernel(c=float(c), kernel=kernel)
+
+
+# -- reductions an embedding needs, within the memory budget -------------------------------
+
+
+def _fits(n: int, m: int, budget: int | None) -> bool:
+    budget = memory_budget() if budget is None else budget
+    return budget is None or 8.0 * n * m <= budget
+
+
+def _row_tiles(kernel: Kernel, A: Sample, B: Sample, budget: int | None) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, K(A[start:stop], B)) row tiles of at most a quarter of the budget."""
+    budget = memory_budget() if budget is None else budget
+    m = len(B)
+    step = max(1, max(8 * m, min(CHUNK_BYTES, (budget or CHUNK_BYTES) // 4)) // (8 * m))
+    for a in range(0, len(A), step):
+        yield a, kernel.gram_tile(A[a : a + step], B)
+
+
+def weighted_gram(kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, *, budget: int | None = None) -> np.ndarray:
+    """K(A, B) v for validated samples: from the stored Gram matrix when it fits in
+    ``budget`` bytes (default: the memory budget), else from row tiles computed on the
+    fly (an embedding's witness values never need its whole Gram matrix)."""
+    if _fits(len(A), len(B), budget):
+        return kernel.rectangular_gram(A, B) @ v
+    out = np.empty(len(A))
+    for a, tile in _row_tiles(kernel, A, B, budget):
+        out[a : a + len(tile)] = tile @ v
+    return out
+
+
+def bilinear(kernel: Kernel, A: Sample, B: Sample | None, u: np.ndarray, v: np.ndarray, *, budget: int | None = None) -> float:
+    """uᵀ K(A, B) v (B = A when None: the symmetric Gram matrix), stored within the budget
+    and in row tiles over it (an embedding's norm and inner products)."""
+    other = A if B is None else B
+    if _fits(len(A), len(other), budget):
+        return float(u @ (kernel.symmetric_gram(A) if B is None else kernel.rectangular_gram(A, B)) @ v)
+    return float(sum(u[a : a + len(tile)] @ (tile @ v) for a, tile in _row_tiles(kernel, A, other, budget)))

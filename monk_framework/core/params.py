@@ -1,0 +1,309 @@
+"""Parameters of kernels, estimators and data sets.
+
+Every configurable object of the library is an immutable attrs class whose fields
+are declared with :func:`parameter`. The validator factories here write messages in
+scikit-learn's wording ("The 'sigma' parameter of RBFKernel must be a float > 0.
+Got -1.0 instead.") so that an invalid kernel or estimator cannot be constructed and
+the user learns what is allowed. :class:`Configurable` gives every such class the
+same introspection (:meth:`~Configurable.parameters`) and the one named constructor
+through which outside data (CLI strings, JSON) enters (:meth:`~Configurable.from_params`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Self
+
+import attrs
+
+from monk_framework.core.errors import ParameterError, UnknownNameError
+
+__all__ = [
+    "Check",
+    "Configurable",
+    "ParameterInfo",
+    "boolean",
+    "integer",
+    "one_of",
+    "parameter",
+    "parse_spec",
+    "parse_value",
+    "spec_label",
+    "real",
+    "real_or",
+    "renamed_hook",
+    "integer_or",
+]
+
+
+@attrs.frozen
+class Check:
+    """An attrs validator that knows how to describe what it accepts."""
+
+    description: str
+    test: Callable[[Any], bool]
+
+    def __call__(self, instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        ok = False
+        try:
+            ok = bool(self.test(value))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ParameterError(
+                f"The {attribute.name!r} parameter of {type(instance).__name__} must be "
+                f"{self.description}. Got {value!r} instead."
+            )
+
+
+def _is_real(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def _bounds(gt: float | None, ge: float | None, lt: float | None, le: float | None) -> str:
+    lo = f"({gt:g}" if gt is not None else (f"[{ge:g}" if ge is not None else None)
+    hi = f"{lt:g})" if lt is not None else (f"{le:g}]" if le is not None else None)
+    if lo and hi:
+        return f" in {lo}, {hi}"
+    if lo:
+        return f" {'>' if gt is not None else '>='} {lo[1:]}"
+    if hi:
+        return f" {'<' if lt is not None else '<='} {hi[:-1]}"
+    return ""
+
+
+def _in_bounds(
+    x: float, gt: float | None, ge: float | None, lt: float | None, le: float | None
+) -> bool:
+    return (
+        (gt is None or x > gt)
+        and (ge is None or x >= ge)
+        and (lt is None or x < lt)
+        and (le is None or x <= le)
+    )
+
+
+def real(
+    *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
+    le: float | None = None,
+) -> Check:
+    """A finite real number within the given bounds ("a float > 0")."""
+    return Check(
+        f"a float{_bounds(gt, ge, lt, le)}",
+        lambda v: _is_real(v) and _in_bounds(float(v), gt, ge, lt, le),
+    )
+
+
+def integer(*, ge: int | None = None, le: int | None = None) -> Check:
+    """An integer (not a bool) within the given bounds ("an int >= 1")."""
+    return Check(
+        f"an int{_bounds(None, ge, None, le)}",
+        lambda v: isinstance(v, numbers.Integral)
+        and not isinstance(v, bool)
+        and _in_bounds(int(v), None, ge, None, le),
+    )
+
+
+def boolean() -> Check:
+    """True or False."""
+    return Check("a bool (true or false)", lambda v: isinstance(v, bool))
+
+
+def one_of(*choices: Any) -> Check:
+    """One of a fixed set of values."""
+    listing = ", ".join(repr(c) for c in choices)
+    return Check(f"one of {listing}", lambda v: v in choices)
+
+
+def real_or(
+    *choices: str, gt: float | None = None, ge: float | None = None,
+    lt: float | None = None, le: float | None = None,
+) -> Check:
+    """A bounded real number or one of a few named rules ("a float > 0 or 'median'")."""
+    listing = " or ".join(repr(c) for c in choices)
+    return Check(
+        f"a float{_bounds(gt, ge, lt, le)} or {listing}",
+        lambda v: (isinstance(v, str) and v in choices)
+        or (_is_real(v) and _in_bounds(float(v), gt, ge, lt, le)),
+    )
+
+
+def integer_or(*choices: str, ge: int | None = None, le: int | None = None) -> Check:
+    """A bounded integer or one of a few named rules ("an int >= 1 or 'auto'")."""
+    listing = " or ".join(repr(c) for c in choices)
+    return Check(
+        f"an int{_bounds(None, ge, None, le)} or {listing}",
+        lambda v: (isinstance(v, str) and v in choices)
+        or (
+            isinstance(v, numbers.Integral)
+            and not isinstance(v, bool)
+            and _in_bounds(int(v), None, ge, None, le)
+        ),
+    )
+
+
+def _to_float(value: Any) -> Any:
+    """Store real numbers as Python floats; leave anything else for the validator."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _to_int(value: Any) -> Any:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def parameter(
+    default: Any,
+    *,
+    doc: str,
+    check: Check | None = None,
+    kind: str = "any",
+) -> Any:
+    """Declare a documented, validated parameter field of an attrs class.
+
+    ``kind`` ("float", "int", "any") picks a converter so that numpy scalars and ints
+    given for a float parameter are stored as plain Python numbers (JSON-friendly).
+    """
+    converter = {"float": _to_float, "int": _to_int}.get(kind)
+    return attrs.field(
+        default=default,
+        validator=check,
+        converter=converter,
+        metadata={"doc": doc, "allowed": check.description if check else "any value"},
+    )
+
+
+@attrs.frozen
+class ParameterInfo:
+    """What a parameter is: its name, default, meaning and allowed values."""
+
+    name: str
+    default: Any
+    doc: str
+    allowed: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+class Configurable:
+    """Mixin of every plugin class: a name, a summary, a formula and parameters.
+
+    Subclasses are ``@attrs.frozen(kw_only=True)`` classes whose fields are declared
+    with :func:`parameter`; each must have a default so that ``cls()`` is valid.
+    """
+
+    #: kebab-case name used by the registry, the CLI and JSON results.
+    name: ClassVar[str] = ""
+    #: one line saying what the plugin is.
+    summary: ClassVar[str] = ""
+    #: the defining formula, in plain text (shown by ``monkfw describe``).
+    formula: ClassVar[str] = ""
+    #: what kind of plugin this is: "kernel" or "estimator" (set by the base classes).
+    plugin_type: ClassVar[str] = ""
+    #: other names the registry accepts for this plugin (e.g. "gaussian" for "rbf").
+    aliases: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def parameters(cls) -> tuple[ParameterInfo, ...]:
+        """The parameters of this class, in declaration order."""
+        return tuple(
+            ParameterInfo(
+                name=f.name,
+                default=f.default,
+                doc=f.metadata.get("doc", ""),
+                allowed=f.metadata.get("allowed", "any value"),
+            )
+            for f in attrs.fields(cls)  # type: ignore[arg-type]
+            if f.init and not f.name.startswith("_")
+        )
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Self:
+        """Build from outside data (a JSON dict, parsed CLI ``key=value`` pairs).
+
+        Unknown parameter names raise :class:`~monk_framework.core.errors.UnknownNameError`
+        listing the valid ones; values are validated by the class.
+        """
+        given = {**(params or {}), **kwargs}
+        known = [p.name for p in cls.parameters()]
+        for key in given:
+            if key not in known:
+                raise UnknownNameError(f"parameter of {cls.plugin_type} {cls.name!r}:", key, known)
+        return cls(**given)
+
+    def params(self) -> dict[str, Any]:
+        """The parameter values of this object, JSON-friendly."""
+        return {p.name: getattr(self, p.name) for p in self.parameters()}
+
+    def spec(self) -> str:
+        """``name(key=value, ...)``: how this object is shown in tables and logs."""
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{self.name}({inner})"
+
+
+def renamed_hook(obj: Any, old: str, new: str) -> Callable[..., Any]:
+    """A plugin's implementation of a core method under the previous release's name
+    (``_gram``, ``_diag``, ``_features``, ``_gaussian_expectation``, ``_estimate``,
+    ``_embed``), with a DeprecationWarning; NotImplementedError when it has neither."""
+    method = getattr(type(obj), old, None)
+    if method is None:
+        raise NotImplementedError(f"{type(obj).__qualname__} must implement {new}().")
+    warnings.warn(
+        f"{type(obj).__qualname__}.{old} is the previous release's name of {new}; rename it "
+        "(the old name goes in the next release).",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return method.__get__(obj)
+
+
+def parse_value(text: str) -> Any:
+    """Turn a command-line value into a Python value.
+
+    ``true``/``false`` become bools, integers ints, other numbers floats; anything
+    else stays a string (validators then say whether it is allowed).
+    """
+    lowered = text.strip().lower()
+    if lowered in {"true", "yes", "on"}:
+        return True
+    if lowered in {"false", "no", "off"}:
+        return False
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
+    """"name" or "name:key=value,key=value" -> (name, params), e.g. "monk-bcd:n_blocks=11"."""
+    if not isinstance(text, str) or not text.strip():
+        raise ParameterError(f"A plugin spec must be a non-empty string like 'monk-bcd:n_blocks=11'; got {text!r}.")
+    name, _, rest = text.strip().partition(":")
+    params: dict[str, Any] = {}
+    if rest.strip():
+        for item in rest.split(","):
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip() or not value.strip():
+                raise ParameterError(f"Bad parameter {item!r} in spec {text!r}: expected key=value.")
+            params[key.strip()] = parse_value(value)
+    return name.strip(), params
+
+
+def spec_label(name: str, params: Mapping[str, Any]) -> str:
+    """The canonical text of a spec (its label in results files and figures)."""
+    if not params:
+        return name
+    return name + ":" + ",".join(f"{k}={v}" for k, v in params.items())

@@ -1,0 +1,236 @@
+"""One memory budget for every path.
+
+``max_memory`` (bytes, or text such as ``"2GB"``, ``"512MiB"``, ``"64MB"``) bounds what a
+computation holds beyond its data: an estimate, an embedding, a permutation, split or
+robust test, and ``monkfw run/test --max-memory``. Without it the budget is
+:data:`DEFAULT_FRACTION` of the memory available when the work starts (the least of
+the machine's free memory, the ``ulimit -v`` room and the cgroup's room).
+
+Within the budget Gram matrices are stored; over it, every path that can works from
+tiles of the Gram matrix computed on the fly (a Gram source's bands, the classical
+statistics' kernel sums), with the same numbers to round-off.
+
+The budget is set for the duration of a call (:func:`max_memory`, a context manager)
+and read where a path chooses between a stored and a tiled Gram matrix
+(:func:`memory_budget`).
+
+The same call may name a remote backend (Dask) over whose workers the Gram reductions
+of one job are spread (:func:`spread_over`, read by the engine through
+:func:`spreading`). These two settings, and the machine's memory probe
+(:func:`available_memory`), are everything the engine learns from the caller besides
+the mathematics it is asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any, TypeVar, cast
+
+from monk_framework.core.errors import ParameterError, ResourceError
+
+__all__ = [
+    "DEFAULT_FRACTION",
+    "available_memory",
+    "budgeted",
+    "check_memory",
+    "format_bytes",
+    "max_memory",
+    "memory_budget",
+    "parse_memory",
+    "reuse_freed_memory",
+    "spread_over",
+    "spreading",
+]
+
+#: the budget without ``max_memory``: this fraction of the available memory
+DEFAULT_FRACTION = 0.5
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_LIMIT: ContextVar[int | None] = ContextVar("max_memory", default=None)
+_SPREAD: ContextVar[Any] = ContextVar("spread_backend", default=None)
+
+
+def parse_memory(value: Any) -> int:
+    """Bytes from a count or a text such as ``"2GB"`` (10⁹), ``"2GiB"`` (2³⁰), ``"64MB"``."""
+    if isinstance(value, bool):
+        raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {value!r}.")
+    if isinstance(value, (int, float)):
+        number, unit = float(value), ""
+    elif isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if match is None or match[2].lower() not in _UNITS:
+            raise ParameterError(
+                f"max_memory: cannot read {value!r}; give bytes or a size such as '2GB', '512MiB', '64MB'."
+            )
+        number, unit = float(match[1]), match[2].lower()
+    else:
+        raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {type(value).__name__}.")
+    nbytes = int(number * _UNITS[unit])
+    if not nbytes > 0:
+        raise ParameterError(f"max_memory must be more than 0 bytes; got {value!r}.")
+    return nbytes
+
+
+def memory_budget() -> int | None:
+    """The bytes a computation may hold now: the ``max_memory`` in force, else
+    :data:`DEFAULT_FRACTION` of the available memory (None if that is unknown)."""
+    limit = _LIMIT.get()
+    if limit is not None:
+        return limit
+    avail = available_memory()
+    return None if avail is None else int(DEFAULT_FRACTION * avail)
+
+
+@contextlib.contextmanager
+def max_memory(value: Any) -> Iterator[int | None]:
+    """Hold the budget at ``value`` (None: leave it as it is) inside the ``with`` block."""
+    if value is None:
+        yield _LIMIT.get()
+        return
+    token = _LIMIT.set(parse_memory(value))
+    try:
+        yield _LIMIT.get()
+    finally:
+        _LIMIT.reset(token)
+
+
+def spreading() -> Any:
+    """The remote backend the Gram reductions of the current job run on, or None (here)."""
+    return _SPREAD.get()
+
+
+@contextlib.contextmanager
+def spread_over(backend: Any) -> Iterator[Any]:
+    """Spread the Gram reductions inside the block over ``backend``'s workers. Nothing
+    changes for None or a backend that runs in this process (``backend.remote`` false):
+    the work stays here."""
+    if backend is None or not getattr(backend, "remote", False):
+        yield None
+        return
+    token = _SPREAD.set(backend)
+    try:
+        yield backend
+    finally:
+        _SPREAD.reset(token)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def budgeted(func: F) -> F:
+    """Run ``func`` under the budget its keyword ``max_memory`` names (the entry points of
+    estimates and tests declare ``max_memory=None`` and are wrapped by this)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with max_memory(kwargs.get("max_memory")):
+            return func(*args, **kwargs)
+
+    return cast(F, wrapper)
+
+
+#: glibc's mallopt parameters
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: what :func:`reuse_freed_memory` sets: the Dask workers' values (backends.py)
+REUSE_TRIM_THRESHOLD = 1 << 30
+REUSE_MMAP_THRESHOLD = 1 << 27
+
+
+def reuse_freed_memory() -> bool:
+    """Keep freed large arrays in this process for the next allocation (glibc only).
+
+    By default glibc gives an array above a few hundred kB back to the operating system
+    when it is freed, and the next Gram matrix or indicator block of the same size is
+    faulted in again page by page: a u-stat test at N = M = 1000, B = 1000 spent about
+    10 ms of its 124 on that (docs/performance.md). This raises glibc's mmap threshold to
+    128 MB and its trim threshold to 1 GB, so freed memory up to that much stays in the
+    process and is reused. The price: the process's resident memory does not shrink
+    after a large computation. ``monkfw`` calls it at start; a library user may call it
+    once. Returns whether it applied (False where the C library is not glibc).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, REUSE_MMAP_THRESHOLD)) and bool(
+            libc.mallopt(_M_TRIM_THRESHOLD, REUSE_TRIM_THRESHOLD)
+        )
+    except (OSError, AttributeError):
+        return False
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation, if known: the least of the
+    machine's available memory (Linux MemAvailable), the room left under this
+    process's address-space limit (``ulimit -v``) and under its cgroup's memory limit
+    (containers), so that a refusal happens before the allocation fails."""
+    limits = [v for v in (_mem_available(), _rlimit_room(), _cgroup_room()) if v is not None]
+    return min(limits) if limits else None
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _rlimit_room() -> int | None:
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status", encoding="ascii") as handle:
+            used = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:"))
+        return max(soft - used, 0)
+    except (ImportError, OSError, ValueError, StopIteration):
+        return None
+
+
+def _cgroup_room() -> int | None:
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as handle:
+            text = handle.read().strip()
+        if text == "max":
+            return None
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as handle:
+            current = int(handle.read().strip())
+        return max(int(text) - current, 0)
+    except (OSError, ValueError):
+        return None
+
+
+def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
+    """Raise :class:`ResourceError` before allocating an n × m float64 matrix that cannot fit."""
+    need = 8 * n * m
+    avail = available_memory()
+    if avail is not None and need > 0.9 * avail:
+        raise ResourceError(
+            f"A {n} x {m} float64 {what} needs {format_bytes(need)} but only {format_bytes(avail)} of "
+            "memory are available; use fewer points or a matrix-free estimator."
+        )
+
+
+def format_bytes(nbytes: float) -> str:
+    """A byte count for messages: "7.45 GiB", or "12.0 MiB" below 128 MiB."""
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**27 else f"{nbytes / 2**20:.1f} MiB"

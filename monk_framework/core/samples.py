@@ -1,0 +1,104 @@
+"""Validated samples: what a kernel takes as input.
+
+A *sample* is, for vector kernels, an ``(n, d)`` float64 array (a 1-D array is ``n``
+points with one feature each); for string kernels a sequence of Python strings.
+Everything that enters the library from a user passes through :func:`as_vectors` or
+:func:`as_strings`, which reject NaN/inf, empty samples and malformed shapes with a
+message that names the sample and the offending point. Reading samples from files is
+the application's work (:mod:`monk_framework.app.loading`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from monk_framework.core.errors import DataError
+
+__all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension"]
+
+#: a validated sample: vectors as an (n, d) array, or strings as a list.
+Sample = np.ndarray | list[str]
+
+
+def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndarray:
+    """Validate a vector sample and return it as a C-contiguous ``(n, d)`` float64 array.
+
+    Raises
+    ------
+    DataError
+        if ``X`` is not numeric, not 1-D or 2-D, empty, or holds NaN or inf (the
+        message gives the index of the first bad point and feature).
+    """
+    if isinstance(X, str) or (
+        isinstance(X, Sequence) and len(X) > 0 and all(isinstance(x, str) for x in X)
+    ):
+        raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
+    try:
+        arr = np.asarray(X)
+    except (ValueError, TypeError) as exc:
+        raise DataError(f"{name} cannot be read as a numeric array ({exc}).") from None
+    if arr.dtype.kind in "US":
+        raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
+    if arr.dtype.kind not in "biuf":
+        raise DataError(
+            f"{name} must be a numeric array; got dtype {arr.dtype} "
+            "(ragged lists or Python objects are not samples)."
+        )
+    if arr.ndim == 0:
+        raise DataError(f"{name} is a single number; a sample needs a 1-D or 2-D array.")
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    elif arr.ndim > 2:
+        raise DataError(
+            f"{name} has {arr.ndim} dimensions (shape {arr.shape}); a sample is a 1-D "
+            "array (one feature per point) or a 2-D array (points x features)."
+        )
+    if arr.shape[0] == 0:
+        raise DataError(f"{name} is empty: it has no points.")
+    if arr.shape[1] == 0:
+        raise DataError(f"{name} has points with no features (shape {arr.shape}).")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        i, j = np.argwhere(~finite)[0]
+        bad = "NaN" if math.isnan(arr[i, j]) else "inf"
+        count = int((~finite).sum())
+        raise DataError(
+            f"{name} contains {bad} at point {i}, feature {j} "
+            f"({count} non-finite value{'s' if count > 1 else ''} in all); "
+            "remove or impute them first."
+        )
+    return arr
+
+
+def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[str]:
+    """Validate a string sample (a non-empty sequence of Python strings)."""
+    if isinstance(X, str):
+        raise DataError(f"{name} is a single string; a sample is a sequence of strings.")
+    if isinstance(X, np.ndarray) and X.dtype.kind in "biuf":
+        raise DataError(f"{name} holds numbers, but {user} needs strings.")
+    try:
+        items = list(X)
+    except TypeError:
+        raise DataError(f"{name} must be a sequence of strings; got {type(X).__name__}.") from None
+    if not items:
+        raise DataError(f"{name} is empty: it has no points.")
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise DataError(
+                f"{name}[{i}] is {type(item).__name__} {item!r}, but {user} needs strings."
+            )
+    return items
+
+
+def check_same_dimension(X: np.ndarray, Y: np.ndarray, *, names: tuple[str, str] = ("X", "Y")) -> None:
+    """Raise a :class:`DataError` if two vector samples differ in their number of features."""
+    if X.shape[1] != Y.shape[1]:
+        raise DataError(
+            f"{names[0]} has {X.shape[1]} feature(s) per point but {names[1]} has "
+            f"{Y.shape[1]}; both samples must live in the same space."
+        )

@@ -1,0 +1,19 @@
+"""The compute engine, asked for mathematics only.
+
+Statistics and plugins ask it for Gram matrices and their reductions (kernel sums,
+block Gram matrices WᵀKW, the quadratic forms of a batch of relabellings); it alone
+decides stored or tiled, threads or Dask workers, within the memory budget of
+:mod:`monk_framework.core.resources`.
+
+* :mod:`~monk_framework.engine.backends`: where tasks run (here, threads, Dask);
+* :mod:`~monk_framework.engine.kernel_values`: the one entrance for kernel values, and
+  bands on the cores;
+* :mod:`~monk_framework.engine.median_heuristic`: the median pairwise distance;
+* :mod:`~monk_framework.engine.partitions`, :mod:`~monk_framework.engine.lepski`:
+  blocks, the median convention and Lepski's choice of Q;
+* :mod:`~monk_framework.engine.gram_sources`, :mod:`~monk_framework.engine.reductions`,
+  :mod:`~monk_framework.engine.spread`: Gram sources (stored, matrix-free, on workers)
+  and their reductions;
+* :mod:`~monk_framework.engine.pooled`, :mod:`~monk_framework.engine.within_blocks`:
+  the pooled sample of a test and the relabellings' statistics.
+"""

@@ -1,0 +1,335 @@
+"""Where independent pieces of work run: in this process, or on a Dask cluster.
+
+A *backend* maps a top-level function over tasks, ``fn(task, shared)``, and yields
+``(index, result)`` pairs as tasks finish (not necessarily in order). ``shared`` is one
+object every task reads (a pooled sample, precomputed Gram matrices): the local backend
+passes it as it is, the Dask backend sends it to every worker once.
+
+Results never depend on the backend: every task carries its own seed, so the same
+tasks give the same numbers in whatever order and wherever they run (the tests check
+this against a real LocalCluster).
+
+* :class:`LocalBackend` (``"local"``): in this process, in order.
+* :class:`DaskBackend` (``"dask"``): on ``dask.distributed``, by default an embedded
+  ``LocalCluster`` with one single-threaded worker process per core, or an existing
+  cluster given its scheduler address (``tcp://host:port``). Needs the ``dask`` extra.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from monk_framework.core.errors import MonkError, ParameterError, optional_import
+from monk_framework.core.resources import REUSE_MMAP_THRESHOLD, REUSE_TRIM_THRESHOLD
+
+__all__ = [
+    "Backend", "LocalBackend", "ThreadBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend",
+    "for_bands", "in_order", "in_this_process", "on_this_thread", "one_blas_thread", "PARALLEL_MIN_BANDS",
+]
+
+#: fn(task, shared) -> result; must be a module-level function for the Dask backend.
+TaskFn = Callable[[Any, Any], Any]
+
+
+class Backend:
+    """Runs ``fn(task, shared)`` for every task; a context manager owning its resources."""
+
+    name = "backend"
+    #: whether the workers are other processes or machines (the Gram reductions of one
+    #: job are then spread over them, :func:`monk_framework.core.resources.spread_over`)
+    remote = False
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release workers and connections (nothing for the local backend)."""
+
+    @property
+    def workers(self) -> int:
+        """How many tasks can run at once."""
+        return 1
+
+    def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
+        """(index in ``tasks``, result) for each task as it finishes. ``shared`` is sent to
+        the workers once per call, unless it is what :meth:`share` returned (or a tuple
+        of such), which is already there."""
+        raise NotImplementedError
+
+    def share(self, obj: Any) -> Any:
+        """``obj`` placed on every worker once, for several calls to read (here: itself)."""
+        return obj
+
+    def map(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> list[Any]:
+        """The results in the order of ``tasks``."""
+        out: list[Any] = [None] * len(tasks)
+        for i, result in self.as_completed(fn, tasks, shared):
+            out[i] = result
+        return out
+
+
+class LocalBackend(Backend):
+    """In this process, one task after another, in order."""
+
+    name = "local"
+
+    def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
+        for i, task in enumerate(tasks):
+            yield i, fn(task, shared)
+
+    def __repr__(self) -> str:
+        return "LocalBackend()"
+
+
+class ThreadBackend(Backend):
+    """In this process, on a pool of ``n_threads`` threads (default: one per core), each
+    task with one BLAS thread: for numpy work that releases the GIL, such as the tiles of
+    a Gram matrix and their products, which then use every core. Results are the same
+    bits as :class:`LocalBackend` run with one BLAS thread."""
+
+    name = "threads"
+
+    def __init__(self, n_threads: int | None = None):
+        self.n_threads = n_threads or os.cpu_count() or 1
+
+    @property
+    def workers(self) -> int:
+        return self.n_threads
+
+    def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        with one_blas_thread(), ThreadPoolExecutor(self.n_threads) as pool:
+            futures = {pool.submit(_on_thread, fn, task, shared): i for i, task in enumerate(tasks)}
+            try:
+                for future in as_completed(futures):
+                    yield futures[future], future.result()
+            finally:
+                for future in futures:
+                    future.cancel()
+
+    def __repr__(self) -> str:
+        return f"ThreadBackend({self.n_threads})"
+
+
+_THREAD = threading.local()
+
+@contextlib.contextmanager
+def on_this_thread() -> Iterator[None]:
+    """Within it, :func:`in_this_process` gives the local backend on this thread: the
+    computations it starts here use no pool of threads, leaving the other cores to work
+    that runs beside them (a permutation test's draw of relabellings)."""
+    before = getattr(_THREAD, "busy", False)
+    _THREAD.busy = True
+    try:
+        yield
+    finally:
+        _THREAD.busy = before
+
+
+#: (number of loaded modules, threadpoolctl controller): scanning the loaded libraries
+#: costs 0.6 ms, limiting through a controller kept from the last scan 13 µs (measured)
+_BLAS_CONTROLLER: list[Any] = []
+
+
+def one_blas_thread() -> Any:
+    """A context manager under which BLAS runs on one thread (threadpoolctl's limit).
+
+    Besides leaving the cores to the library's own threads, it keeps OpenBLAS's thread
+    pool asleep: after a parallel call its idle threads spin for about 0.1 s, taking a
+    core from whatever runs next (docs/performance.md). The controller is kept between
+    calls and scanned again when a module has been imported since, which is how a new
+    BLAS library would arrive.
+    """
+    import sys
+
+    from threadpoolctl import ThreadpoolController
+
+    loaded = len(sys.modules)
+    if not _BLAS_CONTROLLER or _BLAS_CONTROLLER[0] != loaded:
+        _BLAS_CONTROLLER[:] = [loaded, ThreadpoolController()]
+    return _BLAS_CONTROLLER[1].limit(limits=1, user_api="blas")
+
+
+def _on_thread(fn: TaskFn, task: Any, shared: Any) -> Any:
+    """fn(task, shared) on a pool thread, marked so that work inside it stays on it."""
+    _THREAD.busy = True
+    try:
+        return fn(task, shared)
+    finally:
+        _THREAD.busy = False
+
+
+def in_this_process() -> Backend:
+    """The backend for the tasks of one computation here: threads over the cores, or
+    one after another inside a Dask worker (whose one thread is its share of a machine)
+    or inside a task already on a pool thread (no pools within pools)."""
+    import sys
+
+    if getattr(_THREAD, "busy", False):
+        return LocalBackend()
+
+    distributed = sys.modules.get("distributed")
+    if distributed is not None:
+        try:
+            distributed.get_worker()
+            return LocalBackend()
+        except ValueError:
+            pass
+    cores = os.cpu_count() or 1
+    return ThreadBackend(cores) if cores > 1 else LocalBackend()
+
+
+#: from this many bands (row bands, chunks of rows) on, a computation runs them on every core
+PARALLEL_MIN_BANDS = 4
+
+
+def for_bands(count: int) -> Backend:
+    """Where ``count`` independent bands of one computation run: on every core
+    (:func:`in_this_process`) from PARALLEL_MIN_BANDS bands on, else here in order."""
+    return in_this_process() if count >= PARALLEL_MIN_BANDS else LocalBackend()
+
+
+def in_order(results: Iterator[tuple[int, Any]]) -> Iterator[Any]:
+    """The results of ``as_completed`` in task order, each as soon as the ones before it are
+    in (so that sums over tasks add in one order wherever and however they ran)."""
+    waiting: dict[int, Any] = {}
+    nxt = 0
+    for i, result in results:
+        waiting[i] = result
+        while nxt in waiting:
+            yield waiting.pop(nxt)
+            nxt += 1
+
+
+def _import_distributed() -> Any:
+    return optional_import("distributed", "dask", "The Dask backend and --backend dask")
+
+
+class DaskBackend(Backend):
+    """On dask.distributed: an embedded LocalCluster, or the cluster at ``scheduler``.
+
+    ``n_workers`` sizes the embedded cluster (default: one single-threaded worker process
+    per core, so BLAS threads do not oversubscribe the machine); it is ignored with a
+    ``scheduler`` address. Tasks that raise are re-raised here with the worker's error.
+    """
+
+    name = "dask"
+    remote = True
+
+    def __init__(self, scheduler: str | None = None, *, n_workers: int | None = None, quiet: bool = True):
+        distributed = _import_distributed()
+        if n_workers is not None and n_workers < 1:
+            raise ParameterError(f"n_workers must be at least 1. Got {n_workers} instead.")
+        self.scheduler = scheduler
+        self._cluster = None
+        try:
+            if scheduler is None:
+                import logging
+
+                if quiet:
+                    logging.getLogger("distributed").setLevel(logging.ERROR)
+                import dask
+
+                # dask's default MALLOC_TRIM_THRESHOLD_ also fixes glibc's mmap threshold at
+                # 128 kB, so every tile a task allocates (MBs) is mapped and page-faulted
+                # anew: measured 27 % slower on one large test. Heap allocations up to
+                # 128 MB, and trimming above 1 GB, keep them in the worker's heap.
+
+                with dask.config.set({
+                    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": REUSE_TRIM_THRESHOLD,
+                    "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": REUSE_MMAP_THRESHOLD,
+                }):
+                    self._cluster = distributed.LocalCluster(
+                        n_workers=n_workers or os.cpu_count() or 1,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=":0",  # any free port: never clash with another cluster
+                    )
+                self.client = distributed.Client(self._cluster)
+            else:
+                self.client = distributed.Client(scheduler, timeout="10s")
+        except OSError as exc:
+            raise MonkError(f"Cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+        except (ValueError, TypeError) as exc:  # dask's own parse of the address
+            raise ParameterError(
+                f"The scheduler address {scheduler!r} (--scheduler) is not valid ({exc}); "
+                "expected something like tcp://host:8786."
+            ) from None
+
+    @property
+    def workers(self) -> int:
+        return max(1, sum(self.client.nthreads().values()))
+
+    def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
+        distributed = _import_distributed()
+        if not tasks:
+            return
+        n = len(tasks)
+        if isinstance(shared, tuple) and shared and _on_workers(shared, distributed):
+            # parts already on the workers: each is passed as its own argument (dask
+            # resolves Futures given directly), then handed to fn as the tuple
+            futures = self.client.map(_with_parts, list(tasks), [fn] * n, *[[part] * n for part in shared], pure=False)
+        else:
+            # one copy of the shared object per worker, not one per task (none if already there)
+            shared_future = shared if _on_workers(shared, distributed) else self.share(shared)
+            futures = self.client.map(fn, list(tasks), [shared_future] * n, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            for future in distributed.as_completed(futures):
+                yield index[future.key], future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def share(self, obj: Any) -> Any:
+        # in a one-item list: scatter would spread a tuple or list item by item
+        return self.client.scatter([obj], broadcast=True, hash=False)[0]
+
+    def close(self) -> None:
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+    def __repr__(self) -> str:
+        where = self.scheduler or f"LocalCluster({self.workers} workers)"
+        return f"DaskBackend({where})"
+
+
+def _with_parts(task: Any, fn: TaskFn, *parts: Any) -> Any:
+    """fn(task, parts) on a worker, the parts of a shared tuple resolved one by one."""
+    return fn(task, parts)
+
+
+def _on_workers(shared: Any, distributed: Any) -> bool:
+    """Whether ``shared`` is a Future of scattered data, or a tuple of them."""
+    items = shared if isinstance(shared, tuple) and shared else (shared,)
+    return all(isinstance(item, distributed.Future) for item in items)
+
+
+BACKENDS = {"local": LocalBackend, "dask": DaskBackend}
+
+
+def check_backend_options(name: str, scheduler: str | None = None, n_workers: int | None = None) -> None:
+    """Refuse bad backend options before any data is read or any cluster started."""
+    if name not in BACKENDS:
+        raise ParameterError(f"Unknown backend {name!r}: choose one of {', '.join(BACKENDS)}.")
+    if scheduler is not None and name != "dask":
+        raise ParameterError("A scheduler address needs the Dask backend (--backend dask).")
+    if n_workers is not None and (name != "dask" or scheduler is not None):
+        raise ParameterError("--workers sizes the embedded Dask cluster: use it with --backend dask and no --scheduler.")
+
+
+def get_backend(name: str = "local", *, scheduler: str | None = None, n_workers: int | None = None) -> Backend:
+    """A backend by name: "local", or "dask" (embedded LocalCluster, or ``scheduler``)."""
+    check_backend_options(name, scheduler, n_workers)
+    if name == "local":
+        return LocalBackend()
+    return DaskBackend(scheduler, n_workers=n_workers)

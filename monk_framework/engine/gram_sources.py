@@ -1,0 +1,612 @@
+"""Gram sources: the block reductions of a Gram matrix K, from a stored K, matrix-free
+(the kernel evaluated on the fly in bounded tiles) or a stored K read through a
+permutation, with the same numbers every way.
+
+Median-of-means estimators work with block means μ_{S_q} = |S_q|⁻¹ Σ_{i∈S_q} φ(x_i).
+Everything they need from the kernel is a *block reduction* of K: the block Gram
+G = Wᵀ K W for a weight matrix W with one non-zero per point, K v for a vector v, or a
+combination of rows of K.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import numpy as np
+import scipy.sparse as sp
+
+from monk_framework.core.kernels import CHUNK_BYTES, Kernel
+from monk_framework.core.resources import memory_budget, spreading
+from monk_framework.core.samples import Sample
+from monk_framework.engine.backends import Backend, LocalBackend, for_bands, in_order, in_this_process, one_blas_thread
+from monk_framework.engine.partitions import take
+from monk_framework.numerics.compiled import PATTERN_POINTS, add_indicator_product, add_tile_product, every_point_patterns
+
+__all__ = ["GramSource", "IndicatorColumns", "MatrixFreeGram", "PermutedGram", "StoredGram", "dense_columns", "gram_source", "one_row"]
+
+
+def _check_patterns(instance: IndicatorColumns, attribute: attrs.Attribute[Any], patterns: np.ndarray) -> None:
+    n, C = instance.dense.shape
+    groups = -(-n // PATTERN_POINTS)
+    if patterns.dtype != np.uint8 or patterns.ndim != 2 or patterns.shape[0] != groups or patterns.shape[1] not in (C, C + 1):
+        raise ValueError(f"IndicatorColumns: patterns must be uint8 of shape ({groups}, {C} or {C + 1}) for {n} × {C} columns, "
+                         f"got {patterns.dtype} {patterns.shape}")
+    # the last column picks every point, so that every tile value reaches a sum (the
+    # finiteness check); with as many columns as ``dense``, it is dense's own
+    if not np.array_equal(patterns[:, -1], every_point_patterns(n)) or (patterns.shape[1] == C and not (instance.dense[:, -1] == 1.0).all()):
+        raise ValueError("IndicatorColumns: the patterns' last column must pick every point (and be dense's last column when "
+                         "they have as many columns)")
+
+
+@attrs.frozen(eq=False)
+class IndicatorColumns:
+    """An n × C matrix of 0s and 1s (the X indicators of relabellings), held two ways:
+    ``dense``, its values, and ``patterns``, its rows packed four to a byte
+    (:func:`monk_framework.engine.pooled.indicator_patterns`), with which a matrix-free source
+    adds up its tiles' products by subset sums (:func:`monk_framework.numerics.compiled.add_indicator_product`).
+    The patterns' last column picks every point: it is ``dense``'s last column (of ones)
+    or one more, so that a non-finite kernel value reaches at least one sum (the
+    products' finiteness check). Every reduction accepts it where it accepts a dense W."""
+
+    dense: np.ndarray = attrs.field(validator=attrs.validators.instance_of(np.ndarray))
+    patterns: np.ndarray = attrs.field(validator=[attrs.validators.instance_of(np.ndarray), _check_patterns])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.dense.shape
+
+
+def dense_columns(W: Any) -> Any:
+    """W's values: the dense matrix of an :class:`IndicatorColumns`, anything else as it is."""
+    return W.dense if isinstance(W, IndicatorColumns) else W
+
+
+class GramSource:
+    """What block reductions need from the Gram matrix K of a pooled sample Z.
+
+    ``kernel_s`` accumulates the seconds spent evaluating the kernel, so that results
+    can report Gram building separately from iterating.
+    """
+
+    n: int
+    kernel_s: float = 0.0
+
+    def band(self, start: int, stop: int) -> np.ndarray:
+        """Rows start:stop of K, columns start: (the upper band of a row chunk)."""
+        raise NotImplementedError
+
+    def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """Σ_k coef_k K[idx_k, :] = K[:, idx] @ coef (K is symmetric)."""
+        raise NotImplementedError
+
+    def _band_rows(self) -> int:
+        return max(64, CHUNK_BYTES // (8 * max(self.n, 1)))
+
+    def band_bounds(self) -> list[tuple[int, int]]:
+        """The row bands (start, stop) that the reductions below walk through, in order."""
+        step = self._band_rows()
+        return [(a, min(a + step, self.n)) for a in range(0, self.n, step)]
+
+    def band_results(self, op: str, W: Any) -> Iterator[tuple[int, int, Any]]:
+        """(start, stop, :func:`band_reduction` of that band) for every band, in order.
+        A source that spreads the bands over workers overrides this alone."""
+        for start, stop in self.band_bounds():
+            yield start, stop, band_reduction(op, self.band(start, stop), start, stop, W)
+
+    def row_sums(self) -> np.ndarray:
+        """K 1, in symmetric bands."""
+        out = np.zeros(self.n)
+        for start, stop, (own, later) in self.band_results("row_sums", None):
+            out[start:stop] += own
+            out[stop:] += later  # the part right of the diagonal square sums into later rows
+        return out
+
+    def matvec(self, w: np.ndarray) -> np.ndarray:
+        """K w for a dense vector (or n × B matrix) w, in symmetric bands."""
+        out = np.zeros((self.n, *w.shape[1:]))
+        for start, stop, (own, later) in self.band_results("matvec", w):
+            out[start:stop] += own
+            out[stop:] += later
+        return out
+
+    def quadratic_forms(self, E: np.ndarray | IndicatorColumns) -> np.ndarray:
+        """diag(Eᵀ K E) = (e_bᵀ K e_b)_b for the columns of an n × B matrix E (dense, or
+        0/1 columns packed as :class:`IndicatorColumns`, whose products add subset sums).
+
+        K is symmetric, so each row band of its upper part is used once: a band of rows
+        a:b contributes 2·e[a:b]ᵀ K[a:b, a:] e[a:] − e[a:b]ᵀ K[a:b, a:b] e[a:b] (its
+        diagonal block counted once). That is about half the FLOPs of the product K E,
+        and a matrix-free source evaluates each tile of K once for all B columns.
+        """
+        out = np.zeros(E.shape[1])
+        for _, _, part in self.band_results("quadratic_forms", E):
+            out += part
+        return out
+
+    def forms_and_last(self, W: np.ndarray | IndicatorColumns) -> tuple[np.ndarray, np.ndarray]:
+        """(diag(Wᵀ K W), Wᵀ K w) for an n × C matrix W and w its last column, from one
+        walk through the bands.
+
+        With W = [E, 1] these are every relabelling's e_bᵀ K e_b and e_bᵀ K 1, and 1ᵀ K 1,
+        all from the products K W: the row sums K 1 are never formed, so a matrix-free
+        source makes no pass over its tiles besides the product. A band a:b contributes
+        w_bᵀ (D w_last + R w_last) + w_lastᵀ R w_b for its diagonal block D and the part
+        R right of it (K is symmetric: R's transpose is the lower part).
+        """
+        forms, cross = np.zeros(W.shape[1]), np.zeros(W.shape[1])
+        for _, _, (f, c) in self.band_results("forms_and_last", W):
+            forms += f
+            cross += c
+        return forms, cross
+
+    def block_gram(self, W: sp.csr_array | np.ndarray) -> np.ndarray:
+        """G = Wᵀ K W for an n × Q weight matrix (sparse or dense), from the upper bands of K only."""
+        G = np.zeros((W.shape[1], W.shape[1]))
+        for _, _, part in self.band_results("block_gram", W):
+            G += part
+        return G
+
+
+def band_reduction(op: str, band: np.ndarray, start: int, stop: int, W: Any) -> Any:
+    """One row band's share of a reduction of the symmetric K, from the band
+    K[start:stop, start:] alone (so that bands can be reduced anywhere, e.g. on workers):
+
+    * ``"row_sums"``: (its rows' sums, the column sums right of the diagonal square, which
+      belong to the later rows);
+    * ``"matvec"``: (K[a:b, a:] W[a:], K[a:b, b:]ᵀ W[a:b]) for the rows a:b and the later rows;
+    * ``"quadratic_forms"``: 2·diag(W[a:b]ᵀ K[a:b, a:] W[a:]) − diag(W[a:b]ᵀ K[a:b, a:b] W[a:b]);
+    * ``"forms_and_last"``: (its share of diag(Wᵀ K W), its share of Wᵀ K w for w = W's
+      last column), from the products alone;
+    * ``"block_gram"``: its share of Wᵀ K W (W sparse or dense), the off-diagonal part twice.
+    """
+    width = stop - start
+    W = dense_columns(W)
+    if op == "row_sums":
+        return band.sum(axis=1), band[:, width:].sum(axis=0)
+    if op == "matvec":
+        return band @ W[start:], band[:, width:].T @ W[start:stop]
+    if op == "quadratic_forms":
+        own = W[start:stop]
+        return 2.0 * np.einsum("ij,ij->j", own, band @ W[start:]) - np.einsum("ij,ij->j", own, band[:, :width] @ own)
+    if op == "forms_and_last":
+        own = W[start:stop]
+        inner = band[:, :width] @ own
+        return _forms_and_last(own, inner, band[:, width:] @ W[stop:])
+    if op == "block_gram":
+        sparse = sp.issparse(W)
+        rows = (lambda a, b: W[a:b].toarray()) if sparse else (lambda a, b: W[a:b])
+        T = (sp.csr_array(W[start:stop].T) if sparse else W[start:stop].T) @ band  # Q × (n − start)
+        off = T[:, width:] @ rows(stop, None)
+        return T[:, :width] @ rows(start, stop) + off + off.T
+    raise ValueError(f"unknown band reduction {op!r}")
+
+
+class StoredGram(GramSource):
+    """Block reductions of a Gram matrix held in memory (computed once)."""
+
+    def __init__(self, kernel: Kernel, Z: Sample, *, K: np.ndarray | None = None):
+        self.n = len(Z)
+        start = time.perf_counter()
+        self.K = kernel.gram(Z) if K is None else K
+        self.kernel_s = time.perf_counter() - start
+
+    def band(self, start: int, stop: int) -> np.ndarray:
+        return self.K[start:stop, start:]
+
+    def matvec(self, w: np.ndarray) -> np.ndarray:
+        return self.K @ w
+
+    def row_sums(self) -> np.ndarray:
+        # one streaming pass over the stored matrix beats the symmetric bands here
+        return self.K.sum(axis=1)
+
+    def quadratic_forms(self, E: np.ndarray | IndicatorColumns) -> np.ndarray:
+        K = self.K
+        # subset sums read K's rows in place: a K given in another layout (a precomputed
+        # Gram matrix in Fortran order, say) takes the BLAS products
+        if isinstance(E, IndicatorColumns) and K.dtype == np.float64 and K.strides[1] == 8 and K.strides[0] > 0 and K.strides[0] % 8 == 0:
+            return _subset_sum_forms(K, E)
+        # halves rather than bands: square products run at the full GEMM rate, thin bands
+        # do not (measured at n = 2000, B = 1000: 30 ms against 45 ms for K E)
+        return _halved_forms(K, dense_columns(E), 0, self.n)
+
+    def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        # a sparse row vector times K reads only the |idx| rows it needs, without the
+        # copy that fancy indexing K[idx] makes (measured: about 2x faster; splitting
+        # the rows between two threads was measured too and gained nothing reliable:
+        # reading the rows from memory is the whole cost)
+        return (one_row(idx, coef, self.n) @ self.K).ravel()
+
+
+class MatrixFreeGram(GramSource):
+    """Block reductions with the kernel evaluated on the fly, in bounded chunks.
+
+    Memory stays O(n · chunk) instead of O(n²); each call re-evaluates the kernel
+    values it needs. Diagonal entries come from the kernel's ``diag`` as in a stored
+    Gram matrix, so both sources give the same numbers up to round-off.
+    """
+
+    def __init__(
+        self, kernel: Kernel, Z: Sample, *, diag: np.ndarray | None = None, band_rows: int | None = None
+    ):
+        self.kernel = kernel
+        self.Z = Z
+        self.n = len(Z)
+        self.band_rows = band_rows
+        start = time.perf_counter()
+        self.diag = kernel.diag_tile(Z) if diag is None else diag
+        self.kernel_s = time.perf_counter() - start
+
+    def _band_rows(self) -> int:
+        return self.band_rows or MATRIX_FREE_BAND_ROWS
+
+    def block_gram(self, W: sp.csr_array | np.ndarray) -> np.ndarray:
+        """G = Wᵀ K W; for a few dense columns on one thread, from the kernel's direct form
+        when it has one (:meth:`Kernel.direct_block_gram`), else from the tiles."""
+        # the direct form runs on one thread: it replaces the tiles when they would too
+        # (a within-block sum on a pool thread or a worker, or a few bands), at about
+        # 2 ns a pair against 3-4.5 for tiles of d = 10 (docs/performance.md)
+        narrow = isinstance(W, np.ndarray) and W.ndim == 2 and W.shape[1] <= DIRECT_FORM_COLUMNS
+        if narrow and isinstance(for_bands(len(self.band_bounds())), LocalBackend):
+            tick = time.perf_counter()
+            G = self.kernel.direct_block_gram(self.Z, W, self.diag)
+            if G is not None:
+                self.kernel_s += time.perf_counter() - tick
+                return G
+        return super().block_gram(W)
+
+    def band_results(self, op: str, W: Any) -> Iterator[tuple[int, int, Any]]:
+        # the bands are reduced tile by tile (a band of a large sample is never held whole),
+        # on every core when there are enough of them, and added in band order
+
+        bounds = self.band_bounds()
+        backend = for_bands(len(bounds))
+        tasks = [(a, b, op) for a, b in bounds]
+        tick = time.perf_counter()
+        shares = in_order(backend.as_completed(reduce_band, tasks, ((self.kernel, self.Z, self.diag), W)))
+        for (a, b), share in zip(bounds, shares):
+            yield a, b, share
+        self.kernel_s += time.perf_counter() - tick  # kernel and reduction: inseparable here
+
+    def _eval(self, A: Any, B: Any) -> np.ndarray:
+        start = time.perf_counter()
+        out = self.kernel.gram_tile(A, B)
+        self.kernel_s += time.perf_counter() - start
+        return out
+
+    def band(self, start: int, stop: int) -> np.ndarray:
+        tick = time.perf_counter()
+        band = matrix_free_band(self.kernel, self.Z, self.diag, start, stop)
+        self.kernel_s += time.perf_counter() - tick
+        return band
+
+    def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        step = max(64, CHUNK_BYTES // (8 * max(len(idx), 1)))
+        tasks = [(a, min(a + step, self.n)) for a in range(0, self.n, step)]
+        # chunks of rows are independent: on every core when there are enough of them
+        backend = for_bands(len(tasks))
+        shared = (self.kernel, self.Z, self.diag, idx, take(self.Z, idx), coef)
+        out = np.empty(self.n)
+        tick = time.perf_counter()
+        for i, values in backend.as_completed(_combination_rows, tasks, shared):
+            out[tasks[i][0] : tasks[i][1]] = values
+        self.kernel_s += time.perf_counter() - tick
+        return out
+
+
+def _combination_rows(task: tuple[int, int], shared: tuple[Any, ...]) -> np.ndarray:
+    """Rows start:stop of K[:, idx] @ coef, evaluated from the data."""
+    kernel, Z, diag, idx, cols, coef = shared
+    start, stop = task
+    chunk = kernel.gram_tile(Z[start:stop], cols)
+    # the entries K[i, i] (i in idx) as a stored Gram matrix has them (kernel.diag), not
+    # as the generic formula gives them (round-off apart)
+    inside = np.flatnonzero((idx >= start) & (idx < stop))
+    chunk[idx[inside] - start, inside] = diag[idx[inside]]
+    return chunk @ coef
+
+
+#: rows of a matrix-free band (its tiles are bounded by TILE_BYTES whatever the sample size)
+MATRIX_FREE_BAND_ROWS = 256
+#: bytes of one tile of a matrix-free band: small enough for the passes over it (distances,
+#: exp, the products) to run in cache; measured at n = 200 000, d = 10, 101 columns:
+#: about 6 ns per kernel entry with 2-8 MB tiles, 17 ns with whole 256-row bands (400 MB)
+TILE_BYTES = 4 * 1024 * 1024
+
+
+#: weight columns up to which a kernel's direct Wᵀ K W (one multiply-add a pair and
+#: column) replaces the tiles and their BLAS products
+DIRECT_FORM_COLUMNS = 4
+
+
+def reduce_band(task: tuple[int, int, str], shared: tuple[Any, Any]) -> Any:
+    """One task of a matrix-free reduction (here, on a thread or on a Dask worker): the
+    band start:stop of K evaluated from the data and reduced tile by tile."""
+    (kernel, Z, diag), W = shared
+    start, stop, op = task
+    return tiled_band_reduction(op, kernel, Z, diag, start, stop, W)
+
+
+def tiled_band_reduction(
+    op: str, kernel: Kernel, Z: Sample, diag: np.ndarray, start: int, stop: int, W: Any, tile_bytes: int | None = None
+) -> Any:
+    """:func:`band_reduction` of the band K[start:stop, start:], evaluated tile by tile
+    from the data (the diagonal block first, then column tiles of ``TILE_BYTES``), with
+    the same results up to the order of the additions."""
+    width, n = stop - start, len(Z)
+    cols = max(64, (tile_bytes or TILE_BYTES) // (8 * max(width, 1)))
+    block = kernel.gram_tile(Z[start:stop], Z[start:stop])
+    block[np.arange(width), np.arange(width)] = diag[start:stop]
+    tiles = ((c, min(c + cols, n)) for c in range(stop, n, cols))
+    later_parts: list[Any] = []
+    if op in ("row_sums", "matvec"):
+        sums = op == "row_sums"
+        own = block.sum(axis=1) if sums else block @ W[start:stop]
+        for c, d in tiles:
+            # a NaN or an infinity in a tile makes its row's and its column's sums NaN or
+            # infinite, so the sums are checked instead of each tile; not so the BLAS
+            # products, which may skip a zero weight and the value it multiplies
+            tile = kernel.gram_tile(Z[start:stop], Z[c:d], check=not sums)
+            own += tile.sum(axis=1) if sums else tile @ W[c:d]
+            later_parts.append(tile.sum(axis=0) if sums else tile.T @ W[start:stop])
+        later = np.concatenate(later_parts) if later_parts else np.zeros((0, *own.shape[1:]))
+        if sums:
+            kernel.check_finite(own)
+        return own, later
+    if op in ("quadratic_forms", "forms_and_last"):
+        patterns = W.patterns if isinstance(W, IndicatorColumns) else None
+        W = dense_columns(W)
+        Ws = W[start:stop]
+        inner = block @ Ws
+        if patterns is not None:
+            # 0/1 columns: subset sums four points at a time, about twice as fast as any product
+            across = _across_by_subset_sums(kernel, Z, start, stop, tiles, patterns)
+            # every tile value is in the sum of the patterns' last column (all ones): a
+            # NaN or an infinity among them makes it non-finite
+            kernel.check_finite(across)
+            across = across[:, : W.shape[1]]
+        else:
+            across = np.zeros((width, W.shape[1]))
+            # W in Fortran order (each column contiguous) lets a compiled loop multiply the
+            # tile in place, about 15 % faster than BLAS's thin product that repacks it
+            WT = W.T
+            for c, d in tiles:
+                tile = kernel.gram_tile(Z[start:stop], Z[c:d], check=False)
+                if not add_tile_product(across, tile, WT, c):
+                    across += kernel.check_finite(tile) @ W[c:d]
+            # the compiled loop multiplies every value of the tile by every column of W (it
+            # skips no zero weight), and NaN or inf times anything, 0 too, is not finite:
+            # checking the band's sums once checks its tiles, without a pass over each
+            # (about 4 % of the test's time)
+            kernel.check_finite(across)
+        if op == "forms_and_last":
+            return _forms_and_last(Ws, inner, across)
+        # the diagonal block once, the part right of it twice (K is symmetric)
+        return np.einsum("ij,ij->j", Ws, inner + 2.0 * across)
+    if op == "block_gram":
+        sparse = sp.issparse(W)
+        rows = (lambda a, b: W[a:b].toarray()) if sparse else (lambda a, b: W[a:b])
+        Wst = sp.csr_array(W[start:stop].T) if sparse else W[start:stop].T
+        G = np.asarray(Wst @ block) @ rows(start, stop)
+        for c, d in tiles:
+            off = np.asarray(Wst @ kernel.gram_tile(Z[start:stop], Z[c:d])) @ rows(c, d)
+            G += off + off.T
+        return G
+    raise ValueError(f"unknown band reduction {op!r}")
+
+
+def _across_by_subset_sums(
+    kernel: Kernel, Z: Sample, start: int, stop: int, tiles: Iterator[tuple[int, int]], patterns: np.ndarray
+) -> np.ndarray:
+    """R E for the part R of the band start:stop right of its diagonal block and the 0/1
+    columns E that ``patterns`` packs (all of them), from R's tiles evaluated transposed:
+    a tile's points are its rows and the band's points its lanes (padded to a multiple
+    of 8 with copies of the last point, whose results are dropped)."""
+    width = stop - start
+    lanes = -(-width // 8) * 8
+    band_points = Z[start:stop] if lanes == width else take(Z, np.minimum(np.arange(start, start + lanes), stop - 1))
+    out = np.zeros((patterns.shape[1], lanes))
+    for c, d in tiles:
+        # (a plugin's compute_gram may return a tile in Fortran order)
+        tile = np.ascontiguousarray(kernel.gram_tile(Z[c:d], band_points, check=False))
+        if not add_indicator_product(out, tile, patterns, c):
+            raise RuntimeError(f"add_indicator_product declined a {d - c} × {lanes} tile at {c}")  # pragma: no cover - laid out above
+    return out[:, :width].T
+
+
+def _forms_and_last(own: np.ndarray, inner: np.ndarray, across: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A band's shares of diag(Wᵀ K W) and Wᵀ K w_last from own = W[a:b], inner = D own
+    (D its diagonal block) and across = R W[b:] (R the part right of D)."""
+    forms = np.einsum("ij,ij->j", own, inner + 2.0 * across)
+    cross = own.T @ (inner[:, -1] + across[:, -1]) + own[:, -1] @ across
+    return forms, cross
+
+
+def matrix_free_band(kernel: Kernel, Z: Sample, diag: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """K[start:stop, start:] evaluated from the data, with ``diag`` on its diagonal (as a
+    stored Gram matrix has it)."""
+    band = kernel.gram_tile(Z[start:stop], Z[start:])
+    width = stop - start
+    band[np.arange(width), np.arange(width)] = diag[start:stop]
+    return band
+
+
+class PermutedGram(GramSource):
+    """K[π][:, π] of a stored K, read through the permutation (K itself is never copied)."""
+
+    def __init__(self, K: np.ndarray, perm: np.ndarray):
+        self.K = K
+        self.perm = np.asarray(perm, dtype=np.int64)
+        self.n = len(self.perm)
+        self.kernel_s = 0.0
+
+    def band(self, start: int, stop: int) -> np.ndarray:
+        return self.K[np.ix_(self.perm[start:stop], self.perm[start:])]
+
+    def submatrix(self, idx: np.ndarray) -> np.ndarray:
+        """K'[idx][:, idx] in the permuted coordinates."""
+        orig = self.perm[idx]
+        return self.K[np.ix_(orig, orig)]
+
+    def row_sums(self) -> np.ndarray:
+        return self.K.sum(axis=1)[self.perm]
+
+    def matvec(self, w: np.ndarray) -> np.ndarray:
+        v = np.empty_like(w)
+        v[self.perm] = w
+        return (self.K @ v)[self.perm]
+
+    def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        # Σ_k coef_k K'[idx_k, :] = (Σ_k coef_k K[π(idx_k), :])[π]
+        return (one_row(self.perm[idx], coef, self.n) @ self.K).ravel()[self.perm]
+
+
+#: below this many rows, :func:`_halved_forms` takes the whole product (measured best
+#: between 256 and 512 on 2 cores)
+HALVING_LEAF = 320
+#: rows of one task of :func:`_halved_forms`: a fixed size, so that every sum is added in
+#: one order however many threads run the tasks (n = 2000, B = 1000, medians of 11 on 2
+#: cores: 54 ms with 512 or 1000 rows, 57 with 256, 59 with 128)
+FORM_TASK_ROWS = 512
+
+
+def _halved_forms(K: np.ndarray, E: np.ndarray, a: int, b: int) -> np.ndarray:
+    """diag(E[a:b]ᵀ K[a:b, a:b] E[a:b]) by halving: with h the midpoint,
+    e₁ᵀK₁₁e₁ + e₂ᵀK₂₂e₂ + 2·e₁ᵀK₁₂e₂, the two diagonal parts recursively, down to
+    squares of at most HALVING_LEAF rows taken whole.
+
+    The products of every level are cut into row chunks of FORM_TASK_ROWS and run on
+    the cores (:func:`~monk_framework.engine.backends.in_this_process`), each with one BLAS
+    thread, and the chunks' forms are added in a fixed order: the result is the same
+    bits on any number of threads. Keeping OpenBLAS's own threads out of it also keeps
+    them from spinning after the call, on the core the next test's draw needs
+    (docs/performance.md).
+    """
+    blocks: list[tuple[int, int, int, int]] = []  # (rows r0:r1, columns c0:c1) of K
+
+    def plan(a: int, b: int) -> None:
+        if b - a <= HALVING_LEAF:
+            blocks.append((a, b, a, b))
+            return
+        h = (a + b) // 2
+        blocks.append((a, h, h, b))
+        plan(a, h)
+        plan(h, b)
+
+    plan(a, b)
+    tasks = [(r, min(r + FORM_TASK_ROWS, r1), c0, c1) for r0, r1, c0, c1 in blocks for r in range(r0, r1, FORM_TASK_ROWS)]
+    # the widest products first, so that the last ones to start are short
+    order = sorted(range(len(tasks)), key=lambda i: -(tasks[i][3] - tasks[i][2]))
+    backend = in_this_process() if len(tasks) > 1 else LocalBackend()
+    parts: list[Any] = [None] * len(tasks)
+    with one_blas_thread():  # in this thread too, when the tasks run here
+        for i, part in backend.as_completed(_form_chunk, [tasks[i] for i in order], (K, E)):
+            parts[order[i]] = part
+    forms: dict[tuple[int, int], np.ndarray] = {}  # (r0, c0) of each block: its form
+    chunks = iter(parts)  # in the order of the blocks, each block's chunks in row order
+    for r0, r1, c0, _ in blocks:
+        total = next(chunks)
+        for _ in range(r0 + FORM_TASK_ROWS, r1, FORM_TASK_ROWS):
+            total = total + next(chunks)
+        forms[r0, c0] = total
+
+    def combine(a: int, b: int) -> np.ndarray:
+        if b - a <= HALVING_LEAF:
+            return forms[a, a]
+        h = (a + b) // 2
+        return combine(a, h) + combine(h, b) + 2.0 * forms[a, h]
+
+    return combine(a, b)
+
+
+def _form_chunk(task: tuple[int, int, int, int], shared: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """diag(E[r0:r1]ᵀ K[r0:r1, c0:c1] E[c0:c1]), one task of :func:`_halved_forms`."""
+    K, E = shared
+    r0, r1, c0, c1 = task
+    return np.einsum("ij,ij->j", E[r0:r1], K[r0:r1, c0:c1] @ E[c0:c1])
+
+
+#: rows of one band of :func:`_subset_sum_forms`: a fixed size, so that every sum is added
+#: in one order however many threads run the bands
+SUBSET_FORM_ROWS = 256
+
+
+def _subset_sum_forms(K: np.ndarray, E: IndicatorColumns) -> np.ndarray:
+    """diag(Eᵀ K E) for 0/1 columns by subset sums, in row bands of the upper half: a band
+    r0:r1 with diagonal block D and the part R right of it contributes
+    e[r0:r1]ᵀ (D e[r0:r1] + 2·R e[r1:]). Subset sums cost the same for thin bands as for
+    squares, so the halving that BLAS needs is not used: each band's rows are read once.
+
+    The bands run on the cores (:func:`~monk_framework.engine.backends.in_this_process`), the
+    widest first, and their forms are added in band order: the same bits on any number
+    of threads.
+    """
+    n = len(K)
+    tasks = [(r, min(r + SUBSET_FORM_ROWS, n)) for r in range(0, n, SUBSET_FORM_ROWS)]
+    backend = in_this_process() if len(tasks) > 1 else LocalBackend()
+    parts: list[Any] = [None] * len(tasks)
+    for i, part in backend.as_completed(_subset_form_band, tasks, (K, E)):
+        parts[i] = part
+    out = np.zeros(E.shape[1])
+    for part in parts:
+        out += part
+    return out
+
+
+def _subset_form_band(task: tuple[int, int], shared: tuple[np.ndarray, IndicatorColumns]) -> np.ndarray:
+    """e[r0:r1]ᵀ (D e[r0:r1] + 2·R e[r1:]) for the band r0:r1, one task of :func:`_subset_sum_forms`."""
+    K, E = shared
+    r0, r1 = task
+    sums = np.zeros((E.patterns.shape[1], r1 - r0))
+    # K is symmetric: the rows r1: of K's columns r0:r1 are R's transpose
+    done = add_indicator_product(sums, K[r1:, r0:r1], E.patterns, r1)
+    sums *= 2.0
+    if not (add_indicator_product(sums, K[r0:r1, r0:r1], E.patterns, r0) and done):
+        raise RuntimeError("subset sums declined K's rows")  # pragma: no cover - StoredGram checks K's layout first
+    dense = E.dense[r0:r1]
+    return np.einsum("ji,ij->j", sums[: dense.shape[1]], dense)
+
+
+def one_row(idx: np.ndarray, coef: np.ndarray, n: int) -> sp.csr_array:
+    """The 1 × n sparse row with ``coef`` at columns ``idx``, built directly in CSR form
+    (skipping the COO conversion saves about 40 µs per BCD iteration)."""
+    return sp.csr_array((coef, idx, np.array([0, len(idx)])), shape=(1, n))
+
+
+class SpreadGram(MatrixFreeGram):
+    """A matrix-free Gram source whose band reductions run as tasks on ``backend``."""
+
+    def __init__(self, kernel: Kernel, Z: Sample, backend: Backend, *, diag: np.ndarray | None = None,
+                 band_rows: int | None = None):
+        super().__init__(kernel, Z, diag=diag, band_rows=band_rows or MATRIX_FREE_BAND_ROWS)
+        self.backend = backend
+        self._data = backend.share((kernel, Z, self.diag))
+
+    def band_results(self, op: str, W: Any) -> Iterator[tuple[int, int, Any]]:
+        bounds = self.band_bounds()
+        tasks = [(a, b, op) for a, b in bounds]
+        shares = in_order(self.backend.as_completed(reduce_band, tasks, (self._data, self.backend.share(W))))
+        for (a, b), share in zip(bounds, shares):
+            yield a, b, share
+
+
+
+def gram_source(
+    kernel: Kernel, Z: Sample, *, matrix_free: bool | str = "auto"
+) -> GramSource:
+    """A stored Gram matrix if it fits in the memory budget
+    (:func:`monk_framework.core.resources.memory_budget`), else matrix-free; inside
+    :func:`~monk_framework.core.resources.spread_over`, matrix-free with its bands on the
+    workers (:class:`SpreadGram`)."""
+    n = len(Z)
+    remote = spreading()
+    if remote is not None:
+        # the workers evaluate its bands from the data: a Gram matrix never travels
+        return SpreadGram(kernel, Z, remote)
+    if matrix_free == "auto":
+        budget = memory_budget()
+        matrix_free = budget is not None and 8.0 * n * n > budget
+    return MatrixFreeGram(kernel, Z) if matrix_free else StoredGram(kernel, Z)

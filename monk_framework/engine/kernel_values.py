@@ -1,0 +1,45 @@
+"""Where kernel values enter the engine, and where bands of work meet the cores.
+
+Every Gram matrix, tile and diagonal the engine uses is read through the kernel's
+checked methods (``gram_tile``, ``diag_tile``, ``direct_block_gram``, ``symmetric_gram``
+of :class:`~monk_framework.core.kernels.Kernel`), so a plugin's values meet the same
+contract checks whichever estimator or test asked for them. This module adds what only
+the engine decides: how many threads evaluate the bands of a matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from monk_framework.core.kernels import Kernel
+from monk_framework.core.samples import Sample
+from monk_framework.engine.backends import for_bands
+
+__all__ = ["gram_matrix", "on_cores"]
+
+
+def on_cores(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> list[Any]:
+    """``[work(start, stop) for start, stop in bands]``, run on every core
+    (:func:`~monk_framework.engine.backends.in_this_process`: threads with one BLAS thread
+    each) when there are at least :data:`~monk_framework.engine.backends.PARALLEL_MIN_BANDS`
+    of them, else here.
+
+    On the threads, OpenBLAS's own threads stay asleep: after a parallel call they spin
+    for about 0.1 s, on the core that whatever runs next would need.
+    """
+    return for_bands(len(bands)).map(_band_task, bands, work)
+
+
+def _band_task(band: tuple[int, int], work: Callable[[int, int], Any]) -> Any:
+    return work(*band)
+
+
+def gram_matrix(kernel: Kernel, Z: Sample, Y: Sample | None = None) -> np.ndarray:
+    """k(Z, Z) (exactly symmetric, its bands on every core) or k(Z, Y), for validated
+    samples and a fitted kernel: the stored Gram matrices of every estimator and test."""
+    if Y is None:
+        return kernel.symmetric_gram(Z, run_bands=on_cores)
+    return kernel.rectangular_gram(Z, Y)

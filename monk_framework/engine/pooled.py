@@ -1,0 +1,282 @@
+"""The pooled sample Z = [X; Y] and its Gram matrix, shared by every relabelling.
+
+A permutation test recomputes a statistic for many relabellings of the pooled sample:
+a permutation π of 0..N+M−1 whose first N entries form the new X and the rest the new
+Y. The kernel (fitted once on Z, so data-dependent hyperparameters do not move) and the
+pooled Gram matrix K do not depend on π; only which rows are called X does. This module
+holds that shared part, computes it once, and hands each relabelling a Gram source in
+its own coordinates without copying K.
+
+Two reductions serve the classical statistics of many relabellings at once:
+with E the (N+M) × B matrix of X-indicators of B relabellings, r = K1 and d = diag K,
+
+    S_xx = diag(EᵀKE),       S_x1 = Eᵀr,   S_xy = S_x1 − S_xx,   S_yy = 1ᵀK1 − S_x1 − S_xy,
+    tr_x = Eᵀd,              tr_y = tr K − tr_x,
+
+one product with K for B relabellings (in batches bounded in memory; the quadratic
+forms diag(EᵀKE) use only the upper half of the symmetric K, about half the FLOPs of KE).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from monk_framework.core.errors import ParameterError
+from monk_framework.core.kernels import Kernel, check_squared_norm
+from monk_framework.core.resources import memory_budget
+from monk_framework.core.samples import Sample
+from monk_framework.engine.backends import one_blas_thread
+from monk_framework.engine.gram_sources import GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
+from monk_framework.engine.partitions import take
+from monk_framework.numerics.compiled import PATTERN_POINTS, every_point_patterns, pack_patterns
+
+__all__ = [
+    "PooledSample",
+    "SampleSums",
+    "indicator_columns",
+    "indicator_patterns",
+    "pooled",
+    "relabelling_batch",
+    "sample_sums",
+    "u_statistic",
+    "v_statistic",
+]
+
+#: bytes of the indicator block E and its product KE in one batch of relabellings.
+BATCH_BYTES = 64 * 1024 * 1024
+
+
+def pooled(X: Sample, Y: Sample) -> Any:
+    """Z = [X; Y] (rows for vectors, concatenation for strings)."""
+    if isinstance(X, np.ndarray):
+        return np.vstack([X, Y])
+    return list(X) + list(Y)
+
+
+class PooledSample:
+    """Z = [X; Y] with a fitted kernel; its Gram source, diagonal and row sums, each computed once.
+
+    ``matrix_free`` is passed to :func:`~monk_framework.engine.gram_sources.gram_source`: "auto"
+    stores K when it takes at most half the free memory.
+    """
+
+    def __init__(
+        self, kernel: Kernel, X: Sample, Y: Sample, *, matrix_free: bool | str = "auto", gram: np.ndarray | None = None,
+        source: GramSource | None = None, diag: np.ndarray | None = None, row_sums: np.ndarray | None = None,
+    ):
+        self.kernel = kernel
+        self.n, self.m = len(X), len(Y)
+        self._parts = (X, Y)
+        self._Z: Any = None
+        self.matrix_free = matrix_free
+        # parts already known (e.g. a relabelling's view of another pool's) are taken as given
+        self._source: GramSource | None = source
+        self._diag: np.ndarray | None = diag
+        self._row_sums: np.ndarray | None = row_sums
+        #: reductions that a test reuses across its batches of relabellings (e.g. the
+        #: within-block Gram matrices of its partition); they live as long as the pool
+        self.cache: dict[str, Any] = {}
+        if gram is not None:
+            self._use_gram(gram)
+
+    def _use_gram(self, K: Any) -> None:
+        """Take a precomputed Gram matrix of Z (e.g. a slice of one over a whole data set)."""
+        K = np.asarray(K, dtype=float)
+        if K.shape != (self.size, self.size):
+            raise ParameterError(
+                f"The precomputed Gram matrix must be {self.size} x {self.size} (the pooled sample); "
+                f"got shape {K.shape}."
+            )
+        if not np.all(np.isfinite(K)):
+            raise ParameterError("The precomputed Gram matrix has NaN or infinite entries.")
+        self._source = StoredGram(self.kernel, self.Z, K=K)
+        self._diag = np.diag(K).copy()
+
+    @property
+    def Z(self) -> Any:
+        """[X; Y], copied together on first use: a within-block estimate at 10⁶ + 10⁶
+        points never needs it (0.4 s of its 3)."""
+        if self._Z is None:
+            self._Z = pooled(*self._parts)
+        return self._Z
+
+    @property
+    def size(self) -> int:
+        return self.n + self.m
+
+    @property
+    def source(self) -> GramSource:
+        if self._source is None:
+            self._source = gram_source(self.kernel, self.Z, matrix_free=self.matrix_free)
+        return self._source
+
+    @property
+    def made_source(self) -> GramSource | None:
+        """The Gram source if it has been made already, else None (nothing is computed)."""
+        return self._source
+
+    @property
+    def stored(self) -> bool:
+        return isinstance(self.source, StoredGram)
+
+    @property
+    def diag(self) -> np.ndarray:
+        if self._diag is None:
+            # k(z, z) point by point: the same values from X and Y as from Z
+            X, Y = self._parts
+            self._diag = np.concatenate([self.kernel.diag_tile(X), self.kernel.diag_tile(Y)])
+        return self._diag
+
+    @property
+    def row_sums(self) -> np.ndarray:
+        if self._row_sums is None:
+            self._row_sums = self.source.row_sums()
+        return self._row_sums
+
+    def submatrix(self, idx: np.ndarray) -> np.ndarray:
+        """K[idx][:, idx]: read from the stored Gram matrix when there is one, else evaluated
+        for these points only (within-block tests never need the whole pooled Gram matrix)."""
+        if isinstance(self._source, StoredGram):
+            return self._source.K[np.ix_(idx, idx)]
+        return self.kernel.gram(take(self.Z, idx))
+
+    def relabelled(self, perm: np.ndarray) -> tuple[Any, Any]:
+        """The samples (X', Y') of a relabelling: Z[perm[:N]] and Z[perm[N:]]."""
+        return take(self.Z, perm[: self.n]), take(self.Z, perm[self.n :])
+
+    def permuted_source(self, perm: np.ndarray) -> GramSource:
+        """The Gram source of Z[perm], without copying a stored K."""
+        src = self.source
+        if isinstance(src, StoredGram):
+            return PermutedGram(src.K, perm)
+        return MatrixFreeGram(self.kernel, take(self.Z, perm), diag=self.diag[perm])
+
+
+@attrs.frozen
+class SampleSums:
+    """Kernel sums of B relabellings: within X, within Y, across, and the two traces."""
+
+    xx: np.ndarray
+    yy: np.ndarray
+    xy: np.ndarray
+    trace_x: np.ndarray
+    trace_y: np.ndarray
+
+
+def batch_size(rows: int) -> int:
+    """Relabellings per batch so that E and KE take at most BATCH_BYTES."""
+    return max(1, BATCH_BYTES // (2 * 8 * max(rows, 1)))
+
+
+def relabelling_batch(pool: PooledSample) -> int:
+    """Relabellings per product with the Gram matrix: :func:`batch_size` for a stored one;
+    for a matrix-free one as many as a quarter of the memory budget holds in E (every
+    batch evaluates the kernel over the whole pooled sample again)."""
+    if pool.stored:
+        return batch_size(pool.size)
+
+    budget = memory_budget() or BATCH_BYTES
+    return max(batch_size(pool.size), budget // (4 * 8 * max(pool.size, 1)))
+
+
+def indicator_columns(perms: np.ndarray, n: int, size: int, *, ones: bool = False, order: str = "C") -> np.ndarray:
+    """The size × B matrix E of 0/1 floats with E[i, b] = 1 where relabelling b (a row of
+    ``perms``) calls pooled point i an X point: its first ``n`` entries. With ``ones``, a
+    last column of ones follows (size × (B + 1)). ``order="F"`` stores each column
+    contiguously, as the matrix-free products want it (:func:`fused.add_tile_product`)."""
+    if order not in ("C", "F"):
+        raise ValueError(f"indicator_columns: order must be 'C' or 'F', got {order!r}")
+    B = len(perms)
+    width = B + 1 if ones else B
+    by_columns = order == "F"
+    # on a 64-byte boundary (numpy's large arrays start 16 bytes past one): the compiled
+    # product's vector loads then split no cache line when size is a multiple of 8
+    buffer = np.zeros(width * size + 8)
+    skip = (-buffer.ctypes.data % 64) // 8
+    stored = buffer[skip : skip + width * size].reshape((width, size) if by_columns else (size, width))
+    # one flat index per one, a single scatter, about twice as fast as indexing by
+    # (row, column) pairs: point i and column b at i·width + b in row-major order, at
+    # b·size + i in column-major order
+    point_step, column_step = (1, size) if by_columns else (width, 1)
+    flat = perms[:, :n] * point_step + (column_step * np.arange(B))[:, None]
+    stored.ravel()[flat.ravel()] = 1.0
+    E = stored.T if by_columns else stored
+    if ones:
+        E[:, B] = 1.0
+    return E
+
+
+def indicator_patterns(perms: np.ndarray, n: int, size: int) -> np.ndarray:
+    """The indicator matrix E of :func:`indicator_columns` packed four points to a byte,
+    with a last column of ones: a ⌈size/4⌉ × (B + 1) uint8 array P whose bit t of P[g, b]
+    is E[4g + t, b] (relabelling b calls point 4g + t an X point), and whose last column
+    has the bits of all ``size`` points. :func:`monk_framework.numerics.compiled.add_indicator_product`
+    multiplies by E through it."""
+    perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+    B = len(perms)
+    if B and n and (perms[:, :n].min() < 0 or perms[:, :n].max() >= size):
+        raise ValueError(f"indicator_patterns: relabellings must hold points 0..{size - 1}")
+    P = np.zeros((-(-size // PATTERN_POINTS), B + 1), dtype=np.uint8)
+    pack_patterns(P, perms, n)
+    P[:, B] = every_point_patterns(size)
+    return P
+
+
+def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
+    """The within and across kernel sums of every relabelling in ``perms`` (B × (N+M)).
+
+    One product per batch, diag(Eᵀ K E) from the symmetric half of K (the module
+    docstring gives the identities).
+    """
+    perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+    B, size = perms.shape
+    # A stored K gives K 1 in one streaming pass, and a matrix-free source whose K 1 is
+    # known already (a MONK estimator needed it) is not walked again for it. Otherwise
+    # each batch's product with [E, 1] gives e_bᵀ K e_b, e_bᵀ K 1 and 1ᵀ K 1 at once
+    # (GramSource.forms_and_last): the tiles are never summed apart from the product.
+    products_only = pool._row_sums is None and not pool.stored
+    r, d = (None if products_only else pool.row_sums), pool.diag
+    xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
+    total = None if r is None else float(r.sum())
+    step = relabelling_batch(pool)
+    # 0/1 columns: a stored or matrix-free source adds K's values up by subset sums, from
+    # E packed four points to a byte (the dense E, column by column, serves the rest)
+    packable = isinstance(pool.source, (StoredGram, MatrixFreeGram))
+    order = "F" if packable else "C"
+    # The products with K run on the library's threads (the sources' reductions); the
+    # small ones here stay on one BLAS thread, so that OpenBLAS's own threads, which spin
+    # for about 0.1 s after each parallel call, stay asleep for the next test.
+    with one_blas_thread():
+        for start in range(0, B, step):
+            stop = min(start + step, B)
+            E = indicator_columns(perms[start:stop], pool.n, size, ones=products_only, order=order)
+            W = IndicatorColumns(E, indicator_patterns(perms[start:stop], pool.n, size)) if packable else E
+            if r is None:
+                forms, cross = pool.source.forms_and_last(W)
+                xx[start:stop], x1[start:stop] = forms[:-1], cross[:-1]
+                total = float(forms[-1])  # 1ᵀ K 1: the same tiles in the same order every batch
+                tx[start:stop] = d @ E[:, :-1]
+            else:
+                xx[start:stop] = pool.source.quadratic_forms(W)
+                x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
+    assert total is not None  # B >= 1
+    xy = x1 - xx
+    yy = total - x1 - xy
+    # every relabelling's V-statistic MMD² is a squared norm: negative proves K is not PSD
+    vstat = xx / pool.n**2 + yy / pool.m**2 - 2.0 * xy / (pool.n * pool.m)
+    check_squared_norm(pool.kernel, float(vstat.min()), 4.0 * float(d.max()), "the V-statistic MMD^2")
+    return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=float(d.sum()) - tx)
+
+
+def v_statistic(sums: Any, n: Any, m: Any) -> Any:
+    """MMD_V² = S_xx/N² + S_yy/M² − 2 S_xy/(NM) from kernel sums (elementwise over arrays)."""
+    return sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
+
+
+def u_statistic(sums: Any, n: Any, m: Any) -> Any:
+    """MMD_U² = (S_xx − tr_x)/(N(N−1)) + (S_yy − tr_y)/(M(M−1)) − 2 S_xy/(NM) from kernel sums."""
+    s = sums
+    return (s.xx - s.trace_x) / (n * (n - 1)) + (s.yy - s.trace_y) / (m * (m - 1)) - 2.0 * s.xy / (n * m)

@@ -1,0 +1,75 @@
+"""One large Gram computation spread over a backend's workers, tile by tile.
+
+Inside :func:`spread_over` (a context manager, entered by ``estimate(..., backend=)``
+and ``permutation_test(..., backend=)`` for a remote backend such as Dask), the Gram
+reductions of one job run on the workers:
+
+* :class:`~monk_framework.engine.gram_sources.SpreadGram`, the Gram source of a pooled
+  sample: every row band of the upper half of K is a task; a worker evaluates the band
+  from the data and returns only its share of the reduction (row sums, K W,
+  diag(Wᵀ K W), Wᵀ K W), so a Gram matrix never travels;
+* :func:`spread_kernel_sums`, the kernel sums of the V- and U-statistics, one task per
+  tile of rows.
+
+The workers receive the data once per source (and a weight matrix once per reduction);
+the shares are combined here in band order, the order the local matrix-free path uses,
+so the numbers do not depend on where or in which order the tasks ran.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from monk_framework.core.kernels import Kernel
+from monk_framework.core.samples import Sample
+from monk_framework.engine.backends import Backend, in_order
+from monk_framework.engine.gram_sources import MATRIX_FREE_BAND_ROWS, TILE_BYTES
+
+__all__ = ["spread_kernel_sums", "sum_tiles"]
+
+def sum_tiles(n: int, m: int, rows: int) -> list[tuple[str, int, int]]:
+    """The tasks of the kernel sums of n and m points: bands of ``rows`` rows of the upper
+    half of k(X, X) ("x") and of k(Y, Y) ("y"), and of k(X, Y) ("xy")."""
+    return [(kind, a, min(a + rows, size)) for kind, size in (("x", n), ("y", m), ("xy", n)) for a in range(0, size, rows)]
+
+
+def tile_sum(task: tuple[str, int, int], data: tuple[Any, ...]) -> float:
+    """One band's share of a kernel sum, in column tiles of ``TILE_BYTES`` (module level:
+    it runs on workers).
+
+    A band a:b of a symmetric Gram matrix gives its diagonal block once, with the
+    diagonal from ``diag_tile`` as in ``gram(X)`` (and checked against the kernel
+    contract), and the part right of it twice."""
+    kernel, X, Y, diag_x, diag_y = data
+    kind, a, b = task
+    Z, diag = (X, diag_x) if kind == "x" else (Y, diag_y)
+    cols = max(64, TILE_BYTES // (8 * (b - a)))
+    # the tiles right of the diagonal are checked through their sum, not value by value: a
+    # NaN or an infinity among the values makes the sum NaN or infinite
+    if kind == "xy":
+        total = sum((float(kernel.gram_tile(X[a:b], Y[c : c + cols], check=False).sum()) for c in range(0, len(Y), cols)), 0.0)
+        return float(kernel.check_finite(np.array(total)))
+    block = kernel.gram_tile(Z[a:b], Z[a:b])
+    kernel.check_diagonal_block(block, diag[a:b], a)
+    total = float(block.sum() - np.trace(block) + diag[a:b].sum())
+    for c in range(b, len(Z), cols):
+        total += 2.0 * float(kernel.gram_tile(Z[a:b], Z[c : c + cols], check=False).sum())
+    return float(kernel.check_finite(np.array(total)))
+
+
+def spread_kernel_sums(
+    kernel: Kernel, X: Sample, Y: Sample, diag_x: np.ndarray, diag_y: np.ndarray, backend: Backend,
+    rows: int | None = None,
+) -> tuple[float, float, float]:
+    """Σ k(x_i, x_j), Σ k(y_i, y_j) and Σ k(x_i, y_j) from tiles run on ``backend``
+    (any backend: the local one gives the tiled path), bands of ``rows`` rows, each sum in
+    band order; ``diag_x``
+    and ``diag_y`` are the kernel's ``diag_tile`` of X and Y."""
+    tasks = sum_tiles(len(X), len(Y), rows or MATRIX_FREE_BAND_ROWS)
+    shares = in_order(backend.as_completed(tile_sum, tasks, backend.share((kernel, X, Y, diag_x, diag_y))))
+    totals = {"x": 0.0, "y": 0.0, "xy": 0.0}
+    for (kind, _, _), share in zip(tasks, shares):
+        totals[kind] += share
+    return totals["x"], totals["y"], totals["xy"]

@@ -1,0 +1,295 @@
+"""Within-block relabelling: one fixed partition, labels permuted inside each block.
+
+A median-of-means statistic is robust because a contaminated point spoils only its own
+block. A permutation test that relabels the whole pooled sample moves that point into
+other blocks and onto the other side, so its null distribution sees more spoiled blocks
+than the observed statistic did. Within-block relabelling keeps the test honest:
+
+* the partition is drawn **once**, stratified: block q holds |S_q| points of X and |T_q|
+  points of Y (:func:`monk_framework.engine.partitions.pair_partition`), independently of the data;
+* a relabelling permutes the |S_q| + |T_q| pooled points of each block independently and
+  calls the first |S_q| of them X, so every point stays in its block and every block keeps
+  its sizes;
+* every statistic (observed and relabelled) is computed on that one partition.
+
+Under H₀: P = Q with clean data the pooled sample is exchangeable, and the within-block
+relabellings form a group (the product of the blocks' symmetric groups) that leaves the
+joint law invariant; the partition is independent of the data. So the permutation p-value
+(1 + #{T_b ≥ T}) / (1 + B) is valid, as for global relabelling.
+
+A relabelling is stored like a global one (:mod:`monk_framework.engine.pooled`): a permutation π
+of 0..N+M−1 whose first N entries are the relabelled X. The partition is given in pooled
+coordinates (:meth:`Partition.pooled_labels`); :func:`relabelled_partition` maps it to the
+coordinates of a relabelling. Two reductions serve the estimators:
+
+* :func:`within_block_sums`: per block and relabelling, the kernel sums within X, within Y
+  and across, and the two traces, from the Q within-block Gram matrices only
+  ((N+M)²/Q kernel evaluations in all, never the pooled Gram matrix);
+* :func:`block_means_gram`: per relabelling, the 2Q × 2Q Gram matrix of the block-part
+  means μ_{S_q}, μ_{T_q} (MONK BCD and the MONK embeddings need cross-block terms), from
+  products K E of the pooled Gram matrix with block-restricted indicators;
+* :func:`pooled_block_means_gram` and :func:`kept_blocks_mmd2`: the Gram matrix of the
+  pooled block means p_q, which no within-block relabelling changes, and the MMD² over a
+  set of blocks chosen from it (the trimmed test-time form of the embedding MMD).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from monk_framework.core.kernels import check_squared_norm
+from monk_framework.engine.gram_sources import GramSource, StoredGram, gram_source
+from monk_framework.engine.partitions import Partition, take
+from monk_framework.engine.pooled import BATCH_BYTES, PooledSample, SampleSums
+
+__all__ = [
+    "DRAW_CHUNK",
+    "BlockGrams",
+    "KeptBlocks",
+    "block_members",
+    "block_means_gram",
+    "draw_within_block",
+    "kept_blocks_mmd2",
+    "pooled_block_means_gram",
+    "relabellings",
+    "relabelled_partition",
+    "within_block_sums",
+    "x_indicators",
+]
+
+#: relabellings are drawn in chunks of this many, chunk c from the c-th child stream, so
+#: relabelling b is the same whatever the batches and whatever the total B.
+DRAW_CHUNK = 64
+
+
+def block_members(partition: Partition, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Pooled indices of each block's X part and Y part (Y's points are offset by n)."""
+    assert partition.y_labels is not None
+    xs = [np.flatnonzero(partition.x_labels == q) for q in range(partition.n_blocks)]
+    ys = [n + np.flatnonzero(partition.y_labels == q) for q in range(partition.n_blocks)]
+    return list(zip(xs, ys))
+
+
+def draw_within_block(
+    partition: Partition, n: int, count: int, rng: np.random.Generator,
+    members: list[tuple[np.ndarray, np.ndarray]] | None = None,
+) -> np.ndarray:
+    """``count`` within-block relabellings of the pooled sample, as a count × (N+M) array.
+
+    Row b lists the relabelled X first (block by block: the first |S_q| of block q's
+    shuffled pooled points), then the relabelled Y. Each block is shuffled independently,
+    so the rows are independent uniform draws from the within-block relabelling group.
+    ``members`` (:func:`block_members`) may be passed to save recomputing it.
+    """
+    members = block_members(partition, n) if members is None else members
+    size = sum(len(ix) + len(iy) for ix, iy in members)
+    out = np.empty((count, size), dtype=np.int64)
+    at_x, at_y = 0, n
+    for ix, iy in members:
+        block = np.concatenate([ix, iy])
+        shuffled = rng.permuted(np.broadcast_to(block, (count, len(block))), axis=1)
+        out[:, at_x : at_x + len(ix)] = shuffled[:, : len(ix)]
+        out[:, at_y : at_y + len(iy)] = shuffled[:, len(ix) :]
+        at_x += len(ix)
+        at_y += len(iy)
+    return out
+
+
+def relabellings(
+    partition: Partition, n: int, start: int, stop: int, seq: np.random.SeedSequence
+) -> np.ndarray:
+    """Within-block relabellings start..stop−1 of a test whose relabelling stream is ``seq``.
+
+    Relabelling b is row b mod :data:`DRAW_CHUNK` of chunk b // DRAW_CHUNK, drawn with
+    :func:`draw_within_block` from the chunk's own child of ``seq`` (the child ``spawn``
+    would give), so it does not depend on how the relabellings are batched.
+    """
+    first, last = start // DRAW_CHUNK, (stop - 1) // DRAW_CHUNK
+    members = block_members(partition, n)
+    chunks = [
+        draw_within_block(
+            partition, n, DRAW_CHUNK,
+            np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, c))),
+            members,
+        )
+        for c in range(first, last + 1)
+    ]
+    rows = np.vstack(chunks)
+    return rows[start - first * DRAW_CHUNK : stop - first * DRAW_CHUNK]
+
+
+def relabelled_partition(partition: Partition, perm: np.ndarray, n: int) -> Partition:
+    """The partition in the coordinates of relabelling ``perm`` (X' = Z[perm[:n]])."""
+    labels = partition.pooled_labels()[perm]
+    return Partition(partition.n_blocks, labels[:n], labels[n:])
+
+
+def x_indicators(perms: np.ndarray, n: int) -> np.ndarray:
+    """B × (N+M) booleans: True where relabelling b (a row of ``perms``) calls a pooled point X."""
+    is_x = np.zeros(perms.shape, dtype=bool)
+    np.put_along_axis(is_x, perms[:, :n], True, axis=1)
+    return is_x
+
+
+class BlockGrams:
+    """The Q within-block Gram matrices of a pooled sample under one partition, with
+    their row sums and diagonals: computed once per test and reused by every batch."""
+
+    def __init__(self, pool: PooledSample, partition: Partition):
+        self.partition = partition
+        self.blocks = []
+        for ix, iy in block_members(partition, pool.n):
+            idx = np.concatenate([ix, iy])
+            K = pool.submatrix(idx)
+            self.blocks.append((idx, K, K.sum(axis=1), np.diag(K).copy()))
+
+    @classmethod
+    def of(cls, pool: PooledSample, partition: Partition) -> BlockGrams:
+        """The block Gram matrices of ``partition``, cached on ``pool`` for the test's life."""
+        cached = pool.cache.get("block-grams")
+        if cached is None or cached.partition is not partition:
+            cached = pool.cache["block-grams"] = cls(pool, partition)
+        return cached
+
+    def sums(self, perms: np.ndarray) -> SampleSums:
+        """Per-block kernel sums of every relabelling in ``perms``, arrays of shape B × Q."""
+        perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+        is_x = x_indicators(perms, int(self.partition.x_sizes.sum()))
+        B, Q = len(perms), self.partition.n_blocks
+        xx, yy, xy, tx, ty = (np.empty((B, Q)) for _ in range(5))
+        for q, (idx, K, r, d) in enumerate(self.blocks):
+            E = is_x[:, idx].T.astype(np.float64)  # block size × B
+            KE = K @ E
+            xx[:, q] = np.einsum("ij,ij->j", E, KE)
+            x1 = r @ E
+            xy[:, q] = x1 - xx[:, q]
+            yy[:, q] = float(r.sum()) - x1 - xy[:, q]
+            tx[:, q] = d @ E
+            ty[:, q] = float(d.sum()) - tx[:, q]
+        return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=ty)
+
+
+def within_block_sums(pool: PooledSample, partition: Partition, perms: np.ndarray) -> SampleSums:
+    """Per-block kernel sums of every relabelling, each array of shape B × Q.
+
+    For block q with Gram matrix K_q (its |S_q| + |T_q| pooled points) and E the matrix of
+    its X-indicators under the B relabellings, r = K_q 1 and d = diag K_q:
+
+        S_xx = colsum(E ∘ K_q E),  S_xy = Eᵀr − S_xx,  S_yy = 1ᵀK_q 1 − Eᵀr − S_xy,
+        tr_x = Eᵀd,  tr_y = tr K_q − tr_x.
+
+    Only the within-block Gram matrices are evaluated (from the pooled sample's stored Gram
+    matrix when it has one), once per test (:class:`BlockGrams`, cached on ``pool``), so
+    the cost is (N+M)²/Q kernel evaluations and one product K_q E per block and batch.
+    """
+    return BlockGrams.of(pool, partition).sums(perms)
+
+
+def block_means_gram(pool: PooledSample, partition: Partition, perms: np.ndarray) -> np.ndarray:
+    """The B × 2Q × 2Q Gram matrices of the block-part means of every relabelling.
+
+    Entry (q, r) of relabelling b is ⟨μ_{S_q}, μ_{S_r}⟩, entry (q, Q + r) is
+    ⟨μ_{S_q}, μ_{T_r}⟩ and (Q + q, Q + r) is ⟨μ_{T_q}, μ_{T_r}⟩, with S_q and T_q the
+    relabelled X and Y parts of block q. With L the (N+M) × Q block indicators and E_b
+    its restriction to relabelling b's X, F_b = L − E_b, so every entry comes from
+    E_bᵀ K E_b, E_bᵀ K L and Lᵀ K L: one product K [E_1 … E_B] of the pooled Gram matrix
+    (in batches bounded by ``BATCH_BYTES``), stored or matrix-free.
+    """
+    perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+    B, size = perms.shape
+    Q = partition.n_blocks
+    labels = partition.pooled_labels()
+    L = np.zeros((size, Q))
+    L[np.arange(size), labels] = 1.0
+    src = pool.source
+    KL = src.matvec(L)
+    LKL = L.T @ KL
+    is_x = x_indicators(perms, pool.n)
+    nx = partition.x_sizes.astype(float)
+    ny = partition.y_sizes.astype(float)
+    out = np.empty((B, 2 * Q, 2 * Q))
+    step = max(1, BATCH_BYTES // (2 * 8 * size * Q))
+    for start in range(0, B, step):
+        stop = min(start + step, B)
+        E = np.zeros((size, (stop - start) * Q))
+        for j, b in enumerate(range(start, stop)):
+            rows = np.flatnonzero(is_x[b])
+            E[rows, j * Q + labels[rows]] = 1.0
+        KE = src.matvec(E)
+        for j, b in enumerate(range(start, stop)):
+            Eb, KEb = E[:, j * Q : (j + 1) * Q], KE[:, j * Q : (j + 1) * Q]
+            EKE = Eb.T @ KEb
+            EKL = Eb.T @ KL
+            EKF = EKL - EKE
+            FKF = LKL - EKL - EKL.T + EKE
+            out[b, :Q, :Q] = EKE / np.outer(nx, nx)
+            out[b, :Q, Q:] = EKF / np.outer(nx, ny)
+            out[b, Q:, :Q] = EKF.T / np.outer(ny, nx)
+            out[b, Q:, Q:] = FKF / np.outer(ny, ny)
+    return out
+
+
+
+def pooled_block_means_gram(pool: PooledSample, partition: Partition) -> np.ndarray:
+    """The Q × Q Gram matrix of the pooled block means p_q = mean of φ(z) over block q's
+    |S_q| + |T_q| points, ⟨p_q, p_r⟩ = Σ_{i∈q, j∈r} K_ij / (n_q n_r).
+
+    A within-block relabelling moves points only inside their blocks, so p_q, and anything
+    chosen from these means, is the same for the observed labelling and for every
+    relabelling of the test: a choice of blocks made from them treats T and its null alike.
+    """
+    labels = partition.pooled_labels()
+    pooled_part = Partition(partition.n_blocks, labels)
+    return pool.source.block_gram(pooled_part.weight_matrix(pooled_part.mean_weights()))
+
+
+class KeptBlocks:
+    """The points of a fixed set K of blocks and their Gram source, for :func:`kept_blocks_mmd2`.
+
+    Computed once per test (:meth:`of`, cached on the pool): the submatrix of a stored
+    pooled Gram matrix, or a source of the kept points alone that follows the memory
+    budget (matrix-free over it).
+    """
+
+    def __init__(self, pool: PooledSample, partition: Partition, keep: np.ndarray):
+        self.partition = partition
+        self.keep = np.sort(np.asarray(keep, dtype=np.int64))
+        labels = partition.pooled_labels()
+        self.members = np.flatnonzero(np.isin(labels, self.keep))
+        self.labels = labels[self.members]
+        Zk = take(pool.Z, self.members)
+        self.source: GramSource
+        if pool.stored:
+            self.source = StoredGram(pool.kernel, Zk, K=pool.submatrix(self.members))
+        else:
+            self.source = gram_source(pool.kernel, Zk, matrix_free=pool.matrix_free)
+        self.dmax = float(pool.diag.max()) if pool.size else 0.0
+
+    @classmethod
+    def of(cls, pool: PooledSample, partition: Partition, keep: np.ndarray) -> KeptBlocks:
+        cached = pool.cache.get("kept-blocks")
+        if cached is None or cached.partition is not partition or not np.array_equal(cached.keep, np.sort(keep)):
+            cached = pool.cache["kept-blocks"] = cls(pool, partition, keep)
+        return cached
+
+
+def kept_blocks_mmd2(pool: PooledSample, partition: Partition, keep: np.ndarray, perms: np.ndarray) -> np.ndarray:
+    """‖(1/k) Σ_{q∈K} (μ_{S_q} − μ_{T_q})‖² for every relabelling in ``perms``, K = ``keep`` (k blocks).
+
+    The mean of the kept blocks' differences of X- and Y-part means, with the relabelled
+    parts S_q, T_q of each block: c_bᵀ K c_b with c_b = ±1/(k|S_q|) or ∓1/(k|T_q|) on the
+    kept points (a V-statistic with the cross-block pairs). All relabellings of a batch
+    come from one pass over the kept points' Gram matrix (:meth:`GramSource.quadratic_forms`).
+    With every block kept and one block it is the V-statistic MMD².
+    """
+    kept = KeptBlocks.of(pool, partition, keep)
+    perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+    is_x = x_indicators(perms, pool.n)[:, kept.members].T  # kept points × B
+    k = len(kept.keep)
+    nx = partition.x_sizes.astype(float)[kept.labels][:, None]
+    ny = partition.y_sizes.astype(float)[kept.labels][:, None]
+    C = np.where(is_x, 1.0 / (k * nx), -1.0 / (k * ny))
+    out = kept.source.quadratic_forms(C)
+    # Σ|c_i| = 2, so the terms are at most 4 max k(z, z)
+    check_squared_norm(pool.kernel, float(out.min()), 4.0 * kept.dmax, "the kept blocks' MMD^2")
+    return out

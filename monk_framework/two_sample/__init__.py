@@ -1,0 +1,24 @@
+"""Two-sample tests of P = Q with any kernel and any MMD estimator.
+
+* :mod:`~monk_framework.two_sample.permutation`: the permutation test (globally or
+  within the blocks of a median-of-means estimator), and what every test shares;
+* :mod:`~monk_framework.two_sample.split`: the paper's three-way split test (Algorithm 3);
+* :mod:`~monk_framework.two_sample.robust`: tests whose level holds when up to r points
+  are corrupted, with a certificate.
+"""
+
+from __future__ import annotations
+
+from monk_framework.two_sample.permutation import PermutationTestResult, TestResult, permutation_test
+from monk_framework.two_sample.robust import RobustTestResult, robust_test
+from monk_framework.two_sample.split import SplitTestResult, split_test
+
+__all__ = [
+    "PermutationTestResult",
+    "RobustTestResult",
+    "SplitTestResult",
+    "TestResult",
+    "permutation_test",
+    "robust_test",
+    "split_test",
+]

@@ -1,0 +1,180 @@
+"""The package's layers import one way.
+
+``monk_framework`` is built in floors: ``core`` (interfaces), ``numerics``, ``engine``,
+``two_sample`` (the statistics) and ``app`` (command line, jobs, files, experiments).
+Every import of the package's own modules (at module level or inside a function; only
+imports under ``if TYPE_CHECKING:`` are left out, they never run) goes to the same floor
+or one below, the graph has no cycle, and no function imports a module of the package
+lazily: only third-party packages may be imported inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "monk_framework"
+#: bottom to top; the top-level ``__init__`` (the public API), ``__main__`` and the
+#: conformance kit ``checks`` stand on top of everything
+FLOORS = ("core", "numerics", "engine", "two_sample", "app")
+TOP = len(FLOORS)
+
+
+def module_files(root: Path, package: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ``package`` under ``root``."""
+    out = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_nodes(tree: ast.Module) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(inner) for inner in ast.walk(node))
+    return skip
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, int, bool]]:
+    """(imported module of the package, line, at module level) for every import that runs."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skip = _type_checking_nodes(tree)
+    top = {id(node) for node in tree.body}
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: None if is_package else -1]
+                base = base[: len(base) - node.level + 1]
+                origin = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                origin = node.module or ""
+            # ``from pkg import sub`` imports the submodule; ``from mod import name`` the module
+            targets = [f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in modules else origin for alias in node.names]
+        for target in targets:
+            while target and target not in modules and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in modules and target != module:
+                found.append((target, node.lineno, id(node) in top))
+    return found
+
+
+def import_graph(root: Path, package: str) -> tuple[dict[str, set[str]], list[str]]:
+    """The graph of runtime imports between the package's modules, and the lazy ones."""
+    modules = module_files(root, package)
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    lazy = []
+    for name, path in modules.items():
+        for target, line, at_top in imports_of(name, path, modules):
+            graph[name].add(target)
+            if not at_top:
+                lazy.append(f"{path.relative_to(root)}:{line} imports {target} inside a function")
+    return graph, lazy
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def floor_of(module: str, package: str = PACKAGE) -> int:
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in FLOORS:
+        return FLOORS.index(parts[1])
+    return TOP
+
+
+def climbs(graph: dict[str, set[str]], package: str = PACKAGE) -> list[str]:
+    return sorted(
+        f"{source} (floor {floor_of(source, package)}) imports {target} (floor {floor_of(target, package)})"
+        for source, targets in graph.items()
+        for target in targets
+        if floor_of(target, package) > floor_of(source, package)
+    )
+
+
+GRAPH, LAZY = import_graph(ROOT, PACKAGE)
+
+
+def test_the_internal_import_graph_has_no_cycle():
+    assert cycles(GRAPH) == []
+
+
+def test_imports_never_climb_to_a_higher_floor():
+    assert climbs(GRAPH) == []
+
+
+def test_no_module_of_the_package_is_imported_inside_a_function():
+    assert LAZY == []
+
+
+def test_every_module_lives_on_a_floor():
+    loose = [m for m in GRAPH if floor_of(m) == TOP and m not in (PACKAGE, f"{PACKAGE}.__main__", f"{PACKAGE}.checks")]
+    assert loose == []
+
+
+@pytest.fixture
+def tangled(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "a.py").write_text("from pkg.core import b\n")
+    (pkg / "core" / "b.py").write_text("def f():\n    from pkg.app import c\n")
+    (pkg / "app").mkdir()
+    (pkg / "app" / "__init__.py").write_text("")
+    (pkg / "app" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.core import a\nfrom . import d\n")
+    (pkg / "app" / "d.py").write_text("from ..core.a import x\n")
+    return tmp_path
+
+
+def test_the_checks_catch_a_cycle_a_climb_and_a_lazy_import(tangled):
+    graph, lazy = import_graph(tangled, "pkg")
+    # a -> b -> (lazily) c -> d -> a; the TYPE_CHECKING import of a is not an edge
+    assert graph["pkg.app.c"] == {"pkg.app.d"}
+    assert cycles(graph) == [["pkg.app.c", "pkg.app.d", "pkg.core.a", "pkg.core.b"]]
+    assert climbs(graph, "pkg") == ["pkg.core.b (floor 0) imports pkg.app.c (floor 4)"]
+    assert lazy == ["pkg/core/b.py:2 imports pkg.app.c inside a function"]
