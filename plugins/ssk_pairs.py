@@ -30,10 +30,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import get_num_threads, njit, prange
 
 from monk_framework.core.errors import ResourceError
 from monk_framework.core.resources import available_memory
+from monk_framework.numerics.compiled import NOT_RUN, CompiledLoops, compiled_available
+
+#: the pair programme's loops: compiled by numba on first use; where the compiled loops
+#: are off or cannot run, the same loops run as plain Python (the same numbers, far slower:
+#: the plan then prefers the feature products wherever they fit)
+_loops = CompiledLoops(globals())
+#: numba.prange in the compiled loops; plain Python runs the rows in turn
+prange = range
+_loops.bind("prange", lambda numba: numba.prange)
 
 #: the sparse programme is used while (|s| + |t|) · ln(1/λ) stays below this (λ^{−(i+j)} ≤ e^600).
 SCALED_EXPONENT_LIMIT = 600.0
@@ -45,6 +53,20 @@ PAIR_SECONDS_PER_MATCH_LEVEL = 6.0e-9
 DENSE_SECONDS_PER_CELL = 2.0e-9
 
 
+#: how much slower the pair programme runs as plain Python than compiled (measured:
+#: benchmarks/bench_ssk.py --plain); it only steers the plan
+PLAIN_SLOWDOWN = 300.0
+
+
+def pair_threads() -> int:
+    """The threads the pair programme runs on: numba's, or 1 as plain Python."""
+    if not compiled_available():
+        return 1
+    import numba
+
+    return int(numba.get_num_threads())
+
+
 def uses_sparse(ls: int, lt: int, lam: float) -> bool:
     """Whether the pair (|s|, |t|) takes the sparse programme (its scaling cannot overflow)."""
     return lam >= 1.0 or (ls + lt) * -math.log(lam) <= SCALED_EXPONENT_LIMIT
@@ -53,8 +75,10 @@ def uses_sparse(ls: int, lt: int, lam: float) -> bool:
 def seconds_per_pair(ls: float, lt: float, matches: float, n: int, lam: float) -> float:
     """Expected single-thread seconds for one pair of the given mean lengths and matches."""
     if uses_sparse(int(ls), int(lt), lam):
-        return PAIR_SECONDS_PER_CELL_SETUP * (ls * n + lt) + PAIR_SECONDS_PER_MATCH_LEVEL * matches * n
-    return DENSE_SECONDS_PER_CELL * ls * lt * n
+        seconds = PAIR_SECONDS_PER_CELL_SETUP * (ls * n + lt) + PAIR_SECONDS_PER_MATCH_LEVEL * matches * n
+    else:
+        seconds = DENSE_SECONDS_PER_CELL * ls * lt * n
+    return seconds if compiled_available() else seconds * PLAIN_SLOWDOWN
 
 
 def flatten(codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -92,14 +116,13 @@ def pair_levels(
     # rows dealt to the threads by decreasing work, in turn, so that they finish together
     work = np.diff(starts) * (np.diff(xo) + 1)
     by_work = np.argsort(-work, kind="stable")
-    n_threads = max(1, min(get_num_threads(), len(by_work)))
+    n_threads = max(1, min(pair_threads(), len(by_work)))
     dealt = np.concatenate([by_work[w::n_threads] for w in range(n_threads)])
     dealt_starts = np.cumsum([0] + [len(by_work[w::n_threads]) for w in range(n_threads)])
     max_len = int(np.diff(yo).max(initial=0))
-    _pairs(
-        xf, xo, yf, yo, order, cols, starts, dealt, dealt_starts,
-        n, lam, max(size, 1), SCALED_EXPONENT_LIMIT, max_len, out,
-    )
+    args = (xf, xo, yf, yo, order, cols, starts, dealt, dealt_starts, n, lam, max(size, 1), SCALED_EXPONENT_LIMIT, max_len, out)
+    if _loops.run(lambda: _pairs(*args)) is NOT_RUN:
+        _loops.plain("_pairs")(*args)
     return out
 
 
@@ -109,7 +132,7 @@ def _dense_memory_ok(ls: np.ndarray, lt: np.ndarray, lam: float) -> None:
     if not dense.any():
         return
     cells = int((ls[dense] * lt[dense]).max())
-    need = 3 * 8 * cells * get_num_threads()
+    need = 3 * 8 * cells * pair_threads()
     avail = available_memory()
     if avail is not None and need > 0.9 * avail:
         worst = int(np.flatnonzero(dense)[np.argmax(ls[dense] * lt[dense])])
@@ -119,7 +142,7 @@ def _dense_memory_ok(ls: np.ndarray, lt: np.ndarray, lam: float) -> None:
         )
 
 
-@njit(parallel=True, cache=True)
+@_loops.loop(parallel=True)
 def _pairs(
     xf, xo, yf, yo, order, cols, starts, dealt, dealt_starts, n, lam, size, limit, max_len, out
 ):  # pragma: no cover - compiled
@@ -129,7 +152,7 @@ def _pairs(
             _row(xf, xo, yf, yo, order, cols, starts, dealt[d], n, lam, size, limit, max_len, log_inv, out)
 
 
-@njit(cache=True)
+@_loops.loop()
 def _row(xf, xo, yf, yo, order, cols, starts, r, n, lam, size, limit, max_len, log_inv, out):  # pragma: no cover
     if starts[r] == starts[r + 1]:
         return
@@ -164,7 +187,7 @@ def _row(xf, xo, yf, yo, order, cols, starts, r, n, lam, size, limit, max_len, l
             _dense_pair(s, t, lam, n, out[p])
 
 
-@njit(cache=True)
+@_loops.loop()
 def _sparse_pair(s, t, first, nxt, up, down, n, tree, buf_i, buf_h, acc):  # pragma: no cover - compiled
     ls = len(s)
     m = n - 1  # levels kept in the tree: H_1..H_{n−1}
@@ -202,7 +225,7 @@ def _sparse_pair(s, t, first, nxt, up, down, n, tree, buf_i, buf_h, acc):  # pra
                 pos += pos & (-pos)
 
 
-@njit(cache=True)
+@_loops.loop()
 def _dense_pair(s, t, lam, n, acc):  # pragma: no cover - compiled
     """Lodhi's programme: G_1 = match, G_k = match ∘ D(G_{k−1}), K_k = λ² Σ G_k.
 

@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from numba import get_num_threads
 
 from monk_framework import Kernel, ParameterError, hookimpl, parameter
 from monk_framework.core.params import boolean, integer, real
@@ -65,7 +64,7 @@ def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: 
     mean_x, mean_y = Cx.mean(axis=0), Cy.mean(axis=0)
     ls, lt = float(mean_x.sum()), float(mean_y.sum())
     pair_per_pair = pairs_ssk.seconds_per_pair(ls, lt, float(mean_x @ mean_y), max(levels), lam)
-    pair_per_pair /= get_num_threads()
+    pair_per_pair /= pairs_ssk.pair_threads()
     all_pairs = Plan([], letters, 0.0, pairs * pair_per_pair)
     count = dict(zip(letters, Hx.sum(axis=0) + (0 if sym else Hy.sum(axis=0))))
     by_rarity = sorted(letters, key=lambda c: (count[c], c))

@@ -8,7 +8,18 @@ same order as the numpy expressions they replace (no fast-math, no reassociation
 the results are the same bit for bit (tested against those expressions).
 
 They are compiled by numba on first use and cached on disk; ``nogil`` lets the threads
-of a matrix-free reduction run them side by side.
+of a matrix-free reduction run them side by side. Importing this module does not import
+numba: the loops are plain functions until first needed.
+
+**A plain twin for each.** Every public routine here has a numpy reference of the same
+name in :mod:`monk_framework.numerics.reference`, which runs instead when the compiled
+loops are switched off (``MONK_COMPILED=0`` in the environment, or
+:func:`set_compiled` / :func:`using_compiled` in Python), when numba cannot be imported,
+or when a loop fails to compile (then with one :class:`CompiledLoopsWarning`). The
+tests compare both paths on random inputs; where the compiled loop does the same
+operations in the same order the bits are equal, elsewhere they agree to the round-off
+each docstring states ("bit for bit" below is a statement about one processor's
+arithmetic, not a contract across processors).
 
 :func:`exp_squared_distance_form` goes one step further for the few-column block Gram
 matrices WᵀKW of the MONK estimators' small blocks: it never forms a tile of K. Each
@@ -31,16 +42,32 @@ agrees with BLAS to round-off.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, cast
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from types import FunctionType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
-from llvmlite import ir
-from numba import literally, njit, types
-from numba.extending import intrinsic
+
+from monk_framework.numerics import reference
+
+if TYPE_CHECKING:
+    from llvmlite import ir
 
 __all__ = [
     "COMPILED_FORM_MAX_FEATURES",
+    "COMPILED_VARIABLE",
+    "CompiledLoops",
+    "CompiledLoopsWarning",
+    "NOT_RUN",
+    "compiled_available",
+    "compiled_enabled",
+    "set_compiled",
+    "using_compiled",
     "COMPILED_TILE_MAX_FEATURES",
     "PATTERN_POINTS",
     "add_indicator_product",
@@ -60,13 +87,193 @@ __all__ = [
 COMPILED_FORM_MAX_FEATURES = 32
 
 
-@njit(cache=True, nogil=True)
+
+# -- the switch, the lazy compilation and the fallback --------------------------------------
+
+#: the environment variable that switches the compiled loops off ("0", "false", "no", "off")
+COMPILED_VARIABLE = "MONK_COMPILED"
+
+
+class CompiledLoopsWarning(UserWarning):
+    """The compiled loops cannot run here (numba is missing, or a loop failed to compile):
+    the library computes with the plain numpy references instead, with the same numbers
+    to round-off and more time. Issued once per process."""
+
+
+_LOCK = threading.RLock()
+#: the switch set from Python (None: follow the environment variable); numba once
+#: imported (None: not tried yet, False: cannot run here); whether the warning was given
+_STATE: dict[str, Any] = {"switch": None, "numba": None, "warned": False}
+#: what :meth:`CompiledLoops.run` returns when the loops did not run
+NOT_RUN: Any = object()
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def compiled_enabled() -> bool:
+    """Whether the compiled loops are switched on: by :func:`set_compiled`, else by the
+    environment variable ``MONK_COMPILED`` (on unless it is 0, false, no or off)."""
+    switch = _STATE["switch"]
+    if switch is not None:
+        return bool(switch)
+    return os.environ.get(COMPILED_VARIABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def compiled_available() -> bool:
+    """Whether the compiled loops run here: switched on, and numba imported (this loads
+    it; a loop that later fails to compile switches them off for the process)."""
+    return compiled_enabled() and _numba() is not None
+
+
+def set_compiled(enabled: bool | None) -> None:
+    """Switch the compiled loops on (True) or off (False) for this process; None follows
+    ``MONK_COMPILED`` again. Off, every routine here runs its numpy reference
+    (:mod:`monk_framework.numerics.reference`)."""
+    if enabled is not None and not isinstance(enabled, bool):
+        raise TypeError(f"set_compiled takes True, False or None; got {enabled!r}")
+    _STATE["switch"] = enabled
+
+
+@contextmanager
+def using_compiled(enabled: bool) -> Iterator[None]:
+    """Run the ``with`` block with the compiled loops switched on or off."""
+    before = _STATE["switch"]
+    set_compiled(enabled)
+    try:
+        yield
+    finally:
+        _STATE["switch"] = before
+
+
+def _fall_back(reason: str) -> None:
+    with _LOCK:
+        _STATE["numba"] = False
+        if not _STATE["warned"]:
+            _STATE["warned"] = True
+            warnings.warn(
+                f"{reason}; monk_framework computes with its numpy references instead (the same numbers to "
+                f"round-off, slower). Set {COMPILED_VARIABLE}=0 to choose them and silence this warning.",
+                CompiledLoopsWarning,
+                stacklevel=4,
+            )
+
+
+def _numba() -> Any:
+    """The numba module, imported once; None (after one :class:`CompiledLoopsWarning`)
+    where it cannot be imported or a loop failed to compile."""
+    with _LOCK:
+        if _STATE["numba"] is None:
+            try:
+                import numba
+                import numba.extending
+            except Exception as exc:  # ImportError, or an installation that fails on import
+                _fall_back(f"numba cannot be imported ({type(exc).__name__}: {exc})")
+            else:
+                _STATE["numba"] = numba
+        return _STATE["numba"] or None
+
+
+class CompiledLoops:
+    """The numba loops of one module: plain functions until first needed, then compiled
+    (and cached on disk) together, behind one switch and one fallback.
+
+    A module marks its loops with :meth:`loop` and names, with :meth:`bind`, what numba
+    supplies inside them (``numba.literally``, ``numba.prange``, an intrinsic: the module
+    defines a plain stand-in of each). ``run(call)`` calls ``call`` with the loops
+    compiled and returns its result, or :data:`NOT_RUN` when the loops are switched off,
+    numba cannot be imported or a loop fails to compile (then with one
+    :class:`CompiledLoopsWarning` for the process); the caller then computes its
+    reference. :meth:`plain` gives a loop as plain Python, calling the plain versions of
+    the others: its own reference, where numpy has no better one. Plugins may use this
+    for their own loops.
+    """
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self._namespace = namespace
+        self._options: dict[str, dict[str, Any]] = {}
+        self._bindings: dict[str, Callable[[Any], Any]] = {}
+        self._stand_ins: dict[str, Any] = {}
+        self._compiled = False
+        self._plain: dict[str, Any] | None = None
+
+    def loop(self, **options: Any) -> Callable[[F], F]:
+        """Mark a module-level function as a loop for ``numba.njit(cache=True, **options)``."""
+
+        def mark(function: F) -> F:
+            self._options[function.__name__] = options
+            return function
+
+        return mark
+
+    def bind(self, name: str, make: Callable[[Any], Any]) -> None:
+        """When the loops are compiled, the module's ``name`` becomes ``make(numba)``."""
+        self._bindings[name] = make
+        self._stand_ins[name] = self._namespace.get(name)
+
+    def _compile(self) -> bool:
+        numba = _numba()
+        if numba is None:
+            return False
+        with _LOCK:
+            if not self._compiled:
+                self._plain_namespace()  # kept before the names are rebound
+                for name, make in self._bindings.items():
+                    self._namespace[name] = make(numba)
+                for name, options in self._options.items():
+                    self._namespace[name] = numba.njit(cache=True, **options)(self._namespace[name])
+                self._compiled = True
+        return True
+
+    def run(self, call: Callable[[], Any]) -> Any:
+        """``call()`` on the compiled loops, or :data:`NOT_RUN`. Compiling happens before a
+        loop writes anything, so a loop that fails to compile leaves nothing half done."""
+        if not compiled_enabled() or not self._compile():
+            return NOT_RUN
+        numba = _STATE["numba"]
+        try:
+            return call()
+        except (numba.core.errors.NumbaError, RuntimeError) as exc:  # LLVM's errors come as RuntimeError
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            _fall_back(f"a compiled loop failed to compile ({type(exc).__name__}: {first})")
+            return NOT_RUN
+
+    def plain(self, name: str) -> Callable[..., Any]:
+        """The loop ``name`` as plain Python, calling the plain versions of the others."""
+        return cast(Callable[..., Any], self._plain_namespace()[name])
+
+    def _plain_namespace(self) -> dict[str, Any]:
+        with _LOCK:
+            if self._plain is None:
+                plain = dict(self._namespace)
+                plain.update(self._stand_ins)
+                for name in self._options:
+                    function = self._namespace[name]
+                    plain[name] = FunctionType(function.__code__, plain, name, function.__defaults__, function.__closure__)
+                self._plain = plain
+        return self._plain
+
+
+_loops = CompiledLoops(globals())
+_loop = _loops.loop
+_run = _loops.run
+_NOT_RUN = NOT_RUN
+
+
+def literally(value: Any) -> Any:
+    """``numba.literally`` inside the loops (bound when they are compiled): a loop compiled
+    once per value of its argument, the number of features, so that loops over it unroll."""
+    return value
+
+
+_loops.bind("literally", lambda numba: numba.literally)
+
+
+@_loop(nogil=True)
 def _clipped(v: float) -> float:  # pragma: no cover - compiled
     # at +0 against round-off; NaN stays NaN (as np.maximum(v, 0.0) keeps it)
     return 0.0 if v <= 0.0 else v
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@_loop(nogil=True, boundscheck=False)
 def _finish(out: np.ndarray, nx: np.ndarray, ny: np.ndarray, scale: float) -> None:  # pragma: no cover - compiled
     n, m = out.shape
     for i in range(n):
@@ -88,7 +295,9 @@ def finish_squared_distances(out: np.ndarray, nx: np.ndarray, ny: np.ndarray, sc
     """
     if out.shape != (len(nx), len(ny)) or out.dtype != np.float64 or not out.flags.c_contiguous:
         raise ValueError(f"finish_squared_distances needs a C-ordered float64 array of shape {(len(nx), len(ny))}, got {out.dtype} {out.shape}")
-    _finish(out, np.ascontiguousarray(nx, dtype=np.float64), np.ascontiguousarray(ny, dtype=np.float64), float(scale))
+    nx, ny, scale = np.ascontiguousarray(nx, dtype=np.float64), np.ascontiguousarray(ny, dtype=np.float64), float(scale)
+    if _run(lambda: _finish(out, nx, ny, scale)) is _NOT_RUN:
+        reference.finish_squared_distances(out, nx, ny, scale)
     return out
 
 
@@ -107,6 +316,9 @@ _EXP_FLOOR = -746.0
 
 
 def _bitcast_typing(typingctx: object, bits: object) -> tuple[object, object]:  # pragma: no cover - compile time
+    from llvmlite import ir
+    from numba import types
+
     sig = types.float64(types.int64)
 
     def codegen(context: object, builder: ir.IRBuilder, signature: object, args: list[ir.Value]) -> ir.Value:
@@ -115,11 +327,13 @@ def _bitcast_typing(typingctx: object, bits: object) -> tuple[object, object]:  
     return sig, codegen
 
 
-#: the float64 whose IEEE bits are an int64 (a bitcast, which vectorises), in compiled code
-_bits_as_float: Any = intrinsic(_bitcast_typing)
+#: the float64 whose IEEE bits are an int64 (a bitcast, which vectorises), in compiled code;
+#: numba's intrinsic of :func:`_bitcast_typing`, made when the loops are first needed
+_bits_as_float: Any = None
+_loops.bind("_bits_as_float", lambda numba: numba.extending.intrinsic(_bitcast_typing))
 
 
-@njit(cache=True, nogil=True, fastmath={"contract"})
+@_loop(nogil=True, fastmath={"contract"})
 def _exp_nonpositive(x: float) -> float:  # pragma: no cover - compiled
     # only FMA contraction: reassociation would fold the two halves of ln 2 together
     x = max(x, _EXP_FLOOR)
@@ -134,7 +348,7 @@ def _exp_nonpositive(x: float) -> float:  # pragma: no cover - compiled
     return p * _bits_as_float((half + 1023) << 52) * _bits_as_float((k - half + 1023) << 52)
 
 
-@njit(cache=True, nogil=True, fastmath={"contract"})
+@_loop(nogil=True, fastmath={"contract"})
 def _exp_array(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
     for i in range(x.shape[0]):
         out[i] = _exp_nonpositive(x[i])
@@ -152,14 +366,15 @@ def exp_nonpositive(x: np.ndarray) -> np.ndarray:
     if np.isnan(x).any() or (x > 0).any():
         raise ValueError("exp_nonpositive needs values <= 0 (or -inf), without NaN")
     out = np.empty_like(x)
-    _exp_array(x, out)
+    if _run(lambda: _exp_array(x, out)) is _NOT_RUN:
+        return reference.exp_nonpositive(x)
     return out
 
 
 # -- the few-column block Gram matrix --------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, fastmath={"contract", "reassoc"})
+@_loop(nogil=True, fastmath={"contract", "reassoc"})
 def _exp_form(PT: np.ndarray, WT: np.ndarray, diag: np.ndarray, scale: float, d: int) -> np.ndarray:  # pragma: no cover - compiled
     # d as a compile-time constant: the loop over features unrolls, and the loop over the
     # partners j vectorises (one specialisation per dimension, cached). Points i and i + 1
@@ -258,7 +473,10 @@ def exp_squared_distance_form(
         raise ValueError(f"exp_squared_distance_form needs one diagonal value per point; got shape {diag.shape}")
     # fresh C-ordered writable copies: the one array type every specialisation is compiled for
     PT, WT = np.array(Z.T, order="C"), np.array(W.T, order="C")
-    return _exp_form_of(d)(PT, WT, diag, float(scale), d)
+    S = _run(lambda: _exp_form_of(d)(PT, WT, diag, float(scale), d))
+    if S is _NOT_RUN:
+        return reference.exp_squared_distance_form(Z, W, float(scale), diag)
+    return cast(np.ndarray, S)
 
 
 #: the compiled specialisations of ``_exp_form`` and of the tile loops, one per dimension,
@@ -271,6 +489,8 @@ _DIRECT_TILES: dict[int, Callable[..., Any]] = {}
 def _specialised(function: Any, cache: dict[int, Callable[..., Any]], d: int, arrays: int, vectors: int) -> Callable[..., Any]:
     """``function`` compiled (or loaded from the disk cache) for ``arrays`` C-ordered
     float64 matrices, ``vectors`` vectors, a float and the literal dimension d."""
+    from numba import types
+
     compiled = cache.get(d)
     if compiled is None:
         array, vector = types.Array(types.float64, 2, "C"), types.Array(types.float64, 1, "C")
@@ -294,7 +514,7 @@ def _exp_form_of(d: int) -> Callable[..., np.ndarray]:
 COMPILED_TILE_MAX_FEATURES = 12
 
 
-@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+@_loop(nogil=True, boundscheck=False, fastmath={"contract"})
 def _exp_identity_tile(  # pragma: no cover - compiled
     out: np.ndarray, XT: np.ndarray, YT: np.ndarray, nx: np.ndarray, ny: np.ndarray, scale: float, d: int
 ) -> None:
@@ -341,7 +561,7 @@ def _exp_identity_tile(  # pragma: no cover - compiled
             row[j] = _exp_nonpositive(_clipped((s0 + a0) + ny[j]) * scale)
 
 
-@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+@_loop(nogil=True, boundscheck=False, fastmath={"contract"})
 def _exp_finish(out: np.ndarray, nx: np.ndarray, ny: np.ndarray, scale: float) -> None:  # pragma: no cover - compiled
     # the tile holds −2⟨x, y⟩ from BLAS: completed, clipped, scaled and exponentiated in one pass
     n, m = out.shape
@@ -353,7 +573,7 @@ def _exp_finish(out: np.ndarray, nx: np.ndarray, ny: np.ndarray, scale: float) -
             row[j] = _exp_nonpositive(_clipped((row[j] + a) + ny[j]) * scale)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@_loop(nogil=True, boundscheck=False)
 def _exp_direct_tile(out: np.ndarray, XT: np.ndarray, YT: np.ndarray, scale: float, d: int) -> None:  # pragma: no cover - compiled
     # no contraction: each square rounded, then added in order of k, as numpy's passes do
     literally(d)
@@ -405,16 +625,21 @@ def exp_squared_distance_tile(X: np.ndarray, Y: np.ndarray, scale: float, *, dir
     if out.size == 0 or d == 0:
         out.fill(1.0)  # no features: every squared distance is 0 (the loops index feature 0)
         return out
+    scale = float(scale)
     if direct:
-        _exp_direct_tile_of(d)(out, np.array(X.T, order="C"), np.array(Y.T, order="C"), float(scale), d)
-        return out
-    Xc, Yc, nx, ny = centred_with_norms(X, Y)
-    # −2x is exact (a power of two), so the sums are −2⟨x, y⟩ bit for bit
-    if d <= COMPILED_TILE_MAX_FEATURES:
-        _exp_identity_tile_of(d)(out, np.array((-2.0 * Xc).T, order="C"), np.array(Yc.T, order="C"), nx, ny, float(scale), d)
+        XT, YT = np.array(X.T, order="C"), np.array(Y.T, order="C")
+        done = _run(lambda: _exp_direct_tile_of(d)(out, XT, YT, scale, d))
     else:
-        np.matmul(-2.0 * Xc, Yc.T, out=out)
-        _exp_finish(out, nx, ny, float(scale))
+        Xc, Yc, nx, ny = centred_with_norms(X, Y)
+        # −2x is exact (a power of two), so the sums are −2⟨x, y⟩ bit for bit
+        if d <= COMPILED_TILE_MAX_FEATURES:
+            XT, YT = np.array((-2.0 * Xc).T, order="C"), np.array(Yc.T, order="C")
+            done = _run(lambda: _exp_identity_tile_of(d)(out, XT, YT, nx, ny, scale, d))
+        else:
+            np.matmul(-2.0 * Xc, Yc.T, out=out)
+            done = _run(lambda: _exp_finish(out, nx, ny, scale))
+    if done is _NOT_RUN:
+        return reference.exp_squared_distance_tile(X, Y, scale, direct=direct)
     return out
 
 
@@ -428,7 +653,7 @@ def _exp_direct_tile_of(d: int) -> Callable[..., None]:
 
 # -- the product of a tile with many weight columns ------------------------------------------
 
-@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract", "reassoc"})
+@_loop(nogil=True, boundscheck=False, fastmath={"contract", "reassoc"})
 def _tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int) -> None:  # pragma: no cover - compiled
     # Each running sum is a dot product along a row of T and a row of WT, both contiguous:
     # the loop over j vectorises (reassociation lets each sum run as 8 partial sums), and
@@ -506,7 +731,8 @@ def add_tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int
         return False
     if not 0 <= offset <= WT.shape[1] - T.shape[1]:
         raise ValueError(f"add_tile_product: columns {offset}:{offset + T.shape[1]} outside the {WT.shape[1]} weight rows")
-    _tile_product(out, T, WT, int(offset))
+    if _run(lambda: _tile_product(out, T, WT, int(offset))) is _NOT_RUN:
+        reference.add_tile_product(out, T, WT, int(offset))
     return True
 
 
@@ -521,6 +747,22 @@ def add_tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int
 # 1970, over the reals). The tables are written and read as vectors of 8 doubles in
 # LLVM IR of our own: numba's loop vectoriser keeps scalar code for a lookup whose
 # address depends on the loaded pattern.
+#
+# For the next maintainer of this hand-written IR:
+# - What it computes: out[b, i] += Σ_j KT[j, i] · E[offset + j, b], E the 0/1 matrix whose
+#   rows ``patterns`` packs four to a byte (add_indicator_product's docstring).
+# - Its reference: monk_framework.numerics.reference.add_indicator_product, one BLAS
+#   product of the unpacked E; both run on every test of this routine.
+# - How to check it: tests/monk_framework/test_compiled_twins.py (against the reference
+#   and against E's product, remainders of lanes, columns and groups included),
+#   tests/monk_framework/test_fused.py (exact integer sums at the tests' shapes), the same
+#   with NUMBA_CPU_NAME=generic (no AVX: the 8-double vectors are split by LLVM), and
+#   benchmarks/bench_products.py for its speed.
+# - Why it stays: on its benchmark it must beat the best plain-numba loop for the same
+#   product (add_tile_product, the register-blocked multiply-add loop; a plain-numba
+#   subset-sum loop stayed scalar and ran at 0.3-0.8 of that) by 1.3x or more; it runs at
+#   about 1.6x (docs/performance.md). The IR gives element types explicitly, so it is the
+#   same with llvmlite's typed and opaque pointers.
 
 #: points per pattern: bit t of a pattern byte says whether a relabelling calls point
 #: 4g + t of group g an X point
@@ -535,8 +777,17 @@ _COLUMN_BLOCK = 8
 _GROUP_BLOCK = 16
 
 
+def _vector_type() -> ir.VectorType:  # pragma: no cover - compile time
+    from llvmlite import ir
+
+    return ir.VectorType(ir.DoubleType(), _VECTOR)
+
+
 def _vector_pointer(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value) -> ir.Value:  # pragma: no cover - compile time
-    return builder.bitcast(builder.gep(base, [offset]), ir.VectorType(ir.DoubleType(), _VECTOR).as_pointer())
+    from llvmlite import ir
+
+    # element types given explicitly, so that the IR is the same with typed and with opaque pointers
+    return builder.bitcast(builder.gep(base, [offset], source_etype=ir.DoubleType()), _vector_type().as_pointer())
 
 
 def _subset_tables_typing(vectors: int) -> Any:
@@ -545,6 +796,9 @@ def _subset_tables_typing(vectors: int) -> Any:
     them at tab[base + (p·vectors + v)·8 : … + 8] (bit t of p: row j + t)."""
 
     def typing(typingctx: object, tab: Any, KT: Any, stride: Any, j: Any, lane: Any, base: Any) -> tuple[object, object]:  # pragma: no cover
+        from llvmlite import ir
+        from numba import types
+
         sig = types.void(tab, KT, types.int64, types.int64, types.int64, types.int64)
 
         def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: list[ir.Value]) -> ir.Value:
@@ -556,7 +810,7 @@ def _subset_tables_typing(vectors: int) -> Any:
             for v in range(vectors):
                 column = builder.add(lane, ir.Constant(i64, _VECTOR * v))
                 x = [builder.load(_vector_pointer(builder, kt_data, builder.add(builder.mul(builder.add(j, ir.Constant(i64, t)), stride), column)),
-                                  align=8) for t in range(PATTERN_POINTS)]
+                                  align=8, typ=_vector_type()) for t in range(PATTERN_POINTS)]
                 sums = [zero]
                 for t in range(PATTERN_POINTS):  # subsets with top bit t: row j + t plus a smaller subset
                     sums += [x[t] if p == 0 else builder.fadd(sums[p], x[t]) for p in range(1 << t)]
@@ -566,7 +820,7 @@ def _subset_tables_typing(vectors: int) -> Any:
 
         return sig, codegen
 
-    return intrinsic(typing)
+    return typing
 
 
 def _subset_lookups_typing(columns: int, vectors: int) -> Any:
@@ -577,6 +831,9 @@ def _subset_lookups_typing(columns: int, vectors: int) -> Any:
 
     def typing(typingctx: object, out: Any, out_stride: Any, tab: Any, P: Any, p_stride: Any, group: Any, b: Any, count: Any,
                lane: Any) -> tuple[object, object]:  # pragma: no cover - compile time
+        from llvmlite import ir
+        from numba import types
+
         sig = types.void(out, types.int64, tab, P, types.int64, types.int64, types.int64, types.int64, types.int64)
 
         def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: list[ir.Value]) -> ir.Value:
@@ -602,10 +859,12 @@ def _subset_lookups_typing(columns: int, vectors: int) -> Any:
             table = builder.mul(g, ir.Constant(i64, 16 * vectors * _VECTOR))
             added = []
             for c in range(columns):
-                pattern = builder.zext(builder.load(builder.gep(p_data, [builder.add(row, ir.Constant(i64, c))])), i64)
+                byte = builder.gep(p_data, [builder.add(row, ir.Constant(i64, c))], source_etype=ir.IntType(8))
+                pattern = builder.zext(builder.load(byte, typ=ir.IntType(8)), i64)
                 entry_at = builder.add(table, builder.mul(pattern, ir.Constant(i64, vectors * _VECTOR)))
                 for v in range(vectors):
-                    value = builder.load(_vector_pointer(builder, tab_data, builder.add(entry_at, ir.Constant(i64, v * _VECTOR))), align=8)
+                    value = builder.load(_vector_pointer(builder, tab_data, builder.add(entry_at, ir.Constant(i64, v * _VECTOR))), align=8,
+                                         typ=_vector_type())
                     added.append(builder.fadd(sums[c * vectors + v], value))
             following = builder.add(g, ir.Constant(i64, 1))
             g.add_incoming(following, loop)
@@ -623,23 +882,42 @@ def _subset_lookups_typing(columns: int, vectors: int) -> Any:
                 at = builder.add(builder.mul(builder.add(b, ir.Constant(i64, c)), out_stride), lane)
                 for v in range(vectors):
                     pointer = _vector_pointer(builder, out_data, builder.add(at, ir.Constant(i64, v * _VECTOR)))
-                    builder.store(builder.fadd(builder.load(pointer, align=8), totals[c * vectors + v]), pointer, align=8)
+                    builder.store(builder.fadd(builder.load(pointer, align=8, typ=_vector_type()), totals[c * vectors + v]), pointer, align=8)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    return intrinsic(typing)
+    return typing
 
 
-_tables_2 = _subset_tables_typing(2)
-_tables_1 = _subset_tables_typing(1)
-_lookups_8x2 = _subset_lookups_typing(_COLUMN_BLOCK, 2)
-_lookups_1x2 = _subset_lookups_typing(1, 2)
-_lookups_8x1 = _subset_lookups_typing(_COLUMN_BLOCK, 1)
-_lookups_1x1 = _subset_lookups_typing(1, 1)
+#: numba's intrinsics of the tables and the lookups, made when the loops are first needed
+#: (tables of 2 or 1 vectors of lanes; lookups of 8 or 1 columns by 2 or 1 vectors)
+_INTRINSICS: dict[str, tuple[Callable[..., Any], tuple[int, ...]]] = {
+    "_tables_2": (_subset_tables_typing, (2,)),
+    "_tables_1": (_subset_tables_typing, (1,)),
+    "_lookups_8x2": (_subset_lookups_typing, (_COLUMN_BLOCK, 2)),
+    "_lookups_1x2": (_subset_lookups_typing, (1, 2)),
+    "_lookups_8x1": (_subset_lookups_typing, (_COLUMN_BLOCK, 1)),
+    "_lookups_1x1": (_subset_lookups_typing, (1, 1)),
+}
+_tables_2: Any = None
+_tables_1: Any = None
+_lookups_8x2: Any = None
+_lookups_1x2: Any = None
+_lookups_8x1: Any = None
+_lookups_1x1: Any = None
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+def _intrinsic(factory: Callable[..., Any], arguments: tuple[int, ...], numba: Any) -> Any:
+    return numba.extending.intrinsic(factory(*arguments))
+
+
+for name, (factory, arguments) in _INTRINSICS.items():
+    _loops.bind(name, partial(_intrinsic, factory, arguments))
+del name, factory, arguments
+
+
+@_loop(nogil=True, boundscheck=False)
 def _single_points(out: np.ndarray, KT: np.ndarray, P: np.ndarray, offset: int, a: int, b: int) -> None:  # pragma: no cover - compiled
     # rows a:b of KT one by one (points offset + a … of the patterns): outside whole groups
     q, lanes = out.shape
@@ -654,7 +932,7 @@ def _single_points(out: np.ndarray, KT: np.ndarray, P: np.ndarray, offset: int, 
                     row[i] += values[i]
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@_loop(nogil=True, boundscheck=False)
 def _indicator_product(out: np.ndarray, KT: np.ndarray, P: np.ndarray, offset: int, tab: np.ndarray) -> None:  # pragma: no cover - compiled
     # out (q × lanes, rows contiguous) += the product of KT's transpose with the indicator
     # columns of points offset…, lanes a multiple of 8 (the caller pads): whole groups of four points by
@@ -730,13 +1008,16 @@ def add_indicator_product(out: np.ndarray, KT: np.ndarray, patterns: np.ndarray,
     tables = _aligned_tables()
     whole = lanes - lanes % _VECTOR
     if whole:
-        _indicator_product(out[:, :whole], KT[:, :whole], patterns, int(offset), tables)
+        head, KT_head = out[:, :whole], KT[:, :whole]
+        if _run(lambda: _indicator_product(head, KT_head, patterns, int(offset), tables)) is _NOT_RUN:
+            reference.add_indicator_product(head, KT_head, patterns, int(offset))
     if whole < lanes:
         # the last lanes through one padded vector
         rest = np.zeros((points, _VECTOR))
         rest[:, : lanes - whole] = KT[:, whole:]
         sums = np.zeros((len(out), _VECTOR))
-        _indicator_product(sums, rest, patterns, int(offset), tables)
+        if _run(lambda: _indicator_product(sums, rest, patterns, int(offset), tables)) is _NOT_RUN:
+            reference.add_indicator_product(sums, rest, patterns, int(offset))
         out[:, whole:] += sums[:, : lanes - whole]
     return True
 
@@ -759,7 +1040,7 @@ def every_point_patterns(size: int) -> np.ndarray:
     return every
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@_loop(nogil=True, boundscheck=False)
 def _pack_patterns(P: np.ndarray, perms: np.ndarray, n: int) -> None:  # pragma: no cover - compiled
     for b in range(perms.shape[0]):
         for k in range(n):
@@ -773,4 +1054,6 @@ def pack_patterns(P: np.ndarray, perms: np.ndarray, n: int) -> None:
     :func:`~monk_framework.engine.pooled.indicator_patterns`), P uint8 and C-ordered, in place."""
     if P.dtype != np.uint8 or P.ndim != 2 or not P.flags.c_contiguous or P.shape[1] < len(perms):
         raise ValueError(f"pack_patterns needs a C-ordered uint8 array with {len(perms)} columns or more, got {P.dtype} {P.shape}")
-    _pack_patterns(P, np.asarray(perms, dtype=np.int64), int(n))
+    perms = np.asarray(perms, dtype=np.int64)
+    if _run(lambda: _pack_patterns(P, perms, int(n))) is _NOT_RUN:
+        reference.pack_patterns(P, perms, int(n))

@@ -48,10 +48,12 @@ def exp_nonpositive(x: np.ndarray) -> np.ndarray:
 
 
 def _squared_differences(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    # squared coordinate differences added in the order of the features, each square rounded
-    out = np.square(X[:, None, 0] - Y[None, :, 0])
-    for k in range(1, X.shape[1]):
-        out += np.square(X[:, None, k] - Y[None, :, k])
+    # squared coordinate differences added in the order of the features, each square
+    # rounded; a square that overflows is inf, as in the compiled loops (exp(−inf) = 0)
+    with np.errstate(over="ignore"):
+        out = np.square(X[:, None, 0] - Y[None, :, 0])
+        for k in range(1, X.shape[1]):
+            out += np.square(X[:, None, k] - Y[None, :, k])
     return out
 
 

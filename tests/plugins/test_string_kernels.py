@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from monk_framework.core.errors import DataError, ParameterError
+from monk_framework.numerics.compiled import compiled_available, using_compiled
 from monk_plugins import ssk_core as core
 from monk_plugins import ssk_pairs
 from monk_plugins.string_kernels import plan, ssk_levels
@@ -122,7 +123,8 @@ def test_gram_equals_the_reference_recursion(registry, alphabet, n):
 
 @pytest.mark.parametrize("size", [2, 4, 26])
 @pytest.mark.parametrize("programme", ["sparse", "dense"])
-def test_both_paths_equal_the_reference_at_every_level(size, programme, monkeypatch):
+@pytest.mark.parametrize("compiled_loops", [True, False], ids=["compiled", "plain-python"])
+def test_both_paths_equal_the_reference_at_every_level(size, programme, compiled_loops, monkeypatch):
     # the feature path and the pair programme, forced, on the same strings
     rng = np.random.default_rng(size)
     alphabet = "abcdefghijklmnopqrstuvwxyz"[:size]
@@ -137,7 +139,8 @@ def test_both_paths_equal_the_reference_at_every_level(size, programme, monkeypa
     if programme == "dense":  # the overflow guard sends every pair to the dense programme
         monkeypatch.setattr(ssk_pairs, "SCALED_EXPONENT_LIMIT", -1.0)
     rows, cols = np.divmod(np.arange(16), 4)
-    pairs = ssk_pairs.pair_levels(codes, codes, rows, cols, n, lam)
+    with using_compiled(compiled_loops):
+        pairs = ssk_pairs.pair_levels(codes, codes, rows, cols, n, lam)
     for k in range(1, n + 1):
         np.testing.assert_allclose(feats[k], ref[k], rtol=1e-10, atol=1e-300)
         np.testing.assert_allclose(pairs[:, k - 1].reshape(4, 4), ref[k], rtol=1e-10, atol=1e-300)
@@ -214,7 +217,8 @@ def test_rare_letters_take_the_pair_programme_only_where_shared(registry):
     S[7] = S[7][:9] + "N" + S[7][10:]
     S[11] = S[11][:2] + "R" + S[11][3:]
     p = plan(S, None, [4], 0.5)
-    assert p.main == ["A", "C", "G", "T"] and set(p.rare) == {"N", "R"}
+    if compiled_available():  # as plain Python the pair programme costs more than the features
+        assert p.main == ["A", "C", "G", "T"] and set(p.rare) == {"N", "R"}
     grams, _ = ssk_levels(S, None, [4], 0.5)
     sub = [3, 7, 11, 0, 1]
     ref = np.array([[lodhi_ssk(S[i], S[j], 4, 0.5)[-1] for j in sub] for i in sub])
@@ -222,6 +226,7 @@ def test_rare_letters_take_the_pair_programme_only_where_shared(registry):
     assert np.array_equal(grams[4], grams[4].T)
 
 
+@pytest.mark.skipif(not compiled_available(), reason="as plain Python the pair programme loses to the features")
 def test_large_alphabet_uses_the_pair_programme():
     rng = np.random.default_rng(4)
     S = random_strings(rng, "abcdefghijklmnopqrstuvwxyz", 10, (30, 40))
