@@ -195,3 +195,14 @@ def test_every_other_python_block_of_the_docs_runs(page):
 
 def test_the_pages_run_elsewhere_still_have_code():
     assert RUN_ELSEWHERE - {"README.md"} <= set(_pages_with_python())
+
+
+def test_the_docs_are_for_users():
+    # the run history lives in benchmarks/RESULTS.md: no dates of runs in docs/, a short
+    # performance page, and examples that name a cluster use a placeholder host
+    for page in sorted(DOCS.glob("*.md")):
+        text = page.read_text()
+        assert not re.findall(r"\b20\d\d-\d\d-\d\d\b", text), f"docs/{page.name} holds dates of runs"
+        assert not re.findall(r"tcp://(?:\d+\.){3}\d+", text), f"docs/{page.name} names a real address"
+    assert len((DOCS / "performance.md").read_text().splitlines()) <= 250
+    assert (ROOT / "benchmarks" / "RESULTS.md").exists()

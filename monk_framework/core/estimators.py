@@ -19,7 +19,7 @@ import numpy as np
 
 from monk_framework.core.errors import DataError, MonkError
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import Configurable, renamed_hook
+from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.randomness import RNGLike, generator
 from monk_framework.core.resources import budgeted, spread_over
 from monk_framework.core.results import Embedding, MMDResult
@@ -148,7 +148,7 @@ class MMDEstimator(Estimator):
 
     def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
         """The estimator's core, on validated samples with a fitted kernel."""
-        return renamed_hook(self, "_estimate", "compute_estimate")(kernel, X, Y, rng)
+        raise not_implemented(self, "compute_estimate")
 
     def permuted_statistics(
         self, pool: PooledSample, perms: np.ndarray, rngs: Sequence[np.random.Generator]
@@ -249,4 +249,4 @@ class EmbeddingEstimator(Estimator):
 
     def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
         """The estimator's core, on a validated sample with a fitted kernel."""
-        return renamed_hook(self, "_embed", "compute_embedding")(kernel, X, rng)
+        raise not_implemented(self, "compute_embedding")

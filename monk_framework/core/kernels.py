@@ -27,7 +27,7 @@ import attrs
 import numpy as np
 
 from monk_framework.core.errors import DataError, KernelContractError, KernelOverflowError, MonkError, ParameterError
-from monk_framework.core.params import Configurable, renamed_hook
+from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.resources import check_memory, memory_budget
 from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension
 
@@ -232,15 +232,15 @@ class Kernel(Configurable):
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         """The rectangle k(X[i], Y[j]) for validated inputs (a chunk of rows of X)."""
-        return np.asarray(renamed_hook(self, "_gram", "compute_gram")(X, Y))
+        raise not_implemented(self, "compute_gram")
 
     def compute_diag(self, X: Any) -> np.ndarray:
         """k(X[i], X[i]) for validated inputs."""
-        return np.asarray(renamed_hook(self, "_diag", "compute_diag")(X))
+        raise not_implemented(self, "compute_diag")
 
     def compute_features(self, X: Any) -> np.ndarray:
         """Φ(X), rows the explicit features of the points (kernels with ``has_features``)."""
-        return np.asarray(renamed_hook(self, "_features", "compute_features")(X))
+        raise not_implemented(self, "compute_features")
 
     def compute_block_gram(self, Z: Any, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
         """Wᵀ K W for the Gram matrix K of a validated sample Z, with ``diag`` on its

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
@@ -34,7 +33,7 @@ __all__ = [
     "spec_label",
     "real",
     "real_or",
-    "renamed_hook",
+    "not_implemented",
     "integer_or",
 ]
 
@@ -252,20 +251,9 @@ class Configurable:
         return f"{self.name}({inner})"
 
 
-def renamed_hook(obj: Any, old: str, new: str) -> Callable[..., Any]:
-    """A plugin's implementation of a core method under the previous release's name
-    (``_gram``, ``_diag``, ``_features``, ``_gaussian_expectation``, ``_estimate``,
-    ``_embed``), with a DeprecationWarning; NotImplementedError when it has neither."""
-    method = getattr(type(obj), old, None)
-    if method is None:
-        raise NotImplementedError(f"{type(obj).__qualname__} must implement {new}().")
-    warnings.warn(
-        f"{type(obj).__qualname__}.{old} is the previous release's name of {new}; rename it "
-        "(the old name goes in the next release).",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return method.__get__(obj)
+def not_implemented(obj: Any, method: str) -> NotImplementedError:
+    """The error a plugin class gets for a core method it must implement and did not."""
+    return NotImplementedError(f"{type(obj).__qualname__} must implement {method}().")
 
 
 def parse_value(text: str) -> Any:

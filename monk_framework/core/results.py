@@ -122,13 +122,12 @@ class Result:
     of its JSON form). ``to_dict()`` gives ``{"type": kind, field: value, ...}`` plus the
     read-only properties named in ``derived`` (such as a test's ``decision``), with numpy
     values as plain JSON types; ``from_dict`` reads that back, ignoring the derived keys,
-    and reads the older names that ``renamed`` maps (``{"p_value": "pvalue"}``).
+.
     ``type(r).from_json(r.to_json()) == r`` for every result.
     """
 
     kind: ClassVar[str] = "result"
     derived: ClassVar[tuple[str, ...]] = ()
-    renamed: ClassVar[Mapping[str, str]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.kind}
@@ -150,7 +149,7 @@ class Result:
         if kind != cls.kind:
             raise DataError(f"This is a {kind!r} result, not a {cls.kind!r} one.")
         fields = {f.name: f for f in attrs.fields(cls)}
-        values = {cls.renamed.get(k, k): v for k, v in data.items()}
+        values = dict(data)
         missing = [name for name, f in fields.items() if f.default is attrs.NOTHING and name not in values]
         if missing:
             raise DataError(f"The {cls.kind} result lacks {', '.join(missing)}.")

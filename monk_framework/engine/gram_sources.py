@@ -22,6 +22,7 @@ from monk_framework.core.kernels import CHUNK_BYTES, Kernel
 from monk_framework.core.resources import memory_budget, spreading
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import Backend, LocalBackend, for_bands, in_order, in_this_process, one_blas_thread
+from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.partitions import take
 from monk_framework.numerics.compiled import PATTERN_POINTS, add_indicator_product, add_tile_product, every_point_patterns
 
@@ -190,7 +191,7 @@ class StoredGram(GramSource):
     def __init__(self, kernel: Kernel, Z: Sample, *, K: np.ndarray | None = None):
         self.n = len(Z)
         start = time.perf_counter()
-        self.K = kernel.gram(Z) if K is None else K
+        self.K = gram_matrix(kernel, Z) if K is None else K
         self.kernel_s = time.perf_counter() - start
 
     def band(self, start: int, stop: int) -> np.ndarray:

@@ -30,6 +30,7 @@ from monk_framework.core.resources import memory_budget
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import one_blas_thread
 from monk_framework.engine.gram_sources import GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
+from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.partitions import take
 from monk_framework.numerics.compiled import PATTERN_POINTS, every_point_patterns, pack_patterns
 
@@ -141,7 +142,7 @@ class PooledSample:
         for these points only (within-block tests never need the whole pooled Gram matrix)."""
         if isinstance(self._source, StoredGram):
             return self._source.K[np.ix_(idx, idx)]
-        return self.kernel.gram(take(self.Z, idx))
+        return gram_matrix(self.kernel, take(self.Z, idx))
 
     def relabelled(self, perm: np.ndarray) -> tuple[Any, Any]:
         """The samples (X', Y') of a relabelling: Z[perm[:N]] and Z[perm[N:]]."""

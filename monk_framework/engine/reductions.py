@@ -14,6 +14,7 @@ from monk_framework.core.resources import memory_budget, spreading
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import in_this_process
 from monk_framework.engine.gram_sources import GramSource
+from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.spread import spread_kernel_sums
 
 __all__ = ["KernelSums", "block_trace_variances", "kernel_sums"]
@@ -51,7 +52,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = No
     budget = memory_budget() if budget is None else budget
     # spread over workers (which never receive a Gram matrix), or stored when it fits
     if spreading() is None and (budget is None or 8.0 * (n * n + m * m + n * m) <= budget):
-        Kxx, Kyy, Kxy = kernel.gram(X), kernel.gram(Y), kernel.gram(X, Y)
+        Kxx, Kyy, Kxy = gram_matrix(kernel, X), gram_matrix(kernel, Y), gram_matrix(kernel, X, Y)
         dx, dy = np.diag(Kxx), np.diag(Kyy)
         return KernelSums(
             xx=float(Kxx.sum()), yy=float(Kyy.sum()), xy=float(Kxy.sum()), trace_x=float(np.trace(Kxx)),

@@ -31,8 +31,7 @@ import contextlib
 import math
 import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -419,10 +418,6 @@ def choose_partition(
     return partition
 
 
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated and will be removed in the next release; use {new}.", DeprecationWarning, stacklevel=3)
-
-
 @attrs.frozen(kw_only=True)
 class TestResult(Result):
     """What every two-sample test result shares, in scipy.stats' names: ``statistic``,
@@ -431,7 +426,6 @@ class TestResult(Result):
     ``statistic, pvalue = result``. ``reject == (pvalue <= alpha)``."""
 
     derived: ClassVar[tuple[str, ...]] = ("decision",)
-    renamed: ClassVar[Mapping[str, str]] = {"p_value": "pvalue", "null": "null_distribution"}
 
     if TYPE_CHECKING:  # fields every subclass declares (attrs fields of the subclasses)
         statistic: float
@@ -449,19 +443,6 @@ class TestResult(Result):
     @property
     def decision(self) -> str:
         raise NotImplementedError
-
-    @property
-    def p_value(self) -> float:
-        """Deprecated name of ``pvalue``."""
-        _deprecated("p_value", "pvalue")
-        return float(self.pvalue)
-
-    @property
-    def null(self) -> list[float] | None:
-        """Deprecated: ``null_distribution`` as a list."""
-        _deprecated("null", "null_distribution")
-        values = self.null_distribution
-        return None if values is None else values.tolist()
 
 
 @attrs.frozen(kw_only=True)

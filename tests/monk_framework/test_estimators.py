@@ -97,7 +97,7 @@ def test_every_result_round_trips_through_json_and_load_result():
         load_result('{"type": "nonsense"}')
 
 
-def test_test_results_follow_scipy_names_and_keep_the_old_ones_deprecated():
+def test_test_results_follow_scipy_names():
     from monk_framework.two_sample import PermutationTestResult, permutation_test
 
     gen = np.random.default_rng(0)
@@ -107,14 +107,8 @@ def test_test_results_follow_scipy_names_and_keep_the_old_ones_deprecated():
     statistic, pvalue = result
     assert (statistic, pvalue) == (result.statistic, result.pvalue) and result.alternative == "greater"
     assert isinstance(result.null_distribution, np.ndarray) and result.null_distribution.shape == (19,)
-    with pytest.warns(DeprecationWarning, match="pvalue"):
-        assert result.p_value == pvalue
-    with pytest.warns(DeprecationWarning, match="null_distribution"):
-        assert result.null == result.null_distribution.tolist()
-    # a file written by the previous release (p_value, null) still loads
-    old = {**result.to_dict(), "p_value": pvalue, "null": result.null_distribution.tolist()}
-    del old["pvalue"], old["null_distribution"]
-    assert PermutationTestResult.from_dict(old) == result
+    assert PermutationTestResult.from_dict(result.to_dict()) == result
+    assert not hasattr(result, "p_value") and not hasattr(result, "null")
 
 
 @pytest.mark.parametrize(("field", "value"), [("pvalue", 0.0), ("alpha", 1.5), ("n_x", -1), ("reject", "yes"), ("estimator", 3), ("seed", "x")])

@@ -229,36 +229,19 @@ def test_check_squared_norm_allows_round_off_and_refuses_a_real_negative():
         check_squared_norm(rbf, -1e-3, 1.0, "the thing")
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_a_plugin_with_the_previous_releases_core_names_still_works_and_is_told_to_rename():
-
+def test_a_plugin_that_implements_no_core_method_is_told_which():
     import attrs
 
-    from monk_framework import Estimate, Kernel, MMDEstimator
-
-    @attrs.frozen(kw_only=True)
-    class OldLinear(Kernel):
-        name: ClassVar[str] = "old-linear"
-
-        def _gram(self, X, Y):
-            return X @ Y.T
-
-        def _diag(self, X):
-            return (X * X).sum(1)
-
-    @attrs.frozen(kw_only=True)
-    class OldV(MMDEstimator):
-        name: ClassVar[str] = "old-v"
-
-        def _estimate(self, kernel, X, Y, rng):
-            v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
-            return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5)
+    from monk_framework import Kernel, MMDEstimator
 
     X, Y = np.arange(6.0).reshape(3, 2), np.ones((2, 2))
-    with pytest.warns(DeprecationWarning, match="_gram is the previous release's name of compute_gram"):
-        np.testing.assert_array_equal(OldLinear().gram(X, Y), X @ Y.T)
-    with pytest.warns(DeprecationWarning, match="_estimate is the previous release's name of compute_estimate"):
-        assert OldV().estimate(OldLinear(), X, Y).mmd == pytest.approx(np.linalg.norm(X.mean(0) - Y.mean(0)))
+
+    @attrs.frozen(kw_only=True)
+    class NoEstimate(MMDEstimator):
+        name: ClassVar[str] = "no-estimate"
+
+    with pytest.raises(NotImplementedError, match="NoEstimate must implement compute_estimate"):
+        NoEstimate().estimate(REG.get_kernel("linear"), X, Y)
 
     @attrs.frozen(kw_only=True)
     class Nothing(Kernel):
