@@ -444,7 +444,7 @@ ContaminationOption = Annotated[
     typer.Option(
         "--contamination",
         help="A robust test whose level holds with up to R corrupted points of X and Y (a count, e.g. 10, "
-        "or a fraction below 0.5, e.g. 0.02); reports how many corrupted points the decision survives.",
+        "or a fraction below 0.5, e.g. 0.02); reports the certificate c: the rejection stays valid if up to c points were corrupted.",
         show_default=False,
     ),
 ]

@@ -242,9 +242,11 @@ class RobustTestResult(TestResult):
     ``statistic, pvalue = result``): for "dc" the V-statistic MMD and the permutation
     p-value of MMD − 2rΔ; for "mom" the median block p-value p_(k) and
     P(Binomial(Q, p_(k)) ≥ k − r). ``pvalue`` is valid when at most ``contamination``
-    points are corrupted, and ``reject == (pvalue <= alpha)``. ``certificate`` is the
-    largest number of corrupted points under which this test still rejects (−1: it does
-    not reject).
+    points are corrupted, and ``reject == (pvalue <= alpha)``. ``certificate`` c is the
+    largest budget under which this test still rejects (−1: it does not reject): the
+    rejection stays valid if up to c points were corrupted, and rerunning with the same
+    ``n_blocks`` (reported for "mom", also when it was chosen by "auto") and any
+    ``contamination`` r ≤ c rejects.
     """
 
     kind: ClassVar[str] = "robust-test"
@@ -282,8 +284,8 @@ class RobustTestResult(TestResult):
         guard = f"with up to {r} corrupted point{'s' if r != 1 else ''}" if r else "without corruption"
         if self.reject:
             survives = (
-                f"the difference survives up to {self.certificate} arbitrarily corrupted point"
-                f"{'s' if self.certificate != 1 else ''}"
+                f"the rejection stays valid if up to {self.certificate} point"
+                f"{'s were' if self.certificate != 1 else ' was'} corrupted"
             )
             return (
                 f"Reject H0 (same distribution) at level {self.alpha:g}, valid {guard} "

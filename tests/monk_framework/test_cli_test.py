@@ -111,7 +111,7 @@ def test_robust_test_reports_its_certificate_and_matches_the_library():
 
     result = invoke("test", "-k", "rbf", "-p", "sigma=1", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199")
     assert result.exit_code == 0, result.stderr
-    assert "certificate" in result.stdout and "survives up to" in result.stdout
+    assert "certificate" in result.stdout and "stays valid if up to" in result.stdout
     data = json.loads(invoke("test", "-k", "rbf", "-p", "sigma=1", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199", "--json").stdout)
     X, Y = get_dataset("gauss-outliers").sample(0)
     direct = robust_test(get_registry().get_kernel("rbf", sigma=1.0), X, Y, contamination=10, n_permutations=199, rng=0)

@@ -214,6 +214,22 @@ def test_the_certificate_is_the_largest_contamination_that_still_rejects(registr
     assert seen == {True, False}  # both outcomes were exercised
 
 
+def test_with_auto_blocks_the_reported_q_reruns_the_certified_test(registry):
+    # n_blocks="auto" chooses Q from the sizes and the budget; the result reports it, and
+    # the same test with that Q rejects for every budget up to the certificate
+    g = np.random.default_rng(11)
+    X, Y = g.normal(size=(400, 1)), g.normal(1.5, 1.0, size=(400, 1))
+    kernel = registry.get_kernel("quadratic")
+    auto = robust_test(kernel, X, Y, contamination=2, method="mom", n_permutations=99, rng=3)
+    assert auto.reject and auto.n_blocks is not None and auto.certificate >= 2
+    for r in range(auto.certificate + 1):
+        again = robust_test(kernel, X, Y, contamination=r, method="mom", n_blocks=auto.n_blocks, n_permutations=99, rng=3)
+        assert again.reject and again.certificate == auto.certificate
+    beyond = robust_test(kernel, X, Y, contamination=auto.certificate + 1, method="mom", n_blocks=auto.n_blocks,
+                         n_permutations=99, rng=3)
+    assert not beyond.reject
+
+
 def test_dc_without_contamination_is_the_v_statistic_permutation_test(registry, rng):
     X, Y = rng.normal(size=(40, 2)), rng.normal(0.4, 1.0, size=(35, 2))
     kernel = registry.get_kernel("rbf", sigma=1.2)
@@ -315,7 +331,7 @@ def test_result_unpacks_and_round_trips_through_json(registry, rng):
         assert (statistic, pvalue) == (result.statistic, result.pvalue)
         data = json.loads(result.to_json())
         assert data["type"] == "robust-test" and result.reject
-        assert f"survives up to {result.certificate} arbitrarily corrupted" in data["decision"]
+        assert f"the rejection stays valid if up to {result.certificate} points were corrupted" in data["decision"]
         assert RobustTestResult.from_dict(data) == result
     with pytest.raises(MonkError, match="p-value"):
         attrs_evolve_pvalue(result)
