@@ -52,6 +52,7 @@ class VStatistic(_FromSums):
     """MMD_V² = mean(Kxx) + mean(Kyy) − 2 mean(Kxy), the biased (plug-in) estimator."""
 
     name: ClassVar[str] = "v-stat"
+    role: ClassVar[str | None] = "v-statistic"
     summary: ClassVar[str] = "V-statistic MMD: distance between the empirical mean embeddings."
     formula: ClassVar[str] = (
         "MMD_V^2 = 1/N^2 sum_ij k(x_i,x_j) + 1/M^2 sum_ij k(y_i,y_j) - 2/(NM) sum_ij k(x_i,y_j); "
@@ -80,6 +81,7 @@ class UStatistic(_FromSums):
     """MMD_U², the unbiased estimator: the within-sample means exclude the diagonal."""
 
     name: ClassVar[str] = "u-stat"
+    role: ClassVar[str | None] = "u-statistic"
     summary: ClassVar[str] = "U-statistic MMD: unbiased MMD^2 (may be negative; see 'root')."
     formula: ClassVar[str] = (
         "MMD_U^2 = 1/(N(N-1)) sum_{i!=j} k(x_i,x_j) + 1/(M(M-1)) sum_{i!=j} k(y_i,y_j) "

@@ -108,6 +108,12 @@ class MMDEstimator(Estimator):
     #: (the classical estimators' kernel sums): a test on a remote backend then spreads the
     #: tiles of those reductions over the workers instead of batches of relabellings
     spreads_gram: ClassVar[bool] = False
+    #: the classical statistic the estimator computes, if any: "v-statistic" (MMD_V², the
+    #: mean of the whole Gram blocks) or "u-statistic" (MMD_U², without the diagonals).
+    #: Tests that are built on one of them find it by this role, never by name:
+    #: ``robust_test`` takes the V-statistic for dcMMD (its sensitivity is derived for it)
+    #: and the U-statistic by default inside the blocks of "mom".
+    role: ClassVar[str | None] = None
 
     @budgeted
     def estimate(

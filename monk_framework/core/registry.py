@@ -377,6 +377,16 @@ class Registry:
     def estimator_class(self, name: str) -> type[Estimator]:
         return self.entry("estimator", name).cls  # type: ignore[return-value]
 
+    def estimator_with_role(self, role: str, /, **params: Any) -> MMDEstimator:
+        """The first registered MMD estimator (in name order) whose class declares ``role``
+        (:attr:`MMDEstimator.role`, e.g. "v-statistic"), with settings ``params``."""
+        for entry in sorted(self.estimators(), key=lambda e: e.name):
+            if issubclass(entry.cls, MMDEstimator) and entry.cls.role == role:
+                estimator = entry.cls.from_params(params)
+                assert isinstance(estimator, MMDEstimator)
+                return estimator
+        raise PluginError(f"No installed estimator declares the role {role!r} (MMDEstimator.role); the built-in plugins do.")
+
     def get_kernel(self, name: str, /, **params: Any) -> Kernel:
         """A kernel by name with hyperparameters, e.g. ``get_kernel("rbf", sigma=1.0)``."""
         return self.kernel_class(name).from_params(params)

@@ -202,7 +202,7 @@ def _check_test_params(n_permutations: Any, alpha: Any, method: Any) -> None:
 def _resolve_method(method: str, kernel: Kernel, estimator: MMDEstimator | None) -> str:
     bounded = kernel.feature_diameter() is not None
     if method == "auto":
-        if estimator is not None and estimator.name != "v-stat":
+        if estimator is not None and estimator.role != "v-statistic":
             return "mom"
         # measured: with a bounded kernel dcMMD is the more powerful (docs/testing.md)
         return "dc" if bounded else "mom"
@@ -216,15 +216,13 @@ def _resolve_method(method: str, kernel: Kernel, estimator: MMDEstimator | None)
 
 def _default_estimator(method: str, estimator: Any) -> MMDEstimator:
     if estimator is None:
-        default = get_registry().get_estimator("v-stat" if method == "dc" else "u-stat")
-        assert isinstance(default, MMDEstimator)
-        return default
+        return get_registry().estimator_with_role("v-statistic" if method == "dc" else "u-statistic")
     if not isinstance(estimator, MMDEstimator):
         raise MonkError(f"estimator must be an MMD estimator; got {getattr(estimator, 'name', type(estimator).__name__)!r}.")
-    if method == "dc" and estimator.name != "v-stat":
+    if method == "dc" and estimator.role != "v-statistic":
         raise ParameterError(
             f"method='dc' uses the V-statistic MMD (dcMMD's sensitivity is derived for it); got estimator "
-            f"{estimator.name!r}. Leave estimator=None or pass v-stat."
+            f"{estimator.name!r}. Leave estimator=None or pass an estimator whose role is 'v-statistic' (v-stat)."
         )
     if method == "mom" and type(estimator).mmd2_from_sums is MMDEstimator.mmd2_from_sums:
         raise ParameterError(

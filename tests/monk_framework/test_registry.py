@@ -283,3 +283,30 @@ def test_registering_an_installed_plugin_again_changes_nothing(fake_site):
     before = registry.kernels()
     entries = registry.register(module)
     assert [e.name for e in entries] == ["ones"] and registry.kernels() == before
+
+
+def test_estimators_are_found_by_the_role_they_declare(registry):
+    # the tests built on a classical statistic ask for it by role, never by name
+    from monk_framework import Estimate, MMDEstimator
+
+    assert registry.estimator_with_role("v-statistic").name == "v-stat"
+    assert registry.estimator_with_role("u-statistic", root="signed").params()["root"] == "signed"
+    with pytest.raises(PluginError, match="role 'w-statistic'"):
+        registry.estimator_with_role("w-statistic")
+
+    @attrs.frozen(kw_only=True)
+    class Another(MMDEstimator):
+        name: ClassVar[str] = "another-v"
+        summary: ClassVar[str] = "Another V-statistic, for the test."
+        role: ClassVar[str | None] = "v-statistic"
+
+        def compute_estimate(self, kernel, X, Y, rng):
+            return Estimate(mmd2=0.0, mmd=0.0)
+
+    plugin = make_plugin(monk_estimators=hookimpl(lambda: [Another]))
+    registry.register(plugin)
+    try:  # "another-v" sorts before "v-stat": the first by name
+        assert registry.estimator_with_role("v-statistic").name == "another-v"
+    finally:
+        registry.unregister(plugin)
+    assert registry.estimator_with_role("v-statistic").name == "v-stat"

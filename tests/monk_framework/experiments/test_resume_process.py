@@ -20,7 +20,7 @@ def _command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "monk_framework"]
 
 
-ARGS = ["experiment", "exp1", "--quick", "--runs", "6", "--sizes", "200,400,600,800"]
+ARGS = ["experiment", "exp1", "--quick", "--runs", "6", "--sizes", "100,150,200,250"]
 
 
 def test_killed_run_resumes_to_exactly_the_full_set_of_cells(tmp_path):
@@ -40,7 +40,7 @@ def test_killed_run_resumes_to_exactly_the_full_set_of_cells(tmp_path):
 
     again = subprocess.run([*_command(), *ARGS, "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
-    exp = get_experiment("exp1", quick=True, runs=6, sizes=(200, 400, 600, 800))
+    exp = get_experiment("exp1", quick=True, runs=6, sizes=(100, 150, 200, 250))
     plan = {c.key for c in exp.cells()}
     keys = [json.loads(line)["key"] for line in journal.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == len(plan) and set(keys) == plan
