@@ -25,12 +25,11 @@ from monk_framework.core.samples import Sample
 from monk_framework.engine.gram_sources import GramSource, gram_source
 from monk_framework.engine.lepski import choose_n_blocks
 from monk_framework.engine.partitions import Partition, blocks_min_sample_size, check_n_blocks, majority, median_value, random_partition
-from monk_framework.engine.pooled import PooledSample
+from monk_framework.engine.pooled import PooledSample, pooled
 from monk_framework.engine.reductions import block_trace_variances
 from monk_framework.engine.within_blocks import block_means_gram, kept_blocks_mmd2, pooled_block_means_gram
 
 from . import monk_reduced
-from .monk_mmd import pooled
 
 CENTERS = ("minmax", "geometric")
 

@@ -44,9 +44,7 @@ import numpy as np
 from monk_framework import Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
 from monk_framework.core.errors import ParameterError
 from monk_framework.core.params import integer, integer_or, one_of, real_or
-from monk_framework.core.resources import spreading
 from monk_framework.core.samples import Sample
-from monk_framework.engine.backends import in_order, in_this_process
 from monk_framework.engine.gram_sources import MatrixFreeGram, PermutedGram
 from monk_framework.engine.lepski import choose_n_blocks
 from monk_framework.engine.partitions import (
@@ -58,11 +56,10 @@ from monk_framework.engine.partitions import (
     median_position,
     median_value,
     pair_partition,
-    take,
 )
-from monk_framework.engine.pooled import PooledSample, pooled
+from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.reductions import block_trace_variances
-from monk_framework.engine.within_blocks import block_means_gram, within_block_sums
+from monk_framework.engine.within_blocks import block_kernel_sums, block_means_gram, within_block_sums
 
 from . import monk_reduced
 
@@ -76,11 +73,6 @@ AUTHORS_EXTRA_PARTITIONS = 4
 PAPER_RESHUFFLE_EVERY = 10
 #: the trace is kept by default up to this many iterations.
 AUTO_TRACE_MAX_ITER = 1000
-#: rows per band of a within-block Gram matrix in BCD-Fast, at least (measured at 364
-#: points, d = 10: one square 0.85 ms, bands of 182 rows 0.58 ms, 121 rows 0.38 ms, 91
-#: rows 0.40 ms); a quarter of a larger block (at 10^6 + 10^6 points, Q = 1001, blocks of
-#: 2000: 128 rows 6.9 s, 512 rows 5.5 s, 2048 rows 8.0 s)
-WITHIN_BLOCK_BAND_ROWS = 128
 #: bytes of the indicator matrix W and of K W when a shared pooled Gram gives BCD-Fast's sums
 SHARED_SUMS_BYTES = 64 * 1024 * 1024
 
@@ -658,49 +650,12 @@ def _checked(pool: PooledSample, stats: BlockStats, ridge: float) -> BlockStats:
 
 
 def _block_sums(ctx: _Context, part: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A_q, B_q, C_q from each block's own Gram matrix, never the pooled one.
-
-    K is symmetric, so each pair is needed once: a kernel with a direct form (the RBF
-    kernel's compiled loop, :meth:`Kernel.compute_block_gram`) evaluates exactly the
-    upper half; others walk the upper bands, about 60 % of each square. Each block is a
-    task: inside ``spread_over`` (an estimate with a Dask backend) the blocks run on the
-    workers, which receive the samples once per estimate.
-    """
-    remote = spreading()
-    backend = remote or in_this_process()
-    data = (ctx.kernel, ctx.X, ctx.Y, ctx.diag[: ctx.n], ctx.diag[ctx.n :])
-    if remote is not None:
-        if "spread_data" not in ctx.cache:
-            ctx.cache["spread_data"] = remote.share(data)
-        data = ctx.cache["spread_data"]
-    tasks = list(zip(_members(part.x_labels, part.n_blocks), _members(part.y_labels, part.n_blocks)))
-    sums = np.array(list(in_order(backend.as_completed(_one_block_sums, tasks, data))))
-    return sums[:, 0].copy(), sums[:, 1].copy(), sums[:, 2].copy()
-
-
-def _members(labels: np.ndarray, n_blocks: int) -> list[np.ndarray]:
-    """The indices of each block, ascending (one stable sort, not a scan per block)."""
-    # the same order from 16-bit keys, which numpy sorts by radix (10⁶ labels: 17 against 112 ms)
-    keys = labels.astype(np.uint16) if n_blocks <= np.iinfo(np.uint16).max + 1 else labels
-    order = np.argsort(keys, kind="stable")
-    return np.split(order, np.cumsum(np.bincount(labels, minlength=n_blocks))[:-1])
-
-
-def _one_block_sums(task: tuple[np.ndarray, np.ndarray], data: tuple[Any, ...]) -> tuple[float, float, float]:
-    """Σ k over S_q×S_q, T_q×T_q and S_q×T_q of one block (module level: it runs on workers)."""
-    kernel, X, Y, dx, dy = data
-    ix, iy = task
-    n = len(ix)
-    # indicators of the block's X part and Y part, as columns
-    E = np.zeros((n + len(iy), 2))
-    E[:n, 0] = 1.0
-    E[n:, 1] = 1.0
-    source = MatrixFreeGram(
-        kernel, pooled(take(X, ix), take(Y, iy)), diag=np.concatenate([dx[ix], dy[iy]]),
-        band_rows=max(WITHIN_BLOCK_BAND_ROWS, (n + len(iy)) // 4),
+    """A_q, B_q, C_q from each block's own Gram matrix, never the pooled one
+    (:func:`monk_framework.engine.within_blocks.block_kernel_sums`)."""
+    return block_kernel_sums(
+        ctx.kernel, ctx.X, ctx.Y, part.x_labels, part.y_labels, part.n_blocks, ctx.diag[: ctx.n], ctx.diag[ctx.n :],
+        cache=ctx.cache,
     )
-    S = source.block_gram(E)
-    return float(S[0, 0]), float(S[1, 1]), float(S[0, 1])
 
 
 def _shared_block_sums(

@@ -178,3 +178,16 @@ def test_the_checks_catch_a_cycle_a_climb_and_a_lazy_import(tangled):
     assert cycles(graph) == [["pkg.app.c", "pkg.app.d", "pkg.core.a", "pkg.core.b"]]
     assert climbs(graph, "pkg") == ["pkg.core.b (floor 0) imports pkg.app.c (floor 4)"]
     assert lazy == ["pkg/core/b.py:2 imports pkg.app.c inside a function"]
+
+
+def test_plugins_ask_the_engine_for_mathematics_not_for_workers():
+    # where work runs (threads, Dask workers, the spreading of one job) is the engine's
+    # business: no built-in plugin imports the backends or the spreading setting
+    found = []
+    for path in sorted((ROOT / "plugins").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == f"{PACKAGE}.engine.backends":
+                found.append(f"{path.name}:{node.lineno} imports {node.module}")
+            if isinstance(node, ast.ImportFrom) and node.module == f"{PACKAGE}.core.resources":
+                found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name.startswith("spread")]
+    assert found == []

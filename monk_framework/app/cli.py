@@ -28,10 +28,9 @@ from monk_framework.core.errors import MonkError, ParameterError, UnknownNameErr
 from monk_framework.core.params import Configurable
 from monk_framework.core.registry import PluginEntry, get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
-from monk_framework.core.results import dumps
+from monk_framework.core.results import RobustTestResult, dumps
 from monk_framework.core.version import __version__
 from monk_framework.engine.backends import check_backend_options, get_backend
-from monk_framework.two_sample.robust import RobustTestResult
 
 __all__ = ["app", "main"]
 

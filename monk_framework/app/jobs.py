@@ -31,11 +31,24 @@ from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, parse_value
 from monk_framework.core.randomness import root, stream
 from monk_framework.core.registry import Registry, get_registry
-from monk_framework.core.results import Embedding, MMDResult, Result, dict_field, jsonable, optional_finite, optional_float, seed_field
+from monk_framework.core.results import (
+    Embedding,
+    MMDResult,
+    PermutationTestResult,
+    Result,
+    RobustTestResult,
+    SplitTestResult,
+    TestResult,
+    dict_field,
+    jsonable,
+    optional_finite,
+    optional_float,
+    seed_field,
+)
 from monk_framework.core.samples import Sample
-from monk_framework.two_sample import PermutationTestResult, SplitTestResult, TestResult, permutation_test, split_test
+from monk_framework.two_sample import permutation_test, split_test
 from monk_framework.two_sample.permutation import check_relabel
-from monk_framework.two_sample.robust import RobustTestResult, check_robust_test, robust_test
+from monk_framework.two_sample.robust import check_robust_test, robust_test
 
 __all__ = [
     "Job",

@@ -134,6 +134,7 @@ class MMDEstimator(Estimator):
         stream, seed = generator(rng)
         start = time.perf_counter()
         fitted = kernel.fit(Xv, Yv)
+        fitted.check_contract(Xv, Yv)
         with spread_over(backend):
             core = self.compute_estimate(fitted, Xv, Yv, stream)
         total = time.perf_counter() - start
@@ -240,6 +241,7 @@ class EmbeddingEstimator(Estimator):
         stream, seed = generator(rng)
         start = time.perf_counter()
         fitted = kernel.fit(Xv)
+        fitted.check_contract(Xv)
         core = self.compute_embedding(fitted, Xv, stream)
         total = time.perf_counter() - start
         return Embedding(

@@ -373,6 +373,22 @@ class Kernel(Configurable):
         np.fill_diagonal(K, diag)
         return K
 
+    def check_contract(self, X: Sample, Y: Sample | None = None) -> None:
+        """The kernel contract on the data, before any path evaluates the kernel on them:
+        :meth:`check_diagonal_block` (symmetry, ``compute_gram``'s diagonal against
+        ``compute_diag``, Cauchy–Schwarz) and shape and finiteness, on the Gram matrix of the
+        leading CONTRACT_CHECK_POINTS points of X (half of them from X and half from Y).
+
+        Every estimate, embedding and test calls it once, so a faulty plugin is refused
+        whichever estimator asked, also where the values are later read only in tiles or
+        pairs that no diagonal block passes through (a fault is systematic, not confined to
+        some pairs)."""
+        half = CONTRACT_CHECK_POINTS if Y is None else CONTRACT_CHECK_POINTS // 2
+        Z: Sample = X[:half]
+        if Y is not None:
+            Z = np.vstack([X[:half], Y[:half]]) if isinstance(X, np.ndarray) else [*X[:half], *Y[:half]]
+        self.check_diagonal_block(self.gram_tile(Z, Z), self.diag_tile(Z), 0)
+
     def check_diagonal_block(self, block: np.ndarray, diag: np.ndarray, offset: int) -> None:
         """Cheap checks on a diagonal block k(X_b, X_b), the one place where ``compute_gram`` and
         ``compute_diag`` meet (the mirroring and the diagonal fill would hide a fault otherwise):

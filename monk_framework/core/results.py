@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -17,7 +17,19 @@ from monk_framework.core.kernels import Kernel, bilinear, weighted_gram
 if TYPE_CHECKING:
     from monk_framework.core.registry import Registry
 
-__all__ = ["Result", "MMDResult", "Embedding", "jsonable", "dumps", "finite"]
+__all__ = [
+    "Embedding",
+    "MMDResult",
+    "PermutationTestResult",
+    "Result",
+    "RobustTestResult",
+    "SplitTestResult",
+    "StatisticResult",
+    "TestResult",
+    "dumps",
+    "finite",
+    "jsonable",
+]
 
 
 def jsonable(value: Any) -> Any:
@@ -164,8 +176,53 @@ class Result:
         return cls.from_dict(data, **context)
 
 
+def _call_text(name: str, params: Mapping[str, Any]) -> str:
+    """``rbf(sigma=1.63054)``: a kernel or an estimator with its parameters, for a summary."""
+    shown = (f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v!r}" for k, v in params.items())
+    return f"{name}({', '.join(shown)})"
+
+
 @attrs.frozen(kw_only=True)
-class MMDResult(Result):
+class StatisticResult(Result):
+    """What every MMD estimate and every two-sample test records, declared once: the
+    estimator and the kernel with their parameters (``kernel_params`` as used, e.g. the
+    value the median heuristic gave; ``kernel_params_requested`` as asked, e.g.
+    ``sigma="median"``), the sample sizes, the seed and the timings.
+
+    ``print(result)`` shows a short summary (:meth:`summary_rows`, at most 15 lines); the
+    full record is ``to_dict()`` / ``to_json()``.
+    """
+
+    estimator: str = attrs.field(validator=text)
+    estimator_params: dict[str, Any] = dict_field(factory=dict)
+    kernel: str = attrs.field(validator=text)
+    kernel_params: dict[str, Any] = dict_field(factory=dict)
+    kernel_params_requested: dict[str, Any] = dict_field(factory=dict)
+    n_x: int = attrs.field(converter=int, validator=count)
+    n_y: int = attrs.field(converter=int, validator=count)
+    seed: Any = seed_field()
+    timings: dict[str, float] = timings_field()
+
+    #: the summary's first line
+    title: ClassVar[str] = "Result"
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        """(label, text) rows of the summary, after the title: what a reader needs first."""
+        return []
+
+    def __str__(self) -> str:
+        rows = [
+            *self.summary_rows(),
+            ("kernel", _call_text(self.kernel, self.kernel_params)),
+            ("estimator", _call_text(self.estimator, self.estimator_params)),
+            ("sizes", f"N = {self.n_x}, M = {self.n_y}"),
+        ]
+        width = max(len(label) for label, _ in rows)
+        return "\n".join([self.title, *(f"  {label:<{width}}  {value}" for label, value in rows)])
+
+
+@attrs.frozen(kw_only=True)
+class MMDResult(StatisticResult):
     """An estimate of the maximum mean discrepancy between two samples.
 
     ``mmd2`` is the estimate of MMD² and ``mmd`` that of MMD. For estimators that can
@@ -174,21 +231,48 @@ class MMDResult(Result):
     """
 
     kind: ClassVar[str] = "mmd"
+    title: ClassVar[str] = "MMD estimate"
 
-    estimator: str = attrs.field(validator=text)
-    estimator_params: dict[str, Any] = dict_field()
-    kernel: str = attrs.field(validator=text)
-    #: the hyperparameters actually used (e.g. the value the median heuristic gave)
-    kernel_params: dict[str, Any] = dict_field()
-    #: the hyperparameters as requested (e.g. ``sigma="median"``)
-    kernel_params_requested: dict[str, Any] = dict_field()
     mmd2: float = attrs.field(converter=float, validator=finite)
     mmd: float = attrs.field(converter=float, validator=finite)
-    n_x: int = attrs.field(converter=int, validator=count)
-    n_y: int = attrs.field(converter=int, validator=count)
-    seed: Any = seed_field()
-    timings: dict[str, float] = timings_field()
     diagnostics: dict[str, Any] = dict_field(factory=dict)
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        return [("MMD^2", f"{self.mmd2:.10g}"), ("MMD", f"{self.mmd:.10g}")]
+
+
+@attrs.frozen(kw_only=True)
+class TestResult(StatisticResult):
+    """What every two-sample test result shares, in scipy.stats' names: ``statistic``,
+    ``pvalue``, ``null_distribution`` (the relabelled statistics, an array; None only
+    when the caller asked not to keep them), ``alternative`` ("greater": a large MMD
+    speaks against H₀), and unpacking as ``statistic, pvalue = result``.
+    ``reject == (pvalue <= alpha)``."""
+
+    derived: ClassVar[tuple[str, ...]] = ("decision",)
+    title: ClassVar[str] = "Two-sample test"
+
+    statistic: float = attrs.field(converter=float, validator=finite)
+    pvalue: float = attrs.field(converter=float, validator=pvalue_range)
+    alpha: float = attrs.field(converter=float, validator=level)
+    reject: bool = attrs.field(validator=flag)
+    n_permutations: int = attrs.field(converter=int, validator=count)
+    null_distribution: np.ndarray | None = null_field()
+    alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.statistic, self.pvalue))
+
+    @property
+    def decision(self) -> str:
+        raise NotImplementedError
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        return [
+            ("statistic", f"{self.statistic:.6g}"),
+            ("p-value", f"{self.pvalue:.4g} ({self.n_permutations} relabellings)"),
+            ("decision", self.decision),
+        ]
 
 
 def _weights(instance: Any, attribute: attrs.Attribute, value: np.ndarray) -> None:
@@ -240,6 +324,15 @@ class Embedding(Result):
     seed: Any = seed_field()
     timings: dict[str, float] = timings_field()
     diagnostics: dict[str, Any] = dict_field(factory=dict)
+
+    def __str__(self) -> str:
+        w = self.weights
+        return "\n".join([
+            "Mean embedding",
+            f"  kernel     {_call_text(self.kernel.name, self.kernel.params())}",
+            f"  estimator  {_call_text(self.estimator, self.estimator_params)}",
+            f"  sample     {len(self.sample)} points; weights sum to {w.sum():.6g}, {int(np.count_nonzero(w))} non-zero",
+        ])
 
     def evaluate(self, Z: Any) -> np.ndarray:
         """μ̂(z) = Σ_i w_i k(z, x_i) for each point z of Z (the "witness" values).
@@ -295,3 +388,142 @@ class Embedding(Result):
             raise DataError(f"The embedding was made with kernel {data['kernel']!r}, not {kernel.name!r}.")
         fields = {k: v for k, v in data.items() if k != "kernel_params"}
         return super().from_dict({**fields, "kernel": kernel})
+
+
+@attrs.frozen(kw_only=True)
+class PermutationTestResult(TestResult):
+    """The outcome of a permutation two-sample test of H₀: P = Q.
+
+    ``statistic`` is T = sign(MMD²)√|MMD²| of the estimator on (X, Y);
+    ``null_distribution`` holds the B values on relabellings;
+    ``null_quantile`` is q̂ with ``reject == (statistic > null_quantile) == (pvalue <= alpha)``.
+    ``relabel`` says how the relabellings were drawn ("global" or "within-blocks"),
+    ``n_blocks`` the number of blocks of a within-block test's partition.
+    """
+
+    kind: ClassVar[str] = "permutation-test"
+    title: ClassVar[str] = "Permutation test"
+
+    statistic_mmd2: float = attrs.field(converter=float, validator=finite)
+    null_quantile: float | None = attrs.field(converter=optional_float, validator=optional_finite)
+    relabel: str = attrs.field(default="global", validator=attrs.validators.in_(("global", "within-blocks")))
+    n_blocks: int | None = attrs.field(default=None, validator=optional_count)
+    #: a within-block test's estimator MMD estimate with the same seed (``report_estimate=True``)
+    estimate: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+
+    @property
+    def decision(self) -> str:
+        """The decision in words."""
+        if self.reject:
+            return (
+                f"Reject H0 (same distribution) at level {self.alpha:g}: p = {self.pvalue:.4g} <= {self.alpha:g}; "
+                f"the statistic {self.statistic:.6g} exceeds the null quantile {self.null_quantile:.6g}."
+            )
+        if self.null_quantile is None:
+            return (
+                f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations: the smallest "
+                f"attainable p-value is 1/{self.n_permutations + 1}; use at least {math.ceil(1 / self.alpha) - 1}."
+            )
+        return (
+            f"No evidence of a difference at level {self.alpha:g}: p = {self.pvalue:.4g} > {self.alpha:g} "
+            f"(statistic {self.statistic:.6g}, null quantile {self.null_quantile:.6g})."
+        )
+
+
+@attrs.frozen(kw_only=True)
+class SplitTestResult(TestResult):
+    """The outcome of the three-way split test (paper Algorithm 3).
+
+    ``parts`` lists the indices of X and Y in each stage ("tune", "calibrate", "test");
+    ``tuning`` the statistic of every grid point on part 1; ``kernel_params`` the
+    hyperparameters chosen there (data-dependent rules resolved on part 1).
+    ``statistic`` is T on part 3, ``null_quantile`` q̂ from part 2's relabellings and
+    ``excess`` T − q̂ (the paper's Figure 2); ``pvalue`` = (1 + #{T_b ≥ T}) / (1 + B) is
+    T's rank among them, so that ``reject == (T > q̂) == (pvalue <= alpha)``.
+    """
+
+    kind: ClassVar[str] = "split-test"
+    title: ClassVar[str] = "Split test (the paper's Algorithm 3)"
+
+    grid: dict[str, list[Any]] = dict_field()
+    tuning: list[dict[str, Any]] = attrs.field(converter=jsonable, validator=attrs.validators.instance_of(list))
+    null_quantile: float | None = attrs.field(converter=optional_float, validator=optional_finite)
+    excess: float | None = attrs.field(converter=optional_float, validator=optional_finite)
+    parts: dict[str, dict[str, list[int]]] = dict_field()
+
+    @property
+    def decision(self) -> str:
+        chosen = ", ".join(f"{k}={v!r}" for k, v in self.kernel_params.items())
+        if self.null_quantile is None:
+            return (
+                f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations "
+                f"(use at least {math.ceil(1 / self.alpha) - 1})."
+            )
+        verdict = "Reject H0 (same distribution)" if self.reject else "No evidence of a difference"
+        return (
+            f"{verdict} at level {self.alpha:g}: T - q = {self.excess:.6g} (T = {self.statistic:.6g} on part 3, "
+            f"q = {self.null_quantile:.6g} from part 2; kernel {self.kernel}({chosen}) chosen on part 1)."
+        )
+
+
+@attrs.frozen(kw_only=True)
+class RobustTestResult(TestResult):
+    """The outcome of a robust two-sample test of H₀: P = Q under contamination.
+
+    ``statistic`` and ``pvalue`` follow scipy's convention (the result unpacks as
+    ``statistic, pvalue = result``): for "dc" the V-statistic MMD and the permutation
+    p-value of MMD − 2rΔ; for "mom" the median block p-value p_(k) and
+    P(Binomial(Q, p_(k)) ≥ k − r). ``pvalue`` is valid when at most ``contamination``
+    points are corrupted, and ``reject == (pvalue <= alpha)``. ``certificate`` c is the
+    largest budget under which this test still rejects (−1: it does not reject): the
+    rejection stays valid if up to c points were corrupted, and rerunning with the same
+    ``n_blocks`` (reported for "mom", also when it was chosen by "auto") and any
+    ``contamination`` r ≤ c rejects.
+    """
+
+    kind: ClassVar[str] = "robust-test"
+    title: ClassVar[str] = "Robust two-sample test"
+
+    method: str = attrs.field(validator=attrs.validators.in_(("dc", "mom")))
+    contamination: int = attrs.field(converter=int, validator=count)
+    certificate: int = attrs.field(converter=int, validator=attrs.validators.ge(-1))
+    #: "dc": the sensitivity Δ, the permutation quantile q̂ and the threshold q̂ + 2rΔ
+    sensitivity: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    null_quantile: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    threshold: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    #: "mom": the number of blocks Q, the order k of the median and every block's p-value
+    n_blocks: int | None = attrs.field(default=None, validator=optional_count)
+    order: int | None = attrs.field(default=None, validator=optional_count)
+    block_pvalues: np.ndarray | None = null_field()
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        return [
+            *super().summary_rows(),
+            ("method", f"{self.method}, valid with up to {self.contamination} corrupted points"),
+            ("certificate", str(self.certificate)),
+        ]
+
+    @property
+    def decision(self) -> str:
+        """The decision in words, with the certificate."""
+        r = self.contamination
+        guard = f"with up to {r} corrupted point{'s' if r != 1 else ''}" if r else "without corruption"
+        if self.reject:
+            survives = (
+                f"the rejection stays valid if up to {self.certificate} point"
+                f"{'s were' if self.certificate != 1 else ' was'} corrupted"
+            )
+            return (
+                f"Reject H0 (same distribution) at level {self.alpha:g}, valid {guard} "
+                f"({self.method}: p = {self.pvalue:.4g}); {survives}."
+            )
+        if self.certificate >= 0:
+            return (
+                f"No evidence of a difference at level {self.alpha:g} {guard} ({self.method}: p = "
+                f"{self.pvalue:.4g}); the test would reject with at most {self.certificate} corrupted "
+                f"point{'s' if self.certificate != 1 else ''}."
+            )
+        return (
+            f"No evidence of a difference at level {self.alpha:g} ({self.method}: p = {self.pvalue:.4g}); "
+            "the test does not reject even without corruption."
+        )

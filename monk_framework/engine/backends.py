@@ -28,7 +28,7 @@ from monk_framework.core.resources import REUSE_MMAP_THRESHOLD, REUSE_TRIM_THRES
 
 __all__ = [
     "Backend", "LocalBackend", "ThreadBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend",
-    "for_bands", "in_order", "in_this_process", "on_this_thread", "one_blas_thread", "PARALLEL_MIN_BANDS",
+    "for_bands", "in_order", "is_remote", "in_this_process", "on_this_thread", "one_blas_thread", "PARALLEL_MIN_BANDS",
 ]
 
 #: fn(task, shared) -> result; must be a module-level function for the Dask backend.
@@ -189,6 +189,11 @@ def in_this_process() -> Backend:
 
 #: from this many bands (row bands, chunks of rows) on, a computation runs them on every core
 PARALLEL_MIN_BANDS = 4
+
+
+def is_remote(backend: Backend | None) -> bool:
+    """Whether ``backend`` runs its tasks in other processes or on other machines."""
+    return backend is not None and backend.remote
 
 
 def for_bands(count: int) -> Backend:

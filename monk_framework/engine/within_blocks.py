@@ -35,14 +35,21 @@ coordinates of a relabelling. Two reductions serve the estimators:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from monk_framework.core.kernels import check_squared_norm
-from monk_framework.engine.gram_sources import GramSource, StoredGram, gram_source
+from monk_framework.core.kernels import Kernel, check_squared_norm
+from monk_framework.core.resources import spreading
+from monk_framework.core.samples import Sample
+from monk_framework.engine.backends import in_order, in_this_process
+from monk_framework.engine.gram_sources import GramSource, MatrixFreeGram, StoredGram, gram_source
 from monk_framework.engine.partitions import Partition, take
-from monk_framework.engine.pooled import BATCH_BYTES, PooledSample, SampleSums
+from monk_framework.engine.pooled import BATCH_BYTES, PooledSample, SampleSums, pooled
 
 __all__ = [
+    "WITHIN_BLOCK_BAND_ROWS",
+    "block_kernel_sums",
     "DRAW_CHUNK",
     "BlockGrams",
     "KeptBlocks",
@@ -293,3 +300,63 @@ def kept_blocks_mmd2(pool: PooledSample, partition: Partition, keep: np.ndarray,
     # Σ|c_i| = 2, so the terms are at most 4 max k(z, z)
     check_squared_norm(pool.kernel, float(out.min()), 4.0 * kept.dmax, "the kept blocks' MMD^2")
     return out
+
+
+#: rows per band of a within-block Gram matrix, at least (measured at 364 points, d = 10:
+#: one square 0.85 ms, bands of 182 rows 0.58 ms, 121 rows 0.38 ms, 91 rows 0.40 ms); a
+#: quarter of a larger block (at 10^6 + 10^6 points, Q = 1001, blocks of 2000: 128 rows
+#: 6.9 s, 512 rows 5.5 s, 2048 rows 8.0 s)
+WITHIN_BLOCK_BAND_ROWS = 128
+
+
+def block_kernel_sums(
+    kernel: Kernel, X: Sample, Y: Sample, x_labels: np.ndarray, y_labels: np.ndarray, n_blocks: int,
+    diag_x: np.ndarray, diag_y: np.ndarray, *, cache: dict[str, Any] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A_q = Σ k over S_q×S_q, B_q = Σ k over T_q×T_q and C_q = Σ k over S_q×T_q for every
+    block q of a paired partition (block q: X[x_labels == q] and Y[y_labels == q]), from
+    each block's own Gram matrix, never the pooled one.
+
+    K is symmetric, so each pair is needed once: a kernel with a direct form (the RBF
+    kernel's compiled loop, :meth:`Kernel.compute_block_gram`) evaluates exactly the upper
+    half; others walk the upper bands, about 60 % of each square. The blocks run on this
+    machine's threads, or, inside an estimate spread over a remote backend
+    (:func:`monk_framework.core.resources.spread_over`), on its workers, which receive the
+    samples once per ``cache`` (a dict the caller keeps for the estimate).
+    """
+    remote = spreading()
+    backend = remote or in_this_process()
+    data: Any = (kernel, X, Y, diag_x, diag_y)
+    if remote is not None:
+        cache = {} if cache is None else cache
+        if "spread_data" not in cache:
+            cache["spread_data"] = remote.share(data)
+        data = cache["spread_data"]
+    tasks = list(zip(_members(x_labels, n_blocks), _members(y_labels, n_blocks)))
+    sums = np.array(list(in_order(backend.as_completed(_one_block_sums, tasks, data)))).reshape(-1, 3)
+    return sums[:, 0].copy(), sums[:, 1].copy(), sums[:, 2].copy()
+
+
+def _members(labels: np.ndarray, n_blocks: int) -> list[np.ndarray]:
+    """The indices of each block, ascending (one stable sort, not a scan per block)."""
+    # the same order from 16-bit keys, which numpy sorts by radix (10⁶ labels: 17 against 112 ms)
+    keys = labels.astype(np.uint16) if n_blocks <= np.iinfo(np.uint16).max + 1 else labels
+    order = np.argsort(keys, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(labels, minlength=n_blocks))[:-1])
+
+
+def _one_block_sums(task: tuple[np.ndarray, np.ndarray], data: tuple[Any, ...]) -> tuple[float, float, float]:
+    """Σ k over S_q×S_q, T_q×T_q and S_q×T_q of one block (module level: it runs on workers)."""
+    kernel, X, Y, dx, dy = data
+    ix, iy = task
+    n = len(ix)
+    # indicators of the block's X part and Y part, as columns
+    E = np.zeros((n + len(iy), 2))
+    E[:n, 0] = 1.0
+    E[n:, 1] = 1.0
+    source = MatrixFreeGram(
+        kernel, pooled(take(X, ix), take(Y, iy)), diag=np.concatenate([dx[ix], dy[iy]]),
+        band_rows=max(WITHIN_BLOCK_BAND_ROWS, (n + len(iy)) // 4),
+    )
+    S = source.block_gram(E)
+    return float(S[0, 0]), float(S[1, 1]), float(S[0, 1])

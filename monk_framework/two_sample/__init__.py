@@ -9,9 +9,10 @@
 
 from __future__ import annotations
 
-from monk_framework.two_sample.permutation import PermutationTestResult, TestResult, permutation_test
-from monk_framework.two_sample.robust import RobustTestResult, robust_test
-from monk_framework.two_sample.split import SplitTestResult, split_test
+from monk_framework.core.results import PermutationTestResult, RobustTestResult, SplitTestResult, TestResult
+from monk_framework.two_sample.permutation import permutation_test
+from monk_framework.two_sample.robust import robust_test
+from monk_framework.two_sample.split import split_test
 
 __all__ = [
     "PermutationTestResult",

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, ClassVar
+from typing import Any
 
-import attrs
 import numpy as np
 
 from monk_framework.core.errors import MonkError, ParameterError
@@ -39,41 +38,22 @@ from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import budgeted
-from monk_framework.core.results import (
-    count,
-    dict_field,
-    finite,
-    flag,
-    level,
-    null_field,
-    optional_count,
-    optional_finite,
-    optional_float,
-    pvalue_range,
-    seed_field,
-    text,
-    timings_field,
-)
-from monk_framework.engine.backends import Backend, LocalBackend
+from monk_framework.core.results import RobustTestResult
+from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
 from monk_framework.engine.pooled import PooledSample
+from monk_framework.engine.relabelling import Progress, check_null_memory, null_statistics, within_block_batch
 from monk_framework.engine.within_blocks import relabellings, within_block_sums
 from monk_framework.two_sample.permutation import (
     TIE_RTOL,
-    Progress,
-    TestResult,
-    check_null_memory,
     critical_rank,
     exceedances,
     null_quantile,
-    null_statistics,
     resolve,
-    within_block_batch,
 )
 
 __all__ = [
     "METHODS",
-    "RobustTestResult",
     "auto_blocks",
     "check_robust_test",
     "contamination_count",
@@ -232,75 +212,6 @@ def _default_estimator(method: str, estimator: Any) -> MMDEstimator:
     return estimator
 
 
-@attrs.frozen(kw_only=True)
-class RobustTestResult(TestResult):
-    """The outcome of a robust two-sample test of H₀: P = Q under contamination.
-
-    ``statistic`` and ``pvalue`` follow scipy's convention (the result unpacks as
-    ``statistic, pvalue = result``): for "dc" the V-statistic MMD and the permutation
-    p-value of MMD − 2rΔ; for "mom" the median block p-value p_(k) and
-    P(Binomial(Q, p_(k)) ≥ k − r). ``pvalue`` is valid when at most ``contamination``
-    points are corrupted, and ``reject == (pvalue <= alpha)``. ``certificate`` c is the
-    largest budget under which this test still rejects (−1: it does not reject): the
-    rejection stays valid if up to c points were corrupted, and rerunning with the same
-    ``n_blocks`` (reported for "mom", also when it was chosen by "auto") and any
-    ``contamination`` r ≤ c rejects.
-    """
-
-    kind: ClassVar[str] = "robust-test"
-
-    method: str = attrs.field(validator=attrs.validators.in_(("dc", "mom")))
-    statistic: float = attrs.field(converter=float, validator=finite)
-    pvalue: float = attrs.field(converter=float, validator=pvalue_range)
-    reject: bool = attrs.field(validator=flag)
-    alpha: float = attrs.field(converter=float, validator=level)
-    contamination: int = attrs.field(converter=int, validator=count)
-    certificate: int = attrs.field(converter=int, validator=attrs.validators.ge(-1))
-    n_permutations: int = attrs.field(converter=int, validator=count)
-    n_x: int = attrs.field(converter=int, validator=count)
-    n_y: int = attrs.field(converter=int, validator=count)
-    estimator: str = attrs.field(validator=text)
-    kernel: str = attrs.field(validator=text)
-    kernel_params: dict[str, Any] = dict_field()
-    seed: Any = seed_field()
-    #: "dc": the sensitivity Δ, the permutation quantile q̂ and the threshold q̂ + 2rΔ
-    sensitivity: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    null_quantile: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    threshold: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    #: "mom": the number of blocks Q, the order k of the median and every block's p-value
-    n_blocks: int | None = attrs.field(default=None, validator=optional_count)
-    order: int | None = attrs.field(default=None, validator=optional_count)
-    block_pvalues: np.ndarray | None = null_field()
-    null_distribution: np.ndarray | None = null_field()
-    timings: dict[str, float] = timings_field()
-    alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
-
-    @property
-    def decision(self) -> str:
-        """The decision in words, with the certificate."""
-        r = self.contamination
-        guard = f"with up to {r} corrupted point{'s' if r != 1 else ''}" if r else "without corruption"
-        if self.reject:
-            survives = (
-                f"the rejection stays valid if up to {self.certificate} point"
-                f"{'s were' if self.certificate != 1 else ' was'} corrupted"
-            )
-            return (
-                f"Reject H0 (same distribution) at level {self.alpha:g}, valid {guard} "
-                f"({self.method}: p = {self.pvalue:.4g}); {survives}."
-            )
-        if self.certificate >= 0:
-            return (
-                f"No evidence of a difference at level {self.alpha:g} {guard} ({self.method}: p = "
-                f"{self.pvalue:.4g}); the test would reject with at most {self.certificate} corrupted "
-                f"point{'s' if self.certificate != 1 else ''}."
-            )
-        return (
-            f"No evidence of a difference at level {self.alpha:g} ({self.method}: p = {self.pvalue:.4g}); "
-            "the test does not reject even without corruption."
-        )
-
-
 @budgeted
 def robust_test(
     kernel: Kernel,
@@ -314,7 +225,7 @@ def robust_test(
     estimator: MMDEstimator | None = None,
     n_blocks: int | str = "auto",
     rng: RNGLike = None,
-    return_null: bool = False,
+    return_null: bool = True,
     progress: Progress | None = None,
     backend: Backend | None = None,
     max_memory: Any = None,
@@ -345,15 +256,16 @@ def robust_test(
     seq = root(rng)
     seed = seed_of(seq)
     null_seq = stream(seq, "relabel")
-    pool = PooledSample(kernel, Xv, Yv)
     B = int(n_permutations)
+    if chosen == "dc":  # before any kernel evaluation: a B that cannot fit is refused at once
+        check_null_memory(B, pool_size=n + m, backend=backend, listed=bool(return_null))
+    pool = PooledSample(kernel, Xv, Yv)
     common: dict[str, Any] = dict(
         alpha=float(alpha), contamination=r, n_permutations=B, n_x=n, n_y=m, estimator=est.name,
-        kernel=kernel.name, kernel_params=kernel.params(), seed=seed,
+        estimator_params=est.params(), kernel=kernel.name, kernel_params=kernel.params(),
+        kernel_params_requested=kernel.params(), seed=seed,
     )
     if chosen == "dc":
-        check_null_memory(B, pool_size=n + m, all_drawn=backend is not None and not isinstance(backend, LocalBackend),
-                          listed=bool(return_null))
         delta = mmd_sensitivity(kernel, n, m)
         assert delta is not None
         identity = np.arange(n + m)[None, :]

@@ -11,12 +11,10 @@ test reports T − q̂ and rejects when T > q̂.
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-import attrs
 import numpy as np
 
 from monk_framework.core.errors import MonkError, ParameterError
@@ -25,89 +23,24 @@ from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stable_int, stream
 from monk_framework.core.resources import budgeted
 from monk_framework.core.results import (
-    count,
-    dict_field,
-    finite,
-    flag,
+    SplitTestResult,
     jsonable,
-    level,
-    null_field,
-    optional_finite,
-    optional_float,
-    pvalue_range,
-    seed_field,
-    text,
-    timings_field,
 )
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import take
 from monk_framework.engine.pooled import PooledSample
+from monk_framework.engine.relabelling import Progress, null_statistics, observed_mmd2
 from monk_framework.two_sample.permutation import (
     GramOf,
-    Progress,
-    TestResult,
     check_test_params,
     critical_rank,
     exceedances,
     null_quantile,
-    null_statistics,
-    observed_mmd2,
     resolve,
     signed_root,
 )
 
-__all__ = ["SplitTestResult", "grid_points", "split_test", "three_parts"]
-
-
-@attrs.frozen(kw_only=True)
-class SplitTestResult(TestResult):
-    """The outcome of the three-way split test (paper Algorithm 3).
-
-    ``parts`` lists the indices of X and Y in each stage ("tune", "calibrate", "test");
-    ``tuning`` the statistic of every grid point on part 1; ``kernel_params`` the
-    hyperparameters chosen there (data-dependent rules resolved on part 1).
-    ``statistic`` is T on part 3, ``null_quantile`` q̂ from part 2's relabellings and
-    ``excess`` T − q̂ (the paper's Figure 2); ``pvalue`` = (1 + #{T_b ≥ T}) / (1 + B) is
-    T's rank among them, so that ``reject == (T > q̂) == (pvalue <= alpha)``.
-    """
-
-    kind: ClassVar[str] = "split-test"
-
-    estimator: str = attrs.field(validator=text)
-    estimator_params: dict[str, Any] = dict_field()
-    kernel: str = attrs.field(validator=text)
-    kernel_params: dict[str, Any] = dict_field()
-    kernel_params_requested: dict[str, Any] = dict_field()
-    grid: dict[str, list[Any]] = dict_field()
-    tuning: list[dict[str, Any]] = attrs.field(converter=jsonable, validator=attrs.validators.instance_of(list))
-    statistic: float = attrs.field(converter=float, validator=finite)
-    pvalue: float = attrs.field(converter=float, validator=pvalue_range)
-    null_quantile: float | None = attrs.field(converter=optional_float, validator=optional_finite)
-    excess: float | None = attrs.field(converter=optional_float, validator=optional_finite)
-    alpha: float = attrs.field(converter=float, validator=level)
-    reject: bool = attrs.field(validator=flag)
-    n_permutations: int = attrs.field(converter=int, validator=count)
-    n_x: int = attrs.field(converter=int, validator=count)
-    n_y: int = attrs.field(converter=int, validator=count)
-    parts: dict[str, dict[str, list[int]]] = dict_field()
-    seed: Any = seed_field()
-    null_distribution: np.ndarray | None = null_field()
-    timings: dict[str, float] = timings_field()
-    alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
-
-    @property
-    def decision(self) -> str:
-        chosen = ", ".join(f"{k}={v!r}" for k, v in self.kernel_params.items())
-        if self.null_quantile is None:
-            return (
-                f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations "
-                f"(use at least {math.ceil(1 / self.alpha) - 1})."
-            )
-        verdict = "Reject H0 (same distribution)" if self.reject else "No evidence of a difference"
-        return (
-            f"{verdict} at level {self.alpha:g}: T - q = {self.excess:.6g} (T = {self.statistic:.6g} on part 3, "
-            f"q = {self.null_quantile:.6g} from part 2; kernel {self.kernel}({chosen}) chosen on part 1)."
-        )
+__all__ = ["grid_points", "split_test", "three_parts"]
 
 
 def three_parts(n: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -137,7 +70,7 @@ def split_test(
     n_permutations: int = 150,
     alpha: float = 0.05,
     rng: RNGLike = None,
-    return_null: bool = False,
+    return_null: bool = True,
     progress: Progress | None = None,
     gram: GramOf | None = None,
     backend: Backend | None = None,

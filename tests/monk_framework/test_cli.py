@@ -272,11 +272,11 @@ def test_fasta_case_flag_reaches_the_loader(tmp_path):
 
 @pytest.mark.parametrize("command", ["run", "test"])
 def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(tmp_path, command, monkeypatch):
-    from monk_framework import two_sample
+    from monk_framework.app import jobs
     from monk_framework.app.cli import app
 
     calls = []
-    monkeypatch.setattr(two_sample, "permutation_test", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(jobs, "permutation_test", lambda *a, **k: calls.append(1))
     base = [command, "-k", "rbf", "-e", "u-stat", "-d", "gauss", "--data-param", "n=20"]
     result = CliRunner().invoke(app, [*base, "-o", str(tmp_path)])
     assert result.exit_code == 2 and "is a directory; give a file name inside it" in result.stderr

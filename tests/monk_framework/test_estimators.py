@@ -122,3 +122,43 @@ def test_a_result_with_an_invalid_field_cannot_be_built(field, value):
     result = permutation_test(REG.get_kernel("rbf", sigma=1.0), REG.get_estimator("u-stat"), X, Y, n_permutations=19, rng=0)
     with pytest.raises((MonkError, TypeError, ValueError)):
         attrs.evolve(result, **{field: value})
+
+
+def test_every_result_has_one_base_and_a_short_summary():
+    from monk_framework.core import results
+    from monk_framework.two_sample import permutation_test, robust_test, split_test
+
+    gen = np.random.default_rng(3)
+    X, Y = gen.normal(size=(60, 2)), gen.normal(0.8, 1.0, size=(50, 2))
+    rbf = REG.get_kernel("rbf", sigma="median")
+    monk = REG.get_estimator("monk-bcd", n_blocks=5)
+    outcomes = [
+        monk.estimate(rbf, X, Y, rng=0),  # its trace and blocks stay out of the summary
+        permutation_test(rbf, monk, X, Y, n_permutations=19, rng=1),
+        split_test(REG.get_kernel("rbf"), REG.get_estimator("u-stat"), X, Y, grid={"sigma": [1.0, 2.0]}, n_permutations=19, rng=1),
+        robust_test(REG.get_kernel("rbf", sigma=1.0), X, Y, contamination=1, method="dc", n_permutations=19, rng=1),
+        robust_test(REG.get_kernel("quadratic"), X, Y, contamination=1, method="mom", n_permutations=19, rng=1),
+    ]
+    for result in outcomes:
+        assert isinstance(result, results.StatisticResult) and type(result).__module__ == "monk_framework.core.results"
+        # the kernel, the estimator and their parameters, as used and as asked
+        record = result.to_dict()
+        assert {"estimator", "estimator_params", "kernel", "kernel_params", "kernel_params_requested"} <= set(record)
+        text = str(result)
+        lines = text.splitlines()
+        assert len(lines) <= 15 and max(map(len, lines)) < 400, text
+        assert f"N = {result.n_x}, M = {result.n_y}" in text and result.kernel in text and result.estimator in text
+        if isinstance(result, results.TestResult):
+            assert f"{result.pvalue:.4g}" in text and result.decision in text
+            assert f"{result.statistic:.6g}" in text
+    assert outcomes[0].mmd2 == pytest.approx(float(str(outcomes[0]).split("MMD^2")[1].split()[0]), rel=1e-9)
+    assert outcomes[1].kernel_params_requested == {"sigma": "median"} and outcomes[1].kernel_params["sigma"] > 0
+    assert outcomes[3].estimator_params == REG.get_estimator("v-stat").params()
+    assert outcomes[4].estimator_params == REG.get_estimator("u-stat").params() != {}
+    # the tests keep their null distributions by default (mom's statistic is its block p-values)
+    for result in outcomes[1:4]:
+        assert isinstance(result.null_distribution, np.ndarray) and len(result.null_distribution) == 19
+    assert outcomes[4].null_distribution is None and len(outcomes[4].block_pvalues) == outcomes[4].n_blocks
+    embedding = REG.get_estimator("monk-embedding", n_blocks=5).embed(rbf, X, rng=0)
+    text = str(embedding)
+    assert len(text.splitlines()) <= 15 and "60 points" in text and "monk-embedding(" in text

@@ -356,3 +356,28 @@ def test_a_contract_fault_found_on_a_pool_thread_is_raised_by_name(two_cores, mo
     with pytest.raises(KernelContractError, match=r"not symmetric") as err:
         gram_matrix(FaultyKernel(fault="asymmetric"), X)
     assert "test_kernels.FaultyKernel" in str(err.value)
+
+
+#: every MMD estimator that evaluates the kernel (rff draws features of translation-invariant kernels only)
+MMD_ESTIMATORS = sorted(e.name for e in REG.estimators() if e.cls.estimates == "mmd" and e.name != "rff")
+
+
+@pytest.mark.parametrize("fault, message", [("asymmetric", "not symmetric"), ("diag-mismatch", "compute_diag gives")])
+@pytest.mark.parametrize("max_memory", [None, "20KB"], ids=["stored", "matrix-free"])
+def test_every_estimator_and_test_refuses_a_faulty_kernel_alike(fault, message, max_memory):
+    # the contract is checked where kernel values enter, whichever estimator asked: paths
+    # that read the kernel only in pairs or off-diagonal tiles once accepted these kernels
+    from monk_framework import KernelContractError
+    from monk_framework.two_sample import permutation_test
+
+    g = np.random.default_rng(0)
+    X, Y = g.normal(size=(60, 2)), g.normal(0.3, 1.0, size=(50, 2))
+    kernel = FaultyKernel(fault=fault)
+    for name in MMD_ESTIMATORS:
+        with pytest.raises(KernelContractError, match=message):
+            REG.get_estimator(name).estimate(kernel, X, Y, rng=0, max_memory=max_memory)
+    for name in ("u-stat", "monk-bcd-fast", "monk-embedding-mmd"):  # global and within-block relabelling
+        with pytest.raises(KernelContractError, match=message):
+            permutation_test(kernel, REG.get_estimator(name), X, Y, n_permutations=9, rng=0, max_memory=max_memory)
+    with pytest.raises(KernelContractError, match=message):
+        REG.get_estimator("monk-embedding").embed(kernel, X, rng=0)

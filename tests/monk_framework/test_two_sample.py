@@ -451,15 +451,16 @@ def test_gauss_outliers_example_rejects_only_with_within_block_relabelling(regis
 
 def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_work(registry, rng, monkeypatch):
     from monk_framework import ResourceError
+    from monk_framework.engine import relabelling
     from monk_framework.two_sample import permutation
     from monk_framework.two_sample.robust import robust_test
 
     calls = []
     kernel = registry.get_kernel("rbf", sigma=1.0)
     monkeypatch.setattr(type(kernel), "compute_gram", lambda self, X, Y: calls.append(1) or np.ones((len(X), len(Y))))
-    monkeypatch.setattr(permutation, "available_memory", lambda: 2**30)
+    monkeypatch.setattr(relabelling, "available_memory", lambda: 2**30)
     X, Y = rng.normal(size=(30, 1)), rng.normal(size=(30, 1))
-    with pytest.raises(ResourceError, match=r"n_permutations \(-B\) = 100,000,000 needs about 2.98 GiB.*1/\(B \+ 1\)"):
+    with pytest.raises(ResourceError, match=r"n_permutations \(-B\) = 100,000,000 needs about 5.96 GiB.*1/\(B \+ 1\)"):
         permutation.permutation_test(kernel, registry.get_estimator("monk-bcd"), X, Y, n_permutations=10**8)
     with pytest.raises(ResourceError, match="n_permutations"):
         robust_test(kernel, X, Y, contamination=1, method="dc", n_permutations=10**8)
@@ -529,7 +530,7 @@ def test_relabellings_drawn_ahead_are_the_same_whatever_the_batches(ahead, bound
     # rows are successive seq-child-0 permutations, however many were drawn ahead in the
     # background and however the batches cut them; the first batch carries one identity row
     from monk_framework.core.randomness import child
-    from monk_framework.two_sample.permutation import GlobalRelabellings
+    from monk_framework.engine.relabelling import GlobalRelabellings
 
     seq = np.random.SeedSequence(21)
     drawn = GlobalRelabellings(seq, 7)
@@ -544,7 +545,7 @@ def test_relabellings_drawn_ahead_are_the_same_whatever_the_batches(ahead, bound
 
 
 def test_relabellings_are_asked_for_in_order():
-    from monk_framework.two_sample.permutation import GlobalRelabellings
+    from monk_framework.engine.relabelling import GlobalRelabellings
 
     drawn = GlobalRelabellings(np.random.SeedSequence(1), 5)
     drawn.rows(0, 3)

@@ -1,0 +1,358 @@
+"""The relabellings of a test's pooled sample, and the statistics computed on them.
+
+A two-sample test asks for one thing: its estimator's MMD² on (X, Y) and on B
+relabellings (:func:`relabelled_statistics`). The engine decides the rest: whether the
+relabellings are drawn ahead in a background thread while the kernel is fitted, whether
+the batches run here or on a backend's workers, or the tiles of one large Gram
+reduction do (:func:`~monk_framework.core.resources.spread_over`), and how much of the
+null distribution memory can hold. Relabelling b is the b-th permutation of one stream,
+and its estimator's randomness stream b, so the numbers do not depend on any of these
+choices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from monk_framework.core.errors import ResourceError
+from monk_framework.core.estimators import MMDEstimator
+from monk_framework.core.kernels import Kernel
+from monk_framework.core.randomness import ChildStreams, child, stream
+from monk_framework.core.resources import available_memory, format_bytes, spread_over
+from monk_framework.core.samples import Sample
+from monk_framework.engine.backends import Backend, is_remote, on_this_thread
+from monk_framework.engine.backends import one_blas_thread as blas_on_one_thread
+from monk_framework.engine.partitions import Partition
+from monk_framework.engine.pooled import PooledSample, batch_size
+from monk_framework.engine.within_blocks import DRAW_CHUNK, relabellings
+
+__all__ = [
+    "DRAW_AHEAD_MAX_FEATURES",
+    "GlobalRelabellings",
+    "Progress",
+    "RelabelledStatistics",
+    "check_null_memory",
+    "few_features",
+    "null_statistics",
+    "observed_mmd2",
+    "relabelled_statistics",
+    "within_block_batch",
+]
+
+#: a callback told (relabellings done, relabellings in all) as the null sample grows.
+Progress = Callable[[int, int], None]
+
+
+#: bytes per relabelling that a test holds at once: its statistic, its signed root and a
+#: comparison (float64 each, with room for temporaries)
+NULL_BYTES_PER_PERMUTATION = 32
+#: bytes per relabelling of the null kept with the result (``return_null``), and its JSON list
+NULL_LIST_BYTES = 32
+
+
+def check_null_memory(n_permutations: int, *, pool_size: int = 0, backend: Backend | None = None, listed: bool = False) -> None:
+    """Refuse, before anything is allocated, a number of relabellings whose null
+    distribution cannot fit in memory (with the figures in the message).
+
+    For a remote ``backend`` every relabelling (``pool_size`` indices each) is drawn
+    before the work starts; ``listed``: the null is kept with the result.
+    """
+    all_drawn = is_remote(backend)
+    need = n_permutations * (NULL_BYTES_PER_PERMUTATION + (NULL_LIST_BYTES if listed else 0))
+    if all_drawn:
+        need += 8 * n_permutations * pool_size
+    avail = available_memory()
+    if avail is not None and need > 0.5 * avail:
+        raise ResourceError(
+            f"n_permutations (-B) = {n_permutations:,} needs about {format_bytes(need)} for the null distribution"
+            f"{' and its relabellings, all drawn up front for the backend' if all_drawn else ''}, but only "
+            f"{format_bytes(avail)} of memory are available. Use fewer permutations: the p-value's resolution is "
+            "1/(B + 1), so B = 100,000 already resolves 1e-5."
+        )
+
+
+class GlobalRelabellings:
+    """The relabellings of the whole pooled sample of a test, in order, from the stream
+    ``child(seq, 0)`` of its null stream ``seq``: relabelling b is what the b-th call of
+    ``rng.permutation(size)`` gives, however the rows are asked for in batches.
+
+    :meth:`draw_ahead` starts drawing the first rows in a background thread, so that
+    they are drawn while the kernel is fitted and the pooled Gram matrix computed, steps
+    that mostly run on one core (their numpy passes release the GIL, so the two threads
+    run together: measured). The rows, and so every p-value, are the same with or
+    without it.
+    """
+
+    def __init__(self, seq: np.random.SeedSequence, size: int):
+        self.size = size
+        self._rng = np.random.default_rng(child(seq, 0))
+        self._next = 0  # the first relabelling not handed out yet
+        self._thread: threading.Thread | None = None
+        self._held = contextlib.ExitStack()  # one BLAS thread and no pool while drawing ahead
+        self._drawn: list[Any] = []  # what the thread left: [rows] or [exception]
+        self._ahead: np.ndarray | None = None  # rows drawn ahead and not handed out yet
+        self._ahead_lead = 0  # identity rows in front of them
+        self._ahead_next = 0  # the first of them not handed out
+
+    def _fresh(self, rows: np.ndarray) -> None:
+        """Draw each row of ``rows`` (in place) as a permutation of 0..size−1."""
+        rows[...] = np.arange(self.size)
+        self._rng.permuted(rows, axis=1, out=rows)
+
+    def _draw(self, count: int, lead: int) -> np.ndarray:
+        rows = np.empty((lead + count, self.size), dtype=np.int64)
+        rows[:lead] = np.arange(self.size)
+        self._fresh(rows[lead:])
+        return rows
+
+    def draw_ahead(self, count: int, lead: int = 0, *, one_blas_thread: bool = False) -> None:
+        """Start drawing relabellings 0..count in a background thread (after ``lead``
+        identity rows, as the first :meth:`rows` call will ask for them).
+
+        ``one_blas_thread``: until the rows are collected, BLAS runs on one thread and
+        the library's row bands stay on this thread (:func:`on_this_thread`), so that
+        the draw has the other core. OpenBLAS's idle threads spin for a while after each
+        parallel call and would take that core (measured: the overlap then gains
+        nothing); only worth it when the products meanwhile are small. The rows are
+        collected, and :meth:`close` called, on the thread that called this.
+        """
+        if self._thread is not None or self._next:
+            raise RuntimeError("draw_ahead must come before any relabelling is drawn, and only once.")
+        self._ahead_lead = lead
+
+        def work() -> None:
+            try:
+                self._drawn[:] = [self._draw(count, lead)]
+            except BaseException as exc:  # e.g. a MemoryError: raised where the rows are asked for
+                self._drawn[:] = [exc]
+
+        if one_blas_thread:
+            self._held.enter_context(blas_on_one_thread())
+            self._held.enter_context(on_this_thread())
+        self._thread = threading.Thread(target=work, name="monkfw-relabellings", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Wait for a draw ahead and give BLAS its threads back (idempotent)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._held.close()
+
+    def _collect(self) -> None:
+        if self._thread is None:
+            return
+        self.close()
+        drawn, self._drawn = self._drawn, []
+        if isinstance(drawn[0], BaseException):
+            raise drawn[0]
+        self._ahead = drawn[0]
+
+    def rows(self, a: int, b: int, lead: int = 0) -> np.ndarray:
+        """Relabellings a..b (rows of indices), after ``lead`` identity rows; each call
+        starts where the previous one stopped."""
+        if a != self._next or b < a:
+            raise RuntimeError(f"Relabellings are drawn in order: asked for {a}..{b} after {self._next}.")
+        self._next = b
+        self._collect()
+        ahead = self._ahead
+        if ahead is None:
+            return self._draw(b - a, lead)
+        first = self._ahead_lead + self._ahead_next
+        have = len(ahead) - first
+        served = min(b - a, have)
+        if first == lead and served == b - a:
+            out = ahead[: lead + served]  # the first batch, as drawn ahead: no copy
+        else:
+            out = np.empty((lead + b - a, self.size), dtype=np.int64)
+            out[:lead] = np.arange(self.size)
+            out[lead : lead + served] = ahead[first : first + served]
+            self._fresh(out[lead + served :])
+        self._ahead_next += served
+        if served == have:
+            self._ahead = None
+        return out
+
+
+#: while the first relabellings are drawn ahead, BLAS runs on one thread and the row
+#: bands of the fit and the Gram matrix on this thread when the data have at most this
+#: many features: their distance products gain little from a second thread (measured at
+#: N + M = 2000 and 10 000: within 5 % up to d = 30, 20-25 % slower at d = 100), and the
+#: draw gets the other core; with more, the bands use every core (kernels.on_cores)
+DRAW_AHEAD_MAX_FEATURES = 32
+
+
+def few_features(X: Any) -> bool:
+    """Whether the pooled Gram matrix of this sample is cheap in BLAS: strings, or vectors
+    with at most DRAW_AHEAD_MAX_FEATURES features."""
+    return not isinstance(X, np.ndarray) or X.ndim < 2 or X.shape[1] <= DRAW_AHEAD_MAX_FEATURES
+
+
+def null_statistics(
+    estimator: MMDEstimator,
+    pool: PooledSample,
+    n_permutations: int,
+    seq: np.random.SeedSequence,
+    progress: Progress | None,
+    backend: Backend | None = None,
+    partition: Partition | None = None,
+    observed: np.random.SeedSequence | None = None,
+    drawn: GlobalRelabellings | None = None,
+) -> np.ndarray:
+    """T_1..T_B of B random relabellings of ``pool`` (mmd2 values), batch by batch.
+
+    With ``observed`` (the estimate stream) and global relabelling in this process, the
+    identity relabelling is computed with the first batch, from the same pass over the
+    Gram matrix (a matrix-free one is then evaluated once), and returned first: B + 1
+    values, T then T_1..T_B.
+
+    With a ``partition`` the relabellings permute labels within its blocks and the
+    estimator computes every statistic on it (:meth:`MMDEstimator.partition_statistics`);
+    without, they permute the whole pooled sample. The relabellings are drawn here, in
+    order, from one stream; relabelling b's own randomness is stream b. So a batch
+    computes the same values wherever it runs, and a ``backend`` (e.g. Dask) may run the
+    batches anywhere, in any order. ``drawn``: the global relabellings of ``seq``,
+    when the caller has started drawing them ahead (:class:`GlobalRelabellings`).
+    """
+    remote = is_remote(backend)
+    check_null_memory(n_permutations, pool_size=pool.size, backend=backend)
+    # the children seq.spawn(2) gives on a fresh sequence, whoever asked for them before
+    perm_seq, est_seq = child(seq, 0), child(seq, 1)
+    globally = drawn if drawn is not None else GlobalRelabellings(seq, pool.size)
+    if partition is None:
+        step = max(1, int(estimator.permutation_batch(pool)))
+    else:
+        step = within_block_batch(pool, n_permutations)
+
+    def draw(a: int, b: int, lead: int = 0) -> np.ndarray:
+        """Relabellings a..b, after ``lead`` identity rows (global relabelling only)."""
+        if partition is not None:
+            return relabellings(partition, pool.n, a, b, perm_seq)
+        return globally.rows(a, b, lead)
+
+    out = np.empty(n_permutations)
+    if progress is not None:
+        progress(0, n_permutations)
+    if not remote:
+        first: float | None = None
+        # drawn batch by batch: memory stays at one batch of permutations
+        for done in range(0, n_permutations, step):
+            stop = min(done + step, n_permutations)
+            if done == 0 and observed is not None and partition is None:
+                streams = ChildStreams(est_seq, done, stop, first=observed)
+                values = estimator.permuted_statistics(pool, draw(done, stop, lead=1), streams)
+                first, out[done:stop] = float(values[0]), values[1:]
+            else:
+                out[done:stop] = _batch_statistics((estimator, draw(done, stop), est_seq, done, stop, partition), pool)
+            if progress is not None:
+                progress(stop, n_permutations)
+        if observed is not None:
+            return np.concatenate([[observed_mmd2(estimator, pool, observed, partition) if first is None else first], out])
+        return out
+    assert backend is not None  # remote
+    bounds = [(a, min(a + step, n_permutations)) for a in range(0, n_permutations, step)]
+    tasks = [(estimator, draw(a, b), est_seq, a, b, partition) for a, b in bounds]
+    finished = 0
+    for i, values in backend.as_completed(_batch_statistics, tasks, pool):
+        a, b = bounds[i]
+        out[a:b] = values
+        finished += b - a
+        if progress is not None:
+            progress(finished, n_permutations)
+    if observed is not None:
+        return np.concatenate([[observed_mmd2(estimator, pool, observed, partition)], out])
+    return out
+
+
+def within_block_batch(pool: PooledSample, n_permutations: int) -> int:
+    """Relabellings per batch of a within-block test: whole draw chunks, about ten batches
+    (so a progress bar moves), at most what ``BATCH_BYTES`` allows."""
+    tenth = -(-n_permutations // 10)
+    chunks = max(1, min(batch_size(pool.size), tenth) // DRAW_CHUNK)
+    return chunks * DRAW_CHUNK
+
+
+def _batch_statistics(task: tuple[Any, ...], pool: PooledSample) -> np.ndarray:
+    """One batch of relabellings on a backend's worker (module level: it is pickled)."""
+    estimator, perms, est_seq, a, b, partition = task
+    if partition is not None:
+        return estimator.partition_statistics(pool, partition, perms, ChildStreams(est_seq, a, b))
+    return estimator.permuted_statistics(pool, perms, ChildStreams(est_seq, a, b))
+
+
+def observed_mmd2(
+    estimator: MMDEstimator, pool: PooledSample, seq: np.random.SeedSequence, partition: Partition | None = None
+) -> float:
+    """T on the samples as given: the identity relabelling, computed like the null values."""
+    identity = np.arange(pool.size)[None, :]
+    streams = [np.random.default_rng(seq)]
+    if partition is not None:
+        return float(estimator.partition_statistics(pool, partition, identity, streams)[0])
+    return float(estimator.permuted_statistics(pool, identity, streams)[0])
+
+
+@attrs.frozen
+class RelabelledStatistics:
+    """What :func:`relabelled_statistics` gives: the estimator's MMD² on the samples as
+    given (``observed``) and on the B relabellings (``null``), the kernel as fitted on
+    the pooled sample, and the seconds the statistics took."""
+
+    observed: float
+    null: np.ndarray
+    kernel: Kernel
+    seconds: float
+
+
+def relabelled_statistics(
+    estimator: MMDEstimator,
+    kernel: Kernel,
+    X: Sample,
+    Y: Sample,
+    n_permutations: int,
+    seq: np.random.SeedSequence,
+    *,
+    partition: Partition | None = None,
+    backend: Backend | None = None,
+    gram: np.ndarray | None = None,
+    progress: Progress | None = None,
+) -> RelabelledStatistics:
+    """The estimator's MMD² on (X, Y) and on ``n_permutations`` relabellings of the pooled
+    sample: globally, or within the blocks of ``partition``.
+
+    ``seq`` is the test's seed sequence: the relabellings come from its stream
+    "relabel", the estimator's randomness for the samples as given from "estimate". The
+    kernel is fitted on the pooled sample (not when a precomputed ``gram`` is given).
+    The engine draws the first batch of global relabellings while the kernel is fitted
+    and the pooled Gram matrix computed; on a remote ``backend`` it spreads the tiles of
+    a classical statistic's Gram reductions over the workers (``spreads_gram``), or else
+    the batches of relabellings.
+    """
+    remote = is_remote(backend)
+    spread = remote and estimator.spreads_gram
+    relabel_seq = stream(seq, "relabel")
+    drawn = None
+    if partition is None and (spread or not remote):
+        size = len(X) + len(Y)
+        drawn = GlobalRelabellings(relabel_seq, size)
+        drawn.draw_ahead(min(int(n_permutations), batch_size(size)), lead=1, one_blas_thread=few_features(X))
+    try:
+        fitted = kernel if gram is not None else kernel.fit(X, Y)
+        with spread_over(backend if spread and partition is None and gram is None else None) as spreading:
+            pool = PooledSample(fitted, X, Y, gram=gram)
+            tick = time.perf_counter()
+            # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
+            values = null_statistics(estimator, pool, int(n_permutations), relabel_seq, progress,
+                                     None if spreading is not None else backend, partition, observed=stream(seq, "estimate"),
+                                     drawn=drawn)
+            seconds = time.perf_counter() - tick
+    finally:
+        if drawn is not None:  # on any error too: BLAS gets its threads back
+            drawn.close()
+    return RelabelledStatistics(observed=float(values[0]), null=values[1:], kernel=fitted, seconds=seconds)
