@@ -11,8 +11,8 @@ combination of rows of K.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -151,38 +151,176 @@ class GramSource:
         return G
 
 
-def band_reduction(op: str, band: np.ndarray, start: int, stop: int, W: Any) -> Any:
-    """One row band's share of a reduction of the symmetric K, from the band
-    K[start:stop, start:] alone (so that bands can be reduced anywhere, e.g. on workers):
+class BandReduction:
+    """One reduction of the symmetric K by row bands, written once for every source.
 
-    * ``"row_sums"``: (its rows' sums, the column sums right of the diagonal square, which
-      belong to the later rows);
-    * ``"matvec"``: (K[a:b, a:] W[a:], K[a:b, b:]ᵀ W[a:b]) for the rows a:b and the later rows;
-    * ``"quadratic_forms"``: 2·diag(W[a:b]ᵀ K[a:b, a:] W[a:]) − diag(W[a:b]ᵀ K[a:b, a:b] W[a:b]);
-    * ``"forms_and_last"``: (its share of diag(Wᵀ K W), its share of Wᵀ K w for w = W's
-      last column), from the products alone;
-    * ``"block_gram"``: its share of Wᵀ K W (W sparse or dense), the off-diagonal part twice.
+    A band a:b contributes through its diagonal block D = K[a:b, a:b] (:meth:`diagonal`,
+    first) and the part right of it, R = K[a:b, b:], which arrives whole (a stored K)
+    or as column tiles R_c = K[a:b, c:d] evaluated on the fly (:meth:`right`, in order
+    of c); :meth:`result` is the band's share. ``check(values)`` returns values after
+    checking them finite (the kernel's :meth:`~monk_framework.core.kernels.Kernel.check_finite`;
+    the identity for a stored K, checked when it was made). A reduction that sets
+    ``checks_its_results`` checks what it derives from the tiles (a NaN or an infinity
+    in a tile reaches every sum of its row) instead of each tile.
     """
-    width = stop - start
-    W = dense_columns(W)
+
+    checks_its_results: ClassVar[bool] = False
+    #: whether it takes the tiles transposed (:meth:`right_transposed`, the band's points
+    #: as lanes), with packed 0/1 columns: subset sums instead of products
+    transposed: bool = False
+
+    def __init__(self, W: Any, start: int, stop: int, check: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.W, self.start, self.stop, self.check = W, start, stop, check
+
+    def diagonal(self, D: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def right(self, R: np.ndarray, c: int, d: int) -> None:
+        raise NotImplementedError
+
+    def right_transposed(self, RT: np.ndarray, c: int, d: int) -> None:
+        raise NotImplementedError
+
+    def result(self) -> Any:
+        raise NotImplementedError
+
+
+class RowSums(BandReduction):
+    """(the band's row sums, the column sums of R, which belong to the later rows)."""
+
+    checks_its_results = True
+
+    def diagonal(self, D: np.ndarray) -> None:
+        self.own = D.sum(axis=1)
+        self.later: list[np.ndarray] = []
+
+    def right(self, R: np.ndarray, c: int, d: int) -> None:
+        self.own += R.sum(axis=1)
+        self.later.append(R.sum(axis=0))
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        self.check(self.own)
+        return self.own, np.concatenate(self.later) if self.later else np.zeros(0)
+
+
+class MatVec(BandReduction):
+    """(K[a:b, a:] W[a:], Rᵀ W[a:b]) for the rows a:b and the later rows."""
+
+    def diagonal(self, D: np.ndarray) -> None:
+        self.W = dense_columns(self.W)
+        self.own = D @ self.W[self.start : self.stop]
+        self.later: list[np.ndarray] = []
+
+    def right(self, R: np.ndarray, c: int, d: int) -> None:
+        self.own += R @ self.W[c:d]
+        self.later.append(R.T @ self.W[self.start : self.stop])
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        later = np.concatenate(self.later) if self.later else np.zeros((0, *self.own.shape[1:]))
+        return self.own, later
+
+
+class Forms(BandReduction):
+    """diag(Wᵀ K W)'s share, 2·diag(W[a:b]ᵀ R W[b:]) + diag(W[a:b]ᵀ D W[a:b]), and with
+    ``with_last`` also Wᵀ K w's share for w = W's last column, from the products alone.
+
+    R W[b:] is summed by a compiled loop that reads each tile in place (W in Fortran
+    order), or, for 0/1 columns packed as :class:`IndicatorColumns` and tiles taken
+    transposed, by subset sums four points at a time. Either way every tile value is
+    multiplied into, or added to, the all-ones-like last sums, so a NaN or an infinity
+    anywhere makes the band's results non-finite: they are checked once, not each tile.
+    """
+
+    checks_its_results = True
+
+    def __init__(self, W: Any, start: int, stop: int, check: Callable[[np.ndarray], np.ndarray], *,
+                 with_last: bool, packed: bool = True) -> None:
+        super().__init__(W, start, stop, check)
+        self.with_last = with_last
+        self.patterns = W.patterns if packed and isinstance(W, IndicatorColumns) else None
+        self.transposed = self.patterns is not None
+        self.W = dense_columns(W)
+
+    def diagonal(self, D: np.ndarray) -> None:
+        width = self.stop - self.start
+        self.own = self.W[self.start : self.stop]
+        self.inner = D @ self.own
+        if self.transposed:
+            assert self.patterns is not None
+            self.sums = np.zeros((self.patterns.shape[1], -(-width // 8) * 8))  # lanes: the band's points, padded to 8
+        else:
+            self.across = np.zeros((width, self.W.shape[1]))
+
+    def right(self, R: np.ndarray, c: int, d: int) -> None:
+        if not add_tile_product(self.across, R, self.W.T, c):
+            self.across += self.check(R) @ self.W[c:d]
+
+    def right_transposed(self, RT: np.ndarray, c: int, d: int) -> None:
+        assert self.patterns is not None
+        if not add_indicator_product(self.sums, RT, self.patterns, c):
+            raise RuntimeError(f"add_indicator_product declined a {d - c} × {RT.shape[1]} tile at {c}")  # pragma: no cover - laid out by the caller
+
+    def result(self) -> Any:
+        if self.transposed:
+            across = self.sums[:, : self.stop - self.start].T
+            self.check(across)
+            across = across[:, : self.W.shape[1]]
+        else:
+            across = self.check(self.across)
+        if self.with_last:
+            return _forms_and_last(self.own, self.inner, across)
+        # the diagonal block once, the part right of it twice (K is symmetric)
+        return np.einsum("ij,ij->j", self.own, self.inner + 2.0 * across)
+
+
+class BlockGram(BandReduction):
+    """Wᵀ K W's share (W sparse or dense): Wᵀ D W + (W[a:b]ᵀ R W[b:]) + its transpose."""
+
+    def diagonal(self, D: np.ndarray) -> None:
+        W = self.W
+        self.sparse = sp.issparse(W)
+        self.Wst = sp.csr_array(W[self.start : self.stop].T) if self.sparse else W[self.start : self.stop].T
+        self.G = np.asarray(self.Wst @ D) @ self._rows(self.start, self.stop)
+
+    def _rows(self, a: int, b: int | None) -> Any:
+        return self.W[a:b].toarray() if self.sparse else self.W[a:b]
+
+    def right(self, R: np.ndarray, c: int, d: int) -> None:
+        off = np.asarray(self.Wst @ R) @ self._rows(c, d)
+        self.G += off + off.T
+
+    def result(self) -> np.ndarray:
+        return self.G
+
+
+def band_reduction_of(op: str, W: Any, start: int, stop: int, check: Callable[[np.ndarray], np.ndarray], *,
+                      packed: bool = True) -> BandReduction:
+    """The reduction ``op`` ("row_sums", "matvec", "quadratic_forms", "forms_and_last",
+    "block_gram") of the band start:stop with weights W."""
     if op == "row_sums":
-        return band.sum(axis=1), band[:, width:].sum(axis=0)
+        return RowSums(W, start, stop, check)
     if op == "matvec":
-        return band @ W[start:], band[:, width:].T @ W[start:stop]
-    if op == "quadratic_forms":
-        own = W[start:stop]
-        return 2.0 * np.einsum("ij,ij->j", own, band @ W[start:]) - np.einsum("ij,ij->j", own, band[:, :width] @ own)
-    if op == "forms_and_last":
-        own = W[start:stop]
-        inner = band[:, :width] @ own
-        return _forms_and_last(own, inner, band[:, width:] @ W[stop:])
+        return MatVec(W, start, stop, check)
+    if op in ("quadratic_forms", "forms_and_last"):
+        return Forms(W, start, stop, check, with_last=op == "forms_and_last", packed=packed)
     if op == "block_gram":
-        sparse = sp.issparse(W)
-        rows = (lambda a, b: W[a:b].toarray()) if sparse else (lambda a, b: W[a:b])
-        T = (sp.csr_array(W[start:stop].T) if sparse else W[start:stop].T) @ band  # Q × (n − start)
-        off = T[:, width:] @ rows(stop, None)
-        return T[:, :width] @ rows(start, stop) + off + off.T
+        return BlockGram(W, start, stop, check)
     raise ValueError(f"unknown band reduction {op!r}")
+
+
+def _unchecked(values: np.ndarray) -> np.ndarray:
+    return values
+
+
+def band_reduction(op: str, band: np.ndarray, start: int, stop: int, W: Any) -> Any:
+    """The reduction ``op`` of a whole band K[start:stop, start:] of a stored K: its
+    diagonal block, then the part right of it as one tile."""
+    width = stop - start
+    reduction = band_reduction_of(op, W, start, stop, _unchecked, packed=False)
+    reduction.diagonal(band[:, :width])
+    if band.shape[1] > width:
+        reduction.right(band[:, width:], stop, stop + band.shape[1] - width)
+    return reduction.result()
 
 
 class StoredGram(GramSource):
@@ -334,88 +472,29 @@ def reduce_band(task: tuple[int, int, str], shared: tuple[Any, Any]) -> Any:
 def tiled_band_reduction(
     op: str, kernel: Kernel, Z: Sample, diag: np.ndarray, start: int, stop: int, W: Any, tile_bytes: int | None = None
 ) -> Any:
-    """:func:`band_reduction` of the band K[start:stop, start:], evaluated tile by tile
-    from the data (the diagonal block first, then column tiles of ``TILE_BYTES``), with
-    the same results up to the order of the additions."""
+    """The reduction ``op`` of the band K[start:stop, start:], evaluated tile by tile from
+    the data (the diagonal block first, then column tiles of ``TILE_BYTES``): the same
+    reductions as a stored K's, up to the order of the additions."""
     width, n = stop - start, len(Z)
     cols = max(64, (tile_bytes or TILE_BYTES) // (8 * max(width, 1)))
+    reduction = band_reduction_of(op, W, start, stop, kernel.check_finite)
     block = kernel.gram_tile(Z[start:stop], Z[start:stop])
     block[np.arange(width), np.arange(width)] = diag[start:stop]
-    tiles = ((c, min(c + cols, n)) for c in range(stop, n, cols))
-    later_parts: list[Any] = []
-    if op in ("row_sums", "matvec"):
-        sums = op == "row_sums"
-        own = block.sum(axis=1) if sums else block @ W[start:stop]
+    reduction.diagonal(block)
+    tiles = [(c, min(c + cols, n)) for c in range(stop, n, cols)]
+    if reduction.transposed:
+        # the tiles transposed (a tile's points as rows, the band's points as lanes,
+        # padded to a multiple of 8 with copies of the last point, whose sums are dropped):
+        # each point's values are one contiguous row for the subset sums
+        lanes = -(-width // 8) * 8
+        band_points = Z[start:stop] if lanes == width else take(Z, np.minimum(np.arange(start, start + lanes), stop - 1))
         for c, d in tiles:
-            # a NaN or an infinity in a tile makes its row's and its column's sums NaN or
-            # infinite, so the sums are checked instead of each tile; not so the BLAS
-            # products, which may skip a zero weight and the value it multiplies
-            tile = kernel.gram_tile(Z[start:stop], Z[c:d], check=not sums)
-            own += tile.sum(axis=1) if sums else tile @ W[c:d]
-            later_parts.append(tile.sum(axis=0) if sums else tile.T @ W[start:stop])
-        later = np.concatenate(later_parts) if later_parts else np.zeros((0, *own.shape[1:]))
-        if sums:
-            kernel.check_finite(own)
-        return own, later
-    if op in ("quadratic_forms", "forms_and_last"):
-        patterns = W.patterns if isinstance(W, IndicatorColumns) else None
-        W = dense_columns(W)
-        Ws = W[start:stop]
-        inner = block @ Ws
-        if patterns is not None:
-            # 0/1 columns: subset sums four points at a time, about twice as fast as any product
-            across = _across_by_subset_sums(kernel, Z, start, stop, tiles, patterns)
-            # every tile value is in the sum of the patterns' last column (all ones): a
-            # NaN or an infinity among them makes it non-finite
-            kernel.check_finite(across)
-            across = across[:, : W.shape[1]]
-        else:
-            across = np.zeros((width, W.shape[1]))
-            # W in Fortran order (each column contiguous) lets a compiled loop multiply the
-            # tile in place, about 15 % faster than BLAS's thin product that repacks it
-            WT = W.T
-            for c, d in tiles:
-                tile = kernel.gram_tile(Z[start:stop], Z[c:d], check=False)
-                if not add_tile_product(across, tile, WT, c):
-                    across += kernel.check_finite(tile) @ W[c:d]
-            # the compiled loop multiplies every value of the tile by every column of W (it
-            # skips no zero weight), and NaN or inf times anything, 0 too, is not finite:
-            # checking the band's sums once checks its tiles, without a pass over each
-            # (about 4 % of the test's time)
-            kernel.check_finite(across)
-        if op == "forms_and_last":
-            return _forms_and_last(Ws, inner, across)
-        # the diagonal block once, the part right of it twice (K is symmetric)
-        return np.einsum("ij,ij->j", Ws, inner + 2.0 * across)
-    if op == "block_gram":
-        sparse = sp.issparse(W)
-        rows = (lambda a, b: W[a:b].toarray()) if sparse else (lambda a, b: W[a:b])
-        Wst = sp.csr_array(W[start:stop].T) if sparse else W[start:stop].T
-        G = np.asarray(Wst @ block) @ rows(start, stop)
+            # (a plugin's compute_gram may return a tile in Fortran order)
+            reduction.right_transposed(np.ascontiguousarray(kernel.gram_tile(Z[c:d], band_points, check=False)), c, d)
+    else:
         for c, d in tiles:
-            off = np.asarray(Wst @ kernel.gram_tile(Z[start:stop], Z[c:d])) @ rows(c, d)
-            G += off + off.T
-        return G
-    raise ValueError(f"unknown band reduction {op!r}")
-
-
-def _across_by_subset_sums(
-    kernel: Kernel, Z: Sample, start: int, stop: int, tiles: Iterator[tuple[int, int]], patterns: np.ndarray
-) -> np.ndarray:
-    """R E for the part R of the band start:stop right of its diagonal block and the 0/1
-    columns E that ``patterns`` packs (all of them), from R's tiles evaluated transposed:
-    a tile's points are its rows and the band's points its lanes (padded to a multiple
-    of 8 with copies of the last point, whose results are dropped)."""
-    width = stop - start
-    lanes = -(-width // 8) * 8
-    band_points = Z[start:stop] if lanes == width else take(Z, np.minimum(np.arange(start, start + lanes), stop - 1))
-    out = np.zeros((patterns.shape[1], lanes))
-    for c, d in tiles:
-        # (a plugin's compute_gram may return a tile in Fortran order)
-        tile = np.ascontiguousarray(kernel.gram_tile(Z[c:d], band_points, check=False))
-        if not add_indicator_product(out, tile, patterns, c):
-            raise RuntimeError(f"add_indicator_product declined a {d - c} × {lanes} tile at {c}")  # pragma: no cover - laid out above
-    return out[:, :width].T
+            reduction.right(kernel.gram_tile(Z[start:stop], Z[c:d], check=not reduction.checks_its_results), c, d)
+    return reduction.result()
 
 
 def _forms_and_last(own: np.ndarray, inner: np.ndarray, across: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
