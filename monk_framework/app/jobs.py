@@ -47,7 +47,7 @@ from monk_framework.core.results import (
 )
 from monk_framework.core.samples import Sample
 from monk_framework.two_sample import permutation_test, split_test
-from monk_framework.two_sample.permutation import check_relabel
+from monk_framework.two_sample.common import check_level, check_relabel
 from monk_framework.two_sample.robust import check_robust_test, robust_test
 
 __all__ = [
@@ -306,8 +306,7 @@ def check_test_options(
     *, alpha: float, robust: bool, split: bool, grid: bool, method: str, blocks: int | None, estimator_given: bool,
 ) -> None:
     """Refuse combinations of test options that do not make one test."""
-    if not 0 < alpha < 1:
-        raise ParameterError(f"--alpha must lie in (0, 1); got {alpha}.")
+    check_level(alpha, name="--alpha")
     if grid and not split:
         raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
     if robust and split:

@@ -1,4 +1,5 @@
-"""The permutation test for any MMD estimator, and what every two-sample test shares.
+"""The permutation test for any MMD estimator (the statistic and the rejection rule that
+every test shares are in :mod:`monk_framework.two_sample.common`).
 
 **Statistic.** Every test uses the estimator's MMD² estimate through the signed root
 T = sign(MMD²)·√|MMD²|: the MMD itself for the V-statistic and the MONK estimators
@@ -27,124 +28,29 @@ or on the rest of a grid, and the statistic with ``relabel="global"`` is the est
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import MonkError, ParameterError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
-from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import budgeted
 from monk_framework.core.results import PermutationTestResult
 from monk_framework.engine.backends import Backend
-from monk_framework.engine.partitions import Partition
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
+from monk_framework.two_sample.common import (
+    check_test_params,
+    choose_partition,
+    critical_rank,
+    exceedances,
+    null_quantile,
+    resolve,
+    signed_root,
+)
 
-__all__ = [
-    "RELABEL",
-    "critical_rank",
-    "exceedances",
-    "permutation_test",
-    "signed_root",
-]
-
-#: how a permutation test relabels: "auto" (within blocks for estimators with a fixed
-#: partition, else globally), "within-blocks" or "global".
-RELABEL = ("auto", "within-blocks", "global")
-
-#: gram(kernel, ix, iy): the Gram matrix of [X[ix]; Y[iy]] (precomputed Gram matrices).
-GramOf = Callable[[Kernel, np.ndarray, np.ndarray], np.ndarray]
-
-
-def signed_root(mmd2: Any) -> Any:
-    """sign(MMD²)·√|MMD²|: the test statistic on the MMD scale (monotone in MMD²)."""
-    return np.sign(mmd2) * np.sqrt(np.abs(mmd2))
-
-
-def critical_rank(n_permutations: int, alpha: float) -> int:
-    """k = ⌊α(B + 1)⌋ − 1: the test rejects when at most k null values are ≥ T (−1: never)."""
-    # the tolerance keeps e.g. 0.05 · 1000 = 50.000000000000007 or 0.29 · 100 at their exact value
-    return int(math.floor(alpha * (n_permutations + 1) + 1e-9)) - 1
-
-
-#: relabelled statistics within this relative distance of T count as ties, T_b ≥ T: a tie
-#: in exact arithmetic (a relabelling that repeats X's set, or Y's when N = M, or rounded
-#: data) then counts whatever the order of the additions (stored, matrix-free, tiles on
-#: workers), and the p-value never depends on round-off. Round-off moves T by about
-#: 1e-13 relative (it was 8e-11 at most in a 300-test comparison of two summation
-#: orders); a real difference below 1e-9 of T means nothing statistically.
-TIE_RTOL = 1e-9
-
-
-def exceedances(null: np.ndarray, threshold: float, axis: int | None = None) -> Any:
-    """#{b : T_b ≥ threshold}, ties up to :data:`TIE_RTOL` of |threshold| included."""
-    return np.count_nonzero(null >= threshold - TIE_RTOL * abs(threshold), axis=axis)
-
-
-def null_quantile(null: np.ndarray, alpha: float) -> float | None:
-    """q̂ = T_(B−k): T > q̂ exactly when the p-value is at most α (None when it never is)."""
-    k = critical_rank(len(null), alpha)
-    if k < 0:
-        return None
-    return float(np.sort(null)[len(null) - 1 - k])
-
-
-def resolve(kernel: Any, estimator: Any) -> tuple[Any, Any]:
-    """A kernel and an estimator as given, or looked up by spec (``"rbf:sigma=2"``,
-    ``"monk-bcd:n_blocks=21"``) in the registry of installed plugins."""
-    if isinstance(kernel, str) or isinstance(estimator, str):
-        reg = get_registry()
-        return reg.resolve_kernel(kernel), (estimator if estimator is None else reg.resolve_estimator(estimator))
-    return kernel, estimator
-
-
-def check_test_params(estimator: Any, n_permutations: Any, alpha: Any) -> MMDEstimator:
-    if not isinstance(estimator, MMDEstimator):
-        raise MonkError(
-            f"A two-sample test needs an MMD estimator (e.g. get_registry().get_estimator('u-stat')); "
-            f"got {getattr(estimator, 'name', type(estimator).__name__)!r}."
-        )
-    if isinstance(n_permutations, bool) or not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
-        raise ParameterError(f"n_permutations must be an int >= 1; got {n_permutations!r}.")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise ParameterError(f"alpha must be a number in (0, 1); got {alpha!r}.")
-    return estimator
-
-
-def check_relabel(estimator: MMDEstimator, relabel: str) -> None:
-    """Refuse an unknown ``relabel``, or "within-blocks" for an estimator without fixed blocks."""
-    if relabel not in RELABEL:
-        raise ParameterError(f"relabel must be one of {', '.join(map(repr, RELABEL))}; got {relabel!r}.")
-    has_blocks = type(estimator).fixed_partition is not MMDEstimator.fixed_partition
-    if relabel == "within-blocks" and (not has_blocks or getattr(estimator, "n_blocks", None) == "auto"):
-        _no_fixed_partition(estimator)
-
-
-def _no_fixed_partition(estimator: MMDEstimator) -> None:
-    raise ParameterError(
-        f"relabel='within-blocks' needs an estimator with a fixed partition into blocks; "
-        f"{estimator.spec()} has none (a classical estimator, or n_blocks='auto', which chooses "
-        "Q from the data). Give n_blocks a number, or use relabel='global'."
-    )
-
-
-def choose_partition(
-    estimator: MMDEstimator, relabel: str, n: int, m: int, seq: np.random.SeedSequence
-) -> Partition | None:
-    """The fixed partition of a within-block test, or None for global relabelling."""
-    check_relabel(estimator, relabel)
-    if relabel == "global":
-        return None
-    partition = estimator.fixed_partition(n, m, np.random.default_rng(seq))
-    if partition is None and relabel == "within-blocks":
-        _no_fixed_partition(estimator)
-    return partition
-
+__all__ = ["permutation_test"]
 
 @budgeted
 def permutation_test(

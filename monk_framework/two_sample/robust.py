@@ -44,8 +44,10 @@ from monk_framework.engine.partitions import check_n_blocks, median_position, pa
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.relabelling import Progress, check_null_memory, null_statistics, within_block_batch
 from monk_framework.engine.within_blocks import relabellings, within_block_sums
-from monk_framework.two_sample.permutation import (
+from monk_framework.two_sample.common import (
     TIE_RTOL,
+    check_level,
+    check_permutations,
     critical_rank,
     exceedances,
     null_quantile,
@@ -171,10 +173,8 @@ def _robust_kernel(kernel: Any) -> Kernel:
 
 
 def _check_test_params(n_permutations: Any, alpha: Any, method: Any) -> None:
-    if isinstance(n_permutations, bool) or not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
-        raise ParameterError(f"n_permutations must be an int >= 1; got {n_permutations!r}.")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise ParameterError(f"alpha must be a number in (0, 1); got {alpha!r}.")
+    check_permutations(n_permutations)
+    check_level(alpha)
     if method not in METHODS:
         raise ParameterError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}.")
 

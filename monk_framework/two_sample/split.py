@@ -30,7 +30,7 @@ from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import take
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.relabelling import Progress, null_statistics, observed_mmd2
-from monk_framework.two_sample.permutation import (
+from monk_framework.two_sample.common import (
     GramOf,
     check_test_params,
     critical_rank,

@@ -72,7 +72,7 @@ def test_split_test_with_a_grid():
         (["--split", "--grid", "sigma=1,,2"], "empty value"),
         (["--split", "--grid", "sigma=1", "--grid", "sigma=2"], "given twice"),
         (["--split", "--grid", "sigma=1,2", "-p", "sigma=3"], "given by both --param and --grid"),
-        (["--alpha", "1.5"], "--alpha must lie in (0, 1); got 1.5."),
+        (["--alpha", "1.5"], "--alpha must be a number in (0, 1); got 1.5."),
         (["--permutations", "0"], "Invalid value for '--permutations'"),
         (["-e", "mean"], "a two-sample test needs an MMD estimator"),
         (["--relabel", "inside"], "relabel must be one of"),

@@ -14,7 +14,7 @@ from monk_framework import Estimate, MMDEstimator, MonkError, ParameterError, ho
 from monk_framework.engine import pooled as pooled_mod
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.two_sample import PermutationTestResult, permutation_test, split_test
-from monk_framework.two_sample.permutation import critical_rank, null_quantile, signed_root
+from monk_framework.two_sample.common import critical_rank, null_quantile, signed_root
 
 
 def relabelled_estimates(estimator, kernel, pool, perms, seeds):

@@ -37,7 +37,7 @@ from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import available_memory, format_bytes
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.relabelling import observed_mmd2
-from monk_framework.two_sample.permutation import signed_root
+from monk_framework.two_sample.common import signed_root
 
 __all__ = ["Exp1", "SETTINGS", "DEFAULT_ESTIMATORS"]
 
