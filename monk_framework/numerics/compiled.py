@@ -753,9 +753,9 @@ def add_tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int
 #   rows ``patterns`` packs four to a byte (add_indicator_product's docstring).
 # - Its reference: monk_framework.numerics.reference.add_indicator_product, one BLAS
 #   product of the unpacked E; both run on every test of this routine.
-# - How to check it: tests/monk_framework/test_compiled_twins.py (against the reference
+# - How to check it: tests/monk_framework/numerics/test_compiled_twins.py (against the reference
 #   and against E's product, remainders of lanes, columns and groups included),
-#   tests/monk_framework/test_fused.py (exact integer sums at the tests' shapes), the same
+#   tests/monk_framework/numerics/test_compiled.py (exact integer sums at the tests' shapes), the same
 #   with NUMBA_CPU_NAME=generic (no AVX: the 8-double vectors are split by LLVM), and
 #   benchmarks/bench_products.py for its speed.
 # - Why it stays: on its benchmark it must beat the best plain-numba loop for the same
