@@ -12,7 +12,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("tool", [["ruff", "check", "."], ["mypy"]], ids=["ruff", "mypy"])
+@pytest.mark.parametrize(
+    "tool",
+    # mypy takes 10-25 s on a cold cache: among the slow checks, which .ci/run runs too
+    [["ruff", "check", "."], pytest.param(["mypy"], marks=pytest.mark.slow)],
+    ids=["ruff", "mypy"],
+)
 def test_tree_passes(tool):
     result = subprocess.run([sys.executable, "-m", *tool], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -22,7 +22,7 @@ from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.randomness import RNGLike, generator
 from monk_framework.core.resources import budgeted, spread_over
-from monk_framework.core.results import Embedding, MMDResult
+from monk_framework.core.results import Embedding, MMDResult, computed_with
 from monk_framework.core.samples import Sample
 
 if TYPE_CHECKING:
@@ -139,16 +139,9 @@ class MMDEstimator(Estimator):
             core = self.compute_estimate(fitted, Xv, Yv, stream)
         total = time.perf_counter() - start
         return MMDResult(
-            estimator=self.name,
-            estimator_params=self.params(),
-            kernel=kernel.name,
-            kernel_params=fitted.params(),
-            kernel_params_requested=kernel.params(),
+            **computed_with(self, kernel, fitted, len(Xv), len(Yv), seed),
             mmd2=core.mmd2,
             mmd=core.mmd,
-            n_x=len(Xv),
-            n_y=len(Yv),
-            seed=seed,
             timings={**core.timings, "total_s": total},
             diagnostics=core.diagnostics,
         )

@@ -26,6 +26,7 @@ __all__ = [
     "SplitTestResult",
     "StatisticResult",
     "TestResult",
+    "computed_with",
     "dumps",
     "finite",
     "jsonable",
@@ -180,6 +181,16 @@ def _call_text(name: str, params: Mapping[str, Any]) -> str:
     """``rbf(sigma=1.63054)``: a kernel or an estimator with its parameters, for a summary."""
     shown = (f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v!r}" for k, v in params.items())
     return f"{name}({', '.join(shown)})"
+
+
+def computed_with(estimator: Any, requested: Kernel, used: Kernel, n_x: int, n_y: int, seed: Any) -> dict[str, Any]:
+    """The fields of :class:`StatisticResult` for a computation: the estimator with its
+    parameters, the kernel as asked (``requested``) and as used (``used``, e.g. fitted by
+    the median heuristic), the sample sizes and the seed."""
+    return {
+        "estimator": estimator.name, "estimator_params": estimator.params(), "kernel": requested.name,
+        "kernel_params": used.params(), "kernel_params_requested": requested.params(), "n_x": n_x, "n_y": n_y, "seed": seed,
+    }
 
 
 @attrs.frozen(kw_only=True)

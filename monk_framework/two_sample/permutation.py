@@ -37,7 +37,7 @@ from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.resources import budgeted
-from monk_framework.core.results import PermutationTestResult
+from monk_framework.core.results import PermutationTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
 from monk_framework.two_sample.common import (
@@ -119,11 +119,7 @@ def permutation_test(
     exceed = int(exceedances(null, T))
     q = null_quantile(null, alpha)
     return PermutationTestResult(
-        estimator=estimator.name,
-        estimator_params=estimator.params(),
-        kernel=kernel.name,
-        kernel_params=fitted.params(),
-        kernel_params_requested=kernel.params(),
+        **computed_with(estimator, kernel, fitted, len(Xv), len(Yv), seed),
         statistic=T,
         statistic_mmd2=mmd2,
         pvalue=(1 + exceed) / (1 + n_permutations),
@@ -131,9 +127,6 @@ def permutation_test(
         alpha=float(alpha),
         reject=exceed <= critical_rank(int(n_permutations), alpha),
         n_permutations=int(n_permutations),
-        n_x=len(Xv),
-        n_y=len(Yv),
-        seed=seed,
         null_distribution=null if return_null else None,
         timings={"null_s": null_s, "total_s": time.perf_counter() - start},  # null_s includes T
         relabel="global" if partition is None else "within-blocks",

@@ -38,7 +38,7 @@ from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import budgeted
-from monk_framework.core.results import RobustTestResult
+from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
 from monk_framework.engine.pooled import PooledSample
@@ -260,10 +260,9 @@ def robust_test(
     if chosen == "dc":  # before any kernel evaluation: a B that cannot fit is refused at once
         check_null_memory(B, pool_size=n + m, backend=backend, listed=bool(return_null))
     pool = PooledSample(kernel, Xv, Yv)
+    # the kernel is fixed before the data: as requested is as used
     common: dict[str, Any] = dict(
-        alpha=float(alpha), contamination=r, n_permutations=B, n_x=n, n_y=m, estimator=est.name,
-        estimator_params=est.params(), kernel=kernel.name, kernel_params=kernel.params(),
-        kernel_params_requested=kernel.params(), seed=seed,
+        alpha=float(alpha), contamination=r, n_permutations=B, **computed_with(est, kernel, kernel, n, m, seed),
     )
     if chosen == "dc":
         delta = mmd_sensitivity(kernel, n, m)

@@ -24,6 +24,7 @@ from monk_framework.core.randomness import RNGLike, root, seed_of, stable_int, s
 from monk_framework.core.resources import budgeted
 from monk_framework.core.results import (
     SplitTestResult,
+    computed_with,
     jsonable,
 )
 from monk_framework.engine.backends import Backend
@@ -143,11 +144,7 @@ def split_test(
     q = null_quantile(null, alpha)
     exceed = int(exceedances(null, T))
     return SplitTestResult(
-        estimator=estimator.name,
-        estimator_params=estimator.params(),
-        kernel=kernel.name,
-        kernel_params=chosen.params(),
-        kernel_params_requested=kernel.params(),
+        **computed_with(estimator, kernel, chosen, len(Xv), len(Yv), seed),
         grid={k: list(v) for k, v in (grid or {}).items()},
         tuning=tuning,
         statistic=T,
@@ -157,13 +154,10 @@ def split_test(
         alpha=float(alpha),
         reject=exceed <= critical_rank(int(n_permutations), alpha),
         n_permutations=int(n_permutations),
-        n_x=len(Xv),
-        n_y=len(Yv),
         parts={
             name: {"x": px[i].tolist(), "y": py[i].tolist()}
             for i, name in enumerate(("tune", "calibrate", "test"))
         },
-        seed=seed,
         null_distribution=null if return_null else None,
         timings={"tune_s": tune_s, "calibrate_s": calibrate_s, "test_s": test_s, "total_s": time.perf_counter() - start},
     )

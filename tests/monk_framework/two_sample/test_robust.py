@@ -167,6 +167,7 @@ def test_median_pvalue_keeps_its_level_when_r_pvalues_are_zero():
         assert rate <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 20000)
 
 
+@pytest.mark.slow  # 45 s: 120 nulls, each with 113 corruptions tried (.ci/run runs it)
 @pytest.mark.parametrize("method, kernel_name, r", [("dc", "rbf", 1), ("mom", "quadratic", 1), ("mom", "rbf", 2)])
 def test_worst_case_corruption_keeps_the_level_on_tiny_samples(registry, method, kernel_name, r):
     # under H0, an adversary who knows the data, the blocks and the relabellings (same

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from monk_framework.app.experiments import get_experiment, run_experiment
 from monk_framework.app.experiments.report import read_csv
 
@@ -23,6 +25,7 @@ def _command() -> list[str]:
 ARGS = ["experiment", "exp1", "--quick", "--runs", "6", "--sizes", "100,150,200,250"]
 
 
+@pytest.mark.slow  # 14 s: three runs of an experiment (.ci/run runs it)
 def test_killed_run_resumes_to_exactly_the_full_set_of_cells(tmp_path):
     out = tmp_path / "exp1"
     journal = out / "cells.jsonl"
