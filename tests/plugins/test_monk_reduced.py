@@ -85,6 +85,7 @@ def test_minmax_center_in_one_dimension_is_the_median():
     assert sol.objective == pytest.approx(0.0, abs=1e-10)
 
 
+@pytest.mark.slow  # 4 s: a grid search to compare with (.ci/run runs it)
 def test_minmax_center_is_certified_and_beats_a_grid_search():
     rng = np.random.default_rng(5)
     points = rng.standard_normal((7, 2))

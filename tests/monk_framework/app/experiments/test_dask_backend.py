@@ -33,6 +33,7 @@ def test_a_real_local_cluster_has_two_worker_processes(dask_backend):
     assert len(set(pids.values())) == 2
 
 
+@pytest.mark.slow  # 5 s: an experiment's cells on a LocalCluster (.ci/run runs it)
 def test_experiment_cells_on_dask_are_identical_to_local(tmp_path, dask_backend):
     exp = get_experiment("exp1", quick=True, runs=3, sizes=(200, 300))
     run_experiment(exp, tmp_path / "local", backend=LocalBackend())
@@ -43,6 +44,7 @@ def test_experiment_cells_on_dask_are_identical_to_local(tmp_path, dask_backend)
     assert _numbers(tmp_path / "dask" / "results.csv", keys) == _numbers(tmp_path / "local" / "results.csv", keys)
 
 
+@pytest.mark.slow  # 5 s: exp2's cells and shared Gram matrices on a LocalCluster (.ci/run runs it)
 def test_exp2_with_shared_grams_on_dask_is_identical_to_local(tmp_path, dask_backend):
     exp = get_experiment("exp2", quick=True, runs=1, sizes=(60,))
     run_experiment(exp, tmp_path / "local")

@@ -63,6 +63,7 @@ def test_intra_class_samples_are_disjoint():
     assert len(set(ix)) == len(set(iy)) == 300 and max(ix) < 762
 
 
+@pytest.mark.slow  # 5 s: a quick exp2 with its timing and figure (.ci/run runs it)
 def test_quick_run_writes_results_summary_timing_and_figure(tmp_path):
     exp = get_experiment("exp2", quick=True, runs=2)
     done = run_experiment(exp, tmp_path)
