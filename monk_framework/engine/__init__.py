@@ -15,5 +15,8 @@ decides stored or tiled, threads or Dask workers, within the memory budget of
   :mod:`~monk_framework.engine.spread`: Gram sources (stored, matrix-free, on workers)
   and their reductions;
 * :mod:`~monk_framework.engine.pooled`, :mod:`~monk_framework.engine.within_blocks`:
-  the pooled sample of a test and the relabellings' statistics.
+  the pooled sample of a test and the within-block statistics;
+* :mod:`~monk_framework.engine.relabelling`: a test's relabellings and the statistics
+  on them (:func:`~monk_framework.engine.relabelling.relabelled_statistics`), drawn
+  ahead, in batches here or on a backend's workers.
 """

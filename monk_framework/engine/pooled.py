@@ -191,7 +191,7 @@ def indicator_columns(perms: np.ndarray, n: int, size: int, *, ones: bool = Fals
     """The size × B matrix E of 0/1 floats with E[i, b] = 1 where relabelling b (a row of
     ``perms``) calls pooled point i an X point: its first ``n`` entries. With ``ones``, a
     last column of ones follows (size × (B + 1)). ``order="F"`` stores each column
-    contiguously, as the matrix-free products want it (:func:`fused.add_tile_product`)."""
+    contiguously, as the matrix-free products want it (:func:`monk_framework.numerics.compiled.add_tile_product`)."""
     if order not in ("C", "F"):
         raise ValueError(f"indicator_columns: order must be 'C' or 'F', got {order!r}")
     B = len(perms)

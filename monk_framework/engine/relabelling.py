@@ -185,7 +185,7 @@ class GlobalRelabellings:
 #: bands of the fit and the Gram matrix on this thread when the data have at most this
 #: many features: their distance products gain little from a second thread (measured at
 #: N + M = 2000 and 10 000: within 5 % up to d = 30, 20-25 % slower at d = 100), and the
-#: draw gets the other core; with more, the bands use every core (kernels.on_cores)
+#: draw gets the other core; with more, the bands use every core (engine.kernel_values.on_cores)
 DRAW_AHEAD_MAX_FEATURES = 32
 
 

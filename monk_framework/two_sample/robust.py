@@ -67,7 +67,7 @@ __all__ = [
 #: the methods of :func:`robust_test`.
 METHODS = ("auto", "dc", "mom")
 #: "mom" with n_blocks="auto": Q ≈ MOM_BLOCKS_PER_ROOT · √min(N, M), at least 4r + 1
-#: (measured best among 21..251 blocks at N = 200 and 1000; docs/testing.md).
+#: (measured best among 21..251 blocks at N = 200 and 1000; docs/robustness.md).
 MOM_BLOCKS_PER_ROOT = 2.0
 
 
@@ -184,7 +184,7 @@ def _resolve_method(method: str, kernel: Kernel, estimator: MMDEstimator | None)
     if method == "auto":
         if estimator is not None and estimator.role != "v-statistic":
             return "mom"
-        # measured: with a bounded kernel dcMMD is the more powerful (docs/testing.md)
+        # measured: with a bounded kernel dcMMD is the more powerful (docs/robustness.md)
         return "dc" if bounded else "mom"
     if method == "dc" and not bounded:
         raise ParameterError(
@@ -235,7 +235,7 @@ def robust_test(
     ``contamination`` is a number of points r, or a fraction of N + M below 1/2; the
     corrupted values may be anything, chosen after seeing the data. ``method``: "dc"
     (dcMMD, bounded kernels), "mom" (median of block p-values, any kernel) or "auto" (dc
-    when the kernel is bounded, which the study in docs/testing.md measured to be the more
+    when the kernel is bounded, which the study in docs/robustness.md measured to be the more
     powerful there; mom otherwise). ``estimator``: the statistic, v-stat for "dc" and
     u-stat (default) or v-stat for "mom", computed inside every block. ``n_blocks``: Q of
     "mom" ("auto": :func:`auto_blocks`). The kernel must be fixed before seeing the data

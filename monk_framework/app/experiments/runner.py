@@ -48,7 +48,7 @@ import attrs
 from monk_framework.app.files import write_atomically
 from monk_framework.core.errors import MonkError
 from monk_framework.core.results import jsonable
-from monk_framework.engine.backends import Backend, LocalBackend
+from monk_framework.engine.backends import Backend, LocalBackend, one_blas_thread
 
 __all__ = ["Cell", "CellStore", "run_cells", "cell_key", "record_checksum"]
 
@@ -311,10 +311,8 @@ class _Timed:
         self.fn = fn
 
     def __call__(self, settings: dict[str, Any], shared: Any) -> tuple[list[dict[str, Any]], float]:
-        from threadpoolctl import threadpool_limits
-
         start = time.perf_counter()
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
             rows = self.fn(settings, shared)
         return rows, time.perf_counter() - start
 
