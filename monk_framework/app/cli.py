@@ -9,6 +9,7 @@ parameter), 130 interrupted. No traceback unless ``--debug``.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -31,6 +32,7 @@ from monk_framework.core.resources import parse_memory, reuse_freed_memory
 from monk_framework.core.results import RobustTestResult, dumps
 from monk_framework.core.version import __version__
 from monk_framework.engine.backends import check_backend_options, get_backend
+from monk_framework.numerics.compiled import CompiledLoopsWarning
 
 __all__ = ["app", "main"]
 
@@ -66,7 +68,10 @@ class MonkGroup(TyperGroup):
         global STATE
         STATE = _State()
         try:
-            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            with warnings.catch_warnings():
+                # the library's own warnings (the compiled loops falling back) as one line
+                warnings.showwarning = _one_line_warnings(warnings.showwarning)
+                code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.TyperException as exc:  # click usage errors (bad option, missing value)
             code = _usage_error(exc)
         except USAGE_ERRORS as exc:
@@ -84,6 +89,20 @@ class MonkGroup(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _one_line_warnings(show: Any) -> Any:
+    """``warnings.showwarning`` that prints the library's CompiledLoopsWarning as one
+    "Warning: ..." line on stderr and leaves every other warning to ``show``."""
+
+    def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                 line: str | None = None) -> None:
+        if issubclass(category, CompiledLoopsWarning):
+            stderr.print(f"Warning: {message}", markup=False)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return one_line
 
 
 def _usage_error(exc: Exception) -> int:

@@ -390,3 +390,22 @@ def test_a_within_block_test_also_reports_the_estimate_run_gives_for_the_seed():
     assert tested["statistic"] != ran["mmd"]  # the test-time form on the fixed blocks is another number
     table = invoke("test", *args[:-1], "-B", "19").stdout
     assert f"{ran['mmd']:.6g}" in table and "MMD estimate (run)" in table
+
+
+def test_the_compiled_loops_falling_back_is_one_warning_line(monkeypatch):
+    # without numba the command still runs, on the numpy twins, and says so in one line
+    from monk_framework.numerics import compiled
+
+    def no_numba():
+        compiled._fall_back("numba cannot be imported (a test)")
+        return None
+
+    monkeypatch.setitem(compiled._STATE, "warned", False)
+    monkeypatch.setitem(compiled._STATE, "numba", None)
+    monkeypatch.setattr(compiled, "_numba", no_numba)
+    result = invoke("run", "-k", "rbf", "-e", "monk-bcd-fast", "-d", "gauss", "--data-param", "n=200", "--json")
+    assert result.exit_code == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if line.startswith("Warning: ")]
+    assert len(warned) == 1 and "numpy references" in warned[0] and "Traceback" not in result.stderr
+    assert "CompiledLoopsWarning" not in result.stderr  # not Python's two-line form
+    assert json.loads(result.stdout)["mmd2"] > 0
