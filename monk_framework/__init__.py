@@ -31,6 +31,7 @@ from monk_framework.core.registry import PluginEntry, PluginProblem, Provider, R
 from monk_framework.core.results import Embedding, MMDResult, Result
 from monk_framework.core.samples import as_strings, as_vectors
 from monk_framework.core.version import __version__
+from monk_framework.numerics.compiled import set_compiled, using_compiled
 
 __all__ = [
     "DataError",
@@ -66,5 +67,7 @@ __all__ = [
     "load_sample",
     "load_splice",
     "parameter",
+    "set_compiled",
+    "using_compiled",
 ]
 
