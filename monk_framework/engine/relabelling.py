@@ -219,10 +219,10 @@ def null_statistics(
     order, from one stream; relabelling b's own randomness is stream b. So a batch
     computes the same values wherever it runs, and a ``backend`` (e.g. Dask) may run the
     batches anywhere, in any order. ``drawn``: the global relabellings of ``seq``,
-    when the caller has started drawing them ahead (:class:`GlobalRelabellings`).
+    when the caller has started drawing them ahead (:class:`GlobalRelabellings`). The
+    caller has checked B with :func:`check_null_memory` before any kernel work.
     """
     remote = is_remote(backend)
-    check_null_memory(n_permutations, pool_size=pool.size, backend=backend)
     # the children seq.spawn(2) gives on a fresh sequence, whoever asked for them before
     perm_seq, est_seq = child(seq, 0), child(seq, 1)
     globally = drawn if drawn is not None else GlobalRelabellings(seq, pool.size)
@@ -332,7 +332,7 @@ def relabelled_statistics(
     The engine draws the first batch of global relabellings while the kernel is fitted
     and the pooled Gram matrix computed; on a remote ``backend`` it spreads the tiles of
     a classical statistic's Gram reductions over the workers (``spreads_gram``), or else
-    the batches of relabellings.
+    the batches of relabellings. The caller checks B first (:func:`check_null_memory`).
     """
     remote = is_remote(backend)
     spread = remote and estimator.spreads_gram

@@ -255,7 +255,6 @@ class CompiledLoops:
 _loops = CompiledLoops(globals())
 _loop = _loops.loop
 _run = _loops.run
-_NOT_RUN = NOT_RUN
 
 
 def literally(value: Any) -> Any:
@@ -296,7 +295,7 @@ def finish_squared_distances(out: np.ndarray, nx: np.ndarray, ny: np.ndarray, sc
     if out.shape != (len(nx), len(ny)) or out.dtype != np.float64 or not out.flags.c_contiguous:
         raise ValueError(f"finish_squared_distances needs a C-ordered float64 array of shape {(len(nx), len(ny))}, got {out.dtype} {out.shape}")
     nx, ny, scale = np.ascontiguousarray(nx, dtype=np.float64), np.ascontiguousarray(ny, dtype=np.float64), float(scale)
-    if _run(lambda: _finish(out, nx, ny, scale)) is _NOT_RUN:
+    if _run(lambda: _finish(out, nx, ny, scale)) is NOT_RUN:
         reference.finish_squared_distances(out, nx, ny, scale)
     return out
 
@@ -366,7 +365,7 @@ def exp_nonpositive(x: np.ndarray) -> np.ndarray:
     if np.isnan(x).any() or (x > 0).any():
         raise ValueError("exp_nonpositive needs values <= 0 (or -inf), without NaN")
     out = np.empty_like(x)
-    if _run(lambda: _exp_array(x, out)) is _NOT_RUN:
+    if _run(lambda: _exp_array(x, out)) is NOT_RUN:
         return reference.exp_nonpositive(x)
     return out
 
@@ -474,7 +473,7 @@ def exp_squared_distance_form(
     # fresh C-ordered writable copies: the one array type every specialisation is compiled for
     PT, WT = np.array(Z.T, order="C"), np.array(W.T, order="C")
     S = _run(lambda: _exp_form_of(d)(PT, WT, diag, float(scale), d))
-    if S is _NOT_RUN:
+    if S is NOT_RUN:
         return reference.exp_squared_distance_form(Z, W, float(scale), diag)
     return cast(np.ndarray, S)
 
@@ -638,7 +637,7 @@ def exp_squared_distance_tile(X: np.ndarray, Y: np.ndarray, scale: float, *, dir
         else:
             np.matmul(-2.0 * Xc, Yc.T, out=out)
             done = _run(lambda: _exp_finish(out, nx, ny, scale))
-    if done is _NOT_RUN:
+    if done is NOT_RUN:
         return reference.exp_squared_distance_tile(X, Y, scale, direct=direct)
     return out
 
@@ -731,7 +730,7 @@ def add_tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int
         return False
     if not 0 <= offset <= WT.shape[1] - T.shape[1]:
         raise ValueError(f"add_tile_product: columns {offset}:{offset + T.shape[1]} outside the {WT.shape[1]} weight rows")
-    if _run(lambda: _tile_product(out, T, WT, int(offset))) is _NOT_RUN:
+    if _run(lambda: _tile_product(out, T, WT, int(offset))) is NOT_RUN:
         reference.add_tile_product(out, T, WT, int(offset))
     return True
 
@@ -1009,14 +1008,14 @@ def add_indicator_product(out: np.ndarray, KT: np.ndarray, patterns: np.ndarray,
     whole = lanes - lanes % _VECTOR
     if whole:
         head, KT_head = out[:, :whole], KT[:, :whole]
-        if _run(lambda: _indicator_product(head, KT_head, patterns, int(offset), tables)) is _NOT_RUN:
+        if _run(lambda: _indicator_product(head, KT_head, patterns, int(offset), tables)) is NOT_RUN:
             reference.add_indicator_product(head, KT_head, patterns, int(offset))
     if whole < lanes:
         # the last lanes through one padded vector
         rest = np.zeros((points, _VECTOR))
         rest[:, : lanes - whole] = KT[:, whole:]
         sums = np.zeros((len(out), _VECTOR))
-        if _run(lambda: _indicator_product(sums, rest, patterns, int(offset), tables)) is _NOT_RUN:
+        if _run(lambda: _indicator_product(sums, rest, patterns, int(offset), tables)) is NOT_RUN:
             reference.add_indicator_product(sums, rest, patterns, int(offset))
         out[:, whole:] += sums[:, : lanes - whole]
     return True
@@ -1055,5 +1054,5 @@ def pack_patterns(P: np.ndarray, perms: np.ndarray, n: int) -> None:
     if P.dtype != np.uint8 or P.ndim != 2 or not P.flags.c_contiguous or P.shape[1] < len(perms):
         raise ValueError(f"pack_patterns needs a C-ordered uint8 array with {len(perms)} columns or more, got {P.dtype} {P.shape}")
     perms = np.asarray(perms, dtype=np.int64)
-    if _run(lambda: _pack_patterns(P, perms, int(n))) is _NOT_RUN:
+    if _run(lambda: _pack_patterns(P, perms, int(n))) is NOT_RUN:
         reference.pack_patterns(P, perms, int(n))

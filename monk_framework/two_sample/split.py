@@ -30,7 +30,7 @@ from monk_framework.core.results import (
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import take
 from monk_framework.engine.pooled import PooledSample
-from monk_framework.engine.relabelling import Progress, null_statistics, observed_mmd2
+from monk_framework.engine.relabelling import Progress, check_null_memory, null_statistics, observed_mmd2
 from monk_framework.two_sample.common import (
     GramOf,
     check_test_params,
@@ -113,6 +113,8 @@ def split_test(
                 f"{min(map(len, parts))} points, but estimator {estimator.name!r} needs at least {need} per "
                 f"sample{f' ({why})' if why else ''}: give {name} at least {3 * need} points."
             )
+    # before any kernel evaluation: part 2's B relabellings that cannot fit are refused at once
+    check_null_memory(int(n_permutations), pool_size=len(px[1]) + len(py[1]), backend=backend, listed=bool(return_null))
 
     # part 1: the grid point with the largest statistic (data-dependent rules fitted here)
     tick = time.perf_counter()

@@ -464,6 +464,8 @@ def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_w
         permutation.permutation_test(kernel, registry.get_estimator("monk-bcd"), X, Y, n_permutations=10**8)
     with pytest.raises(ResourceError, match="n_permutations"):
         robust_test(kernel, X, Y, contamination=1, method="dc", n_permutations=10**8)
+    with pytest.raises(ResourceError, match="n_permutations"):
+        split_test(kernel, registry.get_estimator("u-stat"), X, Y, n_permutations=10**8)
     assert calls == []  # refused before the Gram matrix
 
 
