@@ -289,6 +289,7 @@ def do_mv(task: dict[str, Any]) -> dict[str, Any]:
     """Block p-values and block statistics of one data set, every construction applied."""
     from scipy import stats
 
+    from monk_framework.core.resources import Resources
     from monk_framework.engine.partitions import pair_partition
     from monk_framework.engine.pooled import PooledSample
     from monk_framework.engine.within_blocks import relabellings, within_block_sums
@@ -300,7 +301,7 @@ def do_mv(task: dict[str, Any]) -> dict[str, Any]:
     Y += task["shift"]
     X[:5] = 2000.0
     kernel = kernel_of("quadratic", 1)
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     out: dict[str, Any] = {}
     for Q in (21, 31, 41, 61, 81):
         part = pair_partition(n, n, Q, np.random.default_rng([task["run"], Q]))

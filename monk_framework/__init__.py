@@ -28,6 +28,7 @@ from monk_framework.core.hookspecs import hookimpl
 from monk_framework.core.kernels import Kernel, check_squared_norm
 from monk_framework.core.params import parameter
 from monk_framework.core.registry import PluginEntry, PluginProblem, Provider, Registry, get_registry
+from monk_framework.core.resources import Resources
 from monk_framework.core.results import Embedding, MMDResult, Result
 from monk_framework.core.samples import as_strings, as_vectors
 from monk_framework.core.version import __version__
@@ -55,6 +56,7 @@ __all__ = [
     "Provider",
     "Registry",
     "ResourceError",
+    "Resources",
     "Result",
     "UnknownNameError",
     "__version__",

@@ -40,6 +40,7 @@ from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
 from monk_framework.core.errors import ParameterError
 from monk_framework.core.kernels import CHUNK_BYTES
 from monk_framework.core.params import integer, one_of
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.pooled import PooledSample, u_statistic, v_statistic
 
@@ -117,7 +118,9 @@ class RandomFourierMMD(MMDEstimator):
         out *= scale
         return out
 
-    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
+    def compute_estimate(
+        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
+    ) -> Estimate:
         start = time.perf_counter()
         Fx, Fy = self.features(kernel, X), self.features(kernel, Y)
         sx, sy = Fx.sum(axis=0), Fy.sum(axis=0)
@@ -185,7 +188,9 @@ class IncompleteU(MMDEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return 2, "pairs of distinct points"
 
-    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
+    def compute_estimate(
+        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
+    ) -> Estimate:
         start = time.perf_counter()
         n, m, L = len(X), len(Y), self.n_pairs
         ix, jx = _distinct_pairs(n, L, rng)

@@ -11,19 +11,20 @@ import numpy as np
 
 from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
 from monk_framework.core.params import one_of
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.pooled import PooledSample, SampleSums, relabelling_batch, sample_sums, u_statistic, v_statistic
 from monk_framework.engine.reductions import KernelSums, kernel_sums
 
 
-def _sums(kernel: Kernel, X: Sample, Y: Sample) -> KernelSums:
+def _sums(kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> KernelSums:
     """The kernel sums (from the Gram matrices, or their tiles over the memory budget).
 
     Their V-statistic MMD² is a squared norm, so a negative one proves the kernel is not
     PSD on these points (checked here, for both statistics: the U-statistic can be
     negative for a PSD kernel, the V-statistic cannot).
     """
-    sums = kernel_sums(kernel, X, Y)
+    sums = kernel_sums(kernel, X, Y, resources=resources)
     n, m = len(X), len(Y)
     vstat = sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
     # |k(x, y)| <= max k(z, z) for a PSD kernel, so each of the three means is within it
@@ -59,8 +60,10 @@ class VStatistic(_FromSums):
         "MMD = sqrt(max(MMD_V^2, 0))"
     )
 
-    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
-        sums = _sums(kernel, X, Y)
+    def compute_estimate(
+        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
+    ) -> Estimate:
+        sums = _sums(kernel, X, Y, resources)
         start = time.perf_counter()
         mmd2 = float(self.mmd2_from_sums(sums, len(X), len(Y)))  # type: ignore[arg-type]
         # MMD_V^2 >= 0 in exact arithmetic; a tiny negative value is round-off
@@ -99,8 +102,10 @@ class UStatistic(_FromSums):
     def min_sample_size(self) -> tuple[int, str]:
         return 2, "the U-statistic averages over pairs of distinct points"
 
-    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
-        sums = _sums(kernel, X, Y)
+    def compute_estimate(
+        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
+    ) -> Estimate:
+        sums = _sums(kernel, X, Y, resources)
         start = time.perf_counter()
         # the Gram diagonal equals kernel.diag bit for bit, so its sum is the trace
         mmd2 = float(self.mmd2_from_sums(sums, len(X), len(Y)))  # type: ignore[arg-type]
@@ -128,7 +133,9 @@ class MeanEmbedding(EmbeddingEstimator):
     summary: ClassVar[str] = "Empirical mean embedding: equal weights 1/N (the V-statistic's embedding)."
     formula: ClassVar[str] = "mu_hat = 1/N sum_i k(., x_i)"
 
-    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
+    def compute_embedding(
+        self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources
+    ) -> EmbeddingWeights:
         return EmbeddingWeights(weights=np.full(len(X), 1.0 / len(X)))
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
 from monk_framework.core.errors import ParameterError
 from monk_framework.core.params import integer, integer_or, one_of
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.gram_sources import GramSource, gram_source
 from monk_framework.engine.lepski import choose_n_blocks
@@ -100,9 +101,11 @@ class _BlockEmbedding(EmbeddingEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return blocks_min_sample_size(self.n_blocks)
 
-    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
+    def compute_embedding(
+        self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources
+    ) -> EmbeddingWeights:
         start = time.perf_counter()
-        src = gram_source(kernel, X)
+        src = gram_source(kernel, X, resources=resources)
         if self.n_blocks != "auto":
             check_n_blocks(int(self.n_blocks), {"X": len(X)}, estimator=self.name)
             weights, diagnostics = self._weights(src, len(X), int(self.n_blocks), rng)
@@ -233,8 +236,10 @@ class MonkEmbeddingMMD(MMDEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return blocks_min_sample_size(self.n_blocks)
 
-    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
-        return self._estimate_from(kernel, gram_source(kernel, pooled(X, Y)), len(X), len(Y), rng)
+    def compute_estimate(
+        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
+    ) -> Estimate:
+        return self._estimate_from(kernel, gram_source(kernel, pooled(X, Y), resources=resources), len(X), len(Y), rng)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Each relabelling reads its block means from a permuted view of the pooled Gram matrix."""

@@ -44,6 +44,7 @@ import numpy as np
 from monk_framework import Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
 from monk_framework.core.errors import ParameterError
 from monk_framework.core.params import integer, integer_or, one_of, real_or
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.gram_sources import MatrixFreeGram, PermutedGram
 from monk_framework.engine.lepski import choose_n_blocks
@@ -81,8 +82,10 @@ class _Context(PooledSample):
     """What one estimate shares across grid values of Q: the two samples and the pooled
     sample's Gram source, diagonal and row sums (K 1, the start of BCD), each made once."""
 
-    def __init__(self, kernel: Kernel, X: Sample, Y: Sample, matrix_free: bool | str, **known: Any):
-        super().__init__(kernel, X, Y, matrix_free=matrix_free, **known)
+    def __init__(
+        self, kernel: Kernel, X: Sample, Y: Sample, matrix_free: bool | str, resources: Resources, **known: Any
+    ):
+        super().__init__(kernel, X, Y, matrix_free=matrix_free, resources=resources, **known)
         self.X, self.Y = X, Y
         #: a relabelling's view of a pooled Gram matrix (permutation tests), if any
         self.shared: PermutedGram | None = None
@@ -92,7 +95,7 @@ class _Context(PooledSample):
         """The context of one relabelling of a pooled sample: its Gram matrix is shared."""
         X, Y = pool.relabelled(perm)
         source = pool.permuted_source(perm)
-        ctx = cls(pool.kernel, X, Y, pool.matrix_free, source=source, diag=pool.diag[perm], row_sums=pool.row_sums[perm])
+        ctx = cls(pool.kernel, X, Y, pool.matrix_free, pool.resources, source=source, diag=pool.diag[perm], row_sums=pool.row_sums[perm])
         if isinstance(source, PermutedGram):
             ctx.shared = source
         return ctx
@@ -159,11 +162,13 @@ class _MonkMMD(MMDEstimator):
             return self.n_iter <= AUTO_TRACE_MAX_ITER
         return bool(self.trace)
 
-    def _context(self, kernel: Kernel, X: Sample, Y: Sample) -> _Context:
-        return _Context(kernel, X, Y, "auto")
+    def _context(self, kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> _Context:
+        return _Context(kernel, X, Y, "auto", resources)
 
-    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
-        return self._estimate_in(self._context(kernel, X, Y), rng)
+    def compute_estimate(
+        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
+    ) -> Estimate:
+        return self._estimate_in(self._context(kernel, X, Y, resources), rng)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Each relabelling runs the estimator on a permuted view of the pooled Gram matrix."""
@@ -303,8 +308,8 @@ class MonkBCD(_MonkMMD):
         check=one_of("symmetric", "signed"),
     )
 
-    def _context(self, kernel: Kernel, X: Sample, Y: Sample) -> _Context:
-        return _Context(kernel, X, Y, self.matrix_free)
+    def _context(self, kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> _Context:
+        return _Context(kernel, X, Y, self.matrix_free, resources)
 
     def _solve(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:
         start = time.perf_counter()
@@ -654,7 +659,7 @@ def _block_sums(ctx: _Context, part: Any) -> tuple[np.ndarray, np.ndarray, np.nd
     (:func:`monk_framework.engine.within_blocks.block_kernel_sums`)."""
     return block_kernel_sums(
         ctx.kernel, ctx.X, ctx.Y, part.x_labels, part.y_labels, part.n_blocks, ctx.diag[: ctx.n], ctx.diag[ctx.n :],
-        cache=ctx.cache,
+        resources=ctx.resources, cache=ctx.cache,
     )
 
 

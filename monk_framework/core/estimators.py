@@ -21,7 +21,7 @@ from monk_framework.core.errors import DataError, MonkError
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.randomness import RNGLike, generator
-from monk_framework.core.resources import budgeted, spread_over
+from monk_framework.core.resources import Resources
 from monk_framework.core.results import Embedding, MMDResult, computed_with
 from monk_framework.core.samples import Sample
 
@@ -115,7 +115,6 @@ class MMDEstimator(Estimator):
     #: and the U-statistic by default inside the blocks of "mom".
     role: ClassVar[str | None] = None
 
-    @budgeted
     def estimate(
         self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None, backend: Any = None
     ) -> MMDResult:
@@ -126,7 +125,10 @@ class MMDEstimator(Estimator):
         ``backend`` (e.g. Dask, :mod:`monk_framework.engine.backends`) spreads the Gram reductions
         of this one estimate over its workers, tile by tile
         (:mod:`monk_framework.engine.spread`), with the numbers of the local tiled path.
+        Both reach the engine in one :class:`~monk_framework.core.resources.Resources`,
+        the last argument of :meth:`compute_estimate`.
         """
+        resources = Resources.of(max_memory, backend)
         kernel = self.check_kernel(kernel)
         Xv, Yv = kernel.check_pair(X, Y)
         self.check_size(Xv, "X")
@@ -135,8 +137,7 @@ class MMDEstimator(Estimator):
         start = time.perf_counter()
         fitted = kernel.fit(Xv, Yv)
         fitted.check_contract(Xv, Yv)
-        with spread_over(backend):
-            core = self.compute_estimate(fitted, Xv, Yv, stream)
+        core = self.compute_estimate(fitted, Xv, Yv, stream, resources)
         total = time.perf_counter() - start
         return MMDResult(
             **computed_with(self, kernel, fitted, len(Xv), len(Yv), seed),
@@ -146,8 +147,16 @@ class MMDEstimator(Estimator):
             diagnostics=core.diagnostics,
         )
 
-    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator) -> Estimate:
-        """The estimator's core, on validated samples with a fitted kernel."""
+    def compute_estimate(
+        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
+    ) -> Estimate:
+        """The estimator's core, on validated samples with a fitted kernel.
+
+        ``resources`` is what the call lets the engine use (its memory budget, and a
+        remote backend to spread over): pass it on to every engine function the core
+        calls (``kernel_sums``, ``gram_source``, ``PooledSample``, ...), which choose a
+        stored, tiled or spread path from it. An estimator that calls none ignores it.
+        """
         raise not_implemented(self, "compute_estimate")
 
     def permuted_statistics(
@@ -167,7 +176,7 @@ class MMDEstimator(Estimator):
         out = np.empty(len(perms))
         for b, (perm, rng) in enumerate(zip(perms, rngs)):
             X, Y = pool.relabelled(perm)
-            out[b] = self.compute_estimate(pool.kernel, X, Y, rng).mmd2
+            out[b] = self.compute_estimate(pool.kernel, X, Y, rng, pool.resources).mmd2
         return out
 
     def permutation_batch(self, pool: PooledSample) -> int:
@@ -224,10 +233,10 @@ class EmbeddingEstimator(Estimator):
 
     estimates: ClassVar[str] = "embedding"
 
-    @budgeted
     def embed(self, kernel: Kernel, X: Any, *, rng: RNGLike = None, max_memory: Any = None) -> Embedding:
         """Estimate the mean embedding of the distribution of X (``max_memory``: as for
         :meth:`MMDEstimator.estimate`)."""
+        resources = Resources.of(max_memory)
         kernel = self.check_kernel(kernel)
         Xv = kernel.check_sample(X)
         self.check_size(Xv, "X")
@@ -235,7 +244,7 @@ class EmbeddingEstimator(Estimator):
         start = time.perf_counter()
         fitted = kernel.fit(Xv)
         fitted.check_contract(Xv)
-        core = self.compute_embedding(fitted, Xv, stream)
+        core = self.compute_embedding(fitted, Xv, stream, resources)
         total = time.perf_counter() - start
         return Embedding(
             kernel=fitted,
@@ -248,6 +257,9 @@ class EmbeddingEstimator(Estimator):
             diagnostics=core.diagnostics,
         )
 
-    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator) -> EmbeddingWeights:
-        """The estimator's core, on a validated sample with a fitted kernel."""
+    def compute_embedding(
+        self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources
+    ) -> EmbeddingWeights:
+        """The estimator's core, on a validated sample with a fitted kernel (``resources``:
+        as for :meth:`MMDEstimator.compute_estimate`)."""
         raise not_implemented(self, "compute_embedding")

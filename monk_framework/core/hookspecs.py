@@ -57,8 +57,10 @@ def monk_estimators() -> list[type[Estimator]]:  # type: ignore[empty-body]
 
     Called once, when the registry loads the plugin. Each returned class must be a
     subclass of :class:`monk_framework.MMDEstimator` (implementing
-    ``compute_estimate(kernel, X, Y, rng)``) or :class:`monk_framework.EmbeddingEstimator`
-    (implementing ``compute_embedding(kernel, X, rng)``), decorated with
+    ``compute_estimate(kernel, X, Y, rng, resources)``) or
+    :class:`monk_framework.EmbeddingEstimator` (implementing
+    ``compute_embedding(kernel, X, rng, resources)``; ``resources`` is the call's
+    :class:`monk_framework.core.resources.Resources`, to pass on to the engine), decorated with
     ``@attrs.frozen(kw_only=True)``, with class attributes ``name`` (kebab-case, unique
     across all installed plugins: the name used by ``get_estimator`` and
     ``monkfw run --estimator``), ``summary`` and ``formula``, and every setting declared

@@ -28,7 +28,7 @@ import numpy as np
 
 from monk_framework.core.errors import DataError, KernelContractError, KernelOverflowError, MonkError, ParameterError
 from monk_framework.core.params import Configurable, not_implemented
-from monk_framework.core.resources import check_memory, memory_budget
+from monk_framework.core.resources import Resources, check_memory
 from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension
 
 __all__ = [
@@ -654,36 +654,32 @@ def scale(c: Any, kernel: Kernel) -> Kernel:
 # -- reductions an embedding needs, within the memory budget -------------------------------
 
 
-def _fits(n: int, m: int, budget: int | None) -> bool:
-    budget = memory_budget() if budget is None else budget
-    return budget is None or 8.0 * n * m <= budget
-
-
-def _row_tiles(kernel: Kernel, A: Sample, B: Sample, budget: int | None) -> Iterator[tuple[int, np.ndarray]]:
+def _row_tiles(kernel: Kernel, A: Sample, B: Sample, resources: Resources) -> Iterator[tuple[int, np.ndarray]]:
     """(start, K(A[start:stop], B)) row tiles of at most a quarter of the budget."""
-    budget = memory_budget() if budget is None else budget
     m = len(B)
-    step = max(1, max(8 * m, min(CHUNK_BYTES, (budget or CHUNK_BYTES) // 4)) // (8 * m))
+    step = max(1, max(8 * m, min(CHUNK_BYTES, (resources.budget or CHUNK_BYTES) // 4)) // (8 * m))
     for a in range(0, len(A), step):
         yield a, kernel.gram_tile(A[a : a + step], B)
 
 
-def weighted_gram(kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, *, budget: int | None = None) -> np.ndarray:
-    """K(A, B) v for validated samples: from the stored Gram matrix when it fits in
-    ``budget`` bytes (default: the memory budget), else from row tiles computed on the
-    fly (an embedding's witness values never need its whole Gram matrix)."""
-    if _fits(len(A), len(B), budget):
+def weighted_gram(kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, *, resources: Resources) -> np.ndarray:
+    """K(A, B) v for validated samples: from the stored Gram matrix when it fits in the
+    budget of ``resources``, else from row tiles computed on the fly (an embedding's
+    witness values never need its whole Gram matrix)."""
+    if resources.fits(8.0 * len(A) * len(B)):
         return kernel.rectangular_gram(A, B) @ v
     out = np.empty(len(A))
-    for a, tile in _row_tiles(kernel, A, B, budget):
+    for a, tile in _row_tiles(kernel, A, B, resources):
         out[a : a + len(tile)] = tile @ v
     return out
 
 
-def bilinear(kernel: Kernel, A: Sample, B: Sample | None, u: np.ndarray, v: np.ndarray, *, budget: int | None = None) -> float:
+def bilinear(
+    kernel: Kernel, A: Sample, B: Sample | None, u: np.ndarray, v: np.ndarray, *, resources: Resources
+) -> float:
     """uᵀ K(A, B) v (B = A when None: the symmetric Gram matrix), stored within the budget
     and in row tiles over it (an embedding's norm and inner products)."""
     other = A if B is None else B
-    if _fits(len(A), len(other), budget):
+    if resources.fits(8.0 * len(A) * len(other)):
         return float(u @ (kernel.symmetric_gram(A) if B is None else kernel.rectangular_gram(A, B)) @ v)
-    return float(sum(u[a : a + len(tile)] @ (tile @ v) for a, tile in _row_tiles(kernel, A, other, budget)))
+    return float(sum(u[a : a + len(tile)] @ (tile @ v) for a, tile in _row_tiles(kernel, A, other, resources)))

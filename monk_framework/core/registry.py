@@ -45,6 +45,24 @@ _NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _HOOKS: dict[str, type[Configurable]] = {"monk_kernels": Kernel, "monk_estimators": Estimator}
 
 
+#: the core methods an estimator implements, with the arguments the framework passes
+_CORE_SIGNATURES = {
+    "compute_estimate": ("kernel", "X", "Y", "rng", "resources"),
+    "compute_embedding": ("kernel", "X", "rng", "resources"),
+}
+
+
+def _accepts(method: Any, n_args: int) -> bool:
+    """Whether ``method`` (a function on the class) takes self and ``n_args`` positional arguments."""
+    try:
+        inspect.signature(method).bind(*([None] * (n_args + 1)))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): let the call decide
+        return True
+    return True
+
+
 def _normalize(dist_name: str) -> str:
     return re.sub(r"[-_.]+", "-", dist_name).lower()
 
@@ -317,6 +335,13 @@ class Registry:
         input_kind = getattr(cls, "input_kind", None)
         if base is Kernel and input_kind not in ("vector", "string"):
             raise PluginError(f"{where}: {cls.__name__}.input_kind must be 'vector' or 'string'; got {input_kind!r}.")
+        for method, args in _CORE_SIGNATURES.items():
+            if base is Estimator and hasattr(cls, method) and not _accepts(getattr(cls, method), len(args)):
+                raise PluginError(
+                    f"{where}: {cls.__name__}.{method} must take ({', '.join(args)}); the last one, "
+                    "resources, is what the call lets the engine use (pass it on to the engine's "
+                    "functions, or ignore it)."
+                )
         try:
             cls()
         except Exception as exc:

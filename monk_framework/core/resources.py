@@ -1,4 +1,4 @@
-"""One memory budget for every path.
+"""What a call lets the engine use: one :class:`Resources` value, handed down explicitly.
 
 ``max_memory`` (bytes, or text such as ``"2GB"``, ``"512MiB"``, ``"64MB"``) bounds what a
 computation holds beyond its data: an estimate, an embedding, a permutation, split or
@@ -10,43 +10,37 @@ Within the budget Gram matrices are stored; over it, every path that can works f
 tiles of the Gram matrix computed on the fly (a Gram source's bands, the classical
 statistics' kernel sums), with the same numbers to round-off.
 
-The budget is set for the duration of a call (:func:`max_memory`, a context manager)
-and read where a path chooses between a stored and a tiled Gram matrix
-(:func:`memory_budget`).
-
 The same call may name a remote backend (Dask) over whose workers the Gram reductions
-of one job are spread (:func:`spread_over`, read by the engine through
-:func:`spreading`). These two settings, and the machine's memory probe
-(:func:`available_memory`), are everything the engine learns from the caller besides
-the mathematics it is asked for.
+of one job are spread. The entrance of the call (``estimate``, ``embed``, each test)
+makes one :class:`Resources` from its ``max_memory`` and ``backend`` keywords and passes
+it down as an argument: to an estimator's ``compute_estimate`` and
+``compute_embedding``, in the pooled sample of a test (``pool.resources``), and from
+there to every engine function that chooses between stored, tiled and spread. No
+setting reaches the engine any other way: there is no global or context variable.
+With the machine's memory probe (:func:`available_memory`) it is everything the engine
+learns from the caller besides the mathematics it is asked for.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import functools
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
-from typing import Any, TypeVar, cast
+from typing import Any
+
+import attrs
 
 from monk_framework.core.errors import ParameterError, ResourceError
 
 __all__ = [
     "DEFAULT_FRACTION",
+    "Resources",
     "available_memory",
-    "budgeted",
     "check_memory",
     "format_bytes",
-    "max_memory",
-    "memory_budget",
     "parse_memory",
     "reuse_freed_memory",
-    "spread_over",
-    "spreading",
 ]
 
 #: the budget without ``max_memory``: this fraction of the available memory
@@ -57,8 +51,6 @@ _UNITS = {
     "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
-_LIMIT: ContextVar[int | None] = ContextVar("max_memory", default=None)
-_SPREAD: ContextVar[Any] = ContextVar("spread_backend", default=None)
 
 
 def parse_memory(value: Any) -> int:
@@ -82,62 +74,52 @@ def parse_memory(value: Any) -> int:
     return nbytes
 
 
-def memory_budget() -> int | None:
-    """The bytes a computation may hold now: the ``max_memory`` in force, else
-    :data:`DEFAULT_FRACTION` of the available memory (None if that is unknown)."""
-    limit = _LIMIT.get()
-    if limit is not None:
-        return limit
-    avail = available_memory()
-    return None if avail is None else int(DEFAULT_FRACTION * avail)
-
-
-@contextlib.contextmanager
-def max_memory(value: Any) -> Iterator[int | None]:
-    """Hold the budget at ``value`` (None: leave it as it is) inside the ``with`` block."""
+def _budget(value: Any) -> int | None:
     if value is None:
-        yield _LIMIT.get()
-        return
-    token = _LIMIT.set(parse_memory(value))
-    try:
-        yield _LIMIT.get()
-    finally:
-        _LIMIT.reset(token)
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ParameterError(f"Resources.budget must be a positive number of bytes or None; got {value!r}.")
+    return value
 
 
-def spreading() -> Any:
-    """The remote backend the Gram reductions of the current job run on, or None (here)."""
-    return _SPREAD.get()
+def _spread(backend: Any) -> Any:
+    # only a remote backend spreads a job; one in this process leaves the work here
+    return backend if backend is not None and getattr(backend, "remote", False) else None
 
 
-@contextlib.contextmanager
-def spread_over(backend: Any) -> Iterator[Any]:
-    """Spread the Gram reductions inside the block over ``backend``'s workers. Nothing
-    changes for None or a backend that runs in this process (``backend.remote`` false):
-    the work stays here."""
-    if backend is None or not getattr(backend, "remote", False):
-        yield None
-        return
-    token = _SPREAD.set(backend)
-    try:
-        yield backend
-    finally:
-        _SPREAD.reset(token)
+@attrs.frozen(kw_only=True)
+class Resources:
+    """What one call lets the engine use.
 
+    ``budget``: the bytes the computation may hold beyond its data (None: unknown, no
+    limit), read where a path chooses a stored or a tiled Gram matrix. ``spread``: the
+    remote backend over whose workers the Gram reductions of this one job run, or None
+    (here). Make it with :meth:`of` from a call's keywords; ``Resources(budget=...)``
+    states a budget directly (tests, benchmarks).
+    """
 
-F = TypeVar("F", bound=Callable[..., Any])
+    budget: int | None = attrs.field(default=None, converter=_budget)
+    spread: Any = attrs.field(default=None, converter=_spread, eq=False)
 
+    @classmethod
+    def of(cls, max_memory: Any = None, backend: Any = None) -> Resources:
+        """The resources of a call: ``max_memory`` parsed (:func:`parse_memory`), or, when
+        None, :data:`DEFAULT_FRACTION` of the memory available now; ``backend`` kept if
+        it is remote (Dask), dropped if it runs in this process."""
+        if max_memory is not None:
+            budget: int | None = parse_memory(max_memory)
+        else:
+            avail = available_memory()
+            budget = None if avail is None else max(1, int(DEFAULT_FRACTION * avail))
+        return cls(budget=budget, spread=backend)
 
-def budgeted(func: F) -> F:
-    """Run ``func`` under the budget its keyword ``max_memory`` names (the entry points of
-    estimates and tests declare ``max_memory=None`` and are wrapped by this)."""
+    def fits(self, nbytes: float) -> bool:
+        """Whether ``nbytes`` fit in the budget (always, when it is unknown)."""
+        return self.budget is None or nbytes <= self.budget
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with max_memory(kwargs.get("max_memory")):
-            return func(*args, **kwargs)
-
-    return cast(F, wrapper)
+    def here(self) -> Resources:
+        """The same budget, with the work kept in this process."""
+        return attrs.evolve(self, spread=None)
 
 
 #: glibc's mallopt parameters

@@ -13,6 +13,7 @@ import numpy as np
 
 from monk_framework.core.errors import DataError, MonkError, ParameterError
 from monk_framework.core.kernels import Kernel, bilinear, weighted_gram
+from monk_framework.core.resources import Resources
 
 if TYPE_CHECKING:
     from monk_framework.core.registry import Registry
@@ -345,29 +346,35 @@ class Embedding(Result):
             f"  sample     {len(self.sample)} points; weights sum to {w.sum():.6g}, {int(np.count_nonzero(w))} non-zero",
         ])
 
-    def evaluate(self, Z: Any) -> np.ndarray:
+    def evaluate(self, Z: Any, *, max_memory: Any = None) -> np.ndarray:
         """μ̂(z) = Σ_i w_i k(z, x_i) for each point z of Z (the "witness" values).
 
-        Over the memory budget the Gram matrix is computed in row tiles
-        (:func:`monk_framework.core.kernels.weighted_gram`), as for :meth:`inner`."""
+        Over the memory budget (``max_memory``, as for ``estimate``) the Gram matrix is
+        computed in row tiles (:func:`monk_framework.core.kernels.weighted_gram`)."""
+        resources = Resources.of(max_memory)
         Zv, Xv = self.kernel.check_pair(Z, self.sample, names=("Z", "the embedding's sample"))
-        return weighted_gram(self.kernel, Zv, Xv, self.weights)
+        return weighted_gram(self.kernel, Zv, Xv, self.weights, resources=resources)
 
-    def inner(self, other: Embedding) -> float:
+    def inner(self, other: Embedding, *, max_memory: Any = None) -> float:
         """⟨μ̂, ν̂⟩_H = wᵀ K(X, X') w' (in row tiles over the memory budget)."""
         self._check_same_kernel(other)
-        if other is self:
-            return bilinear(self.kernel, self.sample, None, self.weights, self.weights)
-        return bilinear(self.kernel, self.sample, other.sample, self.weights, other.weights)
+        return self._inner(other, Resources.of(max_memory))
 
-    def norm(self) -> float:
+    def norm(self, *, max_memory: Any = None) -> float:
         """‖μ̂‖_H = √(wᵀ K w) (clipped at 0 against round-off)."""
-        return math.sqrt(max(self.inner(self), 0.0))
+        return math.sqrt(max(self._inner(self, Resources.of(max_memory)), 0.0))
 
-    def distance(self, other: Embedding) -> float:
+    def distance(self, other: Embedding, *, max_memory: Any = None) -> float:
         """‖μ̂ − ν̂‖_H = √(‖μ̂‖² + ‖ν̂‖² − 2⟨μ̂, ν̂⟩), an MMD estimate between the samples."""
-        sq = self.inner(self) + other.inner(other) - 2.0 * self.inner(other)
+        self._check_same_kernel(other)
+        resources = Resources.of(max_memory)
+        sq = self._inner(self, resources) + other._inner(other, resources) - 2.0 * self._inner(other, resources)
         return math.sqrt(max(sq, 0.0))
+
+    def _inner(self, other: Embedding, resources: Resources) -> float:
+        if other is self:
+            return bilinear(self.kernel, self.sample, None, self.weights, self.weights, resources=resources)
+        return bilinear(self.kernel, self.sample, other.sample, self.weights, other.weights, resources=resources)
 
     def _check_same_kernel(self, other: Embedding) -> None:
         if self.kernel != other.kernel:

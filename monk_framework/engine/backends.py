@@ -40,7 +40,7 @@ class Backend:
 
     name = "backend"
     #: whether the workers are other processes or machines (the Gram reductions of one
-    #: job are then spread over them, :func:`monk_framework.core.resources.spread_over`)
+    #: job are then spread over them: :attr:`monk_framework.core.resources.Resources.spread`)
     remote = False
 
     def __enter__(self) -> Backend:

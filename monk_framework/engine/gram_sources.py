@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
-from monk_framework.core.resources import memory_budget, spreading
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import Backend, LocalBackend, for_bands, in_order, in_this_process, one_blas_thread
 from monk_framework.engine.kernel_values import gram_matrix
@@ -675,18 +675,16 @@ class SpreadGram(MatrixFreeGram):
 
 
 def gram_source(
-    kernel: Kernel, Z: Sample, *, matrix_free: bool | str = "auto"
+    kernel: Kernel, Z: Sample, *, resources: Resources, matrix_free: bool | str = "auto"
 ) -> GramSource:
-    """A stored Gram matrix if it fits in the memory budget
-    (:func:`monk_framework.core.resources.memory_budget`), else matrix-free; inside
-    :func:`~monk_framework.core.resources.spread_over`, matrix-free with its bands on the
+    """A stored Gram matrix if it fits in the budget of ``resources``, else matrix-free;
+    when ``resources`` spreads over a remote backend, matrix-free with its bands on the
     workers (:class:`SpreadGram`)."""
     n = len(Z)
-    remote = spreading()
+    remote = resources.spread
     if remote is not None:
         # the workers evaluate its bands from the data: a Gram matrix never travels
         return SpreadGram(kernel, Z, remote)
     if matrix_free == "auto":
-        budget = memory_budget()
-        matrix_free = budget is not None and 8.0 * n * n > budget
+        matrix_free = not resources.fits(8.0 * n * n)
     return MatrixFreeGram(kernel, Z) if matrix_free else StoredGram(kernel, Z)

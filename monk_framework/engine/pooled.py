@@ -26,7 +26,7 @@ import numpy as np
 
 from monk_framework.core.errors import ParameterError
 from monk_framework.core.kernels import Kernel, check_squared_norm
-from monk_framework.core.resources import memory_budget
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import one_blas_thread
 from monk_framework.engine.gram_sources import GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
@@ -60,15 +60,22 @@ def pooled(X: Sample, Y: Sample) -> Any:
 class PooledSample:
     """Z = [X; Y] with a fitted kernel; its Gram source, diagonal and row sums, each computed once.
 
-    ``matrix_free`` is passed to :func:`~monk_framework.engine.gram_sources.gram_source`: "auto"
-    stores K when it takes at most half the free memory.
+    ``resources`` (its memory budget, and whether the Gram reductions spread over a remote
+    backend) and ``matrix_free`` are passed to
+    :func:`~monk_framework.engine.gram_sources.gram_source`: "auto" stores K when it fits
+    in the budget. The pool hands ``resources`` on to whatever is computed from it
+    (``pool.resources``).
     """
 
     def __init__(
-        self, kernel: Kernel, X: Sample, Y: Sample, *, matrix_free: bool | str = "auto", gram: np.ndarray | None = None,
-        source: GramSource | None = None, diag: np.ndarray | None = None, row_sums: np.ndarray | None = None,
+        self, kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, matrix_free: bool | str = "auto",
+        gram: np.ndarray | None = None, source: GramSource | None = None, diag: np.ndarray | None = None,
+        row_sums: np.ndarray | None = None,
     ):
+        if not isinstance(resources, Resources):
+            raise TypeError(f"PooledSample: resources must be a Resources; got {type(resources).__name__}")
         self.kernel = kernel
+        self.resources = resources
         self.n, self.m = len(X), len(Y)
         self._parts = (X, Y)
         self._Z: Any = None
@@ -115,7 +122,7 @@ class PooledSample:
     @property
     def source(self) -> GramSource:
         if self._source is None:
-            self._source = gram_source(self.kernel, self.Z, matrix_free=self.matrix_free)
+            self._source = gram_source(self.kernel, self.Z, resources=self.resources, matrix_free=self.matrix_free)
         return self._source
 
     @property
@@ -183,7 +190,7 @@ def relabelling_batch(pool: PooledSample) -> int:
     if pool.stored:
         return batch_size(pool.size)
 
-    budget = memory_budget() or BATCH_BYTES
+    budget = pool.resources.budget or BATCH_BYTES
     return max(batch_size(pool.size), budget // (4 * 8 * max(pool.size, 1)))
 
 

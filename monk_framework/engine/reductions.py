@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.resources import memory_budget, spreading
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import in_this_process
 from monk_framework.engine.gram_sources import GramSource
@@ -36,11 +36,11 @@ class KernelSums:
     seconds: float
 
 
-def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = None) -> KernelSums:
+def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -> KernelSums:
     """The kernel sums of two validated samples, from the three Gram matrices when they
-    fit in ``budget`` bytes (default: :func:`monk_framework.core.resources.memory_budget`), else
-    from tiles of rows computed on the fly and dropped at once; inside
-    :func:`~monk_framework.core.resources.spread_over`, from tiles computed on the workers.
+    fit in the budget of ``resources``, else from tiles of rows computed on the fly and
+    dropped at once; when ``resources`` spreads over a remote backend, from tiles computed
+    on the workers.
 
     Tiled, Σ k(x_i, x_j) takes each row band's diagonal block once and the band right of
     it twice (the kernel is symmetric), and the traces come from ``diag_tile``: the same
@@ -49,9 +49,8 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = No
     """
     start = time.perf_counter()
     n, m = len(X), len(Y)
-    budget = memory_budget() if budget is None else budget
     # spread over workers (which never receive a Gram matrix), or stored when it fits
-    if spreading() is None and (budget is None or 8.0 * (n * n + m * m + n * m) <= budget):
+    if resources.spread is None and resources.fits(8.0 * (n * n + m * m + n * m)):
         Kxx, Kyy, Kxy = gram_matrix(kernel, X), gram_matrix(kernel, Y), gram_matrix(kernel, X, Y)
         dx, dy = np.diag(Kxx), np.diag(Kyy)
         return KernelSums(
@@ -60,9 +59,9 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, budget: int | None = No
             seconds=time.perf_counter() - start,
         )
     # bands of rows, each reduced in column tiles that stay in cache (and well within the
-    # budget); on workers inside spread_over, else here
+    # budget); on the workers of a spreading backend, else here
     dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
-    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, spreading() or in_this_process())
+    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, resources.spread or in_this_process())
     return KernelSums(
         xx=xx, yy=yy, xy=xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
         max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=True,

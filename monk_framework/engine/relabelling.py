@@ -4,7 +4,7 @@ A two-sample test asks for one thing: its estimator's MMD² on (X, Y) and on B
 relabellings (:func:`relabelled_statistics`). The engine decides the rest: whether the
 relabellings are drawn ahead in a background thread while the kernel is fitted, whether
 the batches run here or on a backend's workers, or the tiles of one large Gram
-reduction do (:func:`~monk_framework.core.resources.spread_over`), and how much of the
+reduction do (the pool's :class:`~monk_framework.core.resources.Resources`), and how much of the
 null distribution memory can hold. Relabelling b is the b-th permutation of one stream,
 and its estimator's randomness stream b, so the numbers do not depend on any of these
 choices.
@@ -25,7 +25,7 @@ from monk_framework.core.errors import ResourceError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import ChildStreams, child, stream
-from monk_framework.core.resources import available_memory, format_bytes, spread_over
+from monk_framework.core.resources import Resources, available_memory, format_bytes
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import Backend, is_remote, on_this_thread
 from monk_framework.engine.backends import one_blas_thread as blas_on_one_thread
@@ -318,6 +318,7 @@ def relabelled_statistics(
     n_permutations: int,
     seq: np.random.SeedSequence,
     *,
+    resources: Resources,
     partition: Partition | None = None,
     backend: Backend | None = None,
     gram: np.ndarray | None = None,
@@ -332,7 +333,9 @@ def relabelled_statistics(
     The engine draws the first batch of global relabellings while the kernel is fitted
     and the pooled Gram matrix computed; on a remote ``backend`` it spreads the tiles of
     a classical statistic's Gram reductions over the workers (``spreads_gram``), or else
-    the batches of relabellings. The caller checks B first (:func:`check_null_memory`).
+    the batches of relabellings. ``resources`` holds the call's memory budget (its
+    ``spread`` is ignored: the engine chooses it from ``backend`` as said). The caller
+    checks B first (:func:`check_null_memory`).
     """
     remote = is_remote(backend)
     spread = remote and estimator.spreads_gram
@@ -344,14 +347,14 @@ def relabelled_statistics(
         drawn.draw_ahead(min(int(n_permutations), batch_size(size)), lead=1, one_blas_thread=few_features(X))
     try:
         fitted = kernel if gram is not None else kernel.fit(X, Y)
-        with spread_over(backend if spread and partition is None and gram is None else None) as spreading:
-            pool = PooledSample(fitted, X, Y, gram=gram)
-            tick = time.perf_counter()
-            # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
-            values = null_statistics(estimator, pool, int(n_permutations), relabel_seq, progress,
-                                     None if spreading is not None else backend, partition, observed=stream(seq, "estimate"),
-                                     drawn=drawn)
-            seconds = time.perf_counter() - tick
+        spread_gram = spread and partition is None and gram is None
+        pool = PooledSample(fitted, X, Y, gram=gram, resources=attrs.evolve(resources, spread=backend if spread_gram else None))
+        tick = time.perf_counter()
+        # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
+        values = null_statistics(estimator, pool, int(n_permutations), relabel_seq, progress,
+                                 None if spread_gram else backend, partition, observed=stream(seq, "estimate"),
+                                 drawn=drawn)
+        seconds = time.perf_counter() - tick
     finally:
         if drawn is not None:  # on any error too: BLAS gets its threads back
             drawn.close()

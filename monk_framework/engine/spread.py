@@ -1,8 +1,9 @@
 """One large Gram computation spread over a backend's workers, tile by tile.
 
-Inside :func:`spread_over` (a context manager, entered by ``estimate(..., backend=)``
-and ``permutation_test(..., backend=)`` for a remote backend such as Dask), the Gram
-reductions of one job run on the workers:
+When the call's :class:`~monk_framework.core.resources.Resources` spreads over a remote
+backend such as Dask (``estimate(..., backend=)``, and ``permutation_test(...,
+backend=)`` for the classical statistics), the Gram reductions of one job run on the
+workers:
 
 * :class:`~monk_framework.engine.gram_sources.SpreadGram`, the Gram source of a pooled
   sample: every row band of the upper half of K is a task; a worker evaluates the band

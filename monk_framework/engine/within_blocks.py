@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from monk_framework.core.kernels import Kernel, check_squared_norm
-from monk_framework.core.resources import spreading
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import in_order, in_this_process
 from monk_framework.engine.gram_sources import GramSource, MatrixFreeGram, StoredGram, gram_source
@@ -269,7 +269,7 @@ class KeptBlocks:
         if pool.stored:
             self.source = StoredGram(pool.kernel, Zk, K=pool.submatrix(self.members))
         else:
-            self.source = gram_source(pool.kernel, Zk, matrix_free=pool.matrix_free)
+            self.source = gram_source(pool.kernel, Zk, resources=pool.resources, matrix_free=pool.matrix_free)
         self.dmax = float(pool.diag.max()) if pool.size else 0.0
 
     @classmethod
@@ -311,7 +311,7 @@ WITHIN_BLOCK_BAND_ROWS = 128
 
 def block_kernel_sums(
     kernel: Kernel, X: Sample, Y: Sample, x_labels: np.ndarray, y_labels: np.ndarray, n_blocks: int,
-    diag_x: np.ndarray, diag_y: np.ndarray, *, cache: dict[str, Any] | None = None,
+    diag_x: np.ndarray, diag_y: np.ndarray, *, resources: Resources, cache: dict[str, Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A_q = Σ k over S_q×S_q, B_q = Σ k over T_q×T_q and C_q = Σ k over S_q×T_q for every
     block q of a paired partition (block q: X[x_labels == q] and Y[y_labels == q]), from
@@ -320,11 +320,11 @@ def block_kernel_sums(
     K is symmetric, so each pair is needed once: a kernel with a direct form (the RBF
     kernel's compiled loop, :meth:`Kernel.compute_block_gram`) evaluates exactly the upper
     half; others walk the upper bands, about 60 % of each square. The blocks run on this
-    machine's threads, or, inside an estimate spread over a remote backend
-    (:func:`monk_framework.core.resources.spread_over`), on its workers, which receive the
+    machine's threads, or, when ``resources`` spreads over a remote backend, on its
+    workers, which receive the
     samples once per ``cache`` (a dict the caller keeps for the estimate).
     """
-    remote = spreading()
+    remote = resources.spread
     backend = remote or in_this_process()
     data: Any = (kernel, X, Y, diag_x, diag_y)
     if remote is not None:

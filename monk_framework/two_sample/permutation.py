@@ -36,7 +36,7 @@ import numpy as np
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
-from monk_framework.core.resources import budgeted
+from monk_framework.core.resources import Resources
 from monk_framework.core.results import PermutationTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
@@ -52,7 +52,6 @@ from monk_framework.two_sample.common import (
 
 __all__ = ["permutation_test"]
 
-@budgeted
 def permutation_test(
     kernel: Kernel,
     estimator: MMDEstimator,
@@ -101,6 +100,7 @@ def permutation_test(
     stays None.
     """
     start = time.perf_counter()
+    resources = Resources.of(max_memory)
     kernel, estimator = resolve(kernel, estimator)
     estimator = check_test_params(estimator, n_permutations, alpha)
     kernel = estimator.check_kernel(kernel)
@@ -112,8 +112,8 @@ def permutation_test(
     seq = root(rng)
     seed = seed_of(seq)
     partition = choose_partition(estimator, relabel, len(Xv), len(Yv), stream(seq, "partition"))
-    stats = relabelled_statistics(estimator, kernel, Xv, Yv, int(n_permutations), seq, partition=partition,
-                                  backend=backend, gram=gram, progress=progress)
+    stats = relabelled_statistics(estimator, kernel, Xv, Yv, int(n_permutations), seq, resources=resources,
+                                  partition=partition, backend=backend, gram=gram, progress=progress)
     mmd2, fitted, null_s = stats.observed, stats.kernel, stats.seconds
     T, null = float(signed_root(mmd2)), signed_root(stats.null)
     exceed = int(exceedances(null, T))
@@ -132,10 +132,13 @@ def permutation_test(
         relabel="global" if partition is None else "within-blocks",
         n_blocks=None if partition is None else partition.n_blocks,
         # with global relabelling T is that estimate already: no second computation
-        estimate=_same_seed_estimate(estimator, fitted, Xv, Yv, seq) if report_estimate and partition is not None else None,
+        estimate=_same_seed_estimate(estimator, fitted, Xv, Yv, seq, resources) if report_estimate and partition is not None else None,
     )
 
 
-def _same_seed_estimate(estimator: MMDEstimator, kernel: Kernel, X: Any, Y: Any, seq: np.random.SeedSequence) -> float:
+def _same_seed_estimate(
+    estimator: MMDEstimator, kernel: Kernel, X: Any, Y: Any, seq: np.random.SeedSequence, resources: Resources
+) -> float:
     """What ``estimator.estimate(kernel, X, Y, rng=seed).mmd`` reports."""
-    return float(estimator.compute_estimate(kernel, X, Y, np.random.default_rng(stream(seq, "estimate"))).mmd)
+    rng = np.random.default_rng(stream(seq, "estimate"))
+    return float(estimator.compute_estimate(kernel, X, Y, rng, resources).mmd)

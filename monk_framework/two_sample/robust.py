@@ -37,7 +37,7 @@ from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import budgeted
+from monk_framework.core.resources import Resources
 from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
@@ -212,7 +212,6 @@ def _default_estimator(method: str, estimator: Any) -> MMDEstimator:
     return estimator
 
 
-@budgeted
 def robust_test(
     kernel: Kernel,
     X: Any,
@@ -243,6 +242,7 @@ def robust_test(
     ``backend`` runs dcMMD's batches (:mod:`monk_framework.engine.backends`).
     """
     start = time.perf_counter()
+    resources = Resources.of(max_memory)
     kernel, estimator = resolve(kernel, estimator)
     chosen, est = check_robust_test(
         kernel, contamination=contamination, method=method, estimator=estimator,
@@ -259,7 +259,7 @@ def robust_test(
     B = int(n_permutations)
     if chosen == "dc":  # before any kernel evaluation: a B that cannot fit is refused at once
         check_null_memory(B, pool_size=n + m, backend=backend, listed=bool(return_null))
-    pool = PooledSample(kernel, Xv, Yv)
+    pool = PooledSample(kernel, Xv, Yv, resources=resources)
     # the kernel is fixed before the data: as requested is as used
     common: dict[str, Any] = dict(
         alpha=float(alpha), contamination=r, n_permutations=B, **computed_with(est, kernel, kernel, n, m, seed),

@@ -21,7 +21,7 @@ from monk_framework.core.errors import MonkError, ParameterError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stable_int, stream
-from monk_framework.core.resources import budgeted
+from monk_framework.core.resources import Resources
 from monk_framework.core.results import (
     SplitTestResult,
     computed_with,
@@ -60,7 +60,6 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
-@budgeted
 def split_test(
     kernel: Kernel,
     estimator: MMDEstimator,
@@ -89,6 +88,7 @@ def split_test(
     ``backend`` runs the batches of relabellings of part 2.
     """
     start = time.perf_counter()
+    resources = Resources.of(max_memory)
     kernel, estimator = resolve(kernel, estimator)
     estimator = check_test_params(estimator, n_permutations, alpha)
     kernel = estimator.check_kernel(kernel)
@@ -125,7 +125,7 @@ def split_test(
     def pool_of(kern: Kernel, stage_index: int) -> PooledSample:
         Xs, Ys = take(Xv, px[stage_index]), take(Yv, py[stage_index])
         K = None if gram is None else gram(kern, px[stage_index], py[stage_index])
-        return PooledSample(kern, Xs, Ys, gram=K)
+        return PooledSample(kern, Xs, Ys, gram=K, resources=resources)
 
     for point, cand, point_seq in zip(points, candidates, tune_streams):
         fitted = cand if gram is not None else cand.fit(X1, Y1)

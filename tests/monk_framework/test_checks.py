@@ -140,7 +140,7 @@ class Blocky(MMDEstimator):
     formula: ClassVar[str] = "MMD_V^2 on one random block"
     n_blocks: int = parameter(3, doc="Q", check=integer(ge=1), kind="int")
 
-    def compute_estimate(self, kernel, X, Y, rng):
+    def compute_estimate(self, kernel, X, Y, rng, resources):
         ix = rng.permutation(len(X))[: max(2, len(X) // self.n_blocks)]
         iy = rng.permutation(len(Y))[: max(2, len(Y) // self.n_blocks)]
         if self.n_blocks == 1:
@@ -153,16 +153,16 @@ class Blocky(MMDEstimator):
 class Unseeded(Blocky):
     name: ClassVar[str] = "unseeded"
 
-    def compute_estimate(self, kernel, X, Y, rng):
-        return super().compute_estimate(kernel, X, Y, np.random.default_rng())
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        return super().compute_estimate(kernel, X, Y, np.random.default_rng(), resources)
 
 
 @attrs.frozen(kw_only=True)
 class OffAtOneBlock(Blocky):
     name: ClassVar[str] = "off-at-one-block"
 
-    def compute_estimate(self, kernel, X, Y, rng):
-        est = super().compute_estimate(kernel, X, Y, rng)
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        est = super().compute_estimate(kernel, X, Y, rng, resources)
         return Estimate(mmd2=est.mmd2 * 1.01, mmd=est.mmd * 1.005)
 
 

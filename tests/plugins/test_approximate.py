@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, get_registry
+from monk_framework.core.resources import Resources
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.two_sample import permutation_test
 
@@ -48,7 +49,7 @@ def test_the_statistics_are_those_of_the_feature_gram_matrix(statistic):
 def test_relabellings_use_the_same_features_as_the_statistic():
     k = REG.get_kernel("rbf", sigma=1.0)
     rff = REG.get_estimator("rff", n_features=128, feature_seed=4)
-    pool = PooledSample(k, X, Y)
+    pool = PooledSample(k, X, Y, resources=Resources.of())
     perms = np.stack([np.arange(70)] + [np.random.default_rng(s).permutation(70) for s in range(5)])
     got = rff.permuted_statistics(pool, perms, None)
     for b, perm in enumerate(perms):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from monk_framework.core.errors import DataError, ParameterError, UnknownNameError
+from monk_framework.core.resources import Resources
 from monk_framework.engine.partitions import median_value, pair_partition
 from monk_framework.two_sample import permutation_test
 
@@ -341,7 +342,7 @@ def test_partition_statistics_equal_the_estimator_with_every_draw_on_that_partit
     X, Y = rng.normal(size=(n, 2)), rng.normal(0.5, 1.0, size=(m, 2))
     kernel = registry.get_kernel("quadratic")
     est = registry.get_estimator(name, **params)
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     part = est.fixed_partition(n, m, np.random.default_rng(0))
     perms = np.vstack([np.arange(n + m), draw_within_block(part, n, 4, rng)])
     got = est.partition_statistics(pool, part, perms, [None] * len(perms))
@@ -386,7 +387,7 @@ def test_bcd_symmetric_test_form_equals_a_transcription_on_each_relabelling(regi
     kernel = registry.get_kernel("quadratic")
     est = registry.get_estimator("monk-bcd", n_blocks=5, n_iter=20, **params)
     assert est.test_form == "symmetric"
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     part = est.fixed_partition(n, m, np.random.default_rng(0))
     perms = np.vstack([np.arange(n + m), draw_within_block(part, n, 4, rng)])
     got = est.partition_statistics(pool, part, perms, [None] * len(perms))
@@ -414,8 +415,8 @@ def test_bcd_symmetric_statistic_does_not_change_when_the_samples_swap(registry,
     part = est.fixed_partition(n, n, np.random.default_rng(4))
     swapped = Partition(7, part.y_labels, part.x_labels)
     identity = np.arange(2 * n)[None]
-    a = est.partition_statistics(PooledSample(kernel, X, Y), part, identity, [None])[0]
-    b = est.partition_statistics(PooledSample(kernel, Y, X), swapped, identity, [None])[0]
+    a = est.partition_statistics(PooledSample(kernel, X, Y, resources=Resources.of()), part, identity, [None])[0]
+    b = est.partition_statistics(PooledSample(kernel, Y, X, resources=Resources.of()), swapped, identity, [None])[0]
     assert a == pytest.approx(b, rel=1e-9) and a > 0
 
 
@@ -435,7 +436,7 @@ def test_bcd_symmetric_exact_lies_between_the_iterations_and_the_sup_over_all_si
         g = np.random.default_rng(seed)
         X, Y = g.normal(size=(n, 2)), g.normal(0.2, 1.0, size=(m, 2))
         X[0] = 30.0
-        pool = PooledSample(kernel, X, Y)
+        pool = PooledSample(kernel, X, Y, resources=Resources.of())
         iters = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=25)
         exact = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=25, solver="exact")
         part = iters.fixed_partition(n, m, np.random.default_rng(seed))
@@ -490,7 +491,7 @@ def test_embedding_mmd_partition_statistics_equal_brute_force_block_means(regist
     X, Y = rng.normal(size=(n, 2)), rng.normal(0.5, 1.0, size=(m, 2))
     kernel = registry.get_kernel("rbf", sigma=1.0)
     est = registry.get_estimator("monk-embedding-mmd", n_blocks=5, center="geometric", test_form="separate")
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     part = est.fixed_partition(n, m, np.random.default_rng(3))
     # the observed statistic is the estimate with the same seed: the same two partition draws
     assert est.partition_statistics(pool, part, np.arange(n + m)[None], [None])[0] == pytest.approx(
@@ -522,7 +523,7 @@ def test_embedding_mmd_trimmed_form_equals_brute_force_on_the_nearest_majority(r
     kernel = registry.get_kernel("quadratic")
     est = registry.get_estimator("monk-embedding-mmd", n_blocks=Q, center=center)
     assert est.test_form == "trimmed"
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     part = est.fixed_partition(n, m, np.random.default_rng(2))
     Z = np.vstack([X, Y])
     labels = part.pooled_labels()
@@ -538,7 +539,7 @@ def test_embedding_mmd_trimmed_form_equals_brute_force_on_the_nearest_majority(r
         Xr, Yr = pool.relabelled(perm)
         new = relabelled_partition(part, perm, n)
         # the kept blocks are chosen again on the relabelled sample: the same ones
-        again = PooledSample(kernel, Xr, Yr)
+        again = PooledSample(kernel, Xr, Yr, resources=Resources.of())
         assert np.array_equal(est.kept_blocks(again, new), keep)
         parts = [Xr[new.x_labels == q] for q in keep] + [Yr[new.y_labels == q] for q in keep]
         M = np.array([[kernel.gram(a, c).mean() for c in parts] for a in parts])
@@ -553,12 +554,11 @@ def test_embedding_mmd_trimmed_form_with_one_block_is_the_v_statistic(registry, 
     kernel = registry.get_kernel("rbf", sigma=1.5)
     est = registry.get_estimator("monk-embedding-mmd", n_blocks=1)
     part = est.fixed_partition(20, 17, rng)
-    got = est.partition_statistics(PooledSample(kernel, X, Y), part, np.arange(37)[None], [None])[0]
+    got = est.partition_statistics(PooledSample(kernel, X, Y, resources=Resources.of()), part, np.arange(37)[None], [None])[0]
     assert got == pytest.approx(registry.get_estimator("v-stat").estimate(kernel, X, Y).mmd2, rel=1e-12)
 
 
 def test_embedding_mmd_trimmed_form_over_the_memory_budget_gives_the_stored_values(registry, rng):
-    from monk_framework.core.resources import max_memory
     from monk_framework.engine.pooled import PooledSample
     from monk_framework.engine.within_blocks import draw_within_block
 
@@ -567,11 +567,11 @@ def test_embedding_mmd_trimmed_form_over_the_memory_budget_gives_the_stored_valu
     kernel, est = registry.get_kernel("quadratic"), registry.get_estimator("monk-embedding-mmd", n_blocks=7)
     part = est.fixed_partition(n, m, np.random.default_rng(0))
     perms = draw_within_block(part, n, 30, rng)
-    stored = est.partition_statistics(PooledSample(kernel, X, Y), part, perms, [None] * 30)
-    with max_memory(8 * 100):  # below one 120 x 120 Gram matrix: every source is matrix-free
-        tiled_pool = PooledSample(kernel, X, Y)
-        tiled = est.partition_statistics(tiled_pool, part, perms, [None] * 30)
-        assert not tiled_pool.stored
+    stored = est.partition_statistics(PooledSample(kernel, X, Y, resources=Resources.of()), part, perms, [None] * 30)
+    # below one 120 x 120 Gram matrix: every source is matrix-free
+    tiled_pool = PooledSample(kernel, X, Y, resources=Resources(budget=8 * 100))
+    tiled = est.partition_statistics(tiled_pool, part, perms, [None] * 30)
+    assert not tiled_pool.stored
     np.testing.assert_allclose(tiled, stored, rtol=1e-10)
 
 
@@ -597,7 +597,7 @@ def test_bcd_fast_test_time_form_is_the_sup_on_the_partition(registry, rng, para
     kernel = registry.get_kernel("quadratic")
     est = registry.get_estimator("monk-bcd-fast", n_blocks=7, **params)
     part = est.fixed_partition(n, m, np.random.default_rng(1))
-    got = est.partition_statistics(PooledSample(kernel, X, Y), part, np.arange(n + m)[None], [None])[0]
+    got = est.partition_statistics(PooledSample(kernel, X, Y, resources=Resources.of()), part, np.arange(n + m)[None], [None])[0]
     values = []
     for q in range(7):
         A, B = X[part.x_labels == q], Y[part.y_labels == q]

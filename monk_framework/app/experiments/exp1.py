@@ -34,7 +34,7 @@ from monk_framework.core.errors import ParameterError, ResourceError
 from monk_framework.core.params import parse_spec, spec_label
 from monk_framework.core.randomness import stable_int
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import available_memory, format_bytes
+from monk_framework.core.resources import Resources, available_memory, format_bytes
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.relabelling import observed_mmd2
 from monk_framework.two_sample.common import signed_root
@@ -175,7 +175,7 @@ def exp1_cell(settings: dict[str, Any]) -> list[dict[str, Any]]:
     kernel = reg.get_kernel(kname, **kparams).fit(X, Y)
     truth = float(data.true_mmd(kernel))
     tick = time.perf_counter()
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     _ = pool.source, pool.row_sums  # the shared Gram matrix, timed apart from the estimators
     gram_s = time.perf_counter() - tick
     rows = []

@@ -328,7 +328,7 @@ def diagnosing_estimator():
         summary: ClassVar[str] = "The V-statistic, with a diagnostic of its own."
         formula: ClassVar[str] = "||mean k(., x) - mean k(., y)||^2"
 
-        def compute_estimate(self, kernel, X, Y, rng):
+        def compute_estimate(self, kernel, X, Y, rng, resources):
             v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
             return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5, diagnostics={"witness_peak": 4.25, "hidden": 1})
 

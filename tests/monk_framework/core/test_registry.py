@@ -300,7 +300,7 @@ def test_estimators_are_found_by_the_role_they_declare(registry):
         summary: ClassVar[str] = "Another V-statistic, for the test."
         role: ClassVar[str | None] = "v-statistic"
 
-        def compute_estimate(self, kernel, X, Y, rng):
+        def compute_estimate(self, kernel, X, Y, rng, resources):
             return Estimate(mmd2=0.0, mmd=0.0)
 
     plugin = make_plugin(monk_estimators=hookimpl(lambda: [Another]))
@@ -310,3 +310,45 @@ def test_estimators_are_found_by_the_role_they_declare(registry):
     finally:
         registry.unregister(plugin)
     assert registry.estimator_with_role("v-statistic").name == "v-stat"
+
+
+def test_an_estimator_core_without_the_resources_argument_is_refused_at_registration(registry):
+    # the framework passes (kernel, X, Y, rng, resources): a core written without the last
+    # one would fail deep inside an estimate; it is named when its plugin is registered
+    from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, MMDEstimator
+
+    @attrs.frozen(kw_only=True)
+    class OldCore(MMDEstimator):
+        name: ClassVar[str] = "old-core"
+        summary: ClassVar[str] = "A core with four arguments, for the test."
+
+        def compute_estimate(self, kernel, X, Y, rng):
+            return Estimate(mmd2=0.0, mmd=0.0)
+
+    @attrs.frozen(kw_only=True)
+    class OldEmbedding(EmbeddingEstimator):
+        name: ClassVar[str] = "old-embedding"
+        summary: ClassVar[str] = "An embedding core with three arguments, for the test."
+
+        def compute_embedding(self, kernel, X, rng):
+            return EmbeddingWeights(weights=[1.0])
+
+    @attrs.frozen(kw_only=True)
+    class Flexible(MMDEstimator):
+        name: ClassVar[str] = "flexible-core"
+        summary: ClassVar[str] = "A core that takes what it is given, for the test."
+
+        def compute_estimate(self, kernel, X, Y, *rest):
+            return Estimate(mmd2=0.0, mmd=0.0)
+
+    for cls, method in ((OldCore, "compute_estimate"), (OldEmbedding, "compute_embedding")):
+        with pytest.raises(PluginError, match=rf"{cls.__name__}\.{method} must take \(kernel, X, .*rng, resources\)"):
+            registry.register(make_plugin(monk_estimators=hookimpl(lambda cls=cls: [cls])))
+        with pytest.raises(UnknownNameError):
+            registry.get_estimator(cls.name)
+    plugin = make_plugin(monk_estimators=hookimpl(lambda: [Flexible]))
+    registry.register(plugin)
+    try:
+        assert registry.get_estimator("flexible-core").estimate(registry.get_kernel("rbf"), [[0.0], [1.0]], [[2.0]]).mmd == 0.0
+    finally:
+        registry.unregister(plugin)

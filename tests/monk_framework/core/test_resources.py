@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, get_registry
-from monk_framework.core.resources import DEFAULT_FRACTION, available_memory, max_memory, memory_budget, parse_memory
+from monk_framework.core.resources import DEFAULT_FRACTION, Resources, parse_memory
 from monk_framework.engine.reductions import kernel_sums
 from monk_framework.two_sample import permutation_test, split_test
 from monk_framework.two_sample.robust import robust_test
@@ -28,14 +28,96 @@ def test_a_bad_size_is_refused_by_name(bad):
         parse_memory(bad)
 
 
-def test_the_budget_is_a_fraction_of_the_available_memory_unless_set_for_a_call():
-    avail = available_memory()
-    assert memory_budget() == (None if avail is None else int(DEFAULT_FRACTION * avail))
-    with max_memory("64MB"):
-        assert memory_budget() == 64 * 10**6
-        with max_memory(None):
-            assert memory_budget() == 64 * 10**6
-    assert memory_budget() == (None if avail is None else int(DEFAULT_FRACTION * avail))
+def test_the_budget_is_a_fraction_of_the_available_memory_unless_set_for_a_call(monkeypatch):
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 10**9)
+    assert Resources.of().budget == int(DEFAULT_FRACTION * 10**9)
+    assert Resources.of("64MB").budget == 64 * 10**6 and Resources.of(1000).budget == 1000
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: None)
+    assert Resources.of().budget is None and Resources.of().fits(1e30)
+    # a budget is stated in bytes, and nothing but bytes
+    with pytest.raises(ParameterError, match="max_memory"):
+        Resources.of("lots")
+    for bad in (0, -5, 1.5, True, "64MB"):
+        with pytest.raises(ParameterError, match="Resources.budget"):
+            Resources(budget=bad)
+
+
+class _Remote:
+    remote = True
+
+
+class _Here:
+    remote = False
+
+
+def test_only_a_remote_backend_spreads_a_job_and_here_keeps_the_budget():
+    remote = _Remote()
+    spread = Resources.of("1MB", remote)
+    assert spread.spread is remote and spread.budget == 10**6
+    assert Resources.of("1MB", _Here()).spread is None and Resources.of("1MB").spread is None
+    assert spread.here() == Resources(budget=10**6) and spread.here().spread is None
+    assert Resources(budget=100).fits(100) and not Resources(budget=100).fits(101)
+
+
+def test_the_engine_hears_of_the_budget_only_through_its_arguments():
+    # one explicit channel: no context variable, global or thread-local carries a setting
+    import ast
+    from pathlib import Path
+
+    import monk_framework
+
+    root = Path(monk_framework.__file__).parent
+    for path in [root / "core" / "resources.py", *sorted((root / "engine").glob("*.py"))]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+            n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+        }
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert "ContextVar" not in names | imported, path
+        assert not {"memory_budget", "spreading", "spread_over", "budgeted"} & (names | imported), path
+
+
+def _calls():
+    # every call whose engine chooses between stored and tiled (monk-bcd-fast and the
+    # "mom" robust test hold only each block's Gram matrix, and choose nothing)
+    gen = np.random.default_rng(11)
+    X, Y = gen.normal(size=(40, 2)), gen.normal(0.4, 1.0, size=(36, 2))
+    rbf = REG.get_kernel("rbf", sigma=1.0)
+    mean, monk = REG.get_estimator("mean"), REG.get_estimator("monk-embedding", n_blocks=3)
+    calls = {
+        f"estimate {name}": (lambda mm, name=name: REG.get_estimator(name).estimate(rbf, X, Y, rng=1, max_memory=mm))
+        for name in ("v-stat", "u-stat", "monk-bcd", "monk-embedding-mmd")
+    }
+    calls["embed"] = lambda mm: monk.embed(rbf, X, max_memory=mm)
+    calls["embedding norm"] = lambda mm: mean.embed(rbf, X).norm(max_memory=mm)
+    calls["permutation u-stat"] = lambda mm: permutation_test(rbf, "u-stat", X, Y, n_permutations=20, rng=1, max_memory=mm)
+    calls["permutation monk-bcd"] = lambda mm: permutation_test(
+        rbf, REG.get_estimator("monk-bcd", n_blocks=3, n_iter=5), X, Y, n_permutations=5, rng=1, max_memory=mm
+    )
+    calls["split"] = lambda mm: split_test(rbf, "u-stat", X, Y, n_permutations=20, rng=1, max_memory=mm)
+    calls["robust dc"] = lambda mm: robust_test(rbf, X, Y, contamination=1, method="dc", n_permutations=20, rng=1, max_memory=mm)
+    return calls
+
+
+@pytest.mark.parametrize("call", sorted(_calls()))
+def test_the_budget_of_a_call_reaches_every_choice_the_engine_makes(monkeypatch, call):
+    # every stored-or-tiled choice asks the call's Resources: spy on them all, and find
+    # the user's max_memory in each (and the default budget without it)
+    seen: list[int | None] = []
+    real_fits = Resources.fits
+
+    def spy(self, nbytes):
+        seen.append(self.budget)
+        return real_fits(self, nbytes)
+
+    monkeypatch.setattr(Resources, "fits", spy)
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 4 * 10**9)
+    run = _calls()[call]
+    run(12345)
+    assert seen and set(seen) == {12345}, call
+    seen.clear()
+    run(None)
+    assert seen and set(seen) == {int(DEFAULT_FRACTION * 4 * 10**9)}, call
 
 
 @pytest.mark.parametrize(("n", "m"), [(37, 23), (64, 64), (5, 90)])
@@ -50,7 +132,8 @@ def test_tiled_kernel_sums_equal_the_stored_ones(n, m, kernel):
     else:
         X, Y = gen.normal(size=(n, 3)), gen.normal(size=(m, 3))
     Xv, Yv = k.check_pair(X, Y)
-    stored, tiled = kernel_sums(k, Xv, Yv, budget=10**12), kernel_sums(k, Xv, Yv, budget=64)
+    stored = kernel_sums(k, Xv, Yv, resources=Resources(budget=10**12))
+    tiled = kernel_sums(k, Xv, Yv, resources=Resources(budget=64))
     assert not stored.tiled and tiled.tiled
     for field in ("xx", "yy", "xy", "trace_x", "trace_y", "max_diag"):
         assert getattr(tiled, field) == pytest.approx(getattr(stored, field), rel=1e-12, abs=1e-12), field
@@ -112,13 +195,13 @@ def test_an_embedding_over_the_budget_gives_the_stored_norms_and_witness():
     X, Y, Z = gen.normal(size=(70, 3)), gen.normal(0.5, 1.0, size=(50, 3)), gen.normal(size=(9, 3))
     kernel = REG.get_kernel("rbf", sigma=1.0)
     u, v = gen.random(70), gen.random(50)
-    assert bilinear(kernel, X, Y, u, v, budget=64) == pytest.approx(u @ kernel(X, Y) @ v, rel=1e-12)
-    assert bilinear(kernel, X, None, u, u, budget=64) == pytest.approx(u @ kernel(X) @ u, rel=1e-12)
-    np.testing.assert_allclose(weighted_gram(kernel, Z, X, u, budget=64), kernel(Z, X) @ u, rtol=1e-12)
+    tiny = Resources(budget=64)
+    assert bilinear(kernel, X, Y, u, v, resources=tiny) == pytest.approx(u @ kernel(X, Y) @ v, rel=1e-12)
+    assert bilinear(kernel, X, None, u, u, resources=tiny) == pytest.approx(u @ kernel(X) @ u, rel=1e-12)
+    np.testing.assert_allclose(weighted_gram(kernel, Z, X, u, resources=tiny), kernel(Z, X) @ u, rtol=1e-12)
     mean = REG.get_estimator("mean")
     ex, ey = mean.embed(kernel, X), mean.embed(kernel, Y)
-    with max_memory("1kB"):
-        tiled = (ex.norm(), ex.distance(ey), ex.evaluate(Z))
+    tiled = (ex.norm(max_memory="1kB"), ex.distance(ey, max_memory="1kB"), ex.evaluate(Z, max_memory="1kB"))
     assert tiled[0] == pytest.approx(ex.norm(), rel=1e-12) and tiled[1] == pytest.approx(ex.distance(ey), rel=1e-10)
     np.testing.assert_allclose(tiled[2], ex.evaluate(Z), rtol=1e-12)
 

@@ -455,10 +455,11 @@ def test_matrix_free_reductions_name_a_kernel_that_gives_nan_in_one_tile(rng, mo
 
 @pytest.mark.parametrize("where", ["x", "xy"])
 def test_tiled_kernel_sums_name_a_kernel_that_gives_nan_in_one_tile(rng, where):
+    from monk_framework.core.resources import Resources
     from monk_framework.engine.reductions import kernel_sums
 
     # 600 points: more than one band of rows, so the NaN lies right of the diagonal block
     Z = one_nan_far_from_the_diagonal(rng, 600)
     X, Y = (Z, rng.uniform(1.0, 2.0, size=(50, 1))) if where == "x" else (Z[:300], Z[300:])
     with pytest.raises(KernelOverflowError, match="one-nan.*non-finite values"):
-        kernel_sums(OneNaN(), X, Y, budget=1)
+        kernel_sums(OneNaN(), X, Y, resources=Resources(budget=1))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from monk_framework import get_registry
+from monk_framework.core.resources import Resources
 from monk_framework.engine import pooled as pooled_mod
 from monk_framework.engine.gram_sources import MatrixFreeGram, PermutedGram
 from monk_framework.engine.pooled import PooledSample, sample_sums
@@ -14,7 +15,7 @@ from monk_framework.engine.pooled import PooledSample, sample_sums
 @pytest.fixture
 def pool(registry, rng):
     X, Y = rng.normal(size=(9, 2)), rng.normal(size=(6, 2)) + 0.5
-    return PooledSample(registry.get_kernel("rbf", sigma=0.8), X, Y)
+    return PooledSample(registry.get_kernel("rbf", sigma=0.8), X, Y, resources=Resources.of())
 
 
 def test_permuted_gram_reads_k_through_the_permutation(pool, rng):
@@ -37,7 +38,7 @@ def test_permuted_gram_reads_k_through_the_permutation(pool, rng):
 def test_permuted_source_of_a_matrix_free_pool(registry, rng):
     X, Y = rng.normal(size=(7, 2)), rng.normal(size=(5, 2))
     kernel = registry.get_kernel("rbf", sigma=1.1)
-    pool = PooledSample(kernel, X, Y, matrix_free=True)
+    pool = PooledSample(kernel, X, Y, matrix_free=True, resources=Resources.of())
     perm = rng.permutation(12)
     src = pool.permuted_source(perm)
     assert isinstance(src, MatrixFreeGram)
@@ -54,7 +55,7 @@ def naive_sums(K, perm, n):
 @pytest.mark.parametrize("matrix_free", [False, True])
 def test_sample_sums_equal_the_naive_sums(registry, rng, monkeypatch, matrix_free):
     X, Y = rng.normal(size=(11, 3)), rng.normal(size=(8, 3))
-    pool = PooledSample(registry.get_kernel("laplace", sigma=2.0), X, Y, matrix_free=matrix_free)
+    pool = PooledSample(registry.get_kernel("laplace", sigma=2.0), X, Y, matrix_free=matrix_free, resources=Resources.of())
     K = registry.get_kernel("laplace", sigma=2.0).gram(np.vstack([X, Y]))
     perms = np.stack([rng.permutation(19) for _ in range(7)])
     monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 2 * 8 * 19 * 3)  # batches of 3 relabellings
@@ -76,7 +77,7 @@ def test_matrix_product_from_bands_equals_the_product(registry, rng):
 
 
 def test_relabelled_strings(registry):
-    pool = PooledSample(registry.get_kernel("ssk", n=2), ["ab", "ba", "aa"], ["bb", "ab"])
+    pool = PooledSample(registry.get_kernel("ssk", n=2), ["ab", "ba", "aa"], ["bb", "ab"], resources=Resources.of())
     X, Y = pool.relabelled(np.array([4, 0, 2, 1, 3]))
     assert X == ["ab", "ab", "aa"] and Y == ["ba", "bb"]
 
@@ -100,9 +101,9 @@ def test_a_precomputed_gram_of_the_wrong_shape_is_refused(rng):
 
     X, Y = rng.normal(size=(4, 1)), rng.normal(size=(3, 1))
     with pytest.raises(ParameterError, match=r"must be 7 x 7 \(the pooled sample\); got shape \(6, 6\)"):
-        PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.eye(6))
+        PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.eye(6), resources=Resources.of())
     with pytest.raises(ParameterError, match="NaN or infinite"):
-        PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.full((7, 7), np.nan))
+        PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.full((7, 7), np.nan), resources=Resources.of())
 
 
 def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_kernel_sums(registry, rng, monkeypatch):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from monk_framework.core.resources import Resources
 from monk_framework.engine import within_blocks
 from monk_framework.engine.partitions import Partition, pair_partition
 from monk_framework.engine.pooled import PooledSample
@@ -67,7 +68,7 @@ def test_within_block_sums_equal_brute_force(registry, rng, stored):
     X, Y = rng.normal(size=(n, 2)), rng.normal(0.4, 1.2, size=(m, 2))
     kernel = registry.get_kernel("quadratic")
     Z = np.vstack([X, Y])
-    pool = PooledSample(kernel, X, Y, gram=kernel.gram(Z) if stored else None)
+    pool = PooledSample(kernel, X, Y, gram=kernel.gram(Z) if stored else None, resources=Resources.of())
     part = pair_partition(n, m, 5, rng)
     perms = np.vstack([np.arange(n + m), draw_within_block(part, n, 6, rng)])
     got = within_block_sums(pool, part, perms)
@@ -85,7 +86,7 @@ def test_block_means_gram_equals_brute_force(registry, rng, monkeypatch, matrix_
     monkeypatch.setattr(within_blocks, "BATCH_BYTES", 2 * 8 * (n + m) * 4 * 2)  # batches of 2 relabellings
     X, Y = rng.normal(size=(n, 3)), rng.normal(0.3, 1.0, size=(m, 3))
     kernel = registry.get_kernel("rbf", sigma=1.3)
-    pool = PooledSample(kernel, X, Y, matrix_free=matrix_free)
+    pool = PooledSample(kernel, X, Y, matrix_free=matrix_free, resources=Resources.of())
     part = pair_partition(n, m, 4, rng)
     perms = np.vstack([np.arange(n + m), draw_within_block(part, n, 5, rng)])
     got = block_means_gram(pool, part, perms)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monk_framework import Estimate, MMDEstimator, MonkError, ParameterError, hookimpl
+from monk_framework.core.resources import Resources
 from monk_framework.engine import pooled as pooled_mod
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.two_sample import PermutationTestResult, permutation_test, split_test
@@ -33,7 +34,7 @@ def test_batched_classical_statistics_equal_a_naive_loop(registry, rng, monkeypa
     X, Y = rng.normal(size=(n, 3)), rng.normal(0.2, 1.3, size=(m, 3))
     kernel = registry.get_kernel("rbf", sigma=1.5)
     est = registry.get_estimator(name)
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     perms = np.stack([np.arange(n + m)] + [rng.permutation(n + m) for _ in range(30)])
     monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 2 * 8 * (n + m) * 7)  # several batches
     batched = est.permuted_statistics(pool, perms, [None] * len(perms))
@@ -60,7 +61,7 @@ def test_monk_relabellings_reuse_the_pooled_gram_exactly(registry, rng, name, pa
     X, Y = rng.normal(size=(30, 2)), rng.normal(0.5, 1.0, size=(26, 2))
     kernel = registry.get_kernel("quadratic")
     est = registry.get_estimator(name, **params)
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     perms = np.stack([np.arange(56)] + [rng.permutation(56) for _ in range(4)])
     seeds = [3, 4, 5, 6, 7]
     got = est.permuted_statistics(pool, perms, [np.random.default_rng(s) for s in seeds])
@@ -76,7 +77,7 @@ class PlainVStatistic(MMDEstimator):
     summary: ClassVar[str] = "V-statistic without a permutation shortcut (test plugin)."
     formula: ClassVar[str] = "mean Kxx + mean Kyy - 2 mean Kxy"
 
-    def compute_estimate(self, kernel, X, Y, rng) -> Estimate:
+    def compute_estimate(self, kernel, X, Y, rng, resources) -> Estimate:
         mmd2 = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
         return Estimate(mmd2=mmd2, mmd=float(np.sqrt(max(mmd2, 0.0))))
 
@@ -249,7 +250,7 @@ class RecordingVStatistic(MMDEstimator):
     formula: ClassVar[str] = "V-statistic"
     calls: ClassVar[list[tuple[str, set[float]]]] = []
 
-    def compute_estimate(self, kernel, X, Y, rng) -> Estimate:  # pragma: no cover - not used here
+    def compute_estimate(self, kernel, X, Y, rng, resources) -> Estimate:  # pragma: no cover - not used here
         raise AssertionError("the split test goes through permuted_statistics")
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
@@ -341,7 +342,7 @@ def test_bcd_fast_block_sums_of_all_partitions_in_bounded_products(registry, rng
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=(34, 2))
     kernel = registry.get_kernel("rbf", sigma=0.7)
     est = registry.get_estimator("monk-bcd-fast", n_blocks=7, n_iter=60)
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     perms = np.stack([rng.permutation(74) for _ in range(3)])
     together = est.permuted_statistics(pool, perms, [np.random.default_rng(s) for s in range(3)])
     monkeypatch.setattr(monk_mmd, "SHARED_SUMS_BYTES", 1)  # one partition per product
@@ -393,7 +394,7 @@ def test_within_block_null_is_the_estimator_on_relabelled_samples_with_the_fixed
     _, null_seq = seq.spawn(2)
     part = est.fixed_partition(n, m, np.random.default_rng(seq.spawn(1)[0]))
     perms = relabellings(part, n, 0, 70, null_seq.spawn(2)[0])
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     for b in (0, 33, 69):
         fixed = relabelled_partition(part, perms[b], n)
         monkeypatch.setattr(monk_mmd, "pair_partition", lambda *args, fixed=fixed: fixed)
@@ -494,7 +495,7 @@ def test_relabellings_that_tie_t_in_exact_arithmetic_all_count(registry, monkeyp
     from monk_framework.core.randomness import root, stream
 
     if matrix_free:
-        monkeypatch.setattr("monk_framework.core.resources.memory_budget", lambda: 1)
+        monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 1)
     X = np.array([[0.1], [0.7], [1.3], [2.9]])
     Y = 7.0 - X
     kernel = registry.get_kernel("rbf", sigma=1.7)

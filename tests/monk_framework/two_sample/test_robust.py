@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from monk_framework import MonkError, ParameterError
+from monk_framework.core.resources import Resources
 from monk_framework.two_sample import permutation_test
 from monk_framework.two_sample.robust import RobustTestResult, auto_blocks, contamination_count, median_pvalue, mmd_sensitivity, robust_test
 
@@ -256,7 +257,7 @@ def test_mom_with_one_block_is_the_u_statistic_permutation_test(registry, rng):
     part = pair_partition(30, 24, 1, np.random.default_rng(seq.spawn(1)[0]))
     perms = relabellings(part, 30, 0, 150, null_seq)
     u = registry.get_estimator("u-stat")
-    pool = PooledSample(kernel, X, Y)
+    pool = PooledSample(kernel, X, Y, resources=Resources.of())
     values = u.permuted_statistics(pool, perms, [None] * 150)
     observed = u.estimate(kernel, X, Y).mmd2
     assert result.pvalue == pytest.approx((1 + np.sum(values >= observed - 1e-12 * abs(observed))) / 151)
