@@ -402,6 +402,7 @@ def test_the_compiled_loops_falling_back_is_one_warning_line(monkeypatch):
 
     monkeypatch.setitem(compiled._STATE, "warned", False)
     monkeypatch.setitem(compiled._STATE, "numba", None)
+    monkeypatch.setitem(compiled._STATE, "switch", True)  # on, even where MONK_COMPILED=0 runs the suite
     monkeypatch.setattr(compiled, "_numba", no_numba)
     result = invoke("run", "-k", "rbf", "-e", "monk-bcd-fast", "-d", "gauss", "--data-param", "n=200", "--json")
     assert result.exit_code == 0, result.stderr
