@@ -47,6 +47,7 @@ def _files(root: Path) -> None:
     np.save(root / "big1.npy", rng.normal(size=(40, 2)) * 1e200)
     np.save(root / "big2.npy", rng.normal(0.5, 1.0, size=(40, 2)) * 1e200)
     np.save(root / "huge.npy", np.array([[-1.5e308], [1.5e308], [-1.4e308], [1.4e308]]))
+    np.save(root / "outlier.npy", _with_outlier())
     (root / "garbage.npy").write_bytes(b"this is not an array\n" * 8)
     from numpy.lib import format as npy
 
@@ -176,7 +177,42 @@ VALID: list[tuple[str, list[str]]] = [
     ("rbf-sigma-1e-200", ["run", "-k", "rbf", "-e", "v-stat", *SMALL, "-p", "sigma=1e-200", "--json"]),
     ("energy-on-1e200-data", ["run", "-k", "energy", "-e", "v-stat", "--x", "big1.npy", "--y", "big2.npy", "--json"]),
     ("lowercase-fasta", ["run", "-k", "ssk", "-e", "v-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=2", "--json"]),
+    ("rbf-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
+    ("laplace-one-gross-outlier", ["run", "-k", "laplace", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
+    ("rbf-median-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "--json"]),
 ]
+
+
+def _with_outlier() -> np.ndarray:
+    """40 ordinary points (those of x.npy) and one at 1e200 in their place 0."""
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    X[0] = 1e200
+    return X
+
+
+def _outlier_truth(case_id: str) -> float:
+    """The V-statistic of outlier.npy against y.npy, pair by pair from coordinate
+    differences divided by σ first (no square of a raw coordinate): the outlier's
+    kernel values are 0 but its own, every other pair keeps its value."""
+    from scipy.spatial.distance import pdist
+
+    rng = np.random.default_rng(0)
+    rng.normal(size=(40, 2))
+    X, Y = _with_outlier(), rng.normal(size=(40, 2))
+    sigma = 1.0
+    if case_id.startswith("rbf-median"):
+        # the median over the 3160 pooled pairs: the 40 + 40 - 1 outlier pairs are the largest
+        Z = np.vstack([X[1:], Y])
+        d = np.sort(np.concatenate([pdist(Z), np.full(79, np.inf)]))
+        sigma = float(d[(len(d) - 1) // 2] + d[len(d) // 2]) / 2.0
+
+    def k(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            t = (A[:, None, :] - B[None, :, :]) / sigma
+            sq = (t**2).sum(-1)
+        return np.exp(-np.sqrt(sq)) if case_id.startswith("laplace") else np.exp(-0.5 * sq)
+
+    return float(k(X, X).mean() + k(Y, Y).mean() - 2.0 * k(X, Y).mean())
 
 
 def _limit_memory() -> None:  # runs in the child, before exec
@@ -294,6 +330,9 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
     assert math.isfinite(mmd2)
     if case_id == "lowercase-fasta":
         assert mmd2 == pytest.approx(0.0, abs=1e-12)  # the same sequences, in lowercase
+    elif "gross-outlier" in case_id:
+        # one point at 1e200 moves a bounded kernel's MMD² by its bounded share only
+        assert mmd2 == pytest.approx(_outlier_truth(case_id), rel=1e-12)
     else:
         assert mmd2 != 0.0  # not the 0 of an overflowed kernel
 

@@ -23,8 +23,9 @@ from monk_framework.numerics.distances import (
     magnitude,
     moderate,
     order_statistics,
-    power_of_two,
     refined_squared_distances,
+    scaled_distances,
+    scaled_l1_distances,
     select_in_bracket,
 )
 
@@ -53,10 +54,7 @@ def median_distance(X: np.ndarray, Y: np.ndarray | None = None, *, metric: str =
     if moderate(scale):
         value = _median_pair_distance(Z, metric)
     else:
-        # exact power-of-two rescaling, so that the squared distances neither overflow nor underflow
-        s = power_of_two(scale)
-        with np.errstate(over="ignore"):
-            value = float(np.float64(_median_pair_distance(Z / s, metric)) * s)
+        value = _scaled_median_pair_distance(Z, metric)
     if not math.isfinite(value):
         raise KernelOverflowError(
             f"The median heuristic overflows float64: the median pairwise distance of these data "
@@ -98,6 +96,22 @@ def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:
         return float(root(order_statistics(values, k, k)[0]))
     low, high = order_statistics(values, k, k + 1)
     return float((root(low) + root(high)) / 2.0)
+
+
+def _scaled_median_pair_distance(Z: np.ndarray, metric: str) -> float:
+    """The median of :func:`_median_pair_distance` for data of extreme magnitude: every
+    pair's distance from data divided by the power of two of its magnitude group
+    (:func:`monk_framework.numerics.distances.magnitude_groups`), so that a few gross
+    outliers leave the ordinary pairs' distances exact (one scale for all would make
+    them 0). An infinite value is a distance beyond float64."""
+    D = scaled_distances(Z, Z, 1.0) if metric == "l2" else scaled_l1_distances(Z, Z, 1.0)
+    values = D[np.triu_indices(len(Z), 1)]
+    k = (len(values) - 1) // 2
+    if len(values) % 2:
+        return float(order_statistics(values, k, k)[0])
+    low, high = order_statistics(values, k, k + 1)
+    with np.errstate(over="ignore"):
+        return float((low + high) / 2.0)
 
 
 def _bracketed_median(Z: np.ndarray, step: int) -> float | None:

@@ -19,6 +19,7 @@ from monk_framework.numerics.compiled import centred_with_norms, exp_squared_dis
 
 __all__ = [
     "DIRECT_MAX_FEATURES",
+    "GROUP_BITS",
     "REFINE_RATIO",
     "centred_identity",
     "bracket",
@@ -27,6 +28,7 @@ __all__ = [
     "l1_distances",
     "SAFE_MAGNITUDE",
     "magnitude",
+    "magnitude_groups",
     "moderate",
     "order_statistics",
     "power_of_two",
@@ -104,9 +106,10 @@ def scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float, factor:
     without overflow or underflow on the way.
 
     With moderate data and σ it is ``squared_distances(X, Y) * (1/σ²)``. Otherwise the data
-    are divided by a power of two s near their magnitude and the result multiplied by
-    (s/σ)²: a ratio beyond float64 becomes inf (exp(−inf) = 0 is then the kernel's exact
-    value in float64), equal points still give exactly 0.
+    are divided by a power of two s near their magnitude (per magnitude group, so that
+    a gross outlier leaves the ordinary pairs exact: :func:`_scaled`) and the result
+    multiplied by (s/σ)²: a ratio beyond float64 becomes inf (exp(−inf) = 0 is then the
+    kernel's exact value in float64), equal points still give exactly 0.
     """
     if moderate(magnitude(X, Y)) and moderate(sigma):
         # the scaling rides on the pass that completes the distances (same bits as after it)
@@ -130,20 +133,61 @@ def exp_scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float, fac
     return out
 
 
+#: the span of one magnitude group, in powers of two (:func:`magnitude_groups`)
+GROUP_BITS = 300
+
+
+def magnitude_groups(A: np.ndarray) -> np.ndarray:
+    """Each point's magnitude group: ⌊e / GROUP_BITS⌋ for the point's largest |coordinate|
+    in [2^(e−1), 2^e) (0 for the zero point).
+
+    Two points are divided by the power of two of the larger one's group block
+    (:func:`_scaled`): within a group, and from one group to a smaller one, every nonzero
+    coordinate difference then keeps its precision and its square stays above float64's
+    smallest normal number (2^−352 and 2^−704 at worst, against 2^−1022), while a point
+    of a much larger group is never divided by the ordinary points' scale.
+    """
+    mags = np.abs(A).max(axis=1) if A.size else np.zeros(len(A))
+    return np.frexp(mags)[1] // GROUP_BITS
+
+
 def _scaled(pairwise: Any, X: np.ndarray, Y: np.ndarray, sigma: float, power: int, factor: float = 1.0) -> np.ndarray:
     """pairwise(X, Y) / σ^power, which is homogeneous of degree ``power`` in the data:
     computed on data divided by an exact power of two when data or σ are extreme, and
-    rescaled by (s/σ)^power without overflow (:func:`_times_square`)."""
+    rescaled by (s/σ)^power without overflow (:func:`_times_square`).
+
+    The power of two is chosen per block of magnitude groups (:func:`magnitude_groups`),
+    not for the whole tile: one point of magnitude 1e200 among ordinary points is divided
+    by its own scale, and the ordinary pairs keep theirs, so their distances stay exact
+    instead of vanishing below float64's range. Data of one group take a single block:
+    the values of a whole-tile scale, bit for bit.
+    """
     scale = magnitude(X, Y)
     if moderate(scale) and moderate(sigma):
         out = pairwise(X, Y)
         out *= factor * (1.0 / sigma**power)  # factor · (1/σ^p) is exact for a power of two
         return out
-    s = power_of_two(scale)
-    out = _times_square(pairwise(X / s, Y / s), np.float64(s) / np.float64(sigma), power)
+    gx, gy = magnitude_groups(X), magnitude_groups(Y)
+    row_groups, col_groups = np.unique(gx), np.unique(gy)
+    if len(row_groups) <= 1 and len(col_groups) <= 1:
+        out = _block_scaled(pairwise, X, Y, scale, sigma, power)
+    else:
+        out = np.empty((len(X), len(Y)))
+        for a in row_groups:
+            rows = np.flatnonzero(gx == a)
+            for b in col_groups:
+                cols = np.flatnonzero(gy == b)
+                Xa, Yb = X[rows], Y[cols]
+                out[np.ix_(rows, cols)] = _block_scaled(pairwise, Xa, Yb, magnitude(Xa, Yb), sigma, power)
     if factor != 1.0:
         out *= factor
     return out
+
+
+def _block_scaled(pairwise: Any, X: np.ndarray, Y: np.ndarray, scale: float, sigma: float, power: int) -> np.ndarray:
+    """pairwise(X/s, Y/s) · (s/σ)^power for s the power of two of ``scale``."""
+    s = power_of_two(scale)
+    return _times_square(pairwise(X / s, Y / s), np.float64(s) / np.float64(sigma), power)
 
 
 def scaled_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:

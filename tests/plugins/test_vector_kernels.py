@@ -343,3 +343,90 @@ def test_laplace_l1_is_scikit_learns_laplacian_kernel_and_its_median_is_l1(regis
     # huge data: the scaled L1 distances neither overflow nor lose the ratio
     big = registry.get_kernel("laplace", sigma=1e300, norm="l1")
     np.testing.assert_allclose(big(X * 1e300, Y * 1e300), k.__class__(sigma=1.0, norm="l1")(X, Y), rtol=1e-12)
+
+
+# -- gross outliers: one point of any finite magnitude leaves the ordinary points exact --
+
+
+def _pairwise_truth(name: str, X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
+    """k(x, y) pair by pair from coordinate differences divided by σ first: no square of
+    a raw coordinate, so no overflow or underflow that the kernel's value would notice."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        t = (X[:, None, :] - Y[None, :, :]) / sigma
+        if name == "rbf":
+            return np.exp(-0.5 * (t**2).sum(-1))
+        if name == "laplace-l1":
+            return np.exp(-np.abs(t).sum(-1))
+        top = np.abs(t).max(-1, keepdims=True)  # a hypot without overflow
+        safe = np.where(top > 0, top, 1.0)
+        return np.exp(-(top[..., 0] * np.sqrt(((t / safe) ** 2).sum(-1))))
+
+
+GROSS = [1e101, 1e154, 1e155, 1e200, 1e300, 1.7e308]
+
+
+@pytest.mark.parametrize("outlier", GROSS)
+@pytest.mark.parametrize("name", ["rbf", "laplace", "laplace-l1"])
+@pytest.mark.parametrize("d", [2, 8])
+def test_one_gross_outlier_leaves_the_ordinary_values_of_a_bounded_kernel_exact(name, outlier, d):
+    gen = np.random.default_rng(d)
+    X, Y = gen.normal(size=(30, d)), gen.normal(0.5, 1.0, size=(20, d))
+    X[3] = outlier * gen.choice([-1.0, 1.0], size=d)
+    kernel = REG.get_kernel("laplace", sigma=1.3, norm="l1") if name == "laplace-l1" else REG.get_kernel(name, sigma=1.3)
+    for A, B in ((X, X), (X, Y), (Y, X)):
+        np.testing.assert_allclose(kernel(A, B), _pairwise_truth(name, A, B, 1.3), rtol=1e-12, atol=1e-300)
+    # the outlier sees nothing but itself; the others are as if it were not there
+    K = kernel(X)
+    assert K[3, 3] == 1.0 and np.count_nonzero(K[3]) == 1
+    ordinary = np.delete(np.arange(30), 3)
+    np.testing.assert_allclose(K[np.ix_(ordinary, ordinary)], kernel(X[ordinary]), rtol=1e-14)
+
+
+@pytest.mark.parametrize("outlier", [1e120, 1e200, 1e300])
+def test_a_tiny_bandwidth_and_outliers_of_many_magnitudes_keep_every_value(outlier):
+    # points in four magnitude groups, and a σ far below all of them: every pair is
+    # scaled by its own group block, none by the largest point's scale
+    gen = np.random.default_rng(5)
+    X = gen.normal(size=(24, 3)) * np.repeat([1e-200, 1e-60, 1.0, outlier], 6)[:, None]
+    for sigma in (1e-250, 1e-61, 1.0, 1e250):
+        kernel = REG.get_kernel("rbf", sigma=sigma)
+        np.testing.assert_allclose(kernel(X), _pairwise_truth("rbf", X, X, sigma), rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("outlier", [1e120, 1e200, 1e300])
+def test_the_median_heuristic_ignores_how_large_a_few_outliers_are(outlier):
+    # 3 outliers among 80 points: the median pairwise distance is an ordinary one, the
+    # same whatever the outliers' magnitude (it was 0 once: "more than half the
+    # distances are zero")
+    from scipy.spatial.distance import pdist
+
+    gen = np.random.default_rng(8)
+    Z = gen.normal(size=(80, 3))
+    Z[:3] = gen.normal(size=(3, 3)) * outlier
+    for metric, name in (("l2", "euclidean"), ("l1", "cityblock")):
+        got = REG.get_kernel("rbf" if metric == "l2" else "laplace", **({} if metric == "l2" else {"norm": "l1"})).fit(Z).sigma
+        scaled = Z / outlier  # the outliers' distances, in units where they are finite
+        with np.errstate(over="ignore"):
+            truth_big = pdist(scaled, name)[: 3 * 79 - 3] * outlier  # every pair touching an outlier
+        ordinary = pdist(Z[3:], name)
+        values = np.sort(np.concatenate([ordinary, truth_big[np.isfinite(truth_big)],
+                                         np.full(np.count_nonzero(~np.isfinite(truth_big)), np.inf)]))
+        assert len(values) == 80 * 79 // 2
+        middle = values[len(values) // 2 - 1 : len(values) // 2 + 1]
+        assert got == pytest.approx(middle.mean(), rel=1e-12)
+
+
+def test_a_gross_outlier_changes_an_estimate_by_its_bounded_share_only():
+    # the V-statistic with one point at 1e200 equals the brute-force value (it was 0.341
+    # where the answer is 0.602), and a robust test still finds N(0, I) against N(3, I)
+    from monk_framework.two_sample.robust import robust_test
+
+    gen = np.random.default_rng(0)
+    X, Y = gen.normal(size=(100, 3)), gen.normal(3.0, 1.0, size=(100, 3))
+    X[0] = 1e200
+    kernel = REG.get_kernel("rbf", sigma=2.0)
+    Kxx, Kyy, Kxy = (_pairwise_truth("rbf", A, B, 2.0) for A, B in ((X, X), (Y, Y), (X, Y)))
+    truth = Kxx.mean() + Kyy.mean() - 2 * Kxy.mean()
+    assert REG.get_estimator("v-stat").estimate(kernel, X, Y).mmd2 == pytest.approx(truth, rel=1e-12)
+    for method in ("dc", "mom"):
+        assert robust_test(kernel, X, Y, contamination=1, method=method, n_permutations=199, rng=1).reject, method
