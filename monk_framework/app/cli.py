@@ -8,6 +8,7 @@ parameter), 130 interrupted. No traceback unless ``--debug``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import warnings
 from collections.abc import Sequence
@@ -80,6 +81,11 @@ class MonkGroup(TyperGroup):
             code = _fail(str(exc), 1, exc=exc)
         except (typer.Abort, KeyboardInterrupt):
             code = 130
+        except SystemExit as exc:  # click's own exits are return codes here: this is someone's sys.exit
+            code = _fail(
+                f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). "
+                "Rerun with --debug for the traceback.", 1, exc=exc,
+            )
         except Exception as exc:  # a bug: one line unless --debug
             code = _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1, exc=exc)
         code = code if isinstance(code, int) else 0
@@ -116,6 +122,13 @@ def _usage_error(exc: Exception) -> int:
 def _help_hint(exc: Exception) -> str:
     ctx = getattr(exc, "ctx", None)
     return f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+
+
+def _plugin_prints_to_stderr() -> contextlib.AbstractContextManager[Any]:
+    """Where the library (and a plugin's own ``print``) runs: stdout carries only the
+    result, so what plugin code prints goes to stderr instead of into the table or the
+    JSON."""
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def _fail(message: str, code: int, *, exc: BaseException | None = None, hint: str = "") -> int:
@@ -345,15 +358,17 @@ def run(
     if max_memory is not None:
         parse_memory(max_memory)  # a bad size is refused before any data is read
     check_backend_options(backend, scheduler, workers)
-    job = jobs.prepare(
-        kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],
-        seed=seed, case_sensitive=case_sensitive, trace=trace,
-    )
-    for note in job.notes:
-        _note(note)
-    with _backend(backend, scheduler, workers) as runner:
-        result = jobs.run(job, max_memory=max_memory, backend=runner)
-    _deliver(job.payload(result), output, as_json, _table(f"{job.estimator.name} with {job.kernel.name}", _run_rows(job, result)))
+    with _plugin_prints_to_stderr():
+        job = jobs.prepare(
+            kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],
+            seed=seed, case_sensitive=case_sensitive, trace=trace,
+        )
+        for note in job.notes:
+            _note(note)
+        with _backend(backend, scheduler, workers) as runner:
+            result = jobs.run(job, max_memory=max_memory, backend=runner)
+        rows = _run_rows(job, result)  # the estimator's diagnostic_rows: plugin code too
+    _deliver(job.payload(result), output, as_json, _table(f"{job.estimator.name} with {job.kernel.name}", rows))
 
 
 def _kernel_text(name: str, params: dict[str, Any]) -> str:
@@ -517,17 +532,18 @@ def test_command(
         contamination=contamination, split=split, method=method, blocks=blocks, alpha=alpha,
         n_permutations=permutations, relabel=relabel,
     )
-    job = jobs.prepare_test(
-        kernel, estimator, grid=grid or [], params=param or [], x=x, y=y, dataset=dataset,
-        data_params=data_param or [], seed=seed, case_sensitive=case_sensitive, **options,
-    )
-    for note in job.notes:
-        _note(note)
-    with _backend(backend, scheduler, workers) as runner, _ProgressBar("permutations") as bar:
-        result = jobs.test(
-            job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
-            max_memory=max_memory,
+    with _plugin_prints_to_stderr():
+        job = jobs.prepare_test(
+            kernel, estimator, grid=grid or [], params=param or [], x=x, y=y, dataset=dataset,
+            data_params=data_param or [], seed=seed, case_sensitive=case_sensitive, **options,
         )
+        for note in job.notes:
+            _note(note)
+        with _backend(backend, scheduler, workers) as runner, _ProgressBar("permutations") as bar:
+            result = jobs.test(
+                job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
+                max_memory=max_memory,
+            )
 
     kernel_text = _kernel_text(result.kernel, result.kernel_params)
     if isinstance(result, RobustTestResult):
@@ -629,7 +645,8 @@ def experiment_command(
         overrides["estimators"] = tuple(estimators)
     exp = get_experiment(name, quick=quick, **overrides)
     directory = out if out is not None else Path("monk-results") / (f"{name}-quick" if quick else name)
-    with _backend(backend, scheduler, workers) as runner, _ProgressBar(f"{name} cells") as bar:
+    with _backend(backend, scheduler, workers) as runner, _ProgressBar(f"{name} cells") as bar, \
+            _plugin_prints_to_stderr():
         try:
             done = run_experiment(exp, directory, backend=runner, fresh=fresh, progress=bar)
         except KeyboardInterrupt:

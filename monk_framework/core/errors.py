@@ -8,8 +8,9 @@ allowed instead.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = [
@@ -19,10 +20,12 @@ __all__ = [
     "DataError",
     "DataFileError",
     "PluginError",
+    "PluginFailure",
     "DuplicateNameError",
     "KernelOverflowError",
     "ResourceError",
     "did_you_mean",
+    "plugin_code",
 ]
 
 
@@ -40,11 +43,11 @@ class UnknownNameError(MonkError, LookupError):
     ``str(err)`` lists the known names and suggests the closest one.
     """
 
-    def __init__(self, what: str, name: str, known: Iterable[str]) -> None:
+    def __init__(self, what: str, name: str, known: Iterable[str], *, note: str = "") -> None:
         self.what = what
         self.name = name
         self.known = sorted(known)
-        super().__init__(f"Unknown {what} {name!r}.{did_you_mean(name, self.known)}")
+        super().__init__(f"Unknown {what} {name!r}.{did_you_mean(name, self.known)}{note}")
 
     def __str__(self) -> str:
         # LookupError would quote the message like a KeyError does; keep it plain.
@@ -78,6 +81,36 @@ class PluginError(MonkError):
 
 class DuplicateNameError(PluginError):
     """Two providers register a kernel or estimator under the same name."""
+
+
+class PluginFailure(MonkError):
+    """A kernel's or an estimator's own code failed while computing (it raised, or tried
+    to end the process): names the plugin, the method and the original error."""
+
+
+@contextlib.contextmanager
+def plugin_code(label: str, method: str) -> Iterator[None]:
+    """Run a plugin's method inside: an error it raises on purpose (a :class:`MonkError`)
+    passes as it is, and so do running out of memory and Ctrl-C; anything else, and
+    ``sys.exit``, becomes a :class:`PluginFailure` naming ``label`` (e.g. "kernel 'rq'
+    (my_pkg.RQKernel)") and ``method``, so that a user sees whose code failed, and a
+    plugin cannot end the program behind the framework's back."""
+    try:
+        yield
+    except (MonkError, MemoryError, RecursionError, NotImplementedError):
+        # on purpose, out of memory, or a core method the plugin class did not implement
+        # (that message names the class already)
+        raise
+    except SystemExit as exc:
+        raise PluginFailure(
+            f"{label}: {method} tried to end the process (sys.exit({exc.code!r})); a plugin must raise an "
+            "exception instead."
+        ) from None
+    except Exception as exc:
+        hint = ""
+        if isinstance(exc, ValueError) and "read-only" in str(exc):
+            hint = " (its inputs are read-only views of the caller's data: copy before writing into them)"
+        raise PluginFailure(f"{label}: {method} failed: {type(exc).__name__}: {exc}{hint}") from exc
 
 
 class KernelOverflowError(MonkError, ArithmeticError):

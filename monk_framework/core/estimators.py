@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError
+from monk_framework.core.errors import DataError, MonkError, PluginFailure, plugin_code
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.randomness import RNGLike, generator
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from monk_framework.engine.pooled import PooledSample, SampleSums
 
 __all__ = [
+    "checked_estimate",
     "Estimator",
     "MMDEstimator",
     "EmbeddingEstimator",
@@ -88,6 +89,11 @@ class Estimator(Configurable):
                 f"least {need}{f' ({why})' if why else ''}."
             )
 
+    def plugin_label(self) -> str:
+        """``estimator 'name' (module.Class)``: how errors about a plugin's results name it."""
+        cls = type(self)
+        return f"estimator {self.name!r} ({cls.__module__}.{cls.__qualname__})"
+
     @staticmethod
     def check_kernel(kernel: Any) -> Kernel:
         """``kernel`` if it is a :class:`Kernel`; else a clear error."""
@@ -137,7 +143,7 @@ class MMDEstimator(Estimator):
         start = time.perf_counter()
         fitted = kernel.fit(Xv, Yv)
         fitted.check_contract(Xv, Yv)
-        core = self.compute_estimate(fitted, Xv, Yv, stream, resources)
+        core = checked_estimate(self, fitted, Xv, Yv, stream, resources)
         total = time.perf_counter() - start
         return MMDResult(
             **computed_with(self, kernel, fitted, len(Xv), len(Yv), seed),
@@ -244,7 +250,13 @@ class EmbeddingEstimator(Estimator):
         start = time.perf_counter()
         fitted = kernel.fit(Xv)
         fitted.check_contract(Xv)
-        core = self.compute_embedding(fitted, Xv, stream, resources)
+        with plugin_code(self.plugin_label(), "compute_embedding"):
+            core = self.compute_embedding(fitted, Xv, stream, resources)
+        if not isinstance(core, EmbeddingWeights):
+            raise PluginFailure(
+                f"{self.plugin_label()}: compute_embedding returned {type(core).__name__}; it must return "
+                "EmbeddingWeights(weights=...)."
+            )
         total = time.perf_counter() - start
         return Embedding(
             kernel=fitted,
@@ -263,3 +275,32 @@ class EmbeddingEstimator(Estimator):
         """The estimator's core, on a validated sample with a fitted kernel (``resources``:
         as for :meth:`MMDEstimator.compute_estimate`)."""
         raise not_implemented(self, "compute_embedding")
+
+
+#: how far |MMD| may be from √|MMD²| (relative) in an estimator's answer
+ROOT_RTOL = 1e-9
+
+
+def checked_estimate(
+    estimator: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
+) -> Estimate:
+    """``estimator.compute_estimate(...)``, with its answer checked: an :class:`Estimate`
+    with finite ``mmd2`` and ``mmd``, and a negative MMD only as the signed root of a
+    negative MMD² (MMD is a norm; the U-statistic's ``root="signed"`` reports
+    −√|MMD²|). Anything else, and any error the estimator's code raises, is a
+    :class:`PluginFailure` naming the estimator, never a number passed on."""
+    label = estimator.plugin_label()
+    with plugin_code(label, "compute_estimate"):
+        core = estimator.compute_estimate(kernel, X, Y, rng, resources)
+    if not isinstance(core, Estimate):
+        raise PluginFailure(f"{label}: compute_estimate returned {type(core).__name__}; it must return Estimate(mmd2=..., mmd=...).")
+    mmd2, mmd = core.mmd2, core.mmd
+    if not (isinstance(mmd2, (int, float, np.floating)) and isinstance(mmd, (int, float, np.floating))
+            and np.isfinite(mmd2) and np.isfinite(mmd)):
+        raise PluginFailure(f"{label}: compute_estimate returned mmd2={mmd2!r}, mmd={mmd!r}; both must be finite numbers.")
+    if mmd < 0 and not (mmd2 < 0 and abs(-mmd - np.sqrt(-mmd2)) <= ROOT_RTOL * max(-mmd, 1e-300)):
+        raise PluginFailure(
+            f"{label}: compute_estimate returned MMD = {mmd:.6g} with MMD^2 = {mmd2:.6g}; MMD is a norm, so it "
+            "can be negative only as the signed root -sqrt(|MMD^2|) of a negative MMD^2."
+        )
+    return core

@@ -26,10 +26,10 @@ from typing import Any, ClassVar, Self
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, KernelContractError, KernelOverflowError, MonkError, ParameterError
+from monk_framework.core.errors import DataError, KernelContractError, KernelOverflowError, MonkError, ParameterError, plugin_code
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.resources import Resources, check_memory
-from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension
+from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension, read_only
 
 __all__ = [
     "CHUNK_BYTES",
@@ -168,7 +168,8 @@ class Kernel(Configurable):
             raise MonkError(f"Kernel {self.name!r} has no explicit finite feature map.")
         self._require_fitted()
         Xv = self.check_sample(X)
-        return self.compute_features(Xv)
+        with plugin_code(self.plugin_label(), "compute_features"):
+            return self.compute_features(read_only(Xv))
 
     def pair_values(self, A: Any, B: Any) -> np.ndarray:
         """k(a_l, b_l) for the pairs l of two validated samples of one length (the diagonal
@@ -294,8 +295,8 @@ class Kernel(Configurable):
         ``check=False`` leaves the finiteness to the caller, who must pass what it derives
         from the tile through :meth:`check_finite` (a matrix-free product does: a NaN or
         an infinity reaches every sum of its row, so one check of the sums covers it)."""
-        with np.errstate(over="ignore", invalid="ignore"):
-            values = np.asarray(self.compute_gram(X, Y), dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self.plugin_label(), "compute_gram"):
+            values = np.asarray(self.compute_gram(read_only(X), read_only(Y)), dtype=np.float64)
         # a wrong shape would be broadcast into the Gram matrix without a word
         if values.shape != (len(X), len(Y)):
             raise KernelContractError(
@@ -307,8 +308,8 @@ class Kernel(Configurable):
     def direct_block_gram(self, Z: Sample, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
         """``compute_block_gram``'s Wᵀ K W, checked for shape and finiteness, or None when
         the kernel has no direct form for these inputs."""
-        with np.errstate(over="ignore", invalid="ignore"):
-            G = self.compute_block_gram(Z, W, diag)
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self.plugin_label(), "compute_block_gram"):
+            G = self.compute_block_gram(read_only(Z), read_only(W), read_only(diag))
         if G is None:
             return None
         G = np.asarray(G, dtype=np.float64)
@@ -322,8 +323,8 @@ class Kernel(Configurable):
     def diag_tile(self, X: Sample) -> np.ndarray:
         """k(x_i, x_i) for a validated sample: ``compute_diag``'s values, checked for shape,
         finiteness and (PSD kernels) sign."""
-        with np.errstate(over="ignore", invalid="ignore"):
-            values = np.asarray(self.compute_diag(X), dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self.plugin_label(), "compute_diag"):
+            values = np.asarray(self.compute_diag(read_only(X)), dtype=np.float64)
         if values.shape != (len(X),):
             raise KernelContractError(
                 f"{self.plugin_label()}: compute_diag returned shape {values.shape} for {len(X)} points; "

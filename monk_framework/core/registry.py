@@ -24,7 +24,7 @@ import attrs
 import pluggy
 
 from monk_framework.core import hookspecs
-from monk_framework.core.errors import DuplicateNameError, PluginError, UnknownNameError
+from monk_framework.core.errors import DuplicateNameError, PluginError, UnknownNameError, did_you_mean
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import COMPOSITES, Kernel
 from monk_framework.core.params import Configurable, ParameterInfo, parse_spec
@@ -218,7 +218,18 @@ class Registry:
         or distribution names (empty: none). The built-ins always load.
         """
         chosen = load_plugins_choice()
-        for found in discover_entry_points(group):
+        discovered = discover_entry_points(group)
+        if chosen:
+            # a name in MONK_LOAD_PLUGINS that nothing installed answers to (a typo) is a problem
+            names = {f.entry_point.name for f in discovered} | {_normalize(f.distribution) for f in discovered}
+            for wanted in sorted(chosen):
+                if wanted not in names and _normalize(wanted) not in names:
+                    self._problems.append(PluginProblem(
+                        Provider(module=LOAD_PLUGINS_ENV),
+                        f"{LOAD_PLUGINS_ENV} names {wanted!r}, but no installed plugin has that entry-point or "
+                        f"distribution name.{did_you_mean(wanted, sorted(names))}",
+                    ))
+        for found in discovered:
             provider = found.provider
             if self._pm.has_plugin(str(provider)):
                 continue
@@ -226,7 +237,7 @@ class Registry:
                 continue
             try:
                 plugin = found.entry_point.load()
-            except Exception as exc:  # any import failure of third-party code is a problem, not a crash
+            except (Exception, SystemExit) as exc:  # any import failure of third-party code is a problem, not a crash
                 self._problems.append(
                     PluginProblem(provider, f"failed to import {provider.module!r}: {type(exc).__name__}: {exc}")
                 )
@@ -393,8 +404,18 @@ class Registry:
         table = self._entries[plugin_type]
         name = self._aliases[plugin_type].get(name, name)
         if name not in table:
-            raise UnknownNameError(plugin_type, name, [*table, *self._aliases[plugin_type]])
+            raise UnknownNameError(plugin_type, name, [*table, *self._aliases[plugin_type]], note=self._problems_note())
         return table[name]
+
+    def _problems_note(self) -> str:
+        """What an unknown name's message adds when some plugin failed to load: it may be
+        the one that would have provided the name."""
+        if not self._problems:
+            return ""
+        listed = "; ".join(f"{p.provider}: {p.message.rstrip('.')}" for p in self._problems[:3])
+        more = f" (and {len(self._problems) - 3} more)" if len(self._problems) > 3 else ""
+        count = len(self._problems)
+        return f" {count} plugin{'s' if count > 1 else ''} could not be loaded: {listed}{more}."
 
     def kernel_class(self, name: str) -> type[Kernel]:
         return self.entry("kernel", name).cls  # type: ignore[return-value]

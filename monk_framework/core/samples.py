@@ -18,10 +18,26 @@ import numpy as np
 
 from monk_framework.core.errors import DataError
 
-__all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension"]
+__all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "read_only"]
 
 #: a validated sample: vectors as an (n, d) array, or strings as a list.
 Sample = np.ndarray | list[str]
+
+
+def read_only(sample: Any) -> Any:
+    """A view of a vector sample (or any array) that cannot be written into; anything else
+    as it is.
+
+    The framework hands plugins read-only views of the data (validated samples, Gram
+    tiles' inputs), so a kernel or estimator that writes into its inputs fails at once,
+    by name, instead of changing the caller's arrays and every later number. The
+    caller's own array keeps its flags: only the view is locked.
+    """
+    if isinstance(sample, np.ndarray) and sample.flags.writeable:
+        view = sample.view()
+        view.flags.writeable = False
+        return view
+    return sample
 
 
 def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndarray:
@@ -72,7 +88,7 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
             f"({count} non-finite value{'s' if count > 1 else ''} in all); "
             "remove or impute them first."
         )
-    return arr
+    return read_only(arr)
 
 
 def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[str]:

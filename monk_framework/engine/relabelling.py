@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import ResourceError
+from monk_framework.core.errors import PluginFailure, ResourceError, plugin_code
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import ChildStreams, child, stream
@@ -39,6 +39,7 @@ __all__ = [
     "Progress",
     "RelabelledStatistics",
     "check_null_memory",
+    "estimator_statistics",
     "few_features",
     "null_statistics",
     "observed_mmd2",
@@ -247,7 +248,7 @@ def null_statistics(
             stop = min(done + step, n_permutations)
             if done == 0 and observed is not None and partition is None:
                 streams = ChildStreams(est_seq, done, stop, first=observed)
-                values = estimator.permuted_statistics(pool, draw(done, stop, lead=1), streams)
+                values = estimator_statistics(estimator, pool, draw(done, stop, lead=1), streams)
                 first, out[done:stop] = float(values[0]), values[1:]
             else:
                 out[done:stop] = _batch_statistics((estimator, draw(done, stop), est_seq, done, stop, partition), pool)
@@ -282,9 +283,37 @@ def within_block_batch(pool: PooledSample, n_permutations: int) -> int:
 def _batch_statistics(task: tuple[Any, ...], pool: PooledSample) -> np.ndarray:
     """One batch of relabellings on a backend's worker (module level: it is pickled)."""
     estimator, perms, est_seq, a, b, partition = task
-    if partition is not None:
-        return estimator.partition_statistics(pool, partition, perms, ChildStreams(est_seq, a, b))
-    return estimator.permuted_statistics(pool, perms, ChildStreams(est_seq, a, b))
+    return estimator_statistics(estimator, pool, perms, ChildStreams(est_seq, a, b), partition)
+
+
+def estimator_statistics(
+    estimator: MMDEstimator, pool: PooledSample, perms: np.ndarray, rngs: Any, partition: Partition | None = None
+) -> np.ndarray:
+    """The estimator's MMD² of every relabelling in ``perms``: its
+    :meth:`~MMDEstimator.partition_statistics` on ``partition``, or its
+    :meth:`~MMDEstimator.permuted_statistics` without one. The one place a test calls
+    an estimator's hooks, so their answer is checked here for every test: one finite
+    value per relabelling, else a :class:`PluginFailure` naming the estimator (as is
+    any error its code raises)."""
+    method = "permuted_statistics" if partition is None else "partition_statistics"
+    with plugin_code(estimator.plugin_label(), method):
+        if partition is None:
+            values = estimator.permuted_statistics(pool, perms, rngs)
+        else:
+            values = estimator.partition_statistics(pool, partition, perms, rngs)
+        values = np.asarray(values, dtype=np.float64)
+    if values.shape != (len(perms),):
+        raise PluginFailure(
+            f"{estimator.plugin_label()}: {method} returned shape {values.shape} for {len(perms)} relabellings; "
+            f"it must return one MMD^2 per relabelling, shape ({len(perms)},)."
+        )
+    if not np.isfinite(values).all():
+        b = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise PluginFailure(
+            f"{estimator.plugin_label()}: {method} returned {values[b]} for relabelling {b}; an MMD^2 must be "
+            "a finite number."
+        )
+    return values
 
 
 def observed_mmd2(
@@ -292,10 +321,7 @@ def observed_mmd2(
 ) -> float:
     """T on the samples as given: the identity relabelling, computed like the null values."""
     identity = np.arange(pool.size)[None, :]
-    streams = [np.random.default_rng(seq)]
-    if partition is not None:
-        return float(estimator.partition_statistics(pool, partition, identity, streams)[0])
-    return float(estimator.permuted_statistics(pool, identity, streams)[0])
+    return float(estimator_statistics(estimator, pool, identity, [np.random.default_rng(seq)], partition)[0])
 
 
 @attrs.frozen

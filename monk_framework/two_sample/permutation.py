@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.estimators import MMDEstimator
+from monk_framework.core.estimators import MMDEstimator, checked_estimate
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.resources import Resources
@@ -141,4 +141,4 @@ def _same_seed_estimate(
 ) -> float:
     """What ``estimator.estimate(kernel, X, Y, rng=seed).mmd`` reports."""
     rng = np.random.default_rng(stream(seq, "estimate"))
-    return float(estimator.compute_estimate(kernel, X, Y, rng, resources).mmd)
+    return float(checked_estimate(estimator, kernel, X, Y, rng, resources).mmd)

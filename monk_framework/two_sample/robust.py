@@ -42,7 +42,7 @@ from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
 from monk_framework.engine.pooled import PooledSample
-from monk_framework.engine.relabelling import Progress, check_null_memory, null_statistics, within_block_batch
+from monk_framework.engine.relabelling import Progress, check_null_memory, null_statistics, observed_mmd2, within_block_batch
 from monk_framework.engine.within_blocks import relabellings, within_block_sums
 from monk_framework.two_sample.common import (
     TIE_RTOL,
@@ -267,8 +267,7 @@ def robust_test(
     if chosen == "dc":
         delta = mmd_sensitivity(kernel, n, m)
         assert delta is not None
-        identity = np.arange(n + m)[None, :]
-        T = math.sqrt(max(float(est.permuted_statistics(pool, identity, [np.random.default_rng(stream(seq, "estimate"))])[0]), 0.0))
+        T = math.sqrt(max(observed_mmd2(est, pool, stream(seq, "estimate")), 0.0))
         null = np.sqrt(np.maximum(null_statistics(est, pool, B, null_seq, progress, backend), 0.0))
         k = critical_rank(B, alpha)
         q = null_quantile(null, alpha)

@@ -352,3 +352,37 @@ def test_an_estimator_core_without_the_resources_argument_is_refused_at_registra
         assert registry.get_estimator("flexible-core").estimate(registry.get_kernel("rbf"), [[0.0], [1.0]], [[2.0]]).mmd == 0.0
     finally:
         registry.unregister(plugin)
+
+
+def test_asking_for_a_name_when_a_plugin_failed_to_load_says_which_and_why(fake_site):
+    # the user asks for the kernel where it matters, not only under `monkfw plugins`
+    registry = Registry()
+    with pytest.raises(UnknownNameError) as err:
+        registry.get_kernel("rq")
+    message = str(err.value)
+    assert message.startswith("Unknown kernel 'rq'.")
+    assert "2 plugins could not be loaded: " in message and ".;" not in message
+    assert "monk-broken==1.2.3[broken]: failed to import 'monk_broken_plugin': RuntimeError: boom at import." in message
+
+
+def test_a_plugin_that_calls_sys_exit_at_import_is_a_problem_not_an_exit(tmp_path, monkeypatch):
+    make_distribution(tmp_path, "monk-quits", {"quits": "monk_quits_plugin"}, {"monk_quits_plugin": "import sys\nsys.exit(4)\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    try:
+        problems = {p.provider.distribution: p.message for p in Registry().problems()}
+    finally:
+        sys.modules.pop("monk_quits_plugin", None)
+    assert problems["monk-quits"] == "failed to import 'monk_quits_plugin': SystemExit: 4"
+
+
+def test_a_name_in_monk_load_plugins_that_nothing_answers_to_is_reported(fake_site, monkeypatch):
+    monkeypatch.setenv("MONK_LOAD_PLUGINS", "ones,onse")
+    registry = Registry()
+    assert "ones" in {e.name for e in registry.kernels()}
+    (problem,) = registry.problems()
+    assert problem.provider.module == "MONK_LOAD_PLUGINS"
+    assert problem.message.startswith("MONK_LOAD_PLUGINS names 'onse', but no installed plugin has that entry-point")
+    assert "Did you mean 'ones'?" in problem.message
+    with pytest.raises(UnknownNameError, match=r"Unknown kernel 'rq'.*could not be loaded: MONK_LOAD_PLUGINS: "):
+        registry.get_kernel("rq")

@@ -1,0 +1,251 @@
+"""Plugins that misbehave: what they write, raise, return or exit is named and contained.
+
+Every kernel hook runs on read-only views of the data, every estimator answer is checked
+before it becomes a number, and an error or a ``sys.exit`` inside a plugin becomes a
+:class:`PluginFailure` naming the plugin and the method.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pytest
+
+from monk_framework import Estimate, Kernel, MMDEstimator, get_registry
+from monk_framework.core.errors import PluginFailure
+from monk_framework.two_sample import permutation_test
+
+REG = get_registry()
+
+
+@attrs.frozen(kw_only=True)
+class Scribbler(Kernel):
+    """The linear kernel, computed after writing into its inputs (a plugin bug)."""
+
+    name: ClassVar[str] = "scribbler"
+
+    def compute_gram(self, X, Y):
+        X[:] = 0.0
+        return X @ Y.T
+
+    def compute_diag(self, X):
+        return np.einsum("ij,ij->i", X, X)
+
+
+@attrs.frozen(kw_only=True)
+class Quitter(Kernel):
+    """A kernel whose code ends the process."""
+
+    name: ClassVar[str] = "quitter"
+
+    def compute_gram(self, X, Y):
+        sys.exit(3)
+
+    def compute_diag(self, X):
+        return np.ones(len(X))
+
+
+@attrs.frozen(kw_only=True)
+class Crasher(Kernel):
+    name: ClassVar[str] = "crasher"
+
+    def compute_gram(self, X, Y):
+        raise KeyError("bandwidth")
+
+    def compute_diag(self, X):
+        return np.ones(len(X))
+
+
+@attrs.frozen(kw_only=True)
+class Answer(MMDEstimator):
+    """An estimator that returns the (mmd2, mmd) it is built with, after an optional scribble."""
+
+    name: ClassVar[str] = "answer"
+    mmd2: float = 0.25
+    mmd: float = 0.5
+    scribble: bool = False
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        if self.scribble:
+            X[0] = 99.0
+        return Estimate(mmd2=self.mmd2, mmd=self.mmd)
+
+
+@attrs.frozen(kw_only=True)
+class BadNull(MMDEstimator):
+    """An estimator whose relabelled statistics have the wrong shape or are NaN."""
+
+    name: ClassVar[str] = "bad-null"
+    kind: str = "shape"
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        return Estimate(mmd2=0.0, mmd=0.0)
+
+    def permuted_statistics(self, pool, perms, rngs):
+        return np.zeros(len(perms) + 1) if self.kind == "shape" else np.full(len(perms), np.nan)
+
+
+def _data():
+    gen = np.random.default_rng(0)
+    return gen.normal(size=(12, 2)), gen.normal(size=(10, 2))
+
+
+def test_a_kernel_that_writes_into_its_inputs_is_named_and_the_callers_data_are_unchanged():
+    X, Y = _data()
+    before = X.copy(), Y.copy()
+    for run in (lambda: Scribbler().gram(X, Y), lambda: REG.get_estimator("v-stat").estimate(Scribbler(), X, Y),
+                lambda: permutation_test(Scribbler(), "u-stat", X, Y, n_permutations=9)):
+        with pytest.raises(PluginFailure, match=r"kernel 'scribbler' \(.*Scribbler\): compute_gram failed: ValueError: "
+                           r".*read-only.*copy before writing"):
+            run()
+    np.testing.assert_array_equal(X, before[0])
+    np.testing.assert_array_equal(Y, before[1])
+    assert X.flags.writeable and Y.flags.writeable  # the caller's arrays keep their flags
+
+
+def test_an_estimator_that_writes_into_its_inputs_is_named():
+    X, Y = _data()
+    before = X.copy()
+    with pytest.raises(PluginFailure, match=r"estimator 'answer' .*compute_estimate failed: ValueError: .*read-only"):
+        Answer(scribble=True).estimate(REG.get_kernel("linear"), X, Y)
+    np.testing.assert_array_equal(X, before)
+
+
+def test_a_plugin_that_calls_sys_exit_is_contained_and_named():
+    X, Y = _data()
+    with pytest.raises(PluginFailure, match=r"kernel 'quitter' .*compute_gram tried to end the process \(sys.exit\(3\)\)"):
+        REG.get_estimator("u-stat").estimate(Quitter(), X, Y)
+
+
+def test_a_plugin_error_names_the_plugin_the_method_and_the_error():
+    X, Y = _data()
+    with pytest.raises(PluginFailure, match=r"kernel 'crasher' .*compute_gram failed: KeyError: 'bandwidth'") as err:
+        REG.get_estimator("monk-bcd", n_blocks=3).estimate(Crasher(), X, Y)
+    assert isinstance(err.value.__cause__, KeyError)  # the original, for a traceback
+
+
+@pytest.mark.parametrize(
+    ("mmd2", "mmd", "message"),
+    [
+        (0.25, -0.5, r"MMD = -0.5 with MMD\^2 = 0.25; MMD is a norm"),
+        (-0.25, -0.3, r"MMD = -0.3 with MMD\^2 = -0.25"),
+        (float("nan"), 0.5, r"mmd2=nan, mmd=0.5; both must be finite"),
+        (0.25, float("inf"), r"mmd=inf; both must be finite"),
+    ],
+)
+def test_an_estimators_impossible_answer_is_refused_by_name(mmd2, mmd, message):
+    X, Y = _data()
+    with pytest.raises(PluginFailure, match=r"estimator 'answer' .*" + message):
+        Answer(mmd2=mmd2, mmd=mmd).estimate(REG.get_kernel("linear"), X, Y)
+
+
+def test_a_negative_mmd_passes_as_the_signed_root_of_a_negative_mmd2():
+    X, Y = _data()
+    assert Answer(mmd2=-0.25, mmd=-0.5).estimate(REG.get_kernel("linear"), X, Y).mmd == -0.5
+    assert Answer(mmd2=-0.25, mmd=0.0).estimate(REG.get_kernel("linear"), X, Y).mmd == 0.0  # clipped
+    signed = REG.get_estimator("u-stat", root="signed").estimate(REG.get_kernel("rbf", sigma=1.0), X, X[::-1] + 0.01)
+    assert signed.mmd == pytest.approx(-np.sqrt(-signed.mmd2)) if signed.mmd2 < 0 else signed.mmd >= 0
+
+
+@pytest.mark.parametrize(("kind", "message"), [("shape", r"returned shape \(\d+,\) for \d+ relabellings"),
+                                               ("nan", r"returned nan for relabelling 0")])
+def test_a_tests_relabelled_statistics_are_checked_whatever_estimator_gives_them(kind, message):
+    X, Y = _data()
+    with pytest.raises(PluginFailure, match=r"estimator 'bad-null' .*permuted_statistics " + message):
+        permutation_test(REG.get_kernel("linear"), BadNull(kind=kind), X, Y, n_permutations=9)
+
+
+@attrs.frozen(kw_only=True)
+class _Registered(Scribbler):
+    summary: ClassVar[str] = "The linear kernel after writing into its inputs (for the test)."
+
+
+@pytest.fixture
+def scribbler_plugin():
+    import types
+
+    from monk_framework import hookimpl
+
+    plugin = types.ModuleType("scribbling")
+    plugin.monk_kernels = hookimpl(lambda: [_Registered])
+    REG.register(plugin)
+    try:
+        yield
+    finally:
+        REG.unregister(plugin)
+
+
+def test_the_cli_shows_a_plugin_failure_as_one_line_naming_the_plugin(scribbler_plugin):
+    from typer.testing import CliRunner
+
+    from monk_framework.app.cli import app
+
+    result = CliRunner().invoke(app, ["run", "-k", "scribbler", "-e", "v-stat", "-d", "gauss", "--data-param", "n=20"])
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: kernel 'scribbler'") and "read-only" in lines[0]
+    assert "internal error" not in result.stderr
+
+
+@attrs.frozen(kw_only=True)
+class Chatty(MMDEstimator):
+    """The V-statistic, printing as it goes; its diagnostic rows end the process."""
+
+    name: ClassVar[str] = "chatty"
+    summary: ClassVar[str] = "A V-statistic that prints (for the test)."
+    leave: bool = False
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        print("computing ... {not json")
+        v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+        return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5)
+
+    def diagnostic_rows(self, diagnostics, timings):
+        if self.leave:
+            sys.exit(5)
+        return []
+
+
+@pytest.fixture
+def chatty_plugin():
+    import types
+
+    from monk_framework import hookimpl
+
+    plugin = types.ModuleType("chatty")
+    plugin.monk_estimators = hookimpl(lambda: [Chatty])
+    REG.register(plugin)
+    try:
+        yield
+    finally:
+        REG.unregister(plugin)
+
+
+def test_what_a_plugin_prints_goes_to_stderr_and_the_json_stays_whole(chatty_plugin):
+    import json
+
+    from typer.testing import CliRunner
+
+    from monk_framework.app.cli import app
+
+    for command in (["run"], ["test", "-B", "19"]):
+        result = CliRunner().invoke(app, [*command, "-k", "rbf", "-e", "chatty", "-d", "gauss", "--data-param", "n=20", "--json"])
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["estimator"] == "chatty"
+        assert "computing ... {not json" in result.stderr
+
+
+def test_a_sys_exit_in_plugin_code_outside_its_hooks_is_one_line_not_a_silent_end(chatty_plugin):
+    from typer.testing import CliRunner
+
+    from monk_framework.app.cli import app
+
+    result = CliRunner().invoke(app, ["run", "-k", "rbf", "-e", "chatty", "-p", "leave=true", "-d", "gauss", "--data-param", "n=20"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: the work was ended by a call to sys.exit(5) outside the library (in a plugin?). Rerun with --debug "
+        "for the traceback."
+    )
