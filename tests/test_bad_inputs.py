@@ -70,6 +70,33 @@ def _files(root: Path) -> None:
     (root / "adir").mkdir()
     (root / "blocker").write_text("a file where a directory is expected")
     os.mkfifo(root / "pipe.csv")
+    _results_folders(root)
+
+
+def _results_folders(root: Path) -> None:
+    """Results directories of `experiment exp1 --quick`, each with one fault."""
+    from monk_framework.app.experiments import get_experiment
+    from monk_framework.app.experiments.runner import Cell, record_checksum
+
+    exp = get_experiment("exp1", quick=True)
+    manifest = json.dumps({"experiment": exp.name, "config": exp.config()})
+    settings = {"setting": "gauss", "n": 200, "run": 0}
+    record = {"key": Cell(settings).key, "settings": settings, "rows": [{"n": 200, "value": 1.0}], "seconds": 0.1, "seq": 1}
+    record["sha"] = record_checksum(record)
+    good = json.dumps(record)
+    faults = {
+        "jnan": (manifest, good.replace('"value": 1.0', '"value": NaN')),
+        "jbig": (manifest, good.replace('"value": 1.0', '"value": 1e400')),
+        "jdeep": (manifest, "[" * 50000 + "]" * 50000 + "\n" + good),  # not the last line: not a torn write
+        "mshape": ("[1, 2]", good),
+    }
+    for name, (man, line) in faults.items():
+        (root / name).mkdir()
+        (root / name / "manifest.json").write_text(man)
+        (root / name / "cells.jsonl").write_text(line + "\n")
+    (root / "lockdir" / ".lock").mkdir(parents=True)
+    (root / "mine").mkdir()
+    (root / "mine" / "results.csv").write_text("my,own,results\n")
 
 
 #: (id, arguments, expected exit code, regex the first stderr line must match)
@@ -123,6 +150,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("experiment-bad-spec", ["experiment", "exp1", "--quick", "-e", "monk-bcd:n_blocks", "--out", "e3"], 2, r"Bad parameter 'n_blocks'"),
     ("experiment-unknown-estimator", ["experiment", "exp1", "--quick", "-e", "monk-bdc", "--out", "e4"], 2, r"Unknown estimator 'monk-bdc'. Did you mean "
         r"'monk-bcd'"),
+    ("journal-nan", ["experiment", "exp1", "--quick", "--out", "jnan"], 1, r"'jnan/cells.jsonl', line 1: it holds a number that is not finite"),
+    ("journal-1e400", ["experiment", "exp1", "--quick", "--out", "jbig"], 1, r"'jbig/cells.jsonl', line 1: it holds a number that is not finite"),
+    ("journal-deeply-nested", ["experiment", "exp1", "--quick", "--out", "jdeep"], 1, r"'jdeep/cells.jsonl', line 1: not a journal record"),
+    ("manifest-wrong-shape", ["experiment", "exp1", "--quick", "--out", "mshape"], 1, r"'mshape/manifest.json' is not a manifest of a monkfw experiment"),
+    ("lock-is-a-directory", ["experiment", "exp1", "--quick", "--out", "lockdir"], 1, r"results directory 'lockdir' \(its lock file .lock is a directory\)"),
+    ("foreign-results-csv", ["experiment", "exp1", "--quick", "--out", "mine", "--fresh"], 1, r"'mine' has no manifest.json but holds results.csv"),
     ("experiment-out-is-a-file", ["experiment", "exp1", "--quick", "--out", "blocker"], 1, r"results directory 'blocker': it is a file, not a directory"),
     # -- data files ---------------------------------------------------------------------
     ("missing-file", [*RUN, "--x", "nope.npy", "--y", "y.npy"], 1, r"nope.npy: no such file"),

@@ -651,7 +651,8 @@ def experiment_command(
             done = run_experiment(exp, directory, backend=runner, fresh=fresh, progress=bar)
         except KeyboardInterrupt:
             bar.progress.stop()
-            _note(f"Interrupted. Every finished cell is saved in {directory / 'cells.jsonl'}; run the same command again to resume.")
+            again = "the same command again without --fresh (with it, the saved cells are deleted)" if fresh else "the same command again"
+            _note(f"Interrupted. Every finished cell is saved in {directory / 'cells.jsonl'}; run {again} to resume.")
             STATE.interrupted_said = True
             raise typer.Exit(130) from None
     _note(

@@ -80,7 +80,13 @@ def _record_problem(record: Any) -> str | None:
     """What is wrong with a parsed journal record, or None (see the module docstring)."""
     if not isinstance(record, dict) or set(record) != {"key", "settings", "rows", "seconds", "seq", "sha"}:
         return "not a journal record of this version (fields key, settings, rows, seconds, seq, sha)"
-    if record["sha"] != record_checksum(record):
+    if not isinstance(record["seq"], int) or isinstance(record["seq"], bool):
+        return "its line number is not a number"
+    try:
+        checksum = record_checksum(record)
+    except ValueError:  # NaN or a number beyond float64 (1e400 reads as inf): never written by us
+        return "it holds a number that is not finite"
+    if record["sha"] != checksum:
         return "its checksum does not match its contents"
     settings, rows = record["settings"], record["rows"]
     if not isinstance(settings, dict) or record["key"] != cell_key(settings):
@@ -145,6 +151,9 @@ class CellStore:
         self._acquire_lock()
         try:
             if self.fresh:
+                # only what a manifest says is ours: files of the output names in a folder
+                # without one are the user's, never deleted
+                self._refuse_foreign_outputs()
                 # outputs first, the manifest last: at any interruption, what is left is
                 # either the old run without (some of) its outputs, which the journal
                 # regenerates, or nothing of it
@@ -170,7 +179,15 @@ class CellStore:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: no advisory lock, one run at a time is on the user
             return
-        handle = open(self.directory / LOCK, "a+")
+        lock = self.directory / LOCK
+        try:
+            handle = open(lock, "a+")
+        except OSError as exc:
+            why = f"its lock file {LOCK} is a directory" if lock.is_dir() else f"{LOCK}: {exc.strerror or exc}"
+            raise MonkError(
+                f"Cannot write in the results directory {str(self.directory)!r} ({why}). Give a directory you "
+                "can write to."
+            ) from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -181,10 +198,24 @@ class CellStore:
             ) from None
         self._lock = handle
 
+    def _refuse_foreign_outputs(self) -> None:
+        """A folder without a manifest that holds files of the report's names holds
+        someone else's files: they are never overwritten or deleted."""
+        if (self.directory / MANIFEST).exists():
+            return
+        foreign = [name for name in self.outputs if (self.directory / name).exists()]
+        if foreign:
+            raise MonkError(
+                f"{str(self.directory)!r} has no {MANIFEST} but holds {', '.join(foreign)}: files this run would "
+                "write, which no monkfw run is known to have written there. They are left alone: move them, or "
+                "give another output directory."
+            )
+
     def _check_manifest(self) -> None:
         path = self.directory / MANIFEST
         wanted = {"experiment": self.experiment, "config": self.config}
         if not path.exists():
+            self._refuse_foreign_outputs()
             if (self.directory / JOURNAL).exists():
                 raise MonkError(
                     f"{str(self.directory)!r} has a journal {JOURNAL} but no {MANIFEST}: its settings are "
@@ -194,8 +225,13 @@ class CellStore:
             return
         try:
             found = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise MonkError(f"Cannot read {str(path)!r}: {exc}. Use another output directory, or --fresh.") from exc
+        except (OSError, ValueError, RecursionError) as exc:
+            raise MonkError(f"Cannot read {str(path)!r}: {exc}. Use another output directory, or --fresh.") from None
+        if not (isinstance(found, dict) and isinstance(found.get("config"), dict) and set(found) == {"experiment", "config"}):
+            raise MonkError(
+                f"{str(path)!r} is not a manifest of a monkfw experiment (a JSON object with 'experiment' and "
+                "'config'). Use another output directory, or --fresh."
+            )
         if found == wanted:
             return
         if found.get("experiment") != self.experiment:
@@ -227,7 +263,7 @@ class CellStore:
             try:
                 record = json.loads(raw)
                 key = record["key"]
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, IndexError, RecursionError):
                 if pos == len(data):
                     break  # a torn last line that happened to end in a newline
                 self._damaged(line_no, "not a journal record")

@@ -63,12 +63,14 @@ def test_killed_run_resumes_to_exactly_the_full_set_of_cells(tmp_path):
 LONG_ARGS = [*ARGS[:3], "--runs", "30", *ARGS[5:]]
 
 
-def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path):
+@pytest.mark.parametrize("fresh", [False, True], ids=["resume", "fresh"])
+def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path, fresh):
     out = tmp_path / "exp1"
     # a shell's background job (`pytest &`) starts with SIGINT ignored, and children inherit
     # that: give the child the default disposition, as a terminal's Ctrl-C would find it
     proc = subprocess.Popen(
-        [*_command(), *LONG_ARGS, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*_command(), *LONG_ARGS, "--out", str(out), *(["--fresh"] if fresh else [])],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     journal = out / "cells.jsonl"
@@ -78,5 +80,9 @@ def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path):
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "run the same command again to resume" in " ".join(err.split())
+    said = " ".join(err.split())
+    if fresh:  # the same command would delete what was saved: say so
+        assert "run the same command again without --fresh (with it, the saved cells are deleted) to resume" in said
+    else:
+        assert "run the same command again to resume" in said
     assert journal.read_bytes().count(b"\n") >= 5

@@ -245,3 +245,72 @@ def test_records_appended_after_a_resume_continue_the_line_numbers(tmp_path):
     assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2, 3, 4]
     with CellStore(tmp_path, "toy", {}) as store:
         assert len(store.done) == 4
+
+
+# -- journals, manifests and folders are untrusted input: every fault is a named refusal --
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda line: line.replace('"seconds":', '"seconds":NaN,"x":', 1), "not a journal record of this version"),
+        (lambda line: line.replace('"value":1', '"value":NaN', 1), "it holds a number that is not finite"),
+        (lambda line: line.replace('"value":1', '"value":1e400', 1), "it holds a number that is not finite"),
+        (lambda line: "[" * 100000 + "]" * 100000, "not a journal record"),
+        (lambda line: '"just a string"', "not a journal record"),
+        (lambda line: line.replace('"seq":2', '"seq":"2"', 1), "its line number is not a number"),
+    ],
+    ids=["nan-field", "nan-value", "1e400", "deeply-nested", "a-string", "text-seq"],
+)
+def test_a_hostile_journal_line_is_refused_by_its_line_number(tmp_path, edit, problem):
+    path, _ = _journal(tmp_path)
+    lines = path.read_text().splitlines()
+    lines[1] = edit(lines[1])
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(MonkError, match=rf"cells.jsonl', line 2: {problem}"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    ["[1, 2]", '"toy"', '{"experiment": "toy"}', '{"experiment": "toy", "config": [1]}', "[" * 100000],
+    ids=["list", "string", "no-config", "config-list", "deeply-nested"],
+)
+def test_a_manifest_of_the_wrong_shape_is_refused_by_name(tmp_path, manifest):
+    _journal(tmp_path)
+    (tmp_path / "manifest.json").write_text(manifest)
+    with pytest.raises(MonkError, match=r"manifest.json"):
+        CellStore(tmp_path, "toy", {}).open()
+
+
+def test_a_lock_that_is_a_directory_or_a_read_only_folder_is_a_clear_error(tmp_path):
+    import os
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / ".lock").mkdir()
+    with pytest.raises(MonkError, match=r"Cannot write in the results directory .*its lock file .lock is a directory"):
+        CellStore(tmp_path / "a", "toy", {}).open()
+    (tmp_path / "ro").mkdir()
+    os.chmod(tmp_path / "ro", 0o555)
+    try:
+        if os.access(tmp_path / "ro", os.W_OK):
+            pytest.skip("running as root: a read-only folder is writable")
+        with pytest.raises(MonkError, match=r"Cannot write in the results directory .*Permission denied"):
+            CellStore(tmp_path / "ro", "toy", {}).open()
+    finally:
+        os.chmod(tmp_path / "ro", 0o755)
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_folder_without_manifest_keeps_the_users_own_files(tmp_path, fresh):
+    (tmp_path / "results.csv").write_text("my,own\n1,2\n")
+    with pytest.raises(MonkError, match=r"has no manifest.json but holds results.csv.*left alone"):
+        CellStore(tmp_path, "toy", {}, fresh=fresh, outputs=("results.csv", "summary.csv")).open()
+    assert (tmp_path / "results.csv").read_text() == "my,own\n1,2\n"
+    assert not (tmp_path / "manifest.json").exists()
+    # other files beside the outputs' names are no reason to refuse
+    (tmp_path / "results.csv").unlink()
+    (tmp_path / "notes.txt").write_text("mine")
+    with CellStore(tmp_path, "toy", {}, fresh=fresh, outputs=("results.csv", "summary.csv")):
+        pass
+    assert (tmp_path / "notes.txt").read_text() == "mine"
