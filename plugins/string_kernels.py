@@ -246,6 +246,21 @@ class SubsequenceKernel(Kernel):
                 f"Use lam >= {need:.3g}."
             )
 
+    def check_sample(self, X: Any, *, name: str = "X") -> Any:
+        """A valid string sample, refused when every string is shorter than the shortest
+        subsequence length counted: all its feature vectors are 0, so every kernel value
+        with it (and any MMD against it) would be 0 whatever the strings say."""
+        Xs = super().check_sample(X, name=name)
+        need = min(self.levels)
+        longest = max(len(x) for x in Xs)
+        if longest < need:
+            raise ParameterError(
+                f"The 'n' parameter of SubsequenceKernel is {self.n}, but every string of {name} is shorter "
+                f"(the longest has {longest} character{'s' if longest != 1 else ''}): they have no subsequence "
+                f"of length {need}, so every kernel value with {name} would be 0. Use n <= {longest}."
+            )
+        return Xs
+
     @property
     def levels(self) -> list[int]:
         return list(range(1, self.n + 1)) if self.cumulative else [self.n]

@@ -70,6 +70,9 @@ def _files(root: Path) -> None:
     (root / "adir").mkdir()
     (root / "blocker").write_text("a file where a directory is expected")
     os.mkfifo(root / "pipe.csv")
+    np.savetxt(root / "nums.txt", rng.normal(0.5, 1.0, size=(40, 2)))
+    (root / "lead-missing.csv").write_text(",2.5\n1.0,2.0\n3.0,4.0\n")
+    (root / "short.fa").write_text(">a\nACG\n>b\nAC\n>c\nGT\n")
     _results_folders(root)
 
 
@@ -156,6 +159,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("manifest-wrong-shape", ["experiment", "exp1", "--quick", "--out", "mshape"], 1, r"'mshape/manifest.json' is not a manifest of a monkfw experiment"),
     ("lock-is-a-directory", ["experiment", "exp1", "--quick", "--out", "lockdir"], 1, r"results directory 'lockdir' \(its lock file .lock is a directory\)"),
     ("foreign-results-csv", ["experiment", "exp1", "--quick", "--out", "mine", "--fresh"], 1, r"'mine' has no manifest.json but holds results.csv"),
+    ("csv-first-value-missing", [*RUN, "--x", "lead-missing.csv", "--y", "y.npy"], 1, r"lead-missing.csv, line 1, column 1: a missing value"),
+    ("ssk-n-beyond-every-string", ["run", "-k", "ssk", "-e", "u-stat", "--x", "short.fa", "--y", "dna1.fa", "-p", "n=5"], 2,
+     r"'n' parameter of SubsequenceKernel is 5, but every string of X is shorter \(the longest has 3 characters\)"),
     ("experiment-out-is-a-file", ["experiment", "exp1", "--quick", "--out", "blocker"], 1, r"results directory 'blocker': it is a file, not a directory"),
     # -- data files ---------------------------------------------------------------------
     ("missing-file", [*RUN, "--x", "nope.npy", "--y", "y.npy"], 1, r"nope.npy: no such file"),
@@ -210,6 +216,7 @@ VALID: list[tuple[str, list[str]]] = [
     ("rbf-sigma-1e-200", ["run", "-k", "rbf", "-e", "v-stat", *SMALL, "-p", "sigma=1e-200", "--json"]),
     ("energy-on-1e200-data", ["run", "-k", "energy", "-e", "v-stat", "--x", "big1.npy", "--y", "big2.npy", "--json"]),
     ("lowercase-fasta", ["run", "-k", "ssk", "-e", "v-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=2", "--json"]),
+    ("numbers-in-a-txt-file", ["run", "-k", "rbf", "-e", "v-stat", "--x", "nums.txt", "--y", "y.npy", "--json"]),
     ("rbf-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("laplace-one-gross-outlier", ["run", "-k", "laplace", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("rbf-median-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "--json"]),

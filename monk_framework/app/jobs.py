@@ -166,8 +166,9 @@ def _load_samples(
     if x is not None:
         if needs_y and y is None:
             raise ParameterError("This estimator compares two samples: give --y as well as --x.")
-        X = load_sample(x, case_sensitive=case_sensitive)
-        Y = load_sample(y, case_sensitive=case_sensitive) if y is not None else None
+        kind = kernel.input_kind
+        X = load_sample(x, case_sensitive=case_sensitive, kind=kind)
+        Y = load_sample(y, case_sensitive=case_sensitive, kind=kind) if y is not None else None
         return X, Y, {"source": "files", "x": str(x), "y": None if y is None else str(y)}, ()
     notes: tuple[str, ...] = ()
     implicit = dataset is None

@@ -7,7 +7,7 @@ non-numeric; a file written by pandas' ``DataFrame.to_csv``, whose header starts
 empty cell, has its index column dropped; a missing value or a bad cell is reported
 with file, line and column). For string kernels:
 ``.txt`` (one string per line; the line ending is removed, nothing else; empty lines
-are skipped) and FASTA ``.fa``/``.fasta`` (records start with a ``>`` header line;
+are skipped; for a vector kernel, numbers: one point per line, as ``np.savetxt`` writes) and FASTA ``.fa``/``.fasta`` (records start with a ``>`` header line;
 a record's sequence is its following lines joined, whitespace removed; ``;`` lines
 are comments). FASTA is read case-insensitively by default: lowercase letters (which
 FASTA files use for soft-masked regions, e.g. repeats) are the same residues as
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import math
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,19 @@ from monk_framework.core.resources import available_memory, format_bytes
 __all__ = ["load_sample"]
 
 
-def load_sample(path: str | Path, *, case_sensitive: bool = False) -> np.ndarray | list[str]:
+def load_sample(
+    path: str | Path, *, case_sensitive: bool = False, kind: str | None = None
+) -> np.ndarray | list[str]:
     """Read a sample from a ``.npy``, ``.csv``, ``.tsv`` (vectors), ``.txt``, ``.fa`` or ``.fasta`` (strings) file.
 
+    ``kind`` is what the kernel takes, "vector" or "string" (None: not known). A ``.txt``
+    file is one string per line, unless ``kind="vector"``: then it holds numbers, one
+    point per line (what ``np.savetxt`` writes, separated by spaces, tabs or commas).
     FASTA sequences are upper-cased unless ``case_sensitive`` (see the module docstring).
     The result is validated later by the kernel that uses it (vectors or strings).
     """
+    if kind not in (None, "vector", "string"):
+        raise ValueError(f"load_sample: kind must be 'vector', 'string' or None; got {kind!r}")
     p = Path(path)
     if not p.exists():
         raise DataFileError(str(p), "no such file.")
@@ -57,6 +65,8 @@ def load_sample(path: str | Path, *, case_sensitive: bool = False) -> np.ndarray
     try:
         if readers[suffix] is _read_fasta:
             return _read_fasta(p, case_sensitive=case_sensitive)
+        if suffix == ".txt" and kind == "vector":
+            return _read_delimited(p, delimiter=_numbers_separator(p), numbers_text=True)
         return readers[suffix](p)
     except OSError as exc:  # unreadable: permissions, I/O errors
         raise DataFileError(str(p), f"cannot be read ({exc.strerror or exc}).") from None
@@ -137,58 +147,118 @@ def _cell_value(text: str) -> float | None:
         return None
 
 
-def _read_delimited(path: Path) -> np.ndarray:
-    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+#: bytes of memory the reader may need per byte of a CSV file: every value takes 8 bytes
+#: and the shortest one ("1,") takes 2 bytes of text, with room for the growth of the buffer
+DELIMITED_BYTES_PER_BYTE = 5
+
+
+def _pandas_header(first: list[str]) -> bool:
+    """Whether a first row with an empty first cell is the header pandas' ``to_csv``
+    writes (the unnamed index, then the column names): names that are not numbers, or
+    pandas' default names 0, 1, ..., k − 1. A data row whose first value is missing has
+    other numbers after it, and is read as data (its missing value is then reported)."""
+    names = first[1:]
+    if not names or not all(names):
+        return False
+    return all(_cell_value(n) is None for n in names) or names == [str(i) for i in range(len(names))]
+
+
+def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: bool = False) -> np.ndarray:
+    """The numbers of a CSV/TSV file (or a text file of numbers, ``delimiter=" "``): one
+    point per row, streamed into a float64 buffer (8 bytes a value), with the file, line
+    and column of any bad cell. ``numbers_text``: a ``.txt`` file of numbers, whose
+    only header lines are ``#`` comments (as ``np.savetxt`` writes them)."""
+    if delimiter is None:
+        delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    need = DELIMITED_BYTES_PER_BYTE * path.stat().st_size
+    avail = available_memory()
+    if avail is not None and need > 0.9 * avail:
+        raise ResourceError(
+            f"Reading {str(path)!r} ({format_bytes(path.stat().st_size)}) as numbers may need up to "
+            f"{format_bytes(need)}, but only {format_bytes(avail)} of memory are available; save it as .npy "
+            "(np.save) or use fewer points."
+        )
+    values = array("d")
+    width: int | None = None
+    width_line = 0
+    index_column = False
+    seen_first = False
     try:
         with path.open(newline="", encoding="utf-8") as handle:
-            rows = [
-                (lineno, [cell.strip() for cell in row])
-                for lineno, row in enumerate(csv.reader(handle, delimiter=delimiter), start=1)
-            ]
+            reader = csv.reader(handle, delimiter=delimiter, skipinitialspace=delimiter == " ")
+            for row in reader:
+                lineno = reader.line_num
+                cells = [cell.strip() for cell in row]
+                if delimiter == " ":
+                    cells = [c for c in cells if c]  # runs of spaces separate one pair of values
+                if not any(cells) or cells[0].startswith("#"):
+                    continue
+                if not seen_first:
+                    seen_first = True
+                    if numbers_text:
+                        pass  # np.savetxt's header is a '#' comment: every line is data
+                    elif len(cells) > 1 and not cells[0] and _pandas_header(cells):
+                        # pandas' DataFrame.to_csv: a header whose first cell is the unnamed
+                        # index, then each row's index label first; both are dropped
+                        index_column, width, width_line = True, len(cells) - 1, lineno
+                        continue
+                    elif all(cell and _cell_value(cell) is None for cell in cells):
+                        width, width_line = len(cells), lineno  # a header: names, not numbers
+                        continue
+                if index_column:
+                    if not cells[0]:
+                        raise DataFileError(str(path), "a row without its index label (the file's header is pandas').",
+                                            line=lineno, column=1)
+                    cells = cells[1:]
+                if width is None:
+                    width, width_line = len(cells), lineno
+                if len(cells) != width:
+                    raise DataFileError(str(path), f"has {len(cells)} columns where line {width_line} has {width}.",
+                                        line=lineno)
+                for j, cell in enumerate(cells):
+                    values.append(_checked_cell(path, cell, lineno, j + 1 + int(index_column), numbers_text))
     except UnicodeDecodeError as exc:
         raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
     except csv.Error as exc:
         raise DataFileError(str(path), f"malformed CSV ({exc}).") from None
-    rows = [(n, r) for n, r in rows if any(r) and not r[0].startswith("#")]
-    if not rows:
+    if not seen_first:
         raise DataFileError(str(path), "holds no data rows.")
-    first_line, first = rows[0]
-    if len(first) > 1 and not first[0]:
-        # pandas' DataFrame.to_csv: a header row whose first cell is empty (the unnamed
-        # index), then each row's index label in the first column; both are dropped
-        rows = [(n, r[1:]) for n, r in rows[1:]]
-        if not rows:
-            raise DataFileError(str(path), "holds a header row but no data rows.", line=first_line)
-    elif all(cell and _cell_value(cell) is None for cell in first):
-        rows = rows[1:]  # a header: every cell of the first row is a name, not a number
-        if not rows:
-            raise DataFileError(str(path), "holds a header row but no data rows.", line=first_line)
-    width = len(rows[0][1])
-    values = np.empty((len(rows), width), dtype=np.float64)
-    for i, (lineno, row) in enumerate(rows):
-        if len(row) != width:
+    if not values:
+        raise DataFileError(str(path), "holds a header row but no data rows.", line=width_line)
+    assert width is not None
+    return np.frombuffer(values, dtype=np.float64).reshape(-1, width)
+
+
+def _numbers_separator(path: Path) -> str:
+    """How a text file of numbers separates its values: the first data line decides
+    (a comma, a tab, else runs of spaces, as ``np.savetxt`` writes by default)."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                text = line.strip()
+                if text and not text.startswith("#"):
+                    return "," if "," in text else ("\t" if "\t" in text else " ")
+    except UnicodeDecodeError as exc:
+        raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
+    return " "
+
+
+def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: bool = False) -> float:
+    value = _cell_value(cell)
+    if value is None or math.isnan(value):
+        if not cell or cell.upper() in MISSING:
             raise DataFileError(
                 str(path),
-                f"has {len(row)} columns where line {rows[0][0]} has {width}.",
-                line=lineno,
+                f"a missing value ({cell!r}; pandas writes NA and NaN as an empty cell or <NA>): "
+                "drop or impute the missing values first, e.g. df.dropna().to_csv(path).",
+                line=line, column=column,
             )
-        for j, cell in enumerate(row):
-            value = _cell_value(cell)
-            if value is None or math.isnan(value):
-                if not cell or cell.upper() in MISSING:
-                    raise DataFileError(
-                        str(path),
-                        f"a missing value ({cell!r}; pandas writes NA and NaN as an empty cell or <NA>): "
-                        "drop or impute the missing values first, e.g. df.dropna().to_csv(path).",
-                        line=lineno, column=j + 1,
-                    )
-                raise DataFileError(str(path), f"cannot read {cell!r} as a number.", line=lineno, column=j + 1)
-            if not math.isfinite(value):
-                raise DataFileError(
-                    str(path), f"{cell!r} is not a finite number.", line=lineno, column=j + 1
-                )
-            values[i, j] = value
-    return values
+        hint = (" A .txt file is read as numbers, one point per line, for a vector kernel; as strings (one per "
+                "line) for a string kernel such as ssk.") if numbers_text else ""
+        raise DataFileError(str(path), f"cannot read {cell!r} as a number.{hint}", line=line, column=column)
+    if not math.isfinite(value):
+        raise DataFileError(str(path), f"{cell!r} is not a finite number.", line=line, column=column)
+    return value
 
 
 def _text_lines(path: Path) -> list[str]:

@@ -53,6 +53,15 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         isinstance(X, Sequence) and len(X) > 0 and all(isinstance(x, str) for x in X)
     ):
         raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
+    if isinstance(X, np.ma.MaskedArray):
+        # np.asarray would take the values under the mask as data
+        masked = int(np.ma.count_masked(X))
+        if masked:
+            raise DataError(
+                f"{name} is a masked array with {masked} masked value{'s' if masked > 1 else ''}; a sample has "
+                "no missing values. Drop the masked points (X[~X.mask.any(axis=1)]) or fill them first."
+            )
+        X = np.ma.getdata(X)
     try:
         arr = np.asarray(X)
     except (ValueError, TypeError) as exc:

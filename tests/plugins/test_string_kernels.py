@@ -283,3 +283,17 @@ def test_a_decay_whose_weights_underflow_is_refused_not_turned_into_zeros(regist
     kernel = registry.get_kernel("ssk", n=3, lam=1e-51)
     K = kernel.gram(["ACGTAC", "GGTACA"])
     assert (np.diag(K) == 1.0).all() and K.min() >= 0.0
+
+
+def test_an_ssk_whose_n_exceeds_every_string_of_a_sample_refuses_it(registry):
+    # every feature vector would be 0: MMD^2 = 0 and p = 1 whatever the strings, a wrong answer
+    kernel = registry.get_kernel("ssk", n=5)
+    X, Y = ["ACG", "AC", "GT"], ["ACGTACG", "CGTTA"]
+    for run in (lambda: registry.get_estimator("v-stat").estimate(kernel, X, Y), lambda: kernel.gram(X)):
+        with pytest.raises(ParameterError, match=r"'n' parameter of SubsequenceKernel is 5, but every string of X is "
+                           r"shorter \(the longest has 3 characters\).*Use n <= 3"):
+            run()
+    # one long enough string is a sample: the short ones are its zero vectors, as defined
+    assert registry.get_estimator("v-stat").estimate(kernel, ["ACG", "ACGTA"], Y).mmd2 > 0
+    # cumulative counts every length from 1: any nonempty string has features
+    assert registry.get_kernel("ssk", n=5, cumulative=True).gram(X).diagonal().tolist() == [1.0, 1.0, 1.0]

@@ -249,7 +249,9 @@ def test_string_and_vector_kernels_refuse_each_others_data(tmp_path):
     (tmp_path / "x.txt").write_text("ACGT\nAGGT\n")
     (tmp_path / "y.fa").write_text(">a\nACG\nT\n>b\nGGTA\n")
     wrong = invoke("run", "--kernel", "rbf", "--estimator", "v-stat", "--x", str(tmp_path / "x.txt"), "--y", str(tmp_path / "y.fa"))
-    assert wrong.exit_code == 1 and "X holds strings, but kernel 'rbf' needs numeric vectors" in wrong.output
+    # a .txt file is numbers for a vector kernel: its first string is named, with what to do
+    assert wrong.exit_code == 1 and "x.txt, line 1, column 1: cannot read 'ACGT' as a number" in wrong.output
+    assert "as strings (one per line) for a string kernel such as ssk" in " ".join(wrong.output.split())
     right = invoke("run", "--kernel", "ssk", "--param", "n=2", "--estimator", "v-stat", "--json",
                    "--x", str(tmp_path / "x.txt"), "--y", str(tmp_path / "y.fa"))
     assert right.exit_code == 0, right.output

@@ -225,4 +225,66 @@ def test_missing_values_of_pandas_are_named_with_what_to_do(tmp_path, cell):
     path.write_text(f",a,b\n0,1.0,2.0\n1,{cell},4.0\n")
     with pytest.raises(DataFileError, match=r"line 3.*missing value.*dropna") as info:
         load_sample(path)
-    assert "column 1" in str(info.value) or "column 1" in repr(info.value)
+    # the column as the file has it (the index label is column 1), where an editor shows it
+    assert "line 3, column 2" in str(info.value)
+
+
+# -- read as users mean it ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delimiter", [" ", "\t", ","], ids=["spaces", "tabs", "commas"])
+def test_a_text_file_of_numbers_is_read_as_vectors_for_a_vector_kernel(tmp_path, delimiter):
+    X = np.random.default_rng(1).normal(size=(7, 3))
+    path = tmp_path / "x.txt"
+    np.savetxt(path, X, delimiter=delimiter, header="made by np.savetxt")
+    np.testing.assert_array_equal(load_sample(path, kind="vector"), X)  # %.18e round-trips exactly
+    np.savetxt(path, X[:, 0])
+    np.testing.assert_array_equal(load_sample(path, kind="vector"), X[:, :1])
+    # for a string kernel (or without a kind) a .txt file stays one string per line
+    lines = [line for line in path.read_text().splitlines() if line]
+    assert load_sample(path, kind="string") == load_sample(path) == lines
+
+
+def test_a_text_file_of_numbers_names_its_bad_cell(tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_text("1.0 2.0\n3.0 x\n")
+    with pytest.raises(DataFileError, match=r"x.txt, line 2, column 2: cannot read 'x' as a number"):
+        load_sample(path, kind="vector")
+
+
+def test_a_csv_whose_first_value_is_missing_is_not_taken_for_a_pandas_file(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text(",2.5\n1.0,2.0\n3.0,4.0\n")
+    with pytest.raises(DataFileError, match=r"line 1, column 1: a missing value"):
+        load_sample(path)
+    # pandas' default column names 0..k-1 and named columns are still its header
+    path.write_text(",0,1\n0,1.5,2.0\n1,3.0,4.0\n")
+    np.testing.assert_array_equal(load_sample(path), [[1.5, 2.0], [3.0, 4.0]])
+
+
+def test_a_large_csv_is_streamed_into_float64_without_a_copy_per_cell(tmp_path):
+    # 200 000 values: the reader holds each as 8 bytes, not as a Python string and list
+    import tracemalloc
+
+    X = np.random.default_rng(2).normal(size=(20000, 10))
+    path = tmp_path / "x.csv"
+    np.savetxt(path, X, delimiter=",", fmt="%.17g")
+    tracemalloc.start()
+    got = load_sample(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    np.testing.assert_array_equal(got, X)
+    assert peak < 2.5 * X.nbytes, (peak, X.nbytes)  # the values and their buffer's growth
+    assert peak < 0.6 * path.stat().st_size
+
+
+def test_a_masked_array_is_refused_unless_nothing_is_masked():
+    from monk_framework import DataError, get_registry
+
+    reg = get_registry()
+    X = np.ma.masked_array(np.arange(8.0).reshape(4, 2), mask=[[0, 1], [0, 0], [1, 1], [0, 0]])
+    with pytest.raises(DataError, match=r"X is a masked array with 3 masked values"):
+        reg.get_estimator("v-stat").estimate(reg.get_kernel("rbf", sigma=1.0), X, np.ones((3, 2)))
+    clear = np.ma.masked_array(np.arange(8.0).reshape(4, 2))
+    kernel = reg.get_kernel("rbf", sigma=1.0)
+    assert kernel.gram(clear).tolist() == kernel.gram(np.arange(8.0).reshape(4, 2)).tolist()
