@@ -42,9 +42,9 @@ import attrs
 import numpy as np
 
 from monk_framework import Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
-from monk_framework.core.errors import ParameterError
+from monk_framework.core.errors import ParameterError, ResourceError
 from monk_framework.core.params import integer, integer_or, one_of, real_or
-from monk_framework.core.resources import Resources
+from monk_framework.core.resources import Resources, format_bytes
 from monk_framework.core.samples import Sample
 from monk_framework.engine.gram_sources import MatrixFreeGram, PermutedGram
 from monk_framework.engine.lepski import choose_n_blocks
@@ -74,6 +74,12 @@ AUTHORS_EXTRA_PARTITIONS = 4
 PAPER_RESHUFFLE_EVERY = 10
 #: the trace is kept by default up to this many iterations.
 AUTO_TRACE_MAX_ITER = 1000
+#: bytes a trace value takes on its way to the user: a Python float in a list, then its
+#: JSON text (measured about 60; with room)
+TRACE_VALUE_BYTES = 100
+#: bytes a drawn partition takes per point: its labels (8, measured) and the temporaries
+#: of its block sums
+PARTITION_POINT_BYTES = 16
 #: bytes of the indicator matrix W and of K W when a shared pooled Gram gives BCD-Fast's sums
 SHARED_SUMS_BYTES = 64 * 1024 * 1024
 
@@ -162,6 +168,21 @@ class _MonkMMD(MMDEstimator):
             return self.n_iter <= AUTO_TRACE_MAX_ITER
         return bool(self.trace)
 
+    def _new_trace(self, ctx: _Context) -> list[float] | None:
+        """Where the iterations record their objective: a list with a trace, None without.
+        A trace that the memory budget cannot hold (n_iter is the user's number) is refused
+        before the first iteration."""
+        if not self.keep_trace:
+            return None
+        need = TRACE_VALUE_BYTES * (self.n_iter + 1)
+        if not ctx.resources.fits(need):
+            raise ResourceError(
+                f"{self.name}: trace=True with n_iter={self.n_iter:,} records {self.n_iter + 1:,} values, about "
+                f"{format_bytes(need)}, over the memory budget of {format_bytes(ctx.resources.budget or 0)}; use "
+                "trace=False (the estimate needs no trace) or fewer iterations."
+            )
+        return []
+
     def _context(self, kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> _Context:
         return _Context(kernel, X, Y, "auto", resources)
 
@@ -247,7 +268,7 @@ class _MonkMMD(MMDEstimator):
 
     def _result(
         self, objective: float, n_blocks: int, part: Any, block: int, values: np.ndarray,
-        trace: list[float], extra: dict[str, Any], timings: dict[str, float],
+        trace: list[float] | None, extra: dict[str, Any], timings: dict[str, float],
     ) -> Estimate:
         diagnostics: dict[str, Any] = {
             "n_blocks": n_blocks,
@@ -324,14 +345,15 @@ class MonkBCD(_MonkMMD):
         norm0 = math.sqrt(max(float(g.sum()), 1e-300))
         c = np.full(N, 1.0 / norm0)
         g = g / norm0  # g = (K + εI) c, kept up to date instead of recomputed
-        trace: list[float] = []
+        trace = self._new_trace(ctx)
         part = None
         for t in range(self.n_iter):
             part = pair_partition(ctx.n, ctx.m, n_blocks, rng)
             w = part.difference_weights()
             labels = part.pooled_labels()
             values = np.bincount(labels, weights=w * g, minlength=n_blocks)
-            trace.append(float(median_value(values)))
+            if trace is not None:
+                trace.append(float(median_value(values)))
             q = median_block(values)
             idx = np.flatnonzero(labels == q)
             v = w[idx]
@@ -345,7 +367,8 @@ class MonkBCD(_MonkMMD):
             g = (1.0 - eta) * g + (eta * scale) * g_new
         assert part is not None
         final = np.bincount(labels, weights=w * g, minlength=n_blocks)
-        trace.append(float(median_value(final)))
+        if trace is not None:
+            trace.append(float(median_value(final)))
         if self.resolved_report == "final":
             values = final
         # else: the block values of the last iteration, before its update (the published code)
@@ -524,6 +547,31 @@ class MonkBCDFast(_MonkMMD):
                 "solver='exact' uses one partition and does not iterate."
             )
 
+    def partition_count(self) -> int:
+        """How many partitions the iterations draw: the first, then one per reshuffle
+        (the t with :meth:`reshuffles_at`), counted without walking the iterations."""
+        if self.solver == "exact":
+            return 1
+        if self.reshuffle_every == "auto":
+            if self.variant == "authors":
+                period = (self.n_iter - AUTHORS_STALL) // AUTHORS_EXTRA_PARTITIONS
+                return 1 + (len(range(AUTHORS_STALL + period, self.n_iter, period)) if period > 0 else 0)
+            return 1 + len(range(PAPER_RESHUFFLE_EVERY, self.n_iter, PAPER_RESHUFFLE_EVERY))
+        every = int(self.reshuffle_every)
+        return 1 + (len(range(every, self.n_iter, every)) if every > 0 else 0)
+
+    def _check_partitions(self, ctx: _Context, n_blocks: int) -> None:
+        """Every partition is drawn before the iterations: refuse, before drawing, a count
+        (from n_iter and reshuffle_every, the user's numbers) that the budget cannot hold."""
+        count = self.partition_count()
+        need = PARTITION_POINT_BYTES * count * (ctx.n + ctx.m)
+        if not ctx.resources.fits(need):
+            raise ResourceError(
+                f"{self.name}: n_iter={self.n_iter:,} with reshuffle_every={self.reshuffle_every!r} draws "
+                f"{count:,} partitions of {ctx.n + ctx.m:,} points, about {format_bytes(need)}, over the memory "
+                f"budget of {format_bytes(ctx.resources.budget or 0)}; reshuffle less often, or use fewer iterations."
+            )
+
     def reshuffles_at(self, t: int) -> bool:
         """Whether a new partition is drawn before iteration t (t = 0 always starts one)."""
         if self.reshuffle_every == "auto":
@@ -541,13 +589,14 @@ class MonkBCDFast(_MonkMMD):
         ridge = self.resolved_ridge
         # every partition is drawn first (the iterations draw nothing else, so the stream
         # is the same), which lets a shared pooled Gram give all their sums at once
+        self._check_partitions(ctx, n_blocks)
         starts = [t for t in range(self.n_iter) if t == 0 or self.reshuffles_at(t)]
         drawn = [pair_partition(ctx.n, ctx.m, n_blocks, rng) for _ in starts]
         tick = time.perf_counter()
         schedule = dict(zip(starts, zip(drawn, within_block_stats(ctx, drawn, ridge))))
         gram_s = time.perf_counter() - tick
         alpha = beta = None
-        trace: list[float] = []
+        trace = self._new_trace(ctx)
         part = stats = None
         for t in range(self.n_iter):
             if t in schedule:
@@ -559,14 +608,16 @@ class MonkBCDFast(_MonkMMD):
                     alpha, beta = np.zeros(n_blocks), stats.inv_norm_v.copy()
             assert stats is not None and alpha is not None and beta is not None
             values = alpha * stats.one_v + beta * stats.v_v
-            trace.append(float(median_value(values)))
+            if trace is not None:
+                trace.append(float(median_value(values)))
             q = median_block(values)
             eta = self.step_size(t)
             alpha[q] += eta * (0.0 - alpha[q])
             beta[q] += eta * (stats.inv_norm_v[q] - beta[q])
         assert stats is not None and alpha is not None and beta is not None and part is not None
         final = alpha * stats.one_v + beta * stats.v_v
-        trace.append(float(median_value(final)))
+        if trace is not None:
+            trace.append(float(median_value(final)))
         if self.resolved_report == "final":
             values = final
         # else: the block values of the last iteration, before its update (the published code)

@@ -796,3 +796,31 @@ def test_report_auto_follows_the_variant_and_is_recorded(registry, rng):
             assert result.mmd2 == pytest.approx(reported * abs(reported), abs=1e-14)
     with pytest.raises(ParameterError, match="'report'.*'before-update', 'final'"):
         registry.get_estimator("monk-bcd", report="last")
+
+
+@pytest.mark.parametrize("variant", ["authors", "paper"])
+@pytest.mark.parametrize("every", ["auto", 0, 1, 7])
+@pytest.mark.parametrize("n_iter", [1, 9, 11, 14, 15, 40, 101])
+def test_bcd_fast_counts_its_partitions_without_walking_the_iterations(registry, variant, every, n_iter):
+    est = registry.get_estimator("monk-bcd-fast", n_blocks=3, n_iter=n_iter, variant=variant, reshuffle_every=every)
+    walked = sum(1 for t in range(n_iter) if t == 0 or est.reshuffles_at(t))
+    assert est.partition_count() == walked
+
+
+def test_iteration_and_reshuffle_counts_beyond_the_budget_are_refused_before_allocating(registry, rng):
+    from monk_framework.core.errors import ResourceError
+
+    X, Y = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
+    kernel = registry.get_kernel("rbf", sigma=1.0)
+    fast = registry.get_estimator("monk-bcd-fast", n_blocks=3, n_iter=10**8, reshuffle_every=1)
+    with pytest.raises(ResourceError, match=r"n_iter=100,000,000 with reshuffle_every=1 draws 100,000,000 partitions of "
+                       r"80 points, about .* over the memory budget of 1.0 MiB"):
+        fast.estimate(kernel, X, Y, max_memory="1MiB")
+    traced = registry.get_estimator("monk-bcd", n_blocks=3, n_iter=10**6, trace=True)
+    with pytest.raises(ResourceError, match=r"trace=True with n_iter=1,000,000 records 1,000,001 values"):
+        traced.estimate(kernel, X, Y, max_memory="1MiB")
+    # without a trace nothing grows with n_iter, and 'auto' keeps none beyond 1000 iterations
+    quiet = registry.get_estimator("monk-bcd", n_blocks=3, n_iter=1500)
+    assert "trace" not in quiet.estimate(kernel, X, Y, max_memory="1MiB").diagnostics
+    kept = registry.get_estimator("monk-bcd", n_blocks=3, n_iter=20).estimate(kernel, X, Y, rng=2)
+    assert len(kept.diagnostics["trace"]) == 21

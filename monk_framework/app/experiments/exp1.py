@@ -145,6 +145,9 @@ class Exp1(Experiment):
         if "gauss-outliers" in self.settings and min(self.sizes) < 5:
             raise ParameterError("Experiment 1: the contaminated setting replaces 5 points; sizes must be >= 5.")
 
+    def cell_count(self) -> int:
+        return len(self.settings) * len(self.kernels) * len(self.sizes) * self.runs
+
     def cells(self) -> list[Cell]:
         return [
             Cell({

@@ -140,6 +140,9 @@ class Exp2(Experiment):
             grams[_point_label(point)] = kernel.gram(everything)
         return {"EI": pools["EI"], "IE": pools["IE"], "grams": grams}
 
+    def cell_count(self) -> int:
+        return len(self.panels) * len(self.sizes) * self.runs
+
     def cells(self) -> list[Cell]:
         return [
             Cell({

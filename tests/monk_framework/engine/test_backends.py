@@ -99,3 +99,17 @@ def test_bands_use_the_cores_from_parallel_min_bands_on(monkeypatch):
     assert isinstance(for_bands(PARALLEL_MIN_BANDS), ThreadBackend)
     with on_this_thread():
         assert isinstance(for_bands(100), LocalBackend)
+
+
+def test_workers_beyond_memory_are_refused_before_a_cluster_starts():
+    from monk_framework.core.errors import ResourceError
+    from monk_framework.core.resources import available_memory
+    from monk_framework.engine.backends import WORKER_PROCESS_BYTES, check_backend_options
+
+    avail = available_memory()
+    if avail is None:
+        pytest.skip("the available memory is unknown here")
+    too_many = int(avail // WORKER_PROCESS_BYTES) + 1
+    with pytest.raises(ResourceError, match=rf"--workers {too_many:,} starts {too_many:,} worker processes .* use at most"):
+        check_backend_options("dask", None, too_many)
+    check_backend_options("dask", None, 2)

@@ -314,3 +314,18 @@ def test_a_folder_without_manifest_keeps_the_users_own_files(tmp_path, fresh):
     with CellStore(tmp_path, "toy", {}, fresh=fresh, outputs=("results.csv", "summary.csv")):
         pass
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_plan_beyond_memory_is_refused_before_it_is_built_or_the_folder_touched(tmp_path):
+    from monk_framework.app.experiments import get_experiment, run_experiment
+    from monk_framework.core.errors import ResourceError
+
+    for name in ("exp1", "exp2"):
+        exp = get_experiment(name, quick=True, runs=10**12)
+        assert exp.cell_count() > 10**12
+        with pytest.raises(ResourceError, match=rf"{name}: [\d,]+ cells \(1,000,000,000,000 runs \(--runs\) for each of "
+                           r"\d+ settings\) need about .* use --runs [\d,]+ or fewer"):
+            run_experiment(exp, tmp_path / name)
+        assert not (tmp_path / name).exists()
+        small = get_experiment(name, quick=True)
+        assert small.cell_count() == len(small.cells())
