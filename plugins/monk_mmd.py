@@ -80,6 +80,9 @@ TRACE_VALUE_BYTES = 100
 #: bytes a drawn partition takes per point: its labels (8, measured) and the temporaries
 #: of its block sums
 PARTITION_POINT_BYTES = 16
+#: a trace or a set of partitions this small is never refused, whatever the budget (a
+#: budget of a few kB forces the Gram matrices into tiles; it is not about these)
+SMALL_BYTES = 64 * 2**20
 #: bytes of the indicator matrix W and of K W when a shared pooled Gram gives BCD-Fast's sums
 SHARED_SUMS_BYTES = 64 * 1024 * 1024
 
@@ -175,7 +178,7 @@ class _MonkMMD(MMDEstimator):
         if not self.keep_trace:
             return None
         need = TRACE_VALUE_BYTES * (self.n_iter + 1)
-        if not ctx.resources.fits(need):
+        if need > SMALL_BYTES and not ctx.resources.fits(need):
             raise ResourceError(
                 f"{self.name}: trace=True with n_iter={self.n_iter:,} records {self.n_iter + 1:,} values, about "
                 f"{format_bytes(need)}, over the memory budget of {format_bytes(ctx.resources.budget or 0)}; use "
@@ -565,7 +568,7 @@ class MonkBCDFast(_MonkMMD):
         (from n_iter and reshuffle_every, the user's numbers) that the budget cannot hold."""
         count = self.partition_count()
         need = PARTITION_POINT_BYTES * count * (ctx.n + ctx.m)
-        if not ctx.resources.fits(need):
+        if need > SMALL_BYTES and not ctx.resources.fits(need):
             raise ResourceError(
                 f"{self.name}: n_iter={self.n_iter:,} with reshuffle_every={self.reshuffle_every!r} draws "
                 f"{count:,} partitions of {ctx.n + ctx.m:,} points, about {format_bytes(need)}, over the memory "

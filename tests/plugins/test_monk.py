@@ -816,9 +816,11 @@ def test_iteration_and_reshuffle_counts_beyond_the_budget_are_refused_before_all
     with pytest.raises(ResourceError, match=r"n_iter=100,000,000 with reshuffle_every=1 draws 100,000,000 partitions of "
                        r"80 points, about .* over the memory budget of 1.0 MiB"):
         fast.estimate(kernel, X, Y, max_memory="1MiB")
-    traced = registry.get_estimator("monk-bcd", n_blocks=3, n_iter=10**6, trace=True)
-    with pytest.raises(ResourceError, match=r"trace=True with n_iter=1,000,000 records 1,000,001 values"):
+    traced = registry.get_estimator("monk-bcd", n_blocks=3, n_iter=10**7, trace=True)
+    with pytest.raises(ResourceError, match=r"trace=True with n_iter=10,000,000 records 10,000,001 values"):
         traced.estimate(kernel, X, Y, max_memory="1MiB")
+    # small ones are never refused: a tiny budget forces tiles, it is not about them
+    registry.get_estimator("monk-bcd-fast", n_blocks=3, n_iter=100).estimate(kernel, X, Y, max_memory="1kB")
     # without a trace nothing grows with n_iter, and 'auto' keeps none beyond 1000 iterations
     quiet = registry.get_estimator("monk-bcd", n_blocks=3, n_iter=1500)
     assert "trace" not in quiet.estimate(kernel, X, Y, max_memory="1MiB").diagnostics
