@@ -15,26 +15,39 @@ same kit in monk_framework's own test suite.
 ``compute_features``) directly, so it finds faults that the framework's own guards would
 otherwise report only at run time: a Gram block of the wrong shape, an asymmetric
 kernel, a ``compute_diag`` that disagrees with ``compute_gram``'s diagonal, randomness in a kernel,
-a kernel declared PSD with negative eigenvalues, a broken feature map or bound.
+a kernel declared PSD with negative eigenvalues, a broken feature map or bound. Every
+optional hook the engine may call is checked against its definition: ``sup_diag`` bounds
+every value, ``feature_diameter`` every distance between feature vectors,
+``translation_invariant`` holds under a shift, ``spectral_frequencies`` give the kernel
+by Bochner's theorem (Monte Carlo on 100 pairs), ``gaussian_expectation`` matches
+20 000 draws, ``compute_block_gram`` is WᵀKW.
 
 :func:`check_estimator` checks that an estimate is reproducible from a seed and
 round-trips through JSON, that a sample below the estimator's minimum size is a clear
 error, and the reduction theory gives: with one block (``n_blocks=1``, no ridge) an
-MMD estimator is the V-statistic and an embedding estimator the empirical mean.
+MMD estimator is the V-statistic and an embedding estimator the empirical mean. The
+hooks a test calls are checked against the estimator's own core: ``permuted_statistics``
+is ``compute_estimate`` on each relabelled pair with the same randomness,
+``mmd2_from_sums`` and a declared ``role`` give the estimate, a ``fixed_partition``
+covers the samples and its ``partition_statistics`` are finite and reproducible, and
+``diagnostic_rows`` are pairs of strings.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from monk_framework.core.errors import DataError, MonkError
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
+from monk_framework.core.resources import Resources
 from monk_framework.core.results import Embedding, MMDResult
 from monk_framework.core.samples import Sample
+from monk_framework.engine.partitions import Partition
+from monk_framework.engine.pooled import PooledSample, sample_sums, u_statistic, v_statistic
 
 __all__ = ["check_kernel", "check_estimator", "sample_for"]
 
@@ -53,7 +66,7 @@ def sample_for(input_kind: str, n: int, seed: int, shift: float = 0.0) -> Any:
     return gen.normal(size=(n, 3)) * 0.5 + shift
 
 
-def _fail(label: str, message: str) -> None:
+def _fail(label: str, message: str) -> NoReturn:
     raise AssertionError(f"{label}: {message}")
 
 
@@ -66,11 +79,12 @@ def _check_metadata(cls: Any, base: type, label: str) -> Any:
     for attr in ("summary", "formula"):
         if not isinstance(getattr(cls, attr, None), str) or not getattr(cls, attr):
             _fail(label, f"needs a non-empty class attribute {attr!r} (the docs and 'monkfw describe' show it).")
+    plugin: Any = cls  # a Configurable subclass from here on
     try:
-        obj = cls()
+        obj = plugin()
     except Exception as exc:  # noqa: BLE001 - any failure here is the plugin's
         _fail(label, f"cannot be built with its defaults: {type(exc).__name__}: {exc}. Every parameter needs a default.")
-    if cls.from_params(obj.params()) != obj:
+    if plugin.from_params(obj.params()) != obj:
         _fail(label, "from_params(params()) does not give the same object back.")
     return obj
 
@@ -142,6 +156,86 @@ def check_kernel(cls: type[Kernel]) -> None:
         _fail(label, f"compute_block_gram fails the framework's checks: {exc}")
     if G is not None and _relative(G, W.T @ public @ W) > RTOL:
         _fail(label, "compute_block_gram(X, W, diag) is not W' K W for the Gram matrix K of X.")
+    _check_bounds(kernel, label, public, Kxy, d)
+    if cls.translation_invariant and cls.input_kind == "vector":
+        shift = np.asarray(Xv)[:1] * 0.0 + 0.37
+        moved = np.asarray(kernel.compute_gram(np.asarray(Xv) + shift, np.asarray(Yv) + shift), dtype=np.float64)
+        if _relative(moved, Kxy) > 1e-6:
+            _fail(label, "declares translation_invariant = True but k(x + c, y + c) differs from k(x, y).")
+    _check_spectral_frequencies(kernel, label, Xv, Yv, Kxy)
+    _check_gaussian_expectation(kernel, label)
+
+
+def _check_bounds(kernel: Kernel, label: str, K: np.ndarray, Kxy: np.ndarray, d: np.ndarray) -> None:
+    """sup_diag bounds every value (Cauchy–Schwarz), and feature_diameter every distance
+    ‖φ(x) − φ(x′)‖ = √(k(x, x) + k(x′, x′) − 2k(x, x′)) between points of the sample: a
+    robust test's guarantee is computed from them."""
+    kappa = kernel.sup_diag()
+    if kappa is not None and max(np.abs(K).max(), np.abs(Kxy).max()) > kappa * (1 + 1e-9):
+        _fail(label, f"declares sup_diag() = {kappa:.6g} but a value k(x, y) reaches {max(np.abs(K).max(), np.abs(Kxy).max()):.6g}.")
+    diameter = kernel.feature_diameter()
+    if kappa is None and diameter is not None:
+        _fail(label, "declares a feature_diameter but no sup_diag: a bounded feature map has bounded k(x, x).")
+    if diameter is not None:
+        dist2 = d[:, None] + d[None, :] - 2.0 * K
+        reached = float(np.sqrt(max(float(dist2.max()), 0.0)))
+        if reached > diameter * (1 + 1e-9) + 1e-12:
+            _fail(label, f"declares feature_diameter() = {diameter:.6g} but two points are {reached:.6g} apart in feature space.")
+
+
+#: frequencies drawn to check spectral_frequencies: the Monte-Carlo error of each value is
+#: at most 1/√(2 · 40 000) ≈ 0.0035 (a cosine's variance is at most 1/2)
+SPECTRAL_DRAWS = 40000
+
+
+def _check_spectral_frequencies(kernel: Kernel, label: str, X: Sample, Y: Sample, Kxy: np.ndarray) -> None:
+    """Bochner: k(x, y) = k(x, x) · E_ω cos(ωᵀ(x − y)) for the frequencies a
+    translation-invariant kernel draws; checked by Monte Carlo on 10 × 10 pairs (the
+    random Fourier features of ``rff`` are built from them)."""
+    try:
+        omega = kernel.spectral_frequencies(np.asarray(X).shape[1], SPECTRAL_DRAWS, np.random.default_rng(7)) \
+            if kernel.input_kind == "vector" else None
+    except MonkError:
+        return  # not available for these parameters (e.g. a fitted bandwidth missing)
+    if omega is None:
+        return
+    omega = np.asarray(omega, dtype=np.float64)
+    d = np.asarray(X).shape[1]
+    if omega.shape != (SPECTRAL_DRAWS, d) or not np.isfinite(omega).all():
+        _fail(label, f"spectral_frequencies(d={d}, n_features={SPECTRAL_DRAWS}) must return {SPECTRAL_DRAWS} finite rows of "
+                     f"{d} frequencies; got shape {omega.shape}.")
+    again = np.asarray(kernel.spectral_frequencies(d, SPECTRAL_DRAWS, np.random.default_rng(7)))
+    if not np.array_equal(omega, again):
+        _fail(label, "spectral_frequencies gives different frequencies from the same rng: draw them from rng only.")
+    A, B = np.asarray(X)[:10], np.asarray(Y)[:10]
+    diffs = (A[:, None, :] - B[None, :, :]).reshape(-1, d)
+    scale = float(np.asarray(kernel.compute_diag(A[:1]))[0])
+    approx = scale * np.cos(diffs @ omega.T).mean(axis=1).reshape(10, 10)
+    worst = float(np.abs(approx - Kxy[:10, :10]).max())
+    # 0.025 is seven Monte-Carlo standard errors of one value
+    if worst > 0.025 * max(scale, 1e-300):
+        _fail(label, f"spectral_frequencies do not give the kernel: k(x, x) E cos(w'(x - y)) differs from k(x, y) by "
+                     f"up to {worst:.3g} over 100 pairs (Bochner's theorem; random Fourier features would be biased).")
+
+
+def _check_gaussian_expectation(kernel: Kernel, label: str) -> None:
+    """E k(x, y) for x ~ N(m1, c1), y ~ N(m2, c2) against a Monte-Carlo mean of 20 000
+    pairs, within five of its standard errors (the built-in data sets' true MMD comes
+    from it)."""
+    if kernel.input_kind != "vector":
+        return
+    m1, m2 = np.array([0.1, -0.2]), np.array([0.6, 0.3])
+    c1, c2 = np.array([[1.0, 0.3], [0.3, 0.8]]), np.array([[0.5, 0.0], [0.0, 1.2]])
+    try:
+        closed = float(kernel.gaussian_expectation(m1, c1, m2, c2))
+    except MonkError:
+        return  # no closed form: nothing claimed
+    gen = np.random.default_rng(8)
+    x, y = gen.multivariate_normal(m1, c1, 20000), gen.multivariate_normal(m2, c2, 20000)
+    values = kernel.pair_values(x, y)
+    mean, err = float(values.mean()), float(values.std() / np.sqrt(len(values)))
+    if not np.isfinite(closed) or abs(closed - mean) > 5 * err + 1e-12 * max(1.0, abs(mean)):
+        _fail(label, f"gaussian_expectation gives E k(x, y) = {closed:.6g}, but 20 000 draws give {mean:.6g} +/- {err:.2g}.")
 
 
 def _mmd_v(kernel: Kernel, X: Sample, Y: Sample) -> float:
@@ -171,6 +265,11 @@ def check_estimator(cls: type[Estimator], *, kernel: Kernel | None = None) -> No
             _fail(label, "returns a non-finite MMD².")
         if MMDResult.from_json(a.to_json()) != a:
             _fail(label, "its result does not round-trip through JSON (diagnostics must be JSON values).")
+        rows = est.diagnostic_rows(a.diagnostics, a.timings)
+        if not (isinstance(rows, list) and all(isinstance(r, tuple) and len(r) == 2 and all(isinstance(t, str) for t in r)
+                                               for r in rows)):
+            _fail(label, "diagnostic_rows must return a list of (label, text) pairs of strings.")
+        _check_test_hooks(est, kernel, X, Y, a.mmd2, label)
     else:
         a2, b2 = est.embed(kernel, X, rng=11), est.embed(kernel, X, rng=11)
         if not np.array_equal(a2.weights, b2.weights):
@@ -199,6 +298,56 @@ def check_estimator(cls: type[Estimator], *, kernel: Kernel | None = None) -> No
             w = one.embed(kernel, X, rng=3).weights
             if not np.allclose(w, 1 / len(X), rtol=1e-8, atol=0):
                 _fail(label, "with n_blocks=1 does not give the empirical mean embedding (weights 1/N).")
+
+
+def _check_test_hooks(est: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, mmd2: float, label: str) -> None:
+    """The hooks a test calls, against the estimator's own core: the MMD² of a
+    relabelling from ``permuted_statistics`` is ``compute_estimate`` on the relabelled
+    samples with the same randomness; ``mmd2_from_sums`` of the samples' kernel sums is the
+    estimate; a declared ``role`` is that classical statistic; a fixed partition covers
+    the samples and its ``partition_statistics`` are finite and reproducible."""
+    resources = Resources.of()
+    Xv, Yv = kernel.check_pair(X, Y)
+    fitted = kernel.fit(Xv, Yv)
+    pool = PooledSample(fitted, Xv, Yv, resources=resources)
+    n, m = len(Xv), len(Yv)
+    gen = np.random.default_rng(4)
+    perms = np.vstack([np.arange(n + m), gen.permutation(n + m), gen.permutation(n + m)])
+    seeds = [np.random.SeedSequence(20 + b) for b in range(len(perms))]
+
+    def streams() -> list[np.random.Generator]:
+        return [np.random.default_rng(seed) for seed in seeds]
+
+    got = np.asarray(est.permuted_statistics(pool, perms, streams()), dtype=np.float64)
+    want = np.array([est.compute_estimate(fitted, *pool.relabelled(p), rng, resources).mmd2 for p, rng in zip(perms, streams())])
+    if got.shape != want.shape or _relative(got, want) > 1e-8:
+        _fail(label, "permuted_statistics(pool, perms, rngs) differs from compute_estimate on the relabelled samples "
+                     "with the same rng: a permutation test would not test this estimator.")
+    if not 1 <= int(est.permutation_batch(pool)):
+        _fail(label, "permutation_batch(pool) must be at least 1.")
+    sums = sample_sums(pool, perms[:1])
+    from_sums = est.mmd2_from_sums(sums, n, m)
+    if from_sums is not None and abs(float(np.asarray(from_sums).ravel()[0]) - mmd2) > 1e-8 * max(abs(mmd2), 1e-12):
+        _fail(label, f"mmd2_from_sums of the samples' kernel sums gives {float(np.asarray(from_sums).ravel()[0]):.10g}, "
+                     f"but the estimate is {mmd2:.10g}; robust tests compute it inside every block.")
+    if est.role is not None:
+        classical = {"v-statistic": v_statistic, "u-statistic": u_statistic}.get(est.role)
+        if classical is None:
+            _fail(label, f"role must be 'v-statistic', 'u-statistic' or None; got {est.role!r}.")
+        expected = float(np.asarray(classical(sums, n, m)).ravel()[0])
+        if abs(expected - mmd2) > 1e-8 * max(abs(expected), 1e-12):
+            _fail(label, f"declares role {est.role!r} but estimates MMD^2 = {mmd2:.10g} where that statistic is "
+                         f"{expected:.10g}; tests built on the role would use it.")
+    partition = est.fixed_partition(n, m, np.random.default_rng(9))
+    if partition is not None:
+        sizes = None if not isinstance(partition, Partition) or partition.y_labels is None else (
+            len(partition.x_labels), len(partition.y_labels))
+        if sizes != (n, m):
+            _fail(label, f"fixed_partition({n}, {m}, rng) must return a Partition of the {n} + {m} points.")
+        first = np.asarray(est.partition_statistics(pool, partition, perms, streams()), dtype=np.float64)
+        again = np.asarray(est.partition_statistics(pool, partition, perms, streams()), dtype=np.float64)
+        if first.shape != (len(perms),) or not np.isfinite(first).all() or not np.array_equal(first, again):
+            _fail(label, "partition_statistics must give one finite MMD^2 per relabelling, the same from the same rngs.")
 
 
 def _gaussian_kernel_class() -> type[Kernel]:

@@ -94,9 +94,80 @@ class RightBlockGram(Cauchy):
         return W.T @ self.compute_gram(Z, Z) @ W
 
 
+@attrs.frozen(kw_only=True)
+class Gauss(Cauchy):
+    """A correct translation-invariant bounded kernel with every optional hook:
+    k(x, y) = exp(-||x - y||^2 / 2), frequencies N(0, I), sup k(x, x) = 1, E k closed form."""
+
+    name: ClassVar[str] = "gauss"
+    translation_invariant: ClassVar[bool] = True
+    nonnegative: ClassVar[bool] = True
+    #: how the broken subclasses below bend the hooks
+    spread: ClassVar[float] = 1.0
+    diameter: ClassVar[float] = 2.0**0.5
+    expectation_bias: ClassVar[float] = 0.0
+
+    def compute_gram(self, X, Y):
+        return np.exp(-0.5 * ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1))
+
+    def spectral_frequencies(self, d, n_features, rng):
+        return self.spread * rng.standard_normal((n_features, d))
+
+    def sup_diag(self):
+        return 1.0
+
+    def feature_diameter(self):
+        return self.diameter
+
+    def gaussian_expectation(self, m1, c1, m2, c2):
+        d = m1.size
+        S = c1 + c2 + np.eye(d)
+        delta = m1 - m2
+        return float(np.linalg.det(S) ** -0.5 * np.exp(-0.5 * delta @ np.linalg.solve(S, delta))) + self.expectation_bias
+
+
+@attrs.frozen(kw_only=True)
+class WrongFrequencies(Gauss):
+    name: ClassVar[str] = "wrong-frequencies"
+    spread: ClassVar[float] = 1.3  # the kernel of bandwidth 1/1.3: rff would be biased
+
+
+@attrs.frozen(kw_only=True)
+class SmallDiameter(Gauss):
+    name: ClassVar[str] = "small-diameter"
+    diameter: ClassVar[float] = 0.5  # a robust test's guarantee would be computed from it
+
+
+@attrs.frozen(kw_only=True)
+class WrongExpectation(Gauss):
+    name: ClassVar[str] = "wrong-expectation"
+    expectation_bias: ClassVar[float] = 0.02
+
+
+@attrs.frozen(kw_only=True)
+class NotInvariant(Cauchy):
+    name: ClassVar[str] = "not-invariant"
+    translation_invariant: ClassVar[bool] = True
+
+    def compute_gram(self, X, Y):
+        return super().compute_gram(X, Y) * np.exp(-0.01 * (X.sum(1)[:, None] + Y.sum(1)[None, :]) ** 2)
+
+    def compute_diag(self, X):
+        return np.exp(-0.01 * (2 * X.sum(1)) ** 2)
+
+
+@attrs.frozen(kw_only=True)
+class LowBound(Cauchy):
+    name: ClassVar[str] = "low-bound"
+
+    def sup_diag(self):
+        return 0.5  # k(x, x) = 1
+
+
 def test_a_correct_kernel_passes():
     check_kernel(Cauchy)
     check_kernel(RightBlockGram)
+    check_kernel(Gauss)
 
 
 @pytest.mark.parametrize(
@@ -109,6 +180,11 @@ def test_a_correct_kernel_passes():
         (NotPSD, "eigenvalue"),
         (WrongBlockGram, r"compute_block_gram\(X, W, diag\) is not W' K W"),
         (ScalarBlockGram, r"compute_block_gram fails the framework's checks.*shape \(\)"),
+        (WrongFrequencies, r"spectral_frequencies do not give the kernel: .* differs from k\(x, y\) by up to"),
+        (SmallDiameter, r"declares feature_diameter\(\) = 0.5 but two points are .* apart in feature space"),
+        (WrongExpectation, r"gaussian_expectation gives E k\(x, y\) = .* but 20 000 draws give"),
+        (NotInvariant, r"declares translation_invariant = True but k\(x \+ c, y \+ c\) differs"),
+        (LowBound, r"declares sup_x k\(x, x\) = 0.5 \(sup_diag\) but k\(x, x\) reaches 1"),
     ],
 )
 def test_broken_kernels_are_caught_by_name(cls, message):
@@ -171,9 +247,37 @@ def test_a_correct_estimator_passes():
     check_estimator(Blocky, kernel=get_registry().get_kernel("quadratic"))
 
 
+@attrs.frozen(kw_only=True)
+class FastButWrong(Blocky):
+    """Its test hook ignores the relabelling: a permutation test would test nothing."""
+
+    name: ClassVar[str] = "fast-but-wrong"
+
+    def permuted_statistics(self, pool, perms, rngs):
+        X, Y = pool.relabelled(perms[0])
+        return np.full(len(perms), self.compute_estimate(pool.kernel, X, Y, rngs[0], pool.resources).mmd2)
+
+
+@attrs.frozen(kw_only=True)
+class FalseRole(Blocky):
+    name: ClassVar[str] = "false-role"
+    role: ClassVar[str | None] = "u-statistic"  # it computes a V-statistic of a block
+
+
+@attrs.frozen(kw_only=True)
+class WrongSums(Blocky):
+    name: ClassVar[str] = "wrong-sums"
+
+    def mmd2_from_sums(self, sums, n, m):
+        return sums.xx / (n * n)  # a robust test would compute this inside its blocks
+
+
 @pytest.mark.parametrize(
     ("cls", "message"),
-    [(Unseeded, "same seed"), (OffAtOneBlock, "with n_blocks=1 gives MMD")],
+    [(Unseeded, "same seed"), (OffAtOneBlock, "with n_blocks=1 gives MMD"),
+     (FastButWrong, r"permuted_statistics\(pool, perms, rngs\) differs from compute_estimate on the relabelled samples"),
+     (FalseRole, r"declares role 'u-statistic' but estimates MMD\^2 ="),
+     (WrongSums, r"mmd2_from_sums of the samples' kernel sums gives")],
 )
 def test_broken_estimators_are_caught_by_name(cls, message):
     with pytest.raises(AssertionError, match=message) as info:
