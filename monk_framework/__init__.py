@@ -1,11 +1,13 @@
 """monk_framework: outlier-robust kernel mean embeddings and MMD by median-of-means.
 
-Scripts start from the registry of installed plugins::
+Kernels and estimators are named by spec, or taken from the registry of installed
+plugins; every entry point takes either::
 
-    from monk_framework import get_registry
+    from monk_framework import estimate, get_registry, permutation_test
+    estimate("rbf:sigma=1", "u-stat", X, Y, rng=0)
+    permutation_test("rbf:sigma=1", "u-stat", X, Y, rng=0)
     reg = get_registry()
-    kernel = reg.get_kernel("rbf", sigma=1.0)
-    result = reg.get_estimator("u-stat").estimate(kernel, X, Y, rng=0)
+    reg.get_estimator("u-stat").estimate(reg.get_kernel("rbf", sigma=1.0), X, Y, rng=0)
 """
 
 from monk_framework.app.jobs import load_result
@@ -33,6 +35,7 @@ from monk_framework.core.results import Embedding, MMDResult, Result
 from monk_framework.core.samples import as_strings, as_vectors
 from monk_framework.core.version import __version__
 from monk_framework.numerics.compiled import set_compiled, using_compiled
+from monk_framework.two_sample import embed, estimate, permutation_test, robust_test, split_test
 
 __all__ = [
     "DataError",
@@ -63,13 +66,18 @@ __all__ = [
     "as_strings",
     "as_vectors",
     "check_squared_norm",
+    "embed",
+    "estimate",
     "get_registry",
     "hookimpl",
     "load_result",
     "load_sample",
     "load_splice",
     "parameter",
+    "permutation_test",
+    "robust_test",
     "set_compiled",
+    "split_test",
     "using_compiled",
 ]
 

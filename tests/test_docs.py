@@ -106,6 +106,7 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_test_command():
     readme = (ROOT / "README.md").read_text()
     commands = re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)[:2]
     assert "monkfw run" in commands[0]
+    assert "pip install -q -e . " in commands[0]  # the main job installs no extra: it needs none
     assert commands[1].endswith("pytest")
     ci = (ROOT / ".ci" / "run").read_text()
     assert commands[1] in ci

@@ -169,6 +169,23 @@ def _root(
     reuse_freed_memory()  # one command, large arrays of the same sizes again and again
 
 
+def _samples(files: list[Path] | None, x: Path | None, y: Path | None) -> tuple[Path | None, Path | None]:
+    """--x and --y, or the files given as arguments (``monkfw test X.csv Y.csv``)."""
+    if not files:
+        return x, y
+    if x is not None or y is not None:
+        raise ParameterError("Give the samples either as arguments or with --x/--y, not both.")
+    if len(files) > 2:
+        raise ParameterError(f"Give at most two sample files (X and Y); got {len(files)}: {' '.join(map(str, files))}.")
+    return files[0], (files[1] if len(files) == 2 else None)
+
+
+def _quiet(quiet: bool) -> None:
+    """-q after the subcommand does what it does before it."""
+    if quiet:
+        STATE.quiet = True
+
+
 def _note(message: str) -> None:
     if not STATE.quiet:
         stderr.print(message, markup=False)
@@ -197,10 +214,14 @@ def _complete(kind: str) -> Any:
 
 
 # options shared by the commands that take two samples (run, test)
-KernelOption = Annotated[str, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins').", autocompletion=_complete("kernel"))]
+KernelOption = Annotated[str | None, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins'); default: rbf for vectors "
+    "(sigma by the median heuristic), ssk for strings.", autocompletion=_complete("kernel"), show_default=False)]
 EstimatorOption = Annotated[str, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))]
-XOption = Annotated[Path | None, typer.Option("--x", help="Sample X: .npy, .csv, .tsv (vectors), .txt or FASTA (strings).")]
-YOption = Annotated[Path | None, typer.Option("--y", help="Sample Y, in the same formats as --x.")]
+XOption = Annotated[Path | None, typer.Option("--x", "-x", help="Sample X: .npy, .csv, .tsv or .txt (vectors), .txt or FASTA (strings).")]
+YOption = Annotated[Path | None, typer.Option("--y", "-y", help="Sample Y, in the same formats as --x.")]
+SamplesArgument = Annotated[list[Path] | None, typer.Argument(help="The files of X and Y (the same as --x X --y Y).",
+                                                               show_default=False)]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Hide notes and progress on stderr (as monkfw -q).")]
 CaseOption = Annotated[bool, typer.Option("--case-sensitive", help="Keep the case of FASTA sequences (by default they are upper-cased: lowercase "
     "marks soft-masked residues, not other letters).")]
 DatasetOption = Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))]
@@ -331,8 +352,10 @@ def describe(
 
 @app.command()
 def run(
-    kernel: KernelOption,
-    estimator: EstimatorOption,
+    files: SamplesArgument = None,
+    kernel: KernelOption = None,
+    estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins'); default: "
+        "u-stat.", autocompletion=_complete("estimator"), show_default=False)] = None,
     x: XOption = None,
     y: YOption = None,
     case_sensitive: CaseOption = False,
@@ -348,22 +371,27 @@ def run(
     backend: BackendOption = "local",
     scheduler: SchedulerOption = None,
     workers: WorkersOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Estimate MMD (or mean embeddings) with any kernel and any estimator.
 
     Without --x/--y or --dataset, runs on the default built-in data set and says which.
     """
+    _quiet(quiet)
+    x, y = _samples(files, x, y)
     if output is not None:
         check_writable(output, what="--output")  # before the work, not after it
     if max_memory is not None:
         parse_memory(max_memory)  # a bad size is refused before any data is read
     check_backend_options(backend, scheduler, workers)
     with _plugin_prints_to_stderr():
+        kernel, estimator, notes = jobs.with_defaults(kernel, estimator, x, dataset)
+        assert estimator is not None
         job = jobs.prepare(
             kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],
             seed=seed, case_sensitive=case_sensitive, trace=trace,
         )
-        for note in job.notes:
+        for note in (*notes, *job.notes):
             _note(note)
         with _backend(backend, scheduler, workers) as runner:
             result = jobs.run(job, max_memory=max_memory, backend=runner)
@@ -485,9 +513,10 @@ ContaminationOption = Annotated[
 
 @app.command("test")
 def test_command(
-    kernel: KernelOption,
-    estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="MMD estimator (see 'monkfw plugins'). Optional with --contamination "
-        "(v-stat for dc, u-stat for mom).", autocompletion=_complete("estimator"), show_default=False)] = None,
+    files: SamplesArgument = None,
+    kernel: KernelOption = None,
+    estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="MMD estimator (see 'monkfw plugins'); default: u-stat "
+        "(with --contamination: v-stat for dc, u-stat for mom).", autocompletion=_complete("estimator"), show_default=False)] = None,
     x: XOption = None,
     y: YOption = None,
     case_sensitive: CaseOption = False,
@@ -515,6 +544,7 @@ def test_command(
     scheduler: SchedulerOption = None,
     workers: WorkersOption = None,
     max_memory: MaxMemoryOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Two-sample test of P = Q: a permutation test with any kernel and MMD estimator.
 
@@ -523,6 +553,8 @@ def test_command(
     a robust test whose level holds with up to R corrupted points; with --split, the
     paper's three-way split test.
     """
+    _quiet(quiet)
+    x, y = _samples(files, x, y)
     if output is not None:
         check_writable(output, what="--output")  # before the work, not after it
     check_backend_options(backend, scheduler, workers)
@@ -633,12 +665,14 @@ def experiment_command(
     backend: BackendOption = "local",
     scheduler: SchedulerOption = None,
     workers: WorkersOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Reproduce one of the paper's experiments: a tidy results.csv, summary.csv and PNG figures.
 
     Each Monte-Carlo cell is saved in OUT/cells.jsonl the moment it finishes. If a run is
     interrupted, the same command resumes it: finished cells are never recomputed.
     """
+    _quiet(quiet)
     check_backend_options(backend, scheduler, workers)
     overrides: dict[str, Any] = {"runs": runs, "sizes": _int_list(sizes, "--sizes"), "seed": seed}
     if estimators:

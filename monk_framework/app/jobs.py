@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework.app.datasets import default_dataset, get_dataset
+from monk_framework.app.datasets import DATASETS, default_dataset, get_dataset
 from monk_framework.app.loading import load_sample
 from monk_framework.core.errors import DataError, MonkError, ParameterError, UnknownNameError
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
@@ -185,6 +185,63 @@ def _load_samples(
     return X, Y, {"source": "dataset", "name": ds.name, "params": ds.params(), "seed": seed}, notes
 
 
+#: what ``monkfw run`` and ``monkfw test`` use when no kernel or estimator is named: the
+#: Gaussian kernel at the median heuristic for vectors (as hyppo and alibi-detect), the
+#: subsequence kernel for strings, and the U-statistic (unbiased)
+DEFAULT_KERNELS = {"vector": "rbf", "string": "ssk"}
+DEFAULT_ESTIMATOR = "u-stat"
+
+
+def data_kind(x: Path | str | None, dataset: str | None) -> str:
+    """Whether the samples a command names are vectors or strings, before reading them: a
+    data set's kind, FASTA for strings, a ``.txt`` file by its first data line (numbers
+    or not), any other file vectors; no data: the default data set's vectors."""
+    if dataset is not None:
+        cls = DATASETS.get(dataset)
+        return cls.input_kind if cls is not None else "vector"
+    if x is None:
+        return "vector"
+    suffix = Path(x).suffix.lower()
+    if suffix in (".fa", ".fasta"):
+        return "string"
+    if suffix == ".txt":
+        try:
+            with Path(x).open(encoding="utf-8") as handle:
+                for line in handle:
+                    text = line.strip()
+                    if text and not text.startswith("#"):
+                        cells = text.replace(",", " ").replace("\t", " ").split()
+                        return "vector" if all(_is_number(c) for c in cells) else "string"
+        except (OSError, UnicodeDecodeError):
+            return "vector"  # the loader names the problem
+    return "vector"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def with_defaults(
+    kernel: str | None, estimator: str | None, x: Path | str | None, dataset: str | None, *, need_estimator: bool = True
+) -> tuple[str, str | None, tuple[str, ...]]:
+    """The kernel and estimator names to use, and a note for each default taken
+    (``need_estimator=False``: a missing estimator stays None, a robust test chooses)."""
+    notes: list[str] = []
+    if kernel is None:
+        kind = data_kind(x, dataset)
+        kernel = DEFAULT_KERNELS[kind]
+        rule = " with sigma by the median heuristic" if kernel == "rbf" else ""
+        notes.append(f"No kernel given: {kernel}{rule} (for {kind}s; choose one with -k).")
+    if estimator is None and need_estimator:
+        estimator = DEFAULT_ESTIMATOR
+        notes.append(f"No estimator given: {estimator}, the unbiased U-statistic (choose one with -e).")
+    return kernel, estimator, tuple(notes)
+
+
 def prepare(
     kernel: str,
     estimator: str,
@@ -304,7 +361,7 @@ def contamination_value(text: str | int | float) -> int | float:
 
 
 def check_test_options(
-    *, alpha: float, robust: bool, split: bool, grid: bool, method: str, blocks: int | None, estimator_given: bool,
+    *, alpha: float, robust: bool, split: bool, grid: bool, method: str, blocks: int | None,
 ) -> None:
     """Refuse combinations of test options that do not make one test."""
     check_level(alpha, name="--alpha")
@@ -314,12 +371,10 @@ def check_test_options(
         raise ParameterError("--contamination and --split are different tests; choose one.")
     if not robust and (method != "auto" or blocks is not None):
         raise ParameterError("--method and --blocks choose the robust test: add --contamination R.")
-    if not estimator_given and not robust:
-        raise ParameterError("monkfw test needs --estimator (e.g. -e u-stat), or --contamination R for a robust test.")
 
 
 def prepare_test(
-    kernel: str,
+    kernel: str | None,
     estimator: str | None,
     *,
     contamination: str | int | float | None = None,
@@ -338,8 +393,8 @@ def prepare_test(
     robust = contamination is not None
     check_test_options(
         alpha=alpha, robust=robust, split=split, grid=bool(grid), method=method, blocks=blocks,
-        estimator_given=estimator is not None,
     )
+    kernel, estimator, notes = with_defaults(kernel, estimator, load.get("x"), load.get("dataset"), need_estimator=not robust)
     reg = load.pop("registry", None) or get_registry()
     if not issubclass(reg.estimator_class(estimator or "v-stat"), MMDEstimator):
         raise ParameterError(
@@ -356,7 +411,8 @@ def prepare_test(
         elif not split:
             check_relabel(est, relabel)
 
-    return prepare(kernel, estimator or "v-stat", grid=grid, needs_y=True, registry=reg, check=check, **load)
+    job = prepare(kernel, estimator or "v-stat", grid=grid, needs_y=True, registry=reg, check=check, **load)
+    return attrs.evolve(job, notes=notes + job.notes)
 
 
 def test(

@@ -4,12 +4,15 @@
   within the blocks of a median-of-means estimator), and what every test shares;
 * :mod:`~monk_framework.two_sample.split`: the paper's three-way split test (Algorithm 3);
 * :mod:`~monk_framework.two_sample.robust`: tests whose level holds when up to r points
-  are corrupted, with a certificate.
+  are corrupted, with a certificate;
+* :mod:`~monk_framework.two_sample.estimation`: ``estimate`` and ``embed`` with the
+  same kernel and estimator arguments (objects or specs) as the tests.
 """
 
 from __future__ import annotations
 
 from monk_framework.core.results import PermutationTestResult, RobustTestResult, SplitTestResult, TestResult
+from monk_framework.two_sample.estimation import embed, estimate
 from monk_framework.two_sample.permutation import permutation_test
 from monk_framework.two_sample.robust import robust_test
 from monk_framework.two_sample.split import split_test
@@ -19,6 +22,8 @@ __all__ = [
     "RobustTestResult",
     "SplitTestResult",
     "TestResult",
+    "embed",
+    "estimate",
     "permutation_test",
     "robust_test",
     "split_test",

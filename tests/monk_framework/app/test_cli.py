@@ -124,7 +124,8 @@ def test_run_embedding_estimator():
         (["run", "-k", "rbf", "-e", "u-stat", "--data-param", "n=1"], 1, "X has 1 point(s) but estimator 'u-stat' needs at least 2"),
         (["run", "-k", "rbf", "-e", "u-stat", "--data-param", "n=0"], 2, "The 'n' parameter of GaussDataset must be an int >= 1"),
         (["run", "-k", "exponential", "-e", "u-stat", "-d", "gauss-outliers"], 1, "overflows float64"),
-        (["run", "-k", "rbf"], 2, "Missing option '--estimator'"),
+        (["run", "a.npy", "b.npy", "c.npy"], 2, "Give at most two sample files (X and Y); got 3"),
+        (["test", "a.npy", "b.npy", "--x", "a.npy"], 2, "Give the samples either as arguments or with --x/--y, not both"),
         (["run", "-k", "rbf", "-e", "u-stat", "--seed", "-1"], 2, "--seed"),
         (["describe", "nothing"], 2, "Unknown kernel, estimator or data set 'nothing'"),
         (["frobnicate"], 2, "No such command 'frobnicate'"),
@@ -412,3 +413,33 @@ def test_the_compiled_loops_falling_back_is_one_warning_line(monkeypatch):
     assert len(warned) == 1 and "numpy references" in warned[0] and "Traceback" not in result.stderr
     assert "CompiledLoopsWarning" not in result.stderr  # not Python's two-line form
     assert json.loads(result.stdout)["mmd2"] > 0
+
+
+def test_the_common_guesses_work_files_as_arguments_short_flags_and_defaults(tmp_path):
+    # monkfw test X.csv Y.csv; -x/-y; -q after the subcommand; no -k/-e: rbf (median) and u-stat
+    gen = np.random.default_rng(3)
+    np.savetxt(tmp_path / "x.csv", gen.normal(size=(30, 2)), delimiter=",")
+    np.savetxt(tmp_path / "y.txt", gen.normal(0.8, 1.0, size=(25, 2)))  # numbers in a .txt file
+    x, y = str(tmp_path / "x.csv"), str(tmp_path / "y.txt")
+    by_args = invoke("test", x, y, "-B", "99", "--json")
+    assert by_args.exit_code == 0, by_args.output
+    assert "No kernel given: rbf with sigma by the median heuristic" in by_args.stderr
+    assert "No estimator given: u-stat" in by_args.stderr
+    explicit = invoke("test", "-k", "rbf", "-e", "u-stat", "--x", x, "--y", y, "-B", "99", "--json")
+    short = invoke("test", "-x", x, "-y", y, "-B", "99", "--json", "-q")
+    assert short.exit_code == 0 and short.stderr.strip() == ""  # -q after the subcommand
+    got = [json.loads(r.stdout) for r in (by_args, explicit, short)]
+    assert got[0]["statistic"] == got[1]["statistic"] == got[2]["statistic"]
+    assert got[0]["pvalue"] == got[1]["pvalue"] and got[0]["kernel"] == "rbf" and got[0]["estimator"] == "u-stat"
+    ran = invoke("run", x, y, "--json")
+    assert ran.exit_code == 0 and json.loads(ran.stdout)["estimator"] == "u-stat"
+
+
+def test_the_default_kernel_follows_the_data_kind(tmp_path):
+    (tmp_path / "x.fa").write_text("".join(f">s{i}\nACGTTGCA{'ACGT'[i % 4]}\n" for i in range(8)))
+    (tmp_path / "y.txt").write_text("".join(f"ACGTAGCA{'ACGT'[i % 4]}\n" for i in range(8)))
+    result = invoke("run", str(tmp_path / "x.fa"), str(tmp_path / "y.txt"), "-p", "n=2", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["kernel"] == "ssk" and "No kernel given: ssk (for strings" in result.stderr
+    spliced = invoke("run", "-d", "splice-ei-ie", "--data-param", "n=10", "-p", "n=2", "--json")
+    assert spliced.exit_code == 0 and json.loads(spliced.stdout)["kernel"] == "ssk"
