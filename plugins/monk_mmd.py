@@ -368,6 +368,7 @@ class MonkBCD(_MonkMMD):
             c *= 1.0 - eta
             c[idx] += eta * scale * v
             g = (1.0 - eta) * g + (eta * scale) * g_new
+            ctx.resources.report(t + 1, self.n_iter, f"iterations (Q = {n_blocks})")
         assert part is not None
         final = np.bincount(labels, weights=w * g, minlength=n_blocks)
         if trace is not None:
@@ -694,7 +695,7 @@ def within_block_stats(ctx: _Context, parts: list[Any], ridge: float) -> list[Bl
     each block's sums are N²/Q-order kernel evaluations (:func:`_block_sums`).
     """
     if ctx.shared is None:
-        sums = [_block_sums(ctx, part) for part in parts]
+        sums = [_block_sums(ctx, part, f"block sums, partition {i + 1} of {len(parts)}") for i, part in enumerate(parts)]
     else:
         sums = _shared_block_sums(ctx.shared, ctx.n, parts)
     return [_checked(ctx, _stats(part, *s, ridge), ridge) for part, s in zip(parts, sums)]
@@ -708,12 +709,12 @@ def _checked(pool: PooledSample, stats: BlockStats, ridge: float) -> BlockStats:
     return stats
 
 
-def _block_sums(ctx: _Context, part: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _block_sums(ctx: _Context, part: Any, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A_q, B_q, C_q from each block's own Gram matrix, never the pooled one
     (:func:`monk_framework.engine.within_blocks.block_kernel_sums`)."""
     return block_kernel_sums(
         ctx.kernel, ctx.X, ctx.Y, part.x_labels, part.y_labels, part.n_blocks, ctx.diag[: ctx.n], ctx.diag[ctx.n :],
-        resources=ctx.resources, cache=ctx.cache,
+        resources=ctx.resources, cache=ctx.cache, what=what,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -393,8 +394,8 @@ def run(
         )
         for note in (*notes, *job.notes):
             _note(note)
-        with _backend(backend, scheduler, workers) as runner:
-            result = jobs.run(job, max_memory=max_memory, backend=runner)
+        with _backend(backend, scheduler, workers) as runner, _ProgressBar("estimate") as bar:
+            result = jobs.run(job, max_memory=max_memory, backend=runner, progress=bar)
         rows = _run_rows(job, result)  # the estimator's diagnostic_rows: plugin code too
     _deliver(job.payload(result), output, as_json, _table(f"{job.estimator.name} with {job.kernel.name}", rows))
 
@@ -450,35 +451,67 @@ def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table:
 # -- monkfw test --------------------------------------------------------------------
 
 
-class _ProgressBar:
-    """A rich progress bar on stderr for the permutations (silent with --quiet).
+#: seconds between two plain progress lines (stderr not a terminal: a log file, a batch
+#: job, CI), and before the first: a job shorter than this prints none
+PLAIN_PROGRESS_EVERY = 5.0
 
-    The display starts with the first report, so an error raised before any work (a bad
-    option found once the data are read) stays a single line on stderr.
+
+class _ProgressBar:
+    """Progress of long work on stderr (silent with --quiet): a rich bar with the time
+    left on a terminal; elsewhere (a log file, a batch job) a plain line at most every
+    :data:`PLAIN_PROGRESS_EVERY` seconds, with the same estimate.
+
+    Called as ``bar(done, total)`` or ``bar(done, total, what)``: a new ``what`` starts a
+    new stage. The display starts with the first report, so an error raised before any
+    work (a bad option found once the data are read) stays a single line on stderr.
     """
 
     def __init__(self, label: str):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+        self.plain = not stderr.is_terminal
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=stderr, transient=True, disable=STATE.quiet,
+            console=stderr, transient=True, disable=STATE.quiet or self.plain,
         )
         self.label = label
+        self.what: str | None = None
         self.task: Any = None
+        self.started = time.monotonic()
+        self.stage_started = self.started
+        self.last_line = self.started
 
     def __enter__(self) -> _ProgressBar:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.task is not None:
+        if self.task is not None and not self.plain:
             self.progress.__exit__(*exc)
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: float, total: float, what: str | None = None) -> None:
+        if what is not None and what != self.what:
+            self.what, self.stage_started = what, time.monotonic()
+            if self.task is not None and not self.plain:
+                self.progress.reset(self.task, total=total, description=f"{self.label}: {what}")
+        if self.plain:
+            self._line(done, total)
+            return
         if self.task is None:
             self.progress.__enter__()
-            self.task = self.progress.add_task(self.label, total=total)
-        self.progress.update(self.task, completed=done)
+            self.task = self.progress.add_task(self.label if what is None else f"{self.label}: {what}", total=total)
+        self.progress.update(self.task, completed=done, total=total)
+
+    def _line(self, done: float, total: float) -> None:
+        now = time.monotonic()
+        if STATE.quiet or now - self.last_line < PLAIN_PROGRESS_EVERY:
+            return
+        self.last_line = now
+        spent = now - self.stage_started
+        share = done / total if total else 1.0
+        left = f", about {spent * (1 - share) / share:.0f} s left" if 0 < share < 1 else ""
+        count = f"{int(done):,}/{int(total):,}" if float(done).is_integer() and float(total).is_integer() else ""
+        stage = self.label if self.what is None else f"{self.label}: {self.what}"
+        stderr.print(f"{stage} {count} ({100 * share:.0f}%), {now - self.started:.0f} s elapsed{left}", markup=False)
 
 
 BackendOption = Annotated[

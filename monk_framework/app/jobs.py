@@ -319,9 +319,12 @@ class EmbeddingsResult(Result):
         return super().from_dict({**data, "x": x, "y": y})
 
 
-def run(job: Job, *, max_memory: Any = None, backend: Any = None) -> MMDResult | EmbeddingsResult:
+def run(
+    job: Job, *, max_memory: Any = None, backend: Any = None, progress: Any = None
+) -> MMDResult | EmbeddingsResult:
     """``monkfw run``: the MMD estimate, or the mean embeddings of X and Y. A ``backend``
-    (e.g. Dask) spreads the Gram reductions of an MMD estimate over its workers.
+    (e.g. Dask) spreads the Gram reductions of an MMD estimate over its workers;
+    ``progress(done, total, what)`` hears how long work advances.
 
     An MMD estimate draws from the seed's estimate stream (the same statistic as
     ``estimator.estimate(kernel, X, Y, rng=seed)``). Embeddings use one kernel fitted
@@ -330,14 +333,14 @@ def run(job: Job, *, max_memory: Any = None, backend: Any = None) -> MMDResult |
     """
     est = job.estimator
     if isinstance(est, MMDEstimator):
-        return est.estimate(job.kernel, job.X, job.Y, rng=job.seed, max_memory=max_memory, backend=backend)
+        return est.estimate(job.kernel, job.X, job.Y, rng=job.seed, max_memory=max_memory, backend=backend, progress=progress)
     if not isinstance(est, EmbeddingEstimator):  # pragma: no cover - the registry admits only these two kinds
         raise MonkError(f"Estimator {est.name!r} is neither an MMD nor an embedding estimator.")
     fitted = job.kernel.fit(job.X, job.Y) if job.Y is not None else job.kernel.fit(job.X)
-    emb_x = est.embed(fitted, job.X, rng=job.seed, max_memory=max_memory)
+    emb_x = est.embed(fitted, job.X, rng=job.seed, max_memory=max_memory, progress=progress)
     if job.Y is None:
         return EmbeddingsResult(x=emb_x, seed=job.seed, timings={"total_s": emb_x.timings["total_s"]})
-    emb_y = est.embed(fitted, job.Y, rng=stream(root(job.seed), "second"), max_memory=max_memory)
+    emb_y = est.embed(fitted, job.Y, rng=stream(root(job.seed), "second"), max_memory=max_memory, progress=progress)
     return EmbeddingsResult(
         x=emb_x, y=emb_y, distance=emb_x.distance(emb_y), seed=job.seed,
         timings={"total_s": emb_x.timings["total_s"] + emb_y.timings["total_s"]},

@@ -122,7 +122,8 @@ class MMDEstimator(Estimator):
     role: ClassVar[str | None] = None
 
     def estimate(
-        self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None, backend: Any = None
+        self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None, backend: Any = None,
+        progress: Any = None,
     ) -> MMDResult:
         """Estimate MMD between the distributions of X and Y (N ≠ M allowed).
 
@@ -132,9 +133,11 @@ class MMDEstimator(Estimator):
         of this one estimate over its workers, tile by tile
         (:mod:`monk_framework.engine.spread`), with the numbers of the local tiled path.
         Both reach the engine in one :class:`~monk_framework.core.resources.Resources`,
-        the last argument of :meth:`compute_estimate`.
+        the last argument of :meth:`compute_estimate`, with ``progress``, a callback
+        ``(done, total, what)`` told how long work advances (a tiled Gram reduction's
+        bands, a MONK estimator's iterations).
         """
-        resources = Resources.of(max_memory, backend)
+        resources = Resources.of(max_memory, backend, progress)
         kernel = self.check_kernel(kernel)
         Xv, Yv = kernel.check_pair(X, Y)
         self.check_size(Xv, "X")
@@ -239,10 +242,12 @@ class EmbeddingEstimator(Estimator):
 
     estimates: ClassVar[str] = "embedding"
 
-    def embed(self, kernel: Kernel, X: Any, *, rng: RNGLike = None, max_memory: Any = None) -> Embedding:
-        """Estimate the mean embedding of the distribution of X (``max_memory``: as for
-        :meth:`MMDEstimator.estimate`)."""
-        resources = Resources.of(max_memory)
+    def embed(
+        self, kernel: Kernel, X: Any, *, rng: RNGLike = None, max_memory: Any = None, progress: Any = None
+    ) -> Embedding:
+        """Estimate the mean embedding of the distribution of X (``max_memory`` and
+        ``progress``: as for :meth:`MMDEstimator.estimate`)."""
+        resources = Resources.of(max_memory, progress=progress)
         kernel = self.check_kernel(kernel)
         Xv = kernel.check_sample(X)
         self.check_size(Xv, "X")

@@ -27,6 +27,7 @@ import ctypes
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -100,18 +101,29 @@ class Resources:
 
     budget: int | None = attrs.field(default=None, converter=_budget)
     spread: Any = attrs.field(default=None, converter=_spread, eq=False)
+    #: told ``(done, total, what)`` as long work advances: the bands of a tiled Gram
+    #: reduction, a MONK estimator's iterations, BCD-Fast's blocks (None: nobody listens)
+    progress: Callable[[float, float, str], None] | None = attrs.field(default=None, eq=False, repr=False)
 
     @classmethod
-    def of(cls, max_memory: Any = None, backend: Any = None) -> Resources:
+    def of(cls, max_memory: Any = None, backend: Any = None, progress: Any = None) -> Resources:
         """The resources of a call: ``max_memory`` parsed (:func:`parse_memory`), or, when
         None, :data:`DEFAULT_FRACTION` of the memory available now; ``backend`` kept if
-        it is remote (Dask), dropped if it runs in this process."""
+        it is remote (Dask), dropped if it runs in this process; ``progress`` a callback
+        ``(done, total, what)`` for long work."""
         if max_memory is not None:
             budget: int | None = parse_memory(max_memory)
         else:
             avail = available_memory()
             budget = None if avail is None else max(1, int(DEFAULT_FRACTION * avail))
-        return cls(budget=budget, spread=backend)
+        if progress is not None and not callable(progress):
+            raise ParameterError(f"progress must be a callable (done, total, what); got {type(progress).__name__}.")
+        return cls(budget=budget, spread=backend, progress=progress)
+
+    def report(self, done: float, total: float, what: str) -> None:
+        """Tell the caller's ``progress`` how far ``what`` has come (nothing without one)."""
+        if self.progress is not None:
+            self.progress(done, total, what)
 
     def fits(self, nbytes: float) -> bool:
         """Whether ``nbytes`` fit in the budget (always, when it is unknown)."""
@@ -120,6 +132,11 @@ class Resources:
     def here(self) -> Resources:
         """The same budget, with the work kept in this process."""
         return attrs.evolve(self, spread=None)
+
+    def silent(self) -> Resources:
+        """The same budget and place, telling no one: what travels to workers or is kept
+        with data (a callback may hold a display that cannot be pickled)."""
+        return attrs.evolve(self, progress=None)
 
 
 #: glibc's mallopt parameters

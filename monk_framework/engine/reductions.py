@@ -51,7 +51,12 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
     n, m = len(X), len(Y)
     # spread over workers (which never receive a Gram matrix), or stored when it fits
     if resources.spread is None and resources.fits(8.0 * (n * n + m * m + n * m)):
-        Kxx, Kyy, Kxy = gram_matrix(kernel, X), gram_matrix(kernel, Y), gram_matrix(kernel, X, Y)
+        Kxx = gram_matrix(kernel, X)
+        resources.report(1, 3, "Gram matrices")
+        Kyy = gram_matrix(kernel, Y)
+        resources.report(2, 3, "Gram matrices")
+        Kxy = gram_matrix(kernel, X, Y)
+        resources.report(3, 3, "Gram matrices")
         dx, dy = np.diag(Kxx), np.diag(Kyy)
         return KernelSums(
             xx=float(Kxx.sum()), yy=float(Kyy.sum()), xy=float(Kxy.sum()), trace_x=float(np.trace(Kxx)),
@@ -61,7 +66,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
     # bands of rows, each reduced in column tiles that stay in cache (and well within the
     # budget); on the workers of a spreading backend, else here
     dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
-    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, resources.spread or in_this_process())
+    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, resources.spread or in_this_process(), report=resources.report)
     return KernelSums(
         xx=xx, yy=yy, xy=xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
         max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=True,

@@ -374,7 +374,7 @@ def relabelled_statistics(
     try:
         fitted = kernel if gram is not None else kernel.fit(X, Y)
         spread_gram = spread and partition is None and gram is None
-        pool = PooledSample(fitted, X, Y, gram=gram, resources=attrs.evolve(resources, spread=backend if spread_gram else None))
+        pool = PooledSample(fitted, X, Y, gram=gram, resources=attrs.evolve(resources.silent(), spread=backend if spread_gram else None))
         tick = time.perf_counter()
         # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
         values = null_statistics(estimator, pool, int(n_permutations), relabel_seq, progress,

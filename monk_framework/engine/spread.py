@@ -19,13 +19,14 @@ so the numbers do not depend on where or in which order the tasks ran.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.samples import Sample
-from monk_framework.engine.backends import Backend, in_order
+from monk_framework.engine.backends import Backend
 from monk_framework.engine.gram_sources import MATRIX_FREE_BAND_ROWS, TILE_BYTES
 
 __all__ = ["spread_kernel_sums", "sum_tiles"]
@@ -62,15 +63,25 @@ def tile_sum(task: tuple[str, int, int], data: tuple[Any, ...]) -> float:
 
 def spread_kernel_sums(
     kernel: Kernel, X: Sample, Y: Sample, diag_x: np.ndarray, diag_y: np.ndarray, backend: Backend,
-    rows: int | None = None,
+    rows: int | None = None, *, report: Callable[[float, float, str], None] | None = None,
 ) -> tuple[float, float, float]:
     """Σ k(x_i, x_j), Σ k(y_i, y_j) and Σ k(x_i, y_j) from tiles run on ``backend``
     (any backend: the local one gives the tiled path), bands of ``rows`` rows, each sum in
-    band order; ``diag_x``
-    and ``diag_y`` are the kernel's ``diag_tile`` of X and Y."""
-    tasks = sum_tiles(len(X), len(Y), rows or MATRIX_FREE_BAND_ROWS)
-    shares = in_order(backend.as_completed(tile_sum, tasks, backend.share((kernel, X, Y, diag_x, diag_y))))
+    band order; ``diag_x`` and ``diag_y`` are the kernel's ``diag_tile`` of X and Y.
+    ``report(done, total, "kernel sums")`` counts the kernel values evaluated, as bands
+    finish in any order."""
+    n, m = len(X), len(Y)
+    tasks = sum_tiles(n, m, rows or MATRIX_FREE_BAND_ROWS)
+    # a band's values: its rows times the columns right of its diagonal block (or all of Y)
+    work = [(b - a) * ((n if kind == "x" else m) - (a if kind != "xy" else 0)) for kind, a, b in tasks]
+    total, done = float(sum(work)), 0.0
+    shares: dict[int, float] = {}
+    for i, share in backend.as_completed(tile_sum, tasks, backend.share((kernel, X, Y, diag_x, diag_y))):
+        shares[i] = share
+        done += work[i]
+        if report is not None:
+            report(done, total, "kernel sums")
     totals = {"x": 0.0, "y": 0.0, "xy": 0.0}
-    for (kind, _, _), share in zip(tasks, shares):
-        totals[kind] += share
+    for i, (kind, _, _) in enumerate(tasks):  # in band order, wherever each band ran
+        totals[kind] += shares[i]
     return totals["x"], totals["y"], totals["xy"]

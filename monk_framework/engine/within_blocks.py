@@ -42,7 +42,7 @@ import numpy as np
 from monk_framework.core.kernels import Kernel, check_squared_norm
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
-from monk_framework.engine.backends import in_order, in_this_process
+from monk_framework.engine.backends import in_this_process
 from monk_framework.engine.gram_sources import GramSource, MatrixFreeGram, StoredGram, gram_source
 from monk_framework.engine.partitions import Partition, take
 from monk_framework.engine.pooled import BATCH_BYTES, PooledSample, SampleSums, pooled
@@ -312,6 +312,7 @@ WITHIN_BLOCK_BAND_ROWS = 128
 def block_kernel_sums(
     kernel: Kernel, X: Sample, Y: Sample, x_labels: np.ndarray, y_labels: np.ndarray, n_blocks: int,
     diag_x: np.ndarray, diag_y: np.ndarray, *, resources: Resources, cache: dict[str, Any] | None = None,
+    what: str = "block sums",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A_q = Σ k over S_q×S_q, B_q = Σ k over T_q×T_q and C_q = Σ k over S_q×T_q for every
     block q of a paired partition (block q: X[x_labels == q] and Y[y_labels == q]), from
@@ -333,7 +334,11 @@ def block_kernel_sums(
             cache["spread_data"] = remote.share(data)
         data = cache["spread_data"]
     tasks = list(zip(_members(x_labels, n_blocks), _members(y_labels, n_blocks)))
-    sums = np.array(list(in_order(backend.as_completed(_one_block_sums, tasks, data)))).reshape(-1, 3)
+    found: dict[int, Any] = {}
+    for i, share in backend.as_completed(_one_block_sums, tasks, data):
+        found[i] = share
+        resources.report(len(found), len(tasks), what)
+    sums = np.array([found[i] for i in range(len(tasks))]).reshape(-1, 3)
     return sums[:, 0].copy(), sums[:, 1].copy(), sums[:, 2].copy()
 
 

@@ -22,24 +22,27 @@ __all__ = ["embed", "estimate"]
 
 
 def estimate(
-    kernel: Any, estimator: Any, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None, backend: Any = None
+    kernel: Any, estimator: Any, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None, backend: Any = None,
+    progress: Any = None,
 ) -> MMDResult:
     """MMD(P, Q) estimated from X ~ P and Y ~ Q by ``estimator`` with ``kernel`` (objects
-    or specs such as ``"rbf:sigma=1"``, ``"u-stat"``); ``rng``, ``max_memory`` and
-    ``backend`` as for :meth:`MMDEstimator.estimate`."""
+    or specs such as ``"rbf:sigma=1"``, ``"u-stat"``); ``rng``, ``max_memory``,
+    ``backend`` and ``progress`` as for :meth:`MMDEstimator.estimate`."""
     kern, est = resolve(kernel, estimator)
     if not isinstance(est, MMDEstimator):
         raise MonkError(f"estimate needs an MMD estimator; got {_name(est)} (an embedding estimator: use embed).")
-    return est.estimate(kern, X, Y, rng=rng, max_memory=max_memory, backend=backend)
+    return est.estimate(kern, X, Y, rng=rng, max_memory=max_memory, backend=backend, progress=progress)
 
 
-def embed(kernel: Any, estimator: Any, X: Any, *, rng: RNGLike = None, max_memory: Any = None) -> Embedding:
+def embed(
+    kernel: Any, estimator: Any, X: Any, *, rng: RNGLike = None, max_memory: Any = None, progress: Any = None
+) -> Embedding:
     """The mean embedding of the distribution of X by ``estimator`` with ``kernel`` (objects
     or specs, e.g. ``embed("rbf", "monk-embedding:n_blocks=11", X)``)."""
     kern, est = resolve(kernel, estimator)
     if not isinstance(est, EmbeddingEstimator):
         raise MonkError(f"embed needs an embedding estimator; got {_name(est)} (an MMD estimator: use estimate).")
-    return est.embed(kern, X, rng=rng, max_memory=max_memory)
+    return est.embed(kern, X, rng=rng, max_memory=max_memory, progress=progress)
 
 
 def _name(obj: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -443,3 +444,23 @@ def test_the_default_kernel_follows_the_data_kind(tmp_path):
     assert json.loads(result.stdout)["kernel"] == "ssk" and "No kernel given: ssk (for strings" in result.stderr
     spliced = invoke("run", "-d", "splice-ei-ie", "--data-param", "n=10", "-p", "n=2", "--json")
     assert spliced.exit_code == 0 and json.loads(spliced.stdout)["kernel"] == "ssk"
+
+
+def test_long_work_writes_plain_progress_lines_when_stderr_is_not_a_terminal(monkeypatch):
+    # a log file or a batch job: no bar, but a line at most every PLAIN_PROGRESS_EVERY seconds
+    # with the time left (here every report, so that a short job shows them)
+    from monk_framework.app import cli
+
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.0)
+    ran = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "-p", "n_iter=40", "--data-param", "n=100", "--json")
+    assert ran.exit_code == 0, ran.output
+    lines = [line for line in ran.stderr.splitlines() if line.startswith("estimate: iterations (Q = 11)")]
+    assert lines and re.fullmatch(r"estimate: iterations \(Q = 11\) \d+/40 \(\d+%\), \d+ s elapsed(, about \d+ s left)?", lines[0])
+    json.loads(ran.stdout)  # the result stays whole
+    tested = invoke("test", "-k", "rbf", "-p", "sigma=1", "-e", "u-stat", "--data-param", "n=50", "-B", "200", "--json")
+    assert tested.exit_code == 0 and re.search(r"^permutations \d+/200 \(\d+%\)", tested.stderr, flags=re.M)
+    quiet = invoke("test", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=50", "-B", "200", "--json", "-q")
+    assert quiet.exit_code == 0 and quiet.stderr.strip() == ""
+    # between the lines, at least PLAIN_PROGRESS_EVERY seconds (none at all in a short job)
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 3600.0)
+    assert "permutations" not in invoke("test", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=50", "-B", "200").stderr

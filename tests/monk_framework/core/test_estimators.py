@@ -162,3 +162,42 @@ def test_every_result_has_one_base_and_a_short_summary():
     embedding = REG.get_estimator("monk-embedding", n_blocks=5).embed(rbf, X, rng=0)
     text = str(embedding)
     assert len(text.splitlines()) <= 15 and "60 points" in text and "monk-embedding(" in text
+
+
+class _Heard:
+    """A progress callback that keeps what it hears."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, done, total, what):
+        self.calls.append((done, total, what))
+
+    def stages(self):
+        return {what for _, _, what in self.calls}
+
+    def finished(self, what):
+        got = [(d, t) for d, t, w in self.calls if w == what]
+        dones = [d for d, _ in got]
+        return bool(got) and dones == sorted(dones) and got[-1][0] == got[-1][1]
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "max_memory", "stage"),
+    [
+        ("u-stat", {}, "4kB", "kernel sums"),
+        ("u-stat", {}, None, "Gram matrices"),
+        ("monk-bcd", {"n_blocks": 5, "n_iter": 30}, None, "iterations (Q = 5)"),
+        ("monk-bcd-fast", {"n_blocks": 5}, "4kB", "block sums, partition 5 of 5"),
+    ],
+)
+def test_long_work_tells_its_progress_and_keeps_its_numbers(name, params, max_memory, stage):
+    gen = np.random.default_rng(0)
+    X, Y = gen.normal(size=(120, 2)), gen.normal(0.3, 1.0, size=(100, 2))
+    est, kernel = REG.get_estimator(name, **params), REG.get_kernel("rbf", sigma=1.0)
+    heard = _Heard()
+    told = est.estimate(kernel, X, Y, rng=1, max_memory=max_memory, progress=heard)
+    assert heard.finished(stage), heard.calls[-3:]
+    assert told.mmd2 == est.estimate(kernel, X, Y, rng=1, max_memory=max_memory).mmd2
+    with pytest.raises(MonkError, match="progress must be a callable"):
+        est.estimate(kernel, X, Y, progress="yes")
