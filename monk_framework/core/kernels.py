@@ -276,9 +276,16 @@ class Kernel(Configurable):
         :meth:`symmetric_gram`) passes its result through this."""
         # a kernel value that overflowed (or a plugin's NaN) must never become a number
         if not np.isfinite(values).all():
+            if np.isnan(values).any():
+                # NaN is not a size: say what it can come from, and whose code made it
+                raise KernelOverflowError(
+                    f"Kernel {self.spec()} ({type(self).__module__}.{type(self).__qualname__}) gives non-finite "
+                    "values on these data: NaN, the result of an undefined operation (0/0, inf - inf, or a "
+                    "value that overflowed and was then combined) in the kernel's code."
+                )
             raise KernelOverflowError(
-                f"Kernel {self.spec()} gives non-finite values (overflow to inf, or NaN) on "
-                "these data; rescale the data or change the kernel's parameters."
+                f"Kernel {self.spec()} gives non-finite values on these data: inf, a value beyond float64 "
+                "(overflow); rescale the data or change the kernel's parameters."
             )
         return values
 
