@@ -464,3 +464,19 @@ def test_long_work_writes_plain_progress_lines_when_stderr_is_not_a_terminal(mon
     # between the lines, at least PLAIN_PROGRESS_EVERY seconds (none at all in a short job)
     monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 3600.0)
     assert "permutations" not in invoke("test", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=50", "-B", "200").stderr
+
+
+@pytest.mark.parametrize("estimator", ["u-stat", "v-stat", "monk-bcd-fast", "rff", "incomplete-u", "monk-embedding-mmd"])
+def test_one_seed_gives_the_same_bits_in_run_and_python_and_the_test_agrees_to_round_off(estimator):
+    # what docs/estimators.md#seeds states: run and Python are one code path (the same bits);
+    # a global test sums the same draws from its pooled Gram matrix in another order
+    from monk_framework import estimate
+
+    args = ["-k", "rbf", "-e", estimator, "--data-param", "n=80", "--seed", "4", "--json"]
+    ran = json.loads(invoke("run", *args).stdout)
+    tested = json.loads(invoke("test", *args, "--relabel", "global", "-B", "19").stdout)
+    X, Y = get_dataset("gauss", n=80).sample(4)
+    python = estimate("rbf", estimator, X, Y, rng=4)
+    assert ran["mmd2"] == python.mmd2 and ran["mmd"] == python.mmd
+    assert tested["statistic_mmd2"] == pytest.approx(python.mmd2, rel=1e-13, abs=0)
+
