@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import socket
+import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -218,6 +221,91 @@ def _import_distributed() -> Any:
     return optional_import("distributed", "dask", "The Dask backend and --backend dask")
 
 
+def _importing_the_script_in_a_worker() -> bool:
+    """Whether this process is a child that multiprocessing started and that is now
+    running the parent's script as ``__mp_main__`` (a module-level cluster start)."""
+    import multiprocessing
+
+    # the flag multiprocessing itself reads before it refuses to start a process from a
+    # child that is still importing the parent's script (spawn._check_not_importing_main)
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+@contextlib.contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """Start the embedded cluster's processes with SIGINT ignored (they inherit it, and
+    Python keeps an ignored SIGINT): Ctrl-C reaches the whole process group of a
+    terminal, and each worker would print its own KeyboardInterrupt traceback (about 70
+    lines around the one-line "Interrupted."). This process still gets Ctrl-C, stops,
+    and closes the cluster, which ends the workers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+#: seconds a scheduler address has to accept a connection and to send its handshake
+SCHEDULER_TIMEOUT = 5.0
+#: a Dask handshake is a few dozen bytes (58 measured); a first frame claiming more is
+#: another protocol's bytes read as a length
+HANDSHAKE_MAX_BYTES = 1 << 16
+
+
+def probe_scheduler(address: str, timeout: float | None = None) -> None:
+    """Refuse, within ``timeout`` seconds, a ``tcp://host:port`` where no Dask scheduler
+    answers: a closed port, no answer, or another kind of server. A Dask scheduler
+    writes its handshake as soon as a connection opens (an 8-byte length, then a small
+    msgpack frame naming its compression and pickle protocol); anything else would
+    make dask read another protocol's bytes as a frame length (an allocation of
+    exbibytes) or wait for an answer that never comes. Other schemes (tls://, inproc://)
+    are left to dask. ``timeout``: :data:`SCHEDULER_TIMEOUT` unless given."""
+    timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme != "tcp":
+        return
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        raise ParameterError(f"The scheduler address {address!r} (--scheduler) is not valid; expected tcp://host:port.")
+    try:
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+    except TimeoutError:
+        raise MonkError(f"The Dask scheduler at {address!r} does not answer: no connection within {timeout:g} s.") from None
+    except OSError as exc:
+        raise MonkError(f"Cannot reach the Dask scheduler at {address!r}: {exc.strerror or exc}.") from None
+    not_dask = f"The server at {address!r} is not a Dask scheduler"
+    with sock:
+        sock.settimeout(timeout)
+        try:
+            head = _read_exactly(sock, 8)
+            (length,) = struct.unpack("<Q", head)
+            if not 0 < length <= HANDSHAKE_MAX_BYTES:
+                raise MonkError(f"{not_dask}: its first bytes ({head!r}) are not a Dask handshake (another kind of server?).")
+            body = _read_exactly(sock, length)
+        except TimeoutError:
+            raise MonkError(f"{not_dask}: it sent no Dask handshake within {timeout:g} s (another kind of server, "
+                            "or one too busy to answer).") from None
+        except OSError as exc:
+            raise MonkError(f"{not_dask}: the connection failed before a Dask handshake ({exc.strerror or exc}).") from None
+    if b"compression" not in body:
+        raise MonkError(f"{not_dask}: its first message is not a Dask handshake (another kind of server?).")
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the server")
+        data += chunk
+    return data
+
+
 class DaskBackend(Backend):
     """On dask.distributed: an embedded LocalCluster, or the cluster at ``scheduler``.
 
@@ -237,6 +325,11 @@ class DaskBackend(Backend):
         self._cluster = None
         try:
             if scheduler is None:
+                if _importing_the_script_in_a_worker():
+                    # a worker of the cluster being started runs the script's module level
+                    # again (multiprocessing's spawn): leave at once and quietly, so that
+                    # the script's own process tells the one thing to do, below
+                    raise SystemExit(3)
                 import logging
 
                 if quiet:
@@ -251,7 +344,7 @@ class DaskBackend(Backend):
                 with dask.config.set({
                     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": REUSE_TRIM_THRESHOLD,
                     "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": REUSE_MMAP_THRESHOLD,
-                }):
+                }), _workers_ignore_ctrl_c():
                     self._cluster = distributed.LocalCluster(
                         n_workers=n_workers or os.cpu_count() or 1,
                         threads_per_worker=1,
@@ -260,7 +353,18 @@ class DaskBackend(Backend):
                     )
                 self.client = distributed.Client(self._cluster)
             else:
+                probe_scheduler(scheduler)
                 self.client = distributed.Client(scheduler, timeout="10s")
+        except MonkError:
+            raise
+        except RuntimeError as exc:
+            if scheduler is not None:
+                raise
+            raise MonkError(
+                "The embedded Dask cluster could not start its worker processes. A script that starts it "
+                "(get_backend('dask'), DaskBackend()) must do so under `if __name__ == \"__main__\":`, since each "
+                f"worker process imports the script again ({exc})."
+            ) from None
         except OSError as exc:
             raise MonkError(f"Cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
         except (ValueError, TypeError) as exc:  # dask's own parse of the address
@@ -298,6 +402,19 @@ class DaskBackend(Backend):
         # in a one-item list: scatter would spread a tuple or list item by item
         return self.client.scatter([obj], broadcast=True, hash=False)[0]
 
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is not None:
+            # left through Ctrl-C or an error: the cluster goes down with work in flight,
+            # and dask logs every lost piece of it; the user is told what happened in
+            # one line, by whoever raised
+            import logging
+
+            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+            if self._cluster is not None:
+                with contextlib.suppress(Exception):
+                    self.client.run(_quiet_distributed_logs)
+        self.close()
+
     def close(self) -> None:
         self.client.close()
         if self._cluster is not None:
@@ -306,6 +423,13 @@ class DaskBackend(Backend):
     def __repr__(self) -> str:
         where = self.scheduler or f"LocalCluster({self.workers} workers)"
         return f"DaskBackend({where})"
+
+
+def _quiet_distributed_logs() -> None:
+    """On a worker of the embedded cluster being shut down after Ctrl-C: no error logs."""
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
 
 def _with_parts(task: Any, fn: TaskFn, *parts: Any) -> Any:

@@ -154,3 +154,114 @@ def test_monk_estimates_spread_their_blocks_with_the_local_numbers(dask_backend,
     local = est.estimate(kernel, X, Y, rng=3)
     spread = est.estimate(kernel, X, Y, rng=3, backend=dask_backend)
     assert spread.mmd2 == pytest.approx(local.mmd2, rel=1e-10, abs=1e-14)
+
+
+# -- a scheduler address: a Dask scheduler, or one line naming what answers there ------------
+
+
+def test_a_real_scheduler_passes_the_probe_and_connects(dask_backend):
+    from monk_framework.engine.backends import probe_scheduler
+
+    address = dask_backend.client.scheduler.address
+    probe_scheduler(address)
+    with DaskBackend(address) as remote:
+        assert remote.workers == 2
+
+
+def _server(reply: bytes | None):
+    """A TCP server on 127.0.0.1 that sends ``reply`` on each connection (None: says
+    nothing), standing for another kind of server at a scheduler address."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if reply is not None:
+                conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        (b"SSH-2.0-OpenSSH_9.6\r\n", r"is not a Dask scheduler: its first bytes \(b'SSH-2.0-'\) are not a Dask handshake"),
+        (None, r"is not a Dask scheduler: it sent no Dask handshake within 0.5 s"),
+        (b"\x08\x00\x00\x00\x00\x00\x00\x00{\"a\": 1}", r"is not a Dask scheduler: its first message is not a Dask handshake"),
+    ],
+    ids=["ssh-banner", "silent-http", "json"],
+)
+def test_another_kind_of_server_is_one_line_within_the_timeout(monkeypatch, reply, message):
+    # dask would read the banner's bytes as a frame length (MemoryError: 3.07 EiB) or wait
+    import time
+
+    from monk_framework.core.errors import MonkError
+    from monk_framework.engine import backends
+
+    monkeypatch.setattr(backends, "SCHEDULER_TIMEOUT", 0.5)
+    server, address = _server(reply)
+    try:
+        start = time.monotonic()
+        with pytest.raises(MonkError, match=rf"The server at '{address}' " + message):
+            DaskBackend(address)
+        assert time.monotonic() - start < 5
+    finally:
+        server.close()
+
+
+def test_a_closed_port_is_one_line():
+    import socket
+
+    from monk_framework.core.errors import MonkError
+
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    with pytest.raises(MonkError, match=rf"Cannot reach the Dask scheduler at 'tcp://127.0.0.1:{port}': Connection refused"):
+        DaskBackend(f"tcp://127.0.0.1:{port}")
+
+
+def test_monkfw_with_another_server_at_the_scheduler_address_is_one_line_as_a_real_process():
+    import subprocess
+    import sys
+    import time
+
+    server, address = _server(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    try:
+        start = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "monk_framework", "run", "-k", "rbf", "-e", "u-stat", "--data-param", "n=30",
+             "--backend", "dask", "--scheduler", address, "-q"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert time.monotonic() - start < 30
+    finally:
+        server.close()
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"Error: The server at '{address}' is not a Dask scheduler: its first bytes (b'HTTP/1.1') are not a Dask "
+        "handshake (another kind of server?)."
+    ]
+
+
+@pytest.mark.slow  # 5 s: a script's process and its would-be workers (.ci/run runs it)
+def test_a_script_that_starts_the_cluster_at_module_level_gets_the_one_thing_to_do(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text("from monk_framework.engine.backends import get_backend\nget_backend('dask', n_workers=1).close()\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("monk_framework.core.errors.MonkError: The embedded Dask cluster could not start its worker "
+                           "processes. A script that starts it") and 'if __name__ == "__main__":' in last
+    assert "bootstrapping phase" not in done.stderr and len(done.stderr.splitlines()) < 15

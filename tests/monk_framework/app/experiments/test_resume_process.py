@@ -86,3 +86,33 @@ def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path, fresh):
     else:
         assert "run the same command again to resume" in said
     assert journal.read_bytes().count(b"\n") >= 5
+
+
+@pytest.mark.slow  # 15 s: two runs on an embedded Dask cluster (.ci/run runs it)
+@pytest.mark.parametrize("command", ["test", "experiment"])
+def test_ctrl_c_under_dask_is_one_line_and_exit_130(tmp_path, command):
+    # Ctrl-C reaches the whole process group of a terminal: the cluster's workers ignore it
+    # (they printed about 70 lines of tracebacks), and the lost work is not logged
+    pytest.importorskip("distributed")
+    out = tmp_path / "exp1"
+    journal = out / "cells.jsonl"
+    args = (["test", "-k", "rbf", "-p", "sigma=1", "-e", "u-stat", "--data-param", "n=3000", "-B", "100000"]
+            if command == "test" else [*LONG_ARGS, "--out", str(out)])
+    proc = subprocess.Popen(
+        [*_command(), *args, "--backend", "dask", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120
+    if command == "test":
+        time.sleep(8)  # the cluster is up and the permutations under way
+    else:
+        while time.monotonic() < deadline and not (journal.exists() and journal.read_bytes().count(b"\n") >= 5):
+            time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("No data given", "exp1 cells",
+                                                                                         "permutations"))]
+    assert len(lines) == 1 and lines[0].startswith("Interrupted."), err
+    if command == "experiment":
+        assert journal.read_bytes().count(b"\n") >= 5  # nothing lost
