@@ -1,0 +1,111 @@
+"""Rewrite the numbers of docs/reproduction.md's Experiment 1 and 2 tables from a run.
+
+Run the two commands the page gives, then::
+
+    python tools/regenerate_reproduction.py monk-results/exp1 monk-results/exp2
+
+Every cell of the two tables is read again from the runs' summary.csv (the rows and
+their order stay as the page has them; a row whose estimator the run lacks is an
+error), and the figures are copied to docs/figures/. The prose that quotes these
+numbers is checked by eye; tests/test_reproduction.py recomputes a few cells from the
+code and fails when the page drifts from it.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "reproduction.md"
+MINUS = "\u2212"
+
+#: the page's row labels -> the runs' names
+KERNELS = {"quadratic": "quadratic", "RBF": "rbf:sigma=1.0"}
+SETTINGS = {"Gaussian": "gauss", "5 outliers": "gauss-outliers", "Pareto(3)": "pareto"}
+EXP1_ESTIMATORS = {
+    "U-Stat": "u-stat:root=signed",
+    "BCD Q = 11": "monk-bcd:n_blocks=11",
+    "BCD Q = 21": "monk-bcd:n_blocks=21",
+    "BCD-Fast Q = 11": "monk-bcd-fast:n_blocks=11",
+    "BCD-Fast Q = 21": "monk-bcd-fast:n_blocks=21",
+    "BCD exact Q = 21": "monk-bcd:n_blocks=21,solver=exact",
+    "BCD-Fast exact Q = 11": "monk-bcd-fast:n_blocks=11,solver=exact",
+    "BCD-Fast exact Q = 21": "monk-bcd-fast:n_blocks=21,solver=exact",
+}
+EXP1_SIZES = (400, 800, 1200, 1600, 2000)
+PANELS = {"EI vs IE": "EI-IE", "EI vs EI": "EI-EI", "IE vs IE": "IE-IE"}
+EXP2_ESTIMATORS = {"U-Stat": "u-stat", "BCD-Fast": "monk-bcd-fast:n_blocks=5"}
+EXP2_SIZES = (50, 100, 200, 300, 380)
+
+
+def number(value: float, digits: int, *, sign: bool = False) -> str:
+    text = f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+    return text.replace("-", MINUS)
+
+
+def exp1_cell(panel: str, estimator: str, n: int, summary: dict[tuple[str, str, str, int], float]) -> str:
+    kernel_label, _, setting_label = panel.partition(", ")
+    key = (SETTINGS[setting_label], KERNELS[kernel_label], EXP1_ESTIMATORS[estimator], n)
+    return number(summary[key], 2)
+
+
+def rewrite_rows(lines: list[str], header: str, cells: Callable[[str, str, int], str]) -> list[str]:
+    """The table under ``header``, each value cell recomputed by ``cells(panel, estimator, i)``;
+    the rows' labels, their order and the bold marks stay as they are."""
+    out, inside, panel = [], False, ""
+    for line in lines:
+        if line.startswith(header):
+            inside = True
+            out.append(line)
+            continue
+        if inside and not line.startswith("|"):
+            inside = False
+        if inside and not line.startswith("|---"):
+            parts = line.rstrip().rstrip("|").rstrip().split(" | ")
+            first, estimator = parts[0].lstrip("|").strip(), parts[1].strip()
+            panel = first or panel
+            new = []
+            for i, old in enumerate(parts[2:]):
+                cell = cells(panel, estimator, i)
+                if old.startswith("**"):
+                    cell = f"**{cell}**"
+                elif old.endswith("**"):  # the last figure alone is bold
+                    head, _, last = cell.rpartition(", ")
+                    cell = f"{head}, **{last}**"
+                new.append(cell)
+            line = " | ".join([*parts[:2], *new]) + " |"
+        out.append(line)
+    return out
+
+
+def main(exp1_dir: str, exp2_dir: str) -> None:
+    rows1 = list(csv.DictReader((Path(exp1_dir) / "summary.csv").open()))
+    summary1 = {(r["setting"], r["kernel"], r["estimator"], int(r["n"])): float(r["median_log_error"]) for r in rows1}
+    rows2 = list(csv.DictReader((Path(exp2_dir) / "summary.csv").open()))
+    summary2 = {(r["panel"], r["estimator"], int(r["n"])): r for r in rows2}
+
+    def cells1(panel: str, estimator: str, i: int) -> str:
+        return exp1_cell(panel, estimator, EXP1_SIZES[i], summary1)
+
+    def cells2(panel: str, estimator: str, i: int) -> str:
+        r = summary2[(PANELS[panel], EXP2_ESTIMATORS[estimator], EXP2_SIZES[i])]
+        return (f"{number(float(r['mean_excess']), 3, sign=True)} ± {float(r['std_excess']):.3f}, "
+                f"{float(r['rejection_rate']):.3f}")
+
+    lines = PAGE.read_text(encoding="utf-8").split("\n")
+    lines = rewrite_rows(lines, "| panel | estimator | N = 400 |", cells1)
+    lines = rewrite_rows(lines, "| panel | estimator | N = 50 |", cells2)
+    PAGE.write_text("\n".join(lines), encoding="utf-8")
+    shutil.copy(Path(exp1_dir) / "exp1.png", ROOT / "docs" / "figures" / "exp1.png")
+    shutil.copy(Path(exp2_dir) / "exp2.png", ROOT / "docs" / "figures" / "exp2.png")
+    print(f"rewrote the tables of {PAGE.relative_to(ROOT)} and copied the two figures")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    main(sys.argv[1], sys.argv[2])
