@@ -28,7 +28,7 @@ from monk_framework.app.loading import load_sample
 from monk_framework.core.errors import DataError, MonkError, ParameterError, UnknownNameError
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import Configurable, parse_value
+from monk_framework.core.params import Configurable, parse_spec, parse_value
 from monk_framework.core.randomness import root, stream
 from monk_framework.core.registry import Registry, get_registry
 from monk_framework.core.results import (
@@ -269,9 +269,16 @@ def prepare(
     data are read, to refuse early what cannot work.
     """
     reg = registry or get_registry()
+    # -k and -e take specs as Python does ("rbf:sigma=1"); -p adds to them
+    kernel, kernel_spec = parse_spec(kernel)
+    estimator, estimator_spec = parse_spec(estimator)
     kernel_cls = reg.kernel_class(kernel)
     estimator_cls = reg.estimator_class(estimator)
     kernel_params, estimator_params = route_params(params, kernel_cls, estimator_cls)
+    for given, routed, what in ((kernel_spec, kernel_params, "kernel"), (estimator_spec, estimator_params, "estimator")):
+        for key in given.keys() & routed.keys():
+            raise ParameterError(f"The {what} parameter {key!r} is given in its spec and by --param; keep one.")
+        routed.update(given)
     if trace:
         if "trace" not in {p.name for p in estimator_cls.parameters()}:
             raise ParameterError(f"--trace: estimator {estimator!r} is not iterative (it has no 'trace' parameter).")
@@ -399,7 +406,7 @@ def prepare_test(
     )
     kernel, estimator, notes = with_defaults(kernel, estimator, load.get("x"), load.get("dataset"), need_estimator=not robust)
     reg = load.pop("registry", None) or get_registry()
-    if not issubclass(reg.estimator_class(estimator or "v-stat"), MMDEstimator):
+    if not issubclass(reg.estimator_class(parse_spec(estimator or "v-stat")[0]), MMDEstimator):
         raise ParameterError(
             f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator."
         )

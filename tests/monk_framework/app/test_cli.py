@@ -480,3 +480,15 @@ def test_one_seed_gives_the_same_bits_in_run_and_python_and_the_test_agrees_to_r
     assert ran["mmd2"] == python.mmd2 and ran["mmd"] == python.mmd
     assert tested["statistic_mmd2"] == pytest.approx(python.mmd2, rel=1e-13, abs=0)
 
+
+
+def test_kernel_and_estimator_options_take_specs_as_python_does():
+    by_spec = json.loads(invoke("run", "-k", "rbf:sigma=1", "-e", "monk-bcd:n_blocks=5", "--data-param", "n=30", "--json").stdout)
+    by_params = json.loads(invoke("run", "-k", "rbf", "-e", "monk-bcd", "-p", "sigma=1", "-p", "n_blocks=5",
+                                  "--data-param", "n=30", "--json").stdout)
+    assert by_spec["mmd2"] == by_params["mmd2"] and by_spec["kernel_params"] == {"sigma": 1.0}
+    tested = json.loads(invoke("test", "-k", "rbf:sigma=1", "-e", "monk-bcd:n_blocks=5", "--data-param", "n=30", "-B", "19",
+                               "--json").stdout)
+    assert tested["n_blocks"] == 5
+    both = invoke("run", "-k", "rbf:sigma=1", "-p", "sigma=2", "--data-param", "n=30")
+    assert both.exit_code == 2 and "The kernel parameter 'sigma' is given in its spec and by --param; keep one." in both.stderr
