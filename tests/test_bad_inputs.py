@@ -213,6 +213,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
     # -- where results go ---------------------------------------------------------------
     ("output-is-a-directory", [*RUN, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),
     ("output-unwritable", [*RUN, *SMALL, "-o", "blocker/out.json"], 2, r"--output 'blocker/out.json' cannot be written: 'blocker' is a file, not a directory"),
+    ("output-is-a-pipe", [*RUN, *SMALL, "-o", "pipe.csv"], 2, r"--output 'pipe.csv' is not a regular file \(a device, pipe or socket\)"),
+    ("data-param-twice", [*RUN, *SMALL, "--data-param", "n=40"], 2, r"--data-param n is given twice"),
+    ("param-twice", [*RUN, *SMALL, "-p", "sigma=1", "-p", "sigma=2"], 2, r"--param sigma is given twice"),
     ("test-output-is-a-directory", [*TEST, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),
 ]
 

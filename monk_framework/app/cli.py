@@ -269,8 +269,10 @@ def _entries_tables(title: str, entries: list[PluginEntry]) -> list[Table]:
 @app.command()
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     """List the installed kernels and estimators with their providers, and plugin problems."""
+    _quiet(quiet)
     reg = get_registry()
     if as_json:
         _print_json({
@@ -282,7 +284,7 @@ def plugins(
     for table in _entries_tables("Kernels", reg.kernels()) + _entries_tables("Estimators", reg.estimators()):
         stdout.print(table)
     for problem in reg.problems():
-        stderr.print(f"Plugin problem: {problem.provider}: {problem.message}", markup=False)
+        _note(f"Plugin problem: {problem.provider}: {problem.message}")
 
 
 # -- monkfw datasets ----------------------------------------------------------------
@@ -291,8 +293,10 @@ def plugins(
 @app.command()
 def datasets(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     """List the built-in data sets (generated from --seed)."""
+    _quiet(quiet)
     if as_json:
         _print_json([_describe_dict(cls, "monk-framework") for cls in DATASETS.values()])
         return
@@ -322,8 +326,10 @@ def _describe_dict(cls: type[Configurable], provider: str) -> dict[str, Any]:
 def describe(
     name: Annotated[str, typer.Argument(help="A kernel, estimator or data set name.", autocompletion=_complete("any"))],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Show a kernel's, estimator's or data set's formula, parameters and defaults."""
+    _quiet(quiet)
     reg = get_registry()
     found = [_describe_dict(e.cls, str(e.provider)) for e in reg.find(name)]
     if name in DATASETS:

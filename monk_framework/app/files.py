@@ -21,6 +21,9 @@ def check_writable(path: Path | str, *, what: str = "the output file") -> Path:
     path = Path(path)
     if path.is_dir():
         raise ParameterError(f"{what} {str(path)!r} is a directory; give a file name inside it, e.g. {str(path / 'result.json')!r}.")
+    if path.exists() and not path.is_file():
+        # a device, pipe or socket: the result would be renamed over it, not written into it
+        raise ParameterError(f"{what} {str(path)!r} is not a regular file (a device, pipe or socket); give a file name.")
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise ParameterError(f"{what} {str(path)!r} cannot be written: {str(blocker)!r} is a file, not a directory.")
@@ -43,6 +46,8 @@ def write_atomically(path: Path, data: str | bytes) -> None:
     path = Path(path)
     if path.is_dir():
         raise MonkError(f"Cannot write {str(path)!r}: it is a directory.")
+    if path.exists() and not path.is_file():
+        raise MonkError(f"Cannot write {str(path)!r}: it is not a regular file (a device, pipe or socket).")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -73,6 +73,12 @@ def parse_assignment(text: str, option: str) -> tuple[str, Any]:
     return key.strip(), parse_value(value)
 
 
+def _route(params: dict[str, Any], key: str, value: Any) -> None:
+    if key in params:
+        raise ParameterError(f"--param {key} is given twice; give each parameter once.")
+    params[key] = value
+
+
 def route_params(
     assignments: Sequence[str], kernel_cls: type[Configurable], estimator_cls: type[Configurable]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -94,14 +100,14 @@ def route_params(
             owner = kernel_cls if target == "kernel" else estimator_cls
             if bare not in keys:
                 raise UnknownNameError(f"parameter of {target} {owner.name!r}:", bare, keys)
-            routed[target == "estimator"][bare] = value
+            _route(routed[target == "estimator"], bare, value)
         elif key in kernel_keys and key in estimator_keys:
             raise ParameterError(
                 f"--param {key} is a parameter of both kernel {kernel_cls.name!r} and estimator "
                 f"{estimator_cls.name!r}; write kernel.{key}=... or estimator.{key}=...."
             )
         elif key in kernel_keys or key in estimator_keys:
-            routed[key in estimator_keys][key] = value
+            _route(routed[key in estimator_keys], key, value)
         else:
             known = sorted(kernel_keys | estimator_keys)
             raise UnknownNameError(
@@ -176,7 +182,11 @@ def _load_samples(
         dataset = default_dataset(kernel.input_kind)
         if dataset is None:
             raise ParameterError(f"No built-in data set gives {kernel.input_kind}s yet; pass --x and --y files.")
-    ds = get_dataset(dataset, **dict(parse_assignment(t, "--data-param") for t in data_params))
+    assigned = [parse_assignment(t, "--data-param") for t in data_params]
+    twice = sorted({key for key, _ in assigned if sum(k == key for k, _ in assigned) > 1})
+    if twice:
+        raise ParameterError(f"--data-param {twice[0]} is given twice; give each data set parameter once.")
+    ds = get_dataset(dataset, **dict(assigned))
     if ds.input_kind != kernel.input_kind:
         raise ParameterError(f"Data set {dataset!r} gives {ds.input_kind}s but the kernel takes {kernel.input_kind}s.")
     if implicit:

@@ -492,3 +492,24 @@ def test_kernel_and_estimator_options_take_specs_as_python_does():
     assert tested["n_blocks"] == 5
     both = invoke("run", "-k", "rbf:sigma=1", "-p", "sigma=2", "--data-param", "n=30")
     assert both.exit_code == 2 and "The kernel parameter 'sigma' is given in its spec and by --param; keep one." in both.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--data-param", "n=30", "--data-param", "n=40"], "--data-param n is given twice; give each data set parameter once."),
+        (["-p", "sigma=1", "-p", "sigma=2"], "--param sigma is given twice; give each parameter once."),
+        (["-o", "PIPE"], "is not a regular file (a device, pipe or socket); give a file name."),
+    ],
+)
+def test_an_option_given_twice_or_a_device_as_output_is_refused_before_the_work(tmp_path, args, message):
+    # the last value won silently; and a device given as --output was renamed over (as root,
+    # /dev/full became a regular file): a pipe stands for it here
+    import os
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    args = [str(pipe) if a == "PIPE" else a for a in args]
+    result = invoke("run", "-k", "rbf", "-d", "gauss", *(["--data-param", "n=30"] if "--data-param" not in args else []), *args)
+    assert result.exit_code == 2 and message in result.stderr
+    assert not pipe.is_file()  # still the pipe
