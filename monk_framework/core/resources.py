@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_FRACTION",
     "Resources",
     "available_memory",
+    "check_backend",
     "check_memory",
     "format_bytes",
     "parse_memory",
@@ -83,6 +84,18 @@ def _budget(value: Any) -> int | None:
     return value
 
 
+def check_backend(backend: Any) -> Any:
+    """``backend`` if it is None or a backend object (``as_completed``, ``remote``); else a
+    ParameterError: a name such as "dask" would otherwise run the work here, silently."""
+    if backend is None or (hasattr(backend, "as_completed") and hasattr(backend, "remote")):
+        return backend
+    hint = f" (a backend object: get_backend({backend!r}))" if isinstance(backend, str) else ""
+    raise ParameterError(
+        f"backend must be a backend object, e.g. monk_framework.engine.backends.get_backend('dask'){hint}; "
+        f"got {type(backend).__name__} {backend!r}."
+    )
+
+
 def _spread(backend: Any) -> Any:
     # only a remote backend spreads a job; one in this process leaves the work here
     return backend if backend is not None and getattr(backend, "remote", False) else None
@@ -116,6 +129,7 @@ class Resources:
         else:
             avail = available_memory()
             budget = None if avail is None else max(1, int(DEFAULT_FRACTION * avail))
+        check_backend(backend)
         if progress is not None and not callable(progress):
             raise ParameterError(f"progress must be a callable (done, total, what); got {type(progress).__name__}.")
         return cls(budget=budget, spread=backend, progress=progress)

@@ -30,7 +30,8 @@ def estimate(
     ``backend`` and ``progress`` as for :meth:`MMDEstimator.estimate`."""
     kern, est = resolve(kernel, estimator)
     if not isinstance(est, MMDEstimator):
-        raise MonkError(f"estimate needs an MMD estimator; got {_name(est)} (an embedding estimator: use embed).")
+        kind = " (an embedding estimator: use embed)" if isinstance(est, EmbeddingEstimator) else ""
+        raise MonkError(f"estimate needs an MMD estimator, or its spec such as 'u-stat'; got {_name(est)}{kind}.")
     return est.estimate(kern, X, Y, rng=rng, max_memory=max_memory, backend=backend, progress=progress)
 
 
@@ -41,9 +42,11 @@ def embed(
     or specs, e.g. ``embed("rbf", "monk-embedding:n_blocks=11", X)``)."""
     kern, est = resolve(kernel, estimator)
     if not isinstance(est, EmbeddingEstimator):
-        raise MonkError(f"embed needs an embedding estimator; got {_name(est)} (an MMD estimator: use estimate).")
+        kind = " (an MMD estimator: use estimate)" if isinstance(est, MMDEstimator) else ""
+        raise MonkError(f"embed needs an embedding estimator, or its spec such as 'mean'; got {_name(est)}{kind}.")
     return est.embed(kern, X, rng=rng, max_memory=max_memory, progress=progress)
 
 
 def _name(obj: Any) -> str:
-    return repr(getattr(obj, "name", type(obj).__name__))
+    name = getattr(obj, "name", None)
+    return repr(name) if isinstance(name, str) else f"{type(obj).__name__} {obj!r}"

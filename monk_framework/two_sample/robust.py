@@ -37,7 +37,7 @@ from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import Resources
+from monk_framework.core.resources import Resources, check_backend
 from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
@@ -243,6 +243,7 @@ def robust_test(
     """
     start = time.perf_counter()
     resources = Resources.of(max_memory)
+    check_backend(backend)  # a name such as 'dask' would run here, silently
     kernel, estimator = resolve(kernel, estimator)
     chosen, est = check_robust_test(
         kernel, contamination=contamination, method=method, estimator=estimator,

@@ -33,10 +33,12 @@ def test_embed_by_spec_and_the_kinds_are_not_confused():
     emb = mf.embed("rbf:sigma=1", "monk-embedding:n_blocks=3", X, rng=2)
     again = REG.get_estimator("monk-embedding", n_blocks=3).embed(REG.get_kernel("rbf", sigma=1.0), X, rng=2)
     assert attrs.evolve(emb, timings={}) == attrs.evolve(again, timings={})
-    with pytest.raises(MonkError, match="estimate needs an MMD estimator; got 'mean'"):
+    with pytest.raises(MonkError, match=r"estimate needs an MMD estimator, or its spec such as 'u-stat'; got 'mean' \(an embedding"):
         mf.estimate("rbf", "mean", X, Y)
-    with pytest.raises(MonkError, match="embed needs an embedding estimator; got 'u-stat'"):
+    with pytest.raises(MonkError, match=r"embed needs an embedding estimator, or its spec such as 'mean'; got 'u-stat' \(an MMD"):
         mf.embed("rbf", "u-stat", X)
+    with pytest.raises(MonkError, match=r"got NoneType None\.$"):
+        mf.estimate("rbf", None, X, Y)
     with pytest.raises(UnknownNameError, match="Did you mean 'u-stat'"):
         mf.estimate("rbf", "ustat", X, Y)
 
@@ -48,3 +50,15 @@ def test_every_entry_point_takes_the_same_specs():
     assert mf.split_test(kernel, estimator, X, Y, n_permutations=19, rng=1).kernel == "rbf"
     assert mf.robust_test(kernel, X, Y, contamination=1, method="mom", estimator=estimator, n_permutations=19,
                           rng=1).estimator == "u-stat"
+
+
+def test_a_backend_given_by_name_is_refused_not_run_here():
+    from monk_framework import ParameterError
+
+    X, Y = _data()
+    for run in (lambda: mf.estimate("rbf", "u-stat", X, Y, backend="dask"),
+                lambda: mf.permutation_test("rbf", "u-stat", X, Y, backend="dask"),
+                lambda: mf.split_test("rbf", "u-stat", X, Y, backend="dask"),
+                lambda: mf.robust_test("rbf:sigma=1", X, Y, contamination=1, backend="dask")):
+        with pytest.raises(ParameterError, match=r"backend must be a backend object.*get_backend\('dask'\).*got str 'dask'"):
+            run()
