@@ -234,6 +234,121 @@ VALID: list[tuple[str, list[str]]] = [
 ]
 
 
+#: a third-party distribution whose plugins misbehave, installed on PYTHONPATH for
+#: PLUGIN_CASES only; and one whose module fails to import
+HOSTILE_PLUGINS = """
+import sys
+from typing import ClassVar
+
+import attrs
+import numpy as np
+
+from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl
+
+
+@attrs.frozen(kw_only=True)
+class Scribbler(Kernel):
+    name: ClassVar[str] = "scribbler"
+    summary: ClassVar[str] = "The linear kernel, after writing into its inputs."
+
+    def compute_gram(self, X, Y):
+        X[:] = 0.0
+        return X @ Y.T
+
+    def compute_diag(self, X):
+        return np.einsum("ij,ij->i", X, X)
+
+
+@attrs.frozen(kw_only=True)
+class Quitter(Scribbler):
+    name: ClassVar[str] = "quitter"
+    summary: ClassVar[str] = "A kernel whose code ends the process."
+
+    def compute_gram(self, X, Y):
+        sys.exit(3)
+
+
+@attrs.frozen(kw_only=True)
+class NaNKernel(Scribbler):
+    name: ClassVar[str] = "nan-kernel"
+    summary: ClassVar[str] = "A kernel that gives NaN."
+
+    def compute_gram(self, X, Y):
+        return np.full((len(X), len(Y)), np.nan)
+
+
+@attrs.frozen(kw_only=True)
+class Chatty(MMDEstimator):
+    name: ClassVar[str] = "chatty"
+    summary: ClassVar[str] = "The V-statistic, printing as it goes."
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        print("chatty: computing {not json")
+        v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+        return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5)
+
+
+@attrs.frozen(kw_only=True)
+class Negative(Chatty):
+    name: ClassVar[str] = "negative"
+    summary: ClassVar[str] = "An estimator that reports a negative MMD."
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        return Estimate(mmd2=0.25, mmd=-0.5)
+
+
+@hookimpl
+def monk_kernels():
+    return [Scribbler, Quitter, NaNKernel]
+
+
+@hookimpl
+def monk_estimators():
+    return [Chatty, Negative]
+"""
+
+
+def _distribution(root: Path, dist: str, entry: str, module: str, source: str) -> None:
+    """A minimal installed distribution: its .dist-info (one entry point) and its module."""
+    info = root / f"{dist.replace('-', '_')}-1.2.3.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.2.3\n")
+    (info / "entry_points.txt").write_text(f"[monk_framework.plugins]\n{entry} = {module}\n")
+    (root / f"{module}.py").write_text(source)
+
+
+def _plugin_site(root: Path) -> Path:
+    site = root / "plugin-site"
+    site.mkdir()
+    _distribution(site, "monk-hostile", "hostile", "monk_hostile", HOSTILE_PLUGINS)
+    _distribution(site, "monk-broken-rq", "rq", "monk_broken_rq", "raise ImportError('scipy.special.rq is gone')\n")
+    return site
+
+
+#: (id, arguments, exit code, regex of the first stderr line, environment): a plugin's faults
+#: where they happen, run with the plugins above installed
+PLUGIN_CASES: list[tuple[str, list[str], int, str, dict[str, str]]] = [
+    ("plugin-writes-into-its-input", ["run", "-k", "scribbler", "-e", "v-stat", *SMALL], 1,
+     r"kernel 'scribbler' \(monk_hostile.Scribbler\): compute_gram failed: ValueError: .*read-only.*copy before writing", {}),
+    ("plugin-ends-the-process", ["run", "-k", "quitter", "-e", "v-stat", *SMALL], 1,
+     r"kernel 'quitter' \(monk_hostile.Quitter\): compute_gram tried to end the process \(sys.exit\(3\)\)", {}),
+    ("plugin-gives-nan", ["run", "-k", "nan-kernel", "-e", "v-stat", *SMALL], 1,
+     r"Kernel nan-kernel\(\) \(monk_hostile.NaNKernel\) gives non-finite values on these data: NaN, the result of an "
+     r"undefined operation", {}),
+    ("plugin-negative-mmd", ["run", "-k", "rbf", "-e", "negative", *SMALL], 1,
+     r"estimator 'negative' \(monk_hostile.Negative\): compute_estimate returned MMD = -0.5 with MMD\^2 = 0.25", {}),
+    ("plugin-failed-import-named", ["run", "-k", "rq", "-e", "u-stat", *SMALL], 2,
+     r"Unknown kernel 'rq'.*could not be loaded: monk-broken-rq==1.2.3\[rq\]: failed to import 'monk_broken_rq': "
+     r"ImportError: scipy.special.rq is gone", {}),
+    ("load-plugins-typo", ["run", "-k", "scribbler", "-e", "v-stat", *SMALL], 2,
+     r"Unknown kernel 'scribbler'.*could not be loaded: MONK_LOAD_PLUGINS: 'hostlie' matches no installed plugin's.*"
+     r"Did you mean 'hostile'",
+     {"MONK_LOAD_PLUGINS": "hostlie"}),
+]
+#: a plugin that prints while it computes: the JSON on stdout stays whole
+PLUGIN_VALID = ("plugin-prints-into-json", ["run", "-k", "rbf", "-e", "chatty", *SMALL, "--json"])
+
+
 def _with_outlier() -> np.ndarray:
     """40 ordinary points (those of x.npy) and one at 1e200 in their place 0."""
     X = np.random.default_rng(0).normal(size=(40, 2))
@@ -307,11 +422,14 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _run_many(jobs: list[tuple[str, list[str]]], cwd: Path) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Several cases in one process under the same memory limit, through the driver."""
+def _run_many(
+    jobs: list[tuple[str, list[str]]], cwd: Path, env: dict[str, str] | None = None
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Several cases in one process under the same memory limit, through the driver
+    (``env``: variables added to the process's environment)."""
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER], cwd=cwd, env=_env(), input=json.dumps(jobs), capture_output=True,
-        text=True, timeout=600, preexec_fn=_limit_memory,
+        [sys.executable, "-c", DRIVER], cwd=cwd, env={**_env(), **(env or {})}, input=json.dumps(jobs),
+        capture_output=True, text=True, timeout=600, preexec_fn=_limit_memory,
     )
     assert done.returncode == 0, done.stderr
     return {
@@ -331,10 +449,18 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.C
     _files(root)
     jobs = [(case_id, args) for case_id, args, _, _ in CASES] + list(VALID)
     chunks = [jobs[i : i + CASES_PER_PROCESS] for i in range(0, len(jobs), CASES_PER_PROCESS)]
+    site = _plugin_site(root)
+    by_env: dict[str, list[tuple[str, list[str]]]] = {}
+    for case_id, args, _, _, env in PLUGIN_CASES:
+        by_env.setdefault(json.dumps(env), []).append((case_id, args))
+    by_env[json.dumps({})].append(PLUGIN_VALID)
     with ThreadPoolExecutor(max_workers=2) as pool:
         results: dict[str, subprocess.CompletedProcess[str]] = {}
-        for part in pool.map(lambda chunk: _run_many(chunk, root), chunks):
-            results.update(part)
+        runs = [pool.submit(_run_many, chunk, root) for chunk in chunks]
+        runs += [pool.submit(_run_many, cases, root, {"PYTHONPATH": str(site), **json.loads(env)})
+                 for env, cases in by_env.items()]
+        for run in runs:
+            results.update(run.result())
     return results
 
 
@@ -388,9 +514,24 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
         assert mmd2 != 0.0  # not the 0 of an overflowed kernel
 
 
+@pytest.mark.parametrize("case_id, args, code, first_line, env", PLUGIN_CASES, ids=[c[0] for c in PLUGIN_CASES])
+def test_a_misbehaving_plugin_gets_a_one_line_error_naming_it(outcomes, case_id, args, code, first_line, env):
+    result = outcomes[case_id]
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    assert result.returncode == code, (result.returncode, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.match(r"Error: " + first_line, lines[0]), result.stderr
+
+
+def test_what_a_plugin_prints_never_reaches_the_json(outcomes):
+    result = outcomes[PLUGIN_VALID[0]]
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["estimator"] == "chatty" and "chatty: computing {not json" in result.stderr
+
+
 def test_reliability_page_lists_every_case():
     text = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
     listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M))
-    ids = {c[0] for c in CASES} | {v[0] for v in VALID}
+    ids = {c[0] for c in CASES} | {v[0] for v in VALID} | {c[0] for c in PLUGIN_CASES} | {PLUGIN_VALID[0]}
     assert ids - listed == set(), "cases missing from docs/reliability.md"
     assert listed - ids == set(), "docs/reliability.md lists cases the suite does not run"

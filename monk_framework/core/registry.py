@@ -226,8 +226,8 @@ class Registry:
                 if wanted not in names and _normalize(wanted) not in names:
                     self._problems.append(PluginProblem(
                         Provider(module=LOAD_PLUGINS_ENV),
-                        f"{LOAD_PLUGINS_ENV} names {wanted!r}, but no installed plugin has that entry-point or "
-                        f"distribution name.{did_you_mean(wanted, sorted(names))}",
+                        f"{wanted!r} matches no installed plugin's entry-point or distribution name."
+                        f"{did_you_mean(wanted, sorted(names))}",
                     ))
         for found in discovered:
             provider = found.provider

@@ -382,7 +382,7 @@ def test_a_name_in_monk_load_plugins_that_nothing_answers_to_is_reported(fake_si
     assert "ones" in {e.name for e in registry.kernels()}
     (problem,) = registry.problems()
     assert problem.provider.module == "MONK_LOAD_PLUGINS"
-    assert problem.message.startswith("MONK_LOAD_PLUGINS names 'onse', but no installed plugin has that entry-point")
+    assert problem.message.startswith("'onse' matches no installed plugin's entry-point or distribution name.")
     assert "Did you mean 'ones'?" in problem.message
     with pytest.raises(UnknownNameError, match=r"Unknown kernel 'rq'.*could not be loaded: MONK_LOAD_PLUGINS: "):
         registry.get_kernel("rq")
