@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -486,6 +487,7 @@ class _ProgressBar:
         self.started = time.monotonic()
         self.stage_started = self.started
         self.last_line = self.started
+        self.lock = threading.Lock()  # the engine reports from its threads too
 
     def __enter__(self) -> _ProgressBar:
         return self
@@ -495,6 +497,10 @@ class _ProgressBar:
             self.progress.__exit__(*exc)
 
     def __call__(self, done: float, total: float, what: str | None = None) -> None:
+        with self.lock:
+            self._update(done, total, what)
+
+    def _update(self, done: float, total: float, what: str | None) -> None:
         if what is not None and what != self.what:
             self.what, self.stage_started = what, time.monotonic()
             if self.task is not None and not self.plain:

@@ -326,10 +326,13 @@ def band_reduction(op: str, band: np.ndarray, start: int, stop: int, W: Any) -> 
 class StoredGram(GramSource):
     """Block reductions of a Gram matrix held in memory (computed once)."""
 
-    def __init__(self, kernel: Kernel, Z: Sample, *, K: np.ndarray | None = None):
+    def __init__(
+        self, kernel: Kernel, Z: Sample, *, K: np.ndarray | None = None,
+        report: Callable[[float, float, str], None] | None = None,
+    ):
         self.n = len(Z)
         start = time.perf_counter()
-        self.K = gram_matrix(kernel, Z) if K is None else K
+        self.K = gram_matrix(kernel, Z, report=report) if K is None else K
         self.kernel_s = time.perf_counter() - start
 
     def band(self, start: int, stop: int) -> np.ndarray:
@@ -687,4 +690,4 @@ def gram_source(
         return SpreadGram(kernel, Z, remote)
     if matrix_free == "auto":
         matrix_free = not resources.fits(8.0 * n * n)
-    return MatrixFreeGram(kernel, Z) if matrix_free else StoredGram(kernel, Z)
+    return MatrixFreeGram(kernel, Z) if matrix_free else StoredGram(kernel, Z, report=resources.report)

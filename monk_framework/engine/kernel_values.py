@@ -9,6 +9,7 @@ the engine decides: how many threads evaluate the bands of a matrix.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -37,9 +38,32 @@ def _band_task(band: tuple[int, int], work: Callable[[int, int], Any]) -> Any:
     return work(*band)
 
 
-def gram_matrix(kernel: Kernel, Z: Sample, Y: Sample | None = None) -> np.ndarray:
+def gram_matrix(
+    kernel: Kernel, Z: Sample, Y: Sample | None = None, *, report: Callable[[float, float, str], None] | None = None
+) -> np.ndarray:
     """k(Z, Z) (exactly symmetric, its bands on every core) or k(Z, Y), for validated
-    samples and a fitted kernel: the stored Gram matrices of every estimator and test."""
+    samples and a fitted kernel: the stored Gram matrices of every estimator and test.
+    ``report(done, total, "Gram matrix")`` counts the kernel values of the bands of a
+    symmetric one as they finish (from the engine's threads)."""
     if Y is None:
-        return kernel.symmetric_gram(Z, run_bands=on_cores)
+        return kernel.symmetric_gram(Z, run_bands=on_cores if report is None else _counted_bands(len(Z), report))
     return kernel.rectangular_gram(Z, Y)
+
+
+def _counted_bands(n: int, report: Callable[[float, float, str], None]) -> Callable[..., list[Any]]:
+    """:func:`on_cores`, telling ``report`` the values of the upper triangle done."""
+    lock = threading.Lock()
+    done = [0.0]
+    total = n * (n + 1) / 2.0
+
+    def run(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> list[Any]:
+        def counted(a: int, b: int) -> Any:
+            out = work(a, b)
+            with lock:
+                done[0] += (b - a) * (n - a) - (b - a) * (b - a - 1) / 2.0
+                report(done[0], total, "Gram matrix")
+            return out
+
+        return on_cores(counted, bands)
+
+    return run

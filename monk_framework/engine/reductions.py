@@ -56,7 +56,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
         Kyy = gram_matrix(kernel, Y)
         resources.report(2, 3, "Gram matrices")
         Kxy = gram_matrix(kernel, X, Y)
-        resources.report(3, 3, "Gram matrices")
+        resources.report(3, 3, "Gram matrices")  # three matrices of about one size: no finer count
         dx, dy = np.diag(Kxx), np.diag(Kyy)
         return KernelSums(
             xx=float(Kxx.sum()), yy=float(Kyy.sum()), xy=float(Kxy.sum()), trace_x=float(np.trace(Kxx)),

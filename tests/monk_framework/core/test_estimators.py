@@ -189,6 +189,7 @@ class _Heard:
         ("u-stat", {}, None, "Gram matrices"),
         ("monk-bcd", {"n_blocks": 5, "n_iter": 30}, None, "iterations (Q = 5)"),
         ("monk-bcd-fast", {"n_blocks": 5}, "4kB", "block sums, partition 5 of 5"),
+        ("monk-bcd", {"n_blocks": 5, "n_iter": 30}, None, "Gram matrix"),
     ],
 )
 def test_long_work_tells_its_progress_and_keeps_its_numbers(name, params, max_memory, stage):
