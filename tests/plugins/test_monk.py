@@ -210,12 +210,27 @@ def test_monk_embedding_objective_is_certified_against_a_brute_force_block_gram(
     assert np.allclose(emb.weights, beta[labels] * Wm[np.arange(200), labels])
 
 
+#: BCD-Fast as the authors run it is biased down, and with the RBF kernel its error stops
+#: decreasing with N (docs/reproduction.md, Experiment 1, claim 2: the coefficients kept
+#: across reshuffles, the last reshuffle two iterations before the end); its exact solver
+#: is the consistent one. Strict: if the default ever becomes consistent, this says so.
+_AUTHORS_BCD_FAST_RBF = pytest.mark.xfail(
+    strict=True, reason="the authors' BCD-Fast schedule is biased with RBF (docs/reproduction.md, claim 2)"
+)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel_name", ["rbf", "quadratic"])
 @pytest.mark.parametrize(
-    "name, params",
-    [("monk-bcd", {}), ("monk-bcd", {"solver": "exact"}), ("monk-bcd-fast", {}), ("monk-embedding-mmd", {}),
-     ("monk-embedding-mmd", {"center": "minmax"})],
+    "kernel_name, name, params",
+    [
+        (kernel_name, name, params) if (name, params, kernel_name) != ("monk-bcd-fast", {}, "rbf")
+        else pytest.param(kernel_name, name, params, marks=_AUTHORS_BCD_FAST_RBF)
+        for kernel_name in ("rbf", "quadratic")
+        for name, params in [
+            ("monk-bcd", {}), ("monk-bcd", {"solver": "exact"}), ("monk-bcd-fast", {}),
+            ("monk-bcd-fast", {"solver": "exact"}), ("monk-embedding-mmd", {}), ("monk-embedding-mmd", {"center": "minmax"}),
+        ]
+    ],
 )
 def test_consistency_on_the_gaussian_setting(registry, kernel_name, name, params):
     from monk_framework.app.datasets import get_dataset
