@@ -126,6 +126,7 @@ def test_testing_page_example_runs(capsys):
     assert "Reject H0" in out or "No evidence" in out
 
 
+@pytest.mark.slow  # 6 s: an experiment through the page's example (.ci/run runs it)
 def test_reproduction_page_example_runs(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the example writes into monk-results/
     block = code_blocks(DOCS / "reproduction.md")[0]

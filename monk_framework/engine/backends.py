@@ -249,7 +249,7 @@ def _workers_ignore_ctrl_c() -> Iterator[None]:
 
 
 #: seconds a scheduler address has to accept a connection and to send its handshake
-SCHEDULER_TIMEOUT = 5.0
+SCHEDULER_TIMEOUT = 10.0  # as long as dask gives a connection (Client(timeout="10s"))
 #: a Dask handshake is a few dozen bytes (58 measured); a first frame claiming more is
 #: another protocol's bytes read as a length
 HANDSHAKE_MAX_BYTES = 1 << 16

@@ -130,6 +130,7 @@ def test_exact_solver_is_at_least_bcd_and_certified(registry):
         assert len(cert["majority_blocks"]) == 6 and set(cert["active_blocks"]) <= set(range(11))
 
 
+@pytest.mark.slow  # 5 s for both kernels (.ci/run runs it)
 @pytest.mark.parametrize("kernel_name, params", [("quadratic", {}), ("polynomial", {"degree": 3})])
 def test_outliers_ruin_the_u_statistic_but_not_monk(registry, kernel_name, params):
     rng = np.random.default_rng(0)
@@ -590,6 +591,7 @@ def test_embedding_mmd_trimmed_form_over_the_memory_budget_gives_the_stored_valu
     np.testing.assert_allclose(tiled, stored, rtol=1e-10)
 
 
+@pytest.mark.slow  # 2 s: a Monte-Carlo level (.ci/run runs it)
 def test_embedding_mmd_trimmed_test_keeps_its_level_where_the_separate_one_does_not(registry):
     # five identical outliers of X, quadratic kernel: the separate embeddings are pulled by
     # the outliers' blocks, all towards X's side in the observed sample and to both sides

@@ -17,6 +17,7 @@ def invoke(*args: str):
     return runner.invoke(app, list(args), catch_exceptions=False)
 
 
+@pytest.mark.slow  # 3.5 s: two runs of exp2 --quick (.ci/run runs it; test_runner covers resuming)
 def test_experiment_quick_writes_files_then_resumes(tmp_path):
     out = tmp_path / "e2"
     args = ("experiment", "exp2", "--quick", "--runs", "1", "--sizes", "60", "--out", str(out))

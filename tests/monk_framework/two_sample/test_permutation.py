@@ -436,6 +436,7 @@ def test_within_block_test_is_exact_on_clean_exchangeable_data(registry):
     assert abs(rejections / 300 - 0.05) <= 2.5 * np.sqrt(0.05 * 0.95 / 300)
 
 
+@pytest.mark.slow  # 2 s (.ci/run runs it)
 def test_gauss_outliers_example_rejects_only_with_within_block_relabelling(registry):
     # the clean Gaussians of the gauss-outliers data set differ (MMD 0.88), and 5 outliers
     # sit in each sample; relabelling globally spreads them over the blocks, so the

@@ -157,6 +157,7 @@ def test_mom_median_pvalue_is_bounded_by_a_clean_order_statistic(registry):
                 assert median_pvalue(dirty, r) >= stats.binom.sf(k - r - 1, Q, clean[k - r - 1]) - 1e-15
 
 
+@pytest.mark.slow  # 3 s: a Monte-Carlo level (.ci/run runs it)
 def test_median_pvalue_keeps_its_level_when_r_pvalues_are_zero():
     # r blocks corrupted in the adversary's favour (p = 0), the others uniform: the rate
     # of p <= alpha is at most alpha (here computed exactly over 20000 draws)

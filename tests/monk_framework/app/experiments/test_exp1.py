@@ -56,6 +56,7 @@ def test_cells_share_data_across_kernels_and_are_reproducible():
     assert a[0]["abs_error"] > 1e4 > 1.0 > exp1_cell(rbf)[0]["abs_error"]
 
 
+@pytest.mark.slow  # 3 s: exp1 --quick with its figure (.ci/run runs it)
 def test_quick_run_writes_results_summary_and_figure(tmp_path):
     exp = get_experiment("exp1", quick=True, runs=2, sizes=(200, 400))
     done = run_experiment(exp, tmp_path)

@@ -63,6 +63,7 @@ def test_killed_run_resumes_to_exactly_the_full_set_of_cells(tmp_path):
 LONG_ARGS = [*ARGS[:3], "--runs", "30", *ARGS[5:]]
 
 
+@pytest.mark.slow  # 3.6 s: two real processes interrupted (.ci/run runs them)
 @pytest.mark.parametrize("fresh", [False, True], ids=["resume", "fresh"])
 def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path, fresh):
     out = tmp_path / "exp1"
