@@ -24,8 +24,8 @@ import attrs
 import numpy as np
 
 from monk_framework.app.datasets import DATASETS, default_dataset, get_dataset
-from monk_framework.app.loading import load_sample
-from monk_framework.core.errors import DataError, MonkError, ParameterError, UnknownNameError
+from monk_framework.app.loading import holds_numbers, load_sample
+from monk_framework.core.errors import DataError, DataFileError, MonkError, ParameterError, UnknownNameError
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, parse_spec, parse_value
@@ -216,23 +216,10 @@ def data_kind(x: Path | str | None, dataset: str | None) -> str:
         return "string"
     if suffix == ".txt":
         try:
-            with Path(x).open(encoding="utf-8") as handle:
-                for line in handle:
-                    text = line.strip()
-                    if text and not text.startswith("#"):
-                        cells = text.replace(",", " ").replace("\t", " ").split()
-                        return "vector" if all(_is_number(c) for c in cells) else "string"
-        except (OSError, UnicodeDecodeError):
+            return "vector" if holds_numbers(x) else "string"
+        except (OSError, DataFileError):
             return "vector"  # the loader names the problem
     return "vector"
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def with_defaults(

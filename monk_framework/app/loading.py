@@ -28,7 +28,7 @@ import numpy as np
 from monk_framework.core.errors import DataFileError, ResourceError
 from monk_framework.core.resources import available_memory, format_bytes
 
-__all__ = ["load_sample"]
+__all__ = ["first_data_line", "holds_numbers", "load_sample"]
 
 
 def load_sample(
@@ -229,18 +229,33 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
     return np.frombuffer(values, dtype=np.float64).reshape(-1, width)
 
 
-def _numbers_separator(path: Path) -> str:
-    """How a text file of numbers separates its values: the first data line decides
-    (a comma, a tab, else runs of spaces, as ``np.savetxt`` writes by default)."""
+def first_data_line(path: Path | str) -> str | None:
+    """The first line of a text file that is neither blank nor a ``#`` comment, stripped
+    (None for a file without one)."""
     try:
-        with path.open(encoding="utf-8") as handle:
+        with Path(path).open(encoding="utf-8") as handle:
             for line in handle:
                 text = line.strip()
                 if text and not text.startswith("#"):
-                    return "," if "," in text else ("\t" if "\t" in text else " ")
+                    return text
     except UnicodeDecodeError as exc:
         raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
-    return " "
+    return None
+
+
+def holds_numbers(path: Path | str) -> bool:
+    """Whether a text file's first data line is numbers only (spaces, tabs or commas
+    between them): a ``.txt`` file of points rather than of strings."""
+    text = first_data_line(path)
+    cells = [] if text is None else text.replace(",", " ").replace("\t", " ").split()
+    return bool(cells) and all(_cell_value(c) is not None for c in cells)
+
+
+def _numbers_separator(path: Path) -> str:
+    """How a text file of numbers separates its values: the first data line decides
+    (a comma, a tab, else runs of spaces, as ``np.savetxt`` writes by default)."""
+    text = first_data_line(path) or ""
+    return "," if "," in text else ("\t" if "\t" in text else " ")
 
 
 def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: bool = False) -> float:

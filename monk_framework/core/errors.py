@@ -89,11 +89,12 @@ class PluginFailure(MonkError):
 
 
 @contextlib.contextmanager
-def plugin_code(label: str, method: str) -> Iterator[None]:
+def plugin_code(owner: Any, method: str) -> Iterator[None]:
     """Run a plugin's method inside: an error it raises on purpose (a :class:`MonkError`)
     passes as it is, and so do running out of memory and Ctrl-C; anything else, and
-    ``sys.exit``, becomes a :class:`PluginFailure` naming ``label`` (e.g. "kernel 'rq'
-    (my_pkg.RQKernel)") and ``method``, so that a user sees whose code failed, and a
+    ``sys.exit``, becomes a :class:`PluginFailure` naming the plugin (``owner``'s
+    ``plugin_label()``, e.g. "kernel 'rq' (my_pkg.RQKernel)", made only then: this runs
+    around every Gram tile) and ``method``, so that a user sees whose code failed, and a
     plugin cannot end the program behind the framework's back."""
     try:
         yield
@@ -103,14 +104,14 @@ def plugin_code(label: str, method: str) -> Iterator[None]:
         raise
     except SystemExit as exc:
         raise PluginFailure(
-            f"{label}: {method} tried to end the process (sys.exit({exc.code!r})); a plugin must raise an "
+            f"{owner.plugin_label()}: {method} tried to end the process (sys.exit({exc.code!r})); a plugin must raise an "
             "exception instead."
         ) from None
     except Exception as exc:
         hint = ""
         if isinstance(exc, ValueError) and "read-only" in str(exc):
             hint = " (its inputs are read-only views of the caller's data: copy before writing into them)"
-        raise PluginFailure(f"{label}: {method} failed: {type(exc).__name__}: {exc}{hint}") from exc
+        raise PluginFailure(f"{owner.plugin_label()}: {method} failed: {type(exc).__name__}: {exc}{hint}") from exc
 
 
 class KernelOverflowError(MonkError, ArithmeticError):

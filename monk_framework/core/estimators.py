@@ -255,7 +255,7 @@ class EmbeddingEstimator(Estimator):
         start = time.perf_counter()
         fitted = kernel.fit(Xv)
         fitted.check_contract(Xv)
-        with plugin_code(self.plugin_label(), "compute_embedding"):
+        with plugin_code(self, "compute_embedding"):
             core = self.compute_embedding(fitted, Xv, stream, resources)
         if not isinstance(core, EmbeddingWeights):
             raise PluginFailure(
@@ -295,7 +295,7 @@ def checked_estimate(
     −√|MMD²|). Anything else, and any error the estimator's code raises, is a
     :class:`PluginFailure` naming the estimator, never a number passed on."""
     label = estimator.plugin_label()
-    with plugin_code(label, "compute_estimate"):
+    with plugin_code(estimator, "compute_estimate"):
         core = estimator.compute_estimate(kernel, X, Y, rng, resources)
     if not isinstance(core, Estimate):
         raise PluginFailure(f"{label}: compute_estimate returned {type(core).__name__}; it must return Estimate(mmd2=..., mmd=...).")

@@ -168,7 +168,7 @@ class Kernel(Configurable):
             raise MonkError(f"Kernel {self.name!r} has no explicit finite feature map.")
         self._require_fitted()
         Xv = self.check_sample(X)
-        with plugin_code(self.plugin_label(), "compute_features"):
+        with plugin_code(self, "compute_features"):
             return self.compute_features(read_only(Xv))
 
     def pair_values(self, A: Any, B: Any) -> np.ndarray:
@@ -302,7 +302,7 @@ class Kernel(Configurable):
         ``check=False`` leaves the finiteness to the caller, who must pass what it derives
         from the tile through :meth:`check_finite` (a matrix-free product does: a NaN or
         an infinity reaches every sum of its row, so one check of the sums covers it)."""
-        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self.plugin_label(), "compute_gram"):
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_gram"):
             values = np.asarray(self.compute_gram(read_only(X), read_only(Y)), dtype=np.float64)
         # a wrong shape would be broadcast into the Gram matrix without a word
         if values.shape != (len(X), len(Y)):
@@ -315,7 +315,7 @@ class Kernel(Configurable):
     def direct_block_gram(self, Z: Sample, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
         """``compute_block_gram``'s Wᵀ K W, checked for shape and finiteness, or None when
         the kernel has no direct form for these inputs."""
-        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self.plugin_label(), "compute_block_gram"):
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_block_gram"):
             G = self.compute_block_gram(read_only(Z), read_only(W), read_only(diag))
         if G is None:
             return None
@@ -330,7 +330,7 @@ class Kernel(Configurable):
     def diag_tile(self, X: Sample) -> np.ndarray:
         """k(x_i, x_i) for a validated sample: ``compute_diag``'s values, checked for shape,
         finiteness and (PSD kernels) sign."""
-        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self.plugin_label(), "compute_diag"):
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_diag"):
             values = np.asarray(self.compute_diag(read_only(X)), dtype=np.float64)
         if values.shape != (len(X),):
             raise KernelContractError(

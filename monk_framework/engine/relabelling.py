@@ -296,7 +296,7 @@ def estimator_statistics(
     value per relabelling, else a :class:`PluginFailure` naming the estimator (as is
     any error its code raises)."""
     method = "permuted_statistics" if partition is None else "partition_statistics"
-    with plugin_code(estimator.plugin_label(), method):
+    with plugin_code(estimator, method):
         if partition is None:
             values = estimator.permuted_statistics(pool, perms, rngs)
         else:

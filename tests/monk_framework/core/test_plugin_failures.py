@@ -7,14 +7,16 @@ before it becomes a number, and an error or a ``sys.exit`` inside a plugin becom
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import types
 from typing import ClassVar
 
 import attrs
 import numpy as np
 import pytest
 
-from monk_framework import Estimate, Kernel, MMDEstimator, get_registry
+from monk_framework import Estimate, Kernel, MMDEstimator, get_registry, hookimpl
 from monk_framework.core.errors import PluginFailure
 from monk_framework.two_sample import permutation_test
 
@@ -163,19 +165,22 @@ class _Registered(Scribbler):
     summary: ClassVar[str] = "The linear kernel after writing into its inputs (for the test)."
 
 
-@pytest.fixture
-def scribbler_plugin():
-    import types
-
-    from monk_framework import hookimpl
-
-    plugin = types.ModuleType("scribbling")
-    plugin.monk_kernels = hookimpl(lambda: [_Registered])
+@contextlib.contextmanager
+def _registered(hook: str, cls: type):
+    """A throwaway plugin providing ``cls`` through ``hook``, registered for the block."""
+    plugin = types.ModuleType(f"throwaway-{cls.name}")
+    setattr(plugin, hook, hookimpl(lambda: [cls]))
     REG.register(plugin)
     try:
         yield
     finally:
         REG.unregister(plugin)
+
+
+@pytest.fixture
+def scribbler_plugin():
+    with _registered("monk_kernels", _Registered):
+        yield
 
 
 def test_the_cli_shows_a_plugin_failure_as_one_line_naming_the_plugin(scribbler_plugin):
@@ -211,17 +216,8 @@ class Chatty(MMDEstimator):
 
 @pytest.fixture
 def chatty_plugin():
-    import types
-
-    from monk_framework import hookimpl
-
-    plugin = types.ModuleType("chatty")
-    plugin.monk_estimators = hookimpl(lambda: [Chatty])
-    REG.register(plugin)
-    try:
+    with _registered("monk_estimators", Chatty):
         yield
-    finally:
-        REG.unregister(plugin)
 
 
 def test_what_a_plugin_prints_goes_to_stderr_and_the_json_stays_whole(chatty_plugin):
