@@ -35,7 +35,7 @@ from monk_framework.core.results import Embedding, MMDResult, Result
 from monk_framework.core.samples import as_strings, as_vectors
 from monk_framework.core.version import __version__
 from monk_framework.numerics.compiled import set_compiled, using_compiled
-from monk_framework.two_sample import embed, estimate, permutation_test, robust_test, split_test
+from monk_framework.two_sample import aggregated_test, embed, estimate, permutation_test, robust_test, split_test
 
 __all__ = [
     "DataError",
@@ -63,6 +63,7 @@ __all__ = [
     "Result",
     "UnknownNameError",
     "__version__",
+    "aggregated_test",
     "as_strings",
     "as_vectors",
     "check_squared_norm",

@@ -32,7 +32,7 @@ from monk_framework.core.errors import MonkError, ParameterError, UnknownNameErr
 from monk_framework.core.params import Configurable
 from monk_framework.core.registry import PluginEntry, get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
-from monk_framework.core.results import RobustTestResult, dumps
+from monk_framework.core.results import AggregatedTestResult, RobustTestResult, dumps
 from monk_framework.core.version import __version__
 from monk_framework.engine.backends import check_backend_options, get_backend
 from monk_framework.numerics.compiled import CompiledLoopsWarning
@@ -573,8 +573,16 @@ def test_command(
     relabel: Annotated[str, typer.Option("--relabel", help="Permutation test: 'auto' (within the blocks of a MONK estimator's fixed "
         "partition, else global), 'within-blocks' or 'global'.")] = "auto",
     contamination: ContaminationOption = None,
-    method: Annotated[str, typer.Option("--method", help="With --contamination: 'auto', 'dc' (dcMMD, bounded kernels) or 'mom' "
-        "(median of block p-values, any kernel).")] = "auto",
+    method: Annotated[str, typer.Option("--method", help="With --contamination: 'auto', 'dc' (dcMMD, bounded kernels), 'clip' "
+        "(dcMMD on clipped features, any kernel) or 'mom' (median of block p-values, any kernel).")] = "auto",
+    clip: Annotated[float | None, typer.Option("--clip", help="With --contamination and clip: the radius c of the clipped "
+        "features, in sqrt(k(x, x)) units, fixed without these data (default: the median pooled norm, "
+        "accounted for in the guarantee).", show_default=False)] = None,
+    aggregate: Annotated[str | None, typer.Option("--aggregate", help="An aggregated test over many kernels: 'agg' (MMDAgg) or "
+        "'fuse' (MMD-FUSE); default kernels: Gaussian and Laplace at 10 bandwidths each. With --contamination: "
+        "robust aggregation (agg, fixed --bandwidths).", show_default=False)] = None,
+    bandwidths: Annotated[str | None, typer.Option("--bandwidths", help="With --aggregate: the bandwidths sigma, e.g. "
+        "0.25,0.5,1,2 (of -k's kernel, or of the default Gaussian and Laplace kernels).", show_default=False)] = None,
     blocks: Annotated[int | None, typer.Option("--blocks", min=1, help="With --contamination and mom: the number of blocks Q (default: about 2 "
         "sqrt(min(N, M)), at least 4R + 1).", show_default=False)] = None,
     split: Annotated[bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null "
@@ -607,7 +615,7 @@ def test_command(
         parse_memory(max_memory)
     options: dict[str, Any] = dict(
         contamination=contamination, split=split, method=method, blocks=blocks, alpha=alpha,
-        n_permutations=permutations, relabel=relabel,
+        n_permutations=permutations, relabel=relabel, aggregate=aggregate, bandwidths=bandwidths, clip=clip,
     )
     with _plugin_prints_to_stderr():
         job = jobs.prepare_test(
@@ -619,11 +627,15 @@ def test_command(
         with _backend(backend, scheduler, workers) as runner, _ProgressBar("permutations") as bar:
             result = jobs.test(
                 job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
-                max_memory=max_memory,
+                max_memory=max_memory, kernel_given=kernel is not None,
             )
 
     kernel_text = _kernel_text(result.kernel, result.kernel_params)
-    if isinstance(result, RobustTestResult):
+    if isinstance(result, AggregatedTestResult):
+        name = "MMDAgg" if result.method == "agg" else "MMD-FUSE"
+        robust = f", robust to {result.contamination} corrupted points" if result.contamination else ""
+        rows, title = _aggregated_rows(result), f"Aggregated two-sample test ({name}{robust}) over {len(result.kernel_specs)} kernels"
+    elif isinstance(result, RobustTestResult):
         rows, title = _robust_rows(result, kernel_text), f"Robust two-sample test ({result.method}) with {job.kernel.name}"
     else:
         rows, title = _test_rows(result, job.estimator, kernel_text, split), f"Two-sample test: {job.estimator.name} with {job.kernel.name}"
@@ -656,20 +668,47 @@ def _test_rows(result: Any, est: Any, kernel_text: str, split: bool) -> list[tup
     return rows
 
 
+def _aggregated_rows(result: AggregatedTestResult) -> list[tuple[str, str]]:
+    rows = [("estimator", result.estimator), ("N, M", f"{result.n_x}, {result.n_y}")]
+    for l, spec in enumerate(result.kernel_specs):
+        mark = " *" if result.kernel_rejects is not None and result.kernel_rejects[l] else ""
+        sigma = result.bandwidths[l]
+        if sigma is not None:  # the table shows σ to 4 digits; --json has every digit
+            name, _, params = spec.partition(":")
+            shown = [f"sigma={sigma:.4g}" if p.startswith("sigma=") else p for p in params.split(",")]
+            spec = f"{name}:{','.join(shown)}"
+        rows.append((spec, f"statistic {result.kernel_statistics[l]:.4g}, p = {result.kernel_pvalues[l]:.4g}{mark}"))
+    rows += [
+        ("statistic", f"{result.statistic:.6g}"),
+        ("p-value", f"{result.pvalue:.4g}"),
+    ]
+    if result.method == "agg" and result.reject:
+        rows.append(("rejected by (*)", f"{len(result.rejecting_kernels)} of {len(result.kernel_specs)} kernels"))
+    if result.contamination:
+        rows.append(("certificate", f"{result.certificate} corrupted points" if result.certificate >= 0 else "does not reject"))
+    rows.append(("alpha, B", f"{result.alpha:g}, {result.n_permutations}"))
+    return rows
+
+
 def _robust_rows(result: Any, kernel_text: str) -> list[tuple[str, str]]:
     rows = [
-        ("method", {"dc": "dcMMD (bounded kernel)", "mom": "median of block p-values"}[result.method]),
+        ("method", {"dc": "dcMMD (bounded kernel)", "clip": "dcMMD on clipped features",
+                    "mom": "median of block p-values"}[result.method]),
         ("estimator", result.estimator),
         ("kernel", kernel_text),
         ("N, M", f"{result.n_x}, {result.n_y}"),
         ("contamination R", str(result.contamination)),
     ]
-    if result.method == "dc":
+    if result.method == "clip":
+        slack = f" (moves at most {result.clip_slack:.4g} under R corrupted points)" if result.clip_slack else " (given)"
+        rows.append(("clip radius c", f"{result.clip_radius:.6g}{slack}"))
+    if result.method in ("dc", "clip"):
         rows += [
             ("MMD (V-statistic)", f"{result.statistic:.6g}"),
             ("sensitivity", f"{result.sensitivity:.6g} per corrupted point"),
             ("null quantile", "none (too few permutations)" if result.null_quantile is None else f"{result.null_quantile:.6g}"),
-            ("threshold q + 2R delta", "n/a" if result.threshold is None else f"{result.threshold:.6g}"),
+            ("threshold q + margin" if result.method == "clip" else "threshold q + 2R delta",
+             "n/a" if result.threshold is None else f"{result.threshold:.6g}"),
         ]
     else:
         rows += [

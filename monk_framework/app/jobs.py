@@ -16,6 +16,7 @@ so anything it prints can be had in Python::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -36,6 +37,7 @@ from monk_framework.core.results import (
     MMDResult,
     PermutationTestResult,
     Result,
+    AggregatedTestResult,
     RobustTestResult,
     SplitTestResult,
     TestResult,
@@ -48,6 +50,8 @@ from monk_framework.core.results import (
 from monk_framework.core.samples import Sample
 from monk_framework.two_sample import permutation_test, split_test
 from monk_framework.two_sample.common import check_level, check_relabel
+from monk_framework.two_sample.aggregated import METHODS as AGGREGATIONS
+from monk_framework.two_sample.aggregated import aggregated_test
 from monk_framework.two_sample.robust import check_robust_test, robust_test
 
 __all__ = [
@@ -367,8 +371,22 @@ def contamination_value(text: str | int | float) -> int | float:
         ) from None
 
 
+def bandwidth_values(text: str | None) -> list[float] | None:
+    """``--bandwidths 0.5,1,2``: positive numbers, or a one-line error naming the option."""
+    if text is None:
+        return None
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ParameterError(f"--bandwidths takes comma-separated numbers, e.g. 0.5,1,2; got {text!r}.") from None
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise ParameterError(f"--bandwidths takes positive finite numbers; got {text!r}.")
+    return values
+
+
 def check_test_options(
     *, alpha: float, robust: bool, split: bool, grid: bool, method: str, blocks: int | None,
+    aggregate: str | None = None, bandwidths: str | None = None, clip: float | None = None,
 ) -> None:
     """Refuse combinations of test options that do not make one test."""
     check_level(alpha, name="--alpha")
@@ -376,8 +394,25 @@ def check_test_options(
         raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
     if robust and split:
         raise ParameterError("--contamination and --split are different tests; choose one.")
-    if not robust and (method != "auto" or blocks is not None):
-        raise ParameterError("--method and --blocks choose the robust test: add --contamination R.")
+    if aggregate is not None:
+        if aggregate not in AGGREGATIONS:
+            raise ParameterError(f"--aggregate must be one of {', '.join(AGGREGATIONS)}; got {aggregate!r}.")
+        if split:
+            raise ParameterError("--aggregate and --split are different tests; choose one.")
+        if method != "auto" or blocks is not None or clip is not None:
+            raise ParameterError("--method, --blocks and --clip choose a one-kernel robust test; --aggregate with "
+                                 "--contamination is robust by itself.")
+        bandwidth_values(bandwidths)
+        if robust and bandwidths is None:
+            raise ParameterError(
+                "--aggregate with --contamination needs --bandwidths fixed before seeing the data (e.g. 0.25,0.5,1,2,4): "
+                "corrupted points would move a grid read from the pooled distances."
+            )
+        return
+    if bandwidths is not None:
+        raise ParameterError("--bandwidths sets the kernels of an aggregated test: add --aggregate agg (or fuse).")
+    if not robust and (method != "auto" or blocks is not None or clip is not None):
+        raise ParameterError("--method, --blocks and --clip choose the robust test: add --contamination R.")
 
 
 def prepare_test(
@@ -392,6 +427,9 @@ def prepare_test(
     n_permutations: int = 1000,
     relabel: str = "auto",
     grid: Sequence[str] = (),
+    aggregate: str | None = None,
+    bandwidths: str | None = None,
+    clip: float | None = None,
     **load: Any,
 ) -> Job:
     """:func:`prepare` for ``monkfw test``: the options are checked, and what can be refused
@@ -400,7 +438,11 @@ def prepare_test(
     robust = contamination is not None
     check_test_options(
         alpha=alpha, robust=robust, split=split, grid=bool(grid), method=method, blocks=blocks,
+        aggregate=aggregate, bandwidths=bandwidths, clip=clip,
     )
+    if aggregate is not None:
+        return _prepare_aggregated(kernel, estimator, aggregate=aggregate, bandwidths=bandwidths,
+                                   contamination=contamination, **load)
     kernel, estimator, notes = with_defaults(kernel, estimator, load.get("x"), load.get("dataset"), need_estimator=not robust)
     reg = load.pop("registry", None) or get_registry()
     if not issubclass(reg.estimator_class(parse_spec(estimator or "v-stat")[0]), MMDEstimator):
@@ -414,12 +456,57 @@ def prepare_test(
             check_robust_test(
                 kern, contamination=contamination_value(contamination), method=method,
                 estimator=est if estimator is not None else None, n_permutations=n_permutations, alpha=alpha,
+                clip=clip,
             )
         elif not split:
             check_relabel(est, relabel)
 
     job = prepare(kernel, estimator or "v-stat", grid=grid, needs_y=True, registry=reg, check=check, **load)
     return attrs.evolve(job, notes=notes + job.notes)
+
+
+def _prepare_aggregated(
+    kernel: str | None, estimator: str | None, *, aggregate: str, bandwidths: str | None,
+    contamination: str | int | float | None, **load: Any,
+) -> Job:
+    """The job of ``monkfw test --aggregate``: the data (read as the collection's kernels
+    read them), with a note saying which kernels the test will use."""
+    reg = load.pop("registry", None) or get_registry()
+    notes: list[str] = []
+    if kernel is None:
+        kind = data_kind(load.get("x"), load.get("dataset"))
+        if kind != "vector":
+            raise ParameterError(
+                "--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings aggregate "
+                "string kernels in Python: aggregated_test(X, Y, kernels=['ssk:n=3', 'ssk:n=5'])."
+            )
+        grid = "at the given --bandwidths" if bandwidths is not None else "at 10 bandwidths each over the pooled distances"
+        notes.append(f"No kernel given: Gaussian and Laplace (L1) kernels {grid}, as MMDAgg and MMD-FUSE publish them.")
+    elif bandwidths is None:
+        raise ParameterError(
+            f"--aggregate with -k {kernel} needs the kernel's bandwidths: add --bandwidths, e.g. 0.5,1,2 "
+            "(or leave -k out for the default collection)."
+        )
+    if estimator is None:
+        estimator = "v-stat" if contamination is not None else DEFAULT_ESTIMATOR
+    if not issubclass(reg.estimator_class(parse_spec(estimator)[0]), MMDEstimator):
+        raise ParameterError(
+            f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator."
+        )
+    job = prepare(kernel or DEFAULT_KERNELS["vector"], estimator, needs_y=True, registry=reg, **load)
+    return attrs.evolve(job, notes=tuple(notes) + job.notes)
+
+
+def aggregated_kernels(job: Job, kernel_given: bool, bandwidths: str | None) -> list[Kernel] | None:
+    """The collection of ``monkfw test --aggregate``: None (the default one), or the job's
+    kernel at every value of ``--bandwidths``."""
+    values = bandwidth_values(bandwidths)
+    if not kernel_given:
+        return None
+    assert values is not None
+    if "sigma" not in job.kernel.params():
+        raise ParameterError(f"--bandwidths sets sigma; kernel {job.kernel.name!r} has no sigma.")
+    return [attrs.evolve(job.kernel, sigma=v) for v in values]
 
 
 def test(
@@ -437,18 +524,30 @@ def test(
     progress: Callable[[int, int], None] | None = None,
     backend: Any = None,
     max_memory: Any = None,
+    aggregate: str | None = None,
+    bandwidths: str | None = None,
+    kernel_given: bool = True,
+    clip: float | None = None,
 ) -> TestResult:
-    """``monkfw test``: a robust test with ``contamination``, the split test with
-    ``split``, else the permutation test, on the job's data with its seed."""
+    """``monkfw test``: an aggregated test with ``aggregate``, a robust test with
+    ``contamination``, the split test with ``split``, else the permutation test, on the
+    job's data with its seed."""
     common: dict[str, Any] = dict(
         n_permutations=n_permutations, alpha=alpha, rng=job.seed, return_null=return_null,
         progress=progress, backend=backend, max_memory=max_memory,
     )
     assert isinstance(job.estimator, MMDEstimator)
+    if aggregate is not None:
+        fixed = bandwidth_values(bandwidths)
+        return aggregated_test(
+            job.X, job.Y, aggregated_kernels(job, kernel_given, bandwidths), method=aggregate,
+            bandwidths=None if kernel_given else fixed, estimator=job.estimator,
+            contamination=0 if contamination is None else contamination_value(contamination), **common,
+        )
     if contamination is not None:
         return robust_test(
             job.kernel, job.X, job.Y, contamination=contamination_value(contamination), method=method,
-            estimator=job.estimator if estimator_given else None,
+            estimator=job.estimator if estimator_given else None, clip=clip,
             n_blocks=blocks if blocks is not None else "auto", **common,
         )
     if split:
@@ -460,6 +559,7 @@ def test(
 def _result_classes() -> dict[str, type[Result]]:
     classes: list[type[Result]] = [
         MMDResult, Embedding, EmbeddingsResult, PermutationTestResult, SplitTestResult, RobustTestResult,
+        AggregatedTestResult,
     ]
     return {cls.kind: cls for cls in classes}
 

@@ -34,6 +34,7 @@ from monk_framework.core.samples import Sample, as_strings, as_vectors, check_sa
 __all__ = [
     "CHUNK_BYTES",
     "COMPOSITES",
+    "ClippedKernel",
     "Kernel",
     "ProductKernel",
     "ScaledKernel",
@@ -648,8 +649,81 @@ class ScaledKernel(Kernel):
         return self.c * self.kernel.gaussian_expectation(m1, c1, m2, c2)
 
 
+@attrs.frozen(kw_only=True)
+class ClippedKernel(Kernel):
+    """k_c(x, y) = k₀(x, y)·s(x)·s(y), s(x) = min(1, c/√k₀(x, x)): the clipped-feature kernel.
+
+    Its feature map is φ_c(x) = φ₀(x)·min(1, c/‖φ₀(x)‖): each feature vector is shrunk
+    onto the ball of radius c and left alone inside it. So k_c is positive
+    semi-definite (an inner product of features), equals k₀ wherever ‖φ₀‖ ≤ c,
+    k_c(x, x) ≤ c², and its feature diameter is at most 2c (at most k₀'s own when k₀ is
+    bounded). Robust tests use it to give any kernel a bounded sensitivity
+    (:mod:`monk_framework.two_sample.robust`, method "clip").
+    """
+
+    name: ClassVar[str] = "clipped"
+    summary: ClassVar[str] = "A kernel whose feature vectors are shrunk onto a ball of radius c."
+    formula: ClassVar[str] = "k(x, y) = k0(x, y) * s(x) * s(y), s(x) = min(1, c / sqrt(k0(x, x)))"
+
+    c: float = attrs.field(converter=float, validator=_positive)
+    kernel: Kernel = attrs.field(converter=_as_kernel)
+
+    @property
+    def input_kind(self) -> str:  # type: ignore[override]
+        return self.kernel.input_kind
+
+    @property
+    def is_psd(self) -> bool:  # type: ignore[override]
+        return self.kernel.is_psd
+
+    @property
+    def nonnegative(self) -> bool:  # type: ignore[override]
+        return self.kernel.nonnegative
+
+    @property
+    def is_fitted(self) -> bool:
+        return self.kernel.is_fitted
+
+    def fit(self, X: Any, Y: Any = None) -> Any:
+        return attrs.evolve(self, kernel=self.kernel.fit(X, Y))
+
+    def params(self) -> dict[str, Any]:
+        return {"c": self.c, "kernel": _spec_of(self.kernel)}
+
+    def spec(self) -> str:
+        return f"clip({self.kernel.spec()}, c={self.c:g})"
+
+    def shrink(self, diag: np.ndarray) -> np.ndarray:
+        """s = min(1, c/√k₀(x, x)) from k₀'s diagonal values (1 where k₀(x, x) = 0)."""
+        root_diag = np.sqrt(np.maximum(diag, 0.0))
+        with np.errstate(divide="ignore"):
+            return np.minimum(1.0, self.c / root_diag)
+
+    def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
+        sx = self.shrink(self.kernel.diag_tile(X))
+        sy = sx if Y is X else self.shrink(self.kernel.diag_tile(Y))
+        out = self.kernel.gram_tile(X, Y) * sx[:, None]
+        out *= sy[None, :]
+        return out
+
+    def compute_diag(self, X: Any) -> np.ndarray:
+        d = self.kernel.diag_tile(X)
+        return d * self.shrink(d) ** 2
+
+    def sup_diag(self) -> float | None:
+        kappa = self.kernel.sup_diag()
+        return self.c**2 if kappa is None else min(self.c**2, kappa)
+
+    def feature_diameter(self) -> float | None:
+        inner = self.kernel.feature_diameter()
+        own = super().feature_diameter()  # from sup_diag: √2·c or 2c
+        return own if inner is None or own is None else min(own, inner)
+
+
 #: the combinations by the name their JSON form carries
-COMPOSITES: dict[str, type[Kernel]] = {"sum": SumKernel, "product": ProductKernel, "scaled": ScaledKernel}
+COMPOSITES: dict[str, type[Kernel]] = {
+    "sum": SumKernel, "product": ProductKernel, "scaled": ScaledKernel, "clipped": ClippedKernel,
+}
 
 
 def scale(c: Any, kernel: Kernel) -> Kernel:

@@ -23,6 +23,7 @@ __all__ = [
     "MMDResult",
     "PermutationTestResult",
     "Result",
+    "AggregatedTestResult",
     "RobustTestResult",
     "SplitTestResult",
     "StatisticResult",
@@ -490,7 +491,8 @@ class RobustTestResult(TestResult):
 
     ``statistic`` and ``pvalue`` follow scipy's convention (the result unpacks as
     ``statistic, pvalue = result``): for "dc" the V-statistic MMD and the permutation
-    p-value of MMD − 2rΔ; for "mom" the median block p-value p_(k) and
+    p-value of MMD − 2rΔ; for "clip" the same with the clipped kernel and its margin
+    2s(r) in place of 2rΔ (``threshold`` = q̂ + 2s(r)); for "mom" the median block p-value p_(k) and
     P(Binomial(Q, p_(k)) ≥ k − r). ``pvalue`` is valid when at most ``contamination``
     points are corrupted, and ``reject == (pvalue <= alpha)``. ``certificate`` c is the
     largest budget under which this test still rejects (−1: it does not reject): the
@@ -502,13 +504,17 @@ class RobustTestResult(TestResult):
     kind: ClassVar[str] = "robust-test"
     title: ClassVar[str] = "Robust two-sample test"
 
-    method: str = attrs.field(validator=attrs.validators.in_(("dc", "mom")))
+    method: str = attrs.field(validator=attrs.validators.in_(("dc", "clip", "mom")))
     contamination: int = attrs.field(converter=int, validator=count)
     certificate: int = attrs.field(converter=int, validator=attrs.validators.ge(-1))
     #: "dc": the sensitivity Δ, the permutation quantile q̂ and the threshold q̂ + 2rΔ
     sensitivity: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     null_quantile: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     threshold: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    #: "clip": the radius c of the clipped features, and how far r corrupted points could
+    #: have moved it (0 for a radius given by the caller)
+    clip_radius: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    clip_slack: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     #: "mom": the number of blocks Q, the order k of the median and every block's p-value
     n_blocks: int | None = attrs.field(default=None, validator=optional_count)
     order: int | None = attrs.field(default=None, validator=optional_count)
@@ -544,4 +550,102 @@ class RobustTestResult(TestResult):
         return (
             f"No evidence of a difference at level {self.alpha:g} ({self.method}: p = {self.pvalue:.4g}); "
             "the test does not reject even without corruption."
+        )
+
+
+def _float_list(value: Any) -> list[float | None]:
+    return [None if v is None else float(v) for v in value]
+
+
+def _flag_array(value: Any) -> np.ndarray | None:
+    return None if value is None else np.asarray(value, dtype=bool).reshape(-1)
+
+
+@attrs.frozen(kw_only=True)
+class AggregatedTestResult(TestResult):
+    """The outcome of an aggregated two-sample test over a collection of kernels.
+
+    ``method`` "agg" (MMDAgg): ``statistic`` is S = max_l log(L·w_l / p_l), p_l kernel
+    l's permutation p-value among the B + 1 relabellings (the identity included), and
+    ``pvalue`` the permutation p-value of S: the smallest α at which the test rejects
+    (up to the 1/(B + 1) grid). Kernel l rejects when log(L·w_l / p_l) exceeds the
+    null quantile q̂ of S, i.e. when p_l < L·w_l·exp(−q̂) (``kernel_levels``), and the
+    test rejects exactly when one kernel does. ``method`` "fuse" (MMD-FUSE):
+    ``statistic`` is the soft maximum (1/λ) log Σ_l w_l exp(λ·MMD²_l / N_l) and
+    ``pvalue`` its permutation p-value; it makes no per-kernel decision
+    (``kernel_rejects`` is None).
+
+    ``kernel_specs``, ``bandwidths`` (σ of each kernel, None for a kernel without
+    one), ``weights``, ``kernel_statistics`` (each kernel's statistic on the samples as
+    given) and ``kernel_pvalues`` (each kernel's own permutation p-value) are in the
+    order of the collection. With ``contamination`` r > 0 ("agg" over bounded kernels)
+    ``pvalue`` is valid under any r corrupted points and ``certificate`` is the largest
+    r under which it still rejects (−1: it does not reject).
+    """
+
+    kind: ClassVar[str] = "aggregated-test"
+    title: ClassVar[str] = "Aggregated two-sample test"
+
+    method: str = attrs.field(validator=attrs.validators.in_(("agg", "fuse")))
+    kernel_specs: list[str] = attrs.field(converter=list)
+    bandwidths: list[float | None] = attrs.field(converter=_float_list)
+    weights: np.ndarray = null_field()
+    kernel_statistics: np.ndarray = null_field()
+    kernel_pvalues: np.ndarray = null_field()
+    kernel_rejects: np.ndarray | None = attrs.field(default=None, converter=_flag_array, eq=attrs.cmp_using(eq=_array_eq))
+    kernel_levels: np.ndarray | None = null_field()
+    null_quantile: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    #: "fuse": each kernel's permutation-invariant scale N_l and the inverse temperature λ
+    kernel_scales: np.ndarray | None = null_field()
+    temperature: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    contamination: int = attrs.field(default=0, converter=int, validator=count)
+    certificate: int | None = attrs.field(default=None)
+    #: kernel l's sensitivity Δ_l (robust aggregation)
+    sensitivities: np.ndarray | None = null_field()
+
+    def __attrs_post_init__(self) -> None:
+        sizes = {len(self.kernel_specs), len(self.bandwidths), len(self.weights), len(self.kernel_statistics),
+                 len(self.kernel_pvalues)}
+        if len(sizes) != 1:
+            raise DataError(f"An aggregated test result needs one entry per kernel in each list; got lengths {sorted(sizes)}.")
+
+    @property
+    def rejecting_kernels(self) -> list[str]:
+        """The specs of the kernels that rejected ("agg"); empty for "fuse"."""
+        if self.kernel_rejects is None:
+            return []
+        return [spec for spec, flag in zip(self.kernel_specs, self.kernel_rejects) if flag]
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        rows = [*super().summary_rows(), ("kernels", f"{len(self.kernel_specs)}")]
+        best = int(np.argmin(self.kernel_pvalues))
+        rows.append(("smallest kernel p-value", f"{self.kernel_pvalues[best]:.4g} ({self.kernel_specs[best]})"))
+        if self.contamination:
+            rows.append(("certificate", str(self.certificate)))
+        return rows
+
+    @property
+    def decision(self) -> str:
+        """The decision in words."""
+        name = "MMDAgg" if self.method == "agg" else "MMD-FUSE"
+        guard = f", valid with up to {self.contamination} corrupted points" if self.contamination else ""
+        if self.reject:
+            which = ""
+            if self.method == "agg":
+                which = f"; rejected by {len(self.rejecting_kernels)} of {len(self.kernel_specs)} kernels"
+            cert = ""
+            if self.contamination:
+                cert = f"; the rejection stays valid if up to {self.certificate} points were corrupted"
+            return (
+                f"Reject H0 (same distribution) at level {self.alpha:g}{guard} ({name} over "
+                f"{len(self.kernel_specs)} kernels: p = {self.pvalue:.4g}){which}{cert}."
+            )
+        if self.null_quantile is None:
+            return (
+                f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations: the smallest "
+                f"attainable p-value is 1/{self.n_permutations + 1}; use at least {math.ceil(1 / self.alpha) - 1}."
+            )
+        return (
+            f"No evidence of a difference at level {self.alpha:g}{guard} ({name} over {len(self.kernel_specs)} "
+            f"kernels: p = {self.pvalue:.4g} > {self.alpha:g})."
         )

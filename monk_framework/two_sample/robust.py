@@ -19,6 +19,14 @@ Two methods, both exact for finite samples (docs/testing.md has the proofs):
   is at least the (k − r)-th smallest of the uncorrupted data's p-values, so
   P(Binomial(Q, p_(k)) ≥ k − r) is a valid p-value whatever the corruption.
 
+* ``"clip"``, for any kernel: dcMMD on the clipped-feature kernel
+  k_c(x, y) = k(x, y)·s(x)·s(y), s(x) = min(1, c/√k(x, x)), which is bounded (feature
+  diameter ≤ 2c) and equals k wherever ‖φ(x)‖ ≤ c. The radius c is given, or the
+  τ-quantile of the pooled feature norms √k(z, z); since r corrupted points move that
+  quantile within the observed order statistics of ranks j ± r, and moving c by ε moves
+  every MMD by at most ε·(the share of points beyond the smaller radius, X's and Y's), the
+  test widens dcMMD's margin by that much (docs/testing.md has the proof).
+
 **Certificate.** Every result reports the largest number of corrupted points under which
 the same test (same partition, same relabellings) still rejects at α: −1 when it does not
 reject even without corruption.
@@ -28,13 +36,15 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 
 from monk_framework.core.errors import MonkError, ParameterError
 from monk_framework.core.estimators import MMDEstimator
-from monk_framework.core.kernels import Kernel
+from monk_framework.core.kernels import ClippedKernel, Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import Resources, check_backend
@@ -55,9 +65,13 @@ from monk_framework.two_sample.common import (
 )
 
 __all__ = [
+    "CLIP_QUANTILE",
     "METHODS",
+    "ClipRadius",
+    "clip_radius",
     "auto_blocks",
     "check_robust_test",
+    "shifted_certificate",
     "contamination_count",
     "median_pvalue",
     "mmd_sensitivity",
@@ -65,7 +79,11 @@ __all__ = [
 ]
 
 #: the methods of :func:`robust_test`.
-METHODS = ("auto", "dc", "mom")
+METHODS = ("auto", "clip", "dc", "mom")
+#: "clip" without a radius: c is this quantile of the pooled feature norms √k(z, z)
+#: (the median: of 0.5, 0.75, 0.9 and 0.95 the most powerful at N = M = 200 and as
+#: powerful as any at 1000, docs/robustness.md; a higher quantile widens the margin)
+CLIP_QUANTILE = 0.5
 #: "mom" with n_blocks="auto": Q ≈ MOM_BLOCKS_PER_ROOT · √min(N, M), at least 4r + 1
 #: (measured best among 21..251 blocks at N = 200 and 1000; docs/robustness.md).
 MOM_BLOCKS_PER_ROOT = 2.0
@@ -145,17 +163,98 @@ def median_pvalue(block_pvalues: np.ndarray, r: int) -> float:
     return float(binom.sf(k - r - 1, len(p), p[k - 1]))
 
 
+@attrs.frozen
+class ClipRadius:
+    """The radius c of method "clip" and what a corruption of r points can do to it.
+
+    ``radius`` is c as used. With c the τ-quantile of the pooled feature norms (the
+    j-th smallest, j = ⌈τ(N + M)⌉), the radius c₀ the uncorrupted data would give is the
+    j-th smallest of norms of which at most r differ, so it lies between the observed
+    (j − r)-th and (j + r)-th smallest: |c − c₀| ≤ ``slack(r)``. Moving the radius from
+    c₀ to c moves only the features of points whose norm exceeds min(c, c₀) ≥ the
+    (j − r)-th norm, each by at most |c − c₀|; there are at most K + r of them, K counted
+    on the observed norms, so any relabelled X's mean moves by at most
+    min(1, (K + r)/N)·|c − c₀|, Y's by min(1, (K + r)/M)·|c − c₀| (:meth:`shift`).
+    """
+
+    radius: float
+    quantile: float | None  # None: the radius was given
+    norms: np.ndarray = attrs.field(eq=False, repr=False)  # sorted pooled norms √k(z, z)
+    n: int
+    m: int
+
+    def slack(self, r: int) -> float:
+        """The most |c − c₀| can be with r corrupted points (0 for a given radius; inf when
+        the quantile's rank j + r exceeds the points)."""
+        if self.quantile is None or r == 0:
+            return 0.0
+        j = _quantile_rank(self.quantile, len(self.norms))
+        if j + r > len(self.norms):
+            return math.inf
+        below = self.norms[j - r - 1] if j - r >= 1 else 0.0
+        return max(self.radius - below, self.norms[j + r - 1] - self.radius)
+
+    def shift(self, r: int, delta: float) -> float:
+        """s(r) = rΔ + (min(1, (K + r)/N) + min(1, (K + r)/M))·slack(r): the most r
+        corrupted points move the clipped MMD, or any relabelled one, from the value the
+        uncorrupted data give with their own radius."""
+        w = self.slack(r)
+        if w == 0.0:
+            return r * delta
+        if not math.isfinite(w):
+            return math.inf
+        j = _quantile_rank(self.quantile, len(self.norms))  # type: ignore[arg-type]
+        low = self.norms[j - r - 1] if j - r >= 1 else 0.0
+        beyond = int(len(self.norms) - np.searchsorted(self.norms, low, side="right")) + r
+        share = min(1.0, beyond / self.n) + min(1.0, beyond / self.m)
+        return r * delta + share * w
+
+
+def _quantile_rank(quantile: float, size: int) -> int:
+    """j = ⌈τ·size⌉ within 1..size: the rank of the τ-quantile among ``size`` sorted values."""
+    return min(size, max(1, int(math.ceil(quantile * size - 1e-9))))
+
+
+def clip_radius(kernel: Kernel, X: Any, Y: Any, *, clip: float | None, quantile: float) -> ClipRadius:
+    """The radius of method "clip": ``clip`` when given, else the ``quantile`` of the
+    pooled feature norms √k(z, z) (:class:`ClipRadius`)."""
+    norms = np.sort(np.sqrt(np.maximum(np.concatenate([kernel.diag_tile(X), kernel.diag_tile(Y)]), 0.0)))
+    if clip is not None:
+        return ClipRadius(radius=float(clip), quantile=None, norms=norms, n=len(X), m=len(Y))
+    c = float(norms[_quantile_rank(quantile, len(norms)) - 1])
+    if not c > 0:
+        raise ParameterError(
+            f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) is 0 for "
+            f"{kernel.spec()} on these data, so every feature would be clipped to 0. Give a radius "
+            "(clip=c) or a higher clip_quantile."
+        )
+    return ClipRadius(radius=c, quantile=float(quantile), norms=norms, n=len(X), m=len(Y))
+
+
+def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
+    if clip is not None and (
+        isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating)) or not (math.isfinite(clip) and clip > 0)
+    ):
+        raise ParameterError(f"clip must be a radius > 0 (a finite number) or None; got {clip!r}.")
+    if isinstance(clip_quantile, bool) or not isinstance(clip_quantile, (int, float, np.floating)) or not 0 < clip_quantile <= 1:
+        raise ParameterError(f"clip_quantile must be a number in (0, 1]; got {clip_quantile!r}.")
+    if chosen != "clip" and (clip is not None or clip_quantile != CLIP_QUANTILE):
+        raise ParameterError(f"clip and clip_quantile set the radius of method='clip'; the test runs method={chosen!r}.")
+
+
 def check_robust_test(
-    kernel: Any, *, contamination: Any, method: str, estimator: Any, n_permutations: Any, alpha: Any
+    kernel: Any, *, contamination: Any, method: str, estimator: Any, n_permutations: Any, alpha: Any,
+    clip: Any = None, clip_quantile: Any = CLIP_QUANTILE,
 ) -> tuple[str, MMDEstimator]:
     """Validate what :func:`robust_test` can check before seeing the data; return the method
-    ("dc" or "mom") and the estimator it will use. The CLI calls it before reading files."""
+    ("dc", "clip" or "mom") and the estimator it will use. The CLI calls it before reading files."""
     kernel, estimator = resolve(kernel, estimator)
     _check_test_params(n_permutations, alpha, method)
     kernel = _robust_kernel(kernel)
     if not isinstance(contamination, (int, np.integer)) or isinstance(contamination, bool):
         contamination_count(contamination, 2)  # a fraction's range does not depend on N + M
     chosen = _resolve_method(method, kernel, estimator)
+    _check_clip(clip, clip_quantile, chosen)
     return chosen, _default_estimator(chosen, estimator)
 
 
@@ -184,24 +283,25 @@ def _resolve_method(method: str, kernel: Kernel, estimator: MMDEstimator | None)
     if method == "auto":
         if estimator is not None and estimator.role != "v-statistic":
             return "mom"
-        # measured: with a bounded kernel dcMMD is the more powerful (docs/robustness.md)
-        return "dc" if bounded else "mom"
+        # measured: with a bounded kernel dcMMD is the more powerful, with an unbounded one
+        # dcMMD on its clipped features (docs/robustness.md)
+        return "dc" if bounded else "clip"
     if method == "dc" and not bounded:
         raise ParameterError(
             f"method='dc' needs a bounded kernel (one that declares sup k(x, x)); {kernel.spec()} is "
-            "unbounded. Use method='mom', which works for any kernel."
+            "unbounded. Use method='clip' (dcMMD on its clipped features) or 'mom', which work for any kernel."
         )
     return method
 
 
 def _default_estimator(method: str, estimator: Any) -> MMDEstimator:
     if estimator is None:
-        return get_registry().estimator_with_role("v-statistic" if method == "dc" else "u-statistic")
+        return get_registry().estimator_with_role("u-statistic" if method == "mom" else "v-statistic")
     if not isinstance(estimator, MMDEstimator):
         raise MonkError(f"estimator must be an MMD estimator; got {getattr(estimator, 'name', type(estimator).__name__)!r}.")
-    if method == "dc" and estimator.role != "v-statistic":
+    if method in ("dc", "clip") and estimator.role != "v-statistic":
         raise ParameterError(
-            f"method='dc' uses the V-statistic MMD (dcMMD's sensitivity is derived for it); got estimator "
+            f"method={method!r} uses the V-statistic MMD (dcMMD's sensitivity is derived for it); got estimator "
             f"{estimator.name!r}. Leave estimator=None or pass an estimator whose role is 'v-statistic' (v-stat)."
         )
     if method == "mom" and type(estimator).mmd2_from_sums is MMDEstimator.mmd2_from_sums:
@@ -228,16 +328,22 @@ def robust_test(
     progress: Progress | None = None,
     backend: Backend | None = None,
     max_memory: Any = None,
+    clip: float | None = None,
+    clip_quantile: float = CLIP_QUANTILE,
 ) -> RobustTestResult:
     """A two-sample test whose level is at most α with up to ``contamination`` corrupted points.
 
     ``contamination`` is a number of points r, or a fraction of N + M below 1/2; the
     corrupted values may be anything, chosen after seeing the data. ``method``: "dc"
-    (dcMMD, bounded kernels), "mom" (median of block p-values, any kernel) or "auto" (dc
-    when the kernel is bounded, which the study in docs/robustness.md measured to be the more
-    powerful there; mom otherwise). ``estimator``: the statistic, v-stat for "dc" and
-    u-stat (default) or v-stat for "mom", computed inside every block. ``n_blocks``: Q of
-    "mom" ("auto": :func:`auto_blocks`). The kernel must be fixed before seeing the data
+    (dcMMD, bounded kernels), "clip" (dcMMD on the kernel's clipped features, any kernel),
+    "mom" (median of block p-values, any kernel) or "auto" (dc when the kernel is bounded,
+    clip otherwise, mom with a U-statistic ``estimator``: the study in docs/robustness.md
+    measured each to be the more powerful there). ``estimator``: the statistic, v-stat for
+    "dc" and "clip", u-stat (default) or v-stat for "mom", computed inside every block.
+    ``n_blocks``: Q of "mom" ("auto": :func:`auto_blocks`). ``clip``: the radius c of
+    "clip" in the kernel's feature norm √k(x, x), fixed without these data; by default the
+    ``clip_quantile`` of the pooled norms, whose movement under corruption the test
+    accounts for (:class:`ClipRadius`). The kernel must be fixed before seeing the data
     (no ``sigma="median"``). ``progress(done, total)`` follows the relabellings;
     ``backend`` runs dcMMD's batches (:mod:`monk_framework.engine.backends`).
     """
@@ -247,7 +353,7 @@ def robust_test(
     kernel, estimator = resolve(kernel, estimator)
     chosen, est = check_robust_test(
         kernel, contamination=contamination, method=method, estimator=estimator,
-        n_permutations=n_permutations, alpha=alpha,
+        n_permutations=n_permutations, alpha=alpha, clip=clip, clip_quantile=clip_quantile,
     )
     Xv, Yv = kernel.check_pair(X, Y)
     n, m = len(Xv), len(Yv)
@@ -258,29 +364,40 @@ def robust_test(
     seed = seed_of(seq)
     null_seq = stream(seq, "relabel")
     B = int(n_permutations)
-    if chosen == "dc":  # before any kernel evaluation: a B that cannot fit is refused at once
+    if chosen != "mom":  # before any kernel evaluation: a B that cannot fit is refused at once
         check_null_memory(B, pool_size=n + m, backend=backend, listed=bool(return_null))
-    pool = PooledSample(kernel, Xv, Yv, resources=resources)
     # the kernel is fixed before the data: as requested is as used
     common: dict[str, Any] = dict(
         alpha=float(alpha), contamination=r, n_permutations=B, **computed_with(est, kernel, kernel, n, m, seed),
     )
-    if chosen == "dc":
-        delta = mmd_sensitivity(kernel, n, m)
+    if chosen != "mom":
+        radius = clip_radius(kernel, Xv, Yv, clip=clip, quantile=clip_quantile) if chosen == "clip" else None
+        used = kernel if radius is None else ClippedKernel(c=radius.radius, kernel=kernel)
+        delta = mmd_sensitivity(used, n, m)
         assert delta is not None
+        shift: Callable[[int], float] = (lambda c: c * delta) if radius is None else (lambda c: radius.shift(c, delta))
+        if not math.isfinite(shift(r)):
+            raise ParameterError(
+                f"method='clip' with clip_quantile = {clip_quantile:g} cannot tolerate contamination = {r}: the "
+                f"radius's rank plus {r} exceeds the {n + m} points, so corrupted points could set it anywhere. "
+                "Use a lower clip_quantile or give the radius (clip=c)."
+            )
+        pool = PooledSample(used, Xv, Yv, resources=resources)
         T = math.sqrt(max(observed_mmd2(est, pool, stream(seq, "estimate")), 0.0))
         null = np.sqrt(np.maximum(null_statistics(est, pool, B, null_seq, progress, backend), 0.0))
         k = critical_rank(B, alpha)
         q = null_quantile(null, alpha)
-        exceed = int(exceedances(null, T - 2 * r * delta))
-        certificate = _dc_certificate(T, q, delta)
+        exceed = int(exceedances(null, T - 2 * shift(r)))
         return RobustTestResult(
-            method="dc", statistic=T, pvalue=(1 + exceed) / (1 + B), reject=exceed <= k,
-            certificate=certificate, sensitivity=delta, null_quantile=q,
-            threshold=None if q is None else q + 2 * r * delta,
+            method=chosen, statistic=T, pvalue=(1 + exceed) / (1 + B), reject=exceed <= k,
+            certificate=shifted_certificate(T, q, shift, n + m), sensitivity=delta, null_quantile=q,
+            threshold=None if q is None else q + 2 * shift(r),
+            clip_radius=None if radius is None else radius.radius,
+            clip_slack=None if radius is None else radius.slack(r),
             null_distribution=null if return_null else None,
             timings={"total_s": time.perf_counter() - start}, **common,
         )
+    pool = PooledSample(kernel, Xv, Yv, resources=resources)
     Q = auto_blocks(n, m, r) if n_blocks == "auto" else _check_blocks(n_blocks, n, m)
     partition = pair_partition(n, m, Q, np.random.default_rng(stream(seq, "partition")))
     counts = _block_exceedances(est, pool, partition, B, null_seq, progress)
@@ -297,17 +414,26 @@ def robust_test(
     )
 
 
-def _dc_certificate(T: float, q: float | None, delta: float) -> int:
-    """The largest r with T − 2rΔ > q̂ (the test's rejection rule), −1 if none."""
+def shifted_certificate(T: float, q: float | None, shift: Callable[[int], float], most: int) -> int:
+    """The largest r ≤ ``most`` with T − 2·shift(r) > q̂ (the rejection rule of dcMMD and
+    its clipped form; ``shift`` nondecreasing with shift(0) = 0), −1 if none."""
     if q is None or not T > q:
         return -1
-    r = int(math.floor((T - q) / (2 * delta)))
-    # the division can round either way; settle on the rule itself
-    while r > 0 and not T - 2 * r * delta > q:
-        r -= 1
-    while T - 2 * (r + 1) * delta > q:
-        r += 1
-    return r
+
+    def holds(r: int) -> bool:
+        return T - 2 * shift(r) > q
+
+    low, high = 0, 1  # holds(low); find a high that fails, then bisect
+    while high <= most and holds(high):
+        low, high = high, 2 * high
+    high = min(high, most + 1)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if holds(mid):
+            low = mid
+        else:
+            high = mid
+    return low
 
 
 def _check_blocks(n_blocks: Any, n: int, m: int) -> int:

@@ -1,0 +1,427 @@
+"""Aggregated two-sample tests: power without choosing a kernel.
+
+One kernel at the median heuristic smooths away a difference that lives at another
+scale. An aggregated test computes the MMD of every kernel of a collection k_1..k_L
+(by default Gaussian and Laplace kernels at bandwidths spread over the pooled pairwise
+distances, :func:`default_kernels`) on the samples and on the *same* B relabellings, and
+calibrates one decision over all of them by those relabellings, so its level holds
+without splitting the data. docs/testing.md has the proofs.
+
+Write V_0 for the kernels' statistics on the samples as given and V_1..V_B for those of
+B uniformly random relabellings of the pooled sample (each a vector over the L kernels).
+Under H₀: P = Q the B + 1 vectors are exchangeable (Hemerik & Goeman, 2018): with σ a
+uniform permutation independent of everything, (Zσ, Zσπ_1, ..., Zσπ_B) has the law of
+(Z, Zπ_1, ...) and its B + 1 permutations σ, σπ_1, ... are i.i.d. uniform. So any score
+S_i = F(V_i; {V_0, ..., V_B}) that treats the B + 1 vectors alike gives the exact
+p-value #{i : S_i ≥ S_0} / (B + 1).
+
+* ``method="agg"`` (MMDAgg, Schrab et al., JMLR 2023): p_l(i) = #{j : V_jl ≥ V_il}/(B + 1)
+  is kernel l's permutation p-value of relabelling i, and S_i = max_l log(L·w_l / p_l(i)).
+  Rejecting when S_0 exceeds the permutation quantile of S is MMDAgg's rule "some kernel
+  l has p_l ≤ u·w_l" with u the largest level whose permutation estimate of
+  P(any kernel rejects) stays ≤ α, computed from the same relabellings exactly instead
+  of by bisection on a second set.
+* ``method="fuse"`` (MMD-FUSE, Biggs, Schrab & Gretton, NeurIPS 2023):
+  S_i = (1/λ) log Σ_l w_l exp(λ·V_il / N_l), with V the unbiased MMD², N_l the
+  permutation-invariant scale √(Σ_{i≠j} k_l(z_i, z_j)² / (P(P − 1))) of the pooled
+  sample (P = N + M points) and λ = √(NM).
+
+**Robust aggregation** (``contamination=r``, bounded kernels fixed before the data).
+Each kernel's V-statistic MMD moves by at most Δ_l = D_l / min(N, M) per corrupted
+point, on the samples and on every relabelling (the dcMMD argument), and so does the
+median m_l of its B + 1 values. The score S_i = max_l (V_il − m_l) / Δ_l, each kernel
+measured in its own sensitivity, therefore moves by at most 2r for every i, and
+rejecting when S_0 − 4r exceeds the permutation quantile of S_1..S_B implies that the
+uncorrupted data's exact test (S_0 above its quantile) rejects.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from monk_framework.core.errors import DataError, MonkError, ParameterError
+from monk_framework.core.estimators import MMDEstimator
+from monk_framework.core.kernels import CHUNK_BYTES, Kernel
+from monk_framework.core.params import spec_label
+from monk_framework.core.randomness import RNGLike, root, seed_of
+from monk_framework.core.registry import get_registry
+from monk_framework.core.resources import Resources, check_backend
+from monk_framework.core.results import AggregatedTestResult
+from monk_framework.engine.backends import Backend
+from monk_framework.engine.partitions import take
+from monk_framework.engine.pooled import pooled
+from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
+from monk_framework.numerics.distances import distances, l1_distances
+from monk_framework.two_sample.common import (
+    TIE_RTOL,
+    check_level,
+    check_permutations,
+    critical_rank,
+    exceedances,
+    null_quantile,
+    signed_root,
+)
+from monk_framework.two_sample.robust import contamination_count, mmd_sensitivity, shifted_certificate
+
+__all__ = [
+    "BANDWIDTH_MAX_POINTS",
+    "DEFAULT_FAMILIES",
+    "METHODS",
+    "N_BANDWIDTHS",
+    "aggregated_test",
+    "agg_scores",
+    "bandwidth_grid",
+    "collection_statistics",
+    "default_kernels",
+    "fuse_scores",
+    "robust_scores",
+]
+
+#: the aggregations of :func:`aggregated_test`
+METHODS = ("agg", "fuse")
+#: the default collection: these kernel families (by registry name, with their distance)
+#: at :data:`N_BANDWIDTHS` bandwidths each, as MMDAgg and MMD-FUSE publish it
+DEFAULT_FAMILIES: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("rbf", {}, "l2"),
+    ("laplace", {"norm": "l1"}, "l1"),
+)
+N_BANDWIDTHS = 10
+#: the bandwidth grid reads the pairwise distances of at most this many pooled points
+BANDWIDTH_MAX_POINTS = 1000
+#: the grid runs from half the LOW_QUANTILE to twice the HIGH_QUANTILE of the distances
+LOW_QUANTILE, HIGH_QUANTILE = 0.05, 0.95
+
+
+def _data_order(Z: np.ndarray) -> np.ndarray:
+    """Z's rows in lexicographic order: a function of the pooled multiset only, so a
+    subsample taken from it does not depend on which points are called X."""
+    return Z[np.lexsort(Z.T[::-1])]
+
+
+def bandwidth_grid(X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWIDTHS, metric: str = "l2") -> np.ndarray:
+    """σ_1 < ... < σ_n: a geometric grid from half the 5 % quantile to twice the 95 %
+    quantile of the pooled pairwise distances (``metric`` "l2" or "l1").
+
+    It depends on the pooled sample as a set only (above :data:`BANDWIDTH_MAX_POINTS`
+    points, on evenly spaced points of its lexicographic order), so a permutation test
+    with these kernels stays exact: every relabelling sees the same kernels.
+    """
+    Z = _data_order(np.vstack([X, Y]))
+    if len(Z) > BANDWIDTH_MAX_POINTS:
+        Z = Z[np.linspace(0, len(Z) - 1, BANDWIDTH_MAX_POINTS).round().astype(int)]
+    D = distances(Z, Z) if metric == "l2" else l1_distances(Z, Z)
+    upper = D[np.triu_indices(len(Z), 1)]
+    upper = upper[upper > 0]
+    if not len(upper) or not np.isfinite(upper).all():
+        raise DataError(
+            "The default kernel collection needs positive, finite pairwise distances between the pooled "
+            "points; these data have none (all points equal) or overflow. Pass kernels= explicitly."
+        )
+    low, high = np.quantile(upper, [LOW_QUANTILE, HIGH_QUANTILE])
+    low, high = low / 2.0, high * 2.0
+    if n_bandwidths == 1:
+        return np.array([math.sqrt(low * high)])
+    return np.geomspace(low, high, n_bandwidths)
+
+
+def default_kernels(
+    X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWIDTHS, bandwidths: Sequence[float] | None = None
+) -> list[Kernel]:
+    """The published collection: for each family of :data:`DEFAULT_FAMILIES` (Gaussian with
+    the Euclidean distance, Laplace with the L1 distance), kernels at ``bandwidths`` when
+    given (a fixed grid, as robust aggregation needs), else at :func:`bandwidth_grid`."""
+    reg = get_registry()
+    kernels = []
+    for name, params, metric in DEFAULT_FAMILIES:
+        sigmas = bandwidths if bandwidths is not None else bandwidth_grid(X, Y, n_bandwidths=n_bandwidths, metric=metric)
+        kernels.extend(reg.get_kernel(name, sigma=float(s), **params) for s in sigmas)
+    return kernels
+
+
+def _upper_counts(column: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """#{j : column_j ≥ t − TIE_RTOL·|t|} for every threshold t (ties up to round-off count)."""
+    ordered = np.sort(column)
+    return len(column) - np.searchsorted(ordered, thresholds - TIE_RTOL * np.abs(thresholds), side="left")
+
+
+def agg_scores(values: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """MMDAgg's scores from the (B + 1) × L statistics ``values`` (row 0: the samples as
+    given): S_0 and S_1..S_B with S_i = max_l log(L·w_l / p_l(i)),
+    p_l(i) = #{j : V_jl ≥ V_il}/(B + 1), and the kernels' p-values of row 0."""
+    size, L = values.shape
+    log_weights = np.log(L * weights)
+    p = np.empty((size, L))
+    for l in range(L):
+        p[:, l] = _upper_counts(values[:, l], values[:, l]) / size
+    S = np.max(log_weights[None, :] - np.log(p), axis=1)
+    return float(S[0]), S[1:], p[0]
+
+
+def robust_scores(values: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+    """S_i = max_l (V_il − m_l) / Δ_l with m_l the median of kernel l's B + 1 values: each
+    moves by at most 2r when r points are corrupted (module docstring)."""
+    centred = (values - np.median(values, axis=0)[None, :]) / deltas[None, :]
+    return centred.max(axis=1)
+
+
+def fuse_scores(values: np.ndarray, weights: np.ndarray, scales: np.ndarray, temperature: float) -> np.ndarray:
+    """MMD-FUSE's soft maximum (1/λ) log Σ_l w_l exp(λ·V_il / N_l) of every row of ``values``."""
+    z = temperature * values / scales[None, :] + np.log(weights)[None, :]
+    top = z.max(axis=1)
+    return (top + np.log(np.exp(z - top[:, None]).sum(axis=1))) / temperature
+
+
+def pair_square_scale(kernel: Kernel, Z: Any, resources: Resources) -> float:
+    """N = √(Σ_{i≠j} k(z_i, z_j)² / (P(P − 1))) over the P pooled points, in row bands
+    within the memory budget (MMD-FUSE's permutation-invariant normaliser)."""
+    size = len(Z)
+    rows = max(1, min(size, (resources.budget or CHUNK_BYTES) // (8 * max(size, 1) * 2)))
+    total = 0.0
+    for a in range(0, size, rows):
+        tile = kernel.gram_tile(take(Z, np.arange(a, min(a + rows, size))), Z)
+        total += float(np.einsum("ij,ij->", tile, tile))
+    diag = kernel.diag_tile(Z)
+    total -= float(diag @ diag)
+    value = math.sqrt(max(total, 0.0) / (size * (size - 1)))
+    if not value > 0:
+        raise DataError(
+            f"MMD-FUSE normalises each kernel's statistic by its pooled scale; {kernel.spec()} is 0 between every "
+            "pair of points here. Drop that kernel or use method='agg'."
+        )
+    return value
+
+
+def collection_statistics(
+    estimator: MMDEstimator, kernels: Sequence[Kernel], X: Any, Y: Any, n_permutations: int,
+    seq: np.random.SeedSequence, *, resources: Resources, backend: Backend | None = None,
+    progress: Progress | None = None,
+) -> tuple[np.ndarray, list[Kernel]]:
+    """The (B + 1) × L matrix of every kernel's MMD² on the samples as given (row 0) and
+    on the same B relabellings (rows 1..B), and the kernels as fitted on the pooled sample.
+
+    Each kernel is one run of the permutation engine with the test's seed sequence
+    ``seq``, so relabelling b is the same permutation for every kernel (and the one
+    :func:`permutation_test` draws with that seed); the engine keeps each run under the
+    memory budget and spreads it over ``backend``. ``progress`` follows all L·B.
+    """
+    B, L = int(n_permutations), len(kernels)
+    values = np.empty((B + 1, L))
+    used: list[Kernel] = []
+    for l, kernel in enumerate(kernels):
+        tick = None if progress is None else (lambda done, total, l=l: progress(l * B + done, L * B))
+        stats = relabelled_statistics(estimator, kernel, X, Y, B, seq, resources=resources, backend=backend, progress=tick)
+        values[0, l], values[1:, l] = stats.observed, stats.null
+        used.append(stats.kernel)
+    return values, used
+
+
+def _check_weights(weights: Any, L: int) -> np.ndarray:
+    if weights is None:
+        return np.full(L, 1.0 / L)
+    w = np.asarray(weights, dtype=float).reshape(-1) if not isinstance(weights, str) else np.array([np.nan])
+    if w.shape != (L,) or not np.isfinite(w).all() or (w <= 0).any():
+        raise ParameterError(f"weights must be {L} positive finite numbers, one per kernel; got {weights!r}.")
+    return w / w.sum()
+
+
+def _check_kernels(kernels: Any, X: Any, Y: Any, n_bandwidths: Any, bandwidths: Any) -> list[Kernel]:
+    if isinstance(n_bandwidths, bool) or not isinstance(n_bandwidths, (int, np.integer)) or n_bandwidths < 1:
+        raise ParameterError(f"n_bandwidths must be an int >= 1; got {n_bandwidths!r}.")
+    if bandwidths is not None:
+        b = np.asarray(bandwidths, dtype=float).reshape(-1) if not isinstance(bandwidths, str) else np.array([np.nan])
+        if not len(b) or not np.isfinite(b).all() or (b <= 0).any():
+            raise ParameterError(f"bandwidths must be positive finite numbers; got {bandwidths!r}.")
+    if kernels is None:
+        if not isinstance(X, np.ndarray) or X.ndim != 2:
+            raise ParameterError(
+                "The default kernel collection (Gaussian and Laplace kernels) is for numeric vectors; for strings "
+                "pass kernels=, e.g. ['ssk:n=3', 'ssk:n=5']."
+            )
+        return default_kernels(X, Y, n_bandwidths=int(n_bandwidths), bandwidths=bandwidths)
+    if bandwidths is not None:
+        raise ParameterError("bandwidths= sets the grid of the default collection; with kernels= given, leave it out.")
+    if isinstance(kernels, (str, Kernel)):
+        kernels = [kernels]
+    reg = get_registry()
+    out = [reg.resolve_kernel(k) for k in kernels]
+    if not out:
+        raise ParameterError("kernels must hold at least one kernel.")
+    for k in out:
+        if not isinstance(k, Kernel):
+            raise MonkError(f"kernels must be Kernel objects or specs such as 'rbf:sigma=1'; got {type(k).__name__}.")
+    return out
+
+
+def _label(kernel: Kernel) -> str:
+    """The kernel's spec as ``-k`` and ``kernels=`` take it (``rbf:sigma=0.5``), or its
+    display form for a combination of kernels."""
+    params = kernel.params()
+    if all(isinstance(v, (int, float, str, bool)) for v in params.values()):
+        return spec_label(kernel.name, params)
+    return kernel.spec()
+
+
+def _bandwidth(kernel: Kernel) -> float | None:
+    sigma = kernel.params().get("sigma")
+    return float(sigma) if isinstance(sigma, (int, float)) and not isinstance(sigma, bool) else None
+
+
+def aggregated_test(
+    X: Any,
+    Y: Any,
+    kernels: Any = None,
+    *,
+    method: str = "agg",
+    alpha: float = 0.05,
+    n_permutations: int = 2000,
+    weights: Any = None,
+    n_bandwidths: int = N_BANDWIDTHS,
+    bandwidths: Sequence[float] | None = None,
+    contamination: int | float = 0,
+    estimator: MMDEstimator | str | None = None,
+    rng: RNGLike = None,
+    return_null: bool = True,
+    progress: Progress | None = None,
+    backend: Backend | None = None,
+    max_memory: Any = None,
+) -> AggregatedTestResult:
+    """A permutation test of H₀: P = Q over a collection of kernels (module docstring).
+
+    ``kernels``: Kernel objects or specs (``"rbf:sigma=0.5"``, a plugin's kernel), or
+    None for the published collection (:func:`default_kernels`: ``n_bandwidths``
+    Gaussian and as many Laplace kernels over the pooled distances, or at the fixed
+    ``bandwidths``). ``method``: "agg" (MMDAgg) or "fuse" (MMD-FUSE). ``weights``: one
+    positive number per kernel (normalised; uniform by default). Every kernel's
+    statistic (``estimator``, the U-statistic by default) comes from the same
+    ``n_permutations`` relabellings through the permutation engine: matrix-free under
+    ``max_memory``, on ``backend``'s workers when given, as :func:`permutation_test` runs.
+
+    ``contamination`` r > 0 makes the test robust ("agg" only): the kernels must be
+    bounded and fixed before seeing the data (numbers for σ, or ``bandwidths`` for the
+    default families), the statistic is the V-statistic MMD, and the p-value stays valid
+    under any r corrupted points; the result carries a certificate.
+    """
+    start = time.perf_counter()
+    resources = Resources.of(max_memory)
+    check_backend(backend)
+    if method not in METHODS:
+        raise ParameterError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}.")
+    check_level(alpha)
+    B = check_permutations(n_permutations)
+    reg = get_registry()
+    robust = not (isinstance(contamination, (int, np.integer)) and not isinstance(contamination, bool) and contamination == 0)
+    if robust and method != "agg":
+        raise ParameterError("contamination= is supported by method='agg' (each kernel's threshold moves by its own 2rΔ); "
+                             "MMD-FUSE's normalisers are not bounded under corruption.")
+    if estimator is None:
+        est = reg.estimator_with_role("v-statistic" if robust else "u-statistic")
+    else:
+        est = reg.resolve_estimator(estimator)
+        if not isinstance(est, MMDEstimator):
+            raise MonkError(f"estimator must be an MMD estimator; got {getattr(est, 'name', type(est).__name__)!r}.")
+        if robust and est.role != "v-statistic":
+            raise ParameterError(
+                f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}."
+            )
+    first_kernel = _check_kernels(kernels, None, None, n_bandwidths, bandwidths)[0] if kernels is not None else None
+    probe = first_kernel or reg.get_kernel(DEFAULT_FAMILIES[0][0], sigma=1.0)
+    Xv, Yv = probe.check_pair(X, Y)
+    n, m = len(Xv), len(Yv)
+    if n < 2 or m < 2:
+        raise DataError(f"An aggregated test needs at least 2 points in each sample; got N = {n}, M = {m}.")
+    if robust and kernels is None and bandwidths is None:
+        raise ParameterError(
+            "A robust aggregated test needs its bandwidths fixed before seeing the data: corrupted points would "
+            "move a grid read from the pooled distances. Pass bandwidths=[...] (e.g. a geometric grid around the "
+            "scale you expect) or kernels= with numbers."
+        )
+    collection = _check_kernels(kernels, Xv, Yv, n_bandwidths, bandwidths)
+    L = len(collection)
+    w = _check_weights(weights, L)
+    r = contamination_count(contamination, n + m) if robust else 0
+    deltas = None
+    if robust:
+        for k in collection:
+            if not k.is_fitted:
+                raise ParameterError(
+                    f"A robust aggregated test needs kernels fixed before seeing the data; {k.spec()} reads a "
+                    "hyperparameter from the sample. Give numbers (e.g. 'rbf:sigma=1')."
+                )
+        sens = [mmd_sensitivity(k, n, m) for k in collection]
+        if any(s is None for s in sens):
+            bad = next(k for k, s in zip(collection, sens) if s is None)
+            raise ParameterError(
+                f"A robust aggregated test needs bounded kernels (ones that declare sup k(x, x)); {bad.spec()} is "
+                "unbounded. Use robust_test(..., method='clip') for an unbounded kernel."
+            )
+        deltas = np.array(sens, dtype=float)
+    for k in collection:
+        est.check_kernel(k)
+    check_null_memory(B * L, pool_size=n + m, backend=backend, listed=bool(return_null))
+    seq = root(rng)
+    seed = seed_of(seq)
+
+    values, used = collection_statistics(est, collection, Xv, Yv, B, seq, resources=resources, backend=backend,
+                                         progress=progress)
+    if robust:
+        values = np.sqrt(np.maximum(values, 0.0))  # the V-statistic MMD, whose sensitivity is Δ_l
+        shown = values[0]
+    else:
+        shown = signed_root(values[0])
+
+    scales = temperature = None
+    levels = rejects = None
+    certificate = None
+    margin = 0.0
+    if robust:
+        assert deltas is not None
+        scores = robust_scores(values, deltas)
+        S0, S, margin = float(scores[0]), scores[1:], 4.0 * r
+        pvals = np.array([_upper_counts(values[:, l], values[:1, l] - 2 * r * deltas[l])[0] for l in range(L)]) / (B + 1)
+    elif method == "agg":
+        S0, S, pvals = agg_scores(values, w)
+    else:
+        Z = pooled(Xv, Yv)
+        scales = np.array([pair_square_scale(k, Z, resources) for k in used])
+        temperature = math.sqrt(n * m)
+        scores = fuse_scores(values, w, scales, temperature)
+        S0, S = float(scores[0]), scores[1:]
+        pvals = np.array([_upper_counts(values[:, l], values[:1, l])[0] for l in range(L)]) / (B + 1)
+    exceed = int(exceedances(S, S0 - margin))
+    pvalue = (1 + exceed) / (1 + B)
+    reject = exceed <= critical_rank(B, alpha)
+    q = null_quantile(S, alpha)
+    if robust:
+        assert deltas is not None
+        if q is None:
+            rejects = np.zeros(L, dtype=bool)
+        else:
+            # kernel l's own term clears the threshold: (V_0l − m_l)/Δ_l − 4r > q̂
+            rejects = ((values[0] - np.median(values, axis=0)) / deltas - margin > q) & bool(reject)
+        certificate = shifted_certificate(S0, q, lambda c: 2.0 * c, n + m)
+    elif method == "agg":
+        if q is None:
+            levels, rejects = np.zeros(L), np.zeros(L, dtype=bool)
+        else:
+            levels = L * w * math.exp(-q)
+            rejects = np.log(L * w) - np.log(pvals) > q
+            # the test's decision and the kernels' agree: S_0 > q̂ exactly when some kernel's term is
+            if not reject:
+                rejects[:] = False
+    return AggregatedTestResult(
+        method=method, statistic=S0, pvalue=pvalue, reject=bool(reject), alpha=float(alpha), n_permutations=B,
+        null_distribution=S if return_null else None, null_quantile=q,
+        kernel_specs=[_label(k) for k in used], bandwidths=[_bandwidth(k) for k in used], weights=w,
+        kernel_statistics=shown, kernel_pvalues=pvals, kernel_rejects=rejects, kernel_levels=levels,
+        kernel_scales=scales, temperature=temperature, contamination=r, certificate=certificate,
+        sensitivities=deltas,
+        estimator=est.name, estimator_params=est.params(), kernel=", ".join(dict.fromkeys(k.name for k in used)),
+        kernel_params={},
+        kernel_params_requested={"kernels": "default" if kernels is None else [_label(k) for k in collection]},
+        n_x=n, n_y=m, seed=seed, timings={"total_s": time.perf_counter() - start},
+    )
