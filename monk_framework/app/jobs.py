@@ -403,6 +403,9 @@ def check_test_options(
             raise ParameterError("--method, --blocks and --clip choose a one-kernel robust test; --aggregate with "
                                  "--contamination is robust by itself.")
         bandwidth_values(bandwidths)
+        if robust and aggregate != "agg":
+            raise ParameterError("--contamination with --aggregate is supported by agg (each kernel's threshold moves by "
+                                 "its own 2R delta); MMD-FUSE's normalisers are not bounded under corruption.")
         if robust and bandwidths is None:
             raise ParameterError(
                 "--aggregate with --contamination needs --bandwidths fixed before seeing the data (e.g. 0.25,0.5,1,2,4): "
@@ -454,7 +457,8 @@ def prepare_test(
         assert isinstance(est, MMDEstimator)
         if contamination is not None:
             check_robust_test(
-                kern, contamination=contamination_value(contamination), method=method,
+                kern, contamination=contamination_value(contamination),
+                method="mom" if blocks is not None and method == "auto" else method,
                 estimator=est if estimator is not None else None, n_permutations=n_permutations, alpha=alpha,
                 clip=clip,
             )
@@ -545,6 +549,8 @@ def test(
             contamination=0 if contamination is None else contamination_value(contamination), **common,
         )
     if contamination is not None:
+        if blocks is not None and method == "auto":
+            method = "mom"  # --blocks is the number of blocks of mom: asking for it chooses mom
         return robust_test(
             job.kernel, job.X, job.Y, contamination=contamination_value(contamination), method=method,
             estimator=job.estimator if estimator_given else None, clip=clip,

@@ -94,7 +94,7 @@ N_BANDWIDTHS = 10
 #: the bandwidth grid reads the pairwise distances of at most this many pooled points
 BANDWIDTH_MAX_POINTS = 1000
 #: the grid runs from half the LOW_QUANTILE to twice the HIGH_QUANTILE of the distances
-LOW_QUANTILE, HIGH_QUANTILE = 0.05, 0.95
+LOW_QUANTILE, HIGH_QUANTILE = 0.01, 0.99
 
 
 def _data_order(Z: np.ndarray) -> np.ndarray:
@@ -104,7 +104,7 @@ def _data_order(Z: np.ndarray) -> np.ndarray:
 
 
 def bandwidth_grid(X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWIDTHS, metric: str = "l2") -> np.ndarray:
-    """σ_1 < ... < σ_n: a geometric grid from half the 5 % quantile to twice the 95 %
+    """σ_1 < ... < σ_n: a geometric grid from half the 1 % quantile to twice the 99 %
     quantile of the pooled pairwise distances (``metric`` "l2" or "l1").
 
     It depends on the pooled sample as a set only (above :data:`BANDWIDTH_MAX_POINTS`
@@ -328,6 +328,8 @@ def aggregated_test(
             raise ParameterError(
                 f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}."
             )
+    if kernels is None and isinstance(X, (list, tuple)) and X and isinstance(X[0], str):
+        _check_kernels(None, X, Y, n_bandwidths, bandwidths)  # refuses strings by name
     first_kernel = _check_kernels(kernels, None, None, n_bandwidths, bandwidths)[0] if kernels is not None else None
     probe = first_kernel or reg.get_kernel(DEFAULT_FAMILIES[0][0], sigma=1.0)
     Xv, Yv = probe.check_pair(X, Y)

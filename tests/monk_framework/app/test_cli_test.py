@@ -77,7 +77,7 @@ def test_split_test_with_a_grid():
         (["-e", "mean"], "a two-sample test needs an MMD estimator"),
         (["--relabel", "inside"], "relabel must be one of"),
         (["-e", "u-stat", "--relabel", "within-blocks"], "needs an estimator with a fixed partition"),
-        (["--method", "mom"], "--method and --blocks choose the robust test: add --contamination R."),
+        (["--method", "mom"], "--method, --blocks and --clip choose the robust test: add --contamination R."),
         (["--contamination", "lots"], "--contamination takes a count"),
         (["--contamination", "0.7"], "fraction must lie in [0, 1/2)"),
         (["--contamination", "3", "--split"], "different tests"),
@@ -86,6 +86,16 @@ def test_split_test_with_a_grid():
         (["--contamination", "3", "-e", "monk-bcd"], "mmd2_from_sums"),
         (["--contamination", "3", "--method", "mom", "--blocks", "1000", "--dataset", "gauss"], "n_blocks"),
         (["--contamination", "500", "--dataset", "gauss"], "between 0 and the 400 points"),
+        (["--clip", "2"], "--method, --blocks and --clip choose the robust test"),
+        (["--contamination", "3", "-k", "quadratic", "--clip", "-1"], "clip must be a radius"),
+        (["--bandwidths", "1,2"], "--bandwidths sets the kernels of an aggregated test"),
+        (["--aggregate", "max"], "--aggregate must be one of agg, fuse"),
+        (["--aggregate", "agg", "--split"], "different tests"),
+        (["--aggregate", "agg", "--bandwidths", "1,x"], "--bandwidths takes comma-separated numbers"),
+        (["--aggregate", "agg", "--bandwidths", "0,1"], "positive finite numbers"),
+        (["--aggregate", "agg", "--contamination", "3"], "needs --bandwidths fixed before seeing the data"),
+        (["--aggregate", "agg", "--contamination", "3", "--method", "dc", "--bandwidths", "1"], "robust by itself"),
+        (["--aggregate", "fuse", "--contamination", "3", "--bandwidths", "1"], "method='agg'"),
     ],
 )
 def test_bad_options_are_one_line_errors(args, message):
@@ -136,3 +146,33 @@ def test_real_process():
     data = json.loads(done.stdout)
     assert 0 < data["pvalue"] <= 1 and data["n_permutations"] == 49
     np.testing.assert_equal(data["reject"], data["pvalue"] <= 0.05)
+
+
+def test_aggregated_test_lists_its_kernels_and_matches_the_library():
+    from monk_framework import aggregated_test
+
+    result = invoke("test", "--aggregate", "agg", "--dataset", "gauss", "-B", "99")
+    assert result.exit_code == 0, result.stderr
+    assert "MMDAgg" in result.stdout and "rbf:sigma=" in result.stdout and "laplace:sigma=" in result.stdout
+    assert "No kernel given: Gaussian and Laplace" in result.stderr
+    data = json.loads(invoke("test", "--aggregate", "agg", "--dataset", "gauss", "-B", "99", "--json").stdout)
+    X, Y = get_dataset("gauss").sample(0)
+    direct = aggregated_test(X, Y, n_permutations=99, rng=0)
+    assert data["type"] == "aggregated-test" and len(data["kernel_specs"]) == 20
+    assert (data["pvalue"], data["reject"], data["kernel_specs"]) == (direct.pvalue, direct.reject, direct.kernel_specs)
+    # one family at given bandwidths, MMD-FUSE, and robust aggregation with its certificate
+    fuse = json.loads(invoke("test", "--aggregate", "fuse", "-k", "laplace", "--bandwidths", "0.5,1,2", "-B", "99", "--json").stdout)
+    assert fuse["method"] == "fuse" and fuse["bandwidths"] == [0.5, 1.0, 2.0] and fuse["kernel"] == "laplace"
+    robust = invoke("test", "--aggregate", "agg", "--bandwidths", "0.5,1,2", "--contamination", "2", "--dataset",
+                    "gauss-outliers", "-B", "99")
+    assert robust.exit_code == 0, robust.stderr
+    assert "MMDAgg, robust to 2" in robust.stdout and "certificate" in robust.stdout
+
+
+def test_robust_test_clips_an_unbounded_kernel_by_default():
+    data = json.loads(invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "99",
+                             "--json").stdout)
+    assert data["method"] == "clip" and data["clip_radius"] > 0 and data["estimator"] == "v-stat"
+    table = invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "10", "--clip", "5", "-B", "99")
+    assert table.exit_code == 0, table.stderr
+    assert "dcMMD on clipped features" in table.stdout and "clip radius c" in table.stdout and "(given)" in table.stdout

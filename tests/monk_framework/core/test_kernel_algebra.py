@@ -83,3 +83,35 @@ def test_invalid_combinations_are_refused_with_a_reason(bad):
 def test_scaled_kernel_refuses_a_non_kernel():
     with pytest.raises(ParameterError, match="takes kernels"):
         ScaledKernel(c=2.0, kernel="rbf")
+
+
+def test_clipped_kernel_matches_its_definition_by_hand():
+    # quadratic (xy + 1)^2 in d = 1: k(x, x) = (x^2 + 1)^2, so ||phi(x)|| = x^2 + 1
+    from monk_framework.core.kernels import ClippedKernel
+
+    k = ClippedKernel(c=5.0, kernel=REG.get_kernel("quadratic"))
+    X = np.array([[1.0], [3.0]])  # norms 2 (kept) and 10 (shrunk by s = 5/10)
+    K = k.gram(X)
+    assert K[0, 0] == pytest.approx(4.0) and K[1, 1] == pytest.approx(25.0)  # min(norm, c)^2
+    assert K[0, 1] == pytest.approx((3.0 + 1.0) ** 2 * 1.0 * 0.5)
+    assert k.sup_diag() == 25.0 and k.feature_diameter() == pytest.approx(np.sqrt(2) * 5.0)  # nonnegative
+    # a bounded kernel keeps its own, smaller diameter; a kernel inside the ball is unchanged
+    rbf = REG.get_kernel("rbf", sigma=1.0)
+    assert ClippedKernel(c=3.0, kernel=rbf).feature_diameter() == rbf.feature_diameter()
+    Z = np.random.default_rng(0).normal(size=(20, 2))
+    assert np.array_equal(ClippedKernel(c=1.0, kernel=rbf).gram(Z), rbf.gram(Z))
+    assert kernel_from_spec(k.name, k.params()) == k and k.spec() == "clip(quadratic(scale=1.0, offset=1.0, normalize=False), c=5)"
+
+
+def test_clipped_kernel_is_psd_with_every_feature_in_the_ball():
+    from monk_framework.core.kernels import ClippedKernel
+
+    g = np.random.default_rng(1)
+    Z = g.normal(size=(40, 3)) * g.choice([1, 30], size=(40, 1))
+    for base in (REG.get_kernel("quadratic"), REG.get_kernel("polynomial", degree=3), REG.get_kernel("linear")):
+        k = ClippedKernel(c=4.0, kernel=base)
+        K = k.gram(Z)
+        assert np.linalg.eigvalsh(K).min() >= -1e-9 * np.abs(K).max()
+        assert np.all(np.diag(K) <= 16.0 * (1 + 1e-12))
+        D = np.sqrt(np.maximum(np.diag(K)[:, None] + np.diag(K)[None] - 2 * K, 0))
+        assert D.max() <= k.feature_diameter() * (1 + 1e-12)

@@ -282,13 +282,125 @@ def test_clean_level_and_power(registry):
     assert power_dc >= 27 and power_mom >= 24
 
 
-def test_auto_picks_dc_for_bounded_kernels_and_mom_otherwise(registry, rng):
+def test_auto_picks_dc_for_bounded_kernels_clip_for_unbounded_and_mom_for_a_u_statistic(registry, rng):
     X, Y = rng.normal(size=(40, 1)), rng.normal(size=(40, 1))
     run = lambda kernel, **kw: robust_test(kernel, X, Y, contamination=1, n_permutations=20, rng=0, **kw).method  # noqa: E731
     assert run(registry.get_kernel("rbf", sigma=1.0)) == "dc"
     assert run(registry.get_kernel("quadratic", normalize=True)) == "dc"
-    assert run(registry.get_kernel("quadratic")) == "mom"
+    assert run(registry.get_kernel("quadratic")) == "clip"
+    assert run(registry.get_kernel("quadratic"), estimator=registry.get_estimator("v-stat")) == "clip"
+    assert run(registry.get_kernel("quadratic"), estimator=registry.get_estimator("u-stat")) == "mom"
     assert run(registry.get_kernel("rbf", sigma=1.0), estimator=registry.get_estimator("u-stat")) == "mom"
+
+
+# -- method "clip": dcMMD on the clipped-feature kernel -----------------------------------
+
+
+def test_clip_with_a_given_radius_is_dc_on_the_clipped_kernel(registry, rng):
+    from monk_framework.core.kernels import ClippedKernel
+
+    quad = registry.get_kernel("quadratic")
+    X, Y = rng.normal(size=(60, 2)), rng.normal(0.8, 1.0, size=(50, 2))
+    X[:2] = 40.0
+    clip = robust_test(quad, X, Y, contamination=2, method="clip", clip=4.0, n_permutations=99, rng=7)
+    dc = robust_test(ClippedKernel(c=4.0, kernel=quad), X, Y, contamination=2, method="dc", n_permutations=99, rng=7)
+    assert clip.method == "clip" and clip.clip_radius == 4.0 and clip.clip_slack == 0.0
+    assert (clip.statistic, clip.pvalue, clip.certificate, clip.threshold) == (dc.statistic, dc.pvalue, dc.certificate, dc.threshold)
+    # feature diameter √2·c (the quadratic kernel is nonnegative, so is its clipping) over min(N, M)
+    assert clip.sensitivity == pytest.approx(math.sqrt(2) * 4.0 / 50)
+    # the kernel reported is the one the user gave; the radius is a field of its own
+    assert clip.kernel_params == quad.params()
+
+
+def test_the_clip_radius_of_the_uncorrupted_data_lies_within_its_slack(registry):
+    # the quantile of norms of which r were replaced stays within the observed (j ± r)-th
+    from monk_framework.two_sample.robust import ClipRadius, _quantile_rank
+
+    for seed in range(300):
+        g = np.random.default_rng(seed)
+        size, r = int(g.integers(5, 40)), int(g.integers(1, 4))
+        tau = float(g.choice([0.3, 0.5, 0.75, 0.9]))
+        clean = g.exponential(size=size)
+        dirty = clean.copy()
+        idx = g.choice(size, r, replace=False)
+        dirty[idx] = g.choice([0.0, 1e6, float(np.median(clean)), 3.0], size=r)
+        j = _quantile_rank(tau, size)
+        c0, c = np.sort(clean)[j - 1], np.sort(dirty)[j - 1]
+        radius = ClipRadius(radius=float(c), quantile=tau, norms=np.sort(dirty), n=size // 2 + 1, m=size - size // 2 - 1 or 1)
+        w = radius.slack(r)
+        assert abs(c - c0) <= w + 1e-12 or not math.isfinite(w)
+
+
+def test_clip_moves_every_relabelled_mmd_by_at_most_its_shift(registry):
+    # the proof's inequality, on the definition: |T'(c') − T(c0)| <= s(r) for the samples
+    # and for relabellings, with c0 the uncorrupted data's radius and c' the corrupted one's
+    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.two_sample.robust import clip_radius
+
+    quad = registry.get_kernel("quadratic")
+    checked = 0
+    for seed in range(25):
+        g = np.random.default_rng(seed)
+        X, Y = g.normal(size=(15, 2)), g.normal(0.5, 1.0, size=(12, 2))
+        for r in (1, 2):
+            for Xc, Yc in adversaries(g, X, Y, r):
+                clean = clip_radius(quad, X, Y, clip=None, quantile=0.5)
+                dirty = clip_radius(quad, Xc, Yc, clip=None, quantile=0.5)
+                k0, k1 = ClippedKernel(c=clean.radius, kernel=quad), ClippedKernel(c=dirty.radius, kernel=quad)
+                delta = k1.feature_diameter() / 12
+                s = dirty.shift(r, delta)
+                Z, Zc = np.vstack([X, Y]), np.vstack([Xc, Yc])
+                for perm in [np.arange(27)] + [g.permutation(27) for _ in range(4)]:
+                    a = v_mmd(k0, Z[perm[:15]], Z[perm[15:]])
+                    b = v_mmd(k1, Zc[perm[:15]], Zc[perm[15:]])
+                    assert abs(a - b) <= s + 1e-9
+                    checked += 1
+    assert checked > 1000
+
+
+def test_clip_rejects_under_corruption_only_if_the_clean_test_rejects(registry):
+    quad = registry.get_kernel("quadratic")
+    for seed in range(30):
+        g = np.random.default_rng(seed)
+        X, Y = g.normal(size=(40, 1)), g.normal(0.6, 1.0, size=(40, 1))
+        clean = robust_test(quad, X, Y, contamination=0, method="clip", n_permutations=49, rng=seed)
+        for Xc, Yc in adversaries(g, X, Y, 2):
+            dirty = robust_test(quad, Xc, Yc, contamination=2, method="clip", n_permutations=49, rng=seed)
+            # the clean test here is at the clean data's own radius: the dirty p-value bounds it
+            assert dirty.pvalue >= clean.pvalue - 1e-12
+            assert not dirty.reject or clean.reject
+
+
+def test_clip_has_power_where_mom_has_little(registry):
+    # the issue's design at N = M = 400 (a shift of 0.6 in d = 3, five outliers of norm 300):
+    # clip about 0.9 (measured), mom about 0.1
+    quad = registry.get_kernel("quadratic")
+    hits = {"clip": 0, "mom": 0}
+    for seed in range(10):
+        g = np.random.default_rng([seed, 37])
+        X, Y = g.normal(size=(400, 3)), g.normal(size=(400, 3))
+        Y[:, 0] += 0.6
+        u = g.normal(size=(5, 3))
+        X[:5] = 300 * u / np.linalg.norm(u, axis=1, keepdims=True)
+        for method in hits:
+            hits[method] += robust_test(quad, X, Y, contamination=5, method=method, n_permutations=99, rng=seed).reject
+    assert hits["clip"] >= 7 and hits["clip"] >= hits["mom"] + 4
+
+
+def test_bad_clip_options_are_named(registry, rng):
+    X, Y = rng.normal(size=(30, 1)), rng.normal(size=(30, 1))
+    quad, rbf = registry.get_kernel("quadratic"), registry.get_kernel("rbf", sigma=1.0)
+    with pytest.raises(ParameterError, match="clip must be a radius"):
+        robust_test(quad, X, Y, contamination=1, method="clip", clip=-1.0)
+    with pytest.raises(ParameterError, match="clip_quantile"):
+        robust_test(quad, X, Y, contamination=1, method="clip", clip_quantile=1.5)
+    with pytest.raises(ParameterError, match="radius of method='clip'"):
+        robust_test(rbf, X, Y, contamination=1, method="dc", clip=2.0)
+    with pytest.raises(ParameterError, match="cannot tolerate contamination"):
+        robust_test(quad, X, Y, contamination=5, method="clip", clip_quantile=1.0)
+    zero = np.zeros((30, 1))
+    with pytest.raises(ParameterError, match="quantile of the feature norms"):
+        robust_test(registry.get_kernel("linear"), zero, zero, contamination=1, method="clip")
 
 
 def test_auto_blocks():

@@ -1,0 +1,250 @@
+"""Aggregated tests: the scores against brute force, every kernel against its own
+permutation test on the same relabellings, one kernel against the plain test, the
+default grid's invariance, robust aggregation's bound under adversarial corruption,
+the certificate, and the errors."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+import pytest
+
+from monk_framework import DataError, MonkError, ParameterError, aggregated_test
+from monk_framework.core.randomness import root
+from monk_framework.core.resources import Resources
+from monk_framework.core.results import AggregatedTestResult
+from monk_framework.two_sample import permutation_test
+from monk_framework.two_sample.aggregated import (
+    BANDWIDTH_MAX_POINTS,
+    agg_scores,
+    bandwidth_grid,
+    collection_statistics,
+    default_kernels,
+    fuse_scores,
+    pair_square_scale,
+    robust_scores,
+)
+
+
+def samples(seed, n=60, m=50, shift=0.0, d=2):
+    g = np.random.default_rng(seed)
+    return g.normal(size=(n, d)), g.normal(shift, 1.0, size=(m, d))
+
+
+def test_agg_scores_match_their_definition_by_brute_force():
+    g = np.random.default_rng(0)
+    values = np.round(g.normal(size=(31, 4)), 1)  # rounded: ties between rows
+    weights = np.array([0.1, 0.2, 0.3, 0.4])
+    S0, S, p0 = agg_scores(values, weights)
+    size, L = values.shape
+    brute = np.empty(size)
+    for i in range(size):
+        p = [sum(values[j, l] >= values[i, l] for j in range(size)) / size for l in range(L)]
+        brute[i] = max(math.log(L * weights[l] / p[l]) for l in range(L))
+    assert S0 == pytest.approx(brute[0]) and np.allclose(S, brute[1:])
+    assert np.allclose(p0, [np.mean(values[:, l] >= values[0, l]) for l in range(L)])
+
+
+def test_fuse_scores_and_scale_match_their_definitions(registry):
+    g = np.random.default_rng(1)
+    values, w = g.normal(size=(9, 3)), np.array([0.5, 0.25, 0.25])
+    scales, lam = np.array([0.3, 1.0, 2.0]), 7.0
+    brute = [math.log(sum(w[l] * math.exp(lam * values[i, l] / scales[l]) for l in range(3))) / lam for i in range(9)]
+    assert np.allclose(fuse_scores(values, w, scales, lam), brute)
+    kernel = registry.get_kernel("rbf", sigma=0.8)
+    Z = g.normal(size=(23, 2))
+    K = kernel.gram(Z)
+    off = K[~np.eye(23, dtype=bool)]
+    tiny = Resources.of(8 * 23 * 3)  # three rows a band
+    assert pair_square_scale(kernel, Z, tiny) == pytest.approx(math.sqrt(np.mean(off**2)), rel=1e-12)
+
+
+def test_every_kernel_is_its_own_permutation_test_on_the_same_relabellings(registry):
+    X, Y = samples(2, shift=0.4)
+    result = aggregated_test(X, Y, ["rbf:sigma=0.5", "laplace:sigma=2", "energy"], n_permutations=99, rng=5)
+    for l, spec in enumerate(result.kernel_specs):
+        single = permutation_test(spec, "u-stat", X, Y, n_permutations=99, rng=5)
+        assert result.kernel_pvalues[l] == single.pvalue
+        assert result.kernel_statistics[l] == pytest.approx(single.statistic, rel=1e-12)
+
+
+@pytest.mark.parametrize("method", ["agg", "fuse"])
+def test_one_kernel_aggregates_to_the_plain_permutation_test(method):
+    for seed in range(5):
+        X, Y = samples(seed, shift=0.3 * seed)
+        one = aggregated_test(X, Y, ["rbf:sigma=1"], method=method, n_permutations=199, rng=seed)
+        plain = permutation_test("rbf:sigma=1", "u-stat", X, Y, n_permutations=199, rng=seed)
+        # a monotone score of one statistic: the same p-value and decision
+        assert one.pvalue == plain.pvalue and one.reject == plain.reject
+
+
+def test_the_decision_agrees_with_the_kernels_that_rejected():
+    for seed in range(6):
+        X, Y = samples(seed, shift=0.25 * seed)
+        r = aggregated_test(X, Y, n_permutations=199, rng=seed)
+        assert r.reject == (r.pvalue <= r.alpha) == bool(r.kernel_rejects.any())
+        if r.reject:
+            # kernel l rejects when its p-value is below its corrected level L·w_l·exp(−q̂)
+            assert np.array_equal(r.kernel_rejects, r.kernel_pvalues < r.kernel_levels)
+
+
+def test_the_default_grid_depends_on_the_pooled_set_only():
+    g = np.random.default_rng(3)
+    for n in (40, BANDWIDTH_MAX_POINTS // 2 + 300):  # the second one subsamples
+        X, Y = g.normal(size=(n, 3)), g.normal(1.0, 2.0, size=(n + 7, 3))
+        Z = np.vstack([X, Y])
+        perm = g.permutation(len(Z))
+        for metric in ("l2", "l1"):
+            a = bandwidth_grid(X, Y, metric=metric)
+            b = bandwidth_grid(Z[perm[:n]], Z[perm[n:]], metric=metric)
+            assert np.array_equal(a, b) and len(a) == 10 and np.all(np.diff(a) > 0)
+    kernels = default_kernels(X, Y, n_bandwidths=3)
+    assert [k.name for k in kernels] == ["rbf"] * 3 + ["laplace"] * 3
+    assert all(k.params()["norm"] == "l1" for k in kernels[3:])
+
+
+def test_a_grid_from_the_distances_spans_their_quantiles():
+    g = np.random.default_rng(4)
+    X, Y = g.normal(size=(50, 2)), g.normal(size=(50, 2))
+    Z = np.vstack([X, Y])
+    d = np.linalg.norm(Z[:, None] - Z[None], axis=-1)[np.triu_indices(100, 1)]
+    grid = bandwidth_grid(X, Y, n_bandwidths=5)
+    assert grid[0] == pytest.approx(np.quantile(d, 0.01) / 2) and grid[-1] == pytest.approx(2 * np.quantile(d, 0.99))
+    assert np.allclose(np.diff(np.log(grid)), np.log(grid[1] / grid[0]))
+
+
+def test_robust_scores_move_by_at_most_2r_under_any_corruption(registry):
+    # the proof's inequality on the definitions: each kernel's V-statistic MMD and the
+    # median of its values move by at most rΔ_l, so every score by at most 2r
+    kernels = [registry.get_kernel("rbf", sigma=s) for s in (0.3, 1.0, 3.0)]
+    est = registry.get_estimator("v-stat")
+    checked = 0
+    for seed in range(12):
+        X, Y = samples(seed, n=14, m=12, shift=0.5)
+        deltas = np.array([k.feature_diameter() / 12 for k in kernels])
+        clean, _ = collection_statistics(est, kernels, X, Y, 30, root(seed), resources=Resources.of(None))
+        g = np.random.default_rng(seed)
+        for r in (1, 3):
+            Xc, Yc = X.copy(), Y.copy()
+            idx = g.choice(26, r, replace=False)
+            for i in idx:
+                (Xc if i < 14 else Yc)[i % 14 if i < 14 else i - 14] = g.normal(size=2) * g.choice([0.1, 5, 1e3])
+            dirty, _ = collection_statistics(est, kernels, Xc, Yc, 30, root(seed), resources=Resources.of(None))
+            a = robust_scores(np.sqrt(np.maximum(clean, 0)), deltas)
+            b = robust_scores(np.sqrt(np.maximum(dirty, 0)), deltas)
+            assert np.max(np.abs(a - b)) <= 2 * r + 1e-9
+            checked += 1
+    assert checked == 24
+
+
+def test_robust_aggregation_rejects_under_corruption_only_if_the_clean_test_rejects(registry):
+    grid = [0.5, 1.0, 2.0]
+    for seed in range(15):
+        X, Y = samples(seed, n=40, m=40, shift=0.3 * (seed % 4))
+        g = np.random.default_rng(seed)
+        r = 2
+        # the clean test of the proof: the same scores without a margin (contamination 0 of
+        # the robust statistic): computed here from its definition
+        kernels = default_kernels(X, Y, bandwidths=grid)
+        est = registry.get_estimator("v-stat")
+        values, _ = collection_statistics(est, kernels, X, Y, 99, root(seed), resources=Resources.of(None))
+        deltas = np.array([k.feature_diameter() / 40 for k in kernels])
+        scores = robust_scores(np.sqrt(np.maximum(values, 0)), deltas)
+        clean_p = (1 + np.count_nonzero(scores[1:] >= scores[0] - 1e-9 * abs(scores[0]))) / 100
+        for target in (X, Y):
+            Xc, Yc = X.copy(), Y.copy()
+            hit = Xc if target is X else Yc
+            hit[:r] = g.choice([-30.0, 30.0], size=(r, 2))
+            dirty = aggregated_test(Xc, Yc, bandwidths=grid, contamination=r, n_permutations=99, rng=seed)
+            assert dirty.pvalue >= clean_p - 1e-12
+            assert not dirty.reject or clean_p <= 0.05
+
+
+def test_the_robust_certificate_is_the_largest_budget_that_still_rejects():
+    seen = set()
+    for seed in range(6):
+        X, Y = samples(seed, n=300, m=300, shift=(0.0, 0.5, 0.9)[seed % 3])
+        run = lambda r, X=X, Y=Y, seed=seed: aggregated_test(  # noqa: E731
+            X, Y, bandwidths=[0.5, 1.0, 2.0], contamination=r, n_permutations=99, rng=seed
+        )
+        first = run(1)
+        c = first.certificate
+        seen.add(c >= 2)
+        assert first.reject == (c >= 1)
+        if c >= 1:
+            assert run(c).reject and run(c).certificate == c
+            assert not run(c + 1).reject
+    assert seen == {True, False}
+
+
+def test_result_round_trips_and_prints():
+    X, Y = samples(9, shift=0.6)
+    for kwargs in (dict(), dict(method="fuse"), dict(bandwidths=[1.0, 2.0], contamination=1)):
+        r = aggregated_test(X, Y, n_permutations=99, rng=1, **kwargs)
+        assert AggregatedTestResult.from_json(r.to_json()) == r
+        assert "Aggregated two-sample test" in str(r) and r.decision
+        statistic, pvalue = r
+        assert 0 < pvalue <= 1 and math.isfinite(statistic)
+    fuse = aggregated_test(X, Y, n_permutations=99, rng=1, method="fuse")
+    assert fuse.kernel_rejects is None and fuse.rejecting_kernels == [] and fuse.temperature == pytest.approx(math.sqrt(60 * 50))
+    assert len(fuse.kernel_scales) == 20
+
+
+def test_the_same_seed_gives_the_same_result():
+    X, Y = samples(11, shift=0.3)
+    a = aggregated_test(X, Y, n_permutations=99, rng=3)
+    b = aggregated_test(X, Y, n_permutations=99, rng=3)
+    assert attrs.evolve(a, timings={}) == attrs.evolve(b, timings={})
+
+
+def test_bad_aggregated_inputs_are_named(registry):
+    X, Y = samples(0)
+    cases = [
+        (dict(method="max"), ParameterError, "method must be"),
+        (dict(contamination=2), ParameterError, "bandwidths fixed before"),
+        (dict(contamination=2, method="fuse", bandwidths=[1.0]), ParameterError, "method='agg'"),
+        (dict(kernels=["quadratic"], contamination=1), ParameterError, "bounded kernels"),
+        (dict(kernels=["rbf"], contamination=1), ParameterError, "fixed before seeing the data"),
+        (dict(contamination=1, bandwidths=[1.0], estimator="u-stat"), ParameterError, "V-statistic"),
+        (dict(weights=[1, 2]), ParameterError, "weights must be 20"),
+        (dict(weights=[-1.0] * 20), ParameterError, "weights must be 20"),
+        (dict(bandwidths=[0.0]), ParameterError, "bandwidths must be positive"),
+        (dict(n_bandwidths=0), ParameterError, "n_bandwidths"),
+        (dict(kernels=["rbf:sigma=1"], bandwidths=[1.0]), ParameterError, "with kernels= given"),
+        (dict(kernels=[]), ParameterError, "at least one kernel"),
+        (dict(n_permutations=0), ParameterError, "n_permutations"),
+        (dict(alpha=0.0), ParameterError, "alpha"),
+        (dict(kernels=[3.0]), MonkError, "Kernel objects or specs"),
+    ]
+    for kwargs, error, message in cases:
+        with pytest.raises(error, match=message):
+            aggregated_test(X, Y, **kwargs)
+    with pytest.raises(ParameterError, match="for numeric vectors"):
+        aggregated_test(["ACGT", "AGGT"], ["ACGA", "TTGA"])
+    same = np.ones((10, 2))
+    with pytest.raises(DataError, match="positive, finite pairwise distances"):
+        aggregated_test(same, same)
+    with pytest.raises(DataError, match="at least 2 points"):
+        aggregated_test(X[:1], Y)
+
+
+def test_string_kernels_aggregate_when_given(registry):
+    X = ["ACGTACGT", "ACGTTCGT", "ACGAACGT", "TCGTACGA", "ACGTACGG", "ACCTACGT"]
+    Y = ["TTTTACGA", "TTGTACTA", "TTTAACGA", "TATTACGA", "TTTTTCGA", "TTTTACAA"]
+    r = aggregated_test(X, Y, ["ssk:n=2", "ssk:n=3"], n_permutations=99, rng=0)
+    assert r.kernel_specs == [spec for spec in r.kernel_specs if spec.startswith("ssk")] and len(r.kernel_specs) == 2
+    assert r.bandwidths == [None, None]
+
+
+@pytest.mark.slow  # 20 s: 300 null runs (.ci/run runs it)
+@pytest.mark.parametrize("method", ["agg", "fuse"])
+def test_the_level_holds_on_a_seeded_null(method):
+    # exact by exchangeability: rejection rate within alpha + 2.5 SE over 300 null runs
+    rejected = 0
+    for seed in range(300):
+        g = np.random.default_rng([seed, 91])
+        X, Y = g.standard_t(3, size=(25, 2)), g.standard_t(3, size=(20, 2))
+        rejected += aggregated_test(X, Y, n_bandwidths=4, method=method, n_permutations=39, rng=seed).reject
+    assert rejected / 300 <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / 300)
