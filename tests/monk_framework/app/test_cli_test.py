@@ -95,7 +95,7 @@ def test_split_test_with_a_grid():
         (["--aggregate", "agg", "--bandwidths", "0,1"], "positive finite numbers"),
         (["--aggregate", "agg", "--contamination", "3"], "needs --bandwidths fixed before seeing the data"),
         (["--aggregate", "agg", "--contamination", "3", "--method", "dc", "--bandwidths", "1"], "robust by itself"),
-        (["--aggregate", "fuse", "--contamination", "3", "--bandwidths", "1"], "method='agg'"),
+        (["--aggregate", "fuse", "--contamination", "3", "--bandwidths", "1"], "is supported by agg"),
     ],
 )
 def test_bad_options_are_one_line_errors(args, message):
