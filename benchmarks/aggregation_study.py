@@ -43,7 +43,7 @@ import numpy as np
 from journal import done_keys, key, run_journal
 
 ALPHA = 0.05
-B = 500
+B = 2000
 N = 500
 POWER_DESIGNS = ("fine", "blobs", "wide", "shift")
 NULL_DESIGNS = ("fine-null", "blobs-null", "shift-null")
