@@ -125,7 +125,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("alpha-above-one", [*TEST, *SMALL, "--alpha", "2"], 2, r"--alpha must be a number in \(0, 1\); got 2.0"),
     ("alpha-zero", [*TEST, *SMALL, "--alpha", "0"], 2, r"--alpha must be a number in \(0, 1\); got 0.0"),
     ("bad-relabel", [*TEST, *SMALL, "--relabel", "some"], 2, r"relabel must be one of 'auto', 'within-blocks', 'global'; got 'some'"),
-    ("bad-method", [*TEST, *SMALL, "--contamination", "2", "--method", "best"], 2, r"method must be one of 'auto', 'dc', 'mom'; got 'best'"),
+    ("bad-method", [*TEST, *SMALL, "--contamination", "2", "--method", "best"], 2, r"method must be one of 'auto', 'clip', 'dc', 'mom'; got 'best'"),
     ("negative-contamination", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "-1"], 2, r"contamination must lie between 0 and the 60 points"),
     ("half-contamination", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "0.7"], 2, r"contamination as a fraction must lie in \[0, 1/2\)"),
     ("bad-max-memory", [*RUN, *SMALL, "--max-memory", "lots"], 2, r"max_memory: cannot read 'lots'"),
