@@ -670,14 +670,14 @@ def _test_rows(result: Any, est: Any, kernel_text: str, split: bool) -> list[tup
 
 def _aggregated_rows(result: AggregatedTestResult) -> list[tuple[str, str]]:
     rows = [("estimator", result.estimator), ("N, M", f"{result.n_x}, {result.n_y}")]
-    for l, spec in enumerate(result.kernel_specs):
-        mark = " *" if result.kernel_rejects is not None and result.kernel_rejects[l] else ""
-        sigma = result.bandwidths[l]
+    for ell, spec in enumerate(result.kernel_specs):
+        mark = " *" if result.kernel_rejects is not None and result.kernel_rejects[ell] else ""
+        sigma = result.bandwidths[ell]
         if sigma is not None:  # the table shows σ to 4 digits; --json has every digit
             name, _, params = spec.partition(":")
             shown = [f"sigma={sigma:.4g}" if p.startswith("sigma=") else p for p in params.split(",")]
             spec = f"{name}:{','.join(shown)}"
-        rows.append((spec, f"statistic {result.kernel_statistics[l]:.4g}, p = {result.kernel_pvalues[l]:.4g}{mark}"))
+        rows.append((spec, f"statistic {result.kernel_statistics[ell]:.4g}, p = {result.kernel_pvalues[ell]:.4g}{mark}"))
     rows += [
         ("statistic", f"{result.statistic:.6g}"),
         ("p-value", f"{result.pvalue:.4g}"),
@@ -685,7 +685,8 @@ def _aggregated_rows(result: AggregatedTestResult) -> list[tuple[str, str]]:
     if result.method == "agg" and result.reject:
         rows.append(("rejected by (*)", f"{len(result.rejecting_kernels)} of {len(result.kernel_specs)} kernels"))
     if result.contamination:
-        rows.append(("certificate", f"{result.certificate} corrupted points" if result.certificate >= 0 else "does not reject"))
+        certified = result.certificate is not None and result.certificate >= 0
+        rows.append(("certificate", f"{result.certificate} corrupted points" if certified else "does not reject"))
     rows.append(("alpha, B", f"{result.alpha:g}, {result.n_permutations}"))
     return rows
 

@@ -33,11 +33,11 @@ from monk_framework.core.params import Configurable, parse_spec, parse_value
 from monk_framework.core.randomness import root, stream
 from monk_framework.core.registry import Registry, get_registry
 from monk_framework.core.results import (
+    AggregatedTestResult,
     Embedding,
     MMDResult,
     PermutationTestResult,
     Result,
-    AggregatedTestResult,
     RobustTestResult,
     SplitTestResult,
     TestResult,
@@ -49,9 +49,9 @@ from monk_framework.core.results import (
 )
 from monk_framework.core.samples import Sample
 from monk_framework.two_sample import permutation_test, split_test
-from monk_framework.two_sample.common import check_level, check_relabel
 from monk_framework.two_sample.aggregated import METHODS as AGGREGATIONS
 from monk_framework.two_sample.aggregated import aggregated_test
+from monk_framework.two_sample.common import check_level, check_relabel
 from monk_framework.two_sample.robust import check_robust_test, robust_test
 
 __all__ = [
@@ -510,7 +510,7 @@ def aggregated_kernels(job: Job, kernel_given: bool, bandwidths: str | None) -> 
     assert values is not None
     if "sigma" not in job.kernel.params():
         raise ParameterError(f"--bandwidths sets sigma; kernel {job.kernel.name!r} has no sigma.")
-    return [attrs.evolve(job.kernel, sigma=v) for v in values]
+    return [type(job.kernel).from_params({**job.kernel.params(), "sigma": v}) for v in values]
 
 
 def test(

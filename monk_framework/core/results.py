@@ -553,6 +553,10 @@ class RobustTestResult(TestResult):
         )
 
 
+def _text_list(value: Any) -> list[str]:
+    return [str(v) for v in value]
+
+
 def _float_list(value: Any) -> list[float | None]:
     return [None if v is None else float(v) for v in value]
 
@@ -587,7 +591,7 @@ class AggregatedTestResult(TestResult):
     title: ClassVar[str] = "Aggregated two-sample test"
 
     method: str = attrs.field(validator=attrs.validators.in_(("agg", "fuse")))
-    kernel_specs: list[str] = attrs.field(converter=list)
+    kernel_specs: list[str] = attrs.field(converter=_text_list)
     bandwidths: list[float | None] = attrs.field(converter=_float_list)
     weights: np.ndarray = null_field()
     kernel_statistics: np.ndarray = null_field()

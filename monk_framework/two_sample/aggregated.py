@@ -136,7 +136,7 @@ def default_kernels(
     the Euclidean distance, Laplace with the L1 distance), kernels at ``bandwidths`` when
     given (a fixed grid, as robust aggregation needs), else at :func:`bandwidth_grid`."""
     reg = get_registry()
-    kernels = []
+    kernels: list[Kernel] = []
     for name, params, metric in DEFAULT_FAMILIES:
         sigmas = bandwidths if bandwidths is not None else bandwidth_grid(X, Y, n_bandwidths=n_bandwidths, metric=metric)
         kernels.extend(reg.get_kernel(name, sigma=float(s), **params) for s in sigmas)
@@ -156,8 +156,8 @@ def agg_scores(values: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarr
     size, L = values.shape
     log_weights = np.log(L * weights)
     p = np.empty((size, L))
-    for l in range(L):
-        p[:, l] = _upper_counts(values[:, l], values[:, l]) / size
+    for ell in range(L):
+        p[:, ell] = _upper_counts(values[:, ell], values[:, ell]) / size
     S = np.max(log_weights[None, :] - np.log(p), axis=1)
     return float(S[0]), S[1:], p[0]
 
@@ -212,10 +212,10 @@ def collection_statistics(
     B, L = int(n_permutations), len(kernels)
     values = np.empty((B + 1, L))
     used: list[Kernel] = []
-    for l, kernel in enumerate(kernels):
-        tick = None if progress is None else (lambda done, total, l=l: progress(l * B + done, L * B))
+    for ell, kernel in enumerate(kernels):
+        tick = None if progress is None else (lambda done, total, ell=ell: progress(ell * B + done, L * B))
         stats = relabelled_statistics(estimator, kernel, X, Y, B, seq, resources=resources, backend=backend, progress=tick)
-        values[0, l], values[1:, l] = stats.observed, stats.null
+        values[0, ell], values[1:, ell] = stats.observed, stats.null
         used.append(stats.kernel)
     return values, used
 
@@ -321,9 +321,10 @@ def aggregated_test(
     if estimator is None:
         est = reg.estimator_with_role("v-statistic" if robust else "u-statistic")
     else:
-        est = reg.resolve_estimator(estimator)
-        if not isinstance(est, MMDEstimator):
-            raise MonkError(f"estimator must be an MMD estimator; got {getattr(est, 'name', type(est).__name__)!r}.")
+        resolved = reg.resolve_estimator(estimator)
+        if not isinstance(resolved, MMDEstimator):
+            raise MonkError(f"estimator must be an MMD estimator; got {getattr(resolved, 'name', type(resolved).__name__)!r}.")
+        est = resolved
         if robust and est.role != "v-statistic":
             raise ParameterError(
                 f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}."
@@ -384,7 +385,7 @@ def aggregated_test(
         assert deltas is not None
         scores = robust_scores(values, deltas)
         S0, S, margin = float(scores[0]), scores[1:], 4.0 * r
-        pvals = np.array([_upper_counts(values[:, l], values[:1, l] - 2 * r * deltas[l])[0] for l in range(L)]) / (B + 1)
+        pvals = np.array([_upper_counts(values[:, ell], values[:1, ell] - 2 * r * deltas[ell])[0] for ell in range(L)]) / (B + 1)
     elif method == "agg":
         S0, S, pvals = agg_scores(values, w)
     else:
@@ -393,7 +394,7 @@ def aggregated_test(
         temperature = math.sqrt(n * m)
         scores = fuse_scores(values, w, scales, temperature)
         S0, S = float(scores[0]), scores[1:]
-        pvals = np.array([_upper_counts(values[:, l], values[:1, l])[0] for l in range(L)]) / (B + 1)
+        pvals = np.array([_upper_counts(values[:, ell], values[:1, ell])[0] for ell in range(L)]) / (B + 1)
     exceed = int(exceedances(S, S0 - margin))
     pvalue = (1 + exceed) / (1 + B)
     reject = exceed <= critical_rank(B, alpha)

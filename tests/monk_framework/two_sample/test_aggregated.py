@@ -41,17 +41,17 @@ def test_agg_scores_match_their_definition_by_brute_force():
     size, L = values.shape
     brute = np.empty(size)
     for i in range(size):
-        p = [sum(values[j, l] >= values[i, l] for j in range(size)) / size for l in range(L)]
-        brute[i] = max(math.log(L * weights[l] / p[l]) for l in range(L))
+        p = [sum(values[j, ell] >= values[i, ell] for j in range(size)) / size for ell in range(L)]
+        brute[i] = max(math.log(L * weights[ell] / p[ell]) for ell in range(L))
     assert S0 == pytest.approx(brute[0]) and np.allclose(S, brute[1:])
-    assert np.allclose(p0, [np.mean(values[:, l] >= values[0, l]) for l in range(L)])
+    assert np.allclose(p0, [np.mean(values[:, ell] >= values[0, ell]) for ell in range(L)])
 
 
 def test_fuse_scores_and_scale_match_their_definitions(registry):
     g = np.random.default_rng(1)
     values, w = g.normal(size=(9, 3)), np.array([0.5, 0.25, 0.25])
     scales, lam = np.array([0.3, 1.0, 2.0]), 7.0
-    brute = [math.log(sum(w[l] * math.exp(lam * values[i, l] / scales[l]) for l in range(3))) / lam for i in range(9)]
+    brute = [math.log(sum(w[ell] * math.exp(lam * values[i, ell] / scales[ell]) for ell in range(3))) / lam for i in range(9)]
     assert np.allclose(fuse_scores(values, w, scales, lam), brute)
     kernel = registry.get_kernel("rbf", sigma=0.8)
     Z = g.normal(size=(23, 2))
@@ -64,10 +64,10 @@ def test_fuse_scores_and_scale_match_their_definitions(registry):
 def test_every_kernel_is_its_own_permutation_test_on_the_same_relabellings(registry):
     X, Y = samples(2, shift=0.4)
     result = aggregated_test(X, Y, ["rbf:sigma=0.5", "laplace:sigma=2", "energy"], n_permutations=99, rng=5)
-    for l, spec in enumerate(result.kernel_specs):
+    for ell, spec in enumerate(result.kernel_specs):
         single = permutation_test(spec, "u-stat", X, Y, n_permutations=99, rng=5)
-        assert result.kernel_pvalues[l] == single.pvalue
-        assert result.kernel_statistics[l] == pytest.approx(single.statistic, rel=1e-12)
+        assert result.kernel_pvalues[ell] == single.pvalue
+        assert result.kernel_statistics[ell] == pytest.approx(single.statistic, rel=1e-12)
 
 
 @pytest.mark.parametrize("method", ["agg", "fuse"])
