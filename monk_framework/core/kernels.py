@@ -599,16 +599,13 @@ def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
         raise ParameterError(f"A kernel can be scaled by a finite number > 0 only (c·k stays PSD); got {value!r}.")
 
 
-@attrs.frozen(kw_only=True)
-class ScaledKernel(Kernel):
-    """k(x, y) = c · k₀(x, y), c > 0."""
+class _Wrapping(Kernel):
+    """A kernel built from one kernel ``kernel`` and a number ``c``: it reads inputs as
+    ``kernel`` does, is fitted when ``kernel`` is, and keeps ``kernel``'s PSD and sign
+    properties (shared by :class:`ScaledKernel` and :class:`ClippedKernel`)."""
 
-    name: ClassVar[str] = "scaled"
-    summary: ClassVar[str] = "A kernel times a constant c > 0."
-    formula: ClassVar[str] = "k(x, y) = c * k0(x, y)"
-
-    c: float = attrs.field(converter=float, validator=_positive)
-    kernel: Kernel = attrs.field(converter=_as_kernel)
+    c: float
+    kernel: Kernel
 
     @property
     def input_kind(self) -> str:  # type: ignore[override]
@@ -627,10 +624,22 @@ class ScaledKernel(Kernel):
         return self.kernel.is_fitted
 
     def fit(self, X: Any, Y: Any = None) -> Any:
-        return attrs.evolve(self, kernel=self.kernel.fit(X, Y))
+        return attrs.evolve(self, kernel=self.kernel.fit(X, Y))  # type: ignore[call-arg]  # the subclasses are attrs classes
 
     def params(self) -> dict[str, Any]:
         return {"c": self.c, "kernel": _spec_of(self.kernel)}
+
+
+@attrs.frozen(kw_only=True)
+class ScaledKernel(_Wrapping):
+    """k(x, y) = c · k₀(x, y), c > 0."""
+
+    name: ClassVar[str] = "scaled"
+    summary: ClassVar[str] = "A kernel times a constant c > 0."
+    formula: ClassVar[str] = "k(x, y) = c * k0(x, y)"
+
+    c: float = attrs.field(converter=float, validator=_positive)
+    kernel: Kernel = attrs.field(converter=_as_kernel)
 
     def spec(self) -> str:
         return f"{self.c:g} * {self.kernel.spec()}"
@@ -650,7 +659,7 @@ class ScaledKernel(Kernel):
 
 
 @attrs.frozen(kw_only=True)
-class ClippedKernel(Kernel):
+class ClippedKernel(_Wrapping):
     """k_c(x, y) = k₀(x, y)·s(x)·s(y), s(x) = min(1, c/√k₀(x, x)): the clipped-feature kernel.
 
     Its feature map is φ_c(x) = φ₀(x)·min(1, c/‖φ₀(x)‖): each feature vector is shrunk
@@ -667,28 +676,6 @@ class ClippedKernel(Kernel):
 
     c: float = attrs.field(converter=float, validator=_positive)
     kernel: Kernel = attrs.field(converter=_as_kernel)
-
-    @property
-    def input_kind(self) -> str:  # type: ignore[override]
-        return self.kernel.input_kind
-
-    @property
-    def is_psd(self) -> bool:  # type: ignore[override]
-        return self.kernel.is_psd
-
-    @property
-    def nonnegative(self) -> bool:  # type: ignore[override]
-        return self.kernel.nonnegative
-
-    @property
-    def is_fitted(self) -> bool:
-        return self.kernel.is_fitted
-
-    def fit(self, X: Any, Y: Any = None) -> Any:
-        return attrs.evolve(self, kernel=self.kernel.fit(X, Y))
-
-    def params(self) -> dict[str, Any]:
-        return {"c": self.c, "kernel": _spec_of(self.kernel)}
 
     def spec(self) -> str:
         return f"clip({self.kernel.spec()}, c={self.c:g})"
