@@ -77,6 +77,18 @@ def test_split_test_calibration_on_dask_equals_local(dask_backend, rng):
     assert remote.reject == local.reject and remote.kernel_params == local.kernel_params
 
 
+def test_aggregated_test_on_dask_equals_local(dask_backend, rng):
+    from monk_framework.two_sample import aggregated_test
+
+    X, Y = rng.normal(size=(80, 2)), rng.normal(0.4, 1.0, size=(70, 2))
+    for kwargs in (dict(n_bandwidths=2), dict(bandwidths=[0.5, 2.0], contamination=1)):
+        local = aggregated_test(X, Y, n_permutations=60, rng=2, **kwargs)
+        remote = aggregated_test(X, Y, n_permutations=60, rng=2, backend=dask_backend, **kwargs)
+        assert remote.pvalue == local.pvalue and remote.reject == local.reject
+        np.testing.assert_allclose(remote.kernel_statistics, local.kernel_statistics, rtol=1e-10)
+        assert np.array_equal(remote.kernel_pvalues, local.kernel_pvalues)
+
+
 def test_local_backend_and_errors():
     def twice(task, shared):
         return 2 * task + shared
