@@ -248,3 +248,13 @@ def test_the_level_holds_on_a_seeded_null(method):
         X, Y = g.standard_t(3, size=(25, 2)), g.standard_t(3, size=(20, 2))
         rejected += aggregated_test(X, Y, n_bandwidths=4, method=method, n_permutations=39, rng=seed).reject
     assert rejected / 300 <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / 300)
+
+
+def test_a_small_memory_budget_gives_the_same_test():
+    # over the budget every kernel's pooled Gram matrix is used in tiles computed on the fly
+    X, Y = samples(13, n=120, m=100, shift=0.3)
+    stored = aggregated_test(X, Y, n_bandwidths=3, method="fuse", n_permutations=99, rng=4)
+    tiled = aggregated_test(X, Y, n_bandwidths=3, method="fuse", n_permutations=99, rng=4, max_memory=64 * 1024)
+    assert tiled.pvalue == stored.pvalue and np.array_equal(tiled.kernel_pvalues, stored.kernel_pvalues)
+    np.testing.assert_allclose(tiled.kernel_statistics, stored.kernel_statistics, rtol=1e-10)
+    np.testing.assert_allclose(tiled.kernel_scales, stored.kernel_scales, rtol=1e-12)
