@@ -583,8 +583,11 @@ class AggregatedTestResult(TestResult):
     one), ``weights``, ``kernel_statistics`` (each kernel's statistic on the samples as
     given) and ``kernel_pvalues`` (each kernel's own permutation p-value) are in the
     order of the collection. With ``contamination`` r > 0 ("agg" over bounded kernels)
-    ``pvalue`` is valid under any r corrupted points and ``certificate`` is the largest
-    r under which it still rejects (−1: it does not reject).
+    ``kernel_pvalues`` are each kernel's dcMMD p-value at budget r, kernel l rejects when
+    its p-value is at most α·w_l (``kernel_levels``), ``statistic`` is max_l log(w_l / p_l)
+    and ``pvalue`` = min(1, min_l p_l / w_l), valid under any r corrupted points (there is
+    no null distribution to return); ``certificate`` is the largest r under which it still
+    rejects (−1: it does not reject).
     """
 
     kind: ClassVar[str] = "aggregated-test"
@@ -644,7 +647,14 @@ class AggregatedTestResult(TestResult):
                 f"Reject H0 (same distribution) at level {self.alpha:g}{guard} ({name} over "
                 f"{len(self.kernel_specs)} kernels: p = {self.pvalue:.4g}){which}{cert}."
             )
-        if self.null_quantile is None:
+        if self.contamination and float(np.max(self.weights)) * self.alpha * (self.n_permutations + 1) < 1:
+            need = math.ceil(1 / (self.alpha * float(np.max(self.weights)))) - 1
+            return (
+                f"Cannot reject at level {self.alpha:g}{guard} with {self.n_permutations} permutations: a kernel "
+                f"rejects when its p-value is at most alpha·w_l = {self.alpha * float(np.max(self.weights)):.3g}, "
+                f"below the smallest attainable 1/{self.n_permutations + 1}; use at least {need}."
+            )
+        if self.null_quantile is None and not self.contamination:
             return (
                 f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations: the smallest "
                 f"attainable p-value is 1/{self.n_permutations + 1}; use at least {math.ceil(1 / self.alpha) - 1}."

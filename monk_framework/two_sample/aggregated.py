@@ -28,11 +28,10 @@ p-value #{i : S_i ≥ S_0} / (B + 1).
 
 **Robust aggregation** (``contamination=r``, bounded kernels fixed before the data).
 Each kernel's V-statistic MMD moves by at most Δ_l = D_l / min(N, M) per corrupted
-point, on the samples and on every relabelling (the dcMMD argument), and so does the
-median m_l of its B + 1 values. The score S_i = max_l (V_il − m_l) / Δ_l, each kernel
-measured in its own sensitivity, therefore moves by at most 2r for every i, and
-rejecting when S_0 − 4r exceeds the permutation quantile of S_1..S_B implies that the
-uncorrupted data's exact test (S_0 above its quantile) rejects.
+point, on the samples and on every relabelling, so each kernel's dcMMD p-value p_l
+(its permutation p-value of V_0l − 2rΔ_l) is valid under any r corrupted points.
+MMDAgg's rule "some p_l ≤ u·w_l" with u = α, the level at which the union bound needs
+no relabelling to calibrate it, then keeps the level: the p-value is min(1, min_l p_l / w_l).
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ from monk_framework.two_sample.common import (
     null_quantile,
     signed_root,
 )
-from monk_framework.two_sample.robust import contamination_count, mmd_sensitivity, shifted_certificate
+from monk_framework.two_sample.robust import contamination_count, mmd_sensitivity
 
 __all__ = [
     "BANDWIDTH_MAX_POINTS",
@@ -79,7 +78,7 @@ __all__ = [
     "collection_statistics",
     "default_kernels",
     "fuse_scores",
-    "robust_scores",
+    "robust_pvalues",
 ]
 
 #: the aggregations of :func:`aggregated_test`
@@ -162,11 +161,33 @@ def agg_scores(values: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarr
     return float(S[0]), S[1:], p[0]
 
 
-def robust_scores(values: np.ndarray, deltas: np.ndarray) -> np.ndarray:
-    """S_i = max_l (V_il − m_l) / Δ_l with m_l the median of kernel l's B + 1 values: each
-    moves by at most 2r when r points are corrupted (module docstring)."""
-    centred = (values - np.median(values, axis=0)[None, :]) / deltas[None, :]
-    return centred.max(axis=1)
+def robust_pvalues(values: np.ndarray, deltas: np.ndarray, r: int) -> np.ndarray:
+    """Each kernel's dcMMD p-value with budget r, (1 + #{b : V_bl ≥ V_0l − 2rΔ_l})/(B + 1),
+    from the (B + 1) × L V-statistic MMDs ``values`` (row 0: the samples as given)."""
+    B = len(values) - 1
+    return np.array([_upper_counts(values[:, ell], values[:1, ell] - 2 * r * deltas[ell])[0]
+                     for ell in range(values.shape[1])]) / (B + 1)
+
+
+def _bonferroni_certificate(values: np.ndarray, deltas: np.ndarray, weights: np.ndarray, alpha: float, most: int) -> int:
+    """The largest r ≤ ``most`` with some kernel's dcMMD p-value at budget r ≤ α·w_l, −1 if none."""
+
+    def holds(r: int) -> bool:
+        return bool((robust_pvalues(values, deltas, r) <= alpha * weights).any())
+
+    if not holds(0):
+        return -1
+    low, high = 0, 1
+    while high <= most and holds(high):
+        low, high = high, 2 * high
+    high = min(high, most + 1)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if holds(mid):
+            low = mid
+        else:
+            high = mid
+    return low
 
 
 def fuse_scores(values: np.ndarray, weights: np.ndarray, scales: np.ndarray, temperature: float) -> np.ndarray:
@@ -379,14 +400,22 @@ def aggregated_test(
 
     scales = temperature = None
     levels = rejects = None
-    certificate = None
-    margin = 0.0
     if robust:
         assert deltas is not None
-        scores = robust_scores(values, deltas)
-        S0, S, margin = float(scores[0]), scores[1:], 4.0 * r
-        pvals = np.array([_upper_counts(values[:, ell], values[:1, ell] - 2 * r * deltas[ell])[0] for ell in range(L)]) / (B + 1)
-    elif method == "agg":
+        pvals = robust_pvalues(values, deltas, r)
+        pvalue = float(min(1.0, np.min(pvals / w)))
+        rejects = pvals <= alpha * w
+        return AggregatedTestResult(
+            method=method, statistic=float(np.max(np.log(w / pvals))), pvalue=pvalue, reject=bool(rejects.any()),
+            alpha=float(alpha), n_permutations=B, null_distribution=None, null_quantile=None,
+            kernel_specs=[_label(k) for k in used], bandwidths=[_bandwidth(k) for k in used], weights=w,
+            kernel_statistics=values[0], kernel_pvalues=pvals, kernel_rejects=rejects, kernel_levels=alpha * w,
+            contamination=r, certificate=_bonferroni_certificate(values, deltas, w, alpha, n + m), sensitivities=deltas,
+            estimator=est.name, estimator_params=est.params(), kernel=", ".join(dict.fromkeys(k.name for k in used)),
+            kernel_params={}, kernel_params_requested={"kernels": [_label(k) for k in collection]},
+            n_x=n, n_y=m, seed=seed, timings={"total_s": time.perf_counter() - start},
+        )
+    if method == "agg":
         S0, S, pvals = agg_scores(values, w)
     else:
         Z = pooled(Xv, Yv)
@@ -395,19 +424,11 @@ def aggregated_test(
         scores = fuse_scores(values, w, scales, temperature)
         S0, S = float(scores[0]), scores[1:]
         pvals = np.array([_upper_counts(values[:, ell], values[:1, ell])[0] for ell in range(L)]) / (B + 1)
-    exceed = int(exceedances(S, S0 - margin))
+    exceed = int(exceedances(S, S0))
     pvalue = (1 + exceed) / (1 + B)
     reject = exceed <= critical_rank(B, alpha)
     q = null_quantile(S, alpha)
-    if robust:
-        assert deltas is not None
-        if q is None:
-            rejects = np.zeros(L, dtype=bool)
-        else:
-            # kernel l's own term clears the threshold: (V_0l − m_l)/Δ_l − 4r > q̂
-            rejects = ((values[0] - np.median(values, axis=0)) / deltas - margin > q) & bool(reject)
-        certificate = shifted_certificate(S0, q, lambda c: 2.0 * c, n + m)
-    elif method == "agg":
+    if method == "agg":
         if q is None:
             levels, rejects = np.zeros(L), np.zeros(L, dtype=bool)
         else:
@@ -421,8 +442,7 @@ def aggregated_test(
         null_distribution=S if return_null else None, null_quantile=q,
         kernel_specs=[_label(k) for k in used], bandwidths=[_bandwidth(k) for k in used], weights=w,
         kernel_statistics=shown, kernel_pvalues=pvals, kernel_rejects=rejects, kernel_levels=levels,
-        kernel_scales=scales, temperature=temperature, contamination=r, certificate=certificate,
-        sensitivities=deltas,
+        kernel_scales=scales, temperature=temperature,
         estimator=est.name, estimator_params=est.params(), kernel=", ".join(dict.fromkeys(k.name for k in used)),
         kernel_params={},
         kernel_params_requested={"kernels": "default" if kernels is None else [_label(k) for k in collection]},

@@ -15,7 +15,7 @@ from monk_framework import DataError, MonkError, ParameterError, aggregated_test
 from monk_framework.core.randomness import root
 from monk_framework.core.resources import Resources
 from monk_framework.core.results import AggregatedTestResult
-from monk_framework.two_sample import permutation_test
+from monk_framework.two_sample import permutation_test, robust_test
 from monk_framework.two_sample.aggregated import (
     BANDWIDTH_MAX_POINTS,
     agg_scores,
@@ -24,7 +24,6 @@ from monk_framework.two_sample.aggregated import (
     default_kernels,
     fuse_scores,
     pair_square_scale,
-    robust_scores,
 )
 
 
@@ -115,51 +114,47 @@ def test_a_grid_from_the_distances_spans_their_quantiles():
     assert np.allclose(np.diff(np.log(grid)), np.log(grid[1] / grid[0]))
 
 
-def test_robust_scores_move_by_at_most_2r_under_any_corruption(registry):
-    # the proof's inequality on the definitions: each kernel's V-statistic MMD and the
-    # median of its values move by at most rΔ_l, so every score by at most 2r
-    kernels = [registry.get_kernel("rbf", sigma=s) for s in (0.3, 1.0, 3.0)]
-    est = registry.get_estimator("v-stat")
-    checked = 0
-    for seed in range(12):
-        X, Y = samples(seed, n=14, m=12, shift=0.5)
-        deltas = np.array([k.feature_diameter() / 12 for k in kernels])
-        clean, _ = collection_statistics(est, kernels, X, Y, 30, root(seed), resources=Resources.of(None))
-        g = np.random.default_rng(seed)
-        for r in (1, 3):
-            Xc, Yc = X.copy(), Y.copy()
-            idx = g.choice(26, r, replace=False)
-            for i in idx:
-                (Xc if i < 14 else Yc)[i % 14 if i < 14 else i - 14] = g.normal(size=2) * g.choice([0.1, 5, 1e3])
-            dirty, _ = collection_statistics(est, kernels, Xc, Yc, 30, root(seed), resources=Resources.of(None))
-            a = robust_scores(np.sqrt(np.maximum(clean, 0)), deltas)
-            b = robust_scores(np.sqrt(np.maximum(dirty, 0)), deltas)
-            assert np.max(np.abs(a - b)) <= 2 * r + 1e-9
-            checked += 1
-    assert checked == 24
+def test_robust_aggregation_is_each_kernels_dcmmd_test_at_its_share_of_the_level(registry):
+    # every kernel's p-value is robust_test(method="dc")'s with the same seed, and the test
+    # rejects when one of them is at most alpha·w_l (the union bound)
+    X, Y = samples(5, n=80, m=70, shift=0.5)
+    grid = [0.5, 1.0, 2.0]
+    r = 2
+    result = aggregated_test(X, Y, bandwidths=grid, contamination=r, n_permutations=199, rng=3)
+    assert result.kernel_specs[:3] == [f"rbf:sigma={s}" for s in grid]
+    for ell, spec in enumerate(result.kernel_specs):
+        dc = robust_test(spec, X, Y, contamination=r, method="dc", n_permutations=199, rng=3)
+        assert result.kernel_pvalues[ell] == dc.pvalue
+        assert result.kernel_statistics[ell] == pytest.approx(dc.statistic, rel=1e-12)
+    w = result.weights
+    assert result.pvalue == pytest.approx(min(1.0, float(np.min(result.kernel_pvalues / w))))
+    assert np.array_equal(result.kernel_rejects, result.kernel_pvalues <= 0.05 * w)
+    assert result.reject == bool(result.kernel_rejects.any()) == (result.pvalue <= 0.05)
+    assert result.null_distribution is None and np.allclose(result.sensitivities, np.sqrt(2) / 70)
 
 
 def test_robust_aggregation_rejects_under_corruption_only_if_the_clean_test_rejects(registry):
     grid = [0.5, 1.0, 2.0]
+    checked = 0
     for seed in range(15):
         X, Y = samples(seed, n=40, m=40, shift=0.3 * (seed % 4))
         g = np.random.default_rng(seed)
         r = 2
-        # the clean test of the proof: the same scores without a margin (contamination 0 of
-        # the robust statistic): computed here from its definition
-        kernels = default_kernels(X, Y, bandwidths=grid)
-        est = registry.get_estimator("v-stat")
-        values, _ = collection_statistics(est, kernels, X, Y, 99, root(seed), resources=Resources.of(None))
-        deltas = np.array([k.feature_diameter() / 40 for k in kernels])
-        scores = robust_scores(np.sqrt(np.maximum(values, 0)), deltas)
-        clean_p = (1 + np.count_nonzero(scores[1:] >= scores[0] - 1e-9 * abs(scores[0]))) / 100
+        clean = aggregated_test(X, Y, bandwidths=grid, contamination=r, n_permutations=99, rng=seed)
+        # the clean data's exact tests: each kernel's V-statistic permutation p-value
+        exact = np.array([permutation_test(spec, "v-stat", X, Y, n_permutations=99, rng=seed).pvalue
+                          for spec in clean.kernel_specs])
+        clean_p = min(1.0, float(np.min(exact / clean.weights)))
         for target in (X, Y):
             Xc, Yc = X.copy(), Y.copy()
             hit = Xc if target is X else Yc
             hit[:r] = g.choice([-30.0, 30.0], size=(r, 2))
             dirty = aggregated_test(Xc, Yc, bandwidths=grid, contamination=r, n_permutations=99, rng=seed)
+            assert np.all(dirty.kernel_pvalues >= exact - 1e-12)
             assert dirty.pvalue >= clean_p - 1e-12
             assert not dirty.reject or clean_p <= 0.05
+            checked += 1
+    assert checked == 30
 
 
 def test_the_robust_certificate_is_the_largest_budget_that_still_rejects():
@@ -167,7 +162,7 @@ def test_the_robust_certificate_is_the_largest_budget_that_still_rejects():
     for seed in range(6):
         X, Y = samples(seed, n=300, m=300, shift=(0.0, 0.5, 0.9)[seed % 3])
         run = lambda r, X=X, Y=Y, seed=seed: aggregated_test(  # noqa: E731
-            X, Y, bandwidths=[0.5, 1.0, 2.0], contamination=r, n_permutations=99, rng=seed
+            X, Y, bandwidths=[0.5, 1.0, 2.0], contamination=r, n_permutations=199, rng=seed
         )
         first = run(1)
         c = first.certificate
@@ -175,8 +170,13 @@ def test_the_robust_certificate_is_the_largest_budget_that_still_rejects():
         assert first.reject == (c >= 1)
         if c >= 1:
             assert run(c).reject and run(c).certificate == c
+        if c >= 0:
             assert not run(c + 1).reject
     assert seen == {True, False}
+    # six kernels at alpha = 0.05 need p <= 1/120: with B = 99 no kernel can, and it says so
+    X, Y = samples(1, n=300, m=300, shift=0.9)
+    few = aggregated_test(X, Y, bandwidths=[0.5, 1.0, 2.0], contamination=1, n_permutations=99, rng=1)
+    assert not few.reject and "use at least 119" in few.decision
 
 
 def test_result_round_trips_and_prints():
