@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from monk_framework import DataError, MonkError, ParameterError, aggregated_test
-from monk_framework.core.randomness import root
 from monk_framework.core.resources import Resources
 from monk_framework.core.results import AggregatedTestResult
 from monk_framework.two_sample import permutation_test, robust_test
@@ -20,7 +19,6 @@ from monk_framework.two_sample.aggregated import (
     BANDWIDTH_MAX_POINTS,
     agg_scores,
     bandwidth_grid,
-    collection_statistics,
     default_kernels,
     fuse_scores,
     pair_square_scale,
