@@ -126,6 +126,13 @@ def test_testing_page_example_runs(capsys):
     assert "Reject H0" in out or "No evidence" in out
 
 
+def test_testing_page_aggregated_example_runs(capsys):
+    block = next(b for b in code_blocks(DOCS / "testing.md") if "aggregated_test(X, Y, rng=0)" in b)
+    exec(compile(block, "docs/testing.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "MMDAgg over 20 kernels" in out
+
+
 @pytest.mark.slow  # 6 s: an experiment through the page's example (.ci/run runs it)
 def test_reproduction_page_example_runs(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the example writes into monk-results/
