@@ -339,7 +339,7 @@ def test_clip_moves_every_relabelled_mmd_by_at_most_its_shift(registry):
 
     quad = registry.get_kernel("quadratic")
     checked = 0
-    for seed in range(25):
+    for seed in range(12):
         g = np.random.default_rng(seed)
         X, Y = g.normal(size=(15, 2)), g.normal(0.5, 1.0, size=(12, 2))
         for r in (1, 2):
@@ -355,7 +355,7 @@ def test_clip_moves_every_relabelled_mmd_by_at_most_its_shift(registry):
                     b = v_mmd(k1, Zc[perm[:15]], Zc[perm[15:]])
                     assert abs(a - b) <= s + 1e-9
                     checked += 1
-    assert checked > 1000
+    assert checked >= 500
 
 
 def test_clip_rejects_under_corruption_only_if_the_clean_test_rejects(registry):
