@@ -235,7 +235,7 @@ def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
     if clip is not None and (
         isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating)) or not (math.isfinite(clip) and clip > 0)
     ):
-        raise ParameterError(f"clip must be a radius > 0 (a finite number) or None; got {clip!r}.")
+        raise ParameterError(f"clip must be a radius > 0 (a finite number); got {clip!r}.")
     if isinstance(clip_quantile, bool) or not isinstance(clip_quantile, (int, float, np.floating)) or not 0 < clip_quantile <= 1:
         raise ParameterError(f"clip_quantile must be a number in (0, 1]; got {clip_quantile!r}.")
     if chosen != "clip" and (clip is not None or clip_quantile != CLIP_QUANTILE):
