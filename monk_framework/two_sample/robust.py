@@ -52,7 +52,7 @@ from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
 from monk_framework.engine.pooled import PooledSample
-from monk_framework.engine.relabelling import Progress, check_null_memory, null_statistics, observed_mmd2, within_block_batch
+from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics, within_block_batch
 from monk_framework.engine.within_blocks import relabellings, within_block_sums
 from monk_framework.two_sample.common import (
     TIE_RTOL,
@@ -382,9 +382,11 @@ def robust_test(
                 f"radius's rank plus {r} exceeds the {n + m} points, so corrupted points could set it anywhere. "
                 "Use a lower clip_quantile or give the radius (clip=c)."
             )
-        pool = PooledSample(used, Xv, Yv, resources=resources)
-        T = math.sqrt(max(observed_mmd2(est, pool, stream(seq, "estimate")), 0.0))
-        null = np.sqrt(np.maximum(null_statistics(est, pool, B, null_seq, progress, backend), 0.0))
+        # the engine's entrance, as the permutation test: relabellings drawn while the Gram
+        # matrix is computed, T from the first batch's pass
+        stats = relabelled_statistics(est, used, Xv, Yv, B, seq, resources=resources, backend=backend, progress=progress)
+        T = math.sqrt(max(stats.observed, 0.0))
+        null = np.sqrt(np.maximum(stats.null, 0.0))
         k = critical_rank(B, alpha)
         q = null_quantile(null, alpha)
         exceed = int(exceedances(null, T - 2 * shift(r)))
