@@ -65,7 +65,7 @@ from monk_framework.two_sample.common import (
     null_quantile,
     signed_root,
 )
-from monk_framework.two_sample.robust import contamination_count, mmd_sensitivity
+from monk_framework.two_sample.robust import contamination_count, largest_budget, mmd_sensitivity
 
 __all__ = [
     "BANDWIDTH_MAX_POINTS",
@@ -171,23 +171,7 @@ def robust_pvalues(values: np.ndarray, deltas: np.ndarray, r: int) -> np.ndarray
 
 def _bonferroni_certificate(values: np.ndarray, deltas: np.ndarray, weights: np.ndarray, alpha: float, most: int) -> int:
     """The largest r ≤ ``most`` with some kernel's dcMMD p-value at budget r ≤ α·w_l, −1 if none."""
-
-    def holds(r: int) -> bool:
-        return bool((robust_pvalues(values, deltas, r) <= alpha * weights).any())
-
-    if not holds(0):
-        return -1
-    low, high = 0, 1
-    while high <= most and holds(high):
-        low, high = high, 2 * high
-    high = min(high, most + 1)
-    while high - low > 1:
-        mid = (low + high) // 2
-        if holds(mid):
-            low = mid
-        else:
-            high = mid
-    return low
+    return largest_budget(lambda r: bool((robust_pvalues(values, deltas, r) <= alpha * weights).any()), most)
 
 
 def fuse_scores(values: np.ndarray, weights: np.ndarray, scales: np.ndarray, temperature: float) -> np.ndarray:
@@ -250,20 +234,17 @@ def _check_weights(weights: Any, L: int) -> np.ndarray:
     return w / w.sum()
 
 
-def _check_kernels(kernels: Any, X: Any, Y: Any, n_bandwidths: Any, bandwidths: Any) -> list[Kernel]:
+def _check_grid(n_bandwidths: Any, bandwidths: Any) -> None:
     if isinstance(n_bandwidths, bool) or not isinstance(n_bandwidths, (int, np.integer)) or n_bandwidths < 1:
         raise ParameterError(f"n_bandwidths must be an int >= 1; got {n_bandwidths!r}.")
     if bandwidths is not None:
         b = np.asarray(bandwidths, dtype=float).reshape(-1) if not isinstance(bandwidths, str) else np.array([np.nan])
         if not len(b) or not np.isfinite(b).all() or (b <= 0).any():
             raise ParameterError(f"bandwidths must be positive finite numbers; got {bandwidths!r}.")
-    if kernels is None:
-        if not isinstance(X, np.ndarray) or X.ndim != 2:
-            raise ParameterError(
-                "The default kernel collection (Gaussian and Laplace kernels) is for numeric vectors; for strings "
-                "pass kernels=, e.g. ['ssk:n=3', 'ssk:n=5']."
-            )
-        return default_kernels(X, Y, n_bandwidths=int(n_bandwidths), bandwidths=bandwidths)
+
+
+def _given_kernels(kernels: Any, bandwidths: Any) -> list[Kernel]:
+    """The caller's collection: Kernel objects or specs, looked up in the registry."""
     if bandwidths is not None:
         raise ParameterError("bandwidths= sets the grid of the default collection; with kernels= given, leave it out.")
     if isinstance(kernels, (str, Kernel)):
@@ -350,10 +331,15 @@ def aggregated_test(
             raise ParameterError(
                 f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}."
             )
-    if kernels is None and isinstance(X, (list, tuple)) and X and isinstance(X[0], str):
-        _check_kernels(None, X, Y, n_bandwidths, bandwidths)  # refuses strings by name
-    first_kernel = _check_kernels(kernels, None, None, n_bandwidths, bandwidths)[0] if kernels is not None else None
-    probe = first_kernel or reg.get_kernel(DEFAULT_FAMILIES[0][0], sigma=1.0)
+    _check_grid(n_bandwidths, bandwidths)
+    given = None if kernels is None else _given_kernels(kernels, bandwidths)
+    if given is None and isinstance(X, (list, tuple)) and X and isinstance(X[0], str):
+        raise ParameterError(
+            "The default kernel collection (Gaussian and Laplace kernels) is for numeric vectors; for strings "
+            "pass kernels=, e.g. ['ssk:n=3', 'ssk:n=5']."
+        )
+    # the data read as the collection's kernels read them
+    probe = given[0] if given is not None else reg.get_kernel(DEFAULT_FAMILIES[0][0], sigma=1.0)
     Xv, Yv = probe.check_pair(X, Y)
     n, m = len(Xv), len(Yv)
     if n < 2 or m < 2:
@@ -364,7 +350,11 @@ def aggregated_test(
             "move a grid read from the pooled distances. Pass bandwidths=[...] (e.g. a geometric grid around the "
             "scale you expect) or kernels= with numbers."
         )
-    collection = _check_kernels(kernels, Xv, Yv, n_bandwidths, bandwidths)
+    if given is not None:
+        collection = given
+    else:
+        assert isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)  # the Gaussian probe read vectors
+        collection = default_kernels(Xv, Yv, n_bandwidths=int(n_bandwidths), bandwidths=bandwidths)
     L = len(collection)
     w = _check_weights(weights, L)
     r = contamination_count(contamination, n + m) if robust else 0
@@ -394,27 +384,28 @@ def aggregated_test(
                                          progress=progress)
     if robust:
         values = np.sqrt(np.maximum(values, 0.0))  # the V-statistic MMD, whose sensitivity is Δ_l
-        shown = values[0]
-    else:
-        shown = signed_root(values[0])
-
-    scales = temperature = None
-    levels = rejects = None
+    # what every form reports
+    shared: dict[str, Any] = dict(
+        method=method, alpha=float(alpha), n_permutations=B, weights=w, contamination=r,
+        kernel_specs=[_label(k) for k in used], bandwidths=[_bandwidth(k) for k in used],
+        estimator=est.name, estimator_params=est.params(), kernel=", ".join(dict.fromkeys(k.name for k in used)),
+        kernel_params={},
+        # a robust test's grid is fixed before the data: the kernels are what was asked for
+        kernel_params_requested={"kernels": "default" if kernels is None and not robust else [_label(k) for k in collection]},
+        n_x=n, n_y=m, seed=seed,
+    )
     if robust:
         assert deltas is not None
         pvals = robust_pvalues(values, deltas, r)
-        pvalue = float(min(1.0, np.min(pvals / w)))
-        rejects = pvals <= alpha * w
+        shares = pvals <= alpha * w
         return AggregatedTestResult(
-            method=method, statistic=float(np.max(np.log(w / pvals))), pvalue=pvalue, reject=bool(rejects.any()),
-            alpha=float(alpha), n_permutations=B, null_distribution=None, null_quantile=None,
-            kernel_specs=[_label(k) for k in used], bandwidths=[_bandwidth(k) for k in used], weights=w,
-            kernel_statistics=values[0], kernel_pvalues=pvals, kernel_rejects=rejects, kernel_levels=alpha * w,
-            contamination=r, certificate=_bonferroni_certificate(values, deltas, w, alpha, n + m), sensitivities=deltas,
-            estimator=est.name, estimator_params=est.params(), kernel=", ".join(dict.fromkeys(k.name for k in used)),
-            kernel_params={}, kernel_params_requested={"kernels": [_label(k) for k in collection]},
-            n_x=n, n_y=m, seed=seed, timings={"total_s": time.perf_counter() - start},
+            statistic=float(np.max(np.log(w / pvals))), pvalue=float(min(1.0, np.min(pvals / w))),
+            reject=bool(shares.any()), null_distribution=None, null_quantile=None,
+            kernel_statistics=values[0], kernel_pvalues=pvals, kernel_rejects=shares, kernel_levels=alpha * w,
+            certificate=_bonferroni_certificate(values, deltas, w, alpha, n + m), sensitivities=deltas,
+            timings={"total_s": time.perf_counter() - start}, **shared,
         )
+    scales = temperature = levels = None
     if method == "agg":
         S0, S, pvals = agg_scores(values, w)
     else:
@@ -425,26 +416,19 @@ def aggregated_test(
         S0, S = float(scores[0]), scores[1:]
         pvals = np.array([_upper_counts(values[:, ell], values[:1, ell])[0] for ell in range(L)]) / (B + 1)
     exceed = int(exceedances(S, S0))
-    pvalue = (1 + exceed) / (1 + B)
     reject = exceed <= critical_rank(B, alpha)
     q = null_quantile(S, alpha)
+    rejects: np.ndarray | None = None
     if method == "agg":
         if q is None:
             levels, rejects = np.zeros(L), np.zeros(L, dtype=bool)
         else:
             levels = L * w * math.exp(-q)
-            rejects = np.log(L * w) - np.log(pvals) > q
             # the test's decision and the kernels' agree: S_0 > q̂ exactly when some kernel's term is
-            if not reject:
-                rejects[:] = False
+            rejects = (np.log(L * w) - np.log(pvals) > q) & bool(reject)
     return AggregatedTestResult(
-        method=method, statistic=S0, pvalue=pvalue, reject=bool(reject), alpha=float(alpha), n_permutations=B,
+        statistic=S0, pvalue=(1 + exceed) / (1 + B), reject=bool(reject),
         null_distribution=S if return_null else None, null_quantile=q,
-        kernel_specs=[_label(k) for k in used], bandwidths=[_bandwidth(k) for k in used], weights=w,
-        kernel_statistics=shown, kernel_pvalues=pvals, kernel_rejects=rejects, kernel_levels=levels,
-        kernel_scales=scales, temperature=temperature,
-        estimator=est.name, estimator_params=est.params(), kernel=", ".join(dict.fromkeys(k.name for k in used)),
-        kernel_params={},
-        kernel_params_requested={"kernels": "default" if kernels is None else [_label(k) for k in collection]},
-        n_x=n, n_y=m, seed=seed, timings={"total_s": time.perf_counter() - start},
+        kernel_statistics=signed_root(values[0]), kernel_pvalues=pvals, kernel_rejects=rejects, kernel_levels=levels,
+        kernel_scales=scales, temperature=temperature, timings={"total_s": time.perf_counter() - start}, **shared,
     )

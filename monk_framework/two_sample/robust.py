@@ -71,6 +71,7 @@ __all__ = [
     "clip_radius",
     "auto_blocks",
     "check_robust_test",
+    "largest_budget",
     "shifted_certificate",
     "contamination_count",
     "median_pvalue",
@@ -406,9 +407,7 @@ def robust_test(
     pvalues = (1.0 + counts) / (1.0 + B)
     p = median_pvalue(pvalues, r)
     order = median_position(Q) + 1
-    certificate = -1
-    while certificate + 1 < order and median_pvalue(pvalues, certificate + 1) <= alpha:
-        certificate += 1
+    certificate = largest_budget(lambda c: median_pvalue(pvalues, c) <= alpha, order - 1)
     return RobustTestResult(
         method="mom", statistic=float(np.sort(pvalues)[order - 1]), pvalue=p, reject=p <= alpha,
         certificate=certificate, n_blocks=Q, order=order, block_pvalues=pvalues,
@@ -416,15 +415,11 @@ def robust_test(
     )
 
 
-def shifted_certificate(T: float, q: float | None, shift: Callable[[int], float], most: int) -> int:
-    """The largest r ≤ ``most`` with T − 2·shift(r) > q̂ (the rejection rule of dcMMD and
-    its clipped form; ``shift`` nondecreasing with shift(0) = 0), −1 if none."""
-    if q is None or not T > q:
+def largest_budget(holds: Callable[[int], bool], most: int) -> int:
+    """The largest r in 0..``most`` with ``holds(r)``, −1 when not even ``holds(0)``: a
+    certificate, for a rule that gets harder to meet as r grows (doubling, then bisection)."""
+    if not holds(0):
         return -1
-
-    def holds(r: int) -> bool:
-        return T - 2 * shift(r) > q
-
     low, high = 0, 1  # holds(low); find a high that fails, then bisect
     while high <= most and holds(high):
         low, high = high, 2 * high
@@ -436,6 +431,14 @@ def shifted_certificate(T: float, q: float | None, shift: Callable[[int], float]
         else:
             high = mid
     return low
+
+
+def shifted_certificate(T: float, q: float | None, shift: Callable[[int], float], most: int) -> int:
+    """The largest r ≤ ``most`` with T − 2·shift(r) > q̂ (the rejection rule of dcMMD and
+    its clipped form; ``shift`` nondecreasing with shift(0) = 0), −1 if none."""
+    if q is None:
+        return -1
+    return largest_budget(lambda r: T - 2 * shift(r) > q, most)
 
 
 def _check_blocks(n_blocks: Any, n: int, m: int) -> int:
