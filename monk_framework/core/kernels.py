@@ -599,13 +599,14 @@ def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
         raise ParameterError(f"A kernel can be scaled by a finite number > 0 only (c·k stays PSD); got {value!r}.")
 
 
+@attrs.frozen(kw_only=True)
 class _Wrapping(Kernel):
-    """A kernel built from one kernel ``kernel`` and a number ``c``: it reads inputs as
-    ``kernel`` does, is fitted when ``kernel`` is, and keeps ``kernel``'s PSD and sign
+    """A kernel built from one kernel ``kernel`` and a number ``c`` > 0: it reads inputs
+    as ``kernel`` does, is fitted when ``kernel`` is, and keeps ``kernel``'s PSD and sign
     properties (shared by :class:`ScaledKernel` and :class:`ClippedKernel`)."""
 
-    c: float
-    kernel: Kernel
+    c: float = attrs.field(converter=float, validator=_positive)
+    kernel: Kernel = attrs.field(converter=_as_kernel)
 
     @property
     def input_kind(self) -> str:  # type: ignore[override]
@@ -624,7 +625,7 @@ class _Wrapping(Kernel):
         return self.kernel.is_fitted
 
     def fit(self, X: Any, Y: Any = None) -> Any:
-        return attrs.evolve(self, kernel=self.kernel.fit(X, Y))  # type: ignore[call-arg]  # the subclasses are attrs classes
+        return attrs.evolve(self, kernel=self.kernel.fit(X, Y))
 
     def params(self) -> dict[str, Any]:
         return {"c": self.c, "kernel": _spec_of(self.kernel)}
@@ -637,9 +638,6 @@ class ScaledKernel(_Wrapping):
     name: ClassVar[str] = "scaled"
     summary: ClassVar[str] = "A kernel times a constant c > 0."
     formula: ClassVar[str] = "k(x, y) = c * k0(x, y)"
-
-    c: float = attrs.field(converter=float, validator=_positive)
-    kernel: Kernel = attrs.field(converter=_as_kernel)
 
     def spec(self) -> str:
         return f"{self.c:g} * {self.kernel.spec()}"
@@ -673,9 +671,6 @@ class ClippedKernel(_Wrapping):
     name: ClassVar[str] = "clipped"
     summary: ClassVar[str] = "A kernel whose feature vectors are shrunk onto a ball of radius c."
     formula: ClassVar[str] = "k(x, y) = k0(x, y) * s(x) * s(y), s(x) = min(1, c / sqrt(k0(x, x)))"
-
-    c: float = attrs.field(converter=float, validator=_positive)
-    kernel: Kernel = attrs.field(converter=_as_kernel)
 
     def spec(self) -> str:
         return f"clip({self.kernel.spec()}, c={self.c:g})"
