@@ -596,7 +596,9 @@ class ProductKernel(_Pair):
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
     if not (np.isfinite(value) and value > 0):
-        raise ParameterError(f"A kernel can be scaled by a finite number > 0 only (c·k stays PSD); got {value!r}.")
+        if isinstance(instance, ScaledKernel):
+            raise ParameterError(f"A kernel can be scaled by a finite number > 0 only (c·k stays PSD); got {value!r}.")
+        raise ParameterError(f"A kernel can be clipped at a radius c that is a finite number > 0 only; got {value!r}.")
 
 
 @attrs.frozen(kw_only=True)

@@ -115,3 +115,11 @@ def test_clipped_kernel_is_psd_with_every_feature_in_the_ball():
         assert np.all(np.diag(K) <= 16.0 * (1 + 1e-12))
         D = np.sqrt(np.maximum(np.diag(K)[:, None] + np.diag(K)[None] - 2 * K, 0))
         assert D.max() <= k.feature_diameter() * (1 + 1e-12)
+
+
+def test_a_clipped_kernel_needs_a_positive_radius():
+    from monk_framework.core.kernels import ClippedKernel
+
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ParameterError, match="clipped at a radius c that is a finite number > 0"):
+            ClippedKernel(c=bad, kernel=REG.get_kernel("quadratic"))
