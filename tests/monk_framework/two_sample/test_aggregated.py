@@ -232,8 +232,12 @@ def test_string_kernels_aggregate_when_given(registry):
     X = ["ACGTACGT", "ACGTTCGT", "ACGAACGT", "TCGTACGA", "ACGTACGG", "ACCTACGT"]
     Y = ["TTTTACGA", "TTGTACTA", "TTTAACGA", "TATTACGA", "TTTTTCGA", "TTTTACAA"]
     r = aggregated_test(X, Y, ["ssk:n=2", "ssk:n=3"], n_permutations=99, rng=0)
-    assert r.kernel_specs == [spec for spec in r.kernel_specs if spec.startswith("ssk")] and len(r.kernel_specs) == 2
-    assert r.bandwidths == [None, None]
+    assert [spec.split(",")[0] for spec in r.kernel_specs] == ["ssk:n=2", "ssk:n=3"] and r.bandwidths == [None, None]
+    for ell, spec in enumerate(["ssk:n=2", "ssk:n=3"]):
+        # each string kernel's p-value and statistic are its own permutation test's
+        single = permutation_test(spec, "u-stat", X, Y, n_permutations=99, rng=0)
+        assert r.kernel_pvalues[ell] == single.pvalue
+        assert r.kernel_statistics[ell] == pytest.approx(single.statistic, rel=1e-12)
 
 
 @pytest.mark.slow  # 20 s: 300 null runs (.ci/run runs it)
