@@ -238,6 +238,9 @@ VALID: list[tuple[str, list[str]]] = [
     ("rbf-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("laplace-one-gross-outlier", ["run", "-k", "laplace", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("rbf-median-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "--json"]),
+    ("aggregate-one-gross-outlier", ["test", "--aggregate", "agg", "--x", "outlier.npy", "--y", "y.npy", "-B", "99", "--json"]),
+    ("clip-outlier-beyond-float64", ["test", "-k", "quadratic", "--contamination", "1", "--x", "outlier.npy", "--y", "y.npy",
+                                     "-B", "99", "--json"]),
 ]
 
 
@@ -388,6 +391,38 @@ def _outlier_truth(case_id: str) -> float:
     return float(k(X, X).mean() + k(Y, Y).mean() - 2.0 * k(X, Y).mean())
 
 
+def _check_outlier_test(case_id: str, result: dict) -> None:
+    """The tests on outlier.npy against y.npy, against values computed pair by pair:
+    the aggregated test's grid starts at half the 1 % quantile of the pooled distances
+    (the outlier's own read with np.hypot, no square of 1e200); the clip test's statistic
+    is the V-statistic MMD of the clipped quadratic kernel whose outlier, with k(x, x)
+    beyond float64, has the feature 0."""
+    from scipy.spatial.distance import pdist
+
+    rng = np.random.default_rng(0)
+    rng.normal(size=(40, 2))
+    X, Y = _with_outlier(), rng.normal(size=(40, 2))
+    ordinary = np.vstack([X[1:], Y])
+    assert math.isfinite(result["statistic"]) and 0 < result["pvalue"] <= 1
+    if case_id.startswith("aggregate"):
+        far = ordinary - X[0]
+        l2 = np.concatenate([pdist(ordinary), np.hypot(far[:, 0], far[:, 1])])
+        l1 = np.concatenate([pdist(ordinary, "cityblock"), np.abs(far).sum(1)])
+        bandwidths = result["bandwidths"]
+        assert bandwidths[0] == pytest.approx(np.quantile(l2, 0.01) / 2, rel=1e-12)
+        assert bandwidths[10] == pytest.approx(np.quantile(l1, 0.01) / 2, rel=1e-12)
+        return
+    norms = np.sort(np.concatenate([(ordinary**2).sum(1) + 1.0, [np.inf]]))
+    c = norms[39]  # the median of the 80 norms sqrt(k(z, z)) = z.z + 1, the outlier's the largest
+    assert result["clip_radius"] == pytest.approx(c, rel=1e-12)
+    s = np.minimum(1.0, c / ((ordinary**2).sum(1) + 1.0))
+    K = (ordinary @ ordinary.T + 1.0) ** 2 * s[:, None] * s[None, :]
+    wx = np.r_[np.full(39, 1 / 40), np.zeros(40)]  # X's mean embedding: its outlier adds 0
+    wy = np.r_[np.zeros(39), np.full(40, 1 / 40)]
+    v = (wx - wy) @ K @ (wx - wy)
+    assert result["statistic"] == pytest.approx(math.sqrt(v), rel=1e-10)
+
+
 def _limit_memory() -> None:  # runs in the child, before exec
     import resource
 
@@ -510,6 +545,9 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
     result = outcomes[case_id]
     assert result.returncode == 0, result.stderr
     assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    if args[0] == "test":
+        _check_outlier_test(case_id, json.loads(result.stdout))
+        return
     mmd2 = json.loads(result.stdout)["mmd2"]
     assert math.isfinite(mmd2)
     if case_id == "lowercase-fasta":

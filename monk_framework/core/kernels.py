@@ -328,9 +328,10 @@ class Kernel(Configurable):
             )
         return self.check_finite(G)
 
-    def diag_tile(self, X: Sample) -> np.ndarray:
+    def diag_tile(self, X: Sample, *, overflow: bool = False) -> np.ndarray:
         """k(x_i, x_i) for a validated sample: ``compute_diag``'s values, checked for shape,
-        finiteness and (PSD kernels) sign."""
+        finiteness and (PSD kernels) sign. ``overflow=True`` lets +inf through (a feature
+        norm beyond float64, which :class:`ClippedKernel` clips); NaN is refused always."""
         with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_diag"):
             values = np.asarray(self.compute_diag(read_only(X)), dtype=np.float64)
         if values.shape != (len(X),):
@@ -338,7 +339,10 @@ class Kernel(Configurable):
                 f"{self.plugin_label()}: compute_diag returned shape {values.shape} for {len(X)} points; "
                 f"it must return k(x_i, x_i) for each, shape ({len(X)},)."
             )
-        values = self.check_finite(values)
+        if overflow:
+            self.check_finite(np.where(values == np.inf, 0.0, values))
+        else:
+            values = self.check_finite(values)
         if self.is_psd and len(values) and values.min() < -CONTRACT_RTOL * float(np.abs(values).max()):
             i = int(np.argmin(values))
             raise KernelContractError(
@@ -668,6 +672,12 @@ class ClippedKernel(_Wrapping):
     k_c(x, x) ≤ c², and its feature diameter is at most 2c (at most k₀'s own when k₀ is
     bounded). Robust tests use it to give any kernel a bounded sensitivity
     (:mod:`monk_framework.two_sample.robust`, method "clip").
+
+    A point whose k₀(x, x) is beyond float64 (a gross outlier of an unbounded kernel:
+    norm above about 1e77 for the quadratic kernel) has no computable direction
+    φ₀(x)/‖φ₀(x)‖; it gets the feature 0 instead, so k_c(x, ·) = 0. That is still a feature
+    map of norm at most c, fixed before the data, so k_c stays positive semi-definite,
+    bounded by c², with diameter 2c, and the robust tests' guarantees hold unchanged.
     """
 
     name: ClassVar[str] = "clipped"
@@ -678,21 +688,27 @@ class ClippedKernel(_Wrapping):
         return f"clip({self.kernel.spec()}, c={self.c:g})"
 
     def shrink(self, diag: np.ndarray) -> np.ndarray:
-        """s = min(1, c/√k₀(x, x)) from k₀'s diagonal values (1 where k₀(x, x) = 0)."""
+        """s = min(1, c/√k₀(x, x)) from k₀'s diagonal values (1 where k₀(x, x) = 0, and 0
+        where it is +inf: the point's feature is set to 0, see the class docstring)."""
         root_diag = np.sqrt(np.maximum(diag, 0.0))
         with np.errstate(divide="ignore"):
             return np.minimum(1.0, self.c / root_diag)
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
-        sx = self.shrink(self.kernel.diag_tile(X))
-        sy = sx if Y is X else self.shrink(self.kernel.diag_tile(Y))
-        out = self.kernel.gram_tile(X, Y) * sx[:, None]
+        sx = self.shrink(self.kernel.diag_tile(X, overflow=True))
+        sy = sx if Y is X else self.shrink(self.kernel.diag_tile(Y, overflow=True))
+        # a point beyond float64 has s = 0 and a row of k₀ that may be inf: its row is 0
+        # (inf · 0 would be NaN); every other value must be finite, and gram_tile checks it
+        out = self.kernel.gram_tile(X, Y, check=bool(sx.all() and sy.all())) * sx[:, None]
         out *= sy[None, :]
+        out[sx == 0.0, :] = 0.0
+        out[:, sy == 0.0] = 0.0
         return out
 
     def compute_diag(self, X: Any) -> np.ndarray:
-        d = self.kernel.diag_tile(X)
-        return d * self.shrink(d) ** 2
+        # k_c(x, x) = min(k₀(x, x), c²), and 0 for a point beyond float64
+        d = self.kernel.diag_tile(X, overflow=True)
+        return np.where(d == np.inf, 0.0, np.minimum(d, self.c**2))
 
     def sup_diag(self) -> float | None:
         kappa = self.kernel.sup_diag()

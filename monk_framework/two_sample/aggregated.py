@@ -43,19 +43,19 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError
+from monk_framework.core.errors import DataError, MonkError, ParameterError, ResourceError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
 from monk_framework.core.params import spec_label
 from monk_framework.core.randomness import RNGLike, root, seed_of
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import Resources, check_backend
+from monk_framework.core.resources import Resources, available_memory, check_backend, format_bytes
 from monk_framework.core.results import AggregatedTestResult
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import take
 from monk_framework.engine.pooled import pooled
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
-from monk_framework.numerics.distances import distances, l1_distances
+from monk_framework.numerics.distances import scaled_distances, scaled_l1_distances
 from monk_framework.two_sample.common import (
     TIE_RTOL,
     check_level,
@@ -94,6 +94,9 @@ N_BANDWIDTHS = 10
 BANDWIDTH_MAX_POINTS = 1000
 #: the grid runs from half the LOW_QUANTILE to twice the HIGH_QUANTILE of the distances
 LOW_QUANTILE, HIGH_QUANTILE = 0.01, 0.99
+#: what one kernel of a collection costs, generously: its object, its fitted copy and its
+#: label in the result (a kernel object measured about 130 bytes)
+KERNEL_BYTES = 512
 
 
 def _data_order(Z: np.ndarray) -> np.ndarray:
@@ -108,28 +111,38 @@ def bandwidth_grid(X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWI
 
     It depends on the pooled sample as a set only (above :data:`BANDWIDTH_MAX_POINTS`
     points, on evenly spaced points of its lexicographic order), so a permutation test
-    with these kernels stays exact: every relabelling sees the same kernels.
+    with these kernels stays exact: every relabelling sees the same kernels. The
+    distances are computed per magnitude group of the points, as the median heuristic's
+    are, so data near float64's limits or a few gross outliers leave the ordinary pairs'
+    distances exact (one scale for all would round them to 0 or overflow).
     """
     Z = _data_order(np.vstack([X, Y]))
     if len(Z) > BANDWIDTH_MAX_POINTS:
         Z = Z[np.linspace(0, len(Z) - 1, BANDWIDTH_MAX_POINTS).round().astype(int)]
-    D = distances(Z, Z) if metric == "l2" else l1_distances(Z, Z)
+    D = scaled_distances(Z, Z, 1.0) if metric == "l2" else scaled_l1_distances(Z, Z, 1.0)
     upper = D[np.triu_indices(len(Z), 1)]
     upper = upper[upper > 0]
-    if not len(upper) or not np.isfinite(upper).all():
+    if not len(upper):
         raise DataError(
-            "The default kernel collection needs positive, finite pairwise distances between the pooled "
-            "points; these data have none (all points equal) or overflow. Pass kernels= explicitly."
+            "The default kernel collection reads its bandwidths from the pooled pairwise distances, and all "
+            "pooled points are equal (every distance is 0). Pass kernels= (or bandwidths=) explicitly."
         )
     low, high = np.quantile(upper, [LOW_QUANTILE, HIGH_QUANTILE])
-    low, high = low / 2.0, high * 2.0
+    with np.errstate(over="ignore"):  # twice a distance near float64's limit: refused below
+        low, high = float(low) / 2.0, float(high) * 2.0
+    if not math.isfinite(high):
+        raise DataError(
+            f"The default kernel collection reads its bandwidths from the pooled pairwise {metric} distances, and "
+            f"more than {1 - HIGH_QUANTILE:.0%} of them are beyond float64 (about {np.finfo(np.float64).max:.3g}) "
+            "or twice that quantile is. Rescale the data, or pass kernels= (or bandwidths=) explicitly."
+        )
     if n_bandwidths == 1:
-        return np.array([math.sqrt(low * high)])
+        return np.array([math.sqrt(low) * math.sqrt(high)])
     return np.geomspace(low, high, n_bandwidths)
 
 
 def default_kernels(
-    X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWIDTHS, bandwidths: Sequence[float] | None = None
+    X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWIDTHS, bandwidths: Sequence[float] | np.ndarray | None = None
 ) -> list[Kernel]:
     """The published collection: for each family of :data:`DEFAULT_FAMILIES` (Gaussian with
     the Euclidean distance, Laplace with the L1 distance), kernels at ``bandwidths`` when
@@ -228,19 +241,55 @@ def collection_statistics(
 def _check_weights(weights: Any, L: int) -> np.ndarray:
     if weights is None:
         return np.full(L, 1.0 / L)
-    w = np.asarray(weights, dtype=float).reshape(-1) if not isinstance(weights, str) else np.array([np.nan])
-    if w.shape != (L,) or not np.isfinite(w).all() or (w <= 0).any():
-        raise ParameterError(f"weights must be {L} positive finite numbers, one per kernel; got {weights!r}.")
+    w = _numbers(weights)
+    if w is None or w.shape != (L,) or not np.isfinite(w).all() or (w <= 0).any():
+        raise ParameterError(f"weights must be {L} positive finite numbers, one per kernel; got {_shown(weights)}.")
+    w = w / w.max()  # so that the sum cannot overflow
     return w / w.sum()
 
 
-def _check_grid(n_bandwidths: Any, bandwidths: Any) -> None:
+def _numbers(values: Any) -> np.ndarray | None:
+    """A flat float array of a list of numbers, or None for anything else (a string, a
+    nested list, objects)."""
+    if isinstance(values, (str, bytes)):
+        return None
+    try:
+        out = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return out if out.ndim == 1 else None
+
+
+def _shown(value: Any, most: int = 80) -> str:
+    """repr(value), cut to ``most`` characters (a list of a million numbers is not a message)."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def _check_grid(n_bandwidths: Any, bandwidths: Any) -> np.ndarray | None:
+    """The fixed grid as a flat array (None: read it from the data), after checking both."""
     if isinstance(n_bandwidths, bool) or not isinstance(n_bandwidths, (int, np.integer)) or n_bandwidths < 1:
-        raise ParameterError(f"n_bandwidths must be an int >= 1; got {n_bandwidths!r}.")
-    if bandwidths is not None:
-        b = np.asarray(bandwidths, dtype=float).reshape(-1) if not isinstance(bandwidths, str) else np.array([np.nan])
-        if not len(b) or not np.isfinite(b).all() or (b <= 0).any():
-            raise ParameterError(f"bandwidths must be positive finite numbers; got {bandwidths!r}.")
+        raise ParameterError(f"n_bandwidths must be an int >= 1; got {_shown(n_bandwidths)}.")
+    if bandwidths is None:
+        return None
+    b = _numbers(bandwidths)
+    if b is None or not len(b) or not np.isfinite(b).all() or (b <= 0).any():
+        raise ParameterError(f"bandwidths must be a flat list of positive finite numbers; got {_shown(bandwidths)}.")
+    return b
+
+
+def _check_collection_size(B: int, L: int, what: str) -> None:
+    """Refuse, before any kernel is built, a collection whose (B + 1) × L matrix of
+    statistics (and L kernel objects) cannot fit in memory, naming what set L."""
+    need = 8 * (B + 1) * L + KERNEL_BYTES * L
+    avail = available_memory()
+    if avail is not None and need > 0.5 * avail:
+        raise ResourceError(
+            f"n_permutations (-B) = {B:,} relabellings of {L:,} kernels ({what}) need about {format_bytes(need)} "
+            f"for their statistics, but only {format_bytes(avail)} of memory are available. Use fewer "
+            "permutations (B = 100,000 already resolves a p-value of 1e-5) or fewer kernels (the published "
+            "collections have 10 bandwidths a family)."
+        )
 
 
 def _given_kernels(kernels: Any, bandwidths: Any) -> list[Kernel]:
@@ -331,7 +380,11 @@ def aggregated_test(
             raise ParameterError(
                 f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}."
             )
-    _check_grid(n_bandwidths, bandwidths)
+    grid = _check_grid(n_bandwidths, bandwidths)
+    if kernels is None:
+        planned = len(DEFAULT_FAMILIES) * (int(n_bandwidths) if grid is None else len(grid))
+        _check_collection_size(B, planned, f"n_bandwidths = {n_bandwidths} a family" if grid is None
+                               else f"{len(grid)} bandwidths a family")
     given = None if kernels is None else _given_kernels(kernels, bandwidths)
     if given is None and isinstance(X, (list, tuple)) and X and isinstance(X[0], str):
         raise ParameterError(
@@ -354,8 +407,10 @@ def aggregated_test(
         collection = given
     else:
         assert isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)  # the Gaussian probe read vectors
-        collection = default_kernels(Xv, Yv, n_bandwidths=int(n_bandwidths), bandwidths=bandwidths)
+        collection = default_kernels(Xv, Yv, n_bandwidths=int(n_bandwidths), bandwidths=grid)
     L = len(collection)
+    if given is not None:
+        _check_collection_size(B, L, "kernels=")
     w = _check_weights(weights, L)
     r = contamination_count(contamination, n + m) if robust else 0
     deltas = None
@@ -376,7 +431,7 @@ def aggregated_test(
         deltas = np.array(sens, dtype=float)
     for k in collection:
         est.check_kernel(k)
-    check_null_memory(B * L, pool_size=n + m, backend=backend, listed=bool(return_null))
+    check_null_memory(B, pool_size=n + m, backend=backend, listed=bool(return_null))
     seq = root(rng)
     seed = seed_of(seq)
 

@@ -42,7 +42,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import MonkError, ParameterError
+from monk_framework.core.errors import DataError, MonkError, ParameterError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import ClippedKernel, Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
@@ -219,10 +219,18 @@ def _quantile_rank(quantile: float, size: int) -> int:
 def clip_radius(kernel: Kernel, X: Any, Y: Any, *, clip: float | None, quantile: float) -> ClipRadius:
     """The radius of method "clip": ``clip`` when given, else the ``quantile`` of the
     pooled feature norms √k(z, z) (:class:`ClipRadius`)."""
-    norms = np.sort(np.sqrt(np.maximum(np.concatenate([kernel.diag_tile(X), kernel.diag_tile(Y)]), 0.0)))
+    # a norm beyond float64 sorts last, as the largest it is (ClippedKernel gives that point the feature 0)
+    norms = np.sort(np.sqrt(np.maximum(np.concatenate([kernel.diag_tile(X, overflow=True),
+                                                       kernel.diag_tile(Y, overflow=True)]), 0.0)))
     if clip is not None:
         return ClipRadius(radius=float(clip), quantile=None, norms=norms, n=len(X), m=len(Y))
     c = float(norms[_quantile_rank(quantile, len(norms)) - 1])
+    if not math.isfinite(c):
+        raise DataError(
+            f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) of {kernel.spec()} is "
+            "beyond float64 on these data (that many points are gross outliers for this kernel). Give a radius "
+            "(clip=c) or a lower clip_quantile."
+        )
     if not c > 0:
         raise ParameterError(
             f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) is 0 for "
@@ -378,10 +386,13 @@ def robust_test(
         assert delta is not None
         shift: Callable[[int], float] = (lambda c: c * delta) if radius is None else (lambda c: radius.shift(c, delta))
         if not math.isfinite(shift(r)):
+            assert radius is not None and radius.quantile is not None  # a given radius has no slack
+            j = _quantile_rank(radius.quantile, n + m)
+            why = (f"the radius's rank plus {r} exceeds the {n + m} points" if j + r > n + m else
+                   f"the norm {r} ranks above the radius is beyond float64 (gross outliers for this kernel)")
             raise ParameterError(
-                f"method='clip' with clip_quantile = {clip_quantile:g} cannot tolerate contamination = {r}: the "
-                f"radius's rank plus {r} exceeds the {n + m} points, so corrupted points could set it anywhere. "
-                "Use a lower clip_quantile or give the radius (clip=c)."
+                f"method='clip' with clip_quantile = {clip_quantile:g} cannot tolerate contamination = {r}: {why}, "
+                "so corrupted points could set the radius anywhere. Use a lower clip_quantile or give the radius (clip=c)."
             )
         # the engine's entrance, as the permutation test: relabellings drawn while the Gram
         # matrix is computed, T from the first batch's pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from monk_framework import ParameterError, get_registry, load_result
+from monk_framework import DataError, ParameterError, get_registry, load_result
 from monk_framework.core.kernels import ProductKernel, ScaledKernel, SumKernel
 from monk_framework.core.registry import kernel_from_spec
 from monk_framework.two_sample import permutation_test, robust_test
@@ -123,3 +123,22 @@ def test_a_clipped_kernel_needs_a_positive_radius():
     for bad in (0.0, -1.0, float("inf"), float("nan")):
         with pytest.raises(ParameterError, match="clipped at a radius c that is a finite number > 0"):
             ClippedKernel(c=bad, kernel=REG.get_kernel("quadratic"))
+
+
+def test_a_point_beyond_float64_gets_the_clipped_feature_zero():
+    # quadratic at norm 1e100: k(x, x) = (1e200 + 1)^2 overflows, so the point's direction
+    # is not computable; its feature is 0 and the ordinary points keep their clipped values
+    from monk_framework.core.kernels import ClippedKernel
+
+    k = ClippedKernel(c=3.0, kernel=REG.get_kernel("quadratic"))
+    Z = np.random.default_rng(2).normal(size=(6, 2))
+    far = np.array([[1e100, 0.0], [-3e200, 1.0]])
+    K = k.gram(np.vstack([Z, far]))
+    assert np.array_equal(K[:6, :6], k.gram(Z))
+    assert np.all(K[6:] == 0.0) and np.all(K[:, 6:] == 0.0)
+    assert np.array_equal(k.diag(np.vstack([Z, far])), np.concatenate([np.diag(k.gram(Z)), [0.0, 0.0]]))
+    # still a Gram matrix of features in the ball
+    assert np.linalg.eigvalsh(K).min() >= -1e-9 * np.abs(K).max()
+    # a NaN from the kernel is never read as a point beyond float64
+    with pytest.raises(DataError, match="NaN"):
+        k.gram(np.vstack([Z, [[np.nan, 0.0]]]))

@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 import pytest
 
-from monk_framework import DataError, MonkError, ParameterError, aggregated_test
+from monk_framework import DataError, MonkError, ParameterError, ResourceError, aggregated_test
 from monk_framework.core.resources import Resources
 from monk_framework.core.results import AggregatedTestResult
 from monk_framework.two_sample import permutation_test, robust_test
@@ -112,6 +112,48 @@ def test_a_grid_from_the_distances_spans_their_quantiles():
     assert np.allclose(np.diff(np.log(grid)), np.log(grid[1] / grid[0]))
 
 
+def test_the_grid_and_the_test_follow_the_data_to_the_limits_of_float64():
+    # scaling the data by a power of two scales the grid by it (its ends exactly) and leaves
+    # the test as it is: data of magnitude 1e-300 or 1e300 are not refused as "all equal"
+    X, Y = samples(5, shift=0.4)
+    base = aggregated_test(X, Y, n_permutations=99, rng=1)
+    for e in (-1000, 1000, 1020):
+        s = 2.0**e
+        for metric in ("l2", "l1"):
+            grid, want = bandwidth_grid(X * s, Y * s, metric=metric), bandwidth_grid(X, Y, metric=metric) * s
+            assert grid[[0, -1]].tolist() == want[[0, -1]].tolist() and np.allclose(grid, want, rtol=1e-13, atol=0)
+        scaled = aggregated_test(X * s, Y * s, n_permutations=99, rng=1)
+        assert scaled.pvalue == base.pvalue and scaled.statistic == base.statistic
+        assert np.allclose(scaled.kernel_statistics, base.kernel_statistics, rtol=1e-12, atol=0)
+
+
+def test_a_gross_outlier_leaves_the_ordinary_distances_of_the_grid_exact():
+    # one point at 1e200: the low end of the grid is read from the ordinary pairs, which a
+    # single scale for all points would round to 0; brute force, pair by pair
+    X, Y = samples(6)
+    X = np.vstack([X, [[1e200, 0.0]]])
+    Z = np.vstack([X, Y])
+    pairs = [(i, j) for i in range(len(Z)) for j in range(i + 1, len(Z))]
+    for metric, norm in (("l2", 2), ("l1", 1)):
+        d = []
+        for i, j in pairs:
+            diff = Z[i] - Z[j]
+            s = np.abs(diff).max()
+            d.append(s * np.linalg.norm(diff / s, ord=norm))
+        grid = bandwidth_grid(X, Y, n_bandwidths=4, metric=metric)
+        want = np.quantile(d, [0.01, 0.99]) * [0.5, 2.0]
+        assert grid[0] == pytest.approx(want[0], rel=1e-12) and grid[-1] == pytest.approx(want[1], rel=1e-12)
+    result = aggregated_test(X, Y, n_permutations=99, rng=0)
+    assert np.isfinite(result.kernel_statistics).all() and 0 < result.pvalue <= 1
+
+
+def test_huge_weights_are_normalised_without_overflow():
+    X, Y = samples(7, shift=0.5)
+    a = aggregated_test(X, Y, n_permutations=99, rng=0)
+    b = aggregated_test(X, Y, weights=[1e308] * 20, n_permutations=99, rng=0)
+    assert b.pvalue == a.pvalue and np.allclose(b.weights, 1 / 20, rtol=1e-15)
+
+
 def test_robust_aggregation_is_each_kernels_dcmmd_test_at_its_share_of_the_level(registry):
     # every kernel's p-value is robust_test(method="dc")'s with the same seed, and the test
     # rejects when one of them is at most alpha·w_l (the union bound)
@@ -208,7 +250,11 @@ def test_bad_aggregated_inputs_are_named(registry):
         (dict(contamination=1, bandwidths=[1.0], estimator="u-stat"), ParameterError, "V-statistic"),
         (dict(weights=[1, 2]), ParameterError, "weights must be 20"),
         (dict(weights=[-1.0] * 20), ParameterError, "weights must be 20"),
-        (dict(bandwidths=[0.0]), ParameterError, "bandwidths must be positive"),
+        (dict(bandwidths=[0.0]), ParameterError, "bandwidths must be a flat list of positive"),
+        (dict(bandwidths=[[1.0, 2.0]]), ParameterError, "bandwidths must be a flat list"),
+        (dict(bandwidths="1,2"), ParameterError, "bandwidths must be a flat list"),
+        (dict(n_bandwidths=10**9), ResourceError, r"2,000,000,000 kernels \(n_bandwidths = 1000000000 a family\)"),
+        (dict(n_permutations=10**12), ResourceError, r"n_permutations \(-B\) = 1,000,000,000,000 relabellings of 20"),
         (dict(n_bandwidths=0), ParameterError, "n_bandwidths"),
         (dict(kernels=["rbf:sigma=1"], bandwidths=[1.0]), ParameterError, "with kernels= given"),
         (dict(kernels=[]), ParameterError, "at least one kernel"),
@@ -222,8 +268,10 @@ def test_bad_aggregated_inputs_are_named(registry):
     with pytest.raises(ParameterError, match="for numeric vectors"):
         aggregated_test(["ACGT", "AGGT"], ["ACGA", "TTGA"])
     same = np.ones((10, 2))
-    with pytest.raises(DataError, match="positive, finite pairwise distances"):
+    with pytest.raises(DataError, match="all pooled points are equal"):
         aggregated_test(same, same)
+    with pytest.raises(DataError, match="beyond float64"):
+        aggregated_test(np.vstack([X, [[1e308, 1e308]] * 5]), np.vstack([Y, [[-1e308, -1e308]] * 5]))
     with pytest.raises(DataError, match="at least 2 points"):
         aggregated_test(X[:1], Y)
 

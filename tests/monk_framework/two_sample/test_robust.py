@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from monk_framework import MonkError, ParameterError
+from monk_framework import DataError, MonkError, ParameterError
 from monk_framework.core.resources import Resources
 from monk_framework.two_sample import permutation_test
 from monk_framework.two_sample.robust import RobustTestResult, auto_blocks, contamination_count, median_pvalue, mmd_sensitivity, robust_test
@@ -456,3 +456,32 @@ def attrs_evolve_pvalue(result):
     import attrs
 
     return attrs.evolve(result, pvalue=0.0)
+
+
+def test_clip_keeps_its_answer_for_outliers_beyond_float64(registry):
+    # the design at N = M = 400 with its five outliers moved from norm 300 to
+    # norms whose quadratic k(x, x) overflows: those points get the feature 0 (at any
+    # such norm the same), the test runs, and it still rejects with its certificate
+    quad = registry.get_kernel("quadratic")
+    g = np.random.default_rng(3)
+    X, Y = g.normal(size=(400, 3)), g.normal(size=(400, 3))
+    Y[:, 0] += 0.6
+    results = []
+    for norm in (1e100, 1e250):
+        Xc = X.copy()
+        Xc[:5] = norm / np.sqrt(3)
+        results.append(robust_test(quad, Xc, Y, contamination=5, method="clip", n_permutations=199, rng=4))
+    assert results[0].statistic == results[1].statistic and results[0].pvalue == results[1].pvalue
+    assert results[0].reject and results[0].certificate >= 5
+    # the radius is the median norm, with the overflowing norms counted as the largest
+    ordinary = np.sqrt(np.concatenate([quad.diag(X[5:]), quad.diag(Y)]))
+    assert results[1].clip_radius == pytest.approx(np.sort(np.concatenate([ordinary, [np.inf] * 5]))[399], rel=1e-12)
+
+
+def test_clip_says_when_the_radius_itself_is_beyond_float64(registry):
+    g = np.random.default_rng(0)
+    X = np.full((30, 2), 1e200) + g.normal(size=(30, 2))
+    with pytest.raises(DataError, match="beyond float64"):
+        robust_test("quadratic", X, g.normal(size=(10, 2)), contamination=1, method="clip", n_permutations=99)
+    with pytest.raises(ParameterError, match="norm 1 ranks above the radius is beyond float64"):
+        robust_test("quadratic", X[:20], g.normal(size=(20, 2)), contamination=1, method="clip", n_permutations=99)
