@@ -37,6 +37,7 @@ __all__ = [
     "ClippedKernel",
     "Kernel",
     "ProductKernel",
+    "RADIUS_RANGE",
     "ScaledKernel",
     "SumKernel",
     "bilinear",
@@ -598,11 +599,21 @@ class ProductKernel(_Pair):
         return None if a is None or b is None else a * b
 
 
+#: the radii a :class:`ClippedKernel` takes: those whose c² is a normal float64 number
+#: (its kernel values, bounded by c², would otherwise overflow or vanish)
+RADIUS_RANGE = (math.sqrt(np.finfo(np.float64).tiny), math.sqrt(np.finfo(np.float64).max))
+
+
 def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
     if not (np.isfinite(value) and value > 0):
         if isinstance(instance, ScaledKernel):
             raise ParameterError(f"A kernel can be scaled by a finite number > 0 only (c·k stays PSD); got {value!r}.")
         raise ParameterError(f"A kernel can be clipped at a radius c that is a finite number > 0 only; got {value!r}.")
+    if isinstance(instance, ClippedKernel) and not RADIUS_RANGE[0] <= value <= RADIUS_RANGE[1]:
+        raise ParameterError(
+            f"A kernel can be clipped at a radius c whose square is within float64's range "
+            f"({RADIUS_RANGE[0]:.3g} <= c <= {RADIUS_RANGE[1]:.3g}) only; got {value!r}."
+        )
 
 
 @attrs.frozen(kw_only=True)

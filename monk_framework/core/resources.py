@@ -40,6 +40,7 @@ __all__ = [
     "available_memory",
     "check_backend",
     "check_memory",
+    "check_progress",
     "format_bytes",
     "parse_memory",
     "reuse_freed_memory",
@@ -101,6 +102,13 @@ def _spread(backend: Any) -> Any:
     return backend if backend is not None and getattr(backend, "remote", False) else None
 
 
+def check_progress(progress: Any, arguments: str = "(done, total)") -> None:
+    """Refuse a ``progress=`` that is neither None nor callable, before any work starts
+    (else it would fail at its first call, deep inside the work)."""
+    if progress is not None and not callable(progress):
+        raise ParameterError(f"progress must be None or a callable {arguments}; got {type(progress).__name__}.")
+
+
 @attrs.frozen(kw_only=True)
 class Resources:
     """What one call lets the engine use.
@@ -130,8 +138,7 @@ class Resources:
             avail = available_memory()
             budget = None if avail is None else max(1, int(DEFAULT_FRACTION * avail))
         check_backend(backend)
-        if progress is not None and not callable(progress):
-            raise ParameterError(f"progress must be a callable (done, total, what); got {type(progress).__name__}.")
+        check_progress(progress, "(done, total, what)")
         return cls(budget=budget, spread=backend, progress=progress)
 
     def report(self, done: float, total: float, what: str) -> None:

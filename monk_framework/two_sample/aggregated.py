@@ -49,7 +49,7 @@ from monk_framework.core.kernels import CHUNK_BYTES, Kernel
 from monk_framework.core.params import spec_label
 from monk_framework.core.randomness import RNGLike, root, seed_of
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import Resources, available_memory, check_backend, format_bytes
+from monk_framework.core.resources import Resources, available_memory, check_backend, check_progress, format_bytes
 from monk_framework.core.results import AggregatedTestResult
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import take
@@ -359,6 +359,7 @@ def aggregated_test(
     """
     start = time.perf_counter()
     resources = Resources.of(max_memory)
+    check_progress(progress)
     check_backend(backend)
     if method not in METHODS:
         raise ParameterError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}.")

@@ -36,7 +36,7 @@ import numpy as np
 from monk_framework.core.estimators import MMDEstimator, checked_estimate
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
-from monk_framework.core.resources import Resources, check_backend
+from monk_framework.core.resources import Resources, check_backend, check_progress
 from monk_framework.core.results import PermutationTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
@@ -101,6 +101,7 @@ def permutation_test(
     """
     start = time.perf_counter()
     resources = Resources.of(max_memory)
+    check_progress(progress)
     check_backend(backend)  # a name such as 'dask' would run here, silently
     kernel, estimator = resolve(kernel, estimator)
     estimator = check_test_params(estimator, n_permutations, alpha)

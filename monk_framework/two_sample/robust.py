@@ -44,10 +44,10 @@ import numpy as np
 
 from monk_framework.core.errors import DataError, MonkError, ParameterError
 from monk_framework.core.estimators import MMDEstimator
-from monk_framework.core.kernels import ClippedKernel, Kernel
+from monk_framework.core.kernels import RADIUS_RANGE, ClippedKernel, Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import Resources, check_backend
+from monk_framework.core.resources import Resources, check_backend, check_progress
 from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
@@ -228,14 +228,21 @@ def clip_radius(kernel: Kernel, X: Any, Y: Any, *, clip: float | None, quantile:
     if not math.isfinite(c):
         raise DataError(
             f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) of {kernel.spec()} is "
-            "beyond float64 on these data (that many points are gross outliers for this kernel). Give a radius "
+            "beyond float64 on these data (that many points have k(z, z) beyond float64: gross outliers, or data to "
+            "rescale). Give a radius "
             "(clip=c) or a lower clip_quantile."
         )
     if not c > 0:
         raise ParameterError(
             f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) is 0 for "
-            f"{kernel.spec()} on these data, so every feature would be clipped to 0. Give a radius "
-            "(clip=c) or a higher clip_quantile."
+            f"{kernel.spec()} on these data (k(z, z) is 0, or below float64's range, for that many points), "
+            "so every feature would be clipped to 0. Give a radius (clip=c) or a higher clip_quantile."
+        )
+    if not RADIUS_RANGE[0] <= c <= RADIUS_RANGE[1]:
+        raise DataError(
+            f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) of {kernel.spec()} is "
+            f"{c:.3g}, whose square is outside float64's range ({RADIUS_RANGE[0]:.3g} <= c <= {RADIUS_RANGE[1]:.3g}): "
+            "the clipped kernel's values would overflow or vanish. Rescale the data."
         )
     return ClipRadius(radius=c, quantile=float(quantile), norms=norms, n=len(X), m=len(Y))
 
@@ -245,6 +252,11 @@ def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
         isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating)) or not (math.isfinite(clip) and clip > 0)
     ):
         raise ParameterError(f"clip must be a radius > 0 (a finite number); got {clip!r}.")
+    if clip is not None and not RADIUS_RANGE[0] <= clip <= RADIUS_RANGE[1]:
+        raise ParameterError(
+            f"clip must be a radius whose square is within float64's range ({RADIUS_RANGE[0]:.3g} <= clip <= "
+            f"{RADIUS_RANGE[1]:.3g}): the clipped kernel's values are bounded by clip²; got {clip!r}."
+        )
     if isinstance(clip_quantile, bool) or not isinstance(clip_quantile, (int, float, np.floating)) or not 0 < clip_quantile <= 1:
         raise ParameterError(f"clip_quantile must be a number in (0, 1]; got {clip_quantile!r}.")
     if chosen != "clip" and (clip is not None or clip_quantile != CLIP_QUANTILE):
@@ -358,6 +370,7 @@ def robust_test(
     """
     start = time.perf_counter()
     resources = Resources.of(max_memory)
+    check_progress(progress)
     check_backend(backend)  # a name such as 'dask' would run here, silently
     kernel, estimator = resolve(kernel, estimator)
     chosen, est = check_robust_test(

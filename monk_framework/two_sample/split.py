@@ -21,7 +21,7 @@ from monk_framework.core.errors import MonkError, ParameterError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stable_int, stream
-from monk_framework.core.resources import Resources, check_backend
+from monk_framework.core.resources import Resources, check_backend, check_progress
 from monk_framework.core.results import (
     SplitTestResult,
     computed_with,
@@ -89,6 +89,7 @@ def split_test(
     """
     start = time.perf_counter()
     resources = Resources.of(max_memory)
+    check_progress(progress)
     check_backend(backend)  # a name such as 'dask' would run here, silently
     kernel, estimator = resolve(kernel, estimator)
     estimator = check_test_params(estimator, n_permutations, alpha)

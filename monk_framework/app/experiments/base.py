@@ -16,7 +16,7 @@ from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import parse_spec
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import available_memory, format_bytes
+from monk_framework.core.resources import available_memory, check_progress, format_bytes
 from monk_framework.engine.backends import Backend
 
 __all__ = ["Experiment", "ExperimentRun", "mmd_estimator", "named_kernel", "run_experiment"]
@@ -118,6 +118,7 @@ def run_experiment(
 ) -> ExperimentRun:
     """Run (or resume) ``experiment`` in directory ``out``, then write its report there."""
     start = time.perf_counter()
+    check_progress(progress)
     experiment.check_plan_size()  # before the cells are built or the directory touched
     cells = experiment.cells()
     with CellStore(out, experiment.name, experiment.config(), fresh=fresh, outputs=experiment.outputs) as store:

@@ -123,6 +123,9 @@ def test_a_clipped_kernel_needs_a_positive_radius():
     for bad in (0.0, -1.0, float("inf"), float("nan")):
         with pytest.raises(ParameterError, match="clipped at a radius c that is a finite number > 0"):
             ClippedKernel(c=bad, kernel=REG.get_kernel("quadratic"))
+    for bad in (1e-200, 1e200):  # c² outside float64: values that overflow or vanish
+        with pytest.raises(ParameterError, match="whose square is within float64's range"):
+            ClippedKernel(c=bad, kernel=REG.get_kernel("quadratic"))
 
 
 def test_a_point_beyond_float64_gets_the_clipped_feature_zero():

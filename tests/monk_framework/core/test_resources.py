@@ -222,3 +222,25 @@ def test_reuse_freed_memory_keeps_every_number_and_says_whether_it_applied(regis
     assert applied == sys.platform.startswith("linux")
     after = permutation_test(registry.get_kernel("rbf"), registry.get_estimator("u-stat"), X, Y, n_permutations=99, rng=1)
     assert (after.statistic, after.pvalue) == (before.statistic, before.pvalue)
+
+
+def test_every_long_call_refuses_a_progress_that_is_not_callable_before_any_work(tmp_path):
+    # else the first report, deep inside the work, fails with "'int' object is not callable"
+    from monk_framework import aggregated_test, embed, estimate
+    from monk_framework.app.experiments.base import run_experiment
+    from monk_framework.app.experiments.exp1 import Exp1
+
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    calls = {
+        "permutation_test": lambda: permutation_test("rbf", "u-stat", X, X + 1, n_permutations=9, progress=3),
+        "split_test": lambda: split_test("rbf", "u-stat", X, X + 1, n_permutations=9, progress=3),
+        "robust_test": lambda: robust_test("rbf:sigma=1", X, X + 1, contamination=1, n_permutations=9, progress=3),
+        "aggregated_test": lambda: aggregated_test(X, X + 1, n_permutations=9, progress=3),
+        "estimate": lambda: estimate("rbf", "u-stat", X, X + 1, progress=3),
+        "embed": lambda: embed("rbf", "mean", X, progress=3),
+        "run_experiment": lambda: run_experiment(Exp1(), tmp_path / "out", progress=3),
+    }
+    for call in calls.values():
+        with pytest.raises(ParameterError, match="progress must be None or a callable"):
+            call()
+    assert not (tmp_path / "out").exists()  # refused before the output folder was touched

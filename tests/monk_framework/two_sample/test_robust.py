@@ -485,3 +485,14 @@ def test_clip_says_when_the_radius_itself_is_beyond_float64(registry):
         robust_test("quadratic", X, g.normal(size=(10, 2)), contamination=1, method="clip", n_permutations=99)
     with pytest.raises(ParameterError, match="norm 1 ranks above the radius is beyond float64"):
         robust_test("quadratic", X[:20], g.normal(size=(20, 2)), contamination=1, method="clip", n_permutations=99)
+
+
+def test_clip_radii_whose_square_leaves_float64_are_refused(registry):
+    g = np.random.default_rng(1)
+    X, Y = g.normal(size=(30, 2)), g.normal(size=(30, 2))
+    for c in (1e-300, 1e300):
+        with pytest.raises(ParameterError, match="clip must be a radius whose square is within float64's range"):
+            robust_test("quadratic", X, Y, contamination=1, method="clip", clip=c)
+    # a radius read from data at 1e-160: its square would vanish, so the kernel would be 0
+    with pytest.raises(DataError, match="whose square is outside float64's range"):
+        robust_test("linear", X * 1e-160, Y * 1e-160, contamination=1, method="clip", n_permutations=9)
