@@ -386,7 +386,7 @@ def bandwidth_values(text: str | None) -> list[float] | None:
 
 def check_test_options(
     *, alpha: float, robust: bool, split: bool, grid: bool, method: str, blocks: int | None,
-    aggregate: str | None = None, bandwidths: str | None = None, clip: float | None = None,
+    aggregate: str | None = None, bandwidths: str | None = None, clip: float | None = None, relabel: str = "auto",
 ) -> None:
     """Refuse combinations of test options that do not make one test."""
     check_level(alpha, name="--alpha")
@@ -394,14 +394,28 @@ def check_test_options(
         raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
     if robust and split:
         raise ParameterError("--contamination and --split are different tests; choose one.")
+    if relabel != "auto" and (robust or split):
+        raise ParameterError(
+            f"--relabel chooses how the permutation test relabels; {'--contamination' if robust else '--split'} runs "
+            "another test, which relabels as its proof needs."
+        )
     if aggregate is not None:
         if aggregate not in AGGREGATIONS:
             raise ParameterError(f"--aggregate must be one of {', '.join(AGGREGATIONS)}; got {aggregate!r}.")
         if split:
             raise ParameterError("--aggregate and --split are different tests; choose one.")
         if method != "auto" or blocks is not None or clip is not None:
-            raise ParameterError("--method, --blocks and --clip choose a one-kernel robust test; --aggregate with "
-                                 "--contamination is robust by itself.")
+            raise ParameterError(
+                "--method, --blocks and --clip choose a one-kernel robust test; --aggregate with --contamination is "
+                "robust by itself." if robust else
+                "--method, --blocks and --clip choose a one-kernel robust test (with --contamination); --aggregate "
+                "does not use them."
+            )
+        if relabel != "auto":
+            raise ParameterError(
+                "--relabel chooses how a one-kernel permutation test relabels; --aggregate relabels the pooled "
+                "sample globally (every kernel must see the same relabellings)."
+            )
         bandwidth_values(bandwidths)
         if robust and aggregate != "agg":
             raise ParameterError("--contamination with --aggregate is supported by agg (each kernel's threshold moves by "
@@ -441,7 +455,7 @@ def prepare_test(
     robust = contamination is not None
     check_test_options(
         alpha=alpha, robust=robust, split=split, grid=bool(grid), method=method, blocks=blocks,
-        aggregate=aggregate, bandwidths=bandwidths, clip=clip,
+        aggregate=aggregate, bandwidths=bandwidths, clip=clip, relabel=relabel,
     )
     if aggregate is not None:
         return _prepare_aggregated(kernel, estimator, aggregate=aggregate, bandwidths=bandwidths,
@@ -457,10 +471,9 @@ def prepare_test(
         assert isinstance(est, MMDEstimator)
         if contamination is not None:
             check_robust_test(
-                kern, contamination=contamination_value(contamination),
-                method="mom" if blocks is not None and method == "auto" else method,
+                kern, contamination=contamination_value(contamination), method=method,
                 estimator=est if estimator is not None else None, n_permutations=n_permutations, alpha=alpha,
-                clip=clip,
+                clip=clip, n_blocks="auto" if blocks is None else blocks,
             )
         elif not split:
             check_relabel(est, relabel)
@@ -497,6 +510,17 @@ def _prepare_aggregated(
         raise ParameterError(
             f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator."
         )
+    # a kernel parameter the collection would not use is refused, not dropped
+    name, spec = parse_spec(kernel or DEFAULT_KERNELS["vector"])
+    routed, _ = route_params(load.get("params", ()), reg.kernel_class(name), reg.estimator_class(parse_spec(estimator)[0]))
+    routed.update(spec)
+    if kernel is None and routed:
+        raise ParameterError(
+            f"--param {', '.join(sorted(routed))}: --aggregate without -k uses the default collection (Gaussian and "
+            "Laplace kernels at their bandwidths); set those with --bandwidths, or give -k with its parameters."
+        )
+    if "sigma" in routed:
+        raise ParameterError("--aggregate takes the kernel's sigma from --bandwidths; leave sigma out of -k and --param.")
     job = prepare(kernel or DEFAULT_KERNELS["vector"], estimator, needs_y=True, registry=reg, **load)
     return attrs.evolve(job, notes=tuple(notes) + job.notes)
 

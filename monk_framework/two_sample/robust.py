@@ -265,16 +265,20 @@ def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
 
 def check_robust_test(
     kernel: Any, *, contamination: Any, method: str, estimator: Any, n_permutations: Any, alpha: Any,
-    clip: Any = None, clip_quantile: Any = CLIP_QUANTILE,
+    clip: Any = None, clip_quantile: Any = CLIP_QUANTILE, n_blocks: Any = "auto",
 ) -> tuple[str, MMDEstimator]:
     """Validate what :func:`robust_test` can check before seeing the data; return the method
-    ("dc", "clip" or "mom") and the estimator it will use. The CLI calls it before reading files."""
+    ("dc", "clip" or "mom") and the estimator it will use. The CLI calls it before reading files.
+    With ``method="auto"``, a number of blocks asks for mom, the one method that has blocks."""
     kernel, estimator = resolve(kernel, estimator)
     _check_test_params(n_permutations, alpha, method)
     kernel = _robust_kernel(kernel)
     if not isinstance(contamination, (int, np.integer)) or isinstance(contamination, bool):
         contamination_count(contamination, 2)  # a fraction's range does not depend on N + M
-    chosen = _resolve_method(method, kernel, estimator)
+    blocks_given = not (isinstance(n_blocks, str) and n_blocks == "auto")
+    chosen = "mom" if method == "auto" and blocks_given else _resolve_method(method, kernel, estimator)
+    if blocks_given and chosen != "mom":
+        raise ParameterError(f"n_blocks (--blocks) sets the blocks of method='mom'; the test runs method={chosen!r}, which has none.")
     _check_clip(clip, clip_quantile, chosen)
     return chosen, _default_estimator(chosen, estimator)
 
@@ -361,7 +365,8 @@ def robust_test(
     clip otherwise, mom with a U-statistic ``estimator``: the study in docs/robustness.md
     measured each to be the more powerful there). ``estimator``: the statistic, v-stat for
     "dc" and "clip", u-stat (default) or v-stat for "mom", computed inside every block.
-    ``n_blocks``: Q of "mom" ("auto": :func:`auto_blocks`). ``clip``: the radius c of
+    ``n_blocks``: Q of "mom" ("auto": :func:`auto_blocks`; a number with method "auto"
+    chooses mom). ``clip``: the radius c of
     "clip" in the kernel's feature norm √k(x, x), fixed without these data; by default the
     ``clip_quantile`` of the pooled norms, whose movement under corruption the test
     accounts for (:class:`ClipRadius`). The kernel must be fixed before seeing the data
@@ -375,7 +380,7 @@ def robust_test(
     kernel, estimator = resolve(kernel, estimator)
     chosen, est = check_robust_test(
         kernel, contamination=contamination, method=method, estimator=estimator,
-        n_permutations=n_permutations, alpha=alpha, clip=clip, clip_quantile=clip_quantile,
+        n_permutations=n_permutations, alpha=alpha, clip=clip, clip_quantile=clip_quantile, n_blocks=n_blocks,
     )
     Xv, Yv = kernel.check_pair(X, Y)
     n, m = len(Xv), len(Yv)

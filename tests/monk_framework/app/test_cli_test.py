@@ -96,6 +96,11 @@ def test_split_test_with_a_grid():
         (["--aggregate", "agg", "--contamination", "3"], "needs --bandwidths fixed before seeing the data"),
         (["--aggregate", "agg", "--contamination", "3", "--method", "dc", "--bandwidths", "1"], "robust by itself"),
         (["--aggregate", "fuse", "--contamination", "3", "--bandwidths", "1"], "is supported by agg"),
+        # options another test would have dropped without a word
+        (["--contamination", "3", "--relabel", "within-blocks"], "--contamination runs another test"),
+        (["--split", "--relabel", "global"], "--split runs another test"),
+        (["--contamination", "3", "--method", "dc", "--blocks", "5"], "the test runs method='dc', which has none"),
+        (["--contamination", "3", "-k", "quadratic", "--method", "clip", "--blocks", "5"], "runs method='clip', which has none"),
     ],
 )
 def test_bad_options_are_one_line_errors(args, message):
@@ -104,6 +109,23 @@ def test_bad_options_are_one_line_errors(args, message):
     if robust and "-k" not in args and "-p" not in args:
         base += ["-p", "sigma=1"]  # a robust test needs a bandwidth fixed before the data
     result = invoke(*base, *args)
+    assert result.exit_code == 2, result.stdout
+    assert message in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-p", "sigma=1"], "--param sigma: --aggregate without -k uses the default collection"),
+        (["-k", "rbf", "-p", "sigma=1", "--bandwidths", "1,2"], "takes the kernel's sigma from --bandwidths"),
+        (["-k", "rbf:sigma=1", "--bandwidths", "1,2"], "takes the kernel's sigma from --bandwidths"),
+        (["--relabel", "within-blocks"], "--aggregate relabels the pooled sample globally"),
+        (["--blocks", "5"], "(with --contamination); --aggregate does not use them"),
+    ],
+)
+def test_aggregate_refuses_options_it_would_not_use(args, message):
+    # each of these used to be dropped without a word: the test ran the default collection
+    result = invoke("test", "--aggregate", "agg", "--dataset", "gauss", *args)
     assert result.exit_code == 2, result.stdout
     assert message in result.stderr and result.stderr.count("\n") == 1
 

@@ -282,7 +282,7 @@ def test_clean_level_and_power(registry):
     assert power_dc >= 27 and power_mom >= 24
 
 
-def test_auto_picks_dc_for_bounded_kernels_clip_for_unbounded_and_mom_for_a_u_statistic(registry, rng):
+def test_auto_picks_dc_for_bounded_kernels_clip_for_unbounded_and_mom_for_a_u_statistic_or_blocks(registry, rng):
     X, Y = rng.normal(size=(40, 1)), rng.normal(size=(40, 1))
     run = lambda kernel, **kw: robust_test(kernel, X, Y, contamination=1, n_permutations=20, rng=0, **kw).method  # noqa: E731
     assert run(registry.get_kernel("rbf", sigma=1.0)) == "dc"
@@ -291,6 +291,11 @@ def test_auto_picks_dc_for_bounded_kernels_clip_for_unbounded_and_mom_for_a_u_st
     assert run(registry.get_kernel("quadratic"), estimator=registry.get_estimator("v-stat")) == "clip"
     assert run(registry.get_kernel("quadratic"), estimator=registry.get_estimator("u-stat")) == "mom"
     assert run(registry.get_kernel("rbf", sigma=1.0), estimator=registry.get_estimator("u-stat")) == "mom"
+    # a number of blocks asks for mom, the one method with blocks; the others refuse it
+    assert run(registry.get_kernel("rbf", sigma=1.0), n_blocks=5) == "mom"
+    for method in ("dc", "clip"):
+        with pytest.raises(ParameterError, match=f"runs method='{method}', which has none"):
+            run(registry.get_kernel("rbf", sigma=1.0), n_blocks=5, method=method)
 
 
 # -- method "clip": dcMMD on the clipped-feature kernel -----------------------------------
