@@ -108,6 +108,17 @@ def test_the_incomplete_u_statistic_is_unbiased_for_the_u_statistic_expectation(
     assert permutation_test(k, "incomplete-u:n_pairs=5000", A, B, n_permutations=99, rng=0).reject
 
 
+@pytest.mark.parametrize("norm", ["l2", "l1"])
+def test_laplace_pair_values_agree_with_the_gram_diagonal_even_at_extreme_scales(norm):
+    k = REG.get_kernel("laplace", sigma=1.3, norm=norm)
+    A, B = GEN.normal(size=(50, 12)), GEN.normal(size=(50, 12))
+    np.testing.assert_allclose(k.pair_values(A, B), np.diag(k(A, B)), rtol=1e-12)
+    big = REG.get_kernel("laplace", sigma=1e-300, norm=norm)
+    assert np.all(big.pair_values(A * 1e300, B * 1e300) == 0.0) and big.pair_values(A, A).tolist() == [1.0] * 50
+    tiny = REG.get_kernel("laplace", sigma=1.0, norm=norm)
+    np.testing.assert_allclose(tiny.pair_values(A * 1e-300, B * 1e-300), np.diag(tiny(A * 1e-300, B * 1e-300)), rtol=1e-15)
+
+
 def test_rbf_pair_values_agree_with_the_gram_diagonal_even_at_extreme_scales():
     k = REG.get_kernel("rbf", sigma=1.3)
     A, B = GEN.normal(size=(50, 12)), GEN.normal(size=(50, 12))
