@@ -17,6 +17,7 @@ so anything it prints can be had in Python::
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -594,15 +595,28 @@ def _result_classes() -> dict[str, type[Result]]:
     return {cls.kind: cls for cls in classes}
 
 
-def load_result(data: str | Mapping[str, Any], *, registry: Registry | None = None) -> Result:
-    """Any result the library wrote (its JSON text, or the parsed dict), by its ``"type"``."""
+def load_result(data: str | os.PathLike[str] | Mapping[str, Any], *, registry: Registry | None = None) -> Result:
+    """Any result the library wrote, by its ``"type"``: its JSON text, the parsed dict, or
+    the path of a file holding it (what ``monkfw ... -o result.json`` saved)."""
     import json
 
+    source = "JSON text"
+    # a string that is no JSON object but names a file (or looks like a file name) is a path
+    named = isinstance(data, str) and not data.lstrip().startswith("{") and "\n" not in data and (
+        Path(data).is_file() or data.endswith(".json") or os.sep in data)
+    if isinstance(data, os.PathLike) or named:
+        path = Path(data)  # type: ignore[arg-type]
+        source = f"file {str(path)!r}"
+        try:
+            data = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"Cannot read the result file {str(path)!r}: {exc}.") from None
     if isinstance(data, str):
         try:
             data = json.loads(data)
         except json.JSONDecodeError as exc:
-            raise DataError(f"Not a JSON result: {exc}.") from None
+            raise DataError(f"Not a JSON result ({source}; load_result takes a result's JSON text, its dict, or the "
+                            f"path of its file): {exc}.") from None
     if not isinstance(data, Mapping) or "type" not in data:
         raise DataError("A result is a JSON object with a 'type'; this is not one.")
     classes = _result_classes()

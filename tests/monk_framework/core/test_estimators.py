@@ -97,6 +97,26 @@ def test_every_result_round_trips_through_json_and_load_result():
         load_result('{"type": "nonsense"}')
 
 
+def test_load_result_reads_the_file_a_command_saved(tmp_path):
+    # the path of a saved result is the common guess: as a str or a Path, it is read
+    from pathlib import Path
+
+    from monk_framework import DataError, load_result
+    from monk_framework.two_sample import permutation_test
+
+    gen = np.random.default_rng(2)
+    result = permutation_test("rbf", "u-stat", gen.normal(size=(20, 2)), gen.normal(size=(20, 2)), n_permutations=19, rng=0)
+    path = tmp_path / "result.json"
+    path.write_text(result.to_json())
+    assert load_result(str(path)) == result and load_result(path) == result
+    with pytest.raises(DataError, match=r"Cannot read the result file '.*missing.json': .*No such file"):
+        load_result(str(tmp_path / "missing.json"))
+    with pytest.raises(DataError, match=r"Cannot read the result file"):
+        load_result(Path(tmp_path))
+    with pytest.raises(DataError, match=r"load_result takes a result's JSON text, its dict, or the path of its file"):
+        load_result("not a result")
+
+
 def test_test_results_follow_scipy_names():
     from monk_framework.two_sample import PermutationTestResult, permutation_test
 
