@@ -358,6 +358,12 @@ def aggregated_test(
     under any r corrupted points; the result carries a certificate.
     """
     start = time.perf_counter()
+    if isinstance(X, (str, Kernel)) and not isinstance(Y, (str, Kernel)) and kernels is not None:
+        # the other tests take the kernel first; this one takes it third, as it takes many
+        raise ParameterError(
+            "aggregated_test takes the samples first and the kernels third: aggregated_test(X, Y, kernels=[...]) "
+            f"(got a kernel, {X if isinstance(X, str) else X.spec()!r}, as X)."
+        )
     resources = Resources.of(max_memory)
     check_progress(progress)
     check_backend(backend)

@@ -265,6 +265,8 @@ def test_bad_aggregated_inputs_are_named(registry):
     for kwargs, error, message in cases:
         with pytest.raises(error, match=message):
             aggregated_test(X, Y, **kwargs)
+    with pytest.raises(ParameterError, match=r"takes the samples first and the kernels third.*got a kernel, 'rbf', as X"):
+        aggregated_test("rbf", X, Y)
     with pytest.raises(ParameterError, match="for numeric vectors"):
         aggregated_test(["ACGT", "AGGT"], ["ACGA", "TTGA"])
     same = np.ones((10, 2))
