@@ -344,7 +344,8 @@ class Kernel(Configurable):
             self.check_finite(np.where(values == np.inf, 0.0, values))
         else:
             values = self.check_finite(values)
-        if self.is_psd and len(values) and values.min() < -CONTRACT_RTOL * float(np.abs(values).max()):
+        # the tolerance is relative to the finite values: a norm beyond float64 would make it -inf
+        if self.is_psd and len(values) and values.min() < -CONTRACT_RTOL * float(np.abs(values[np.isfinite(values)]).max(initial=0.0)):
             i = int(np.argmin(values))
             raise KernelContractError(
                 f"{self.plugin_label()} is not positive semi-definite: k(x, x) = {values[i]:.6g} < 0 "

@@ -145,3 +145,29 @@ def test_a_point_beyond_float64_gets_the_clipped_feature_zero():
     # a NaN from the kernel is never read as a point beyond float64
     with pytest.raises(DataError, match="NaN"):
         k.gram(np.vstack([Z, [[np.nan, 0.0]]]))
+
+
+def test_a_negative_diagonal_is_caught_next_to_a_norm_beyond_float64():
+    # the PSD check's tolerance is relative to the finite values (an inf made it -inf)
+    from typing import ClassVar
+
+    import attrs
+
+    from monk_framework import Kernel, KernelContractError
+    from monk_framework.core.kernels import ClippedKernel
+
+    @attrs.frozen(kw_only=True)
+    class NegativeDiag(Kernel):
+        name: ClassVar[str] = "negative-diag"
+        summary: ClassVar[str] = "linear, with one negative and one overflowing k(x, x)"
+
+        def compute_gram(self, X, Y):
+            return X @ Y.T
+
+        def compute_diag(self, X):
+            d = np.einsum("ij,ij->i", X, X)
+            d[0], d[1] = -5.0, np.inf
+            return d
+
+    with pytest.raises(KernelContractError, match=r"not positive semi-definite: k\(x, x\) = -5 < 0 for point 0"):
+        ClippedKernel(c=1.0, kernel=NegativeDiag()).gram(np.random.default_rng(0).normal(size=(5, 2)))
