@@ -624,7 +624,9 @@ def test_command(
         )
         for note in job.notes:
             _note(note)
-        with _backend(backend, scheduler, workers) as runner, _ProgressBar("permutations") as bar:
+        # an aggregated test counts every kernel's relabelled statistics, L·B of them
+        label = "permutations" if aggregate is None else "kernels x permutations"
+        with _backend(backend, scheduler, workers) as runner, _ProgressBar(label) as bar:
             result = jobs.test(
                 job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
                 max_memory=max_memory, kernel_given=kernel is not None,
