@@ -36,6 +36,7 @@ __all__ = [
     "COMPOSITES",
     "ClippedKernel",
     "Kernel",
+    "PAIR_BLOCK",
     "ProductKernel",
     "RADIUS_RANGE",
     "ScaledKernel",
@@ -175,11 +176,21 @@ class Kernel(Configurable):
 
     def pair_values(self, A: Any, B: Any) -> np.ndarray:
         """k(a_l, b_l) for the pairs l of two validated samples of one length (the diagonal
-        of k(A, B), without the rest): from ``gram_tile`` on blocks of
-        :data:`PAIR_BLOCK` pairs, so it costs PAIR_BLOCK kernel values a pair. A kernel
-        may override it with a direct formula."""
+        of k(A, B), without the rest): the kernel's ``compute_pair_values`` when it has
+        one, checked for shape and finiteness as ``gram_tile`` is; else ``gram_tile`` on
+        blocks of :data:`PAIR_BLOCK` pairs, PAIR_BLOCK kernel values a pair."""
         if len(A) != len(B):
             raise DataError(f"pair_values needs two samples of one length; got {len(A)} and {len(B)}.")
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_pair_values"):
+            direct = self.compute_pair_values(read_only(A), read_only(B))
+        if direct is not None:
+            values = np.asarray(direct, dtype=np.float64)
+            if values.shape != (len(A),):
+                raise KernelContractError(
+                    f"{self.plugin_label()}: compute_pair_values returned shape {values.shape} for {len(A)} pairs; "
+                    f"it must return k(a_l, b_l) for each, shape ({len(A)},)."
+                )
+            return self.check_finite(values)
         out = np.empty(len(A))
         for a in range(0, len(A), PAIR_BLOCK):
             out[a : a + PAIR_BLOCK] = np.diagonal(self.gram_tile(A[a : a + PAIR_BLOCK], B[a : a + PAIR_BLOCK]))
@@ -255,6 +266,13 @@ class Kernel(Configurable):
         indicator columns per block), where a compiled loop that adds each pair's value
         as it goes beats forming the tiles (the RBF kernel:
         :func:`monk_framework.numerics.compiled.exp_squared_distance_form`)."""
+        return None
+
+    def compute_pair_values(self, A: Any, B: Any) -> np.ndarray | None:
+        """k(a_l, b_l) for the pairs of two validated samples of one length, by a direct
+        formula (one evaluation a pair); or None (the default), and :meth:`pair_values`
+        takes the diagonals of small Gram blocks. The incomplete U-statistic reads its
+        pairs from it (the RBF kernel: exp(−‖a_l − b_l‖²/(2σ²)) from each difference)."""
         return None
 
     def gaussian_expectation(

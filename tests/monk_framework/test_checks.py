@@ -160,7 +160,7 @@ class NotInvariant(Cauchy):
 class WrongPairs(Gauss):
     name: ClassVar[str] = "wrong-pairs"
 
-    def pair_values(self, A, B):
+    def compute_pair_values(self, A, B):
         return np.exp(-0.5 * ((A - B[::-1]) ** 2).sum(-1))  # pairs a_l with b_(n-l): not k(a_l, b_l)
 
 
@@ -168,7 +168,7 @@ class WrongPairs(Gauss):
 class RightPairs(Gauss):
     name: ClassVar[str] = "right-pairs"
 
-    def pair_values(self, A, B):
+    def compute_pair_values(self, A, B):
         return np.exp(-0.5 * ((A - B) ** 2).sum(-1))
 
 
@@ -202,7 +202,7 @@ def test_a_correct_kernel_passes():
         (WrongExpectation, r"gaussian_expectation gives E k\(x, y\) = .* but 20 000 draws give"),
         (NotInvariant, r"declares translation_invariant = True but k\(x \+ c, y \+ c\) differs"),
         (LowBound, r"declares sup_x k\(x, x\) = 0.5 \(sup_diag\) but k\(x, x\) reaches 1"),
-        (WrongPairs, r"pair_values\(A, B\) is not the diagonal of k\(A, B\)"),
+        (WrongPairs, r"compute_pair_values\(A, B\) is not the diagonal of k\(A, B\)"),
     ],
 )
 def test_broken_kernels_are_caught_by_name(cls, message):

@@ -153,6 +153,47 @@ def test_a_plugin_breaking_the_kernel_contract_is_named(fault, message):
     assert "test_kernels.FaultyKernel" in str(err.value)  # the plugin's class, to find it
 
 
+@attrs.frozen(kw_only=True)
+class FaultyPairs(FaultyKernel):
+    """The same RBF kernel with a direct compute_pair_values broken one way at a time."""
+
+    name: ClassVar[str] = "faulty-pairs"
+
+    def compute_pair_values(self, A, B):
+        values = np.exp(-0.5 * ((A - B) ** 2).sum(1))
+        if self.fault == "short-pairs":
+            return values[:-1]
+        if self.fault == "nan-pairs":
+            return values * np.nan
+        if self.fault == "scribble-pairs":
+            A[:] = 0.0  # writes into the caller's sample
+        return values
+
+
+@pytest.mark.parametrize(
+    "fault, error, message",
+    [
+        ("short-pairs", "KernelContractError", r"faulty-pairs.*compute_pair_values returned shape \(39,\) for 40 pairs"),
+        ("nan-pairs", "KernelOverflowError", r"gives non-finite values on these data: NaN"),
+        ("scribble-pairs", "MonkError", r"faulty-pairs.*compute_pair_values failed: .*read-only views of the caller's data"),
+    ],
+)
+def test_a_direct_pair_formula_is_held_to_the_contract_of_gram_tile(fault, error, message):
+    # the incomplete U-statistic reads its pairs through pair_values: a plugin's direct
+    # formula is checked there as compute_gram is, not trusted into the MMD
+    import monk_framework
+
+    gen = np.random.default_rng(3)
+    X, Y = gen.normal(size=(40, 2)), gen.normal(size=(40, 2))
+    kept = X.copy()
+    with pytest.raises(getattr(monk_framework, error), match=message):
+        monk_framework.estimate(FaultyPairs(fault=fault), "incomplete-u:n_pairs=40", X, Y, rng=0)
+    assert np.array_equal(X, kept)  # the caller's data are untouched
+    good = monk_framework.estimate(FaultyPairs(), "incomplete-u:n_pairs=40", X, Y, rng=0).mmd2
+    blocks = monk_framework.estimate(FaultyKernel(), "incomplete-u:n_pairs=40", X, Y, rng=0).mmd2
+    assert good == pytest.approx(blocks, rel=1e-12, abs=1e-15)
+
+
 def test_a_wrong_rectangle_shape_is_refused_even_when_it_would_broadcast():
     from monk_framework import KernelContractError
 
