@@ -37,7 +37,7 @@ import attrs
 import numpy as np
 
 from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
-from monk_framework.core.errors import ParameterError
+from monk_framework.core.errors import KernelContractError, ParameterError, plugin_code
 from monk_framework.core.kernels import CHUNK_BYTES
 from monk_framework.core.params import integer, one_of
 from monk_framework.core.resources import Resources
@@ -95,23 +95,37 @@ class RandomFourierMMD(MMDEstimator):
             )
         return kernel
 
-    def frequencies(self, kernel: Kernel, d: int) -> tuple[np.ndarray, np.ndarray, float]:
-        """(W, b, scale): D × d frequencies, D phases and √(2κ(0)/D), from ``feature_seed``."""
+    def frequencies(self, kernel: Kernel, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """(W, b, scale): D × d frequencies, D phases and √(2κ(0)/D), from ``feature_seed``.
+
+        The frequencies are a plugin's numbers, checked here as its Gram values are (shape,
+        finiteness, the plugin named). κ(0) is the kernel's own k(z, z), the same at every
+        point of a translation-invariant kernel: a declared ``sup_diag`` may be a looser
+        bound, and would scale every feature wrongly."""
+        d = Z.shape[1]
         gen = np.random.default_rng(self.feature_seed)
-        W = kernel.spectral_frequencies(d, self.n_features, gen)
+        with plugin_code(kernel, "spectral_frequencies"):
+            W = kernel.spectral_frequencies(d, self.n_features, gen)
         if W is None:
             raise ParameterError(
                 f"Estimator 'rff' needs a translation-invariant kernel (such as rbf or laplace); "
                 f"kernel {kernel.name!r} has no spectral density."
             )
+        W = np.asarray(W, dtype=np.float64)
+        if W.shape != (self.n_features, d) or not np.isfinite(W).all():
+            raise KernelContractError(
+                f"{kernel.plugin_label()}: spectral_frequencies(d={d}, n_features={self.n_features}) must return "
+                f"{self.n_features} finite rows of {d} frequencies; got shape {W.shape}"
+                f"{'' if W.shape != (self.n_features, d) else ' with non-finite values'}."
+            )
         b = gen.uniform(0.0, 2.0 * math.pi, self.n_features)
-        kappa0 = kernel.sup_diag()
-        return W, b, math.sqrt(2.0 * (1.0 if kappa0 is None else kappa0) / self.n_features)
+        kappa0 = float(kernel.diag_tile(Z[:1])[0])
+        return W, b, math.sqrt(2.0 * kappa0 / self.n_features)
 
     def features(self, kernel: Kernel, Z: Sample) -> np.ndarray:
         """φ(Z), an (n, D) array."""
         Z = np.asarray(Z)
-        W, b, scale = self.frequencies(kernel, Z.shape[1])
+        W, b, scale = self.frequencies(kernel, Z)
         out = Z @ W.T
         out += b
         np.cos(out, out=out)

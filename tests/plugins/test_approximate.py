@@ -125,3 +125,56 @@ def test_rbf_pair_values_agree_with_the_gram_diagonal_even_at_extreme_scales():
     np.testing.assert_allclose(k.pair_values(A, B), np.diag(k(A, B)), rtol=1e-12)
     big = REG.get_kernel("rbf", sigma=1e-300)
     assert np.all(big.pair_values(A * 1e300, B * 1e300) == 0.0) and big.pair_values(A, A).tolist() == [1.0] * 50
+
+
+def _plugin_gaussian(height: float, fault: str = "none"):
+    """A translation-invariant plugin kernel height · exp(−‖x − y‖²/2) that declares no
+    bound, with its spectral frequencies broken one way at a time."""
+    from typing import ClassVar
+
+    import attrs
+
+    from monk_framework import Kernel
+
+    @attrs.frozen(kw_only=True)
+    class TallGaussian(Kernel):
+        name: ClassVar[str] = "tall-gaussian"
+        summary: ClassVar[str] = "height * exp(-|x - y|^2 / 2), no declared bound"
+        translation_invariant: ClassVar[bool] = True
+
+        def compute_gram(self, A, B):
+            return height * np.exp(-0.5 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+        def compute_diag(self, A):
+            return np.full(len(A), height)
+
+        def spectral_frequencies(self, d, n_features, rng):
+            if fault == "raises":
+                raise RuntimeError("no frequencies today")
+            W = rng.standard_normal((n_features, d))
+            return {"short": W[:-1], "nan": W * np.nan}.get(fault, W)
+
+    return TallGaussian()
+
+
+def test_rff_scales_its_features_by_the_kernels_own_k_of_0():
+    # κ(0) = 2 and no sup_diag: the features must carry √(2κ(0)/D), not a default of 1
+    k = _plugin_gaussian(2.0)
+    rff = REG.get_estimator("rff", n_features=40000, feature_seed=3, statistic="v")
+    exact = REG.get_estimator("v-stat").estimate(k, X, Y).mmd2
+    assert rff.estimate(k, X, Y).mmd2 == pytest.approx(exact, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "fault, error, message",
+    [
+        ("short", "KernelContractError", r"tall-gaussian.*must return 1000 finite rows of 3 frequencies; got shape \(999, 3\)"),
+        ("nan", "KernelContractError", r"got shape \(1000, 3\) with non-finite values"),
+        ("raises", "PluginFailure", r"tall-gaussian.*spectral_frequencies failed: RuntimeError: no frequencies today"),
+    ],
+)
+def test_a_plugins_frequencies_are_checked_before_they_make_features(fault, error, message):
+    from monk_framework.core import errors
+
+    with pytest.raises(getattr(errors, error), match=message):
+        REG.get_estimator("rff").estimate(_plugin_gaussian(1.0, fault), X, Y)
