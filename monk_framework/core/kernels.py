@@ -226,6 +226,52 @@ class Kernel(Configurable):
             return None
         return math.sqrt(2.0 * kappa) if self.nonnegative else 2.0 * math.sqrt(kappa)
 
+    def checked_feature_diameter(self, Z: Sample | None = None) -> float | None:
+        """:meth:`feature_diameter` as robust tests may trust it: the declared bounds
+        (``sup_diag`` and ``feature_diameter``) must be None or finite numbers ≥ 0, and on
+        a validated sample Z (the pooled data) no k(z, z) may exceed κ and no feature
+        distance ‖φ(z_i) − φ(z_j)‖ of 2·|Z| pairs (each point with the next, and with the
+        point of the largest k(z, z)) may exceed D. A robust test's certificate is computed
+        from D, so a bound these data already break is refused, naming the plugin.
+        """
+        with plugin_code(self, "sup_diag"):
+            kappa = self.sup_diag()
+        self._check_declared("sup_diag", kappa)
+        with plugin_code(self, "feature_diameter"):
+            diameter = self.feature_diameter()
+        self._check_declared("feature_diameter", diameter)
+        if diameter is None:
+            return None
+        D = float(diameter)
+        if Z is None or len(Z) < 2:
+            return D
+        diag = self.diag_tile(Z)
+        if kappa is not None and diag.max() > float(kappa) * (1 + 1e-9):
+            i = int(np.argmax(diag))
+            raise KernelContractError(
+                f"{self.plugin_label()} declares sup_diag() = {float(kappa):.6g}, but k(z, z) = {diag[i]:.6g} at "
+                f"point {i} of the pooled sample (X first); a robust test's guarantee would be computed from a bound that does not hold."
+            )
+        index = np.arange(len(Z))
+        pick = (lambda idx: Z[idx]) if isinstance(Z, np.ndarray) else (lambda idx: [Z[i] for i in idx])
+        for partner in (np.roll(index, 1), np.full(len(Z), int(np.argmax(diag)))):
+            dist2 = diag + diag[partner] - 2.0 * self.pair_values(Z, pick(partner))
+            worst = int(np.argmax(dist2))
+            reached = math.sqrt(max(float(dist2[worst]), 0.0))
+            if reached > D * (1 + 1e-9) + 1e-12:
+                raise KernelContractError(
+                    f"{self.plugin_label()} declares feature_diameter() = {D:.6g}, but points {worst} and "
+                    f"{int(partner[worst])} of the pooled sample (X first) are {reached:.6g} apart in feature space; a robust test's "
+                    "guarantee would be computed from a bound that does not hold."
+                )
+        return D
+
+    def _check_declared(self, name: str, value: Any) -> None:
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0
+        ):
+            raise KernelContractError(f"{self.plugin_label()}: {name}() must return None or a finite number >= 0; got {value!r}.")
+
     def gaussian_mmd2(
         self, mean_x: Any, cov_x: Any, mean_y: Any, cov_y: Any
     ) -> float:

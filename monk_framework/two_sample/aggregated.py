@@ -428,7 +428,8 @@ def aggregated_test(
                     f"A robust aggregated test needs kernels fixed before seeing the data; {k.spec()} reads a "
                     "hyperparameter from the sample. Give numbers (e.g. 'rbf:sigma=1')."
                 )
-        sens = [mmd_sensitivity(k, n, m) for k in collection]
+        Z = pooled(Xv, Yv)
+        sens = [mmd_sensitivity(k, n, m, Z) for k in collection]
         if any(s is None for s in sens):
             bad = next(k for k, s in zip(collection, sens) if s is None)
             raise ParameterError(

@@ -51,7 +51,7 @@ from monk_framework.core.resources import Resources, check_backend, check_progre
 from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
-from monk_framework.engine.pooled import PooledSample
+from monk_framework.engine.pooled import PooledSample, pooled
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics, within_block_batch
 from monk_framework.engine.within_blocks import relabellings, within_block_sums
 from monk_framework.two_sample.common import (
@@ -90,15 +90,16 @@ CLIP_QUANTILE = 0.5
 MOM_BLOCKS_PER_ROOT = 2.0
 
 
-def mmd_sensitivity(kernel: Kernel, n: int, m: int) -> float | None:
+def mmd_sensitivity(kernel: Kernel, n: int, m: int, Z: Any = None) -> float | None:
     """Δ = D / min(N, M): the most that replacing one point can move the V-statistic MMD.
 
     With μ̂_X = Σ φ(x_i)/N, replacing x_i by x' moves μ̂_X by (φ(x') − φ(x_i))/N, whose
     norm is at most D = sup ‖φ(x) − φ(x')‖ (the kernel's feature diameter); the triangle
     inequality carries this to ‖μ̂_X − μ̂_Y‖. The same holds for Y with M, and for every
-    relabelling. None when the kernel is unbounded.
+    relabelling. None when the kernel is unbounded. D is the kernel's declaration,
+    checked against the pooled sample ``Z`` when given (:meth:`Kernel.checked_feature_diameter`).
     """
-    diameter = kernel.feature_diameter()
+    diameter = kernel.checked_feature_diameter(Z)
     if diameter is None:
         return None
     return float(diameter) / min(n, m)
@@ -304,7 +305,7 @@ def _check_test_params(n_permutations: Any, alpha: Any, method: Any) -> None:
 
 
 def _resolve_method(method: str, kernel: Kernel, estimator: MMDEstimator | None) -> str:
-    bounded = kernel.feature_diameter() is not None
+    bounded = kernel.checked_feature_diameter() is not None
     if method == "auto":
         if estimator is not None and estimator.role != "v-statistic":
             return "mom"
@@ -400,7 +401,7 @@ def robust_test(
     if chosen != "mom":
         radius = clip_radius(kernel, Xv, Yv, clip=clip, quantile=clip_quantile) if chosen == "clip" else None
         used = kernel if radius is None else ClippedKernel(c=radius.radius, kernel=kernel)
-        delta = mmd_sensitivity(used, n, m)
+        delta = mmd_sensitivity(used, n, m, pooled(Xv, Yv))
         assert delta is not None
         shift: Callable[[int], float] = (lambda c: c * delta) if radius is None else (lambda c: radius.shift(c, delta))
         if not math.isfinite(shift(r)):

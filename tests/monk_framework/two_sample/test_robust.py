@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from monk_framework import DataError, MonkError, ParameterError
+from monk_framework import DataError, MonkError, ParameterError, aggregated_test
 from monk_framework.core.resources import Resources
 from monk_framework.two_sample import permutation_test
 from monk_framework.two_sample.robust import RobustTestResult, auto_blocks, contamination_count, median_pvalue, mmd_sensitivity, robust_test
@@ -501,3 +501,60 @@ def test_clip_radii_whose_square_leaves_float64_are_refused(registry):
     # a radius read from data at 1e-160: its square would vanish, so the kernel would be 0
     with pytest.raises(DataError, match="whose square is outside float64's range"):
         robust_test("linear", X * 1e-160, Y * 1e-160, contamination=1, method="clip", n_permutations=9)
+
+
+def _declaring(kappa, diameter=None):
+    """The Gaussian kernel exp(−‖x − y‖²/2) (k(x, x) = 1, D = √2) with declared bounds."""
+    from typing import ClassVar
+
+    import attrs
+
+    from monk_framework import Kernel
+
+    @attrs.frozen(kw_only=True)
+    class Declaring(Kernel):
+        name: ClassVar[str] = "declaring"
+        summary: ClassVar[str] = "exp(-|x - y|^2 / 2) with the bounds it is told to declare"
+        nonnegative: ClassVar[bool] = True
+
+        def compute_gram(self, A, B):
+            return np.exp(-0.5 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+        def compute_diag(self, A):
+            return np.ones(len(A))
+
+        def sup_diag(self):
+            return kappa
+
+        def feature_diameter(self):
+            return super().feature_diameter() if diameter is None else diameter
+
+    return Declaring()
+
+
+@pytest.mark.parametrize(
+    "kappa, diameter, message",
+    [
+        (float("nan"), None, r"sup_diag\(\) must return None or a finite number >= 0; got nan"),
+        (-1.0, None, r"sup_diag\(\) must return None or a finite number >= 0; got -1.0"),
+        ("1", None, r"sup_diag\(\) must return None or a finite number >= 0; got '1'"),
+        (1.0, float("inf"), r"feature_diameter\(\) must return None or a finite number >= 0; got inf"),
+        (0.5, None, r"declares sup_diag\(\) = 0.5, but k\(z, z\) = 1 at point 0 of the pooled sample"),
+        (1.0, 1e-9, r"declares feature_diameter\(\) = 1e-09, but points \d+ and \d+ of the pooled sample .* apart"),
+    ],
+)
+def test_a_bound_that_would_make_a_false_certificate_is_refused(registry, kappa, diameter, message):
+    # a robust test computes its guarantee from the declared bound: a plugin's wrong bound
+    # gave certificate 80 of 80 points (D = 1e-9), or an internal AssertionError (NaN)
+    from monk_framework import KernelContractError
+
+    g = np.random.default_rng(0)
+    X, Y = g.normal(size=(40, 2)), g.normal(1.0, 1.0, size=(40, 2))
+    with pytest.raises(KernelContractError, match=message):
+        robust_test(_declaring(kappa, diameter), X, Y, contamination=2, method="dc", n_permutations=99, rng=0)
+    with pytest.raises(KernelContractError, match=message):
+        aggregated_test(X, Y, [_declaring(kappa, diameter)], contamination=2, n_permutations=99, rng=0)
+    # the true bounds pass, and give the built-in Gaussian kernel's test
+    fine = robust_test(_declaring(1.0), X, Y, contamination=2, method="dc", n_permutations=99, rng=0)
+    rbf = robust_test(registry.get_kernel("rbf", sigma=1.0), X, Y, contamination=2, method="dc", n_permutations=99, rng=0)
+    assert fine.pvalue == rbf.pvalue and fine.certificate == rbf.certificate
