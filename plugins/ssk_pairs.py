@@ -31,8 +31,7 @@ import math
 
 import numpy as np
 
-from monk_framework.core.errors import ResourceError
-from monk_framework.core.resources import available_memory
+from monk_framework.core.resources import check_fits
 from monk_framework.numerics.compiled import NOT_RUN, CompiledLoops, compiled_available
 
 #: the pair programme's loops: compiled by numba on first use; where the compiled loops
@@ -133,14 +132,10 @@ def _dense_memory_ok(ls: np.ndarray, lt: np.ndarray, lam: float) -> None:
     if not dense.any():
         return
     cells = int((ls[dense] * lt[dense]).max())
-    need = 3 * 8 * cells * pair_threads()
-    avail = available_memory()
-    if avail is not None and need > 0.9 * avail:
-        worst = int(np.flatnonzero(dense)[np.argmax(ls[dense] * lt[dense])])
-        raise ResourceError(
-            f"The string subsequence kernel of two strings of lengths {int(ls[worst])} and {int(lt[worst])} "
-            f"needs {need / 2**30:.2f} GiB for its dynamic programme; only {avail / 2**30:.2f} GiB are available."
-        )
+    worst = int(np.flatnonzero(dense)[np.argmax(ls[dense] * lt[dense])])
+    check_fits(3 * 8 * cells * pair_threads(), lambda need, avail, _: (
+        f"The string subsequence kernel of two strings of lengths {int(ls[worst])} and {int(lt[worst])} needs "
+        f"{need} for its dynamic programme; only {avail} are available."), share=0.9)
 
 
 @_loops.loop(parallel=True)

@@ -23,11 +23,11 @@ import attrs
 import numpy as np
 
 from monk_framework.app.splice import load_splice
-from monk_framework.core.errors import ParameterError, ResourceError, UnknownNameError
+from monk_framework.core.errors import ParameterError, UnknownNameError
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Check, Configurable, integer, one_of, parameter, real
 from monk_framework.core.randomness import RNGLike, generator
-from monk_framework.core.resources import available_memory, format_bytes
+from monk_framework.core.resources import check_fits
 
 __all__ = ["Dataset", "VectorDataset", "SpliceDataset", "GaussDataset", "GaussOutliersDataset", "ParetoDataset", "DATASETS", "get_dataset", "default_dataset"]
 
@@ -76,14 +76,9 @@ class VectorDataset(Dataset):
 
     def _check_memory(self) -> None:
         # X and Y, and one temporary of the larger while it is drawn
-        need = 8 * self.d * (self.n + self.size_y + max(self.n, self.size_y))
-        avail = available_memory()
-        if avail is not None and need > 0.5 * avail:
-            raise ResourceError(
-                f"Data set {self.spec()}: drawing X and Y (n = {self.n:,}, m = {self.size_y:,}, d = {self.d:,}) "
-                f"needs about {format_bytes(need)}, but only {format_bytes(avail)} of memory are available; "
-                "use a smaller n, m or d."
-            )
+        check_fits(8 * self.d * (self.n + self.size_y + max(self.n, self.size_y)), lambda need, avail, _: (
+            f"Data set {self.spec()}: drawing X and Y (n = {self.n:,}, m = {self.size_y:,}, d = {self.d:,}) needs "
+            f"about {need}, but only {avail} of memory are available; use a smaller n, m or d."))
 
 
 @attrs.frozen(kw_only=True)

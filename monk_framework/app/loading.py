@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataFileError, ResourceError
-from monk_framework.core.resources import available_memory, format_bytes
+from monk_framework.core.errors import DataFileError
+from monk_framework.core.resources import check_fits, format_bytes
 
 __all__ = ["first_data_line", "holds_numbers", "load_sample"]
 
@@ -112,14 +112,9 @@ def _read_npy(path: Path) -> np.ndarray:
             str(path), f"its header claims an array of shape {shape} ({format_bytes(nbytes)}) but the file "
             f"holds only {format_bytes(stored)} of data: it is truncated or damaged."
         )
-    avail = available_memory()
     # the array, and its float64 copy when it is validated as vectors
-    need = nbytes + 8 * math.prod(shape)
-    if avail is not None and need > 0.5 * avail:
-        raise ResourceError(
-            f"{path}: an array of shape {shape} needs about {format_bytes(need)} to load, but only "
-            f"{format_bytes(avail)} of memory are available."
-        )
+    check_fits(nbytes + 8 * math.prod(shape), lambda need, avail, _: (
+        f"{path}: an array of shape {shape} needs about {need} to load, but only {avail} of memory are available."))
     try:
         arr = np.load(path, allow_pickle=False)
     except ValueError as exc:
@@ -170,14 +165,9 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
     only header lines are ``#`` comments (as ``np.savetxt`` writes them)."""
     if delimiter is None:
         delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    need = DELIMITED_BYTES_PER_BYTE * path.stat().st_size
-    avail = available_memory()
-    if avail is not None and need > 0.9 * avail:
-        raise ResourceError(
-            f"Reading {str(path)!r} ({format_bytes(path.stat().st_size)}) as numbers may need up to "
-            f"{format_bytes(need)}, but only {format_bytes(avail)} of memory are available; save it as .npy "
-            "(np.save) or use fewer points."
-        )
+    check_fits(DELIMITED_BYTES_PER_BYTE * path.stat().st_size, lambda need, avail, _: (
+        f"Reading {str(path)!r} ({format_bytes(path.stat().st_size)}) as numbers may need up to {need}, but only "
+        f"{avail} of memory are available; save it as .npy (np.save) or use fewer points."), share=0.9)
     values = array("d")
     width: int | None = None
     width_line = 0

@@ -39,6 +39,7 @@ __all__ = [
     "Resources",
     "available_memory",
     "check_backend",
+    "check_fits",
     "check_memory",
     "check_progress",
     "format_bytes",
@@ -240,15 +241,22 @@ def _cgroup_room() -> int | None:
         return None
 
 
+def check_fits(need: float, message: Callable[[str, str, int], str], *, share: float = 0.5) -> None:
+    """Refuse, before allocating it, ``need`` bytes beyond ``share`` of the memory available
+    now (nothing when that is unknown): a :class:`ResourceError` whose text is
+    ``message(need, available, available_bytes)``, the two sizes formatted, saying what
+    asked for them and what to change. Every check of a number the user typed against
+    the machine's memory goes through here."""
+    avail = available_memory()
+    if avail is not None and need > share * avail:
+        raise ResourceError(message(format_bytes(need), format_bytes(avail), avail))
+
+
 def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
     """Raise :class:`ResourceError` before allocating an n × m float64 matrix that cannot fit."""
-    need = 8 * n * m
-    avail = available_memory()
-    if avail is not None and need > 0.9 * avail:
-        raise ResourceError(
-            f"A {n} x {m} float64 {what} needs {format_bytes(need)} but only {format_bytes(avail)} of "
-            "memory are available; use fewer points or a matrix-free estimator."
-        )
+    check_fits(8 * n * m, lambda need, avail, _: (
+        f"A {n} x {m} float64 {what} needs {need} but only {avail} of memory are available; use fewer points "
+        "or a matrix-free estimator."), share=0.9)
 
 
 def format_bytes(nbytes: float) -> str:

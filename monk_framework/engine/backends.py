@@ -26,8 +26,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from monk_framework.core.errors import MonkError, ParameterError, ResourceError, optional_import
-from monk_framework.core.resources import REUSE_MMAP_THRESHOLD, REUSE_TRIM_THRESHOLD, available_memory, format_bytes
+from monk_framework.core.errors import MonkError, ParameterError, optional_import
+from monk_framework.core.resources import REUSE_MMAP_THRESHOLD, REUSE_TRIM_THRESHOLD, check_fits, format_bytes
 
 __all__ = [
     "Backend", "LocalBackend", "ThreadBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend",
@@ -461,13 +461,10 @@ def check_backend_options(name: str, scheduler: str | None = None, n_workers: in
         raise ParameterError("--workers sizes the embedded Dask cluster: use it with --backend dask and no --scheduler.")
     if n_workers is not None:
         # each worker of the embedded cluster is a process (and its nanny) before any work
-        need, avail = int(n_workers) * WORKER_PROCESS_BYTES, available_memory()
-        if avail is not None and need > 0.9 * avail:
-            raise ResourceError(
-                f"--workers {n_workers:,} starts {n_workers:,} worker processes of about "
-                f"{format_bytes(WORKER_PROCESS_BYTES)} each before any work, {format_bytes(need)}, but only "
-                f"{format_bytes(avail)} of memory are available; use at most {max(1, int(0.9 * avail) // WORKER_PROCESS_BYTES):,}."
-            )
+        check_fits(int(n_workers) * WORKER_PROCESS_BYTES, lambda need, avail, avail_bytes: (
+            f"--workers {n_workers:,} starts {n_workers:,} worker processes of about {format_bytes(WORKER_PROCESS_BYTES)} "
+            f"each before any work, {need}, but only {avail} of memory are available; use at most "
+            f"{max(1, int(0.9 * avail_bytes) // WORKER_PROCESS_BYTES):,}."), share=0.9)
 
 
 def get_backend(name: str = "local", *, scheduler: str | None = None, n_workers: int | None = None) -> Backend:

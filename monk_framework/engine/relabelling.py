@@ -21,11 +21,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import PluginFailure, ResourceError, plugin_code
+from monk_framework.core.errors import PluginFailure, plugin_code
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import ChildStreams, child, stream
-from monk_framework.core.resources import Resources, available_memory, format_bytes
+from monk_framework.core.resources import Resources, check_fits
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import Backend, is_remote, on_this_thread
 from monk_framework.engine.backends import one_blas_thread as blas_on_one_thread
@@ -69,14 +69,11 @@ def check_null_memory(n_permutations: int, *, pool_size: int = 0, backend: Backe
     need = n_permutations * (NULL_BYTES_PER_PERMUTATION + (NULL_LIST_BYTES if listed else 0))
     if all_drawn:
         need += 8 * n_permutations * pool_size
-    avail = available_memory()
-    if avail is not None and need > 0.5 * avail:
-        raise ResourceError(
-            f"n_permutations (-B) = {n_permutations:,} needs about {format_bytes(need)} for the null distribution"
-            f"{' and its relabellings, all drawn up front for the backend' if all_drawn else ''}, but only "
-            f"{format_bytes(avail)} of memory are available. Use fewer permutations: the p-value's resolution is "
-            "1/(B + 1), so B = 100,000 already resolves 1e-5."
-        )
+    check_fits(need, lambda need_text, avail, _: (
+        f"n_permutations (-B) = {n_permutations:,} needs about {need_text} for the null distribution"
+        f"{' and its relabellings, all drawn up front for the backend' if all_drawn else ''}, but only {avail} of "
+        "memory are available. Use fewer permutations: the p-value's resolution is 1/(B + 1), so B = 100,000 "
+        "already resolves 1e-5."))
 
 
 class GlobalRelabellings:

@@ -43,13 +43,13 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError, ResourceError
+from monk_framework.core.errors import DataError, MonkError, ParameterError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
 from monk_framework.core.params import spec_label
 from monk_framework.core.randomness import RNGLike, root, seed_of
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import Resources, available_memory, check_backend, check_progress, format_bytes
+from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
 from monk_framework.core.results import AggregatedTestResult
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import take
@@ -281,15 +281,10 @@ def _check_grid(n_bandwidths: Any, bandwidths: Any) -> np.ndarray | None:
 def _check_collection_size(B: int, L: int, what: str) -> None:
     """Refuse, before any kernel is built, a collection whose (B + 1) × L matrix of
     statistics (and L kernel objects) cannot fit in memory, naming what set L."""
-    need = 8 * (B + 1) * L + KERNEL_BYTES * L
-    avail = available_memory()
-    if avail is not None and need > 0.5 * avail:
-        raise ResourceError(
-            f"n_permutations (-B) = {B:,} relabellings of {L:,} kernels ({what}) need about {format_bytes(need)} "
-            f"for their statistics, but only {format_bytes(avail)} of memory are available. Use fewer "
-            "permutations (B = 100,000 already resolves a p-value of 1e-5) or fewer kernels (the published "
-            "collections have 10 bandwidths a family)."
-        )
+    check_fits(8 * (B + 1) * L + KERNEL_BYTES * L, lambda need, avail, _: (
+        f"n_permutations (-B) = {B:,} relabellings of {L:,} kernels ({what}) need about {need} for their "
+        f"statistics, but only {avail} of memory are available. Use fewer permutations (B = 100,000 already "
+        "resolves a p-value of 1e-5) or fewer kernels (the published collections have 10 bandwidths a family)."))
 
 
 def _given_kernels(kernels: Any, bandwidths: Any) -> list[Kernel]:

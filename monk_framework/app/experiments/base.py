@@ -11,12 +11,12 @@ from typing import Any, ClassVar
 import attrs
 
 from monk_framework.app.experiments.runner import Cell, CellStore, run_cells
-from monk_framework.core.errors import ParameterError, ResourceError
+from monk_framework.core.errors import ParameterError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import parse_spec
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import available_memory, check_progress, format_bytes
+from monk_framework.core.resources import check_fits, check_progress
 from monk_framework.engine.backends import Backend
 
 __all__ = ["Experiment", "ExperimentRun", "mmd_estimator", "named_kernel", "run_experiment"]
@@ -71,16 +71,12 @@ class Experiment:
         """Refuse a plan whose cells (a product of ``runs`` and the grid, numbers the user
         typed) cannot be held in memory with their results, before building it."""
         count = self.cell_count()
-        need, avail = count * CELL_BYTES, available_memory()
-        if avail is not None and need > 0.5 * avail:
-            runs = int(getattr(self, "runs", 1))
-            groups = max(1, count // runs)
-            fit = max(1, int(0.5 * avail) // (CELL_BYTES * groups))
-            raise ResourceError(
-                f"{self.name}: {count:,} cells ({runs:,} runs (--runs) for each of {groups:,} settings) need about "
-                f"{format_bytes(need)} to plan and to hold their results, but only {format_bytes(avail)} of memory "
-                f"are available; use --runs {fit:,} or fewer."
-            )
+        runs = int(getattr(self, "runs", 1))
+        groups = max(1, count // runs)
+        check_fits(count * CELL_BYTES, lambda need, avail, avail_bytes: (
+            f"{self.name}: {count:,} cells ({runs:,} runs (--runs) for each of {groups:,} settings) need about "
+            f"{need} to plan and to hold their results, but only {avail} of memory are available; use --runs "
+            f"{max(1, int(0.5 * avail_bytes) // (CELL_BYTES * groups)):,} or fewer."))
 
     @staticmethod
     def cell_fn(settings: dict[str, Any], shared: Any) -> list[dict[str, Any]]:

@@ -30,11 +30,11 @@ from monk_framework.app.datasets import get_dataset
 from monk_framework.app.experiments.base import Experiment, mmd_estimator, named_kernel
 from monk_framework.app.experiments.report import exp1_report
 from monk_framework.app.experiments.runner import Cell, CellStore
-from monk_framework.core.errors import ParameterError, ResourceError
+from monk_framework.core.errors import ParameterError
 from monk_framework.core.params import parse_spec, spec_label
 from monk_framework.core.randomness import stable_int
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import Resources, available_memory, format_bytes
+from monk_framework.core.resources import Resources, check_fits
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.relabelling import observed_mmd2
 from monk_framework.two_sample.common import signed_root
@@ -127,12 +127,9 @@ class Exp1(Experiment):
         # each cell holds the pooled Gram matrix of 2N points: refused here, before the
         # results directory is touched
         n = 2 * max(value)
-        need, avail = 8 * n * n, available_memory()
-        if avail is not None and need > 0.5 * avail:
-            raise ResourceError(
-                f"Experiment 1 sizes (--sizes): N = {max(value):,} needs a {n:,} x {n:,} pooled Gram matrix "
-                f"per cell, {format_bytes(need)}, but only {format_bytes(avail)} of memory are available."
-            )
+        check_fits(8 * n * n, lambda need, avail, _: (
+            f"Experiment 1 sizes (--sizes): N = {max(value):,} needs a {n:,} x {n:,} pooled Gram matrix per cell, "
+            f"{need}, but only {avail} of memory are available."))
 
     def __attrs_post_init__(self) -> None:
         for text in self.estimators:

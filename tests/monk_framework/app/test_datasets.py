@@ -113,7 +113,7 @@ def test_a_data_set_too_large_for_memory_is_refused_before_drawing(monkeypatch):
     from monk_framework import ResourceError
     from monk_framework.app import datasets
 
-    monkeypatch.setattr(datasets, "available_memory", lambda: 2**30)
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 2**30)
     with pytest.raises(ResourceError, match=r"gauss\(n=100000000.*n = 100,000,000, m = 100,000,000, d = 1.*use a smaller n"):
         datasets.get_dataset("gauss", n=10**8).sample(0)
     X, Y = datasets.get_dataset("gauss", n=1000, d=3).sample(0)  # within the budget

@@ -178,10 +178,9 @@ def test_an_npy_header_claiming_more_data_than_the_file_holds_is_refused(tmp_pat
 
 def test_an_npy_array_that_cannot_fit_in_memory_is_refused_before_loading(tmp_path, monkeypatch):
     from monk_framework import ResourceError
-    from monk_framework.app import loading
 
     np.save(tmp_path / "a.npy", np.zeros((1000, 4)))
-    monkeypatch.setattr(loading, "available_memory", lambda: 10_000)
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 10_000)
     with pytest.raises(ResourceError, match=r"a.npy: an array of shape \(1000, 4\) needs about"):
         load_sample(tmp_path / "a.npy")
 

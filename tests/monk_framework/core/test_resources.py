@@ -244,3 +244,17 @@ def test_every_long_call_refuses_a_progress_that_is_not_callable_before_any_work
         with pytest.raises(ParameterError, match="progress must be None or a callable"):
             call()
     assert not (tmp_path / "out").exists()  # refused before the output folder was touched
+
+
+def test_check_fits_refuses_beyond_its_share_of_the_available_memory(monkeypatch):
+    from monk_framework import ResourceError
+    from monk_framework.core.resources import check_fits
+
+    message = lambda need, avail, avail_bytes: f"wanted {need} of {avail} ({avail_bytes} bytes)"  # noqa: E731
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 2**30)
+    check_fits(2**29, message)  # exactly the share: fits
+    with pytest.raises(ResourceError, match=r"^wanted 0.50 GiB of 1.00 GiB \(1073741824 bytes\)$"):
+        check_fits(2**29 + 1, message)
+    check_fits(0.9 * 2**30, message, share=0.9)
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: None)
+    check_fits(2**60, message)  # unknown memory: nothing is refused

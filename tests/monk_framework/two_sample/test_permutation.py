@@ -453,14 +453,13 @@ def test_gauss_outliers_example_rejects_only_with_within_block_relabelling(regis
 
 def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_work(registry, rng, monkeypatch):
     from monk_framework import ResourceError
-    from monk_framework.engine import relabelling
     from monk_framework.two_sample import permutation
     from monk_framework.two_sample.robust import robust_test
 
     calls = []
     kernel = registry.get_kernel("rbf", sigma=1.0)
     monkeypatch.setattr(type(kernel), "compute_gram", lambda self, X, Y: calls.append(1) or np.ones((len(X), len(Y))))
-    monkeypatch.setattr(relabelling, "available_memory", lambda: 2**30)
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 2**30)
     X, Y = rng.normal(size=(30, 1)), rng.normal(size=(30, 1))
     with pytest.raises(ResourceError, match=r"n_permutations \(-B\) = 100,000,000 needs about 5.96 GiB.*1/\(B \+ 1\)"):
         permutation.permutation_test(kernel, registry.get_estimator("monk-bcd"), X, Y, n_permutations=10**8)
@@ -488,21 +487,20 @@ def test_tests_accept_kernels_and_estimators_by_name(registry):
 
 @pytest.mark.parametrize("name", ["u-stat", "v-stat"])
 @pytest.mark.parametrize("matrix_free", [False, True])
-def test_relabellings_that_tie_t_in_exact_arithmetic_all_count(registry, monkeypatch, name, matrix_free):
+def test_relabellings_that_tie_t_in_exact_arithmetic_all_count(registry, name, matrix_free):
     # X and Y mirror each other, so T is the largest value, reached exactly by the
     # relabellings whose X is X's set or Y's set (N = M: swapping the samples keeps the
     # statistic); computed in another order each, they differ from T by round-off only.
     # The exact p-value counts all of them: (1 + #ties) / (1 + B), by combinatorics.
     from monk_framework.core.randomness import root, stream
 
-    if matrix_free:
-        monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 1)
+    budget = 1 if matrix_free else None  # a budget of one byte: every Gram matrix in tiles
     X = np.array([[0.1], [0.7], [1.3], [2.9]])
     Y = 7.0 - X
     kernel = registry.get_kernel("rbf", sigma=1.7)
     B = 300
     for seed in range(5):
-        r = permutation_test(kernel, name, X, Y, n_permutations=B, rng=seed)
+        r = permutation_test(kernel, name, X, Y, n_permutations=B, rng=seed, max_memory=budget)
         perm_rng = np.random.default_rng(stream(root(seed), "relabel").spawn(2)[0])
         sets = [frozenset(perm_rng.permutation(8)[:4].tolist()) for _ in range(B)]
         ties = sum(s in ({0, 1, 2, 3}, {4, 5, 6, 7}) for s in sets)

@@ -103,9 +103,9 @@ def test_bad_configurations_are_refused(overrides, message):
 
 def test_sizes_that_cannot_fit_are_refused_before_the_results_directory_is_touched(tmp_path, monkeypatch):
     from monk_framework import ResourceError
-    from monk_framework.app.experiments import exp1, get_experiment
+    from monk_framework.app.experiments import get_experiment
 
-    monkeypatch.setattr(exp1, "available_memory", lambda: 2**30)
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 2**30)
     with pytest.raises(ResourceError, match=r"--sizes\): N = 100,000 needs a 200,000 x 200,000 pooled Gram"):
         get_experiment("exp1", sizes=(200, 100_000))
     assert not any(tmp_path.iterdir())
