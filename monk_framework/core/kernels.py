@@ -781,6 +781,18 @@ class ClippedKernel(_Wrapping):
         out[:, sy == 0.0] = 0.0
         return out
 
+    def compute_pair_values(self, A: Any, B: Any) -> np.ndarray:
+        # k₀(a, b)·s(a)·s(b) pair by pair, from k₀'s own pair values (direct where it has them)
+        sa = self.shrink(self.kernel.diag_tile(A, overflow=True))
+        sb = self.shrink(self.kernel.diag_tile(B, overflow=True))
+        inside = (sa > 0.0) & (sb > 0.0)
+        out = np.zeros(len(A))
+        if inside.any():
+            idx = np.flatnonzero(inside)
+            pick = (lambda S: S[idx]) if isinstance(A, np.ndarray) else (lambda S: [S[i] for i in idx])
+            out[idx] = self.kernel.pair_values(pick(A), pick(B)) * sa[idx] * sb[idx]
+        return out
+
     def compute_diag(self, X: Any) -> np.ndarray:
         # k_c(x, x) = min(k₀(x, x), c²), and 0 for a point beyond float64
         d = self.kernel.diag_tile(X, overflow=True)

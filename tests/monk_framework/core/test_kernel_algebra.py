@@ -171,3 +171,20 @@ def test_a_negative_diagonal_is_caught_next_to_a_norm_beyond_float64():
 
     with pytest.raises(KernelContractError, match=r"not positive semi-definite: k\(x, x\) = -5 < 0 for point 0"):
         ClippedKernel(c=1.0, kernel=NegativeDiag()).gram(np.random.default_rng(0).normal(size=(5, 2)))
+
+
+def test_clipped_pair_values_are_the_diagonal_of_the_clipped_gram():
+    # the direct pair formula k0(a, b) s(a) s(b), with k0's own pair values, against the
+    # Gram matrix; a point beyond float64 has the feature 0 in both
+    from monk_framework.core.kernels import ClippedKernel
+
+    g = np.random.default_rng(4)
+    A, B = g.normal(size=(60, 3)) * 3, g.normal(size=(60, 3)) * 3
+    A[3], B[7] = 1e200, -1e250
+    for base in (REG.get_kernel("quadratic"), REG.get_kernel("rbf", sigma=1.0), REG.get_kernel("polynomial", degree=3)):
+        k = ClippedKernel(c=4.0, kernel=base)
+        np.testing.assert_allclose(k.pair_values(A, B), np.diag(k.gram(A, B)), rtol=1e-12, atol=1e-300)
+        assert k.pair_values(A, B)[3] == 0.0 and k.pair_values(A, B)[7] == 0.0
+    strings = ClippedKernel(c=0.5, kernel=REG.get_kernel("ssk", n=2))
+    S, T = ["ACGTAC", "ACG", "TTTTGA"], ["ACGAAA", "AC", "GGGTTT"]
+    np.testing.assert_allclose(strings.pair_values(S, T), np.diag(strings.gram(S, T)), rtol=1e-12)
