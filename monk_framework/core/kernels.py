@@ -171,8 +171,14 @@ class Kernel(Configurable):
             raise MonkError(f"Kernel {self.name!r} has no explicit finite feature map.")
         self._require_fitted()
         Xv = self.check_sample(X)
-        with plugin_code(self, "compute_features"):
-            return self.compute_features(read_only(Xv))
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_features"):
+            values = np.asarray(self.compute_features(read_only(Xv)), dtype=np.float64)
+        if values.ndim != 2 or len(values) != len(Xv):
+            raise KernelContractError(
+                f"{self.plugin_label()}: compute_features returned shape {values.shape} for {len(Xv)} points; it must "
+                f"return one row of features a point, shape ({len(Xv)}, D)."
+            )
+        return self.check_finite(values)
 
     def pair_values(self, A: Any, B: Any) -> np.ndarray:
         """k(a_l, b_l) for the pairs l of two validated samples of one length (the diagonal

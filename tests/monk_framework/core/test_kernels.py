@@ -194,6 +194,26 @@ def test_a_direct_pair_formula_is_held_to_the_contract_of_gram_tile(fault, error
     assert good == pytest.approx(blocks, rel=1e-12, abs=1e-15)
 
 
+def test_a_plugins_features_are_checked_as_its_gram_values_are():
+    from monk_framework import KernelContractError, KernelOverflowError
+
+    @attrs.frozen(kw_only=True)
+    class Featured(FaultyKernel):
+        name: ClassVar[str] = "featured"
+        has_features: ClassVar[bool] = True
+
+        def compute_features(self, X):
+            F = np.hstack([X, np.ones((len(X), 1))])
+            return {"flat": F.ravel(), "nan": F * np.nan}.get(self.fault, F)
+
+    X = np.random.default_rng(2).normal(size=(5, 2))
+    assert Featured().features(X).shape == (5, 3)
+    with pytest.raises(KernelContractError, match=r"featured.*compute_features returned shape \(15,\) for 5 points"):
+        Featured(fault="flat").features(X)
+    with pytest.raises(KernelOverflowError, match="NaN"):
+        Featured(fault="nan").features(X)
+
+
 def test_a_wrong_rectangle_shape_is_refused_even_when_it_would_broadcast():
     from monk_framework import KernelContractError
 
