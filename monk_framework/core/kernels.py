@@ -291,8 +291,14 @@ class Kernel(Configurable):
         if m1.shape != m2.shape:
             raise DataError("The two Gaussians live in spaces of different dimensions.")
         self._require_fitted()
-        e = self.gaussian_expectation
-        return float(e(m1, c1, m1, c1) + e(m2, c2, m2, c2) - 2.0 * e(m1, c1, m2, c2))
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "gaussian_expectation"):
+            terms = [float(self.gaussian_expectation(*pair)) for pair in ((m1, c1, m1, c1), (m2, c2, m2, c2), (m1, c1, m2, c2))]
+        if not all(math.isfinite(t) for t in terms):
+            raise KernelContractError(
+                f"{self.plugin_label()}: gaussian_expectation gives {terms}; E k(x, y) between Gaussians must be a "
+                "finite number (the data sets' true MMD is computed from it)."
+            )
+        return terms[0] + terms[1] - 2.0 * terms[2]
 
     # -- the core a plugin implements ------------------------------------------------
 

@@ -444,3 +444,17 @@ def test_every_estimator_and_test_refuses_a_faulty_kernel_alike(fault, message, 
             permutation_test(kernel, REG.get_estimator(name), X, Y, n_permutations=9, rng=0, max_memory=max_memory)
     with pytest.raises(KernelContractError, match=message):
         REG.get_estimator("monk-embedding").embed(kernel, X, rng=0)
+
+
+def test_a_gaussian_expectation_that_is_not_a_number_is_refused_by_name():
+    @attrs.frozen(kw_only=True)
+    class NaNExpectation(FaultyKernel):
+        name: ClassVar[str] = "nan-expectation"
+
+        def gaussian_expectation(self, m1, c1, m2, c2):
+            return float("nan")
+
+    from monk_framework import KernelContractError
+
+    with pytest.raises(KernelContractError, match=r"nan-expectation.*gaussian_expectation gives \[nan, nan, nan\]"):
+        NaNExpectation().gaussian_mmd2(np.zeros(2), np.eye(2), np.ones(2), np.eye(2))
