@@ -590,3 +590,6 @@ def test_reliability_page_lists_every_case():
     ids = {c[0] for c in CASES} | {v[0] for v in VALID} | {c[0] for c in PLUGIN_CASES} | {PLUGIN_VALID[0]}
     assert ids - listed == set(), "cases missing from docs/reliability.md"
     assert listed - ids == set(), "docs/reliability.md lists cases the suite does not run"
+    # and the README counts them as they are
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"a suite of {len(ids)} cases run through the real command line" in readme
