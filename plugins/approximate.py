@@ -40,7 +40,7 @@ from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
 from monk_framework.core.errors import KernelContractError, ParameterError, plugin_code
 from monk_framework.core.kernels import CHUNK_BYTES
 from monk_framework.core.params import integer, one_of
-from monk_framework.core.resources import Resources
+from monk_framework.core.resources import Resources, check_fits
 from monk_framework.core.samples import Sample
 from monk_framework.engine.pooled import PooledSample, u_statistic, v_statistic
 
@@ -125,6 +125,11 @@ class RandomFourierMMD(MMDEstimator):
     def features(self, kernel: Kernel, Z: Sample) -> np.ndarray:
         """φ(Z), an (n, D) array."""
         Z = np.asarray(Z)
+        D = self.n_features
+        # the features of Z and the frequencies, before either is drawn
+        check_fits(8 * D * (len(Z) + Z.shape[1] + 1), lambda need, avail, _: (
+            f"Estimator 'rff': n_features = {D:,} random features of {len(Z):,} points need about {need}, but only "
+            f"{avail} of memory are available; use fewer features (the error falls like 1/sqrt(D))."))
         W, b, scale = self.frequencies(kernel, Z)
         out = Z @ W.T
         out += b
@@ -207,6 +212,11 @@ class IncompleteU(MMDEstimator):
     ) -> Estimate:
         start = time.perf_counter()
         n, m, L = len(X), len(Y), self.n_pairs
+        # six index arrays, the two samples of pairs of one kind at a time, and their values
+        width = X.shape[1] if isinstance(X, np.ndarray) and X.ndim == 2 else 1
+        check_fits(L * (6 * 8 + 2 * 8 * width + 8), lambda need, avail, _: (
+            f"Estimator 'incomplete-u': n_pairs = {L:,} pairs of each kind need about {need}, but only {avail} of "
+            "memory are available; use fewer pairs (its standard error falls like 1/sqrt(n_pairs))."))
         ix, jx = _distinct_pairs(n, L, rng)
         iy, jy = _distinct_pairs(m, L, rng)
         a, b = rng.integers(0, n, L), rng.integers(0, m, L)

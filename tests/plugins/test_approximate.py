@@ -178,3 +178,13 @@ def test_a_plugins_frequencies_are_checked_before_they_make_features(fault, erro
 
     with pytest.raises(getattr(errors, error), match=message):
         REG.get_estimator("rff").estimate(_plugin_gaussian(1.0, fault), X, Y)
+
+
+def test_counts_that_cannot_fit_are_refused_before_any_allocation():
+    # n_pairs and n_features are numbers a user types: 10^12 of them asked for terabytes
+    from monk_framework import ResourceError
+
+    with pytest.raises(ResourceError, match=r"'incomplete-u': n_pairs = 1,000,000,000,000 pairs of each kind need about"):
+        REG.get_estimator("incomplete-u", n_pairs=10**12).estimate(REG.get_kernel("rbf", sigma=1.0), X, Y, rng=0)
+    with pytest.raises(ResourceError, match=r"'rff': n_features = 1,000,000,000,000 random features of 40 points"):
+        REG.get_estimator("rff", n_features=10**12).estimate(REG.get_kernel("rbf", sigma=1.0), X, Y)
