@@ -6,6 +6,7 @@ kernel's parameters, the choice of algorithm, normalisation) and its registratio
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -240,10 +241,12 @@ class SubsequenceKernel(Kernel):
         smallest = np.finfo(np.float64).tiny
         if self.lam ** (2 * self.n) < smallest:
             need = smallest ** (1.0 / (2 * self.n))
+            # the largest n this lam allows: lam^(2n) >= tiny
+            most = int(math.log(smallest) / (2 * math.log(self.lam))) if self.lam < 1 else self.n
+            shorter = f"n <= {most:,} (longer subsequences than the strings count nothing anyway) or " if most >= 1 else ""
             raise ParameterError(
-                f"The 'lam' parameter of SubsequenceKernel is too small for n = {self.n}: lam^(2n) = "
-                f"{self.lam:g}^{2 * self.n} underflows float64 and every kernel value would be 0. "
-                f"Use lam >= {need:.3g}."
+                f"SubsequenceKernel with n = {self.n:,} and lam = {self.lam:g}: lam^(2n) underflows float64 and every "
+                f"kernel value would be 0. Use {shorter}lam >= {need:.7g}."
             )
 
     def check_sample(self, X: Any, *, name: str = "X") -> Any:

@@ -224,8 +224,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
         r"values"),
     ("median-sigma-overflow", ["run", "-k", "rbf", "-e", "u-stat", "--x", "huge.npy", "--y", "huge.npy", "-p", "sigma=median"], 1, r"median heuristic overflows "  # noqa: E501 - one case per line
         r"float64"),
-    ("ssk-lam-underflows", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=3", "-p", "lam=1e-300"], 2, r"'lam' parameter of SubsequenceKernel is too "  # noqa: E501 - one case per line
-        r"small for n = 3"),
+    ("ssk-lam-underflows", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=3", "-p", "lam=1e-300"], 2, r"SubsequenceKernel with n = 3 and lam = "  # noqa: E501 - one case per line
+        r"1e-300: lam\^\(2n\) underflows float64"),
+    ("ssk-n-beyond-lam", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=1000000000"], 2,
+     r"SubsequenceKernel with n = 1,000,000,000 and lam = 0.5: .* Use n <= 511"),
     # -- sizes beyond memory ------------------------------------------------------------
     ("permutations-beyond-memory", [*TEST, *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\) = 1,000,000,000 needs about"),
     ("monk-permutations-beyond-memory", ["test", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\)"),

@@ -277,8 +277,11 @@ def test_shared_letter_pairs_are_counted_in_bands_without_the_full_mask(monkeypa
 def test_a_decay_whose_weights_underflow_is_refused_not_turned_into_zeros(registry):
     from monk_framework import ParameterError
 
-    with pytest.raises(ParameterError, match=r"'lam'.*too small for n = 3: lam\^\(2n\).*Use lam >= 5.3e-52"):
+    with pytest.raises(ParameterError, match=r"n = 3 and lam = 1e-300: lam\^\(2n\) underflows.*Use lam >= 5.303437e-52"):
         registry.get_kernel("ssk", n=3, lam=1e-300)
+    # a length n no string reaches is named as the cause too, with the largest n lam allows
+    with pytest.raises(ParameterError, match=r"n = 1,000,000,000 and lam = 0.5: .*Use n <= 511 .* or lam >= 0.9999996"):
+        registry.get_kernel("ssk", n=10**9, lam=0.5)
     # just above the bound every value is positive and the normalised diagonal is 1
     kernel = registry.get_kernel("ssk", n=3, lam=1e-51)
     K = kernel.gram(["ACGTAC", "GGTACA"])
