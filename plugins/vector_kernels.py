@@ -16,14 +16,16 @@ import attrs
 import numpy as np
 
 from monk_framework import Kernel, KernelOverflowError, MonkError, hookimpl, parameter
+from monk_framework.core.kernels import VALUE_LIMIT
 from monk_framework.core.params import boolean, integer, one_of, real, real_or
 from monk_framework.core.resources import check_memory
 from monk_framework.engine.median_heuristic import median_distance
 from monk_framework.numerics.compiled import exp_squared_distance_form
 from monk_framework.numerics.distances import distances, exp_scaled_squared_distances, magnitude, power_of_two, scaled_distances, scaled_l1_distances
 
-#: exp(x) overflows float64 above this value.
-EXP_LIMIT = math.log(np.finfo(np.float64).max)
+#: exp(x) exceeds the largest kernel value the library sums (VALUE_LIMIT, 2^983) above this
+#: value (it overflows float64 itself above 709.8)
+EXP_LIMIT = math.log(VALUE_LIMIT)
 
 
 def _row_norms_sq(X: np.ndarray) -> np.ndarray:
@@ -400,9 +402,9 @@ class ExponentialKernel(Kernel):
             rescaled = float(inner(*(a / s for a in arrays)).max())  # max ⟨x, y⟩/s², finite
             need = math.sqrt(rescaled / EXP_LIMIT) * s
             raise KernelOverflowError(
-                f"The exponential kernel exp(<x, y>/sigma^2) overflows float64 here: the "
-                f"largest <x, y>/sigma^2 is {top:.4g} > {EXP_LIMIT:.1f}. Use sigma >= {need:.4g} "
-                "or rescale the data."
+                f"The exponential kernel exp(<x, y>/sigma^2) is too large here: the largest <x, y>/sigma^2 is "
+                f"{top:.4g} > {EXP_LIMIT:.1f} (beyond it, sums of kernel values could overflow float64). Use "
+                f"sigma >= {need:.4g} or rescale the data."
             )
         np.exp(out, out=out)
         return out

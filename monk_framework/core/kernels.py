@@ -41,6 +41,7 @@ __all__ = [
     "RADIUS_RANGE",
     "ScaledKernel",
     "SumKernel",
+    "VALUE_LIMIT",
     "bilinear",
     "check_squared_norm",
     "in_turn",
@@ -59,6 +60,9 @@ def in_turn(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> li
 
 #: bytes of one row chunk of a Gram matrix: small enough to stay in cache for the
 #: elementwise passes that follow the matrix product (measured in benchmarks/bench_gram.py).
+#: the largest |k(x, y)| the library takes: sums of up to 2^40 such values stay within
+#: float64 (whose largest number is about 2^1024)
+VALUE_LIMIT = 2.0**983
 #: pairs per block of :meth:`Kernel.pair_values` (its cost: this many kernel values a pair)
 PAIR_BLOCK = 32
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -180,11 +184,13 @@ class Kernel(Configurable):
             )
         return self.check_finite(values)
 
-    def pair_values(self, A: Any, B: Any) -> np.ndarray:
+    def pair_values(self, A: Any, B: Any, *, check: bool = True) -> np.ndarray:
         """k(a_l, b_l) for the pairs l of two validated samples of one length (the diagonal
         of k(A, B), without the rest): the kernel's ``compute_pair_values`` when it has
         one, checked for shape and finiteness as ``gram_tile`` is; else ``gram_tile`` on
-        blocks of :data:`PAIR_BLOCK` pairs, PAIR_BLOCK kernel values a pair."""
+        blocks of :data:`PAIR_BLOCK` pairs, PAIR_BLOCK kernel values a pair.
+        ``check=False`` leaves the values' finiteness and size to the caller, as in
+        :meth:`gram_tile`."""
         if len(A) != len(B):
             raise DataError(f"pair_values needs two samples of one length; got {len(A)} and {len(B)}.")
         with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_pair_values"):
@@ -196,10 +202,10 @@ class Kernel(Configurable):
                     f"{self.plugin_label()}: compute_pair_values returned shape {values.shape} for {len(A)} pairs; "
                     f"it must return k(a_l, b_l) for each, shape ({len(A)},)."
                 )
-            return self.check_finite(values)
+            return self.check_finite(values) if check else values
         out = np.empty(len(A))
         for a in range(0, len(A), PAIR_BLOCK):
-            out[a : a + PAIR_BLOCK] = np.diagonal(self.gram_tile(A[a : a + PAIR_BLOCK], B[a : a + PAIR_BLOCK]))
+            out[a : a + PAIR_BLOCK] = np.diagonal(self.gram_tile(A[a : a + PAIR_BLOCK], B[a : a + PAIR_BLOCK], check=check))
         return out
 
     def spectral_frequencies(self, d: int, n_features: int, rng: np.random.Generator) -> np.ndarray | None:
@@ -348,12 +354,21 @@ class Kernel(Configurable):
                 "the pooled sample first with kernel.fit(X, Y) (estimators do this)."
             )
 
-    def check_finite(self, values: np.ndarray) -> np.ndarray:
-        """``values`` if every one is finite; else :class:`KernelOverflowError`, naming the
-        kernel. A kernel that computes its own Gram matrix (overriding
-        :meth:`symmetric_gram`) passes its result through this."""
+    def check_finite(self, values: np.ndarray, *, sums: bool = False) -> np.ndarray:
+        """``values`` if every one is finite and, for kernel values, at most
+        :data:`VALUE_LIMIT` in magnitude (so that the sums the library takes of them stay
+        within float64); else :class:`KernelOverflowError`, naming the kernel. A kernel
+        that computes its own Gram matrix (overriding :meth:`symmetric_gram`) passes its
+        result through this. ``sums=True``: the values are sums of kernel values (a
+        matrix-free product's), checked for finiteness only."""
         # a kernel value that overflowed (or a plugin's NaN) must never become a number
         if not np.isfinite(values).all():
+            if sums:
+                raise KernelOverflowError(
+                    f"Kernel {self.spec()} ({type(self).__module__}.{type(self).__qualname__}): the sums of its values "
+                    "over these data are not finite: a NaN or inf from the kernel's code, or values so large (above "
+                    f"{VALUE_LIMIT:.3g}) that their sums overflow float64; rescale the data or the kernel."
+                )
             if np.isnan(values).any():
                 # NaN is not a size: say what it can come from, and whose code made it
                 raise KernelOverflowError(
@@ -365,6 +380,14 @@ class Kernel(Configurable):
                 f"Kernel {self.spec()} gives non-finite values on these data: inf, a value beyond float64 "
                 "(overflow); rescale the data or change the kernel's parameters."
             )
+        if not sums and values.size:
+            top = max(float(values.max()), -float(values.min()))
+            if top > VALUE_LIMIT:
+                raise KernelOverflowError(
+                    f"Kernel {self.spec()} gives values up to {top:.3g} on these data: the library sums up to 2^40 of "
+                    f"them, so values above {VALUE_LIMIT:.3g} are refused (their sums would overflow float64). "
+                    "Rescale the data or change the kernel's parameters."
+                )
         return values
 
     def plugin_label(self) -> str:
@@ -403,7 +426,7 @@ class Kernel(Configurable):
                 f"{self.plugin_label()}: compute_block_gram returned shape {G.shape} for {W.shape[1]} weight "
                 f"columns; it must return W'KW, shape ({W.shape[1]}, {W.shape[1]})."
             )
-        return self.check_finite(G)
+        return self.check_finite(G, sums=True)
 
     def diag_tile(self, X: Sample, *, overflow: bool = False) -> np.ndarray:
         """k(x_i, x_i) for a validated sample: ``compute_diag``'s values, checked for shape,
@@ -417,7 +440,8 @@ class Kernel(Configurable):
                 f"it must return k(x_i, x_i) for each, shape ({len(X)},)."
             )
         if overflow:
-            self.check_finite(np.where(values == np.inf, 0.0, values))
+            if np.isnan(values).any() or (values == -np.inf).any():
+                self.check_finite(values)  # NaN (or -inf) is never a norm: refused by name
         else:
             values = self.check_finite(values)
         # the tolerance is relative to the finite values: a norm beyond float64 would make it -inf
@@ -787,7 +811,9 @@ class ClippedKernel(_Wrapping):
         sy = sx if Y is X else self.shrink(self.kernel.diag_tile(Y, overflow=True))
         # a point beyond float64 has s = 0 and a row of k₀ that may be inf: its row is 0
         # (inf · 0 would be NaN); every other value must be finite, and gram_tile checks it
-        out = self.kernel.gram_tile(X, Y, check=bool(sx.all() and sy.all())) * sx[:, None]
+        # k₀'s values are checked through the clipped ones (gram_tile checks what this returns):
+        # a value of k₀ too large to sum may become a clipped one that is not
+        out = self.kernel.gram_tile(X, Y, check=False) * sx[:, None]
         out *= sy[None, :]
         out[sx == 0.0, :] = 0.0
         out[:, sy == 0.0] = 0.0
@@ -802,7 +828,7 @@ class ClippedKernel(_Wrapping):
         if inside.any():
             idx = np.flatnonzero(inside)
             pick = (lambda S: S[idx]) if isinstance(A, np.ndarray) else (lambda S: [S[i] for i in idx])
-            out[idx] = self.kernel.pair_values(pick(A), pick(B)) * sa[idx] * sb[idx]
+            out[idx] = self.kernel.pair_values(pick(A), pick(B), check=False) * sa[idx] * sb[idx]
         return out
 
     def compute_diag(self, X: Any) -> np.ndarray:

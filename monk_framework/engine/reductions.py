@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 import scipy.sparse as sp
 
+from monk_framework.core.errors import KernelOverflowError
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
@@ -58,19 +59,36 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
         Kxy = gram_matrix(kernel, X, Y)
         resources.report(3, 3, "Gram matrices")  # three matrices of about one size: no finer count
         dx, dy = np.diag(Kxx), np.diag(Kyy)
-        return KernelSums(
-            xx=float(Kxx.sum()), yy=float(Kyy.sum()), xy=float(Kxy.sum()), trace_x=float(np.trace(Kxx)),
-            trace_y=float(np.trace(Kyy)), max_diag=float(max(dx.max(), dy.max())), tiled=False,
-            seconds=time.perf_counter() - start,
-        )
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
+            sums = KernelSums(
+                xx=float(Kxx.sum()), yy=float(Kyy.sum()), xy=float(Kxy.sum()), trace_x=float(np.trace(Kxx)),
+                trace_y=float(np.trace(Kyy)), max_diag=float(max(dx.max(), dy.max())), tiled=False,
+                seconds=time.perf_counter() - start,
+            )
+        return _finite(kernel, sums, max(float(np.abs(Kxx).max()), float(np.abs(Kyy).max()), float(np.abs(Kxy).max())))
     # bands of rows, each reduced in column tiles that stay in cache (and well within the
     # budget); on the workers of a spreading backend, else here
     dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
-    xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, resources.spread or in_this_process(), report=resources.report)
-    return KernelSums(
-        xx=xx, yy=yy, xy=xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
-        max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=True,
-        seconds=time.perf_counter() - start,
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
+        xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, resources.spread or in_this_process(), report=resources.report)
+        sums = KernelSums(
+            xx=xx, yy=yy, xy=xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
+            max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=True,
+            seconds=time.perf_counter() - start,
+        )
+    # |k(x, y)| <= the largest k(z, z) for a PSD kernel: the size of the values that overflowed
+    return _finite(kernel, sums, sums.max_diag)
+
+
+def _finite(kernel: Kernel, sums: KernelSums, largest: float) -> KernelSums:
+    """``sums`` if all five are finite; else a :class:`KernelOverflowError` that says why:
+    every kernel value is finite (the tiles were checked), but their sums over the sample
+    are beyond float64."""
+    if all(np.isfinite([sums.xx, sums.yy, sums.xy, sums.trace_x, sums.trace_y])):
+        return sums
+    raise KernelOverflowError(
+        f"Kernel {kernel.spec()} has values up to about {largest:.3g}: each is finite, but their sums over the "
+        "samples overflow float64. Scale the kernel (or the data) down."
     )
 
 

@@ -52,13 +52,13 @@ def tile_sum(task: tuple[str, int, int], data: tuple[Any, ...]) -> float:
     # NaN or an infinity among the values makes the sum NaN or infinite
     if kind == "xy":
         total = sum((float(kernel.gram_tile(X[a:b], Y[c : c + cols], check=False).sum()) for c in range(0, len(Y), cols)), 0.0)
-        return float(kernel.check_finite(np.array(total)))
+        return float(kernel.check_finite(np.array(total), sums=True))
     block = kernel.gram_tile(Z[a:b], Z[a:b])
     kernel.check_diagonal_block(block, diag[a:b], a)
     total = float(block.sum() - np.trace(block) + diag[a:b].sum())
     for c in range(b, len(Z), cols):
         total += 2.0 * float(kernel.gram_tile(Z[a:b], Z[c : c + cols], check=False).sum())
-    return float(kernel.check_finite(np.array(total)))
+    return float(kernel.check_finite(np.array(total), sums=True))
 
 
 def spread_kernel_sums(

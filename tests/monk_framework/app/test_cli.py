@@ -124,7 +124,7 @@ def test_run_embedding_estimator():
         (["run", "-k", "rbf", "-e", "u-stat", "-d", "gaus"], 2, "Unknown dataset 'gaus'"),
         (["run", "-k", "rbf", "-e", "u-stat", "--data-param", "n=1"], 1, "X has 1 point(s) but estimator 'u-stat' needs at least 2"),
         (["run", "-k", "rbf", "-e", "u-stat", "--data-param", "n=0"], 2, "The 'n' parameter of GaussDataset must be an int >= 1"),
-        (["run", "-k", "exponential", "-e", "u-stat", "-d", "gauss-outliers"], 1, "overflows float64"),
+        (["run", "-k", "exponential", "-e", "u-stat", "-d", "gauss-outliers"], 1, "sums of kernel values could overflow float64"),
         (["run", "a.npy", "b.npy", "c.npy"], 2, "Give at most two sample files (X and Y); got 3"),
         (["test", "a.npy", "b.npy", "--x", "a.npy"], 2, "Give the samples either as arguments or with --x/--y, not both"),
         (["run", "-k", "rbf", "-e", "u-stat", "--seed", "-1"], 2, "--seed"),

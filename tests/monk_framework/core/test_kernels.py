@@ -458,3 +458,25 @@ def test_a_gaussian_expectation_that_is_not_a_number_is_refused_by_name():
 
     with pytest.raises(KernelContractError, match=r"nan-expectation.*gaussian_expectation gives \[nan, nan, nan\]"):
         NaNExpectation().gaussian_mmd2(np.zeros(2), np.eye(2), np.ones(2), np.eye(2))
+
+
+def test_values_too_large_to_sum_are_refused_on_every_path(registry):
+    # 1e300 · RBF: each value is finite, but sums of them overflow float64 and gave NaN,
+    # blamed on the estimator ("u-stat returned nan") or on the kernel's code
+    from monk_framework import KernelOverflowError, estimate, permutation_test
+    from monk_framework.core.kernels import VALUE_LIMIT
+
+    g = np.random.default_rng(0)
+    X, Y = g.normal(size=(50, 2)), g.normal(0.5, 1.0, size=(50, 2))
+    big = 1e300 * registry.get_kernel("rbf", sigma=1.0)
+    message = r"gives values up to 1e\+300 on these data: the library sums up to 2\^40 of them"
+    for budget in (None, 1):  # stored Gram matrices, and tiles computed on the fly
+        for est in ("u-stat", "v-stat", "monk-bcd", "incomplete-u"):
+            with pytest.raises(KernelOverflowError, match=message):
+                estimate(big, est, X, Y, max_memory=budget, rng=0)
+        with pytest.raises(KernelOverflowError, match=message):
+            permutation_test(big, "u-stat", X, Y, n_permutations=9, max_memory=budget)
+    # below the limit the values are summed exactly as the kernel's, scaled
+    ok = estimate(1e290 * registry.get_kernel("rbf", sigma=1.0), "u-stat", X, Y).mmd2
+    assert ok == pytest.approx(1e290 * estimate(registry.get_kernel("rbf", sigma=1.0), "u-stat", X, Y).mmd2, rel=1e-12)
+    assert VALUE_LIMIT * 2.0**40 < np.finfo(np.float64).max
