@@ -361,8 +361,10 @@ class Kernel(Configurable):
         that computes its own Gram matrix (overriding :meth:`symmetric_gram`) passes its
         result through this. ``sums=True``: the values are sums of kernel values (a
         matrix-free product's), checked for finiteness only."""
-        # a kernel value that overflowed (or a plugin's NaN) must never become a number
-        if not np.isfinite(values).all():
+        # a kernel value that overflowed (or a plugin's NaN) must never become a number; the
+        # largest and smallest value say it in two passes (max and min propagate NaN)
+        hi, lo = (float(values.max()), float(values.min())) if values.size else (0.0, 0.0)
+        if not (math.isfinite(hi) and math.isfinite(lo)):
             if sums:
                 raise KernelOverflowError(
                     f"Kernel {self.spec()} ({type(self).__module__}.{type(self).__qualname__}): the sums of its values "
@@ -380,8 +382,8 @@ class Kernel(Configurable):
                 f"Kernel {self.spec()} gives non-finite values on these data: inf, a value beyond float64 "
                 "(overflow); rescale the data or change the kernel's parameters."
             )
-        if not sums and values.size:
-            top = max(float(values.max()), -float(values.min()))
+        if not sums:
+            top = max(hi, -lo)
             if top > VALUE_LIMIT:
                 raise KernelOverflowError(
                     f"Kernel {self.spec()} gives values up to {top:.3g} on these data: the library sums up to 2^40 of "
