@@ -41,7 +41,7 @@ from monk_framework.core.errors import KernelContractError, ParameterError, plug
 from monk_framework.core.kernels import CHUNK_BYTES
 from monk_framework.core.params import integer, one_of
 from monk_framework.core.resources import Resources, check_fits
-from monk_framework.core.samples import Sample
+from monk_framework.core.samples import Sample, take
 from monk_framework.engine.pooled import PooledSample, u_statistic, v_statistic
 
 
@@ -220,7 +220,6 @@ class IncompleteU(MMDEstimator):
         ix, jx = _distinct_pairs(n, L, rng)
         iy, jy = _distinct_pairs(m, L, rng)
         a, b = rng.integers(0, n, L), rng.integers(0, m, L)
-        take = (lambda S, idx: S[idx]) if isinstance(X, np.ndarray) else (lambda S, idx: [S[k] for k in idx])
         kxx = kernel.pair_values(take(X, ix), take(X, jx)).mean()
         kyy = kernel.pair_values(take(Y, iy), take(Y, jy)).mean()
         kxy = kernel.pair_values(take(X, a), take(Y, b)).mean()

@@ -29,7 +29,7 @@ import numpy as np
 from monk_framework.core.errors import DataError, KernelContractError, KernelOverflowError, MonkError, ParameterError, plugin_code
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.resources import Resources, check_memory
-from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension, read_only
+from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension, read_only, take
 
 __all__ = [
     "CHUNK_BYTES",
@@ -58,13 +58,13 @@ def in_turn(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> li
     return [work(start, stop) for start, stop in bands]
 
 
-#: bytes of one row chunk of a Gram matrix: small enough to stay in cache for the
-#: elementwise passes that follow the matrix product (measured in benchmarks/bench_gram.py).
 #: the largest |k(x, y)| the library takes: sums of up to 2^40 such values stay within
 #: float64 (whose largest number is about 2^1024)
 VALUE_LIMIT = 2.0**983
 #: pairs per block of :meth:`Kernel.pair_values` (its cost: this many kernel values a pair)
 PAIR_BLOCK = 32
+#: bytes of one row chunk of a Gram matrix: small enough to stay in cache for the
+#: elementwise passes that follow the matrix product (measured in benchmarks/bench_gram.py).
 CHUNK_BYTES = 4 * 1024 * 1024
 #: relative round-off allowed before a value is taken as proof that a kernel is not PSD
 #: or not symmetric: 1e-9 of the scale of the terms it came from (float64 sums of
@@ -265,9 +265,8 @@ class Kernel(Configurable):
                 f"point {i} of the pooled sample (X first); a robust test's guarantee would be computed from a bound that does not hold."
             )
         index = np.arange(len(Z))
-        pick = (lambda idx: Z[idx]) if isinstance(Z, np.ndarray) else (lambda idx: [Z[i] for i in idx])
         for partner in (np.roll(index, 1), np.full(len(Z), int(np.argmax(diag)))):
-            dist2 = diag + diag[partner] - 2.0 * self.pair_values(Z, pick(partner))
+            dist2 = diag + diag[partner] - 2.0 * self.pair_values(Z, take(Z, partner))
             worst = int(np.argmax(dist2))
             reached = math.sqrt(max(float(dist2[worst]), 0.0))
             if reached > D * (1 + 1e-9) + 1e-12:
@@ -811,10 +810,10 @@ class ClippedKernel(_Wrapping):
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         sx = self.shrink(self.kernel.diag_tile(X, overflow=True))
         sy = sx if Y is X else self.shrink(self.kernel.diag_tile(Y, overflow=True))
-        # a point beyond float64 has s = 0 and a row of k₀ that may be inf: its row is 0
-        # (inf · 0 would be NaN); every other value must be finite, and gram_tile checks it
-        # k₀'s values are checked through the clipped ones (gram_tile checks what this returns):
-        # a value of k₀ too large to sum may become a clipped one that is not
+        # k₀'s values are checked through the clipped ones (gram_tile checks what this
+        # returns): a value of k₀ too large to sum may become a clipped one that is not. A
+        # point beyond float64 has s = 0 and a row of k₀ that may be inf: its row is set to 0
+        # (inf · 0 would be NaN)
         out = self.kernel.gram_tile(X, Y, check=False) * sx[:, None]
         out *= sy[None, :]
         out[sx == 0.0, :] = 0.0
@@ -829,8 +828,7 @@ class ClippedKernel(_Wrapping):
         out = np.zeros(len(A))
         if inside.any():
             idx = np.flatnonzero(inside)
-            pick = (lambda S: S[idx]) if isinstance(A, np.ndarray) else (lambda S: [S[i] for i in idx])
-            out[idx] = self.kernel.pair_values(pick(A), pick(B), check=False) * sa[idx] * sb[idx]
+            out[idx] = self.kernel.pair_values(take(A, idx), take(B, idx), check=False) * sa[idx] * sb[idx]
         return out
 
     def compute_diag(self, X: Any) -> np.ndarray:

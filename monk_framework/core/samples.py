@@ -18,10 +18,17 @@ import numpy as np
 
 from monk_framework.core.errors import DataError
 
-__all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "read_only"]
+__all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "read_only", "take"]
 
 #: a validated sample: vectors as an (n, d) array, or strings as a list.
 Sample = np.ndarray | list[str]
+
+
+def take(sample: Sample, idx: np.ndarray) -> Sample:
+    """The points ``idx`` of a sample (rows of an array, items of a list of strings)."""
+    if isinstance(sample, np.ndarray):
+        return sample[idx]
+    return [sample[i] for i in idx]
 
 
 def read_only(sample: Any) -> Any:

@@ -20,10 +20,9 @@ import scipy.sparse as sp
 
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
 from monk_framework.core.resources import Resources
-from monk_framework.core.samples import Sample
+from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import Backend, LocalBackend, for_bands, in_order, in_this_process, one_blas_thread
 from monk_framework.engine.kernel_values import gram_matrix
-from monk_framework.engine.partitions import take
 from monk_framework.numerics.compiled import PATTERN_POINTS, add_indicator_product, add_tile_product, every_point_patterns
 
 __all__ = ["GramSource", "IndicatorColumns", "MatrixFreeGram", "PermutedGram", "StoredGram", "dense_columns", "gram_source", "one_row"]

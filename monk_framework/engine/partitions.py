@@ -20,7 +20,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from monk_framework.core.errors import ParameterError
-from monk_framework.core.samples import Sample
 
 __all__ = [
     "Partition",
@@ -33,7 +32,6 @@ __all__ = [
     "median_value",
     "pair_partition",
     "random_partition",
-    "take",
 ]
 
 
@@ -165,10 +163,3 @@ def check_n_blocks(n_blocks: int, sizes: dict[str, int], *, estimator: str) -> N
                 f"1 <= n_blocks <= N/2 = {n // 2} for sample {name} of {n} points "
                 f"(each block needs at least 2 points). Got {n_blocks} instead."
             )
-
-
-def take(sample: Sample, idx: np.ndarray) -> Sample:
-    """The points ``idx`` of a sample (rows of an array, items of a list of strings)."""
-    if isinstance(sample, np.ndarray):
-        return sample[idx]
-    return [sample[i] for i in idx]

@@ -27,11 +27,10 @@ import numpy as np
 from monk_framework.core.errors import ParameterError
 from monk_framework.core.kernels import Kernel, check_squared_norm
 from monk_framework.core.resources import Resources
-from monk_framework.core.samples import Sample
+from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import one_blas_thread
 from monk_framework.engine.gram_sources import GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
 from monk_framework.engine.kernel_values import gram_matrix
-from monk_framework.engine.partitions import take
 from monk_framework.numerics.compiled import PATTERN_POINTS, every_point_patterns, pack_patterns
 
 __all__ = [

@@ -41,10 +41,10 @@ import numpy as np
 
 from monk_framework.core.kernels import Kernel, check_squared_norm
 from monk_framework.core.resources import Resources
-from monk_framework.core.samples import Sample
+from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import in_this_process
 from monk_framework.engine.gram_sources import GramSource, MatrixFreeGram, StoredGram, gram_source
-from monk_framework.engine.partitions import Partition, take
+from monk_framework.engine.partitions import Partition
 from monk_framework.engine.pooled import BATCH_BYTES, PooledSample, SampleSums, pooled
 
 __all__ = [

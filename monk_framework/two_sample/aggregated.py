@@ -51,8 +51,8 @@ from monk_framework.core.randomness import RNGLike, root, seed_of
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
 from monk_framework.core.results import AggregatedTestResult
+from monk_framework.core.samples import take
 from monk_framework.engine.backends import Backend
-from monk_framework.engine.partitions import take
 from monk_framework.engine.pooled import pooled
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
 from monk_framework.numerics.distances import scaled_distances, scaled_l1_distances

@@ -230,8 +230,7 @@ def clip_radius(kernel: Kernel, X: Any, Y: Any, *, clip: float | None, quantile:
         raise DataError(
             f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) of {kernel.spec()} is "
             "beyond float64 on these data (that many points have k(z, z) beyond float64: gross outliers, or data to "
-            "rescale). Give a radius "
-            "(clip=c) or a lower clip_quantile."
+            "rescale). Give a radius (clip=c) or a lower clip_quantile."
         )
     if not c > 0:
         raise ParameterError(

@@ -27,8 +27,8 @@ from monk_framework.core.results import (
     computed_with,
     jsonable,
 )
+from monk_framework.core.samples import take
 from monk_framework.engine.backends import Backend
-from monk_framework.engine.partitions import take
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.relabelling import Progress, check_null_memory, null_statistics, observed_mmd2
 from monk_framework.two_sample.common import (
