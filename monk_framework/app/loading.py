@@ -7,9 +7,11 @@ non-numeric; a file written by pandas' ``DataFrame.to_csv``, whose header starts
 empty cell, has its index column dropped; a missing value or a bad cell is reported
 with file, line and column). For string kernels:
 ``.txt`` (one string per line; the line ending is removed, nothing else; empty lines
-are skipped; for a vector kernel, numbers: one point per line, as ``np.savetxt`` writes) and FASTA ``.fa``/``.fasta`` (records start with a ``>`` header line;
+are skipped; for a vector kernel, numbers: one point per line, separated by commas or
+by runs of spaces and tabs, as ``np.savetxt`` writes and ``np.loadtxt`` reads) and FASTA ``.fa``/``.fasta`` (records start with a ``>`` header line;
 a record's sequence is its following lines joined, whitespace removed; ``;`` lines
-are comments). FASTA is read case-insensitively by default: lowercase letters (which
+are comments). Text is UTF-8; a byte-order mark (what spreadsheet programs put at the
+start of a "CSV UTF-8" file) is dropped. FASTA is read case-insensitively by default: lowercase letters (which
 FASTA files use for soft-masked regions, e.g. repeats) are the same residues as
 uppercase ones, so sequences are upper-cased; ``case_sensitive=True`` keeps the case,
 for alphabets where it matters. ``.txt`` strings are taken as they are.
@@ -38,7 +40,8 @@ def load_sample(
 
     ``kind`` is what the kernel takes, "vector" or "string" (None: not known). A ``.txt``
     file is one string per line, unless ``kind="vector"``: then it holds numbers, one
-    point per line (what ``np.savetxt`` writes, separated by spaces, tabs or commas).
+    point per line (what ``np.savetxt`` writes: separated by commas, or by runs of
+    spaces and tabs).
     FASTA sequences are upper-cased unless ``case_sensitive`` (see the module docstring).
     The result is validated later by the kernel that uses it (vectors or strings).
     """
@@ -159,8 +162,8 @@ def _pandas_header(first: list[str]) -> bool:
 
 
 def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: bool = False) -> np.ndarray:
-    """The numbers of a CSV/TSV file (or a text file of numbers, ``delimiter=" "``): one
-    point per row, streamed into a float64 buffer (8 bytes a value), with the file, line
+    """The numbers of a CSV/TSV file (or a text file of numbers, ``delimiter=" "``: runs
+    of spaces and tabs separate the values, as for ``np.loadtxt``): one point per row, streamed into a float64 buffer (8 bytes a value), with the file, line
     and column of any bad cell. ``numbers_text``: a ``.txt`` file of numbers, whose
     only header lines are ``#`` comments (as ``np.savetxt`` writes them)."""
     if delimiter is None:
@@ -174,13 +177,9 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
     index_column = False
     seen_first = False
     try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.reader(handle, delimiter=delimiter, skipinitialspace=delimiter == " ")
-            for row in reader:
-                lineno = reader.line_num
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            for lineno, row in _rows(handle, delimiter):
                 cells = [cell.strip() for cell in row]
-                if delimiter == " ":
-                    cells = [c for c in cells if c]  # runs of spaces separate one pair of values
                 if not any(cells) or cells[0].startswith("#"):
                     continue
                 if not seen_first:
@@ -192,7 +191,7 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
                         # index, then each row's index label first; both are dropped
                         index_column, width, width_line = True, len(cells) - 1, lineno
                         continue
-                    elif all(cell and _cell_value(cell) is None for cell in cells):
+                    elif all(cell and _cell_value(cell) is None and not _semicolon_numbers(cell) for cell in cells):
                         width, width_line = len(cells), lineno  # a header: names, not numbers
                         continue
                 if index_column:
@@ -219,11 +218,31 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
     return np.frombuffer(values, dtype=np.float64).reshape(-1, width)
 
 
+def _rows(handle: Any, delimiter: str) -> Any:
+    """(line number, cells) of each row: CSV rows (quoted cells may span lines), or for
+    ``delimiter=" "`` each line split on runs of whitespace."""
+    if delimiter == " ":
+        for lineno, line in enumerate(handle, start=1):
+            yield lineno, line.split()
+        return
+    reader = csv.reader(handle, delimiter=delimiter)
+    for row in reader:
+        yield reader.line_num, row
+
+
+def _semicolon_numbers(cell: str) -> bool:
+    """Whether a cell is numbers joined by ';' (a semicolon-separated file read with ',',
+    as spreadsheets with a decimal comma write them)."""
+    parts = [part.strip() for part in cell.split(";")]
+    parts = [part for part in parts if part]
+    return ";" in cell and bool(parts) and all(_cell_value(part.replace(",", ".")) is not None for part in parts)
+
+
 def first_data_line(path: Path | str) -> str | None:
     """The first line of a text file that is neither blank nor a ``#`` comment, stripped
     (None for a file without one)."""
     try:
-        with Path(path).open(encoding="utf-8") as handle:
+        with Path(path).open(encoding="utf-8-sig") as handle:
             for line in handle:
                 text = line.strip()
                 if text and not text.startswith("#"):
@@ -243,9 +262,9 @@ def holds_numbers(path: Path | str) -> bool:
 
 def _numbers_separator(path: Path) -> str:
     """How a text file of numbers separates its values: the first data line decides
-    (a comma, a tab, else runs of spaces, as ``np.savetxt`` writes by default)."""
+    (a comma, else runs of spaces and tabs, as ``np.savetxt`` writes by default)."""
     text = first_data_line(path) or ""
-    return "," if "," in text else ("\t" if "\t" in text else " ")
+    return "," if "," in text else " "
 
 
 def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: bool = False) -> float:
@@ -260,6 +279,10 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
             )
         hint = (" A .txt file is read as numbers, one point per line, for a vector kernel; as strings (one per "
                 "line) for a string kernel such as ssk.") if numbers_text else ""
+        if _semicolon_numbers(cell):
+            hint = (" The values seem separated by ';' (a semicolon-separated file, as spreadsheets with a decimal "
+                    "comma write them): save it with ',' between values and '.' as the decimal point, e.g. "
+                    "pd.read_csv(path, sep=';', decimal=',').to_csv(new_path, index=False).")
         raise DataFileError(str(path), f"cannot read {cell!r} as a number.{hint}", line=line, column=column)
     if not math.isfinite(value):
         raise DataFileError(str(path), f"{cell!r} is not a finite number.", line=line, column=column)
@@ -268,7 +291,7 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
 
 def _text_lines(path: Path) -> list[str]:
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        return path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
         raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
 

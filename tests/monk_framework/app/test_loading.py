@@ -287,3 +287,57 @@ def test_a_masked_array_is_refused_unless_nothing_is_masked():
     clear = np.ma.masked_array(np.arange(8.0).reshape(4, 2))
     kernel = reg.get_kernel("rbf", sigma=1.0)
     assert kernel.gram(clear).tolist() == kernel.gram(np.arange(8.0).reshape(4, 2)).tolist()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".txt"])
+def test_a_byte_order_mark_is_dropped(tmp_path, suffix):
+    # spreadsheet programs start a "CSV UTF-8" file with U+FEFF, header or not
+    X = np.random.default_rng(2).normal(size=(5, 2))
+    sep = "\t" if suffix == ".tsv" else ","
+    body = "\n".join(sep.join(repr(float(v)) for v in row) for row in X)
+    header = "# a b\n" if suffix == ".txt" else f"a{sep}b\n"  # np.savetxt's header is a comment
+    for text in (body, header + body):
+        path = tmp_path / f"x{suffix}"
+        path.write_text(text, encoding="utf-8-sig")
+        np.testing.assert_array_equal(load_sample(path, kind="vector"), X)
+
+
+def test_a_byte_order_mark_is_not_part_of_a_string_or_a_fasta_file(tmp_path):
+    path = tmp_path / "x.fa"
+    path.write_text(">a\nACGT\n>b\nGGA\n", encoding="utf-8-sig")
+    assert load_sample(path) == ["ACGT", "GGA"]
+    path = tmp_path / "x.txt"
+    path.write_text("ACGT\nGGA\n", encoding="utf-8-sig")
+    assert load_sample(path, kind="string") == ["ACGT", "GGA"]
+
+
+def test_a_text_file_of_numbers_splits_on_any_run_of_spaces_and_tabs(tmp_path):
+    # as np.loadtxt reads it: aligned columns, tabs and spaces mixed, leading blanks
+    X = np.random.default_rng(3).normal(size=(4, 3))
+    path = tmp_path / "x.txt"
+    path.write_text("\n".join(f"  {float(a)!r}\t\t {float(b)!r}    {float(c)!r} \t" for a, b, c in X) + "\n")
+    np.testing.assert_array_equal(load_sample(path, kind="vector"), X)
+    np.testing.assert_array_equal(load_sample(path, kind="vector"), np.loadtxt(path, ndmin=2))
+    np.savetxt(path, X, fmt="%12.4f")
+    np.testing.assert_array_equal(load_sample(path, kind="vector"), np.loadtxt(path))
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [("0.5;1.5\n2.5;3.5\n", "line 1, column 1: cannot read '0.5;1.5'"),  # not taken for a header row
+     ("0,5;1,5\n2,5;3,5\n", "line 1, column 2: cannot read '5;1'")],  # decimal commas
+)
+def test_a_semicolon_separated_file_gets_a_hint(tmp_path, text, where):
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    with pytest.raises(DataFileError, match=rf"{where}.*seem separated by ';'.*decimal=','"):
+        load_sample(path)
+
+
+def test_a_truncated_small_npy_file_says_its_sizes_in_bytes(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, np.zeros((30, 2)))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 304])  # 480 bytes of data claimed, 176 kept
+    with pytest.raises(DataFileError, match=r"\(480 bytes\) but the file holds only 176 bytes of data"):
+        load_sample(path)
