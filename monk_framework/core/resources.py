@@ -24,6 +24,8 @@ learns from the caller besides the mathematics it is asked for.
 from __future__ import annotations
 
 import ctypes
+import math
+import numbers
 import os
 import re
 import sys
@@ -61,7 +63,9 @@ def parse_memory(value: Any) -> int:
     """Bytes from a count or a text such as ``"2GB"`` (10⁹), ``"2GiB"`` (2³⁰), ``"64MB"``."""
     if isinstance(value, bool):
         raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {value!r}.")
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Integral):
+        number, unit = int(value), ""  # exact: a count of bytes past float64's range stays an int
+    elif isinstance(value, numbers.Real):
         number, unit = float(value), ""
     elif isinstance(value, str):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
@@ -72,7 +76,10 @@ def parse_memory(value: Any) -> int:
         number, unit = float(match[1]), match[2].lower()
     else:
         raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {type(value).__name__}.")
-    nbytes = int(number * _UNITS[unit])
+    total = number * _UNITS[unit]
+    if isinstance(total, float) and not math.isfinite(total):  # 1e400, nan: no number of bytes
+        raise ParameterError(f"max_memory must be a finite number of bytes; got {value!r}.")
+    nbytes = total if isinstance(total, int) else int(total)
     if not nbytes > 0:
         raise ParameterError(f"max_memory must be more than 0 bytes; got {value!r}.")
     return nbytes
@@ -260,5 +267,10 @@ def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
 
 
 def format_bytes(nbytes: float) -> str:
-    """A byte count for messages: "7.45 GiB", or "12.0 MiB" below 128 MiB."""
-    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**27 else f"{nbytes / 2**20:.1f} MiB"
+    """A byte count for messages: "7.45 GiB", "12.0 MiB" below 128 MiB, "3.2 KiB" below
+    1 MiB and "480 bytes" below 1 KiB (so that no size reads "0.0 MiB")."""
+    if nbytes >= 2**27:
+        return f"{nbytes / 2**30:.2f} GiB"
+    if nbytes >= 2**20:
+        return f"{nbytes / 2**20:.1f} MiB"
+    return f"{nbytes / 2**10:.1f} KiB" if nbytes >= 2**10 else f"{int(nbytes):,} bytes"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, get_registry
-from monk_framework.core.resources import DEFAULT_FRACTION, Resources, parse_memory
+from monk_framework.core.resources import DEFAULT_FRACTION, Resources, format_bytes, parse_memory
 from monk_framework.engine.reductions import kernel_sums
 from monk_framework.two_sample import permutation_test, split_test
 from monk_framework.two_sample.robust import robust_test
@@ -22,10 +22,23 @@ def test_sizes_are_read_in_decimal_and_binary_units(text, nbytes):
     assert parse_memory(text) == nbytes
 
 
-@pytest.mark.parametrize("bad", ["lots", "-1GB", "0", 0, True, "2 parsecs", [1]])
+@pytest.mark.parametrize("bad", ["lots", "-1GB", "0", 0, True, "2 parsecs", [1], "1e400", float("nan"), float("inf")])
 def test_a_bad_size_is_refused_by_name(bad):
     with pytest.raises(ParameterError, match="max_memory"):
         parse_memory(bad)
+
+
+def test_sizes_beyond_float64_and_numpy_numbers_are_read_exactly():
+    assert parse_memory(10**400) == 10**400  # an int count of bytes is never rounded through float
+    assert parse_memory(np.int64(4096)) == 4096 and parse_memory(np.float32(1e9)) == 10**9
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "text"),
+    [(480, "480 bytes"), (1023, "1,023 bytes"), (3 * 2**10, "3.0 KiB"), (12 * 2**20, "12.0 MiB"), (2**31, "2.00 GiB")],
+)
+def test_format_bytes_never_rounds_a_size_to_zero(nbytes, text):
+    assert format_bytes(nbytes) == text
 
 
 def test_the_budget_is_a_fraction_of_the_available_memory_unless_set_for_a_call(monkeypatch):
