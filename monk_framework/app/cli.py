@@ -215,13 +215,21 @@ def _complete(kind: str) -> Any:
     return complete
 
 
+def _path(text: str) -> Path:
+    """A path option's value; an empty one (an unset shell variable, say) is refused
+    rather than read as the current directory."""
+    if not text.strip():
+        raise typer.BadParameter("is empty; give a path (an unset shell variable?).")
+    return Path(text)
+
+
 # options shared by the commands that take two samples (run, test)
 KernelOption = Annotated[str | None, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins'); default: rbf for vectors "
     "(sigma by the median heuristic), ssk for strings.", autocompletion=_complete("kernel"), show_default=False)]
 EstimatorOption = Annotated[str, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))]
-XOption = Annotated[Path | None, typer.Option("--x", "-x", help="Sample X: .npy, .csv, .tsv or .txt (vectors), .txt or FASTA (strings).")]
-YOption = Annotated[Path | None, typer.Option("--y", "-y", help="Sample Y, in the same formats as --x.")]
-SamplesArgument = Annotated[list[Path] | None, typer.Argument(help="The files of X and Y (the same as --x X --y Y).",
+XOption = Annotated[Path | None, typer.Option("--x", "-x", parser=_path, help="Sample X: .npy, .csv, .tsv or .txt (vectors), .txt or FASTA (strings).")]
+YOption = Annotated[Path | None, typer.Option("--y", "-y", parser=_path, help="Sample Y, in the same formats as --x.")]
+SamplesArgument = Annotated[list[Path] | None, typer.Argument(parser=_path, help="The files of X and Y (the same as --x X --y Y).",
                                                                show_default=False)]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Hide notes and progress on stderr (as monkfw -q).")]
 CaseOption = Annotated[bool, typer.Option("--case-sensitive", help="Keep the case of FASTA sequences (by default they are upper-cased: lowercase "
@@ -236,7 +244,7 @@ MaxMemoryOption = Annotated[
     typer.Option("--max-memory", help="Memory the work may hold beyond the data, e.g. 2GB or 512MiB (default: half the "
         "available memory); over it Gram matrices are computed in tiles, with the same numbers.", show_default=False),
 ]
-OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Also save the JSON result to this file (written atomically).")]
+OutputOption = Annotated[Path | None, typer.Option("--output", "-o", parser=_path, help="Also save the JSON result to this file (written atomically).")]
 
 
 # -- monkfw plugins -----------------------------------------------------------------
@@ -388,7 +396,7 @@ def run(
     _quiet(quiet)
     x, y = _samples(files, x, y)
     if output is not None:
-        check_writable(output, what="--output")  # before the work, not after it
+        check_writable(output, what="--output", inputs=(x, y))  # before the work, not after it
     if max_memory is not None:
         parse_memory(max_memory)  # a bad size is refused before any data is read
     check_backend_options(backend, scheduler, workers)
@@ -609,7 +617,7 @@ def test_command(
     _quiet(quiet)
     x, y = _samples(files, x, y)
     if output is not None:
-        check_writable(output, what="--output")  # before the work, not after it
+        check_writable(output, what="--output", inputs=(x, y))  # before the work, not after it
     check_backend_options(backend, scheduler, workers)
     if max_memory is not None:
         parse_memory(max_memory)
@@ -740,7 +748,7 @@ def _int_list(text: str | None, option: str) -> tuple[int, ...] | None:
 def experiment_command(
     name: Annotated[str, typer.Argument(help="exp1 (paper Figure 1: estimation error) or exp2 (Figure 2: split test on splice DNA).", show_default=False)],
     quick: Annotated[bool, typer.Option("--quick", help="A reduced grid that runs in well under a minute.")] = False,
-    out: Annotated[Path | None, typer.Option("--out", help="Directory of the results, journal and figures (default: "
+    out: Annotated[Path | None, typer.Option("--out", parser=_path, help="Directory of the results, journal and figures (default: "
         "monk-results/NAME, or NAME-quick).", show_default=False)] = None,
     runs: Annotated[int | None, typer.Option("--runs", min=1, help="Monte-Carlo runs per setting (default: 100 for exp1, "
         "400 for exp2).", show_default=False)] = None,

@@ -15,10 +15,17 @@ from monk_framework.core.errors import MonkError, ParameterError
 __all__ = ["check_writable", "write_atomically", "write_csv_atomically"]
 
 
-def check_writable(path: Path | str, *, what: str = "the output file") -> Path:
+def check_writable(path: Path | str, *, what: str = "the output file", inputs: Iterable[Path | str | None] = ()) -> Path:
     """Check, before any work, that a file can be written at ``path``: not a directory,
-    and its directory can be created and written (probed with a temporary file)."""
+    not one of the ``inputs`` (the data the result would replace), and its directory
+    can be created and written (probed with a temporary file)."""
     path = Path(path)
+    for source in inputs:
+        if source is not None and path.exists() and Path(source).exists() and os.path.samefile(path, source):
+            raise ParameterError(
+                f"{what} {str(path)!r} is the data file {str(source)!r}: the result would overwrite the data. "
+                "Give another file name, e.g. 'result.json'."
+            )
     if path.is_dir():
         raise ParameterError(f"{what} {str(path)!r} is a directory; give a file name inside it, e.g. {str(path / 'result.json')!r}.")
     if path.exists() and not path.is_file():

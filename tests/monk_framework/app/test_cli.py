@@ -291,6 +291,35 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(tmp_pa
     assert calls == [] and "internal error" not in result.stderr
 
 
+@pytest.mark.parametrize("command", ["run", "test"])
+def test_an_output_that_is_one_of_the_data_files_is_refused_and_the_data_kept(tmp_path, command):
+    # -o x.csv after --x x.csv overwrote the data with the result's JSON
+    from monk_framework.app.cli import app
+
+    gen = np.random.default_rng(5)
+    for name in ("x.csv", "y.csv"):
+        np.savetxt(tmp_path / name, gen.normal(size=(12, 2)), delimiter=",")
+    kept = {name: (tmp_path / name).read_bytes() for name in ("x.csv", "y.csv")}
+    samples = ["--x", str(tmp_path / "x.csv"), "--y", str(tmp_path / "y.csv")]
+    for target in ("x.csv", "y.csv", "./x.csv"):
+        result = CliRunner().invoke(app, [command, "-k", "rbf:sigma=1", *samples, "-o", str(tmp_path / target)])
+        assert result.exit_code == 2, result.output
+        assert "the result would overwrite the data" in result.stderr
+    assert {name: (tmp_path / name).read_bytes() for name in kept} == kept
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["run", "-d", "gauss", "-o", ""], ["run", "--x", "", "--y", "y.npy"], ["test", "", "y.npy"],
+     ["experiment", "exp1", "--quick", "--out", ""]],
+    ids=["output", "x", "argument", "out"],
+)
+def test_an_empty_path_is_refused_not_read_as_the_current_directory(args):
+    # an unset shell variable ("--out $DIR") left '' that was read as '.'
+    result = invoke(*args)
+    assert result.exit_code == 2 and "is empty; give a path" in result.stderr
+
+
 def test_a_malformed_scheduler_address_is_a_usage_error():
     pytest.importorskip("distributed")
     from monk_framework.app.cli import app
