@@ -286,6 +286,8 @@ def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
             key, eq, value = item.partition("=")
             if not eq or not key.strip() or not value.strip():
                 raise ParameterError(f"Bad parameter {item!r} in spec {text!r}: expected key=value.")
+            if key.strip() in params:
+                raise ParameterError(f"Parameter {key.strip()!r} is given twice in spec {text!r}; give it once.")
             params[key.strip()] = parse_value(value)
     return name.strip(), params
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +21,7 @@ from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import check_fits, check_progress
 from monk_framework.engine.backends import Backend
 
-__all__ = ["Experiment", "ExperimentRun", "mmd_estimator", "named_kernel", "run_experiment"]
+__all__ = ["Experiment", "ExperimentRun", "check_sizes", "sizes_tuple", "mmd_estimator", "named_kernel", "run_experiment"]
 
 
 def mmd_estimator(text: str, experiment: str) -> MMDEstimator:
@@ -29,6 +31,24 @@ def mmd_estimator(text: str, experiment: str) -> MMDEstimator:
     if not isinstance(estimator, MMDEstimator):
         raise ParameterError(f"{experiment} needs MMD estimators; {name!r} estimates an embedding.")
     return estimator
+
+
+def sizes_tuple(value: Any) -> tuple[Any, ...]:
+    """The sizes as given, numpy ints made ints (nothing rounded: 2.5 stays 2.5, for
+    :func:`check_sizes` to refuse); one number is a tuple of one."""
+    values = (value,) if isinstance(value, numbers.Number) or isinstance(value, str) else tuple(value)
+    return tuple(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v for v in values)
+
+
+def check_sizes(sizes: Any, experiment: str) -> None:
+    """Sample sizes an experiment can run: at least one, each an int >= 1, none twice
+    (two cells with the same settings would be one cell)."""
+    values = list(sizes)
+    if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+        raise ParameterError(f"{experiment} sizes must be positive sample sizes (ints); got {values}.")
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise ParameterError(f"{experiment} sizes list {', '.join(map(str, twice))} more than once; give each size once.")
 
 
 def named_kernel(text: str, experiment: str, input_kind: str) -> Kernel:

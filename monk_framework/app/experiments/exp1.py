@@ -27,7 +27,7 @@ import attrs
 import numpy as np
 
 from monk_framework.app.datasets import get_dataset
-from monk_framework.app.experiments.base import Experiment, mmd_estimator, named_kernel
+from monk_framework.app.experiments.base import Experiment, check_sizes, mmd_estimator, named_kernel, sizes_tuple
 from monk_framework.app.experiments.report import exp1_report
 from monk_framework.app.experiments.runner import Cell, CellStore
 from monk_framework.core.errors import ParameterError
@@ -69,10 +69,6 @@ def _tuple_of_str(value: Any) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _tuple_of_int(value: Any) -> tuple[int, ...]:
-    return tuple(int(v) for v in value)
-
-
 def _check_kernels(instance: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
     if not value:
         raise ParameterError("Experiment 1 needs at least one kernel.")
@@ -106,7 +102,7 @@ class Exp1(Experiment):
         "estimators": ("u-stat:root=signed", "monk-bcd:n_blocks=11", "monk-bcd-fast:n_blocks=11"),
     }
 
-    sizes: tuple[int, ...] = attrs.field(default=tuple(range(200, 2001, 200)), converter=_tuple_of_int)
+    sizes: tuple[int, ...] = attrs.field(default=tuple(range(200, 2001, 200)), converter=sizes_tuple)
     runs: int = attrs.field(default=100, validator=attrs.validators.ge(1))
     seed: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     settings: tuple[str, ...] = attrs.field(default=tuple(SETTINGS), converter=_tuple_of_str)
@@ -122,8 +118,7 @@ class Exp1(Experiment):
 
     @sizes.validator
     def _check_sizes(self, attribute: attrs.Attribute, value: tuple[int, ...]) -> None:
-        if not value or min(value) < 1:
-            raise ParameterError(f"Experiment 1 sizes must be positive sample sizes; got {list(value)}.")
+        check_sizes(value, "Experiment 1")
         # each cell holds the pooled Gram matrix of 2N points: refused here, before the
         # results directory is touched
         n = 2 * max(value)

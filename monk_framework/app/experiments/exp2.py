@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework.app.experiments.base import Experiment, mmd_estimator, named_kernel
+from monk_framework.app.experiments.base import Experiment, check_sizes, mmd_estimator, named_kernel, sizes_tuple
 from monk_framework.app.experiments.report import exp2_report
 from monk_framework.app.experiments.runner import Cell, CellStore
 from monk_framework.app.splice import load_splice
@@ -71,7 +71,7 @@ class Exp2(Experiment):
         "grid": (("n", (3, 5)), ("lam", (0.5,))),
     }
 
-    sizes: tuple[int, ...] = attrs.field(default=(50, 100, 200, 300, 380), converter=lambda v: tuple(int(x) for x in v))
+    sizes: tuple[int, ...] = attrs.field(default=(50, 100, 200, 300, 380), converter=sizes_tuple)
     runs: int = attrs.field(default=400, validator=attrs.validators.ge(1))
     seed: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     panels: tuple[str, ...] = attrs.field(default=tuple(PANELS), converter=_tuple_of_str)
@@ -86,6 +86,10 @@ class Exp2(Experiment):
     def _check_alpha(self, attribute: attrs.Attribute, value: float) -> None:
         if not 0 < value < 1:
             raise ParameterError(f"Experiment 2: alpha must be in (0, 1); got {value}.")
+
+    @sizes.validator
+    def _check_sizes(self, attribute: attrs.Attribute, value: tuple[int, ...]) -> None:
+        check_sizes(value, "Experiment 2")
 
     @panels.validator
     def _check_panels(self, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:

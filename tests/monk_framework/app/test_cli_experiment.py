@@ -45,6 +45,8 @@ def test_experiment_estimator_option_replaces_the_list(tmp_path):
     [
         (("experiment", "exp9"), "Unknown experiment 'exp9'"),
         (("experiment", "exp1", "--quick", "--sizes", "200,x"), "--sizes takes comma-separated integers"),
+        (("experiment", "exp1", "--quick", "--sizes", "30,40,30"), "Experiment 1 sizes list 30 more than once"),
+        (("experiment", "exp2", "--quick", "--sizes", "60,60"), "Experiment 2 sizes list 60 more than once"),
         (("experiment", "exp1", "--quick", "-e", "monk-bcd:n_blocks"), "expected key=value"),
         (("experiment", "exp1", "--quick", "--workers", "2"), "--workers sizes the embedded Dask cluster"),
         (("experiment", "exp1", "--quick", "--backend", "spark"), "Unknown backend 'spark'"),

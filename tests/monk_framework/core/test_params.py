@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, UnknownNameError
-from monk_framework.core.params import Configurable, boolean, integer, one_of, parameter, parse_value, real, real_or
+from monk_framework.core.params import Configurable, boolean, integer, one_of, parameter, parse_spec, parse_value, real, real_or
 
 
 @attrs.frozen(kw_only=True)
@@ -67,3 +67,10 @@ def test_parameters_describe_defaults_and_allowed_values():
 def test_parse_value(text, value):
     parsed = parse_value(text)
     assert parsed == value and type(parsed) is type(value)
+
+
+def test_a_spec_giving_a_parameter_twice_is_refused():
+    # "rbf:sigma=1,sigma=2" used sigma = 2 without a word, where --param refuses the same
+    with pytest.raises(ParameterError, match=r"Parameter 'sigma' is given twice in spec 'rbf:sigma=1,sigma=2'"):
+        parse_spec("rbf:sigma=1,sigma=2")
+    assert parse_spec("rbf:sigma=1,width=2") == ("rbf", {"sigma": 1, "width": 2})
