@@ -225,14 +225,16 @@ def collection_statistics(
     Each kernel is one run of the permutation engine with the test's seed sequence
     ``seq``, so relabelling b is the same permutation for every kernel (and the one
     :func:`permutation_test` draws with that seed); the engine keeps each run under the
-    memory budget and spreads it over ``backend``. ``progress`` follows all L·B.
+    memory budget and spreads it over ``backend``. ``progress`` follows all L·B. Every
+    kernel reads (checks) the samples itself, as it takes them.
     """
     B, L = int(n_permutations), len(kernels)
     values = np.empty((B + 1, L))
     used: list[Kernel] = []
-    for ell, kernel in enumerate(kernels):
+    samples = [kernel.check_pair(X, Y) for kernel in kernels]  # all of them before any work
+    for ell, (kernel, (Xk, Yk)) in enumerate(zip(kernels, samples)):
         tick = None if progress is None else (lambda done, total, ell=ell: progress(ell * B + done, L * B))
-        stats = relabelled_statistics(estimator, kernel, X, Y, B, seq, resources=resources, backend=backend, progress=tick)
+        stats = relabelled_statistics(estimator, kernel, Xk, Yk, B, seq, resources=resources, backend=backend, progress=tick)
         values[0, ell], values[1:, ell] = stats.observed, stats.null
         used.append(stats.kernel)
     return values, used
@@ -414,6 +416,9 @@ def aggregated_test(
     if given is not None:
         _check_collection_size(B, L, "kernels=")
     w = _check_weights(weights, L)
+    for k in collection:  # every kernel reads the data, not only the first: before any work
+        est.check_kernel(k)
+        k.check_pair(Xv, Yv)
     r = contamination_count(contamination, n + m) if robust else 0
     deltas = None
     if robust:
@@ -432,8 +437,6 @@ def aggregated_test(
                 "unbounded. Use robust_test(..., method='clip') for an unbounded kernel."
             )
         deltas = np.array(sens, dtype=float)
-    for k in collection:
-        est.check_kernel(k)
     check_null_memory(B, pool_size=n + m, backend=backend, listed=bool(return_null))
     seq = root(rng)
     seed = seed_of(seq)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from monk_framework import DataError, MonkError, ParameterError, ResourceError, aggregated_test
+from monk_framework.core.randomness import root
 from monk_framework.core.resources import Resources
 from monk_framework.core.results import AggregatedTestResult
 from monk_framework.two_sample import permutation_test, robust_test
@@ -19,6 +20,7 @@ from monk_framework.two_sample.aggregated import (
     BANDWIDTH_MAX_POINTS,
     agg_scores,
     bandwidth_grid,
+    collection_statistics,
     default_kernels,
     fuse_scores,
     pair_square_scale,
@@ -288,6 +290,18 @@ def test_string_kernels_aggregate_when_given(registry):
         single = permutation_test(spec, "u-stat", X, Y, n_permutations=99, rng=0)
         assert r.kernel_pvalues[ell] == single.pvalue
         assert r.kernel_statistics[ell] == pytest.approx(single.statistic, rel=1e-12)
+
+
+def test_every_kernel_of_the_collection_reads_the_data_itself(registry):
+    # only the first kernel checked the samples: a string kernel after a vector one ran on
+    # vectors and gave statistic 0 and p = 1 without a word
+    X, Y = samples(6)
+    for kernels in (["rbf:sigma=1", "ssk"], ["ssk", "rbf:sigma=1"]):
+        with pytest.raises(DataError, match="X holds numbers, but kernel 'ssk' needs strings"):
+            aggregated_test(X, Y, kernels, n_permutations=19, rng=0)
+    with pytest.raises(DataError, match="needs strings"):
+        collection_statistics(registry.get_estimator("u-stat"), [registry.get_kernel("ssk")], X, Y, 9, root(0),
+                              resources=Resources.of(None))
 
 
 @pytest.mark.slow  # 20 s: 300 null runs (.ci/run runs it)
