@@ -617,8 +617,10 @@ def load_result(data: str | os.PathLike[str] | Mapping[str, Any], *, registry: R
         except json.JSONDecodeError as exc:
             raise DataError(f"Not a JSON result ({source}; load_result takes a result's JSON text, its dict, or the "
                             f"path of its file): {exc}.") from None
-    if not isinstance(data, Mapping) or "type" not in data:
-        raise DataError("A result is a JSON object with a 'type'; this is not one.")
+        except RecursionError:
+            raise DataError(f"Not a JSON result ({source}): its values are nested too deeply to be one.") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
+        raise DataError("A result is a JSON object with a 'type' (a string); this is not one.")
     classes = _result_classes()
     if data["type"] not in classes:
         raise UnknownNameError("result type:", str(data["type"]), sorted(classes))

@@ -168,7 +168,27 @@ class Result:
         missing = [name for name, f in fields.items() if f.default is attrs.NOTHING and name not in values]
         if missing:
             raise DataError(f"The {cls.kind} result lacks {', '.join(missing)}.")
-        return cls(**{k: v for k, v in values.items() if k in fields})
+        given = {k: v for k, v in values.items() if k in fields}
+        # a result read back is untrusted input (an edited or damaged file): each field is
+        # converted here first, so that a bad one is named, never blamed on a computation
+        for name, value in given.items():
+            converter = fields[name].converter
+            if not callable(converter):
+                continue
+            try:
+                converted = converter(value)
+            except (TypeError, ValueError, OverflowError, MonkError) as exc:
+                raise DataError(f"The {cls.kind} result's {name!r} holds {_shown(value)}, which is not a valid "
+                                f"value ({exc}).") from None
+            if isinstance(converted, float) and not math.isfinite(converted):
+                raise DataError(f"The {cls.kind} result's {name!r} holds {_shown(value)}, not a finite number.")
+        try:
+            return cls(**given)
+        except DataError:
+            raise
+        except (TypeError, ValueError, MonkError) as exc:
+            reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+            raise DataError(f"The {cls.kind} result holds a bad value: {reason}") from None
 
     @classmethod
     def from_json(cls, text: str, **context: Any) -> Any:
@@ -177,6 +197,11 @@ class Result:
         except json.JSONDecodeError as exc:
             raise DataError(f"Not a JSON result: {exc}.") from None
         return cls.from_dict(data, **context)
+
+
+def _shown(value: Any, most: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def _call_text(name: str, params: Mapping[str, Any]) -> str:

@@ -117,6 +117,38 @@ def test_load_result_reads_the_file_a_command_saved(tmp_path):
         load_result("not a result")
 
 
+def test_a_damaged_result_is_refused_naming_the_field_never_blaming_a_computation(tmp_path):
+    # a saved result read back is untrusted input: every field of the wrong type or value
+    # is a DataError that names it; none is a raw TypeError, nor "kernel values too large"
+    import json
+
+    from monk_framework import DataError, UnknownNameError, load_result
+    from monk_framework.two_sample import permutation_test
+
+    gen = np.random.default_rng(4)
+    good = json.loads(permutation_test("rbf:sigma=1", "u-stat", gen.normal(size=(20, 2)), gen.normal(size=(20, 2)),
+                                       n_permutations=19, rng=0).to_json())
+    for field in good:
+        for bad in (None, "abc", float("nan"), [1], {"a": 1}, float("inf")):
+            damaged = {**good, field: bad}
+            try:
+                load_result(damaged)
+            except (DataError, UnknownNameError) as exc:  # an unknown 'type' is named as such
+                assert "too large" not in str(exc)
+            except Exception as exc:  # pragma: no cover - the failure this test exists for
+                pytest.fail(f"{field}={bad!r}: {type(exc).__name__}: {exc}")
+    with pytest.raises(DataError, match=r"result's 'pvalue' holds nan, not a finite number"):
+        load_result({**good, "pvalue": float("nan")})
+    with pytest.raises(DataError, match=r"result's 'n_x' holds None, which is not a valid value"):
+        load_result({**good, "n_x": None})
+    with pytest.raises(DataError, match=r"a 'type' \(a string\)"):
+        load_result({**good, "type": ["permutation-test"]})
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
+    with pytest.raises(DataError, match="nested too deeply"):
+        load_result(deep)
+
+
 def test_test_results_follow_scipy_names():
     from monk_framework.two_sample import PermutationTestResult, permutation_test
 
