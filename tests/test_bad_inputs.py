@@ -73,6 +73,12 @@ def _files(root: Path) -> None:
     np.savetxt(root / "nums.txt", rng.normal(0.5, 1.0, size=(40, 2)))
     (root / "lead-missing.csv").write_text(",2.5\n1.0,2.0\n3.0,4.0\n")
     (root / "short.fa").write_text(">a\nACG\n>b\nAC\n>c\nGT\n")
+    X = rng.normal(size=(40, 2))
+    (root / "semicolons.csv").write_text("".join(f"{a!r};{b!r}\n" for a, b in X.tolist()))
+    (root / "bom.csv").write_text("".join(f"{a!r},{b!r}\n" for a, b in X.tolist()), encoding="utf-8-sig")
+    (root / "aligned.txt").write_text("".join(f"  {a!r}\t\t {b!r}  \n" for a, b in X.tolist()))
+    np.save(root / "cut.npy", X[:30])
+    (root / "cut.npy").write_bytes((root / "cut.npy").read_bytes()[:-304])
     _results_folders(root)
 
 
@@ -240,6 +246,17 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("data-param-twice", [*RUN, *SMALL, "--data-param", "n=40"], 2, r"--data-param n is given twice"),
     ("param-twice", [*RUN, *SMALL, "-p", "sigma=1", "-p", "sigma=2"], 2, r"--param sigma is given twice"),
     ("test-output-is-a-directory", [*TEST, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),
+    ("output-is-the-data", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "./x.npy"], 2, r"--output '(\./)?x.npy' is the data file 'x.npy': the "
+        r"result would overwrite the data"),
+    ("empty-out", ["experiment", "exp1", "--quick", "--out", ""], 2, r"Invalid value for '--out': is empty; give a path"),
+    ("max-memory-beyond-float64", [*RUN, *SMALL, "--max-memory", "1e400"], 2, r"max_memory must be a finite number of bytes; got '1e400'"),
+    ("sizes-twice", ["experiment", "exp1", "--quick", "--sizes", "30,40,30", "--out", "e7"], 2, r"Experiment 1 sizes list 30 more than once"),
+    ("spec-param-twice", ["run", "-k", "rbf:sigma=1,sigma=2", "-e", "u-stat", *SMALL], 2, r"Parameter 'sigma' is given twice in spec "
+        r"'rbf:sigma=1,sigma=2'"),
+    ("csv-semicolons", [*RUN, "--x", "semicolons.csv", "--y", "y.npy"], 1, r"semicolons.csv, line 1, column 1: cannot read .* The values seem "
+        r"separated by ';'"),
+    ("npy-truncated", [*RUN, "--x", "cut.npy", "--y", "y.npy"], 1, r"cut.npy: its header claims an array of shape \(30, 2\) \(480 bytes\) but "
+        r"the file holds only 176 bytes"),
 ]
 
 #: (id, arguments): extreme but valid inputs that must give a finite, non-degenerate MMD²
@@ -251,6 +268,8 @@ VALID: list[tuple[str, list[str]]] = [
     ("energy-on-1e200-data", ["run", "-k", "energy", "-e", "v-stat", "--x", "big1.npy", "--y", "big2.npy", "--json"]),
     ("lowercase-fasta", ["run", "-k", "ssk", "-e", "v-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=2", "--json"]),
     ("numbers-in-a-txt-file", ["run", "-k", "rbf", "-e", "v-stat", "--x", "nums.txt", "--y", "y.npy", "--json"]),
+    ("csv-with-byte-order-mark", ["run", "-k", "rbf", "-e", "v-stat", "--x", "bom.csv", "--y", "y.npy", "--json"]),
+    ("txt-aligned-with-tabs", ["run", "-k", "rbf", "-e", "v-stat", "--x", "aligned.txt", "--y", "y.npy", "--json"]),
     ("rbf-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("laplace-one-gross-outlier", ["run", "-k", "laplace", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("rbf-median-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "--json"]),
