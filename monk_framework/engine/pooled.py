@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 
 from monk_framework.core.errors import ParameterError
-from monk_framework.core.kernels import Kernel, check_squared_norm
+from monk_framework.core.kernels import CONTRACT_RTOL, DIAG_RTOL, Kernel, check_squared_norm
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import one_blas_thread
@@ -54,6 +54,41 @@ def pooled(X: Sample, Y: Sample) -> Any:
     if isinstance(X, np.ndarray):
         return np.vstack([X, Y])
     return list(X) + list(Y)
+
+
+#: rows of a precomputed Gram matrix checked at a time (a band and its mirror: 2 x 256 x P values)
+GIVEN_GRAM_BAND = 256
+
+
+def _check_given_gram(K: np.ndarray) -> None:
+    """The contract a precomputed Gram matrix K of the pooled sample must meet, checked on
+    every entry in bands of rows (no P x P temporary): symmetry, a diagonal k(z, z) >= 0
+    and Cauchy–Schwarz |K_ij| <= sqrt(K_ii K_jj), which every PSD kernel's matrix obeys.
+    A ParameterError names the entries: the matrix was given, no kernel computed it."""
+    size = len(K)
+    diag = np.diagonal(K).copy()
+    scale = max(float(np.abs(K).max(initial=0.0)), 1e-300)
+    if diag.min(initial=0.0) < -DIAG_RTOL * scale:
+        i = int(np.argmin(diag))
+        raise ParameterError(f"The precomputed Gram matrix is not positive semi-definite: K[{i}, {i}] = {diag[i]:.6g} < 0.")
+    root = np.sqrt(np.maximum(diag, 0.0))
+    for a in range(0, size, GIVEN_GRAM_BAND):
+        b = min(a + GIVEN_GRAM_BAND, size)
+        band = K[a:b]
+        gap = np.abs(band - K[:, a:b].T)
+        if gap.max() > CONTRACT_RTOL * scale:
+            i, j = (int(v) for v in np.unravel_index(int(np.argmax(gap)), gap.shape))
+            raise ParameterError(
+                f"The precomputed Gram matrix is not symmetric: K[{a + i}, {j}] = {K[a + i, j]:.6g} but "
+                f"K[{j}, {a + i}] = {K[j, a + i]:.6g}."
+            )
+        excess = np.abs(band) - np.outer(root[a:b], root)
+        if excess.max() > DIAG_RTOL * scale:
+            i, j = (int(v) for v in np.unravel_index(int(np.argmax(excess)), excess.shape))
+            raise ParameterError(
+                f"The precomputed Gram matrix is not positive semi-definite: |K[{a + i}, {j}]| = {abs(K[a + i, j]):.6g} "
+                f"exceeds sqrt(K[{a + i}, {a + i}] K[{j}, {j}]) = {root[a + i] * root[j]:.6g} (Cauchy-Schwarz)."
+            )
 
 
 class PooledSample:
@@ -103,6 +138,7 @@ class PooledSample:
             )
         if not np.all(np.isfinite(K)):
             raise ParameterError("The precomputed Gram matrix has NaN or infinite entries.")
+        _check_given_gram(K)
         self._source = StoredGram(self.kernel, self.Z, K=K)
         self._diag = np.diag(K).copy()
 

@@ -106,6 +106,29 @@ def test_a_precomputed_gram_of_the_wrong_shape_is_refused(rng):
         PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=np.full((7, 7), np.nan), resources=Resources.of())
 
 
+def test_a_precomputed_gram_breaking_the_contract_is_refused_as_given_not_blamed_on_the_kernel(rng, monkeypatch):
+    # an asymmetric matrix was reported as "kernel 'rbf' is not positive semi-definite"
+    from monk_framework.core.errors import ParameterError
+    from monk_framework.two_sample import permutation_test
+
+    monkeypatch.setattr(pooled_mod, "GIVEN_GRAM_BAND", 7)  # several bands, and a last short one
+    X, Y = rng.normal(size=(20, 2)), rng.normal(size=(13, 2))
+    K = get_registry().get_kernel("rbf", sigma=1.0).gram(np.vstack([X, Y]))
+    asym = K.copy()
+    asym[30, 4] += 1e-3
+    negative = K.copy()
+    negative[25, 25] = -0.5
+    beyond = K.copy()
+    beyond[3, 29] = beyond[29, 3] = 1.5  # |K_ij| > sqrt(K_ii K_jj) = 1
+    for G, message in ((asym, r"not symmetric: K\[4, 30\] = 0.0\d+ but K\[30, 4\] = "), (negative, r"K\[25, 25\] = -0.5 < 0"),
+                       (beyond, r"\|K\[3, 29\]\| = 1.5 exceeds sqrt\(K\[3, 3\] K\[29, 29\]\) = 1 \(Cauchy-Schwarz\)")):
+        with pytest.raises(ParameterError, match="The precomputed Gram matrix is not"):
+            permutation_test("rbf", "u-stat", X, Y, gram=G, n_permutations=9, rng=0)
+        with pytest.raises(ParameterError, match=message):
+            PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=G, resources=Resources.of())
+    PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=K, resources=Resources.of())  # the true one passes
+
+
 def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_kernel_sums(registry, rng, monkeypatch):
     # the observed statistic, B relabellings, e_b'K1 and 1'K1 come from one walk through the bands
     from monk_framework.engine import gram_sources
