@@ -632,8 +632,9 @@ def test_command(
         )
         for note in job.notes:
             _note(note)
-        # an aggregated test counts every kernel's relabelled statistics, L·B of them
-        label = "permutations" if aggregate is None else "kernels x permutations"
+        # an aggregated test counts every kernel's relabelled statistics, L·B of them; a
+        # split test its grid points, then its relabellings
+        label = "kernels x permutations" if aggregate is not None else ("grid points + permutations" if split else "permutations")
         with _backend(backend, scheduler, workers) as runner, _ProgressBar(label) as bar:
             result = jobs.test(
                 job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,

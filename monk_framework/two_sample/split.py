@@ -11,6 +11,7 @@ test reports T − q̂ and rejects when T > q̂.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,7 +22,7 @@ from monk_framework.core.errors import MonkError, ParameterError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stable_int, stream
-from monk_framework.core.resources import Resources, check_backend, check_progress
+from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
 from monk_framework.core.results import (
     SplitTestResult,
     computed_with,
@@ -49,14 +50,30 @@ def three_parts(n: int, rng: np.random.Generator) -> list[np.ndarray]:
     return [np.sort(p) for p in np.array_split(rng.permutation(n), 3)]
 
 
+#: memory one grid point takes while it is tuned: its candidate kernel and its record
+GRID_POINT_BYTES = 4096
+
+
 def grid_points(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
-    """Every combination of the grid's values ([{}] for no grid), in the given order."""
+    """Every combination of the grid's values ([{}] for no grid), in the given order; their
+    number is checked against memory before the combinations are made."""
+    if grid is None:
+        return [{}]
+    if not isinstance(grid, Mapping):
+        raise ParameterError(
+            f"grid must map kernel parameter names to lists of values, e.g. {{'sigma': [0.5, 1, 2]}}; "
+            f"got {type(grid).__name__}."
+        )
     if not grid:
         return [{}]
     for key, values in grid.items():
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
             raise ParameterError(f"grid[{key!r}] must be a non-empty list of values; got {values!r}.")
     keys = list(grid)
+    count = math.prod(len(grid[k]) for k in keys)
+    check_fits(GRID_POINT_BYTES * count, lambda need, avail, _: (
+        f"grid: {' x '.join(str(len(grid[k])) for k in keys)} = {count:,} combinations to tune need about {need}, "
+        f"but only {avail} of memory are available; give fewer values."))
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
@@ -85,7 +102,8 @@ def split_test(
     ``gram(kernel, ix, iy)``, if given, returns the Gram matrix of [X[ix]; Y[iy]] for a
     candidate kernel, so that Gram matrices precomputed once over a whole data set serve
     every run (the paper's Experiment 2); data-dependent rules are then not fitted.
-    ``backend`` runs the batches of relabellings of part 2.
+    ``backend`` runs the batches of relabellings of part 2. ``progress(done, total)``
+    counts the grid points tuned on part 1, then the relabellings of part 2.
     """
     start = time.perf_counter()
     resources = Resources.of(max_memory)
@@ -129,10 +147,14 @@ def split_test(
         K = None if gram is None else gram(kern, px[stage_index], py[stage_index])
         return PooledSample(kern, Xs, Ys, gram=K, resources=resources)
 
-    for point, cand, point_seq in zip(points, candidates, tune_streams):
+    # progress counts the grid points tuned, then the relabellings of part 2
+    total = len(points) + int(n_permutations)
+    for done, (point, cand, point_seq) in enumerate(zip(points, candidates, tune_streams), start=1):
         fitted = cand if gram is not None else cand.fit(X1, Y1)
         T1 = observed_mmd2(estimator, pool_of(fitted, 0), point_seq)
         tuning.append({"params": point, "kernel_params": fitted.params(), "statistic": float(signed_root(T1))})
+        if progress is not None:
+            progress(done, total)
     scores = [float(t["statistic"]) for t in tuning]
     best = scores.index(max(scores))  # the first of equals
     chosen = type(kernel).from_params(tuning[best]["kernel_params"])
@@ -140,7 +162,8 @@ def split_test(
 
     # part 2: the null quantile from relabellings; part 3: the statistic
     tick = time.perf_counter()
-    null = signed_root(null_statistics(estimator, pool_of(chosen, 1), int(n_permutations), stream(seq, "calibrate"), progress, backend))
+    tick_null = None if progress is None else (lambda done, _: progress(len(points) + done, total))
+    null = signed_root(null_statistics(estimator, pool_of(chosen, 1), int(n_permutations), stream(seq, "calibrate"), tick_null, backend))
     calibrate_s = time.perf_counter() - tick
     tick = time.perf_counter()
     T = float(signed_root(observed_mmd2(estimator, pool_of(chosen, 2), stream(seq, "test"))))

@@ -321,6 +321,31 @@ def test_split_test_on_strings_with_a_grid_over_n_and_lambda(registry):
     assert r.reject  # EI and IE junctions differ
 
 
+def test_a_split_test_grid_is_checked_before_its_combinations_are_made(registry, rng, monkeypatch):
+    from monk_framework import ParameterError, ResourceError
+
+    X, Y = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
+    kernel, est = registry.get_kernel("polynomial"), registry.get_estimator("u-stat")
+    with pytest.raises(ParameterError, match=r"grid must map kernel parameter names to lists of values.*got list"):
+        split_test(kernel, est, X, Y, grid=[("degree", [1, 2])])  # it was an AttributeError
+    # three keys of 10^4 values: 10^12 combinations, refused before itertools.product runs
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 8 * 2**30)
+    values = list(range(1, 10**4 + 1))
+    with pytest.raises(ResourceError, match=r"grid: 10000 x 10000 x 10000 = 1,000,000,000,000 combinations to tune need"):
+        split_test(kernel, est, X, Y, grid={"degree": values, "scale": values, "offset": values})
+
+
+def test_split_test_progress_counts_the_grid_points_then_the_relabellings(registry, rng):
+    X, Y = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
+    seen: list[tuple[int, int]] = []
+    args = (registry.get_kernel("rbf", sigma=1.0), registry.get_estimator("u-stat"), X, Y)
+    r = split_test(*args, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=40, rng=3, progress=lambda d, t: seen.append((d, t)))
+    assert seen[:3] == [(1, 43), (2, 43), (3, 43)] and seen[-1] == (43, 43)
+    assert all(t == 43 for _, t in seen) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    quiet = split_test(*args, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=40, rng=3)
+    assert quiet.pvalue == r.pvalue and quiet.statistic == r.statistic  # progress changes no number
+
+
 def test_relabelling_streams_are_the_spawned_children():
     from monk_framework.core.randomness import ChildStreams as _Streams
 
