@@ -131,7 +131,9 @@ class ResourceError(MonkError, MemoryError):
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """Return ``" Did you mean 'x'? Known: a, b, c."`` for an error message."""
     known = sorted(known)
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    # the case first ("RBF", "U-STAT"): difflib weighs every changed letter
+    same_case = [k for k in known if k.lower() == str(name).strip().lower()]
+    close = same_case or difflib.get_close_matches(str(name).lower(), known, n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     listing = ", ".join(known) if known else "(none)"
     return f"{hint} Known: {listing}."

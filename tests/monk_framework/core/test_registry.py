@@ -100,6 +100,11 @@ def test_unknown_names_suggest_the_closest(registry):
     assert not str(info.value).startswith('"')  # not a quoted KeyError
     with pytest.raises(UnknownNameError, match="Did you mean 'sigma'"):
         registry.get_kernel("rbf", sigm=1.0)
+    # another case is suggested first, however many letters it changes
+    for get, name, closest in ((registry.get_kernel, "RBF", "rbf"), (registry.get_estimator, "U-STAT", "u-stat"),
+                               (registry.get_estimator, "Monk-BCD-Fast", "monk-bcd-fast")):
+        with pytest.raises(UnknownNameError, match=f"Did you mean '{closest}'"):
+            get(name)
 
 
 def test_duplicate_name_is_rejected_naming_both_providers(registry):
