@@ -83,6 +83,8 @@ PARTITION_POINT_BYTES = 16
 #: a trace or a set of partitions this small is never refused, whatever the budget (a
 #: budget of a few kB forces the Gram matrices into tiles; it is not about these)
 SMALL_BYTES = 64 * 2**20
+#: BCD-Fast reports its progress every this many iterations (each costs about 10 us)
+PROGRESS_EVERY = 1024
 #: bytes of the indicator matrix W and of K W when a shared pooled Gram gives BCD-Fast's sums
 SHARED_SUMS_BYTES = 64 * 1024 * 1024
 
@@ -554,15 +556,18 @@ class MonkBCDFast(_MonkMMD):
     def partition_count(self) -> int:
         """How many partitions the iterations draw: the first, then one per reshuffle
         (the t with :meth:`reshuffles_at`), counted without walking the iterations."""
-        if self.solver == "exact":
-            return 1
+        return 1 if self.solver == "exact" else 1 + len(self._reshuffles())
+
+    def _reshuffles(self) -> range:
+        """The iterations t > 0 with :meth:`reshuffles_at`, as a range (n_iter may be 10¹²:
+        the iterations are never walked to find them)."""
         if self.reshuffle_every == "auto":
             if self.variant == "authors":
                 period = (self.n_iter - AUTHORS_STALL) // AUTHORS_EXTRA_PARTITIONS
-                return 1 + (len(range(AUTHORS_STALL + period, self.n_iter, period)) if period > 0 else 0)
-            return 1 + len(range(PAPER_RESHUFFLE_EVERY, self.n_iter, PAPER_RESHUFFLE_EVERY))
+                return range(AUTHORS_STALL + period, self.n_iter, period) if period > 0 else range(0)
+            return range(PAPER_RESHUFFLE_EVERY, self.n_iter, PAPER_RESHUFFLE_EVERY)
         every = int(self.reshuffle_every)
-        return 1 + (len(range(every, self.n_iter, every)) if every > 0 else 0)
+        return range(every, self.n_iter, every) if every > 0 else range(0)
 
     def _check_partitions(self, ctx: _Context, n_blocks: int) -> None:
         """Every partition is drawn before the iterations: refuse, before drawing, a count
@@ -594,7 +599,7 @@ class MonkBCDFast(_MonkMMD):
         # every partition is drawn first (the iterations draw nothing else, so the stream
         # is the same), which lets a shared pooled Gram give all their sums at once
         self._check_partitions(ctx, n_blocks)
-        starts = [t for t in range(self.n_iter) if t == 0 or self.reshuffles_at(t)]
+        starts = [0, *self._reshuffles()]
         drawn = [pair_partition(ctx.n, ctx.m, n_blocks, rng) for _ in starts]
         tick = time.perf_counter()
         schedule = dict(zip(starts, zip(drawn, within_block_stats(ctx, drawn, ridge))))
@@ -618,6 +623,8 @@ class MonkBCDFast(_MonkMMD):
             eta = self.step_size(t)
             alpha[q] += eta * (0.0 - alpha[q])
             beta[q] += eta * (stats.inv_norm_v[q] - beta[q])
+            if (t + 1) % PROGRESS_EVERY == 0 or t + 1 == self.n_iter:  # an iteration is ~10 us: report in strides
+                ctx.resources.report(t + 1, self.n_iter, f"iterations (Q = {n_blocks})")
         assert stats is not None and alpha is not None and beta is not None and part is not None
         final = alpha * stats.one_v + beta * stats.v_v
         if trace is not None:

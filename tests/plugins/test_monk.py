@@ -107,6 +107,31 @@ def test_bcd_fast_reshuffles_on_the_authors_schedule(registry):
     assert res.diagnostics["partitions"] == 5
 
 
+@pytest.mark.parametrize(("variant", "every"), [("authors", "auto"), ("authors", 0), ("paper", 0)])
+def test_bcd_fast_finds_its_reshuffles_without_walking_the_iterations(registry, every, variant):
+    # the partitions' start iterations were found by walking range(n_iter): with
+    # n_iter = 10^12 the estimate hung before its first iteration, with no progress
+    for n_iter, schedule in ((123, every), (123, 7), (123, "auto"), (10, "auto")):
+        fast = registry.get_estimator("monk-bcd-fast", n_iter=n_iter, reshuffle_every=schedule, variant=variant)
+        assert fast.partition_count() == 1 + sum(fast.reshuffles_at(t) for t in range(n_iter))
+    huge = registry.get_estimator("monk-bcd-fast", n_iter=10**12, reshuffle_every=every, variant=variant)
+    seen = []
+
+    class Started(Exception):
+        pass
+
+    def progress(done, total, what):
+        if what.startswith("iterations"):
+            seen.append((done, total))
+            raise Started
+
+    X, Y = _samples()
+    # the caller's own exception reaches the caller as it is, not as the plugin's failure
+    with pytest.raises(Started):
+        huge.estimate(registry.get_kernel("rbf", sigma=1.0), X, Y, rng=0, progress=progress)
+    assert seen == [(1024, 10**12)]  # the iterations started, and said so
+
+
 @pytest.mark.parametrize("kernel_name", ["rbf", "quadratic", "laplace"])
 @pytest.mark.parametrize("solver", ["bcd", "exact"])
 def test_matrix_free_equals_stored_gram(registry, kernel_name, solver):
