@@ -25,6 +25,7 @@ __all__ = [
     "KernelOverflowError",
     "ResourceError",
     "did_you_mean",
+    "mark_from_caller",
     "plugin_code",
 ]
 
@@ -88,6 +89,20 @@ class PluginFailure(MonkError):
     to end the process): names the plugin, the method and the original error."""
 
 
+#: set on an exception raised by the caller's own callback (``progress``) while plugin code
+#: ran: it is the caller's, and passes through :func:`plugin_code` as it is
+_FROM_CALLER = "_monk_from_caller"
+
+
+def mark_from_caller(exc: BaseException) -> None:
+    """Mark ``exc``, raised by the caller's own callback (e.g. a ``progress`` that stops
+    the work on purpose), so that plugin code it passes through is not blamed for it."""
+    try:
+        setattr(exc, _FROM_CALLER, True)
+    except AttributeError:  # an exception type without attributes: it is wrapped, as before
+        pass
+
+
 @contextlib.contextmanager
 def plugin_code(owner: Any, method: str) -> Iterator[None]:
     """Run a plugin's method inside: an error it raises on purpose (a :class:`MonkError`)
@@ -103,11 +118,15 @@ def plugin_code(owner: Any, method: str) -> Iterator[None]:
         # (that message names the class already)
         raise
     except SystemExit as exc:
+        if getattr(exc, _FROM_CALLER, False):
+            raise
         raise PluginFailure(
             f"{owner.plugin_label()}: {method} tried to end the process (sys.exit({exc.code!r})); a plugin must raise an "
             "exception instead."
         ) from None
     except Exception as exc:
+        if getattr(exc, _FROM_CALLER, False):
+            raise  # the caller's callback raised it, not the plugin
         hint = ""
         if isinstance(exc, ValueError) and "read-only" in str(exc):
             hint = " (its inputs are read-only views of the caller's data: copy before writing into them)"

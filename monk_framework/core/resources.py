@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from monk_framework.core.errors import ParameterError, ResourceError
+from monk_framework.core.errors import ParameterError, ResourceError, mark_from_caller
 
 __all__ = [
     "DEFAULT_FRACTION",
@@ -150,9 +150,15 @@ class Resources:
         return cls(budget=budget, spread=backend, progress=progress)
 
     def report(self, done: float, total: float, what: str) -> None:
-        """Tell the caller's ``progress`` how far ``what`` has come (nothing without one)."""
+        """Tell the caller's ``progress`` how far ``what`` has come (nothing without one).
+        What the callback raises (a way to stop the work) reaches the caller as it is,
+        never as a failure of the plugin whose code called this."""
         if self.progress is not None:
-            self.progress(done, total, what)
+            try:
+                self.progress(done, total, what)
+            except BaseException as exc:
+                mark_from_caller(exc)
+                raise
 
     def fits(self, nbytes: float) -> bool:
         """Whether ``nbytes`` fit in the budget (always, when it is unknown)."""

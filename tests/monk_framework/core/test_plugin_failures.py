@@ -129,6 +129,20 @@ def test_a_plugin_error_names_the_plugin_the_method_and_the_error():
     assert isinstance(err.value.__cause__, KeyError)  # the original, for a traceback
 
 
+@pytest.mark.parametrize("stop", [ValueError("enough"), SystemExit(3)], ids=["exception", "sys.exit"])
+def test_what_the_callers_progress_raises_reaches_the_caller_not_blamed_on_the_plugin(stop):
+    # a progress callback that stops a long estimate on purpose was reported as
+    # "estimator 'monk-bcd' ...: compute_estimate failed" (or "tried to end the process")
+    def progress(done, total, what):
+        raise stop
+
+    gen = np.random.default_rng(0)
+    X, Y = gen.normal(size=(40, 2)), gen.normal(size=(40, 2))
+    with pytest.raises(type(stop)) as info:
+        REG.get_estimator("monk-bcd", n_blocks=5).estimate(REG.get_kernel("rbf", sigma=1.0), X, Y, rng=0, progress=progress)
+    assert info.value is stop
+
+
 @pytest.mark.parametrize(
     ("mmd2", "mmd", "message"),
     [
