@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numbers
-
 import time
 from collections.abc import Callable
 from pathlib import Path
