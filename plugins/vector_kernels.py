@@ -64,6 +64,9 @@ class LinearKernel(Kernel):
     def sup_diag(self) -> float | None:
         return 1.0 if self.normalize else None
 
+    def shift_free_mmd(self) -> bool:
+        return not self.normalize  # φ(x) = x; a cosine depends on the origin
+
     def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         if self.normalize:
             s = _normalised_scale(X, Y)
@@ -428,6 +431,9 @@ class EnergyKernel(Kernel):
     name: ClassVar[str] = "energy"
     summary: ClassVar[str] = "Distance-induced kernel (|x| + |y| - |x-y|)/2: MMD^2 = energy distance / 2."
     formula: ClassVar[str] = "k(x, y) = (||x|| + ||y|| - ||x - y||) / 2"
+
+    def shift_free_mmd(self) -> bool:
+        return True  # moving the origin to c gives (||x - c|| + ||y - c|| - ||x - y||) / 2, the same MMD
 
     def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         # homogeneous of degree 1: compute on X/s, Y/s (s a power of two, exact) and

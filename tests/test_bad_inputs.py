@@ -77,6 +77,9 @@ def _files(root: Path) -> None:
     (root / "semicolons.csv").write_text("".join(f"{a!r};{b!r}\n" for a, b in X.tolist()))
     (root / "bom.csv").write_text("".join(f"{a!r},{b!r}\n" for a, b in X.tolist()), encoding="utf-8-sig")
     (root / "aligned.txt").write_text("".join(f"  {a!r}\t\t {b!r}  \n" for a, b in X.tolist()))
+    far_x, far_y = _far_from_origin()
+    np.save(root / "far-x.npy", far_x)
+    np.save(root / "far-y.npy", far_y)
     np.save(root / "cut.npy", X[:30])
     (root / "cut.npy").write_bytes((root / "cut.npy").read_bytes()[:-304])
     _results_folders(root)
@@ -270,6 +273,8 @@ VALID: list[tuple[str, list[str]]] = [
     ("numbers-in-a-txt-file", ["run", "-k", "rbf", "-e", "v-stat", "--x", "nums.txt", "--y", "y.npy", "--json"]),
     ("csv-with-byte-order-mark", ["run", "-k", "rbf", "-e", "v-stat", "--x", "bom.csv", "--y", "y.npy", "--json"]),
     ("txt-aligned-with-tabs", ["run", "-k", "rbf", "-e", "v-stat", "--x", "aligned.txt", "--y", "y.npy", "--json"]),
+    ("linear-far-from-origin", ["run", "-k", "linear", "-e", "v-stat", "--x", "far-x.npy", "--y", "far-y.npy", "--json"]),
+    ("energy-far-from-origin", ["run", "-k", "energy", "-e", "u-stat", "--x", "far-x.npy", "--y", "far-y.npy", "--json"]),
     ("rbf-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("laplace-one-gross-outlier", ["run", "-k", "laplace", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("rbf-median-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "--json"]),
@@ -392,6 +397,14 @@ PLUGIN_CASES: list[tuple[str, list[str], int, str, dict[str, str]]] = [
 ]
 #: a plugin that prints while it computes: the JSON on stdout stays whole
 PLUGIN_VALID = ("plugin-prints-into-json", ["run", "-k", "rbf", "-e", "chatty", *SMALL, "--json"])
+
+
+def _far_from_origin() -> tuple[np.ndarray, np.ndarray]:
+    """Two samples near 2^30 (1.07e9), on a grid of 2^-20 so that the shift is exact."""
+    gen = np.random.default_rng(3)
+    X = np.round(gen.normal(size=(40, 2)) * 2**20) / 2**20
+    Y = np.round(gen.normal(0.5, 1.0, size=(40, 2)) * 2**20) / 2**20
+    return X + 2.0**30, Y + 2.0**30
 
 
 def _with_outlier() -> np.ndarray:
@@ -587,6 +600,16 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
     assert math.isfinite(mmd2)
     if case_id == "lowercase-fasta":
         assert mmd2 == pytest.approx(0.0, abs=1e-12)  # the same sequences, in lowercase
+    elif case_id.endswith("far-from-origin"):
+        # the MMD of the data moved back to the origin (exactly), from its closed form; the
+        # sums of kernel values near 1e18 had lost it
+        from scipy.spatial.distance import cdist
+
+        X, Y = (Z - 2.0**30 for Z in _far_from_origin())
+        n, m = len(X), len(Y)
+        truth = (float(np.sum((X.mean(0) - Y.mean(0)) ** 2)) if case_id.startswith("linear") else
+                 (2 * cdist(X, Y).mean() - cdist(X, X).sum() / (n * (n - 1)) - cdist(Y, Y).sum() / (m * (m - 1))) / 2)
+        assert mmd2 == pytest.approx(truth, rel=1e-10)
     elif "gross-outlier" in case_id:
         # one point at 1e200 moves a bounded kernel's MMD² by its bounded share only
         assert mmd2 == pytest.approx(_outlier_truth(case_id), rel=1e-12)

@@ -139,7 +139,7 @@ class MMDEstimator(Estimator):
         """
         resources = Resources.of(max_memory, backend, progress)
         kernel = self.check_kernel(kernel)
-        Xv, Yv = kernel.check_pair(X, Y)
+        Xv, Yv = kernel.mmd_pair(X, Y)
         self.check_size(Xv, "X")
         self.check_size(Yv, "Y")
         stream, seed = generator(rng)

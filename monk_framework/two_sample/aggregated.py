@@ -231,7 +231,7 @@ def collection_statistics(
     B, L = int(n_permutations), len(kernels)
     values = np.empty((B + 1, L))
     used: list[Kernel] = []
-    samples = [kernel.check_pair(X, Y) for kernel in kernels]  # all of them before any work
+    samples = [kernel.mmd_pair(X, Y) for kernel in kernels]  # all of them before any work
     for ell, (kernel, (Xk, Yk)) in enumerate(zip(kernels, samples)):
         tick = None if progress is None else (lambda done, total, ell=ell: progress(ell * B + done, L * B))
         stats = relabelled_statistics(estimator, kernel, Xk, Yk, B, seq, resources=resources, backend=backend, progress=tick)

@@ -106,7 +106,7 @@ def permutation_test(
     kernel, estimator = resolve(kernel, estimator)
     estimator = check_test_params(estimator, n_permutations, alpha)
     kernel = estimator.check_kernel(kernel)
-    Xv, Yv = kernel.check_pair(X, Y)
+    Xv, Yv = kernel.mmd_pair(X, Y)
     estimator.check_size(Xv, "X")
     estimator.check_size(Yv, "Y")
     # before any kernel evaluation: a B that cannot fit is refused at once

@@ -112,7 +112,7 @@ def split_test(
     kernel, estimator = resolve(kernel, estimator)
     estimator = check_test_params(estimator, n_permutations, alpha)
     kernel = estimator.check_kernel(kernel)
-    Xv, Yv = kernel.check_pair(X, Y)
+    Xv, Yv = kernel.mmd_pair(X, Y)
     points = grid_points(grid)
     known = {p.name for p in kernel.parameters()}
     for key in (grid or {}):

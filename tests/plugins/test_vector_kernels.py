@@ -431,3 +431,62 @@ def test_a_gross_outlier_changes_an_estimate_by_its_bounded_share_only():
     assert REG.get_estimator("v-stat").estimate(kernel, X, Y).mmd2 == pytest.approx(truth, rel=1e-12)
     for method in ("dc", "mom"):
         assert robust_test(kernel, X, Y, contamination=1, method=method, n_permutations=199, rng=1).reject, method
+
+
+def _on_a_grid(gen: np.random.Generator, shape: tuple[int, int], shift: float = 0.0) -> np.ndarray:
+    """Normal draws rounded to multiples of 2^-20: adding 2^30 to them is exact."""
+    return np.round((gen.normal(size=shape) + shift) * 2**20) / 2**20
+
+
+@pytest.mark.parametrize("spec", ["linear", "energy", "linear + energy", "2 * energy"])
+@pytest.mark.parametrize("estimator", ["v-stat", "u-stat", "monk-bcd:n_blocks=5", "monk-bcd-fast:n_blocks=5"])
+def test_a_shift_free_mmd_keeps_its_digits_far_from_the_origin(spec, estimator):
+    # <x, y> of data near 1e8 is about 1e16: the linear kernel's MMD^2 of order 0.3 came out
+    # 30 times too large, the energy kernel's wrong in the third digit at 1e12. Data moved
+    # by an exact 2^30 must give the same bits, and the classical statistics their
+    # closed forms on the data as given.
+    from monk_framework import estimate
+
+    gen = np.random.default_rng(7)
+    X, Y = _on_a_grid(gen, (60, 3)), _on_a_grid(gen, (50, 3), 0.4)
+    linear, energy = REG.get_kernel("linear"), REG.get_kernel("energy")
+    kernel = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy}[spec]
+    near = estimate(kernel, estimator, X, Y, rng=3).mmd2
+    far = estimate(kernel, estimator, X + 2.0**30, Y + 2.0**30, rng=3).mmd2
+    assert far == near
+    if estimator == "v-stat":
+        linear = float(np.sum((X.mean(0) - Y.mean(0)) ** 2))
+        energy = (2 * cdist(X, Y).mean() - cdist(X, X).mean() - cdist(Y, Y).mean()) / 2
+        truth = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy}[spec]
+        assert far == pytest.approx(truth, rel=1e-12)
+
+
+@pytest.mark.parametrize("spec", ["linear", "energy"])
+def test_the_distance_of_two_mean_embeddings_keeps_its_digits_far_from_the_origin(spec):
+    from monk_framework import embed, estimate
+
+    gen = np.random.default_rng(9)
+    X, Y = _on_a_grid(gen, (40, 2)), _on_a_grid(gen, (30, 2), 0.5)
+    near = embed(spec, "mean", X).distance(embed(spec, "mean", Y))
+    far = embed(spec, "mean", X + 2.0**30).distance(embed(spec, "mean", Y + 2.0**30))
+    assert far == near == pytest.approx(estimate(spec, "v-stat", X, Y).mmd, rel=1e-12)
+
+
+def test_the_frame_of_a_shift_free_mmd_is_a_median_data_value_and_is_idempotent():
+    kernel = REG.get_kernel("linear")
+    gen = np.random.default_rng(8)
+    X, Y = gen.normal(size=(9, 2)) + 1e6, gen.normal(size=(6, 2)) + 1e6
+    X[0] = 1e300  # a gross outlier does not drag the frame away from the ordinary points
+    Xc, Yc = kernel.mmd_pair(X, Y)
+    Z = np.vstack([Xc, Yc])
+    assert np.count_nonzero(Z == 0.0, axis=0).min() >= 1  # the lower median is a data value, now 0
+    assert np.abs(np.vstack([Xc[1:], Yc])).max() < 10  # the ordinary points sit near the origin
+    again = kernel.mmd_pair(Xc, Yc)
+    assert again[0] is Xc and again[1] is Yc  # a second call changes nothing
+    assert not Xc.flags.writeable
+    # kernels whose MMD depends on the origin are read as given
+    for name in ("rbf", "polynomial", "quadratic"):
+        Xv, _ = REG.get_kernel(name).mmd_pair(X[1:], Y)
+        np.testing.assert_array_equal(Xv, X[1:])
+    Xv, _ = REG.get_kernel("linear", normalize=True).mmd_pair(X, Y)  # a cosine: origin-dependent
+    np.testing.assert_array_equal(Xv, X)

@@ -188,3 +188,13 @@ def test_clipped_pair_values_are_the_diagonal_of_the_clipped_gram():
     strings = ClippedKernel(c=0.5, kernel=REG.get_kernel("ssk", n=2))
     S, T = ["ACGTAC", "ACG", "TTTTGA"], ["ACGAAA", "AC", "GGGTTT"]
     np.testing.assert_allclose(strings.pair_values(S, T), np.diag(strings.gram(S, T)), rtol=1e-12)
+
+
+def test_a_shift_free_mmd_is_declared_by_the_parts():
+    lin, energy, rbf = REG.get_kernel("linear"), REG.get_kernel("energy"), REG.get_kernel("rbf", sigma=1.0)
+    assert lin.shift_free_mmd() and energy.shift_free_mmd() and not rbf.shift_free_mmd()
+    assert not REG.get_kernel("linear", normalize=True).shift_free_mmd()
+    assert SumKernel(left=lin, right=energy).shift_free_mmd()  # the feature maps side by side
+    assert not SumKernel(left=lin, right=rbf).shift_free_mmd()
+    assert ScaledKernel(c=3.0, kernel=energy).shift_free_mmd()
+    assert not ProductKernel(left=lin, right=lin).shift_free_mmd()  # (x·y)² is the quadratic kernel

@@ -558,3 +558,15 @@ def test_a_bound_that_would_make_a_false_certificate_is_refused(registry, kappa,
     fine = robust_test(_declaring(1.0), X, Y, contamination=2, method="dc", n_permutations=99, rng=0)
     rbf = robust_test(registry.get_kernel("rbf", sigma=1.0), X, Y, contamination=2, method="dc", n_permutations=99, rng=0)
     assert fine.pvalue == rbf.pvalue and fine.certificate == rbf.certificate
+
+
+def test_mom_reads_a_shift_free_kernels_blocks_on_centred_data():
+    # the block U-statistics of the linear kernel on data near 2^30 were lost in sums of
+    # values near 1e18; moved by an exact 2^30, the test gives the same bits
+    gen = np.random.default_rng(3)
+    X = np.round(gen.normal(size=(120, 2)) * 2**20) / 2**20
+    Y = np.round(gen.normal(0.5, 1.0, size=(120, 2)) * 2**20) / 2**20
+    near = robust_test("linear", X, Y, contamination=2, method="mom", estimator="u-stat", n_permutations=99, rng=0)
+    far = robust_test("linear", X + 2.0**30, Y + 2.0**30, contamination=2, method="mom", estimator="u-stat",
+                      n_permutations=99, rng=0)
+    assert (far.pvalue, far.statistic, far.certificate) == (near.pvalue, near.statistic, near.certificate)
