@@ -187,9 +187,43 @@ def test_a_correct_kernel_passes():
     check_kernel(RightPairs)
 
 
+@attrs.frozen(kw_only=True)
+class Dot(Cauchy):
+    """A correct shift-free kernel: k(x, y) = <x, y>, whose MMD ||mean X - mean Y|| ignores the origin."""
+
+    name: ClassVar[str] = "dot"
+
+    def compute_gram(self, X, Y):
+        return X @ Y.T
+
+    def compute_diag(self, X):
+        return (X**2).sum(1)
+
+    def shift_free_mmd(self):
+        return True
+
+
+@attrs.frozen(kw_only=True)
+class FalselyShiftFree(Dot):
+    """(<x, y> + 1)^2 declared shift-free: its MMD depends on the origin."""
+
+    name: ClassVar[str] = "falsely-shift-free"
+
+    def compute_gram(self, X, Y):
+        return (X @ Y.T + 1.0) ** 2
+
+    def compute_diag(self, X):
+        return ((X**2).sum(1) + 1.0) ** 2
+
+
+def test_a_true_shift_free_declaration_passes():
+    check_kernel(Dot)
+
+
 @pytest.mark.parametrize(
     ("cls", "message"),
     [
+        (FalselyShiftFree, r"declares shift_free_mmd\(\) but a common shift of the data moves its MMD from"),
         (WrongShape, r"compute_gram\(X, X\) returned shape \(30, 1\)"),
         (Asymmetric, "is not symmetric"),
         (WrongDiag, r"compute_diag gives k\(x_0, x_0\) = 2 but compute_gram's diagonal has 1"),
