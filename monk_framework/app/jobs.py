@@ -130,6 +130,15 @@ def parse_grid(assignments: Sequence[str], kernel_cls: type[Configurable]) -> di
         key = key.strip()
         if not sep or not key:
             raise ParameterError(f"--grid expects key=v1,v2,...; got {text!r}.")
+        target, _, bare = key.rpartition(".")
+        if target == "estimator":
+            raise ParameterError(
+                f"--grid {key}: the split test tunes kernel parameters only; give the estimator's with --param {bare}=...."
+            )
+        if target == "kernel":  # the prefix --param takes, accepted here too
+            key = bare
+        elif target:
+            raise ParameterError(f"--grid {key}: the prefix may only be 'kernel.'.")
         if key not in known:
             raise UnknownNameError(f"parameter of kernel {kernel_cls.name!r} (in --grid):", key, known)
         if key in grid:
@@ -174,6 +183,10 @@ def _load_samples(
         raise ParameterError("--y needs --x as well.")
     if data_params and x is not None:
         raise ParameterError("--data-param applies to --dataset only, not to --x/--y files.")
+    fasta = [p for p in (x, y) if p is not None and Path(p).suffix.lower() in (".fa", ".fasta")]
+    if case_sensitive and not fasta:
+        # only FASTA is upper-cased when read: elsewhere the option would change nothing
+        raise ParameterError("--case-sensitive keeps the case of FASTA files (.fa, .fasta); none is given here.")
     if x is not None:
         if needs_y and y is None:
             raise ParameterError("This estimator compares two samples: give --y as well as --x.")

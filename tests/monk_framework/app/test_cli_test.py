@@ -59,6 +59,10 @@ def test_split_test_with_a_grid():
     data = json.loads(result.stdout)
     assert data["type"] == "split-test" and [t["params"]["sigma"] for t in data["tuning"]] == [0.5, 1, 2]
     assert set(data["parts"]) == {"tune", "calibrate", "test"}
+    # the prefix --param takes works here too
+    prefixed = invoke("test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "kernel.sigma=0.5,1,2", "-B", "99", "--json",
+                      "--data-param", "n=300")
+    assert json.loads(prefixed.stdout)["tuning"] == data["tuning"]
     table = invoke("test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "sigma=0.5,1", "-B", "99")
     assert "T - q" in table.stdout and "part 1" in table.stdout and "chosen on part 1" in table.stdout
 
@@ -71,6 +75,9 @@ def test_split_test_with_a_grid():
         (["--split", "--grid", "sigma"], "--grid expects key=v1,v2,...; got 'sigma'."),
         (["--split", "--grid", "sigma=1,,2"], "empty value"),
         (["--split", "--grid", "sigma=1", "--grid", "sigma=2"], "given twice"),
+        (["--split", "--grid", "estimator.n_blocks=3,5"], "the split test tunes kernel parameters only; give the estimator's with --param"),
+        (["--split", "--grid", "model.sigma=1,2"], "the prefix may only be 'kernel.'"),
+        (["--case-sensitive"], "--case-sensitive keeps the case of FASTA files (.fa, .fasta); none is given here."),
         (["--split", "--grid", "sigma=1,2", "-p", "sigma=3"], "given by both --param and --grid"),
         (["--alpha", "1.5"], "--alpha must be a number in (0, 1); got 1.5."),
         (["--permutations", "0"], "Invalid value for '--permutations'"),
