@@ -156,7 +156,11 @@ class Kernel(Configurable):
         with the ordinary points when a few are gross outliers; and it is a data value,
         so it becomes exactly 0 and a second call changes nothing."""
         Xv, Yv = self.check_pair(X, Y, names=names)
-        if not (self.shift_free_mmd() and isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)):
+        with plugin_code(self, "shift_free_mmd"):
+            shift_free = self.shift_free_mmd()
+        if not isinstance(shift_free, (bool, np.bool_)):
+            raise KernelContractError(f"{self.plugin_label()}: shift_free_mmd() returned {shift_free!r}; it must return True or False.")
+        if not (shift_free and isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)):
             return Xv, Yv
         Z = np.concatenate([Xv, Yv])
         centre = np.partition(Z, (len(Z) - 1) // 2, axis=0)[(len(Z) - 1) // 2]

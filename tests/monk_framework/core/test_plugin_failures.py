@@ -259,3 +259,19 @@ def test_a_sys_exit_in_plugin_code_outside_its_hooks_is_one_line_not_a_silent_en
         "Error: the work was ended by a call to sys.exit(5) outside the library (in a plugin?). Rerun with --debug "
         "for the traceback."
     )
+
+
+@pytest.mark.parametrize(("answer", "message"), [("yes", r"shift_free_mmd\(\) returned 'yes'; it must return True or False"),
+                                                 (ZeroDivisionError, r"shift_free_mmd failed: ZeroDivisionError")])
+def test_a_shift_free_declaration_that_is_not_a_bool_or_raises_is_named(answer, message):
+    from monk_framework import MonkError, estimate
+
+    class Declares(REG.get_kernel("linear").__class__):
+        def shift_free_mmd(self):
+            if answer is ZeroDivisionError:
+                raise ZeroDivisionError("oops")
+            return answer
+
+    gen = np.random.default_rng(0)
+    with pytest.raises(MonkError, match=message):
+        estimate(Declares(), "v-stat", gen.normal(size=(10, 2)), gen.normal(size=(10, 2)))
