@@ -39,7 +39,40 @@ from monk_framework.numerics.compiled import CompiledLoopsWarning
 
 __all__ = ["app", "main"]
 
-stdout = Console(highlight=False, soft_wrap=False)
+class _OutputFailed(Exception):
+    """Standard output cannot take what the command writes: its reader left (a broken
+    pipe, ``monkfw ... | head``) or its device is full (``> /dev/full``)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+        self.error = error
+
+
+class _GuardedStdout:
+    """sys.stdout as it is at each write (CliRunner swaps it), whose write errors become
+    :class:`_OutputFailed`: rich would turn a broken pipe into sys.exit(1), which reads
+    as someone else's exit, and a full device into an internal error."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stdout.write(text)
+        except OSError as exc:
+            raise _OutputFailed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            sys.stdout.flush()
+        except OSError as exc:
+            raise _OutputFailed(exc) from None
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding: the stream's own
+        return getattr(sys.stdout, name)
+
+
+#: exit code when the reader of stdout left: as a process killed by SIGPIPE (128 + 13)
+BROKEN_PIPE_EXIT = 141
+
+stdout = Console(file=_GuardedStdout(), highlight=False, soft_wrap=False)  # type: ignore[arg-type]
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -83,6 +116,8 @@ class MonkGroup(TyperGroup):
             code = _fail(str(exc), 1, exc=exc)
         except (typer.Abort, KeyboardInterrupt):
             code = 130
+        except _OutputFailed as exc:
+            code = _output_failed(exc)
         except SystemExit as exc:  # click's own exits are return codes here: this is someone's sys.exit
             code = _fail(
                 f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). "
@@ -97,6 +132,22 @@ class MonkGroup(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _output_failed(exc: _OutputFailed) -> int:
+    """A reader that left is no error (as for any Unix tool: no message, 141); a full or
+    failing device is one line. What was saved with -o is whole either way."""
+    import errno
+    import os
+
+    if exc.error.errno == errno.EPIPE:
+        with contextlib.suppress(OSError, ValueError):
+            # nothing more reaches the closed pipe, not even the interpreter's last flush
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return _fail(f"cannot write to standard output: {exc}.", 1, exc=exc)
 
 
 def _one_line_warnings(show: Any) -> Any:
@@ -194,7 +245,7 @@ def _note(message: str) -> None:
 
 
 def _print_json(data: Any) -> None:
-    typer.echo(dumps(data))
+    _GuardedStdout().write(dumps(data) + "\n")
 
 
 def _complete(kind: str) -> Any:

@@ -183,6 +183,30 @@ def test_real_process_run_and_usage_error():
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "No such option: --bogus" in bad.stderr
 
 
+@pytest.mark.parametrize("args", [["plugins"], ["test", "-d", "gauss", "--data-param", "n=30", "--null", "-B", "20000", "--json"]],
+                         ids=["table", "json"])
+def test_a_reader_that_leaves_ends_the_command_quietly_and_a_full_device_is_one_line(args, tmp_path):
+    # `monkfw plugins | head -1` said "the work was ended by a call to sys.exit(1) outside the
+    # library (in a plugin?)" (rich's broken-pipe exit), and `> /dev/full` "internal error"
+    import os
+
+    exe = shutil.which("monkfw") or shutil.which("monkfw", path=str(__import__("pathlib").Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "monk_framework"]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    with os.fdopen(write, "w") as closed:
+        left = subprocess.run([*cmd, "-q", *args], stdout=closed, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert left.returncode == 141 and left.stderr == "", left.stderr
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            saved = tmp_path / "kept.json"
+            done = subprocess.run([*cmd, "-q", *args, *(["-o", str(saved)] if args[0] == "test" else [])], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, timeout=120)
+        assert done.returncode == 1 and done.stderr == "Error: cannot write to standard output: No space left on device.\n"
+        if args[0] == "test":
+            assert json.loads(saved.read_text())["type"] == "permutation-test"  # what -o saved is whole
+
+
 @pytest.mark.parametrize(
     ("x_value", "message"),
     [
