@@ -104,7 +104,7 @@ class MonkGroup(TyperGroup):
         global STATE
         STATE = _State()
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _terminate_as_interrupt():
                 # the library's own warnings (the compiled loops falling back) as one line
                 warnings.showwarning = _one_line_warnings(warnings.showwarning)
                 code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
@@ -132,6 +132,27 @@ class MonkGroup(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Any:
+    """SIGTERM (what batch schedulers and ``kill`` send) ends a command as Ctrl-C does:
+    the same one line, what was saved said, an embedded Dask cluster shut down, exit 130;
+    Python's default would die at once, silently. The previous handler comes back after."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _output_failed(exc: _OutputFailed) -> int:

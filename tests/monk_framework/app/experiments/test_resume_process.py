@@ -89,6 +89,27 @@ def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path, fresh):
     assert journal.read_bytes().count(b"\n") >= 5
 
 
+@pytest.mark.slow  # 2 s: one real process terminated (.ci/run runs it)
+def test_sigterm_is_an_interruption_as_ctrl_c_is(tmp_path):
+    # a batch scheduler's SIGTERM killed the process at once: no word of what was kept
+    out = tmp_path / "exp1"
+    proc = subprocess.Popen([*_command(), *LONG_ARGS, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    journal = out / "cells.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (journal.exists() and journal.read_bytes().count(b"\n") >= 5):
+        time.sleep(0.02)
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Interrupted. Every finished cell is saved in" in " ".join(err.split()) and "run the same command again to resume" in err
+    kept = journal.read_bytes().count(b"\n")
+    assert kept >= 5
+    done = subprocess.run([*_command(), *LONG_ARGS, "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{kept} from an earlier run" in done.stderr
+
+
 @pytest.mark.slow  # 15 s: two runs on an embedded Dask cluster (.ci/run runs it)
 @pytest.mark.parametrize("command", ["test", "experiment"])
 def test_ctrl_c_under_dask_is_one_line_and_exit_130(tmp_path, command):
