@@ -22,6 +22,7 @@ from monk_framework.core.errors import (
     MonkError,
     ParameterError,
     PluginError,
+    PrecisionWarning,
     ResourceError,
     UnknownNameError,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "ParameterError",
     "PluginEntry",
     "PluginError",
+    "PrecisionWarning",
     "PluginProblem",
     "Provider",
     "Registry",

@@ -275,6 +275,7 @@ VALID: list[tuple[str, list[str]]] = [
     ("txt-aligned-with-tabs", ["run", "-k", "rbf", "-e", "v-stat", "--x", "aligned.txt", "--y", "y.npy", "--json"]),
     ("linear-far-from-origin", ["run", "-k", "linear", "-e", "v-stat", "--x", "far-x.npy", "--y", "far-y.npy", "--json"]),
     ("energy-far-from-origin", ["run", "-k", "energy", "-e", "u-stat", "--x", "far-x.npy", "--y", "far-y.npy", "--json"]),
+    ("quadratic-far-from-origin", ["run", "-k", "quadratic", "-e", "v-stat", "--x", "far-x.npy", "--y", "far-y.npy", "--json"]),
     ("rbf-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("laplace-one-gross-outlier", ["run", "-k", "laplace", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("rbf-median-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "--json"]),
@@ -600,6 +601,10 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
     assert math.isfinite(mmd2)
     if case_id == "lowercase-fasta":
         assert mmd2 == pytest.approx(0.0, abs=1e-12)  # the same sequences, in lowercase
+    elif case_id == "quadratic-far-from-origin":
+        # an MMD that depends on the origin cannot be moved: its lost digits are said
+        assert re.search(r"^Warning: The data lie 1\.\d+e\+09 spreads from the origin, and quadratic.* depends on the origin",
+                         result.stderr, flags=re.M), result.stderr
     elif case_id.endswith("far-from-origin"):
         # the MMD of the data moved back to the origin (exactly), from its closed form; the
         # sums of kernel values near 1e18 had lost it

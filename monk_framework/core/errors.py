@@ -24,6 +24,7 @@ __all__ = [
     "DuplicateNameError",
     "KernelOverflowError",
     "ResourceError",
+    "PrecisionWarning",
     "did_you_mean",
     "mark_from_caller",
     "plugin_code",
@@ -145,6 +146,12 @@ class KernelContractError(MonkError, ValueError):
 
 class ResourceError(MonkError, MemoryError):
     """A computation would need more memory than the machine has available."""
+
+
+class PrecisionWarning(UserWarning):
+    """A result is computed, but float64 round-off leaves it fewer significant digits
+    than it seems to have (e.g. an origin-dependent kernel on data far from the origin);
+    the message says how much and what to do."""
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -26,7 +26,15 @@ from typing import Any, ClassVar, Self
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, KernelContractError, KernelOverflowError, MonkError, ParameterError, plugin_code
+from monk_framework.core.errors import (
+    DataError,
+    KernelContractError,
+    KernelOverflowError,
+    MonkError,
+    ParameterError,
+    PrecisionWarning,
+    plugin_code,
+)
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.resources import Resources, check_memory
 from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension, read_only, take
@@ -156,17 +164,64 @@ class Kernel(Configurable):
         with the ordinary points when a few are gross outliers; and it is a data value,
         so it becomes exactly 0 and a second call changes nothing."""
         Xv, Yv = self.check_pair(X, Y, names=names)
-        with plugin_code(self, "shift_free_mmd"):
-            shift_free = self.shift_free_mmd()
-        if not isinstance(shift_free, (bool, np.bool_)):
-            raise KernelContractError(f"{self.plugin_label()}: shift_free_mmd() returned {shift_free!r}; it must return True or False.")
-        if not (shift_free and isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)):
+        self.warn_if_far_from_origin(Xv, Yv)
+        if not (self._shift_free() and isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)):
             return Xv, Yv
         Z = np.concatenate([Xv, Yv])
         centre = np.partition(Z, (len(Z) - 1) // 2, axis=0)[(len(Z) - 1) // 2]
         if not centre.any():
             return Xv, Yv
         return read_only(Xv - centre), read_only(Yv - centre)
+
+    def _shift_free(self) -> bool:
+        """:meth:`shift_free_mmd`, called as plugin code and checked to be a bool."""
+        with plugin_code(self, "shift_free_mmd"):
+            shift_free = self.shift_free_mmd()
+        if not isinstance(shift_free, (bool, np.bool_)):
+            raise KernelContractError(f"{self.plugin_label()}: shift_free_mmd() returned {shift_free!r}; it must return True or False.")
+        return bool(shift_free)
+
+    def warn_if_far_from_origin(self, X: Sample, Y: Sample, *, clipped: bool = False) -> None:
+        """Warn (:class:`PrecisionWarning`) when a kernel whose MMD depends on the origin
+        meets data far from it. With the pooled median ρ spreads from the origin (the
+        spread: the root sum of squares of the coordinates' median absolute deviations),
+        the MMD² carries a relative round-off of about ε ρ² (ε = 2⁻⁵²): a polynomial of
+        degree p has values near ρ^(2p) and an MMD² of order ρ^(2p − 2), a cosine values
+        near 1 and an MMD² of order ρ⁻² (measured for the quadratic kernel: 4e-6 at
+        ρ = 10⁵, a factor 700 at 10⁹). Said once ε ρ² exceeds 10⁻⁶, and only for a kernel
+        whose values do move with the origin (checked on 8 of the points), unless its MMD
+        ignores the origin and is read on centred data (:meth:`mmd_pair`). ``clipped``:
+        for the kernel's clipped features, which depend on the origin in any case."""
+        if not (isinstance(X, np.ndarray) and isinstance(Y, np.ndarray)) or type(self).translation_invariant:
+            return
+        if not clipped and self._shift_free():
+            return
+        Z = np.concatenate([X, Y])
+        centre = np.median(Z, axis=0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            deviations = np.median(np.abs(Z - centre), axis=0)
+        spread, distance = _norm(deviations), _norm(centre)
+        if not (spread > 0 and math.isfinite(spread) and math.isfinite(distance)):
+            return
+        rho = distance / spread
+        round_off = rho * rho * float(np.finfo(np.float64).eps)
+        if round_off <= 1e-6:
+            return
+        if not (clipped and self._shift_free()):
+            # the kernel's own values on a few points, and on them moved to the centre
+            A = Z[:8]
+            with np.errstate(over="ignore", invalid="ignore"):
+                here, moved = self.gram_tile(A, A, check=False), self.gram_tile(A - centre, A - centre, check=False)
+            if np.all(np.isfinite(here)) and np.allclose(here, moved, rtol=1e-6, atol=1e-12 * float(np.abs(here).max())):
+                return  # values that ignore the origin (a translation-invariant plugin that does not say so)
+        import warnings
+
+        what = "its clipped features depend" if clipped else f"{self.spec()} depends"
+        warnings.warn(PrecisionWarning(
+            f"The data lie {rho:.3g} spreads from the origin, and {what} on the origin: the MMD carries a relative "
+            f"round-off of about {min(round_off, 1e300):.1g}. Subtract a reference point chosen without these data, or "
+            "use a kernel whose MMD ignores the origin (rbf, laplace, linear, energy)."
+        ), stacklevel=3)
 
     def fit(self, X: Any, Y: Any = None) -> Self:
         """Resolve data-dependent hyperparameters (e.g. ``sigma="median"``) on X ∪ Y.
@@ -593,6 +648,14 @@ class Kernel(Configurable):
             stop = min(start + step, n)
             K[start:stop] = self.gram_tile(X[start:stop], Y)
         return K
+
+
+def _norm(v: np.ndarray) -> float:
+    """‖v‖ without squaring a coordinate beyond float64 (1e200 data): scaled by max |v_j|."""
+    top = float(np.max(np.abs(v), initial=0.0))
+    if top == 0.0 or not math.isfinite(top):
+        return top
+    return top * math.sqrt(float(np.sum((v / top) ** 2)))
 
 
 def check_squared_norm(kernel: Kernel, value: float, scale: float, what: str) -> float:

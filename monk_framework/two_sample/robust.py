@@ -385,7 +385,11 @@ def robust_test(
     # mom's block statistics are MMDs of the kernel itself (a shift-free one's are read on
     # centred data, as every MMD is: the same numbers in exact arithmetic, wherever corrupted
     # points move the centre); a clipped kernel's features depend on the origin
-    Xv, Yv = kernel.mmd_pair(X, Y) if chosen == "mom" else kernel.check_pair(X, Y)
+    if chosen == "mom":
+        Xv, Yv = kernel.mmd_pair(X, Y)
+    else:
+        Xv, Yv = kernel.check_pair(X, Y)
+        kernel.warn_if_far_from_origin(Xv, Yv, clipped=chosen == "clip")
     n, m = len(Xv), len(Yv)
     if n < 2 or m < 2:
         raise MonkError(f"A robust test needs at least 2 points in each sample; got N = {n}, M = {m}.")

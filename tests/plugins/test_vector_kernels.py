@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -484,9 +485,65 @@ def test_the_frame_of_a_shift_free_mmd_is_a_median_data_value_and_is_idempotent(
     again = kernel.mmd_pair(Xc, Yc)
     assert again[0] is Xc and again[1] is Yc  # a second call changes nothing
     assert not Xc.flags.writeable
-    # kernels whose MMD depends on the origin are read as given
-    for name in ("rbf", "polynomial", "quadratic"):
-        Xv, _ = REG.get_kernel(name).mmd_pair(X[1:], Y)
+    # kernels whose MMD depends on the origin are read as given (with a word on the
+    # round-off of data 1e6 spreads from it)
+    from monk_framework import PrecisionWarning
+
+    Xv, _ = REG.get_kernel("rbf").mmd_pair(X[1:], Y)
+    np.testing.assert_array_equal(Xv, X[1:])
+    for kernel in (REG.get_kernel("polynomial"), REG.get_kernel("quadratic"), REG.get_kernel("linear", normalize=True)):
+        with pytest.warns(PrecisionWarning, match=r"The data lie 1\.\d+e\+06 spreads from the origin"):
+            Xv, _ = kernel.mmd_pair(X[1:], Y)
         np.testing.assert_array_equal(Xv, X[1:])
-    Xv, _ = REG.get_kernel("linear", normalize=True).mmd_pair(X, Y)  # a cosine: origin-dependent
-    np.testing.assert_array_equal(Xv, X)
+
+
+def _exact_quadratic_v(X: np.ndarray, Y: np.ndarray) -> float:
+    """The V-statistic of (<x, y> + 1)^2 in rational arithmetic (the data are dyadic)."""
+    from fractions import Fraction
+
+    Xf = [[Fraction(v) for v in row] for row in X.tolist()]
+    Yf = [[Fraction(v) for v in row] for row in Y.tolist()]
+
+    def mean(A, B):
+        return sum((sum(p * q for p, q in zip(a, b)) + 1) ** 2 for a in A for b in B) / (len(A) * len(B))
+
+    return float(mean(Xf, Xf) + mean(Yf, Yf) - 2 * mean(Xf, Yf))
+
+
+def test_an_origin_dependent_kernel_far_from_the_origin_warns_with_its_round_off():
+    # the quadratic kernel's MMD^2 of data near 2^30 came out 700 times too large, silently
+    import warnings
+
+    from monk_framework import PrecisionWarning, estimate
+
+    gen = np.random.default_rng(11)
+    X, Y = _on_a_grid(gen, (20, 2)), _on_a_grid(gen, (20, 2), 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionWarning)  # near the origin: not a word
+        assert estimate("quadratic", "v-stat", X + 1e3, Y + 1e3).mmd2 == pytest.approx(_exact_quadratic_v(X + 1e3, Y + 1e3), rel=1e-8)
+    for offset in (2.0**20, 2.0**30):
+        with pytest.warns(PrecisionWarning, match=r"relative round-off of about ([0-9.e+-]+)") as record:
+            got = estimate("quadratic", "v-stat", X + offset, Y + offset).mmd2
+        stated = float(re.search(r"round-off of about ([0-9.e+-]+)\.", str(record[0].message)).group(1))
+        error = abs(got - _exact_quadratic_v(X + offset, Y + offset)) / _exact_quadratic_v(X + offset, Y + offset)
+        assert error <= 100 * stated  # the stated round-off is the error's order, not a loose bound
+
+
+def test_a_translation_invariant_kernel_that_does_not_say_so_gets_no_warning():
+    import warnings
+
+    from monk_framework import Kernel, PrecisionWarning, estimate
+
+    class Cauchy(Kernel):  # translation_invariant left False
+        name = "cauchy-undeclared"
+
+        def compute_gram(self, A, B):
+            return 1.0 / (1.0 + ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+        def compute_diag(self, A):
+            return np.ones(len(A))
+
+    gen = np.random.default_rng(12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionWarning)
+        estimate(Cauchy(), "v-stat", gen.normal(size=(20, 2)) + 1e9, gen.normal(size=(20, 2)) + 1e9)
