@@ -381,6 +381,10 @@ class Embedding(Result):
         Zv, Xv = self.kernel.check_pair(Z, self.sample, names=("Z", "the embedding's sample"))
         return weighted_gram(self.kernel, Zv, Xv, self.weights, resources=resources)
 
+    def __call__(self, Z: Any, *, max_memory: Any = None) -> np.ndarray:
+        """μ̂(Z), the embedding as the function it is: :meth:`evaluate`."""
+        return self.evaluate(Z, max_memory=max_memory)
+
     def inner(self, other: Embedding, *, max_memory: Any = None) -> float:
         """⟨μ̂, ν̂⟩_H = wᵀ K(X, X') w' (in row tiles over the memory budget)."""
         self._check_same_kernel(other)

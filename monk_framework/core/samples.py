@@ -130,7 +130,14 @@ def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[st
 def check_same_dimension(X: np.ndarray, Y: np.ndarray, *, names: tuple[str, str] = ("X", "Y")) -> None:
     """Raise a :class:`DataError` if two vector samples differ in their number of features."""
     if X.shape[1] != Y.shape[1]:
+        hint = ""
+        for (a, b), (name, _) in (((X, Y), names), ((Y, X), names[::-1])):
+            if a.shape[1] == 1 and len(a) == b.shape[1]:
+                # a 1-D array is points of one feature: the common slip for a single point
+                hint = (f" ({name} may be one point given as a 1-D array of {len(a)} numbers, which reads as {len(a)} "
+                        f"points of one feature: write it as [[...]], shape (1, {len(a)}).)")
+                break
         raise DataError(
             f"{names[0]} has {X.shape[1]} feature(s) per point but {names[1]} has "
-            f"{Y.shape[1]}; both samples must live in the same space."
+            f"{Y.shape[1]}; both samples must live in the same space.{hint}"
         )

@@ -61,6 +61,17 @@ def test_embedding_weights_are_validated(rng):
         Embedding(kernel=REG.get_kernel("rbf", sigma=1.0), sample=np.zeros((3, 1)), weights=[1.0], estimator="x")
 
 
+def test_an_embedding_is_called_as_the_function_it_is_and_a_flat_point_gets_a_hint(rng):
+    from monk_framework import DataError
+
+    emb = REG.get_estimator("mean").embed(REG.get_kernel("rbf", sigma=1.0), rng.normal(size=(7, 2)))
+    Z = rng.normal(size=(3, 2))
+    np.testing.assert_array_equal(emb(Z), emb.evaluate(Z))
+    assert emb(Z)[0] == pytest.approx(np.mean(np.exp(-((emb.sample - Z[0]) ** 2).sum(1) / 2)), rel=1e-12)
+    with pytest.raises(DataError, match=r"Z may be one point given as a 1-D array of 2 numbers.*shape \(1, 2\)"):
+        emb([0.5, 0.5])
+
+
 def test_embedding_round_trips_through_json(rng):
     emb = REG.get_estimator("mean").embed(REG.get_kernel("laplace", sigma="median"), rng.normal(size=(7, 2)), rng=3)
     back = Embedding.from_json(emb.to_json(), registry=REG)
