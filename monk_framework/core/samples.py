@@ -11,12 +11,13 @@ the application's work (:mod:`monk_framework.app.loading`).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataError
+from monk_framework.core.errors import DataError, PrecisionWarning
 
 __all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "read_only", "take"]
 
@@ -93,6 +94,16 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         raise DataError(f"{name} is empty: it has no points.")
     if arr.shape[1] == 0:
         raise DataError(f"{name} has points with no features (shape {arr.shape}).")
+    if arr.dtype.kind in "iu" and arr.dtype.itemsize > 4:
+        # float64, what every kernel computes with, holds each integer up to 2^53; beyond
+        # it neighbours merge (2^53 + 1 becomes 2^53) and the data change without a word
+        top = float(np.max(np.abs(arr.astype(np.float64))))
+        if top > 2.0**53:
+            warnings.warn(PrecisionWarning(
+                f"{name} holds integers up to {top:.4g}, beyond 2^53 = 9.007e15: as float64, which every kernel "
+                "computes with, they are rounded and neighbouring values can become equal. Subtract a common "
+                "offset (or rescale) first if their last digits matter."
+            ), stacklevel=3)
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     finite = np.isfinite(arr)
     if not finite.all():

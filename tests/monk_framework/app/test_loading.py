@@ -341,3 +341,13 @@ def test_a_truncated_small_npy_file_says_its_sizes_in_bytes(tmp_path):
     path.write_bytes(data[: len(data) - 304])  # 480 bytes of data claimed, 176 kept
     with pytest.raises(DataFileError, match=r"\(480 bytes\) but the file holds only 176 bytes of data"):
         load_sample(path)
+
+
+def test_integers_beyond_2_to_53_are_read_with_a_word_on_their_rounding():
+    from monk_framework import PrecisionWarning
+
+    big = np.array([[2**53 + 1], [2**53 + 2], [2**53 + 3]], dtype=np.int64)
+    with pytest.warns(PrecisionWarning, match=r"X holds integers up to 9\.007e\+15, beyond 2\^53"):
+        out = as_vectors(big)
+    assert out[0, 0] == float(2**53)  # 2^53 + 1 is rounded, as the message says
+    np.testing.assert_array_equal(as_vectors(np.arange(10, dtype=np.int64)), np.arange(10.0)[:, None])  # no word
