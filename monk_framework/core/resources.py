@@ -63,6 +63,7 @@ def parse_memory(value: Any) -> int:
     """Bytes from a count or a text such as ``"2GB"`` (10⁹), ``"2GiB"`` (2³⁰), ``"64MB"``."""
     if isinstance(value, bool):
         raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {value!r}.")
+    number: int | float
     if isinstance(value, numbers.Integral):
         number, unit = int(value), ""  # exact: a count of bytes past float64's range stays an int
     elif isinstance(value, numbers.Real):
