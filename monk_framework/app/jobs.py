@@ -514,6 +514,16 @@ def _prepare_aggregated(
         grid = "at the given --bandwidths" if bandwidths is not None else "at 10 bandwidths each over the pooled distances"
         notes.append(f"No kernel given: Gaussian and Laplace (L1) kernels {grid}, as MMDAgg and MMD-FUSE publish them.")
     elif bandwidths is None:
+        name = parse_spec(kernel)[0]
+        cls = reg.kernel_class(name)
+        if "sigma" not in {p.name for p in cls.parameters()}:
+            # --bandwidths sets sigma: without one there is no collection to make from this kernel
+            other = ("several string kernels aggregate in Python: aggregated_test(X, Y, kernels=['ssk:n=3', 'ssk:n=5'])"
+                     if cls.input_kind == "string" else "drop -k for the default collection (Gaussian and Laplace kernels)")
+            raise ParameterError(
+                f"--aggregate over -k {name}: kernel {name!r} has no bandwidth (sigma) for --bandwidths to vary. Drop "
+                f"--aggregate for a test with this one kernel; {other}."
+            )
         raise ParameterError(
             f"--aggregate with -k {kernel} needs the kernel's bandwidths: add --bandwidths, e.g. 0.5,1,2 "
             "(or leave -k out for the default collection)."
