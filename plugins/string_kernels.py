@@ -307,7 +307,11 @@ class SubsequenceKernel(Kernel):
 
     def compute_diag(self, X: Any) -> np.ndarray:
         if self.normalize:
-            return (self._self_values(X) > 0).astype(np.float64)
+            # k(s, s) is 1 where s has a subsequence of the shortest length counted (it is
+            # > 0 then: its contiguous one alone gives lam^(2n), which the init checks
+            # does not underflow), else 0; no dynamic programme needed for that
+            need = min(self.levels)
+            return np.array([1.0 if len(x) >= need else 0.0 for x in X])
         return self._self_values(X)
 
     def plan(self, X: Sequence[str], Y: Sequence[str] | None = None) -> Plan:

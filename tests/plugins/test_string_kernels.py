@@ -300,3 +300,16 @@ def test_an_ssk_whose_n_exceeds_every_string_of_a_sample_refuses_it(registry):
     assert registry.get_estimator("v-stat").estimate(kernel, ["ACG", "ACGTA"], Y).mmd2 > 0
     # cumulative counts every length from 1: any nonempty string has features
     assert registry.get_kernel("ssk", n=5, cumulative=True).gram(X).diagonal().tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("cumulative", [False, True])
+def test_the_normalised_diagonal_is_whether_a_string_is_long_enough_as_the_programme_says(registry, cumulative):
+    # compute_diag of the normalised SSK ran the whole dynamic programme to learn k(s, s) > 0;
+    # it is 1 exactly for strings with a subsequence of the shortest length counted
+    strings = ["", "A", "AC", "ACG", "ACGT", "TTTTT", "GATTACA" * 40]
+    for n in (1, 3, 5):
+        for lam in (0.05, 0.5, 1.0):
+            kernel = registry.get_kernel("ssk", n=n, lam=lam, cumulative=cumulative)
+            by_programme = (kernel._self_values(strings) > 0).astype(float)
+            np.testing.assert_array_equal(kernel.compute_diag(strings), by_programme)
+            np.testing.assert_array_equal(np.diag(kernel.gram(strings)), by_programme)
