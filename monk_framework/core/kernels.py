@@ -762,7 +762,12 @@ class SumKernel(_Pair):
     symbol: ClassVar[str] = "+"
 
     def shift_free_mmd(self) -> bool:
-        return self.left.shift_free_mmd() and self.right.shift_free_mmd()  # the feature maps side by side
+        # the feature maps side by side: each part's MMD must ignore the origin (a shift-free
+        # or translation-invariant part), and one at least must need the centred data
+        parts = (self.left, self.right)
+        if not all(part._shift_free() or type(part).translation_invariant for part in parts):
+            return False
+        return any(part._shift_free() for part in parts)
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.left.gram_tile(X, Y) + self.right.gram_tile(X, Y)

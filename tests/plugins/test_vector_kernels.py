@@ -439,7 +439,7 @@ def _on_a_grid(gen: np.random.Generator, shape: tuple[int, int], shift: float = 
     return np.round((gen.normal(size=shape) + shift) * 2**20) / 2**20
 
 
-@pytest.mark.parametrize("spec", ["linear", "energy", "linear + energy", "2 * energy"])
+@pytest.mark.parametrize("spec", ["linear", "energy", "linear + energy", "2 * energy", "linear + rbf"])
 @pytest.mark.parametrize("estimator", ["v-stat", "u-stat", "monk-bcd:n_blocks=5", "monk-bcd-fast:n_blocks=5"])
 def test_a_shift_free_mmd_keeps_its_digits_far_from_the_origin(spec, estimator):
     # <x, y> of data near 1e8 is about 1e16: the linear kernel's MMD^2 of order 0.3 came out
@@ -451,14 +451,19 @@ def test_a_shift_free_mmd_keeps_its_digits_far_from_the_origin(spec, estimator):
     gen = np.random.default_rng(7)
     X, Y = _on_a_grid(gen, (60, 3)), _on_a_grid(gen, (50, 3), 0.4)
     linear, energy = REG.get_kernel("linear"), REG.get_kernel("energy")
-    kernel = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy}[spec]
+    rbf = REG.get_kernel("rbf", sigma=1.0)
+    kernel = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy,
+              "linear + rbf": linear + rbf}[spec]
     near = estimate(kernel, estimator, X, Y, rng=3).mmd2
     far = estimate(kernel, estimator, X + 2.0**30, Y + 2.0**30, rng=3).mmd2
     assert far == near
     if estimator == "v-stat":
         linear = float(np.sum((X.mean(0) - Y.mean(0)) ** 2))
         energy = (2 * cdist(X, Y).mean() - cdist(X, X).mean() - cdist(Y, Y).mean()) / 2
-        truth = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy}[spec]
+        gauss = float(np.mean(np.exp(-cdist(X, X, "sqeuclidean") / 2)) + np.mean(np.exp(-cdist(Y, Y, "sqeuclidean") / 2))
+                      - 2 * np.mean(np.exp(-cdist(X, Y, "sqeuclidean") / 2)))
+        truth = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy,
+                 "linear + rbf": linear + gauss}[spec]
         assert far == pytest.approx(truth, rel=1e-12)
 
 

@@ -195,6 +195,8 @@ def test_a_shift_free_mmd_is_declared_by_the_parts():
     assert lin.shift_free_mmd() and energy.shift_free_mmd() and not rbf.shift_free_mmd()
     assert not REG.get_kernel("linear", normalize=True).shift_free_mmd()
     assert SumKernel(left=lin, right=energy).shift_free_mmd()  # the feature maps side by side
-    assert not SumKernel(left=lin, right=rbf).shift_free_mmd()
+    assert SumKernel(left=lin, right=rbf).shift_free_mmd()  # rbf's values ignore the origin altogether
+    assert not SumKernel(left=rbf, right=rbf).shift_free_mmd()  # nothing to centre: its data are read as given
+    assert not SumKernel(left=lin, right=REG.get_kernel("quadratic")).shift_free_mmd()
     assert ScaledKernel(c=3.0, kernel=energy).shift_free_mmd()
     assert not ProductKernel(left=lin, right=lin).shift_free_mmd()  # (x·y)² is the quadratic kernel
