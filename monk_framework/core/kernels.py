@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Self
 
@@ -208,14 +209,14 @@ class Kernel(Configurable):
         if round_off <= 1e-6:
             return
         if not (clipped and self._shift_free()):
-            # the kernel's own values on a few points, and on them moved to the centre
+            # the kernel's own values on a few points, and on them moved to the centre (a
+            # data-dependent hyperparameter resolved first, as the estimate will)
+            fitted = self if self.is_fitted else self.fit(X, Y)
             A = Z[:8]
             with np.errstate(over="ignore", invalid="ignore"):
-                here, moved = self.gram_tile(A, A, check=False), self.gram_tile(A - centre, A - centre, check=False)
+                here, moved = fitted.gram_tile(A, A, check=False), fitted.gram_tile(A - centre, A - centre, check=False)
             if np.all(np.isfinite(here)) and np.allclose(here, moved, rtol=1e-6, atol=1e-12 * float(np.abs(here).max())):
                 return  # values that ignore the origin (a translation-invariant plugin that does not say so)
-        import warnings
-
         what = "its clipped features depend" if clipped else f"{self.spec()} depends"
         warnings.warn(PrecisionWarning(
             f"The data lie {rho:.3g} spreads from the origin, and {what} on the origin: the MMD carries a relative "
