@@ -323,6 +323,7 @@ class DaskBackend(Backend):
             raise ParameterError(f"n_workers must be at least 1. Got {n_workers} instead.")
         self.scheduler = scheduler
         self._cluster = None
+        _drop_the_sync_cancel_race()
         try:
             if scheduler is None:
                 if _importing_the_script_in_a_worker():
@@ -423,6 +424,33 @@ class DaskBackend(Backend):
     def __repr__(self) -> str:
         where = self.scheduler or f"LocalCluster({self.workers} workers)"
         return f"DaskBackend({where})"
+
+
+class _SyncCancelRace:
+    """A logging filter for tornado's error log in this process: distributed's ``sync``
+    schedules a ``cancel`` callback when Ctrl-C (or SIGTERM) interrupts it, and if the
+    interruption lands before its future exists that callback raises a NameError, which
+    tornado logs as an error with its traceback (a race in distributed.utils.sync). That
+    record is the interruption the user asked for, said in one line by the command; every
+    other record passes."""
+
+    def filter(self, record: Any) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, NameError) or exc.__traceback__ is None:
+            return True
+        import traceback
+
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return not (last.name == "cancel" and last.filename.replace("\\", "/").endswith("distributed/utils.py"))
+
+
+def _drop_the_sync_cancel_race() -> None:
+    """Install :class:`_SyncCancelRace` on tornado's application log, once."""
+    import logging
+
+    log = logging.getLogger("tornado.application")
+    if not any(isinstance(f, _SyncCancelRace) for f in log.filters):
+        log.addFilter(_SyncCancelRace())
 
 
 def _quiet_distributed_logs() -> None:

@@ -113,3 +113,27 @@ def test_workers_beyond_memory_are_refused_before_a_cluster_starts():
     with pytest.raises(ResourceError, match=rf"--workers {too_many:,} starts {too_many:,} worker processes .* use at most"):
         check_backend_options("dask", None, too_many)
     check_backend_options("dask", None, 2)
+
+
+def test_the_sync_cancel_race_of_distributed_is_dropped_from_the_log_and_nothing_else():
+    # Ctrl-C landing before distributed.utils.sync's future exists made its cancel callback
+    # raise NameError, logged by tornado with a traceback around the one-line "Interrupted."
+    import logging
+    import sys
+
+    from monk_framework.engine.backends import _SyncCancelRace
+
+    def record_of(filename: str, name: str) -> logging.LogRecord:
+        scope: dict = {}
+        exec(compile(f"def {name}():\n    return future\n", filename, "exec"), scope)
+        try:
+            scope[name]()
+        except NameError:
+            info = sys.exc_info()
+        return logging.LogRecord("tornado.application", logging.ERROR, __file__, 1, "Exception in callback", None, info)
+
+    race = _SyncCancelRace()
+    assert not race.filter(record_of("/env/site-packages/distributed/utils.py", "cancel"))
+    assert race.filter(record_of("/env/site-packages/distributed/client.py", "cancel"))  # another error: kept
+    assert race.filter(record_of("/env/site-packages/distributed/utils.py", "other"))
+    assert race.filter(logging.LogRecord("tornado.application", logging.ERROR, __file__, 1, "plain", None, None))
