@@ -161,13 +161,11 @@ def _output_failed(exc: _OutputFailed) -> int:
     import errno
     import os
 
-    if exc.error.errno == errno.EPIPE:
-        with contextlib.suppress(OSError, ValueError):
-            # nothing more reaches the closed pipe, not even the interpreter's last flush
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return BROKEN_PIPE_EXIT
     with contextlib.suppress(OSError, ValueError):
+        # nothing more reaches stdout, not even the interpreter's last flush
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if exc.error.errno == errno.EPIPE:
+        return BROKEN_PIPE_EXIT
     return _fail(f"cannot write to standard output: {exc}.", 1, exc=exc)
 
 

@@ -165,8 +165,10 @@ class Kernel(Configurable):
         with the ordinary points when a few are gross outliers; and it is a data value,
         so it becomes exactly 0 and a second call changes nothing."""
         Xv, Yv = self.check_pair(X, Y, names=names)
-        self.warn_if_far_from_origin(Xv, Yv)
-        if not (self._shift_free() and isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)):
+        shift_free = self._shift_free()
+        if not shift_free:
+            self.warn_if_far_from_origin(Xv, Yv)
+        if not (shift_free and isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)):
             return Xv, Yv
         Z = np.concatenate([Xv, Yv])
         centre = np.partition(Z, (len(Z) - 1) // 2, axis=0)[(len(Z) - 1) // 2]
@@ -195,7 +197,8 @@ class Kernel(Configurable):
         for the kernel's clipped features, which depend on the origin in any case."""
         if not (isinstance(X, np.ndarray) and isinstance(Y, np.ndarray)) or type(self).translation_invariant:
             return
-        if not clipped and self._shift_free():
+        shift_free = self._shift_free()
+        if shift_free and not clipped:
             return
         Z = np.concatenate([X, Y])
         centre = np.median(Z, axis=0)
@@ -208,7 +211,7 @@ class Kernel(Configurable):
         round_off = rho * rho * float(np.finfo(np.float64).eps)
         if round_off <= 1e-6:
             return
-        if not (clipped and self._shift_free()):
+        if not shift_free:
             # the kernel's own values on a few points, and on them moved to the centre (a
             # data-dependent hyperparameter resolved first, as the estimate will)
             fitted = self if self.is_fitted else self.fit(X, Y)
@@ -765,10 +768,9 @@ class SumKernel(_Pair):
     def shift_free_mmd(self) -> bool:
         # the feature maps side by side: each part's MMD must ignore the origin (a shift-free
         # or translation-invariant part), and one at least must need the centred data
-        parts = (self.left, self.right)
-        if not all(part._shift_free() or type(part).translation_invariant for part in parts):
-            return False
-        return any(part._shift_free() for part in parts)
+        free = [part._shift_free() for part in (self.left, self.right)]
+        invariant = [type(part).translation_invariant for part in (self.left, self.right)]
+        return any(free) and all(f or i for f, i in zip(free, invariant))
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.left.gram_tile(X, Y) + self.right.gram_tile(X, Y)

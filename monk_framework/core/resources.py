@@ -80,7 +80,7 @@ def parse_memory(value: Any) -> int:
     total = number * _UNITS[unit]
     if isinstance(total, float) and not math.isfinite(total):  # 1e400, nan: no number of bytes
         raise ParameterError(f"max_memory must be a finite number of bytes; got {value!r}.")
-    nbytes = total if isinstance(total, int) else int(total)
+    nbytes = int(total)
     if not nbytes > 0:
         raise ParameterError(f"max_memory must be more than 0 bytes; got {value!r}.")
     return nbytes
