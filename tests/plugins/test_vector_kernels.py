@@ -549,6 +549,10 @@ def test_a_translation_invariant_kernel_that_does_not_say_so_gets_no_warning():
             return np.ones(len(A))
 
     gen = np.random.default_rng(12)
+    X, Y = gen.normal(size=(20, 2)), gen.normal(size=(20, 2))
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionWarning)
-        estimate(Cauchy(), "v-stat", gen.normal(size=(20, 2)) + 1e9, gen.normal(size=(20, 2)) + 1e9)
+        got = estimate(Cauchy(), "v-stat", X + 1e9, Y + 1e9).mmd2
+    Xs, Ys = (X + 1e9) - 1e9, (Y + 1e9) - 1e9  # the data as float64 holds them, moved back exactly
+    cauchy = lambda A, B: 1.0 / (1.0 + cdist(A, B, "sqeuclidean"))  # noqa: E731
+    assert got == pytest.approx(cauchy(Xs, Xs).mean() + cauchy(Ys, Ys).mean() - 2 * cauchy(Xs, Ys).mean(), rel=1e-9)
