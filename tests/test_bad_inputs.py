@@ -81,6 +81,8 @@ def _files(root: Path) -> None:
     np.save(root / "far-x.npy", far_x)
     np.save(root / "far-y.npy", far_y)
     np.save(root / "cut.npy", X[:30])
+    np.save(root / "small-units-x.npy", 1e-4 * X)
+    np.save(root / "small-units-y.npy", 1e-4 * rng.normal(0.5, 1.0, size=(40, 2)))
     (root / "cut.npy").write_bytes((root / "cut.npy").read_bytes()[:-304])
     _results_folders(root)
 
@@ -129,6 +131,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
         r"least 80 \(n_blocks=40"),
     ("bad-variant", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "variant=fast"], 2, r"'variant'.*'authors', 'paper'"),
     ("bad-report", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "report=last"], 2, r"'report'.*'before-update', 'final'"),
+    ("ridge-beyond-the-kernel", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "ridge=1e300"], 2,
+        r"Estimator 'monk-bcd': ridge = 1e\+300 exceeds the kernel's largest k\(x, x\) = 1 on these data"),
+    ("authors-ridge-on-small-values", ["run", "-k", "linear", "-e", "monk-bcd-fast", "--x", "small-units-x.npy", "--y",
+        "small-units-y.npy"], 2, r"ridge = 1e-05 exceeds the kernel's largest k\(x, x\) = .*ridge=auto is the authors' absolute 1e-5"),
     ("bad-degree", ["run", "-k", "polynomial", "-e", "u-stat", *SMALL, "-p", "degree=2.5"], 2, r"'degree'.*int >= 1"),
     ("zero-permutations", [*TEST, *SMALL, "-B", "0"], 2, r"Invalid value for '--permutations' / '-B'"),
     ("alpha-above-one", [*TEST, *SMALL, "--alpha", "2"], 2, r"--alpha must be a number in \(0, 1\); got 2.0"),
@@ -268,6 +274,8 @@ VALID: list[tuple[str, list[str]]] = [
     ("laplace-sigma-1e200-on-1e200-data", ["run", "-k", "laplace", "-e", "v-stat", "--x", "big1.npy", "--y", "big2.npy", "-p", "sigma=1e200", "--json"]),
     ("rbf-median-on-1e200-data", ["run", "-k", "rbf", "-e", "u-stat", "--x", "big1.npy", "--y", "big2.npy", "-p", "sigma=median", "--json"]),
     ("rbf-sigma-1e-200", ["run", "-k", "rbf", "-e", "v-stat", *SMALL, "-p", "sigma=1e-200", "--json"]),
+    ("rbf-sigma-beyond-the-data", ["run", "-k", "rbf", "-e", "v-stat", *SMALL, "-p", "sigma=1e300", "--json"]),
+    ("quadratic-offset-dwarfs-the-data", ["run", "-k", "quadratic", "-e", "v-stat", *SMALL, "-p", "offset=1e18", "--json"]),
     ("energy-on-1e200-data", ["run", "-k", "energy", "-e", "v-stat", "--x", "big1.npy", "--y", "big2.npy", "--json"]),
     ("lowercase-fasta", ["run", "-k", "ssk", "-e", "v-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=2", "--json"]),
     ("numbers-in-a-txt-file", ["run", "-k", "rbf", "-e", "v-stat", "--x", "nums.txt", "--y", "y.npy", "--json"]),
@@ -605,6 +613,7 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
         # an MMD that depends on the origin cannot be moved: its lost digits are said
         assert re.search(r"^Warning: The data lie 1\.\d+e\+09 spreads from the origin, and quadratic.* depends on the origin",
                          result.stderr, flags=re.M), result.stderr
+        assert result.stderr.count("Warning:") == 1  # the one cause said once
     elif case_id.endswith("far-from-origin"):
         # the MMD of the data moved back to the origin (exactly), from its closed form; the
         # sums of kernel values near 1e18 had lost it
@@ -615,6 +624,10 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
         truth = (float(np.sum((X.mean(0) - Y.mean(0)) ** 2)) if case_id.startswith("linear") else
                  (2 * cdist(X, Y).mean() - cdist(X, X).sum() / (n * (n - 1)) - cdist(Y, Y).sum() / (m * (m - 1))) / 2)
         assert mmd2 == pytest.approx(truth, rel=1e-10)
+    elif case_id in ("rbf-sigma-beyond-the-data", "quadratic-offset-dwarfs-the-data"):
+        # a kernel that cannot tell the points apart gives its number with the warning
+        kernel = "rbf" if case_id.startswith("rbf") else "quadratic"
+        assert re.search(rf"^Warning: {kernel}\(.*\) cannot tell these distinct points apart", result.stderr, flags=re.M), result.stderr
     elif "gross-outlier" in case_id:
         # one point at 1e200 moves a bounded kernel's MMD² by its bounded share only
         assert mmd2 == pytest.approx(_outlier_truth(case_id), rel=1e-12)

@@ -84,6 +84,11 @@ CONTRACT_RTOL = 1e-9
 DIAG_RTOL = 1e-6
 #: points of each diagonal Gram block whose pairs are checked (symmetry, Cauchy–Schwarz)
 CONTRACT_CHECK_POINTS = 64
+#: pooled points whose feature distances to the first one measure a kernel's resolution
+RESOLUTION_POINTS = 4096
+#: the smallest squared feature distance, relative to the kernel's values, below which an
+#: MMD² carries a relative round-off above 10⁻⁶ (ε / 10⁻⁶, ε = 2⁻⁵²)
+RESOLUTION_LIMIT = float(np.finfo(np.float64).eps) / 1e-6
 
 
 @attrs.frozen(kw_only=True)
@@ -195,22 +200,35 @@ class Kernel(Configurable):
         whose values do move with the origin (checked on 8 of the points), unless its MMD
         ignores the origin and is read on centred data (:meth:`mmd_pair`). ``clipped``:
         for the kernel's clipped features, which depend on the origin in any case."""
-        if not (isinstance(X, np.ndarray) and isinstance(Y, np.ndarray)) or type(self).translation_invariant:
+        found = self._far_from_origin(X, Y, clipped=clipped)
+        if found is None:
             return
+        rho, round_off = found
+        what = "its clipped features depend" if clipped else f"{self.spec()} depends"
+        warnings.warn(PrecisionWarning(
+            f"The data lie {rho:.3g} spreads from the origin, and {what} on the origin: the MMD carries a relative "
+            f"round-off of about {min(round_off, 1e300):.1g}. Subtract a reference point chosen without these data, or "
+            "use a kernel whose MMD ignores the origin (rbf, laplace, linear, energy)."
+        ), stacklevel=3)
+
+    def _far_from_origin(self, X: Sample, Y: Sample, *, clipped: bool = False) -> tuple[float, float] | None:
+        """(ρ, ε ρ²) when :meth:`warn_if_far_from_origin` has something to say, else None."""
+        if not (isinstance(X, np.ndarray) and isinstance(Y, np.ndarray)) or type(self).translation_invariant:
+            return None
         shift_free = self._shift_free()
         if shift_free and not clipped:
-            return
+            return None
         Z = np.concatenate([X, Y])
         centre = np.median(Z, axis=0)
         with np.errstate(over="ignore", invalid="ignore"):
             deviations = np.median(np.abs(Z - centre), axis=0)
         spread, distance = _norm(deviations), _norm(centre)
         if not (spread > 0 and math.isfinite(spread) and math.isfinite(distance)):
-            return
+            return None
         rho = distance / spread
         round_off = rho * rho * float(np.finfo(np.float64).eps)
         if round_off <= 1e-6:
-            return
+            return None
         if not shift_free:
             # the kernel's own values on a few points, and on them moved to the centre (a
             # data-dependent hyperparameter resolved first, as the estimate will)
@@ -219,13 +237,8 @@ class Kernel(Configurable):
             with np.errstate(over="ignore", invalid="ignore"):
                 here, moved = fitted.gram_tile(A, A, check=False), fitted.gram_tile(A - centre, A - centre, check=False)
             if np.all(np.isfinite(here)) and np.allclose(here, moved, rtol=1e-6, atol=1e-12 * float(np.abs(here).max())):
-                return  # values that ignore the origin (a translation-invariant plugin that does not say so)
-        what = "its clipped features depend" if clipped else f"{self.spec()} depends"
-        warnings.warn(PrecisionWarning(
-            f"The data lie {rho:.3g} spreads from the origin, and {what} on the origin: the MMD carries a relative "
-            f"round-off of about {min(round_off, 1e300):.1g}. Subtract a reference point chosen without these data, or "
-            "use a kernel whose MMD ignores the origin (rbf, laplace, linear, energy)."
-        ), stacklevel=3)
+                return None  # values that ignore the origin (a translation-invariant plugin that does not say so)
+        return rho, round_off
 
     def fit(self, X: Any, Y: Any = None) -> Self:
         """Resolve data-dependent hyperparameters (e.g. ``sigma="median"``) on X ∪ Y.
@@ -594,7 +607,61 @@ class Kernel(Configurable):
         Z: Sample = X[:half]
         if Y is not None:
             Z = np.vstack([X[:half], Y[:half]]) if isinstance(X, np.ndarray) else [*X[:half], *Y[:half]]
-        self.check_diagonal_block(self.gram_tile(Z, Z), self.diag_tile(Z), 0)
+        block, diag = self.gram_tile(Z, Z), self.diag_tile(Z)
+        self.check_diagonal_block(block, diag, 0)
+        self._warn_if_unresolved(X, Y, half, block[0], diag)
+
+    def _warn_if_unresolved(self, X: Sample, Y: Sample | None, known: int, row: np.ndarray, diag: np.ndarray) -> None:
+        """Warn (:class:`PrecisionWarning`) when the kernel barely varies on the data, so
+        that round-off swamps every MMD computed from its values.
+
+        An MMD² is a sum of kernel values of size up to K = max |k|, so it carries an
+        absolute round-off of about ε K (ε = 2⁻⁵²), while it is at most the squared feature
+        diameter D² = max ‖φ(z) − φ(z′)‖². With δ² = max_j ‖φ(z₁) − φ(z_j)‖² (one row of
+        kernel values, on the leading RESOLUTION_POINTS pooled points; D² ≤ 4δ² by the
+        triangle inequality), the relative round-off is at least ε K / D² ≥ ε K / (4δ²).
+        Said when δ² < 2.2·10⁻¹⁰ K (a round-off above 10⁻⁶), and only when the points
+        differ: a bandwidth far beyond the data's scale (rbf at σ = 10⁸ on data of spread 1
+        gives MMD² = 0), an offset that dwarfs ⟨x, y⟩. Kernels not declared PSD are not
+        checked (their ‖φ(z) − φ(z′)‖² is not a distance), nor one sample of a kernel whose
+        MMD ignores the origin (an embedding: :meth:`Embedding.distance` reads it centred,
+        as every MMD path reads the pair, :meth:`mmd_pair`).
+
+        ``row`` and ``diag`` are the contract check's first Gram row and diagonal, on the
+        leading ``known`` points of X and of Y; the row is extended to the rest here."""
+        if not self.is_psd or (Y is None and self._shift_free()):
+            return
+        if Y is not None and self._far_from_origin(X, Y) is not None:
+            return  # said already, with its cause (warn_if_far_from_origin)
+        half = RESOLUTION_POINTS if Y is None else RESOLUTION_POINTS // 2
+        parts = [X[:known], X[known:half]] if Y is None else [X[:known], Y[:known], X[known:half], Y[known:half]]
+        if isinstance(X, np.ndarray):
+            Z: Sample = np.concatenate(parts)
+            distinct = bool(np.any(Z != Z[:1]))
+        else:
+            Z = [z for part in parts for z in part]
+            distinct = any(z != Z[0] for z in Z)
+        if not distinct:
+            return  # one point repeated: every MMD is 0, rightly
+        rest = Z[len(diag):]
+        if len(rest):
+            row = np.concatenate([row, self.gram_tile(Z[:1], rest)[0]])
+            diag = np.concatenate([diag, self.diag_tile(rest)])
+        scale = max(float(np.abs(row).max()), float(np.abs(diag).max()))
+        spread = float(np.max(diag[0] + diag - 2.0 * row))
+        if spread > RESOLUTION_LIMIT * scale:
+            return
+        if spread <= 0.0:
+            what = "cannot tell these distinct points apart: every MMD comes out 0 (or round-off) whatever the data"
+        else:
+            what = (
+                f"varies by only {spread / scale:.1g} of its values (up to {scale:.3g}) between these points: "
+                f"an MMD² carries a relative round-off of at least {RESOLUTION_LIMIT * 1e-6 * scale / (4 * spread):.1g}"
+            )
+        warnings.warn(PrecisionWarning(
+            f"{self.spec()} {what}. Choose its parameters for the data's scale (for a bandwidth, sigma=median), "
+            "or rescale the data."
+        ), stacklevel=3)
 
     def check_diagonal_block(self, block: np.ndarray, diag: np.ndarray, offset: int) -> None:
         """Cheap checks on a diagonal block k(X_b, X_b), the one place where ``compute_gram`` and

@@ -51,6 +51,32 @@ def test_authors_ridge_at_one_block_is_its_closed_form(registry):
     assert res.mmd == pytest.approx(math.sqrt(v2 + 1e-5 * (1 / 100 + 1 / 80)), rel=1e-10)
 
 
+@pytest.mark.parametrize("name", ["monk-bcd", "monk-bcd-fast"])
+def test_a_ridge_beyond_the_kernels_values_is_refused_by_name(registry, name):
+    # ε = 10³⁰⁰ gave an MMD² of 10²⁹⁷: the estimate measured the ridge, not the data
+    X, Y = _samples(100, 80)
+    rbf = registry.get_kernel("rbf", sigma=1.0)
+    for ridge in (2.0, 1e300):
+        with pytest.raises(ParameterError, match=rf"'{name}': ridge = .* exceeds the kernel's largest k\(x, x\) = 1 "):
+            registry.get_estimator(name, ridge=ridge).estimate(rbf, X, Y, rng=0)
+        with pytest.raises(ParameterError, match="ridge"):  # and in a within-block test, on its partition
+            permutation_test(rbf, registry.get_estimator(name, ridge=ridge), X, Y, n_permutations=9, rng=0)
+    assert registry.get_estimator(name, ridge=1.0).estimate(rbf, X, Y, rng=0).mmd > 0  # up to k(x, x) itself
+
+
+@pytest.mark.parametrize("name", ["monk-bcd", "monk-bcd-fast"])
+def test_the_authors_absolute_ridge_on_data_in_small_units_is_refused_and_ridge_zero_is_scale_equivariant(registry, name):
+    # the linear kernel's values scale as s²; the authors' ε = 10⁻⁵ does not, and at s = 10⁻⁴ it
+    # outweighs every k(x, x): refused, with the way out
+    X, Y = _samples(100, 80)
+    linear = registry.get_kernel("linear")
+    with pytest.raises(ParameterError, match="ridge=auto is the authors' absolute 1e-5"):
+        registry.get_estimator(name).estimate(linear, 1e-4 * X, 1e-4 * Y, rng=0)
+    unit = registry.get_estimator(name, ridge=0.0).estimate(linear, X, Y, rng=0).mmd
+    small = registry.get_estimator(name, ridge=0.0).estimate(linear, 1e-4 * X, 1e-4 * Y, rng=0).mmd
+    assert small == pytest.approx(1e-4 * unit, rel=1e-9)
+
+
 @pytest.mark.parametrize("variant", ["authors", "paper"])
 def test_bcd_fast_on_a_fixed_partition_is_monotone_and_bounded(registry, variant):
     X, Y = _samples(132, 132, seed=4)

@@ -480,3 +480,66 @@ def test_values_too_large_to_sum_are_refused_on_every_path(registry):
     ok = estimate(1e290 * registry.get_kernel("rbf", sigma=1.0), "u-stat", X, Y).mmd2
     assert ok == pytest.approx(1e290 * estimate(registry.get_kernel("rbf", sigma=1.0), "u-stat", X, Y).mmd2, rel=1e-12)
     assert VALUE_LIMIT * 2.0**40 < np.finfo(np.float64).max
+
+
+def _exact_rbf_v(X, Y, sigma):
+    # MMD_V² = 2 mean(1 − k_xy) − mean(1 − k_xx) − mean(1 − k_yy), with 1 − k = −expm1(−d²/2σ²):
+    # no value near 1 is ever subtracted from another, so this keeps every digit
+    gap = lambda A, B: -np.expm1(-cdist(A, B, "sqeuclidean") / (2 * sigma * sigma))  # noqa: E731
+    return 2 * gap(X, Y).mean() - gap(X, X).mean() - gap(Y, Y).mean()
+
+
+def test_a_kernel_that_barely_varies_on_the_data_warns_that_its_digits_are_lost():
+    import warnings
+
+    from monk_framework import PrecisionWarning, estimate
+
+    gen = np.random.default_rng(21)
+    X, Y = gen.normal(size=(60, 3)), gen.normal(0.5, 1.0, size=(50, 3))
+    for sigma in (1.0, 1e3):  # quiet, and the value holds its digits
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PrecisionWarning)
+            got = estimate(f"rbf:sigma={sigma}", "v-stat", X, Y).mmd2
+        assert abs(got - _exact_rbf_v(X, Y, sigma)) <= 1e-6 * _exact_rbf_v(X, Y, sigma)
+    for sigma in (1e7, 1e8):  # the warning, and a value off by more than it allows quietly
+        with pytest.warns(PrecisionWarning, match=r"varies by only .* relative round-off of at least"):
+            got = estimate(f"rbf:sigma={sigma}", "v-stat", X, Y).mmd2
+        assert abs(got - _exact_rbf_v(X, Y, sigma)) > 1e-6 * _exact_rbf_v(X, Y, sigma)
+    with pytest.warns(PrecisionWarning, match=r"rbf\(sigma=1e\+300\) cannot tell these distinct points apart"):
+        assert estimate("rbf:sigma=1e300", "v-stat", X, Y).mmd2 == 0.0
+
+
+def test_an_offset_that_dwarfs_the_inner_products_warns_instead_of_a_silent_negative_v_statistic():
+    from monk_framework import PrecisionWarning, estimate
+
+    gen = np.random.default_rng(22)
+    X, Y = gen.normal(size=(60, 3)), gen.normal(0.5, 1.0, size=(50, 3))
+    # (⟨x, y⟩ + c)² has values near 10³⁶ and an MMD² near 2c‖μ_X − μ_Y‖² ≈ 10¹⁷: it came out −3·10²⁰
+    with pytest.warns(PrecisionWarning, match="quadratic.*offset=1e\\+18.*cannot tell these distinct points apart"):
+        estimate("quadratic:offset=1e18", "v-stat", X, Y)
+
+
+def test_no_resolution_warning_for_a_repeated_point_a_centred_pair_or_a_test_on_ordinary_data():
+    import warnings
+
+    from monk_framework import PrecisionWarning, embed, estimate, permutation_test
+
+    gen = np.random.default_rng(23)
+    X, Y = gen.normal(size=(40, 2)), gen.normal(size=(30, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionWarning)
+        # one point repeated: every MMD is 0, rightly
+        assert estimate("rbf:sigma=1", "v-stat", np.ones((20, 2)), np.ones((10, 2))).mmd2 == 0.0
+        # the linear kernel's values near 10¹⁶ are read on centred data (and so is an embedding's distance)
+        assert estimate("linear", "v-stat", X + 1e8, Y + 1e8).mmd2 > 0
+        embed("linear", "mean", X + 1e8)
+        permutation_test("rbf", "u-stat", X, Y, n_permutations=19, rng=0)
+
+
+def test_a_test_with_a_kernel_that_cannot_resolve_the_data_warns():
+    from monk_framework import PrecisionWarning, permutation_test
+
+    gen = np.random.default_rng(24)
+    X, Y = gen.normal(size=(40, 2)), gen.normal(3.0, 1.0, size=(30, 2))
+    with pytest.warns(PrecisionWarning, match="cannot tell these distinct points apart"):
+        permutation_test("rbf:sigma=1e300", "u-stat", X, Y, n_permutations=19, rng=0)

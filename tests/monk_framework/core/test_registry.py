@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import types
+import warnings
 from pathlib import Path
 from typing import ClassVar
 
@@ -14,7 +15,7 @@ import attrs
 import numpy as np
 import pytest
 
-from monk_framework import DuplicateNameError, Kernel, PluginError, Registry, UnknownNameError, hookimpl, parameter
+from monk_framework import DuplicateNameError, Kernel, PluginError, PrecisionWarning, Registry, UnknownNameError, hookimpl, parameter
 from monk_framework.core.params import real
 
 
@@ -210,7 +211,10 @@ def test_entry_points_of_third_party_distributions(fake_site, rng):
     ones = registry.entry("kernel", "ones")
     assert str(ones.provider) == "monk-ones==1.2.3[ones]"
     X = rng.normal(size=(4, 2))
-    assert registry.get_estimator("v-stat").estimate(registry.get_kernel("ones"), X, X + 5).mmd2 == pytest.approx(0.0, abs=1e-15)
+    # a constant kernel cannot tell points apart, which the estimate says as it gives 0
+    with pytest.warns(PrecisionWarning, match="ones\\(\\) cannot tell these distinct points apart"):
+        got = registry.get_estimator("v-stat").estimate(registry.get_kernel("ones"), X, X + 5)
+    assert got.mmd2 == pytest.approx(0.0, abs=1e-15)
     problems = {p.provider.distribution: p.message for p in registry.problems()}
     assert "RuntimeError: boom at import" in problems["monk-broken"]
     # the impostor sorts before monk-framework alphabetically, yet built-ins load first
@@ -243,6 +247,7 @@ def test_third_party_plugin_end_to_end_in_a_real_process(fake_site):
     )
     assert run.returncode == 0, run.stderr
     assert '"kernel": "ones"' in run.stdout
+    assert "Warning: ones() cannot tell these distinct points apart" in run.stderr
 
 
 def test_third_party_plugin_through_the_cli_runner(fake_site, monkeypatch):
@@ -259,8 +264,11 @@ def test_third_party_plugin_through_the_cli_runner(fake_site, monkeypatch):
     data = json.loads(listing.stdout)
     assert "ones" in {k["name"] for k in data["kernels"]}
     assert {p["provider"]["distribution"] for p in data["problems"]} == {"monk-broken", "aaa-impostor"}
-    run = runner.invoke(app, ["run", "--kernel", "ones", "--estimator", "v-stat", "--json"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", PrecisionWarning)  # rendered by the CLI, as a user sees it
+        run = runner.invoke(app, ["run", "--kernel", "ones", "--estimator", "v-stat", "--json"])
     assert run.exit_code == 0, run.output
+    assert "Warning: ones() cannot tell these distinct points apart" in run.stderr
     assert json.loads(run.stdout)["mmd2"] == pytest.approx(0.0, abs=1e-15)
     human = runner.invoke(app, ["plugins"])
     assert "Plugin problem: monk-broken==1.2.3[broken]" in human.stderr
