@@ -403,6 +403,8 @@ PLUGIN_CASES: list[tuple[str, list[str], int, str, dict[str, str]]] = [
      r"Unknown kernel 'scribbler'.*could not be loaded: MONK_LOAD_PLUGINS: 'hostlie' matches no installed plugin's.*"
      r"Did you mean 'hostile'",
      {"MONK_LOAD_PLUGINS": "hostlie"}),
+    ("compiled-switch-typo", [*RUN, *SMALL], 2, r"MONK_COMPILED='fasle' is not a switch: give 0 \(off\) or 1 \(on, the default\)",
+     {"MONK_COMPILED": "fasle"}),
 ]
 #: a plugin that prints while it computes: the JSON on stdout stays whole
 PLUGIN_VALID = ("plugin-prints-into-json", ["run", "-k", "rbf", "-e", "chatty", *SMALL, "--json"])

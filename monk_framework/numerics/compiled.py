@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
+from monk_framework.core.errors import ParameterError
 from monk_framework.numerics import reference
 
 if TYPE_CHECKING:
@@ -92,6 +93,9 @@ COMPILED_FORM_MAX_FEATURES = 32
 
 #: the environment variable that switches the compiled loops off ("0", "false", "no", "off")
 COMPILED_VARIABLE = "MONK_COMPILED"
+#: the values of COMPILED_VARIABLE read as on (unset or empty is on) and as off
+_ON = ("", "1", "true", "yes", "on")
+_OFF = ("0", "false", "no", "off")
 
 
 class CompiledLoopsWarning(UserWarning):
@@ -111,11 +115,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def compiled_enabled() -> bool:
     """Whether the compiled loops are switched on: by :func:`set_compiled`, else by the
-    environment variable ``MONK_COMPILED`` (on unless it is 0, false, no or off)."""
+    environment variable ``MONK_COMPILED`` (0, false, no or off: off; unset, empty, 1,
+    true, yes or on: on; anything else is refused by name)."""
     switch = _STATE["switch"]
     if switch is not None:
         return bool(switch)
-    return os.environ.get(COMPILED_VARIABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+    value = os.environ.get(COMPILED_VARIABLE, "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    # a typo ('fasle', 'of') must not leave the loops on while the user believes them off
+    raise ParameterError(
+        f"{COMPILED_VARIABLE}={os.environ[COMPILED_VARIABLE]!r} is not a switch: give 0 (off) or 1 (on, the default); "
+        "false/true, no/yes and off/on are read the same way."
+    )
 
 
 def compiled_available() -> bool:

@@ -406,3 +406,18 @@ def test_pack_patterns_sets_one_bit_per_chosen_point_and_refuses_other_arrays():
     assert PATTERN_POINTS == 4
     with pytest.raises(ValueError, match="C-ordered uint8 array with 2 columns"):
         pack_patterns(np.zeros((3, 1), dtype=np.uint8), perms, 3)
+
+
+def test_the_environment_switch_reads_the_usual_spellings_and_refuses_a_typo(monkeypatch):
+    from monk_framework.core.errors import ParameterError
+    from monk_framework.numerics.compiled import compiled_enabled
+
+    for value, on in (("0", False), (" Off ", False), ("no", False), ("FALSE", False), ("", True), ("1", True), ("yes", True)):
+        monkeypatch.setenv("MONK_COMPILED", value)
+        assert compiled_enabled() is on, value
+    monkeypatch.delenv("MONK_COMPILED")
+    assert compiled_enabled() is True
+    # a typo must not leave the loops on while the user believes them off
+    monkeypatch.setenv("MONK_COMPILED", "fasle")
+    with pytest.raises(ParameterError, match="MONK_COMPILED='fasle' is not a switch"):
+        compiled_enabled()
