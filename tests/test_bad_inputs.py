@@ -70,6 +70,8 @@ def _files(root: Path) -> None:
     (root / "adir").mkdir()
     (root / "blocker").write_text("a file where a directory is expected")
     os.mkfifo(root / "pipe.csv")
+    (root / "loop.npy").symlink_to("loop.npy")
+    (root / "dangling.npy").symlink_to("gone.npy")
     np.savetxt(root / "nums.txt", rng.normal(0.5, 1.0, size=(40, 2)))
     (root / "lead-missing.csv").write_text(",2.5\n1.0,2.0\n3.0,4.0\n")
     (root / "short.fa").write_text(">a\nACG\n>b\nAC\n>c\nGT\n")
@@ -209,6 +211,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("experiment-out-is-a-file", ["experiment", "exp1", "--quick", "--out", "blocker"], 1, r"results directory 'blocker': it is a file, not a directory"),
     # -- data files ---------------------------------------------------------------------
     ("missing-file", [*RUN, "--x", "nope.npy", "--y", "y.npy"], 1, r"nope.npy: no such file"),
+    ("symlink-loop-as-file", [*RUN, "--x", "loop.npy", "--y", "y.npy"], 1, r"loop.npy: is a loop of symbolic links, not a data file"),
+    ("dangling-symlink-as-file", [*RUN, "--x", "dangling.npy", "--y", "y.npy"], 1,
+     r"dangling.npy: is a symbolic link to 'gone.npy', which does not exist"),
+    ("output-symlink-loop", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "loop.npy"], 2, r"--output 'loop.npy' is a loop of symbolic links"),
     ("directory-as-file", [*RUN, "--x", "adir", "--y", "y.npy"], 1, r"adir: is a directory"),
     ("fifo-as-file", [*RUN, "--x", "pipe.csv", "--y", "y.npy"], 1, r"pipe.csv: is not a regular file"),
     ("unknown-suffix", [*RUN, "--x", "data.xlsx", "--y", "y.npy"], 1, r"unsupported file type '.xlsx'"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import os
 import tempfile
@@ -12,35 +13,53 @@ from typing import Any
 
 from monk_framework.core.errors import MonkError, ParameterError
 
-__all__ = ["check_writable", "write_atomically", "write_csv_atomically"]
+__all__ = ["check_writable", "followed", "write_atomically", "write_csv_atomically"]
+
+
+def followed(path: Path | str, *, what: str = "the output file") -> Path:
+    """``path`` with its symbolic links followed, so that a result written through a link
+    updates the file it points to and keeps the link (a rename over the link would
+    replace the link itself); a dangling link gives the path it points to, which the
+    write creates. A loop of links is refused by name."""
+    path = Path(path)
+    if not path.is_symlink():
+        return path
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ParameterError(f"{what} {str(path)!r} is a loop of symbolic links; give a file name.") from None
+    return Path(os.path.realpath(path))
 
 
 def check_writable(path: Path | str, *, what: str = "the output file", inputs: Iterable[Path | str | None] = ()) -> Path:
     """Check, before any work, that a file can be written at ``path``: not a directory,
     not one of the ``inputs`` (the data the result would replace), and its directory
-    can be created and written (probed with a temporary file)."""
-    path = Path(path)
+    can be created and written (probed with a temporary file). Symbolic links are
+    followed (:func:`followed`): the path returned is the one to write."""
+    given = Path(path)
+    path = followed(given, what=what)
     for source in inputs:
         if source is not None and path.exists() and Path(source).exists() and os.path.samefile(path, source):
             raise ParameterError(
-                f"{what} {str(path)!r} is the data file {str(source)!r}: the result would overwrite the data. "
+                f"{what} {str(given)!r} is the data file {str(source)!r}: the result would overwrite the data. "
                 "Give another file name, e.g. 'result.json'."
             )
     if path.is_dir():
-        raise ParameterError(f"{what} {str(path)!r} is a directory; give a file name inside it, e.g. {str(path / 'result.json')!r}.")
+        raise ParameterError(f"{what} {str(given)!r} is a directory; give a file name inside it, e.g. {str(given / 'result.json')!r}.")
     if path.exists() and not path.is_file():
         # a device, pipe or socket: the result would be renamed over it, not written into it
-        raise ParameterError(f"{what} {str(path)!r} is not a regular file (a device, pipe or socket); give a file name.")
+        raise ParameterError(f"{what} {str(given)!r} is not a regular file (a device, pipe or socket); give a file name.")
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
-        raise ParameterError(f"{what} {str(path)!r} cannot be written: {str(blocker)!r} is a file, not a directory.")
+        raise ParameterError(f"{what} {str(given)!r} cannot be written: {str(blocker)!r} is a file, not a directory.")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
         os.close(handle)
         os.unlink(probe)
     except OSError as exc:
-        raise ParameterError(f"{what} {str(path)!r} cannot be written: {exc.strerror or exc}.") from None
+        raise ParameterError(f"{what} {str(given)!r} cannot be written: {exc.strerror or exc}.") from None
     return path
 
 
@@ -50,7 +69,7 @@ def write_atomically(path: Path, data: str | bytes) -> None:
     A reader sees the old file or the new one, never a torn one (``os.replace`` is atomic
     on POSIX and Windows within one file system).
     """
-    path = Path(path)
+    path = followed(path)
     if path.is_dir():
         raise MonkError(f"Cannot write {str(path)!r}: it is a directory.")
     if path.exists() and not path.is_file():

@@ -20,7 +20,9 @@ for alphabets where it matters. ``.txt`` strings are taken as they are.
 from __future__ import annotations
 
 import csv
+import errno
 import math
+import os
 from array import array
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,7 @@ def load_sample(
         raise ValueError(f"load_sample: kind must be 'vector', 'string' or None; got {kind!r}")
     p = Path(path)
     if not p.exists():
-        raise DataFileError(str(p), "no such file.")
+        raise DataFileError(str(p), _missing(p))
     if p.is_dir():
         raise DataFileError(str(p), "is a directory, not a data file.")
     if not p.is_file():
@@ -334,3 +336,19 @@ def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
     if not sequences:
         raise DataFileError(str(path), "holds no FASTA records (no '>' header line).")
     return sequences
+
+
+def _missing(p: Path) -> str:
+    """Why ``p``, which does not exist as far as Path.exists can tell, cannot be read."""
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a loop of symbolic links, not a data file."
+        if exc.errno == errno.EACCES:
+            return f"cannot be reached: {exc.strerror} (a directory on its path may not be searchable)."
+        if exc.errno == errno.ENOENT and p.is_symlink():
+            return f"is a symbolic link to {os.readlink(p)!r}, which does not exist."
+        if exc.errno == errno.ENOTDIR:
+            return "no such file (a part of its path is a file, not a directory)."
+    return "no such file."

@@ -7,7 +7,8 @@ import stat
 
 import pytest
 
-from monk_framework.app.files import write_atomically, write_csv_atomically
+from monk_framework.app.files import check_writable, write_atomically, write_csv_atomically
+from monk_framework.core.errors import ParameterError
 
 
 def test_write_replaces_the_file_with_the_usual_permissions(tmp_path):
@@ -42,3 +43,27 @@ def test_a_missing_optional_dependency_names_its_extra():
     with pytest.raises(MonkError, match=r"The figures need no_such_module_xyz, which is not installed: pip install 'monk-framework\[experiments\]'"):
         optional_import("no_such_module_xyz", "experiments", "The figures")
     assert optional_import("json", "x", "y").dumps([1]) == "[1]"
+
+
+def test_a_write_through_a_symbolic_link_updates_its_target_and_keeps_the_link(tmp_path):
+    (tmp_path / "target.json").write_text("old")
+    (tmp_path / "link.json").symlink_to("target.json")
+    assert check_writable(tmp_path / "link.json") == tmp_path / "target.json"
+    write_atomically(tmp_path / "link.json", "new")
+    assert (tmp_path / "link.json").is_symlink() and (tmp_path / "target.json").read_text() == "new"
+    # a dangling link: the file it points to is created, the link kept
+    (tmp_path / "dangling.json").symlink_to("later.json")
+    write_atomically(tmp_path / "dangling.json", "made")
+    assert (tmp_path / "dangling.json").is_symlink() and (tmp_path / "later.json").read_text() == "made"
+
+
+def test_a_loop_of_links_and_a_link_to_the_data_are_refused_naming_what_was_given(tmp_path):
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    with pytest.raises(ParameterError, match=r"--output '.*a' is a loop of symbolic links"):
+        check_writable(tmp_path / "a", what="--output")
+    (tmp_path / "x.npy").write_bytes(b"data")
+    (tmp_path / "out.npy").symlink_to("x.npy")
+    with pytest.raises(ParameterError, match=r"--output '.*out.npy' is the data file '.*x.npy'"):
+        check_writable(tmp_path / "out.npy", what="--output", inputs=[tmp_path / "x.npy"])
+    assert (tmp_path / "x.npy").read_bytes() == b"data"

@@ -81,6 +81,16 @@ def test_npy_files_and_pickles(tmp_path):
 def test_missing_and_unsupported_files(tmp_path):
     with pytest.raises(DataFileError, match="no such file"):
         load_sample(tmp_path / "nope.csv")
+    # "no such file" only where that is what is wrong
+    (tmp_path / "loop.csv").symlink_to("loop.csv")
+    with pytest.raises(DataFileError, match="loop.csv: is a loop of symbolic links"):
+        load_sample(tmp_path / "loop.csv")
+    (tmp_path / "dangling.csv").symlink_to("gone.csv")
+    with pytest.raises(DataFileError, match="dangling.csv: is a symbolic link to 'gone.csv', which does not exist"):
+        load_sample(tmp_path / "dangling.csv")
+    (tmp_path / "plain").write_text("")
+    with pytest.raises(DataFileError, match="a part of its path is a file, not a directory"):
+        load_sample(tmp_path / "plain" / "x.csv")
     (tmp_path / "a.xlsx").write_text("")
     with pytest.raises(DataFileError, match=r"unsupported file type '.xlsx'; use one of .csv, .fa, .fasta, .npy, .tsv, .txt"):
         load_sample(tmp_path / "a.xlsx")
