@@ -71,6 +71,8 @@ def _files(root: Path) -> None:
     (root / "blocker").write_text("a file where a directory is expected")
     os.mkfifo(root / "pipe.csv")
     (root / "loop.npy").symlink_to("loop.npy")
+    (root / "tabs.csv").write_text("".join(f"{a!r}\t{b!r}\n" for a, b in rng.normal(size=(40, 2)).tolist()))
+    np.save(root / "complex.npy", rng.normal(size=(40, 2)) + 1j)
     (root / "dangling.npy").symlink_to("gone.npy")
     np.savetxt(root / "nums.txt", rng.normal(0.5, 1.0, size=(40, 2)))
     (root / "lead-missing.csv").write_text(",2.5\n1.0,2.0\n3.0,4.0\n")
@@ -215,6 +217,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("dangling-symlink-as-file", [*RUN, "--x", "dangling.npy", "--y", "y.npy"], 1,
      r"dangling.npy: is a symbolic link to 'gone.npy', which does not exist"),
     ("output-symlink-loop", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "loop.npy"], 2, r"--output 'loop.npy' is a loop of symbolic links"),
+    ("csv-separated-by-tabs", [*RUN, "--x", "tabs.csv", "--y", "y.npy"], 1,
+     r"tabs.csv, line 1, column 1: cannot read .* as a number. The values seem separated by tabs or spaces"),
+    ("complex-npy", [*RUN, "--x", "complex.npy", "--y", "y.npy"], 1,
+     r"X must be a numeric array; got dtype complex128 \(complex numbers are not vectors of reals"),
     ("directory-as-file", [*RUN, "--x", "adir", "--y", "y.npy"], 1, r"adir: is a directory"),
     ("fifo-as-file", [*RUN, "--x", "pipe.csv", "--y", "y.npy"], 1, r"pipe.csv: is not a regular file"),
     ("unknown-suffix", [*RUN, "--x", "data.xlsx", "--y", "y.npy"], 1, r"unsupported file type '.xlsx'"),

@@ -193,7 +193,7 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
                         # index, then each row's index label first; both are dropped
                         index_column, width, width_line = True, len(cells) - 1, lineno
                         continue
-                    elif all(cell and _cell_value(cell) is None and not _semicolon_numbers(cell) for cell in cells):
+                    elif all(cell and _cell_value(cell) is None and not _joined_numbers(cell) for cell in cells):
                         width, width_line = len(cells), lineno  # a header: names, not numbers
                         continue
                 if index_column:
@@ -238,6 +238,18 @@ def _semicolon_numbers(cell: str) -> bool:
     parts = [part.strip() for part in cell.split(";")]
     parts = [part for part in parts if part]
     return ";" in cell and bool(parts) and all(_cell_value(part.replace(",", ".")) is not None for part in parts)
+
+
+def _blank_separated_numbers(cell: str) -> bool:
+    """Whether a cell is numbers separated by tabs or spaces (a tab-separated file, or
+    what np.savetxt writes, read with the wrong separator)."""
+    parts = cell.split()
+    return len(parts) > 1 and all(_cell_value(part) is not None for part in parts)
+
+
+def _joined_numbers(cell: str) -> bool:
+    """Whether a cell is several numbers that the wrong separator left joined."""
+    return _semicolon_numbers(cell) or _blank_separated_numbers(cell)
 
 
 def first_data_line(path: Path | str) -> str | None:
@@ -285,6 +297,9 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
             hint = (" The values seem separated by ';' (a semicolon-separated file, as spreadsheets with a decimal "
                     "comma write them): save it with ',' between values and '.' as the decimal point, e.g. "
                     "pd.read_csv(path, sep=';', decimal=',').to_csv(new_path, index=False).")
+        elif _blank_separated_numbers(cell):
+            hint = (" The values seem separated by tabs or spaces: a .csv file is read with ',' between values; "
+                    "name a tab-separated file .tsv, or a file of numbers separated by spaces .txt.")
         raise DataFileError(str(path), f"cannot read {cell!r} as a number.{hint}", line=line, column=column)
     if not math.isfinite(value):
         raise DataFileError(str(path), f"{cell!r} is not a finite number.", line=line, column=column)

@@ -77,9 +77,17 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
     if arr.dtype.kind in "US":
         raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
     if arr.dtype.kind not in "biuf":
+        why = {
+            "c": "complex numbers are not vectors of reals: put the real and imaginary parts in columns of their own, "
+                 "np.column_stack([z.real, z.imag])",
+            "V": "a structured array: stack its numeric fields into columns, "
+                 "np.column_stack([a[f] for f in a.dtype.names])",
+            "M": "dates and times are not numbers: convert them, e.g. to seconds, (t - t0) / np.timedelta64(1, 's')",
+            "m": "time spans are not numbers: convert them, e.g. to seconds, d / np.timedelta64(1, 's')",
+        }.get(arr.dtype.kind, "ragged lists or Python objects are not samples")
         raise DataError(
             f"{name} must be a numeric array; got dtype {arr.dtype} "
-            "(ragged lists or Python objects are not samples)."
+            f"({why})."
         )
     if arr.ndim == 0:
         raise DataError(f"{name} is a single number; a sample needs a 1-D or 2-D array.")

@@ -344,6 +344,18 @@ def test_a_semicolon_separated_file_gets_a_hint(tmp_path, text, where):
         load_sample(path)
 
 
+@pytest.mark.parametrize("separator", ["\t", "  "])
+def test_a_csv_whose_values_are_separated_by_blanks_gets_a_hint_at_its_first_line(tmp_path, separator):
+    path = tmp_path / "x.csv"
+    path.write_text(f"0.5{separator}1.5\n2.5{separator}3.5\n")
+    # not taken for a header row, which would move the error to line 2
+    with pytest.raises(DataFileError, match=r"line 1, column 1: cannot read .* seem separated by tabs or spaces.*\.tsv"):
+        load_sample(path)
+    tsv = tmp_path / "x.tsv"
+    tsv.write_text("0.5\t1.5\n2.5\t3.5\n")
+    np.testing.assert_array_equal(load_sample(tsv), [[0.5, 1.5], [2.5, 3.5]])
+
+
 def test_a_truncated_small_npy_file_says_its_sizes_in_bytes(tmp_path):
     path = tmp_path / "x.npy"
     np.save(path, np.zeros((30, 2)))

@@ -543,3 +543,20 @@ def test_a_test_with_a_kernel_that_cannot_resolve_the_data_warns():
     X, Y = gen.normal(size=(40, 2)), gen.normal(3.0, 1.0, size=(30, 2))
     with pytest.warns(PrecisionWarning, match="cannot tell these distinct points apart"):
         permutation_test("rbf:sigma=1e300", "u-stat", X, Y, n_permutations=19, rng=0)
+
+
+@pytest.mark.parametrize(
+    ("sample", "advice"),
+    [
+        (np.ones((5, 2)) + 1j, r"complex128 \(complex numbers are not vectors of reals: .*np.column_stack\(\[z.real, z.imag\]\)"),
+        (np.zeros(5, dtype=[("a", "f8"), ("b", "f8")]), r".* \(a structured array: stack its numeric fields into columns"),
+        (np.array(["2020-01-01"] * 5, dtype="datetime64[D]"), r"datetime64\[D\] \(dates and times are not numbers"),
+        (np.array([1, 2, 3], dtype="timedelta64[s]"), r"timedelta64\[s\] \(time spans are not numbers"),
+        (np.array([{"a": 1}, 2], dtype=object), r"object \(ragged lists or Python objects are not samples\)"),
+    ],
+)
+def test_a_sample_of_the_wrong_dtype_is_refused_with_the_conversion_to_make(sample, advice):
+    from monk_framework import DataError
+
+    with pytest.raises(DataError, match=rf"X must be a numeric array; got dtype {advice}"):
+        get_registry().get_kernel("rbf").check_sample(sample)
