@@ -35,6 +35,18 @@ __all__ = [
 ]
 
 
+#: beyond this many permutations a decision suggests a larger level instead
+MAX_SUGGESTED_PERMUTATIONS = 10**7
+
+
+def _more_permutations(level: float) -> str:
+    """What a test that cannot reach ``level`` (p ≥ 1/(B + 1) > level) should change."""
+    needed = math.ceil(1 / level - 1e-9) - 1
+    if needed > MAX_SUGGESTED_PERMUTATIONS:
+        return "use a larger alpha (no practical number of permutations reaches this one)"
+    return f"use at least {needed}"
+
+
 def jsonable(value: Any) -> Any:
     """Convert numpy scalars and arrays (also nested in dicts and lists) to JSON types."""
     if isinstance(value, Mapping):
@@ -477,7 +489,7 @@ class PermutationTestResult(TestResult):
         if self.null_quantile is None:
             return (
                 f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations: the smallest "
-                f"attainable p-value is 1/{self.n_permutations + 1}; use at least {math.ceil(1 / self.alpha) - 1}."
+                f"attainable p-value is 1/{self.n_permutations + 1}; {_more_permutations(self.alpha)}."
             )
         return (
             f"No evidence of a difference at level {self.alpha:g}: p = {self.pvalue:.4g} > {self.alpha:g} "
@@ -512,7 +524,7 @@ class SplitTestResult(TestResult):
         if self.null_quantile is None:
             return (
                 f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations "
-                f"(use at least {math.ceil(1 / self.alpha) - 1})."
+                f"({_more_permutations(self.alpha)})."
             )
         verdict = "Reject H0 (same distribution)" if self.reject else "No evidence of a difference"
         return (
@@ -684,16 +696,16 @@ class AggregatedTestResult(TestResult):
                 f"{len(self.kernel_specs)} kernels: p = {self.pvalue:.4g}){which}{cert}."
             )
         if self.contamination and float(np.max(self.weights)) * self.alpha * (self.n_permutations + 1) < 1:
-            need = math.ceil(1 / (self.alpha * float(np.max(self.weights)))) - 1
             return (
                 f"Cannot reject at level {self.alpha:g}{guard} with {self.n_permutations} permutations: a kernel "
                 f"rejects when its p-value is at most alpha·w_l = {self.alpha * float(np.max(self.weights)):.3g}, "
-                f"below the smallest attainable 1/{self.n_permutations + 1}; use at least {need}."
+                f"below the smallest attainable 1/{self.n_permutations + 1}; "
+                f"{_more_permutations(self.alpha * float(np.max(self.weights)))}."
             )
         if self.null_quantile is None and not self.contamination:
             return (
                 f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations: the smallest "
-                f"attainable p-value is 1/{self.n_permutations + 1}; use at least {math.ceil(1 / self.alpha) - 1}."
+                f"attainable p-value is 1/{self.n_permutations + 1}; {_more_permutations(self.alpha)}."
             )
         return (
             f"No evidence of a difference at level {self.alpha:g}{guard} ({name} over {len(self.kernel_specs)} "

@@ -636,3 +636,12 @@ def test_blas_threads_come_back_when_the_fit_fails(registry, rng, monkeypatch):
         with pytest.raises(ParameterError, match="the fit failed"):
             permutation_test(kernel, "u-stat", rng.normal(size=(10, 2)), rng.normal(size=(10, 2)), n_permutations=20, rng=0)
         assert _blas_threads() == before
+
+
+def test_a_level_no_permutation_count_reaches_is_said_without_an_absurd_count():
+    gen = np.random.default_rng(5)
+    X, Y = gen.normal(size=(20, 2)), gen.normal(size=(20, 2))
+    few = permutation_test("rbf", "u-stat", X, Y, n_permutations=10, rng=0)
+    assert not few.reject and "the smallest attainable p-value is 1/11; use at least 19." in few.decision
+    tiny = permutation_test("rbf", "u-stat", X, Y, n_permutations=10, alpha=1e-300, rng=0)
+    assert "use a larger alpha (no practical number of permutations reaches this one)" in tiny.decision
