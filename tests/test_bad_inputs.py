@@ -187,6 +187,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("negative-seed", [*RUN, *SMALL, "--seed", "-1"], 2, r"Invalid value for '--seed'"),
     ("unknown-backend", [*TEST, *SMALL, "--backend", "spark"], 2, r"Unknown backend 'spark': choose one of local, dask"),
     ("bad-scheduler", [*TEST, *SMALL, "--backend", "dask", "--scheduler", "notanaddress"], 2, r"scheduler address 'notanaddress' \(--scheduler\) is not valid"),
+    ("scheduler-port-out-of-range", [*TEST, *SMALL, "--backend", "dask", "--scheduler", "tcp://127.0.0.1:99999"], 2,
+     r"scheduler address 'tcp://127.0.0.1:99999' \(--scheduler\) has port 99999; a TCP port is 1 to 65535"),
     ("unknown-experiment", ["experiment", "exp3"], 2, r"Unknown experiment 'exp3'"),
     ("sizes-text", ["experiment", "exp1", "--sizes", "abc", "--out", "e1"], 2, r"--sizes takes comma-separated integers"),
     ("sizes-zero", ["experiment", "exp1", "--sizes", "0,5", "--out", "e2"], 2, r"sizes must be positive"),

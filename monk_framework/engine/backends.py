@@ -272,6 +272,9 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
     host, _, port = rest.rpartition(":")
     if not host or not port.isdigit():
         raise ParameterError(f"The scheduler address {address!r} (--scheduler) is not valid; expected tcp://host:port.")
+    if not 0 < int(port) <= 65535:
+        raise ParameterError(f"The scheduler address {address!r} (--scheduler) has port {int(port)}; a TCP port is 1 to 65535 "
+                             "(a Dask scheduler's default is 8786).")
     try:
         sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
     except TimeoutError:
