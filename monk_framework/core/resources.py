@@ -24,6 +24,7 @@ learns from the caller besides the mathematics it is asked for.
 from __future__ import annotations
 
 import ctypes
+import inspect
 import math
 import numbers
 import os
@@ -116,6 +117,14 @@ def check_progress(progress: Any, arguments: str = "(done, total)") -> None:
     (else it would fail at its first call, deep inside the work)."""
     if progress is not None and not callable(progress):
         raise ParameterError(f"progress must be None or a callable {arguments}; got {type(progress).__name__}.")
+    if progress is not None:
+        count = arguments.count(",") + 1
+        try:
+            inspect.signature(progress).bind(*range(count))
+        except TypeError:
+            raise ParameterError(f"progress must accept {count} arguments {arguments}; {progress!r} does not.") from None
+        except ValueError:
+            pass  # a builtin without a signature: its first call will tell
 
 
 @attrs.frozen(kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,21 @@ def read_only(sample: Any) -> Any:
     return sample
 
 
+def _check_container(X: Any, name: str) -> None:
+    """Refuse what is no sample whatever its contents: None, an unordered collection (a
+    set's order of strings changes from one process to the next, and with it every
+    seeded partition), and a one-pass iterator (read once here, gone for the next use)."""
+    if X is None:
+        raise DataError(f"{name} is None; give the sample (an array of points, or a list of strings).")
+    if isinstance(X, (set, frozenset, Mapping)):
+        raise DataError(
+            f"{name} is a {type(X).__name__}, which has no order of points (and seeded results depend on it); "
+            "give a list or an array."
+        )
+    if isinstance(X, Iterator):
+        raise DataError(f"{name} is a one-pass iterator ({type(X).__name__}); make it a list or an array first, e.g. list({name}).")
+
+
 def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndarray:
     """Validate a vector sample and return it as a C-contiguous ``(n, d)`` float64 array.
 
@@ -57,6 +72,7 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         if ``X`` is not numeric, not 1-D or 2-D, empty, or holds NaN or inf (the
         message gives the index of the first bad point and feature).
     """
+    _check_container(X, name)
     if isinstance(X, str) or (
         isinstance(X, Sequence) and len(X) > 0 and all(isinstance(x, str) for x in X)
     ):
@@ -128,6 +144,7 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
 
 def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[str]:
     """Validate a string sample (a non-empty sequence of Python strings)."""
+    _check_container(X, name)
     if isinstance(X, str):
         raise DataError(f"{name} is a single string; a sample is a sequence of strings.")
     if isinstance(X, np.ndarray) and X.dtype.kind in "biuf":

@@ -560,3 +560,20 @@ def test_a_sample_of_the_wrong_dtype_is_refused_with_the_conversion_to_make(samp
 
     with pytest.raises(DataError, match=rf"X must be a numeric array; got dtype {advice}"):
         get_registry().get_kernel("rbf").check_sample(sample)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "ssk"])
+@pytest.mark.parametrize(
+    ("sample", "message"),
+    [
+        (None, r"X is None; give the sample"),
+        ({"ACGT", "ACGA"}, r"X is a set, which has no order of points"),
+        ({"a": [1.0, 2.0]}, r"X is a dict, which has no order of points"),
+        ((s for s in ["ACGT", "ACGA"]), r"X is a one-pass iterator \(generator\); make it a list"),
+    ],
+)
+def test_what_is_no_sample_whatever_it_holds_is_named(kernel, sample, message):
+    from monk_framework import DataError
+
+    with pytest.raises(DataError, match=message):
+        get_registry().get_kernel(kernel).check_sample(sample)

@@ -257,6 +257,13 @@ def test_every_long_call_refuses_a_progress_that_is_not_callable_before_any_work
         with pytest.raises(ParameterError, match="progress must be None or a callable"):
             call()
     assert not (tmp_path / "out").exists()  # refused before the output folder was touched
+    # a callable that cannot take the arguments it will be given fails there too, not at its first report
+    with pytest.raises(ParameterError, match=r"progress must accept 3 arguments \(done, total, what\)"):
+        estimate("rbf", "u-stat", X, X + 1, progress=lambda done: None)
+    with pytest.raises(ParameterError, match=r"progress must accept 2 arguments \(done, total\)"):
+        permutation_test("rbf", "u-stat", X, X + 1, n_permutations=9, progress=lambda: None)
+    estimate("rbf", "u-stat", X, X + 1, progress=lambda *args: None)  # any signature that binds them is taken
+    estimate("rbf", "u-stat", X, X + 1, progress=print)  # and a builtin
 
 
 def test_check_fits_refuses_beyond_its_share_of_the_available_memory(monkeypatch):
