@@ -113,6 +113,16 @@ def _results_folders(root: Path) -> None:
         (root / name / "manifest.json").write_text(man)
         (root / name / "cells.jsonl").write_text(line + "\n")
     (root / "lockdir" / ".lock").mkdir(parents=True)
+    for name, kind in (("jdir", "dir"), ("jfifo", "fifo"), ("mfifo", "manifest-fifo")):
+        (root / name).mkdir()
+        if kind == "manifest-fifo":
+            os.mkfifo(root / name / "manifest.json")
+            continue
+        (root / name / "manifest.json").write_text(manifest)
+        if kind == "dir":
+            (root / name / "cells.jsonl").mkdir()
+        else:
+            os.mkfifo(root / name / "cells.jsonl")
     (root / "mine").mkdir()
     (root / "mine" / "results.csv").write_text("my,own,results\n")
 
@@ -199,6 +209,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("journal-1e400", ["experiment", "exp1", "--quick", "--out", "jbig"], 1, r"'jbig/cells.jsonl', line 1: it holds a number that is not finite"),
     ("journal-deeply-nested", ["experiment", "exp1", "--quick", "--out", "jdeep"], 1, r"'jdeep/cells.jsonl', line 1: not a journal record"),
     ("manifest-wrong-shape", ["experiment", "exp1", "--quick", "--out", "mshape"], 1, r"'mshape/manifest.json' is not a manifest of a monkfw experiment"),
+    ("journal-is-a-directory", ["experiment", "exp1", "--quick", "--out", "jdir", "--fresh"], 1,
+     r"'jdir/cells.jsonl' is a directory where this run writes a file; it is left alone"),
+    ("journal-is-a-pipe", ["experiment", "exp1", "--quick", "--out", "jfifo"], 1,
+     r"'jfifo/cells.jsonl' is not a regular file \(a directory, pipe or device\), so it is not a monkfw result"),
+    ("manifest-is-a-pipe", ["experiment", "exp1", "--quick", "--out", "mfifo"], 1,
+     r"'mfifo/manifest.json' is not a regular file \(a directory, pipe or device\), so it is not a monkfw result"),
     ("lock-is-a-directory", ["experiment", "exp1", "--quick", "--out", "lockdir"], 1, r"results directory 'lockdir' \(its lock file .lock is a directory\)"),
     ("foreign-results-csv", ["experiment", "exp1", "--quick", "--out", "mine", "--fresh"], 1, r"'mine' has no manifest.json but holds results.csv"),
     ("csv-first-value-missing", [*RUN, "--x", "lead-missing.csv", "--y", "y.npy"], 1, r"lead-missing.csv, line 1, column 1: a missing value"),

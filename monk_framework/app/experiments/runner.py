@@ -57,6 +57,16 @@ JOURNAL = "cells.jsonl"
 LOCK = ".lock"
 
 
+def _check_regular(path: Path) -> None:
+    """Refuse a results file that is not a regular file: a directory cannot be read as
+    one, and a pipe would block the run forever."""
+    if not path.is_file():
+        raise MonkError(
+            f"{str(path)!r} is not a regular file (a directory, pipe or device), so it is not a monkfw result. "
+            "Use another output directory, or --fresh."
+        )
+
+
 def _canonical(data: Any) -> str:
     return json.dumps(jsonable(data), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
@@ -150,6 +160,7 @@ class CellStore:
             raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: {exc.strerror}.") from exc
         self._acquire_lock()
         try:
+            self._refuse_directories()
             if self.fresh:
                 # only what a manifest says is ours: files of the output names in a folder
                 # without one are the user's, never deleted
@@ -198,6 +209,17 @@ class CellStore:
             ) from None
         self._lock = handle
 
+    def _refuse_directories(self) -> None:
+        """A directory where a result file goes is never a monkfw result: refused before
+        any work (the report would fail only after the whole run) and never deleted."""
+        for name in (*self.outputs, JOURNAL, MANIFEST):
+            path = self.directory / name
+            if path.is_dir():
+                raise MonkError(
+                    f"{str(path)!r} is a directory where this run writes a file; it is left alone. Move it, or give "
+                    "another output directory."
+                )
+
     def _refuse_foreign_outputs(self) -> None:
         """A folder without a manifest that holds files of the report's names holds
         someone else's files: they are never overwritten or deleted."""
@@ -223,6 +245,7 @@ class CellStore:
                 )
             write_atomically(path, json.dumps(wanted, indent=2, sort_keys=True) + "\n")
             return
+        _check_regular(path)
         try:
             found = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError) as exc:
@@ -252,7 +275,11 @@ class CellStore:
         self.count = 0
         if not path.exists():
             return {}
-        data = path.read_bytes()
+        _check_regular(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise MonkError(f"Cannot read {str(path)!r}: {exc.strerror or exc}. Use another output directory, or --fresh.") from None
         done: dict[str, dict[str, Any]] = {}
         good = 0  # bytes up to the end of the last complete, readable line
         pos = 0
