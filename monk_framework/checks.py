@@ -101,7 +101,7 @@ def check_kernel(cls: type[Kernel]) -> None:
     if cls.input_kind not in ("vector", "string"):
         _fail(label, f"input_kind must be 'vector' or 'string'; got {cls.input_kind!r}.")
     X, Y = sample_for(cls.input_kind, 30, 0), sample_for(cls.input_kind, 20, 1, shift=0.3)
-    kernel = kernel.fit(X, Y)
+    kernel = kernel.fitted(*kernel.check_pair(X, Y))
     Xv, Yv = kernel.check_pair(X, Y)
 
     K = np.asarray(kernel.compute_gram(Xv, Xv), dtype=np.float64)
@@ -329,7 +329,7 @@ def _check_test_hooks(est: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, m
     the samples and its ``partition_statistics`` are finite and reproducible."""
     resources = Resources.of()
     Xv, Yv = kernel.check_pair(X, Y)
-    fitted = kernel.fit(Xv, Yv)
+    fitted = kernel.fitted(Xv, Yv)
     pool = PooledSample(fitted, Xv, Yv, resources=resources)
     n, m = len(Xv), len(Yv)
     gen = np.random.default_rng(4)

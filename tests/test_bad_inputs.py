@@ -386,14 +386,59 @@ class Negative(Chatty):
         return Estimate(mmd2=0.25, mmd=-0.5)
 
 
+@attrs.frozen(kw_only=True)
+class Complexer(Kernel):
+    name: ClassVar[str] = "complexer"
+    summary: ClassVar[str] = "A kernel whose values are complex."
+
+    def compute_gram(self, X, Y):
+        return X @ Y.T + 1j
+
+    def compute_diag(self, X):
+        return (X * X).sum(1)
+
+
+@attrs.frozen(kw_only=True)
+class BadFit(Kernel):
+    name: ClassVar[str] = "bad-fit"
+    summary: ClassVar[str] = "A kernel whose fit returns a string."
+
+    def fit(self, X, Y=None):
+        return "fitted!"
+
+    def compute_gram(self, X, Y):
+        return X @ Y.T
+
+    def compute_diag(self, X):
+        return (X * X).sum(1)
+
+
+@attrs.frozen(kw_only=True)
+class BadSpec(NaNKernel):
+    name: ClassVar[str] = "bad-spec"
+    summary: ClassVar[str] = "NaN values, and a spec() that raises while the error is worded."
+
+    def spec(self):
+        raise RuntimeError("spec boom")
+
+
+@attrs.frozen(kw_only=True)
+class Diagnosing(Chatty):
+    name: ClassVar[str] = "diagnosing"
+    summary: ClassVar[str] = "An estimator whose diagnostics hold a function."
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        return Estimate(mmd2=0.25, mmd=0.5, diagnostics={"callback": print})
+
+
 @hookimpl
 def monk_kernels():
-    return [Scribbler, Quitter, NaNKernel]
+    return [Scribbler, Quitter, NaNKernel, Complexer, BadFit, BadSpec]
 
 
 @hookimpl
 def monk_estimators():
-    return [Chatty, Negative]
+    return [Chatty, Negative, Diagnosing]
 """
 
 
@@ -426,6 +471,15 @@ PLUGIN_CASES: list[tuple[str, list[str], int, str, dict[str, str]]] = [
      r"undefined operation", {}),
     ("plugin-negative-mmd", ["run", "-k", "rbf", "-e", "negative", *SMALL], 1,
      r"estimator 'negative' \(monk_hostile.Negative\): compute_estimate returned MMD = -0.5 with MMD\^2 = 0.25", {}),
+    ("plugin-gives-complex-values", ["run", "-k", "complexer", "-e", "v-stat", *SMALL], 1,
+     r"kernel 'complexer' \(monk_hostile.Complexer\): compute_gram returned complex values \(dtype complex128\)", {}),
+    ("plugin-fit-returns-no-kernel", ["run", "-k", "bad-fit", "-e", "v-stat", *SMALL], 1,
+     r"kernel 'bad-fit' \(monk_hostile.BadFit\): fit returned str 'fitted!'; it must return a Kernel", {}),
+    ("plugin-fails-outside-its-hooks", ["run", "-k", "bad-spec", "-e", "v-stat", *SMALL], 1,
+     r"the plugin monk-hostile==1.2.3\[hostile\] failed in spec: RuntimeError: spec boom", {}),
+    ("plugin-diagnostics-not-json", ["run", "-k", "rbf", "-e", "diagnosing", *SMALL, "--json"], 1,
+     r"estimator 'diagnosing' \(monk_hostile.Diagnosing\): compute_estimate returned diagnostics\['callback'\] = "
+     r"<built-in function print>, which a results file cannot hold", {}),
     ("plugin-failed-import-named", ["run", "-k", "rq", "-e", "u-stat", *SMALL], 2,
      r"Unknown kernel 'rq'.*could not be loaded: monk-broken-rq==1.2.3\[rq\]: failed to import 'monk_broken_rq': "
      r"ImportError: scipy.special.rq is gone", {}),

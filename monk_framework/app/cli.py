@@ -123,8 +123,8 @@ class MonkGroup(TyperGroup):
                 f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). "
                 "Rerun with --debug for the traceback.", 1, exc=exc,
             )
-        except Exception as exc:  # a bug: one line unless --debug
-            code = _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1, exc=exc)
+        except Exception as exc:  # a bug (ours, or a plugin's outside the guarded hooks): one line unless --debug
+            code = _fail(_unexpected(exc), 1, exc=exc)
         code = code if isinstance(code, int) else 0
         if code == 130 and not STATE.interrupted_said:
             # Ctrl-C in any command (typer turns it into exit code 130): one line
@@ -182,6 +182,27 @@ def _one_line_warnings(show: Any) -> Any:
             show(message, category, filename, lineno, file, line)
 
     return one_line
+
+
+def _unexpected(exc: Exception) -> str:
+    """The message of an exception nothing expected: the third-party plugin whose code
+    raised it (the innermost frame of the traceback that is a plugin's), else an
+    internal error of monkfw."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    try:
+        registry = get_registry()
+        for frame in reversed(frames):
+            provider = registry.provider_of(str(frame.f_globals.get("__name__", "")))
+            if provider is not None:
+                return (f"the plugin {provider} failed in {frame.f_code.co_name}: {type(exc).__name__}: {exc} "
+                        "(rerun with --debug for the traceback)")
+    except Exception:  # noqa: BLE001 - the message of an error must not fail in turn
+        pass
+    return f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
 
 
 def _usage_error(exc: Exception) -> int:

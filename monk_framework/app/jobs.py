@@ -358,7 +358,7 @@ def run(
         return est.estimate(job.kernel, job.X, job.Y, rng=job.seed, max_memory=max_memory, backend=backend, progress=progress)
     if not isinstance(est, EmbeddingEstimator):  # pragma: no cover - the registry admits only these two kinds
         raise MonkError(f"Estimator {est.name!r} is neither an MMD nor an embedding estimator.")
-    fitted = job.kernel.fit(job.X, job.Y) if job.Y is not None else job.kernel.fit(job.X)
+    fitted = job.kernel.fitted(job.X, job.Y)
     emb_x = est.embed(fitted, job.X, rng=job.seed, max_memory=max_memory, progress=progress)
     if job.Y is None:
         return EmbeddingsResult(x=emb_x, seed=job.seed, timings={"total_s": emb_x.timings["total_s"]})

@@ -10,6 +10,7 @@ records everything needed to reproduce it.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -22,7 +23,7 @@ from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.randomness import RNGLike, generator
 from monk_framework.core.resources import Resources
-from monk_framework.core.results import Embedding, MMDResult, computed_with
+from monk_framework.core.results import Embedding, MMDResult, computed_with, jsonable
 from monk_framework.core.samples import Sample
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class MMDEstimator(Estimator):
         self.check_size(Yv, "Y")
         stream, seed = generator(rng)
         start = time.perf_counter()
-        fitted = kernel.fit(Xv, Yv)
+        fitted = kernel.fitted(Xv, Yv)
         fitted.check_contract(Xv, Yv)
         core = checked_estimate(self, fitted, Xv, Yv, stream, resources)
         total = time.perf_counter() - start
@@ -253,7 +254,7 @@ class EmbeddingEstimator(Estimator):
         self.check_size(Xv, "X")
         stream, seed = generator(rng)
         start = time.perf_counter()
-        fitted = kernel.fit(Xv)
+        fitted = kernel.fitted(Xv)
         fitted.check_contract(Xv)
         with plugin_code(self, "compute_embedding"):
             core = self.compute_embedding(fitted, Xv, stream, resources)
@@ -262,6 +263,7 @@ class EmbeddingEstimator(Estimator):
                 f"{self.plugin_label()}: compute_embedding returned {type(core).__name__}; it must return "
                 "EmbeddingWeights(weights=...)."
             )
+        check_json_data(self.plugin_label(), "compute_embedding", core.diagnostics, core.timings)
         total = time.perf_counter() - start
         return Embedding(
             kernel=fitted,
@@ -308,4 +310,27 @@ def checked_estimate(
             f"{label}: compute_estimate returned MMD = {mmd:.6g} with MMD^2 = {mmd2:.6g}; MMD is a norm, so it "
             "can be negative only as the signed root -sqrt(|MMD^2|) of a negative MMD^2."
         )
+    check_json_data(label, "compute_estimate", core.diagnostics, core.timings)
     return core
+
+
+def check_json_data(label: str, method: str, diagnostics: Any, timings: Any) -> None:
+    """An estimator's diagnostics and timings become part of every result file: refuse,
+    naming the plugin and the key, what JSON cannot hold (a function, a set, an object)
+    and any non-finite number (a results file never holds NaN)."""
+    for what, value in (("diagnostics", diagnostics), ("timings", timings)):
+        if not isinstance(value, Mapping):
+            raise PluginFailure(f"{label}: {method} returned {what} of type {type(value).__name__}; they must be a dict.")
+        for key, item in value.items():
+            try:
+                json.dumps(jsonable(item), allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise PluginFailure(
+                    f"{label}: {method} returned {what}[{key!r}] = {_short(item)}, which a results file cannot hold "
+                    f"({exc}); give JSON data: numbers (finite), strings, lists, dicts."
+                ) from None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -232,13 +232,31 @@ class Kernel(Configurable):
         if not shift_free:
             # the kernel's own values on a few points, and on them moved to the centre (a
             # data-dependent hyperparameter resolved first, as the estimate will)
-            fitted = self if self.is_fitted else self.fit(X, Y)
+            fitted = self if self.is_fitted else self.fitted(X, Y)
             A = Z[:8]
             with np.errstate(over="ignore", invalid="ignore"):
                 here, moved = fitted.gram_tile(A, A, check=False), fitted.gram_tile(A - centre, A - centre, check=False)
             if np.all(np.isfinite(here)) and np.allclose(here, moved, rtol=1e-6, atol=1e-12 * float(np.abs(here).max())):
                 return None  # values that ignore the origin (a translation-invariant plugin that does not say so)
         return rho, round_off
+
+    def fitted(self, X: Sample, Y: Sample | None = None) -> Kernel:
+        """:meth:`fit` on validated samples, called as plugin code and checked: the answer
+        must be a Kernel whose every hyperparameter is a number (``is_fitted``). What
+        every estimate, embedding and test calls, so that a plugin's ``fit`` that fails or
+        returns something else is named, whichever path asked."""
+        with plugin_code(self, "fit"):
+            out = self.fit(X, Y)
+        if not isinstance(out, Kernel):
+            raise KernelContractError(f"{self.plugin_label()}: fit returned {type(out).__name__} {out!r}; it must return a Kernel.")
+        with plugin_code(out, "is_fitted"):
+            done = out.is_fitted
+        if done is not True:
+            raise KernelContractError(
+                f"{self.plugin_label()}: fit returned a kernel that is not fitted (is_fitted = {done!r}); it must resolve "
+                "every data-dependent hyperparameter."
+            )
+        return out
 
     def fit(self, X: Any, Y: Any = None) -> Self:
         """Resolve data-dependent hyperparameters (e.g. ``sigma="median"``) on X ∪ Y.
@@ -280,7 +298,7 @@ class Kernel(Configurable):
         self._require_fitted()
         Xv = self.check_sample(X)
         with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_features"):
-            values = np.asarray(self.compute_features(read_only(Xv)), dtype=np.float64)
+            values = self._real_values(self.compute_features(read_only(Xv)), "compute_features")
         if values.ndim != 2 or len(values) != len(Xv):
             raise KernelContractError(
                 f"{self.plugin_label()}: compute_features returned shape {values.shape} for {len(Xv)} points; it must "
@@ -509,7 +527,7 @@ class Kernel(Configurable):
         from the tile through :meth:`check_finite` (a matrix-free product does: a NaN or
         an infinity reaches every sum of its row, so one check of the sums covers it)."""
         with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_gram"):
-            values = np.asarray(self.compute_gram(read_only(X), read_only(Y)), dtype=np.float64)
+            values = self._real_values(self.compute_gram(read_only(X), read_only(Y)), "compute_gram")
         # a wrong shape would be broadcast into the Gram matrix without a word
         if values.shape != (len(X), len(Y)):
             raise KernelContractError(
@@ -518,6 +536,17 @@ class Kernel(Configurable):
             )
         return self.check_finite(values) if check else values
 
+    def _real_values(self, raw: Any, method: str) -> np.ndarray:
+        """A hook's answer as float64, refusing complex values by name: numpy would drop
+        their imaginary parts with only a warning, and a number would follow."""
+        values = np.asarray(raw)
+        if values.dtype.kind == "c":
+            raise KernelContractError(
+                f"{self.plugin_label()}: {method} returned complex values (dtype {values.dtype}); a kernel's values are "
+                "real numbers."
+            )
+        return np.asarray(values, dtype=np.float64)
+
     def direct_block_gram(self, Z: Sample, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
         """``compute_block_gram``'s Wᵀ K W, checked for shape and finiteness, or None when
         the kernel has no direct form for these inputs."""
@@ -525,7 +554,7 @@ class Kernel(Configurable):
             G = self.compute_block_gram(read_only(Z), read_only(W), read_only(diag))
         if G is None:
             return None
-        G = np.asarray(G, dtype=np.float64)
+        G = self._real_values(G, "compute_block_gram")
         if G.shape != (W.shape[1], W.shape[1]):
             raise KernelContractError(
                 f"{self.plugin_label()}: compute_block_gram returned shape {G.shape} for {W.shape[1]} weight "
@@ -538,7 +567,7 @@ class Kernel(Configurable):
         finiteness and (PSD kernels) sign. ``overflow=True`` lets +inf through (a feature
         norm beyond float64, which :class:`ClippedKernel` clips); NaN is refused always."""
         with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_diag"):
-            values = np.asarray(self.compute_diag(read_only(X)), dtype=np.float64)
+            values = self._real_values(self.compute_diag(read_only(X)), "compute_diag")
         if values.shape != (len(X),):
             raise KernelContractError(
                 f"{self.plugin_label()}: compute_diag returned shape {values.shape} for {len(X)} points; "
@@ -814,7 +843,7 @@ class _Pair(Kernel):
         return self.left.is_fitted and self.right.is_fitted
 
     def fit(self, X: Any, Y: Any = None) -> Any:
-        return attrs.evolve(self, left=self.left.fit(X, Y), right=self.right.fit(X, Y))
+        return attrs.evolve(self, left=self.left.fitted(X, Y), right=self.right.fitted(X, Y))
 
     def params(self) -> dict[str, Any]:
         return {"left": _spec_of(self.left), "right": _spec_of(self.right)}
@@ -917,7 +946,7 @@ class _Wrapping(Kernel):
         return self.kernel.is_fitted
 
     def fit(self, X: Any, Y: Any = None) -> Any:
-        return attrs.evolve(self, kernel=self.kernel.fit(X, Y))
+        return attrs.evolve(self, kernel=self.kernel.fitted(X, Y))
 
     def params(self) -> dict[str, Any]:
         return {"c": self.c, "kernel": _spec_of(self.kernel)}

@@ -399,6 +399,19 @@ class Registry:
         """Plugins that were found but could not be registered."""
         return list(self._problems)
 
+    def provider_of(self, module: str) -> Provider | None:
+        """The third-party plugin whose code ``module`` (a module's ``__name__``) is: the
+        module of one of its entry points or classes, or a submodule of it; None for the
+        framework's own modules and its built-in plugins. The CLI names it when an error
+        escapes a plugin's code through a method the framework does not guard."""
+        for entry in (*self._entries["kernel"].values(), *self._entries["estimator"].values()):
+            if entry.provider.distribution == OWN_DISTRIBUTION:
+                continue
+            for home in {entry.provider.module, entry.cls.__module__}:
+                if module == home or module.startswith(home + "."):
+                    return entry.provider
+        return None
+
     def entry(self, plugin_type: str, name: str) -> PluginEntry:
         """The entry of a kernel or estimator; unknown names list the known ones."""
         table = self._entries[plugin_type]

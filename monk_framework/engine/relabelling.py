@@ -369,7 +369,7 @@ def relabelled_statistics(
         drawn = GlobalRelabellings(relabel_seq, size)
         drawn.draw_ahead(min(int(n_permutations), batch_size(size)), lead=1, one_blas_thread=few_features(X))
     try:
-        fitted = kernel if gram is not None else kernel.fit(X, Y)
+        fitted = kernel if gram is not None else kernel.fitted(X, Y)
         spread_gram = spread and partition is None and gram is None
         pool = PooledSample(fitted, X, Y, gram=gram, resources=attrs.evolve(resources.silent(), spread=backend if spread_gram else None))
         tick = time.perf_counter()

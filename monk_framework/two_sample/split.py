@@ -150,7 +150,7 @@ def split_test(
     # progress counts the grid points tuned, then the relabellings of part 2
     total = len(points) + int(n_permutations)
     for done, (point, cand, point_seq) in enumerate(zip(points, candidates, tune_streams), start=1):
-        fitted = cand if gram is not None else cand.fit(X1, Y1)
+        fitted = cand if gram is not None else cand.fitted(X1, Y1)
         T1 = observed_mmd2(estimator, pool_of(fitted, 0), point_seq)
         tuning.append({"params": point, "kernel_params": fitted.params(), "statistic": float(signed_root(T1))})
         if progress is not None:

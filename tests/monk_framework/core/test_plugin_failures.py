@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from monk_framework import Estimate, Kernel, MMDEstimator, get_registry, hookimpl
-from monk_framework.core.errors import PluginFailure
+from monk_framework.core.errors import KernelContractError, PluginFailure
 from monk_framework.two_sample import permutation_test
 
 REG = get_registry()
@@ -275,3 +275,108 @@ def test_a_shift_free_declaration_that_is_not_a_bool_or_raises_is_named(answer, 
     gen = np.random.default_rng(0)
     with pytest.raises(MonkError, match=message):
         estimate(Declares(), "v-stat", gen.normal(size=(10, 2)), gen.normal(size=(10, 2)))
+
+
+@attrs.frozen(kw_only=True)
+class Complexer(Kernel):
+    """Complex values, which numpy would cast to real with only a warning."""
+
+    name: ClassVar[str] = "complexer"
+
+    def compute_gram(self, X, Y):
+        return X @ Y.T + 1j
+
+    def compute_diag(self, X):
+        return np.einsum("ij,ij->i", X, X)
+
+
+@attrs.frozen(kw_only=True)
+class BadFit(Kernel):
+    """A kernel whose fit returns something else than a fitted kernel."""
+
+    name: ClassVar[str] = "bad-fit"
+    answer: str = "string"
+
+    def fit(self, X, Y=None):
+        return "fitted!" if self.answer == "string" else BadFit(answer="unfitted")
+
+    @property
+    def is_fitted(self):
+        return self.answer != "unfitted"
+
+    def compute_gram(self, X, Y):
+        return X @ Y.T
+
+    def compute_diag(self, X):
+        return np.einsum("ij,ij->i", X, X)
+
+
+def test_complex_kernel_values_are_refused_not_cast_to_real():
+    X, Y = _data()
+    with pytest.raises(KernelContractError, match=r"kernel 'complexer' .*compute_gram returned complex values"):
+        REG.get_estimator("v-stat").estimate(Complexer(), X, Y)
+
+
+@pytest.mark.parametrize(("answer", "message"), [("string", r"fit returned str 'fitted!'; it must return a Kernel"),
+                                                 ("other", r"fit returned a kernel that is not fitted")])
+def test_a_fit_that_returns_no_fitted_kernel_is_named_on_every_path(answer, message):
+    X, Y = _data()
+    calls = [
+        lambda: REG.get_estimator("u-stat").estimate(BadFit(answer=answer), X, Y),
+        lambda: REG.get_estimator("mean").embed(BadFit(answer=answer), X),
+        lambda: permutation_test(BadFit(answer=answer), REG.get_estimator("u-stat"), X, Y, n_permutations=19, rng=0),
+    ]
+    for call in calls:
+        with pytest.raises(KernelContractError, match=r"kernel 'bad-fit' .*" + message):
+            call()
+
+
+@attrs.frozen(kw_only=True)
+class Diagnosing(MMDEstimator):
+    """The V-statistic with a diagnostic that no results file can hold."""
+
+    name: ClassVar[str] = "diagnosing"
+    what: str = "function"
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+        bad = {"function": lambda: 1, "set": {1, 2}, "nan": float("nan")}[self.what]
+        return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5, diagnostics={"fine": np.arange(3), "bad": bad})
+
+
+@pytest.mark.parametrize(("what", "message"), [("function", "not JSON serializable"), ("set", "not JSON serializable"),
+                                               ("nan", "Out of range float values")])
+def test_diagnostics_a_results_file_cannot_hold_are_refused_naming_the_key(what, message):
+    X, Y = _data()
+    with pytest.raises(PluginFailure, match=rf"estimator 'diagnosing' .*diagnostics\['bad'\] = .*{message}"):
+        Diagnosing(what=what).estimate(REG.get_kernel("linear"), X, Y)
+
+
+@attrs.frozen(kw_only=True)
+class BadSpec(Kernel):
+    """NaN values, and a spec() that raises while the framework words the error."""
+
+    name: ClassVar[str] = "bad-spec"
+    summary: ClassVar[str] = "A kernel whose spec() raises (for the test)."
+
+    def spec(self):
+        raise RuntimeError("spec boom")
+
+    def compute_gram(self, X, Y):
+        return np.full((len(X), len(Y)), np.nan)
+
+    def compute_diag(self, X):
+        return np.ones(len(X))
+
+
+def test_an_error_escaping_a_plugins_unguarded_method_is_blamed_on_the_plugin_not_internal():
+    from typer.testing import CliRunner
+
+    from monk_framework.app.cli import app
+
+    with _registered("monk_kernels", BadSpec):
+        result = CliRunner().invoke(app, ["run", "-k", "bad-spec", "-e", "v-stat", "-d", "gauss", "--data-param", "n=20"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "Error: the plugin throwaway-bad-spec failed in spec: RuntimeError: spec boom"), result.stderr
+    assert "internal error" not in result.stderr
