@@ -191,6 +191,18 @@ def _distinct_pairs(n: int, L: int, rng: np.random.Generator) -> tuple[np.ndarra
     return i, j
 
 
+def _pair_values(kernel: Kernel, A: Sample, B: Sample, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """k(A[i_l], B[j_l]) for every drawn pair l. When the draws are at least four times the
+    pairs there are (small samples), most are repeats: each distinct pair is evaluated
+    once and its value copied to its draws, in their order, the same values bit for bit
+    (20 + 20 strings with the SSK and L = 10⁵ had taken 31 s for 780 distinct pairs)."""
+    if 4 * len(A) * len(B) > len(i):  # too few repeats to pay for the sort (rbf, 200 points, L = 10⁵: 2x slower)
+        return kernel.pair_values(take(A, i), take(B, j))
+    codes = i.astype(np.int64) * len(B) + j
+    distinct, where = np.unique(codes, return_inverse=True)
+    return kernel.pair_values(take(A, distinct // len(B)), take(B, distinct % len(B)))[where]
+
+
 @attrs.frozen(kw_only=True)
 class IncompleteU(MMDEstimator):
     """MMD² from L random pairs of each kind: unbiased, O(L) kernel values."""
@@ -220,9 +232,9 @@ class IncompleteU(MMDEstimator):
         ix, jx = _distinct_pairs(n, L, rng)
         iy, jy = _distinct_pairs(m, L, rng)
         a, b = rng.integers(0, n, L), rng.integers(0, m, L)
-        kxx = kernel.pair_values(take(X, ix), take(X, jx)).mean()
-        kyy = kernel.pair_values(take(Y, iy), take(Y, jy)).mean()
-        kxy = kernel.pair_values(take(X, a), take(Y, b)).mean()
+        kxx = _pair_values(kernel, X, X, ix, jx).mean()
+        kyy = _pair_values(kernel, Y, Y, iy, jy).mean()
+        kxy = _pair_values(kernel, X, Y, a, b).mean()
         mmd2 = float(kxx + kyy - 2.0 * kxy)
         return Estimate(
             mmd2=mmd2, mmd=math.sqrt(max(mmd2, 0.0)), diagnostics={"n_pairs": L},

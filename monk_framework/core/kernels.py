@@ -318,7 +318,7 @@ class Kernel(Configurable):
         with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_pair_values"):
             direct = self.compute_pair_values(read_only(A), read_only(B))
         if direct is not None:
-            values = np.asarray(direct, dtype=np.float64)
+            values = self._real_values(direct, "compute_pair_values")
             if values.shape != (len(A),):
                 raise KernelContractError(
                     f"{self.plugin_label()}: compute_pair_values returned shape {values.shape} for {len(A)} pairs; "

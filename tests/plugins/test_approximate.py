@@ -188,3 +188,32 @@ def test_counts_that_cannot_fit_are_refused_before_any_allocation():
         REG.get_estimator("incomplete-u", n_pairs=10**12).estimate(REG.get_kernel("rbf", sigma=1.0), X, Y, rng=0)
     with pytest.raises(ResourceError, match=r"'rff': n_features = 1,000,000,000,000 random features of 40 points"):
         REG.get_estimator("rff", n_features=10**12).estimate(REG.get_kernel("rbf", sigma=1.0), X, Y)
+
+
+def test_draws_that_outnumber_the_pairs_evaluate_each_distinct_pair_once_with_the_same_estimate():
+    # 20 + 25 points have 380 + 600 + 500 ordered pairs; L = 5000 draws of each kind repeat them
+    from monk_plugins.approximate import IncompleteU, _distinct_pairs
+
+    gen = np.random.default_rng(6)
+    X, Y = gen.normal(size=(20, 2)), gen.normal(0.5, 1.0, size=(25, 2))
+    kernel = get_registry().get_kernel("rbf", sigma=1.0)
+    got = IncompleteU(n_pairs=5000).compute_estimate(kernel, X, Y, np.random.default_rng(8), Resources.of())
+    # brute force on the same draws: every drawn pair's value, from whole Gram matrices
+    draw = np.random.default_rng(8)
+    ix, jx = _distinct_pairs(20, 5000, draw)
+    iy, jy = _distinct_pairs(25, 5000, draw)
+    a, b = draw.integers(0, 20, 5000), draw.integers(0, 25, 5000)
+    Kxx, Kyy, Kxy = kernel.gram(X), kernel.gram(Y), kernel.gram(X, Y)
+    want = Kxx[ix, jx].mean() + Kyy[iy, jy].mean() - 2 * Kxy[a, b].mean()
+    assert got.mmd2 == pytest.approx(want, rel=1e-12)
+
+    evaluated = []
+
+    class Counting(type(kernel)):
+        def compute_gram(self, A, B):
+            evaluated.append(len(A) * len(B))
+            return super().compute_gram(A, B)
+
+    IncompleteU(n_pairs=5000).compute_estimate(Counting(sigma=1.0), X, Y, np.random.default_rng(8), Resources.of())
+    # at most the distinct pairs (380 + 600 + 500), each in a block of 32 pairs: 32 values a pair
+    assert sum(evaluated) <= 32 * (380 + 600 + 500) < 32 * 3 * 5000
