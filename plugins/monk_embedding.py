@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -43,8 +43,9 @@ class BlockCenter:
     diagnostics: dict[str, Any]
 
 
-def block_center(M: np.ndarray, center: str) -> BlockCenter:
-    """The minmax (paper Eq. 3) or geometric median-of-means of the Q block means."""
+def block_center(M: np.ndarray, center: str, report: Callable[[int, int], None] | None = None) -> BlockCenter:
+    """The minmax (paper Eq. 3) or geometric median-of-means of the Q block means
+    (``report``: told of the minmax solver's iterations)."""
     Q = len(M)
     if Q == 1:
         return BlockCenter(np.ones(1), {"objective": 0.0, "gap": 0.0, "iterations": 0, "converged": True})
@@ -52,7 +53,7 @@ def block_center(M: np.ndarray, center: str) -> BlockCenter:
         beta, iterations, step = monk_reduced.weiszfeld(M)
         return BlockCenter(beta, {"iterations": iterations, "last_step": step, "converged": step <= 1e-12})
     A, pivots = monk_reduced.factor(M)
-    sol = monk_reduced.minmax_center(A)
+    sol = monk_reduced.minmax_center(A, report=report)
     beta = monk_reduced.block_weights(A, pivots, sol.u)
     return BlockCenter(
         beta,
@@ -108,7 +109,7 @@ class _BlockEmbedding(EmbeddingEstimator):
         src = gram_source(kernel, X, resources=resources)
         if self.n_blocks != "auto":
             check_n_blocks(int(self.n_blocks), {"X": len(X)}, estimator=self.name)
-            weights, diagnostics = self._weights(src, len(X), int(self.n_blocks), rng)
+            weights, diagnostics = self._weights(src, len(X), int(self.n_blocks), rng, resources)
         else:
             gram: dict[tuple[int, int], float] = {}
 
@@ -122,7 +123,7 @@ class _BlockEmbedding(EmbeddingEstimator):
             # r_Q = C σ̂ √(Q/N): σ̂ is the trace scale of one point's feature
             choice = choose_n_blocks(
                 len(X) // 2,
-                lambda q: self._weights(src, len(X), q, rng),
+                lambda q: self._weights(src, len(X), q, rng, resources),
                 lambda q: _trace_scale(kernel, X, src, q, rng),
                 distance,
                 unit=1.0 / math.sqrt(len(X)),
@@ -137,12 +138,13 @@ class _BlockEmbedding(EmbeddingEstimator):
         )
 
     def _weights(
-        self, src: GramSource, n: int, n_blocks: int, rng: np.random.Generator
+        self, src: GramSource, n: int, n_blocks: int, rng: np.random.Generator, resources: Resources
     ) -> tuple[np.ndarray, dict[str, Any]]:
         labels = random_partition(n, n_blocks, rng)
         part, W = _partition_weights(labels, n_blocks)
         M = src.block_gram(W)
-        found = block_center(M, self.center)
+        found = block_center(M, self.center, lambda done, most: resources.report(
+            done, most, f"minmax centre (Q = {n_blocks}), iterations (at most)"))
         weights = found.beta[labels] * part.mean_weights()
         return weights, {"n_blocks": n_blocks, "center": self.center, "block_weights": found.beta.tolist(), **found.diagnostics}
 

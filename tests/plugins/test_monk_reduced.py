@@ -123,3 +123,17 @@ def test_factor_is_exact_and_scale_safe():
     F2, _ = R.factor(B @ B.T)
     clean = F2[:6]
     assert np.allclose(clean @ clean.T, M, rtol=1e-10, atol=1e-10)
+
+
+def test_the_minmax_solver_reports_each_iteration_and_an_embedding_passes_it_on():
+    from monk_framework import embed
+
+    points = np.random.default_rng(9).normal(size=(9, 3))
+    seen = []
+    sol = R.minmax_center(points, report=lambda done, most: seen.append((done, most)))
+    assert seen == [(i, 300) for i in range(1, sol.iterations + 1)]
+    np.testing.assert_array_equal(sol.u, R.minmax_center(points).u)  # the same solve, told or not
+    told = []
+    embed("rbf", "monk-embedding:n_blocks=9", np.random.default_rng(3).normal(size=(40, 2)), rng=0,
+          progress=lambda done, total, what: told.append(what))
+    assert any(what.startswith("minmax centre (Q = 9)") for what in told)
