@@ -182,6 +182,7 @@ class GeometricMoM(_BlockEmbedding):
         "means, Minsker 2015). Q = 1 is the empirical mean embedding."
     )
     center: ClassVar[str] = "geometric"
+    affine_weights: ClassVar[bool] = True  # Weiszfeld's weights are a convex combination
 
 
 @attrs.frozen(kw_only=True)

@@ -242,6 +242,10 @@ class EmbeddingEstimator(Estimator):
     """An estimator of the kernel mean embedding μ_P = E k(·, x) from X ~ P."""
 
     estimates: ClassVar[str] = "embedding"
+    #: the weights always sum to 1 (an affine combination of the points: the mean, a
+    #: geometric median), so they may be chosen on the sample moved to its median when the
+    #: kernel's MMD ignores the origin (:meth:`Kernel.centred`), where they keep their digits
+    affine_weights: ClassVar[bool] = False
 
     def embed(
         self, kernel: Kernel, X: Any, *, rng: RNGLike = None, max_memory: Any = None, progress: Any = None
@@ -256,8 +260,9 @@ class EmbeddingEstimator(Estimator):
         start = time.perf_counter()
         fitted = kernel.fitted(Xv)
         fitted.check_contract(Xv)
+        work = fitted.centred(Xv) if type(self).affine_weights else Xv
         with plugin_code(self, "compute_embedding"):
-            core = self.compute_embedding(fitted, Xv, stream, resources)
+            core = self.compute_embedding(fitted, work, stream, resources)
         if not isinstance(core, EmbeddingWeights):
             raise PluginFailure(
                 f"{self.plugin_label()}: compute_embedding returned {type(core).__name__}; it must return "

@@ -894,3 +894,25 @@ def test_iteration_and_reshuffle_counts_beyond_the_budget_are_refused_before_all
     assert "trace" not in quiet.estimate(kernel, X, Y, max_memory="1MiB").diagnostics
     kept = registry.get_estimator("monk-bcd", n_blocks=3, n_iter=20).estimate(kernel, X, Y, rng=2)
     assert len(kept.diagnostics["trace"]) == 21
+
+
+@pytest.mark.parametrize("kernel", ["linear", "energy"])
+def test_geometric_mom_weights_keep_their_digits_far_from_the_origin(kernel):
+    # weights that sum to 1 are chosen on the sample moved to its median (a shift-free
+    # kernel): on data 2^30 away (a dyadic grid, so the shift is exact) the same bits as
+    # near the origin; chosen where the data lie, they were off by about 0.04
+    from monk_framework import embed, get_registry
+    from monk_plugins.monk_embedding import GeometricMoM
+
+    gen = np.random.default_rng(13)
+    X = np.round(gen.normal(size=(200, 3)) * 2**20) / 2**20
+    near, far = embed(kernel, "geometric-mom", X, rng=0), embed(kernel, "geometric-mom", X + 2.0**30, rng=0)
+    np.testing.assert_array_equal(far.weights, near.weights)
+    assert far.weights.sum() == pytest.approx(1.0, abs=1e-12)
+
+    class Uncentred(GeometricMoM):
+        affine_weights = False
+
+    if kernel == "linear":
+        raw = Uncentred().embed(get_registry().get_kernel(kernel), X + 2.0**30, rng=0)
+        assert np.abs(raw.weights - near.weights).max() > 1e-3  # what the raw frame gives
