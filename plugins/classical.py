@@ -132,7 +132,6 @@ class MeanEmbedding(EmbeddingEstimator):
     name: ClassVar[str] = "mean"
     summary: ClassVar[str] = "Empirical mean embedding: equal weights 1/N (the V-statistic's embedding)."
     formula: ClassVar[str] = "mu_hat = 1/N sum_i k(., x_i)"
-    affine_weights: ClassVar[bool] = True
 
     def compute_embedding(
         self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources

@@ -12,6 +12,7 @@ import contextlib
 import sys
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -188,11 +189,7 @@ def _unexpected(exc: Exception) -> str:
     """The message of an exception nothing expected: the third-party plugin whose code
     raised it (the innermost frame of the traceback that is a plugin's), else an
     internal error of monkfw."""
-    frames = []
-    tb = exc.__traceback__
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
     try:
         registry = get_registry()
         for frame in reversed(frames):
@@ -227,8 +224,6 @@ def _plugin_prints_to_stderr() -> contextlib.AbstractContextManager[Any]:
 
 def _fail(message: str, code: int, *, exc: BaseException | None = None, hint: str = "") -> int:
     if STATE.debug and exc is not None:
-        import traceback
-
         traceback.print_exception(exc, file=sys.stderr)
     stderr.print(f"Error: {message}{hint}", markup=False)
     return code

@@ -242,7 +242,7 @@ class EmbeddingEstimator(Estimator):
     """An estimator of the kernel mean embedding μ_P = E k(·, x) from X ~ P."""
 
     estimates: ClassVar[str] = "embedding"
-    #: the weights always sum to 1 (an affine combination of the points: the mean, a
+    #: the weights always sum to 1 (an affine combination of the points, such as a
     #: geometric median), so they may be chosen on the sample moved to its median when the
     #: kernel's MMD ignores the origin (:meth:`Kernel.centred`), where they keep their digits
     affine_weights: ClassVar[bool] = False

@@ -671,8 +671,6 @@ class Kernel(Configurable):
         leading ``known`` points of X and of Y; the row is extended to the rest here."""
         if not self.is_psd or (Y is None and self._shift_free()):
             return
-        if Y is not None and self._far_from_origin(X, Y) is not None:
-            return  # said already, with its cause (warn_if_far_from_origin)
         half = RESOLUTION_POINTS if Y is None else RESOLUTION_POINTS // 2
         parts = [X[:known], X[known:half]] if Y is None else [X[:known], Y[:known], X[known:half], Y[known:half]]
         if isinstance(X, np.ndarray):
@@ -691,6 +689,8 @@ class Kernel(Configurable):
         spread = float(np.max(diag[0] + diag - 2.0 * row))
         if spread > RESOLUTION_LIMIT * scale:
             return
+        if Y is not None and self._far_from_origin(X, Y) is not None:
+            return  # said already, with its cause (warn_if_far_from_origin)
         if spread <= 0.0:
             what = "cannot tell these distinct points apart: every MMD comes out 0 (or round-off) whatever the data"
         else:
