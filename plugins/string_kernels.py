@@ -158,12 +158,31 @@ def ssk_levels(
     One plan serves every level, so a grid over n (or the cumulative kernel) reuses
     the per-string tables and the pair programme (which yields every level ≤ n at once).
     """
+    grams, p, _ = _ssk_levels(X, Y, levels, lam, with_self=False)
+    return grams, p
+
+
+def ssk_levels_with_self(
+    X: Sequence[str], Y: Sequence[str], levels: Sequence[int], lam: float
+) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """K_k(X, Y) and the self-values K_k(s, s) of X and of Y, from the same per-string
+    tables: what a normalised rectangular Gram matrix needs, with each string's tables
+    built once (they are most of the cost for long strings)."""
+    grams, _, selves = _ssk_levels(X, Y, levels, lam, with_self=True)
+    assert selves is not None
+    return grams, selves[0], selves[1]
+
+
+def _ssk_levels(
+    X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: float, *, with_self: bool
+) -> tuple[dict[int, np.ndarray], Plan, tuple[dict[int, np.ndarray], dict[int, np.ndarray]] | None]:
     levels = sorted(set(levels))
     sym = Y is None
     n_x, n_y = len(X), len(X) if Y is None else len(Y)
     check_memory(n_x, n_y * max(1, len(levels)), what="set of SSK Gram matrices")
     p = plan(X, Y, levels, lam)
     letters = core.alphabet_of(X, X if Y is None else Y)
+    Tx = Ty = None
     if p.main:
         Tx = core.FeatureTables(core.encode(X, p.main), len(p.main), levels, lam)
         Ty = None if sym else core.FeatureTables(core.encode(Y, p.main), len(p.main), levels, lam)  # type: ignore[arg-type]
@@ -175,6 +194,7 @@ def ssk_levels(
             rows, cols = np.triu_indices(n_x)
         else:
             rows, cols = (a.ravel() for a in np.meshgrid(np.arange(n_x), np.arange(n_y), indexing="ij"))
+    cx = cy = None
     if len(rows):
         # exact values (full alphabet) for the pairs the features cannot see in full
         cx = core.encode(X, letters)
@@ -184,25 +204,41 @@ def ssk_levels(
             grams[k][rows, cols] = values[:, k - 1]
             if sym:
                 grams[k][cols, rows] = values[:, k - 1]
-    return grams, p
+    if not with_self:
+        return grams, p, None
+    rare = set(p.rare) if p.main else set(letters)
+    selves = (
+        _self_levels(X, Tx, cx, rare, letters, levels, lam),
+        _self_levels(X if Y is None else Y, Tx if Y is None else Ty, cy, rare, letters, levels, lam),
+    )
+    return grams, p, selves
 
 
 def ssk_self_levels(X: Sequence[str], levels: Sequence[int], lam: float) -> dict[int, np.ndarray]:
     """K_k(s, s) for every string, without a Gram matrix (row norms of the features)."""
     levels = sorted(set(levels))
-    out = {k: np.zeros(len(X)) for k in levels}
     letters = core.alphabet_of(X)
     p = plan(X, None, levels, lam)
-    if p.main:
-        T = core.FeatureTables(core.encode(X, p.main), len(p.main), levels, lam)
+    T = core.FeatureTables(core.encode(X, p.main), len(p.main), levels, lam) if p.main else None
+    return _self_levels(X, T, None, set(p.rare) if p.main else set(letters), letters, levels, lam)
+
+
+def _self_levels(
+    X: Sequence[str], T: core.FeatureTables | None, codes: core.Codes | None, rare: set[str],
+    letters: Sequence[str], levels: Sequence[int], lam: float,
+) -> dict[int, np.ndarray]:
+    """K_k(s, s): the feature row norms of ``T`` (the main alphabet's tables, if any), and
+    the pair programme for the strings holding a letter in ``rare`` (``codes``: X already
+    encoded over ``letters``, or None)."""
+    out = {k: np.zeros(len(X)) for k in levels}
+    if T is not None:
         for k in levels:
             out[k] = core.feature_row_norms(T, k)
-    rare = set(p.rare) if p.main else set(letters)
-    idx = [i for i, s in enumerate(X) if set(s) & rare]
+    idx = [i for i, s in enumerate(X) if not rare.isdisjoint(s)]
     if idx:
-        codes = core.encode([X[i] for i in idx], letters)
+        picked = [codes[i] for i in idx] if codes is not None else core.encode([X[i] for i in idx], letters)
         same = np.arange(len(idx))
-        values = pairs_ssk.pair_levels(codes, codes, same, same, max(levels), lam)
+        values = pairs_ssk.pair_levels(picked, picked, same, same, max(levels), lam)
         for k in levels:
             out[k][idx] = values[:, k - 1]
     return out
@@ -296,9 +332,12 @@ class SubsequenceKernel(Kernel):
         return self.compute_gram(X, Y)
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
-        K = self._unnormalised(X, Y)
-        if self.normalize:
-            K = _normalise(K, self._self_values(X), self._self_values(Y))
+        if X is Y:  # k(Z, Z), as the contract check asks: each string's tables once
+            return self.symmetric_gram(X)
+        if not self.normalize:
+            return self.check_finite(self._unnormalised(X, Y))
+        grams, self_x, self_y = ssk_levels_with_self(X, Y, self.levels, self.lam)
+        K = _normalise(self._combine(grams), self._combine(self_x), self._combine(self_y))
         return self.check_finite(K)
 
     def sup_diag(self) -> float | None:

@@ -226,6 +226,63 @@ def test_rare_letters_take_the_pair_programme_only_where_shared(registry):
     assert np.array_equal(grams[4], grams[4].T)
 
 
+@pytest.mark.parametrize("normalize", [False, True])
+def test_a_rectangular_gram_with_rare_letters_takes_its_self_values_from_the_same_tables(registry, normalize):
+    # X and Y hold rare letters, some shared across the samples and some not: the
+    # normalisation's K(s, s) come from the cross plan's tables and pair programme
+    rng = np.random.default_rng(13)
+    X = random_strings(rng, "ACGT", 40, (15, 30))
+    Y = random_strings(rng, "ACGT", 30, (15, 30))
+    X[2] = X[2][:4] + "N" + X[2][5:]
+    X[5] = X[5][:3] + "NN" + X[5][5:]
+    Y[1] = Y[1][:6] + "N" + Y[1][7:]
+    Y[4] = Y[4][:2] + "R" + Y[4][3:]
+    k = registry.get_kernel("ssk", n=3, lam=0.6, normalize=normalize)
+    K = k.gram(X, Y)
+    rows, cols = [2, 5, 0, 9], [1, 4, 0, 7]
+    ref = reference_gram([X[i] for i in rows], [Y[j] for j in cols], 3, 0.6, normalize=normalize)
+    np.testing.assert_allclose(K[np.ix_(rows, cols)], ref, rtol=1e-12, atol=1e-300)
+    # the same self-values as the kernel's own diagonal programme, to round-off
+    if normalize:
+        raw = registry.get_kernel("ssk", n=3, lam=0.6, normalize=False)
+        whole = raw.gram(X, Y) / np.sqrt(np.outer(np.diag(raw.gram(X)), np.diag(raw.gram(Y))))
+        np.testing.assert_allclose(K, whole, rtol=1e-13)
+
+
+def test_the_gram_of_a_sample_with_itself_is_the_symmetric_gram(registry):
+    rng = np.random.default_rng(14)
+    S = random_strings(rng, "ACGT", 12, (5, 30)) + ["AC", ""]
+    for normalize in (False, True):
+        k = registry.get_kernel("ssk", n=3, lam=0.5, normalize=normalize)
+        same = k.gram_tile(S, S)  # the contract check asks for k(Z, Z) as a tile
+        assert np.array_equal(same, k.gram(S))
+        assert np.array_equal(same, same.T)
+
+
+@pytest.mark.parametrize("lam", [0.5, 0.37, 1.0])
+@pytest.mark.parametrize("shape", [(40, 3, 16), (1, 2, 4), (0, 3, 4), (5000, 1, 1)])
+def test_the_compiled_decayed_prefix_gives_the_reference_bits(lam, shape):
+    X = np.random.default_rng(len(shape) + shape[0]).random(shape)
+    got = core.decayed_prefix(X, lam)
+    assert np.array_equal(got, core.decayed_prefix_reference(X, lam))
+    if shape[0] > 1:  # and the definition R[j] = Σ_{j′<j} λ^{j−j′} X[j′]
+        j = shape[0] - 1
+        direct = sum(lam ** (j - i) * X[i] for i in range(j))
+        np.testing.assert_allclose(got[j], direct, rtol=1e-10)
+    with using_compiled(False):
+        assert np.array_equal(core.decayed_prefix(X, lam), got)
+
+
+def test_encoding_reads_every_code_point():
+    letters = ["A", "C", "é", "\U0001F600"]
+    S = ["", "ACGT", "é\U0001F600xA", "\ud800A", "a" * 3]
+    index = {c: i for i, c in enumerate(letters)}
+    for s, codes in zip(S, core.encode(S, letters)):
+        assert codes.dtype == np.int64
+        assert codes.tolist() == [index.get(c, -1) for c in s]
+    assert [c.tolist() for c in core.encode(["AC"], [])] == [[-1, -1]]
+
+
 @pytest.mark.skipif(not compiled_available(), reason="as plain Python the pair programme loses to the features")
 def test_large_alphabet_uses_the_pair_programme():
     rng = np.random.default_rng(4)
