@@ -171,6 +171,13 @@ class FeatureTables:
 
     Strings are processed in order of length (``self.order``), in batches padded to
     their longest string; the feature rows come out in that order.
+
+    When the whole feature matrices fit in :data:`FEATURE_CHUNK_BYTES` (DNA up to n = 8
+    for thousands of strings), each batch's tables are turned into its feature rows at
+    once and dropped: the memory is then one batch's tables and the features, not every
+    string's tables (8 bytes × letters × |Σ|^⌈n/2⌉ each, 1 GB for 80 strings of 20 000
+    letters at n = 5). Otherwise the tables are kept and :meth:`features` computes
+    the columns asked for, chunk by chunk.
     """
 
     def __init__(self, codes: Codes, size: int, levels: Sequence[int], lam: float):
@@ -182,6 +189,10 @@ class FeatureTables:
         longest = max((len(c) for c in codes), default=1)
         widest = size ** max(prefixes + suffixes)
         batch_rows = max(1, int(TABLE_BATCH_CELLS // max(1, longest * widest)))
+        #: every level's feature rows (in ``self.order``), when they fit; then no tables are kept
+        self.full: dict[int, np.ndarray] | None = None
+        if features_fit(self.n, size, self.levels):
+            self.full = {k: np.empty((self.n, size**k)) for k in self.levels}
         #: per batch: (first row, E_{n1} as (B, size^n1, L) per n1, M_{n2} as (B, L, size^n2) per n2)
         self.batches: list[tuple[int, dict[int, np.ndarray], dict[int, np.ndarray]]] = []
         for start in range(0, self.n, batch_rows):
@@ -197,10 +208,24 @@ class FeatureTables:
                 # λ^{end−j′}) = λ R^rev_{n2}[L−1−j], on the reversed string (w read backwards)
                 Rrev = ending_prefix_sums(padded[::-1], size, suffixes[-1], lam)
                 M = {n2: (lam * Rrev[n2][::-1]).transpose(1, 0, 2).copy() for n2 in suffixes}
-            self.batches.append((start, E, M))
+            if self.full is None:
+                self.batches.append((start, E, M))
+                continue
+            for k in self.levels:
+                n1, n2 = split(k)
+                self._batch_features(k, E[n1], M.get(n2), slice(None), self.full[k][start : start + len(rows)])
 
     def prefix_count(self, k: int) -> int:
         return self.size ** split(k)[0]
+
+    def _batch_features(self, k: int, E: np.ndarray, M: np.ndarray | None, prefixes: slice, out: np.ndarray) -> None:
+        """One batch's rows of Φ_k on the prefixes v in ``prefixes`` (see the module's docstring)."""
+        Eb = E[:, prefixes]
+        B, c = Eb.shape[0], Eb.shape[1]
+        if M is None:  # k = 1: λ × letter counts
+            np.multiply(Eb.sum(axis=2), self.lam, out=out)
+        else:
+            np.matmul(Eb, M, out=out.reshape(B, c, -1))
 
     def features(self, k: int, prefixes: slice, out: np.ndarray | None = None) -> np.ndarray:
         """Rows of Φ_k (in ``self.order``) restricted to the prefixes v in ``prefixes``.
@@ -210,19 +235,25 @@ class FeatureTables:
         of the result (a fresh large allocation costs page faults each time).
         """
         n1, n2 = split(k)
-        c = len(range(*prefixes.indices(self.size**n1)))
+        first, stop, step = prefixes.indices(self.size**n1)
+        c = len(range(first, stop, step))
         width = c * self.size**n2
         if out is None:
             out = np.empty((self.n, width))
         out = out.reshape(-1)[: self.n * width].reshape(self.n, width)
+        if self.full is not None:
+            assert step == 1, "features are asked for in contiguous chunks of prefixes"
+            np.copyto(out, self.full[k][:, first * self.size**n2 : stop * self.size**n2])
+            return out
         for start, E, M in self.batches:
-            Eb = E[n1][:, prefixes]
-            B = Eb.shape[0]
-            if n2 == 0:  # k = 1: λ × letter counts
-                np.multiply(Eb.sum(axis=2), self.lam, out=out[start : start + B])
-            else:
-                np.matmul(Eb, M[n2], out=out[start : start + B].reshape(B, c, -1))
+            rows = out[start : start + E[n1].shape[0]]
+            self._batch_features(k, E[n1], M.get(n2) if n2 else None, prefixes, rows)
         return out
+
+
+def features_fit(count: int, size: int, levels: Sequence[int]) -> bool:
+    """Whether the feature matrices of ``count`` strings, every level, fit in one chunk."""
+    return 8.0 * count * sum(size**k for k in set(levels)) <= FEATURE_CHUNK_BYTES
 
 
 def lexicographic_order(size: int, k: int) -> np.ndarray:
@@ -271,11 +302,21 @@ def feature_gram_levels(
 
 
 def feature_bytes_for_lengths(lengths: Sequence[int], size: int, levels: Sequence[int]) -> float:
-    """Bytes the per-string tables of the feature path hold for strings of these lengths."""
+    """Bytes the feature path holds for strings of these lengths: every string's tables,
+    or, when the feature matrices fit (:func:`features_fit`), one batch's tables and the
+    features."""
     k1 = max(split(k)[0] for k in levels)
     k2 = max(split(k)[1] for k in levels)
-    cells = float(sum(lengths))
-    return 8.0 * cells * (size**k1 + (size**k2 if k2 else 0))
+    per_cell = 8.0 * (size**k1 + (size**k2 if k2 else 0))
+    if features_fit(len(lengths), size, levels):
+        longest = max(lengths, default=1)
+        widest = size ** max(k1, k2)
+        rows = max(1, int(TABLE_BATCH_CELLS // max(1, longest * widest)))
+        batch = sorted(lengths)[-rows:]  # the longest strings make the largest batch
+        features = 8.0 * len(lengths) * sum(size**k for k in set(levels))
+        # the batch's tables, and as much again for the prefix sums they are built from
+        return 2.0 * per_cell * longest * len(batch) + features
+    return per_cell * float(sum(lengths))
 
 
 def feature_row_norms(T: FeatureTables, k: int) -> np.ndarray:

@@ -317,6 +317,42 @@ def test_memory_of_the_feature_tables_is_bounded(monkeypatch):
     assert math.isfinite(grams[3].sum())
 
 
+def test_features_that_fit_are_built_batch_by_batch_and_the_tables_dropped(monkeypatch):
+    rng = np.random.default_rng(21)
+    S = random_strings(rng, "ACG", 9, (1, 60))
+    codes = core.encode(S, "ACG")
+    levels = [1, 2, 3, 4]
+    T = core.FeatureTables(codes, 3, levels, 0.7)
+    assert T.full is not None and T.batches == []  # no string's tables kept
+    monkeypatch.setattr(core, "FEATURE_CHUNK_BYTES", 64)  # too small: the tables are kept
+    kept = core.FeatureTables(codes, 3, levels, 0.7)
+    assert kept.full is None and kept.batches
+    for k in levels:
+        whole = T.features(k, slice(None))
+        np.testing.assert_allclose(kept.features(k, slice(None)), whole, rtol=1e-14, atol=1e-300)
+        width = 3 ** (k // 2)
+        np.testing.assert_array_equal(T.features(k, slice(1, 2)), whole[:, width : 2 * width])
+        np.testing.assert_allclose(core.feature_row_norms(kept, k), core.feature_row_norms(T, k), rtol=1e-13)
+
+
+def test_many_long_strings_keep_the_feature_path_within_the_memory_budget(monkeypatch):
+    # 300 strings of 1000 letters: every string's tables (192 MB) exceed a 120 MB budget,
+    # one batch's tables and the features (82 MB) do not
+    import monk_plugins.string_kernels as sk
+
+    rng = np.random.default_rng(22)
+    S = ["".join(rng.choice(list("ACGT"), 1000)) for _ in range(300)]
+    assert core.feature_bytes_for_lengths([1000] * 300, 4, [5]) < 120e6 < 8.0 * 300 * 1000 * (64 + 16)
+    monkeypatch.setattr(sk, "available_memory", lambda: 480e6)
+    assert sk.plan(S, None, [5], 0.5).path == "features"
+    grams, _ = sk.ssk_levels(S, None, [5], 0.5)
+    picked = [0, 150, 299]
+    codes = core.encode([S[i] for i in picked], "ACGT")
+    rows, cols = np.triu_indices(3)
+    by_pairs = ssk_pairs.pair_levels(codes, codes, rows, cols, 5, 0.5)[:, 4]
+    np.testing.assert_allclose(grams[5][np.ix_(picked, picked)][rows, cols], by_pairs, rtol=1e-10)
+
+
 def test_shared_letter_pairs_are_counted_in_bands_without_the_full_mask(monkeypatch):
     import monk_plugins.string_kernels as sk
 
