@@ -5,7 +5,7 @@ only through the block means μ_{S_q}, so it lives in their span. With the
 block-mean Gram M_qr = ⟨μ_{S_q}, μ_{S_r}⟩ = AAᵀ it is the minmax median-of-means point u*
 of the Q points a_q (rows of A), solved by
 :func:`monk_plugins.monk_reduced.minmax_center` with a certified gap, and mapped back to
-μ̂ = Σ_q β_q μ_{S_q}: weight β_q/|S_q| on every point of block q.
+μ̂ = Σ_q β_q μ_{S_q} with Σ_q β_q = 1: weight β_q/|S_q| on every point of block q.
 """
 
 from __future__ import annotations
@@ -52,9 +52,19 @@ def block_center(M: np.ndarray, center: str, report: Callable[[int, int], None] 
     if center == "geometric":
         beta, iterations, step = monk_reduced.weiszfeld(M)
         return BlockCenter(beta, {"iterations": iterations, "last_step": step, "converged": step <= 1e-12})
-    A, pivots = monk_reduced.factor(M)
-    sol = monk_reduced.minmax_center(A, report=report)
-    beta = monk_reduced.block_weights(A, pivots, sol.u)
+    A, _ = monk_reduced.factor(M)
+    # The minmax point lies in the affine hull of the block means (a point off it is
+    # farther from every convex hull of block means than its projection onto it), so it
+    # is solved among the differences a_q − a_b from a central block b and written back as
+    # weights that sum to 1: an affine combination is the same point whatever the origin,
+    # so the weights may be chosen on the sample moved to its median (affine_weights)
+    # and a distance between two embeddings ignores the origin as the MMD does.
+    base = int(np.argmin(np.linalg.norm(A - np.median(A, axis=0), axis=1)))
+    offsets = A - A[base]
+    D, pivots = monk_reduced.factor(offsets @ offsets.T)
+    sol = monk_reduced.minmax_center(D, report=report)
+    beta = monk_reduced.block_weights(D, pivots, sol.u)
+    beta[base] += 1.0 - beta.sum()
     return BlockCenter(
         beta,
         {
@@ -94,6 +104,8 @@ class _BlockEmbedding(EmbeddingEstimator):
         kind="int",
     )
     center: ClassVar[str] = "minmax"
+    # both centres are affine combinations of the block means (block_center)
+    affine_weights: ClassVar[bool] = True
 
     def __attrs_post_init__(self) -> None:
         if self.center == "minmax":
@@ -182,7 +194,6 @@ class GeometricMoM(_BlockEmbedding):
         "means, Minsker 2015). Q = 1 is the empirical mean embedding."
     )
     center: ClassVar[str] = "geometric"
-    affine_weights: ClassVar[bool] = True  # Weiszfeld's weights are a convex combination
 
 
 @attrs.frozen(kw_only=True)

@@ -113,6 +113,11 @@ def _affine_min_norm(G: np.ndarray, faces: np.ndarray) -> np.ndarray:
     return sol[:, :k]
 
 
+#: a witness of the exact oracle must have ‖f‖² at least this fraction of the size of
+#: the terms it is summed from (about five digits left after cancellation)
+WITNESS_DIGITS = 1e-10
+
+
 def sup_median_exact(G: np.ndarray) -> SupMedian:
     """max_{‖f‖≤1} med_q ⟨f, d_q⟩ exactly, for Q ≤ :data:`MAX_ENUMERATE_BLOCKS`.
 
@@ -143,7 +148,12 @@ def sup_median_exact(G: np.ndarray) -> SupMedian:
         np.put_along_axis(betas, faces, lam, axis=1)
         values = betas @ Gs  # row j: (G β_j)_q, G symmetric
         norm2 = np.einsum("jq,jq->j", values, betas)
-        ok = norm2 > 1e-24
+        # βᵀGβ is a sum of terms up to |β|ᵀ|G||β|: where an outlier block's entries are
+        # 10¹³ times the others and β cancels them, what is left is round-off, and a
+        # witness scored on it can beat every true one (then be found worthless, leaving
+        # D = 0 at a point of depth 8.6). Only witnesses whose norm keeps digits compete.
+        size = np.einsum("jq,jq->j", np.abs(betas) @ np.abs(Gs), np.abs(betas))
+        ok = norm2 > np.maximum(1e-24, WITNESS_DIGITS * size)
         scores = np.full(len(faces), -np.inf)
         scores[ok] = median_value(values[ok], axis=1) / np.sqrt(norm2[ok])
         count += len(faces)
@@ -375,7 +385,9 @@ def minmax_center(
         if value < upper:
             best_u, upper = u.copy(), value
         if upper - lower <= tol * scale:
-            converged = True
+            # an exact oracle's value below the certified lower bound is round-off, not an
+            # optimum: the gap certifies nothing then
+            converged = not exact or lower - upper <= tol * scale
             break
         if not np.any(e):
             converged = True  # D(u) = 0: u is optimal

@@ -237,6 +237,10 @@ class MMDEstimator(Estimator):
         return None
 
 
+#: how far from 1 the weights of an estimator declaring ``affine_weights`` may sum
+AFFINE_RTOL = 1e-9
+
+
 @attrs.frozen(kw_only=True)
 class EmbeddingEstimator(Estimator):
     """An estimator of the kernel mean embedding μ_P = E k(·, x) from X ~ P."""
@@ -270,7 +274,7 @@ class EmbeddingEstimator(Estimator):
             )
         check_json_data(self.plugin_label(), "compute_embedding", core.diagnostics, core.timings)
         total = time.perf_counter() - start
-        return Embedding(
+        embedding = Embedding(
             kernel=fitted,
             sample=Xv,
             weights=core.weights,
@@ -280,6 +284,16 @@ class EmbeddingEstimator(Estimator):
             timings={**core.timings, "total_s": total},
             diagnostics=core.diagnostics,
         )
+        if type(self).affine_weights:
+            # weights chosen on the moved sample are the embedding of the sample as given
+            # only if they sum to 1: a plugin that says so and does not would be silently off
+            weight_sum = float(np.sum(embedding.weights))
+            if not abs(weight_sum - 1.0) <= AFFINE_RTOL:
+                raise PluginFailure(
+                    f"{self.plugin_label()}: declares affine_weights (weights summing to 1), but its weights "
+                    f"sum to {weight_sum:.12g}."
+                )
+        return embedding
 
     def compute_embedding(
         self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources

@@ -896,23 +896,58 @@ def test_iteration_and_reshuffle_counts_beyond_the_budget_are_refused_before_all
     assert len(kept.diagnostics["trace"]) == 21
 
 
+@pytest.mark.parametrize("estimator", ["geometric-mom", "monk-embedding"])
 @pytest.mark.parametrize("kernel", ["linear", "energy"])
-def test_geometric_mom_weights_keep_their_digits_far_from_the_origin(kernel):
+def test_median_of_means_embedding_weights_keep_their_digits_far_from_the_origin(kernel, estimator):
     # weights that sum to 1 are chosen on the sample moved to its median (a shift-free
     # kernel): on data 2^30 away (a dyadic grid, so the shift is exact) the same bits as
     # near the origin; chosen where the data lie, they were off by about 0.04
+    # (geometric-mom), and the minmax embeddings of two samples near 1e8 were 0 apart
     from monk_framework import embed, get_registry
-    from monk_plugins.monk_embedding import GeometricMoM
 
     gen = np.random.default_rng(13)
     X = np.round(gen.normal(size=(200, 3)) * 2**20) / 2**20
-    near, far = embed(kernel, "geometric-mom", X, rng=0), embed(kernel, "geometric-mom", X + 2.0**30, rng=0)
+    near, far = embed(kernel, estimator, X, rng=0), embed(kernel, estimator, X + 2.0**30, rng=0)
     np.testing.assert_array_equal(far.weights, near.weights)
     assert far.weights.sum() == pytest.approx(1.0, abs=1e-12)
 
-    class Uncentred(GeometricMoM):
+    cls = get_registry().estimator_class(estimator)
+
+    class Uncentred(cls):  # type: ignore[misc, valid-type]
         affine_weights = False
 
     if kernel == "linear":
         raw = Uncentred().embed(get_registry().get_kernel(kernel), X + 2.0**30, rng=0)
         assert np.abs(raw.weights - near.weights).max() > 1e-3  # what the raw frame gives
+        Y = X + np.array([0.3, 0.0, 0.0])
+        apart = embed(kernel, estimator, Y, rng=1).distance(near)
+        assert embed(kernel, estimator, Y + 1e8, rng=1).distance(embed(kernel, estimator, X + 1e8, rng=0)) == (
+            pytest.approx(apart, rel=1e-6))
+
+
+def test_the_minmax_centre_is_an_affine_combination_of_the_block_means():
+    # D(u) = max over majorities S of dist(u, conv{a_q : q in S}) is smallest on the affine
+    # hull of the a_q, so the minmax point has weights summing to 1, and the same depth
+    # as the point solved in the span of the a_q (the origin's frame, low rank: d = 2)
+    from monk_plugins import monk_reduced
+    from monk_plugins.monk_embedding import block_center
+
+    gen = np.random.default_rng(5)
+    for d, Q in ((2, 11), (4, 7), (12, 9)):
+        points = gen.normal(size=(Q, d)) + 3.0
+        points[0] += 40.0  # one outlying block
+        M = points @ points.T
+        found = block_center(M, "minmax")
+        assert found.beta.sum() == pytest.approx(1.0, abs=1e-12)
+        u = found.beta @ points
+        A, _ = monk_reduced.factor(M)
+        in_span = monk_reduced.minmax_center(A)
+        assert found.diagnostics["objective"] == pytest.approx(in_span.objective, rel=1e-5, abs=1e-6)
+        # translating every block mean leaves the problem as it was: the same depth, and
+        # a centre (weights summing to 1) at the same place among the block means, to the
+        # solver's tolerance (where the depth is flat, the place is less determined)
+        moved = block_center((points + 5.0) @ (points + 5.0).T, "minmax")
+        assert moved.beta.sum() == pytest.approx(1.0, abs=1e-12)
+        assert moved.diagnostics["objective"] == pytest.approx(found.diagnostics["objective"], rel=1e-5)
+        spread = float(np.median(np.linalg.norm(points - np.median(points, axis=0), axis=1)))
+        assert np.linalg.norm(moved.beta @ points - u) < 0.01 * spread

@@ -16,7 +16,7 @@ import attrs
 import numpy as np
 import pytest
 
-from monk_framework import Estimate, Kernel, MMDEstimator, get_registry, hookimpl
+from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, get_registry, hookimpl
 from monk_framework.core.errors import KernelContractError, PluginFailure
 from monk_framework.two_sample import permutation_test
 
@@ -350,6 +350,27 @@ def test_diagnostics_a_results_file_cannot_hold_are_refused_naming_the_key(what,
     X, Y = _data()
     with pytest.raises(PluginFailure, match=rf"estimator 'diagnosing' .*diagnostics\['bad'\] = .*{message}"):
         Diagnosing(what=what).estimate(REG.get_kernel("linear"), X, Y)
+
+
+@attrs.frozen(kw_only=True)
+class Halving(EmbeddingEstimator):
+    """Declares weights that sum to 1 and returns half the mean's."""
+
+    name: ClassVar[str] = "halving"
+    affine_weights: ClassVar[bool] = True
+    scale: float = 0.5
+
+    def compute_embedding(self, kernel, X, rng, resources):
+        return EmbeddingWeights(weights=np.full(len(X), self.scale / len(X)))
+
+
+def test_weights_declared_affine_that_do_not_sum_to_one_are_refused():
+    # they are chosen on the sample moved to its median: only weights summing to 1 are
+    # the embedding of the sample as given
+    X, _ = _data()
+    with pytest.raises(PluginFailure, match=r"estimator 'halving' .*affine_weights.*sum to 0\.5"):
+        Halving().embed(REG.get_kernel("linear"), X)
+    assert Halving(scale=1.0).embed(REG.get_kernel("linear"), X).weights.sum() == pytest.approx(1.0)
 
 
 @attrs.frozen(kw_only=True)
