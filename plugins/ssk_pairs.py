@@ -28,6 +28,7 @@ with factors λ ≤ 1 only).
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -41,6 +42,8 @@ _loops = CompiledLoops(globals())
 #: numba.prange in the compiled loops; plain Python runs the rows in turn
 prange = range
 _loops.bind("prange", lambda numba: numba.prange)
+
+_ONE_AT_A_TIME = threading.Lock()
 
 #: the sparse programme is used while (|s| + |t|) · ln(1/λ) stays below this (λ^{−(i+j)} ≤ e^600).
 SCALED_EXPONENT_LIMIT = 600.0
@@ -121,8 +124,11 @@ def pair_levels(
     dealt_starts = np.cumsum([0] + [len(by_work[w::n_threads]) for w in range(n_threads)])
     max_len = int(np.diff(yo).max(initial=0))
     args = (xf, xo, yf, yo, order, cols, starts, dealt, dealt_starts, n, lam, max(size, 1), SCALED_EXPONENT_LIMIT, max_len, out)
-    if _loops.run(lambda: _pairs(*args)) is NOT_RUN:
-        _loops.plain("_pairs")(*args)
+    # one programme at a time: it spreads over every core itself, and numba's threads do
+    # not take two parallel launches at once (bands of a Gram matrix call from threads)
+    with _ONE_AT_A_TIME:
+        if _loops.run(lambda: _pairs(*args)) is NOT_RUN:
+            _loops.plain("_pairs")(*args)
     return out
 
 

@@ -15,6 +15,7 @@ import attrs
 import numpy as np
 
 from monk_framework import Kernel, ParameterError, hookimpl, parameter
+from monk_framework.core.kernels import BandRunner, in_turn
 from monk_framework.core.params import boolean, integer, real
 from monk_framework.core.resources import available_memory, check_memory
 from monk_framework.core.samples import as_strings
@@ -173,9 +174,17 @@ def ssk_levels_with_self(
     return grams, selves[0], selves[1]
 
 
+#: pairs of strings per band of the pair programme in a symmetric Gram matrix (each band
+#: is one step of the progress the engine shows)
+PAIRS_PER_BAND = 20_000
+
+
 def _ssk_levels(
-    X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: float, *, with_self: bool
+    X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: float, *, with_self: bool,
+    run_bands: BandRunner = in_turn,
 ) -> tuple[dict[int, np.ndarray], Plan, tuple[dict[int, np.ndarray], dict[int, np.ndarray]] | None]:
+    """The work of :func:`ssk_levels`; a symmetric one runs its pair programme in bands of
+    rows through ``run_bands`` (the engine's runner counts them as they finish)."""
     levels = sorted(set(levels))
     sym = Y is None
     n_x, n_y = len(X), len(X) if Y is None else len(Y)
@@ -199,11 +208,13 @@ def _ssk_levels(
         # exact values (full alphabet) for the pairs the features cannot see in full
         cx = core.encode(X, letters)
         cy = cx if sym else core.encode(Y, letters)  # type: ignore[arg-type]
-        values = pairs_ssk.pair_levels(cx, cy, rows, cols, max(levels), lam)
+        values = _pair_values(cx, cy, rows, cols, max(levels), lam, run_bands if sym else in_turn, n_x)
         for k in levels:
             grams[k][rows, cols] = values[:, k - 1]
             if sym:
                 grams[k][cols, rows] = values[:, k - 1]
+    elif sym:
+        run_bands(lambda start, stop: None, [(0, n_x)])  # all done at once: one band
     if not with_self:
         return grams, p, None
     rare = set(p.rare) if p.main else set(letters)
@@ -212,6 +223,32 @@ def _ssk_levels(
         _self_levels(X if Y is None else Y, Tx if Y is None else Ty, cy, rare, letters, levels, lam),
     )
     return grams, p, selves
+
+
+def _pair_values(
+    cx: core.Codes, cy: core.Codes, rows: np.ndarray, cols: np.ndarray, n: int, lam: float,
+    run_bands: BandRunner, n_rows: int,
+) -> np.ndarray:
+    """``pair_levels`` of the pairs, in bands of consecutive rows of about
+    :data:`PAIRS_PER_BAND` pairs, run by ``run_bands`` (a band's rows are whole)."""
+    order = np.argsort(rows, kind="stable")
+    firsts = np.searchsorted(rows[order], np.arange(n_rows + 1))  # pairs of rows < r
+    bands: list[tuple[int, int]] = []
+    start = 0
+    while start < n_rows:
+        stop = int(np.searchsorted(firsts, firsts[start] + PAIRS_PER_BAND, side="left"))
+        stop = min(max(stop, start + 1), n_rows)
+        bands.append((start, stop))
+        start = stop
+
+    def band(start: int, stop: int) -> np.ndarray:
+        picked = order[firsts[start]:firsts[stop]]
+        return pairs_ssk.pair_levels(cx, cy, rows[picked], cols[picked], n, lam)
+
+    values = np.empty((len(rows), n))
+    for (start, stop), part in zip(bands, run_bands(band, bands)):
+        values[order[firsts[start]:firsts[stop]]] = part
+    return values
 
 
 def ssk_self_levels(X: Sequence[str], levels: Sequence[int], lam: float) -> dict[int, np.ndarray]:
@@ -310,16 +347,17 @@ class SubsequenceKernel(Kernel):
             K = K + grams[k]
         return K
 
-    def _unnormalised(self, X: Sequence[str], Y: Sequence[str] | None) -> np.ndarray:
-        grams, _ = ssk_levels(X, Y, self.levels, self.lam)
+    def _unnormalised(self, X: Sequence[str], Y: Sequence[str] | None, run_bands: BandRunner = in_turn) -> np.ndarray:
+        grams, _, _ = _ssk_levels(X, Y, self.levels, self.lam, with_self=False, run_bands=run_bands)
         return self._combine(grams)
 
     def _self_values(self, X: Sequence[str]) -> np.ndarray:
         return self._combine(ssk_self_levels(X, self.levels, self.lam))
 
-    def symmetric_gram(self, X: Any, *, run_bands: Any = None) -> np.ndarray:
-        # the dynamic programme computes all pairs at once: there are no bands to run
-        K = self._unnormalised(X, None)
+    def symmetric_gram(self, X: Any, *, run_bands: BandRunner | None = None) -> np.ndarray:
+        # the feature products run at once; the pair programme runs in bands of rows
+        # through run_bands, so that the engine can show its progress
+        K = self._unnormalised(X, None, run_bands or in_turn)
         if self.normalize:
             d = np.diag(K).copy()
             K = _normalise(K, d, d)

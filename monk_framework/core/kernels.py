@@ -41,6 +41,7 @@ from monk_framework.core.resources import Resources, check_memory
 from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension, read_only, take
 
 __all__ = [
+    "BandRunner",
     "CHUNK_BYTES",
     "COMPOSITES",
     "ClippedKernel",

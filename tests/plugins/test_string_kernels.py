@@ -353,6 +353,39 @@ def test_many_long_strings_keep_the_feature_path_within_the_memory_budget(monkey
     np.testing.assert_allclose(grams[5][np.ix_(picked, picked)][rows, cols], by_pairs, rtol=1e-10)
 
 
+def test_the_pair_programme_of_a_symmetric_gram_runs_in_bands_the_engine_counts(registry, monkeypatch):
+    # 26 letters: every pair goes through the pair programme, in bands of rows that the
+    # engine's runner spreads over its threads and counts for the progress display
+    import monk_plugins.string_kernels as sk
+    from monk_framework.engine.kernel_values import gram_matrix
+
+    rng = np.random.default_rng(23)
+    S = random_strings(rng, "abcdefghijklmnopqrstuvwxyz", 60, (20, 40))
+    k = registry.get_kernel("ssk", n=4, lam=0.6)
+    monkeypatch.setattr(sk, "available_memory", lambda: 1000)  # no feature tables fit: all pairs
+    assert k.plan(S).path == "pairs"
+    whole = k.gram(S)  # one band holds every pair
+    monkeypatch.setattr(sk, "PAIRS_PER_BAND", 50)
+    told: list[tuple[float, float, str]] = []
+    banded = gram_matrix(k, S, report=lambda done, total, what: told.append((done, total, what)))
+    assert np.array_equal(banded, whole)  # each pair's value does not depend on its band
+    done = sorted(t[0] for t in told)
+    assert len(told) >= 25 and done[-1] == told[0][1] == 60 * 61 / 2 and {t[2] for t in told} == {"Gram matrix"}
+    ref = reference_gram(S[:4], S[:4], 4, 0.6, normalize=True)
+    np.fill_diagonal(ref, 1.0)
+    np.testing.assert_allclose(banded[:4, :4], ref, rtol=1e-10)
+
+
+def test_a_gram_matrix_from_features_alone_is_one_band(registry):
+    from monk_framework.engine.kernel_values import gram_matrix
+
+    S = random_strings(np.random.default_rng(24), "ACGT", 30, (10, 20))
+    told: list[tuple[float, float, str]] = []
+    K = gram_matrix(registry.get_kernel("ssk", n=3), S, report=lambda *t: told.append(t))
+    assert told == [(30 * 31 / 2, 30 * 31 / 2, "Gram matrix")]
+    assert np.array_equal(K, registry.get_kernel("ssk", n=3).gram(S))
+
+
 def test_shared_letter_pairs_are_counted_in_bands_without_the_full_mask(monkeypatch):
     import monk_plugins.string_kernels as sk
 
