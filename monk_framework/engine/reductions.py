@@ -4,6 +4,7 @@ kernel sums of two samples, stored or in tiles."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import attrs
 import numpy as np
@@ -52,12 +53,20 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
     n, m = len(X), len(Y)
     # spread over workers (which never receive a Gram matrix), or stored when it fits
     if resources.spread is None and resources.fits(8.0 * (n * n + m * m + n * m)):
-        Kxx = gram_matrix(kernel, X)
+
+        def within(first: int) -> Callable[[float, float, str], None] | None:
+            # a symmetric matrix's bands, as a share of the three (a costly kernel, such
+            # as the SSK on long strings or a large alphabet, spends minutes in one)
+            if resources.progress is None:
+                return None
+            return lambda done, total, _: resources.report(first + done / total if total else first + 1, 3, "Gram matrices")
+
+        Kxx = gram_matrix(kernel, X, report=within(0))
         resources.report(1, 3, "Gram matrices")
-        Kyy = gram_matrix(kernel, Y)
+        Kyy = gram_matrix(kernel, Y, report=within(1))
         resources.report(2, 3, "Gram matrices")
         Kxy = gram_matrix(kernel, X, Y)
-        resources.report(3, 3, "Gram matrices")  # three matrices of about one size: no finer count
+        resources.report(3, 3, "Gram matrices")
         dx, dy = np.diag(Kxx), np.diag(Kyy)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
             sums = KernelSums(

@@ -265,3 +265,17 @@ def test_long_work_tells_its_progress_and_keeps_its_numbers(name, params, max_me
     assert told.mmd2 == est.estimate(kernel, X, Y, rng=1, max_memory=max_memory).mmd2
     with pytest.raises(MonkError, match="progress must be None or a callable"):
         est.estimate(kernel, X, Y, progress="yes")
+
+
+def test_the_stored_gram_matrices_tell_their_bands_as_shares_of_the_three():
+    # a costly kernel can spend minutes in one symmetric Gram matrix: its bands are told
+    # as fractions of the three matrices, in order, and the number is unchanged
+    gen = np.random.default_rng(3)
+    X, Y = gen.normal(size=(1500, 2)), gen.normal(0.3, 1.0, size=(1500, 2))
+    est, kernel = REG.get_estimator("u-stat"), REG.get_kernel("rbf", sigma=1.0)
+    heard = _Heard()
+    told = est.estimate(kernel, X, Y, progress=heard)
+    dones = [d for d, _, w in heard.calls if w == "Gram matrices"]
+    assert heard.finished("Gram matrices") and dones[-1] == 3
+    assert any(0 < d < 1 for d in dones) and any(1 < d < 2 for d in dones)  # inside K_XX and K_YY
+    assert told.mmd2 == est.estimate(kernel, X, Y).mmd2
