@@ -233,11 +233,13 @@ def _pair_values(
     :data:`PAIRS_PER_BAND` pairs, run by ``run_bands`` (a band's rows are whole)."""
     order = np.argsort(rows, kind="stable")
     firsts = np.searchsorted(rows[order], np.arange(n_rows + 1))  # pairs of rows < r
+    # the programme spreads a band's rows over its threads: at least two rows a thread
+    fewest = 2 * pairs_ssk.pair_threads()
     bands: list[tuple[int, int]] = []
     start = 0
     while start < n_rows:
         stop = int(np.searchsorted(firsts, firsts[start] + PAIRS_PER_BAND, side="left"))
-        stop = min(max(stop, start + 1), n_rows)
+        stop = min(max(stop, start + fewest), n_rows)
         bands.append((start, stop))
         start = stop
 

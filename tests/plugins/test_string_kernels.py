@@ -370,7 +370,7 @@ def test_the_pair_programme_of_a_symmetric_gram_runs_in_bands_the_engine_counts(
     banded = gram_matrix(k, S, report=lambda done, total, what: told.append((done, total, what)))
     assert np.array_equal(banded, whole)  # each pair's value does not depend on its band
     done = sorted(t[0] for t in told)
-    assert len(told) >= 25 and done[-1] == told[0][1] == 60 * 61 / 2 and {t[2] for t in told} == {"Gram matrix"}
+    assert len(told) >= 12 and done[-1] == told[0][1] == 60 * 61 / 2 and {t[2] for t in told} == {"Gram matrix"}
     ref = reference_gram(S[:4], S[:4], 4, 0.6, normalize=True)
     np.fill_diagonal(ref, 1.0)
     np.testing.assert_allclose(banded[:4, :4], ref, rtol=1e-10)
