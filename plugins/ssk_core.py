@@ -62,14 +62,16 @@ def encode(sample: Sequence[str], letters: Sequence[str]) -> Codes:
     Read as code points (UTF-32) and looked up in the sorted code points of ``letters``:
     one vectorised pass a string, where a Python loop over 20 000-letter strings took
     longer than the kernel's features."""
-    points = np.array(sorted(ord(c) for c in letters), dtype=np.uint32)
-    index = np.array([list(letters).index(chr(int(p))) for p in points], dtype=np.int64)
+    if not letters:
+        return [np.full(len(s), -1, dtype=np.int64) for s in sample]
+    by_point = sorted(range(len(letters)), key=lambda i: ord(letters[i]))
+    points = np.array([ord(letters[i]) for i in by_point], dtype=np.uint32)
+    index = np.array(by_point, dtype=np.int64)
     out: Codes = []
     for s in sample:
         cp = np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        at = np.minimum(np.searchsorted(points, cp), max(len(points) - 1, 0))
-        known = points[at] == cp if len(points) else np.zeros(len(cp), dtype=bool)
-        out.append(np.where(known, index[at] if len(points) else -1, -1).astype(np.int64))
+        at = np.minimum(np.searchsorted(points, cp), len(points) - 1)
+        out.append(np.where(points[at] == cp, index[at], -1))
     return out
 
 
@@ -145,20 +147,24 @@ def ending_prefix_sums(codes: np.ndarray, size: int, k_max: int, lam: float) -> 
     return R
 
 
-def ending_tables(codes: np.ndarray, size: int, k: int, lam: float) -> np.ndarray:
-    """E_k as (B, size^k, L), the layout the feature products read: tuples of length k
-    ending exactly at each position (see :func:`ending_prefix_sums`)."""
+def ending_tables(codes: np.ndarray, size: int, lengths: Sequence[int], lam: float) -> dict[int, np.ndarray]:
+    """E_k for each k in ``lengths``, as (B, size^k, L), the layout the feature products
+    read: tuples of length k ending exactly at each position (see
+    :func:`ending_prefix_sums`, run once for the longest)."""
     L, B = codes.shape
     jj, bb = np.nonzero(codes >= 0)
     cc = codes[jj, bb]
-    if k == 1:
-        onehot = np.zeros((B, size, L))
-        onehot[bb, cc, jj] = 1.0
-        return onehot
-    R = ending_prefix_sums(codes, size, k - 1, lam)[k - 1]
-    E = np.zeros((B, size ** (k - 1), size, L))
-    E[bb, :, cc, jj] = R[jj, bb]
-    return E.reshape(B, size**k, L)
+    R = ending_prefix_sums(codes, size, max(lengths) - 1, lam)
+    out = {}
+    for k in lengths:
+        if k == 1:
+            E = np.zeros((B, size, L))
+            E[bb, cc, jj] = 1.0
+        else:
+            E = np.zeros((B, size ** (k - 1), size, L))
+            E[bb, :, cc, jj] = R[k - 1][jj, bb]
+        out[k] = E.reshape(B, size**k, L)
+    return out
 
 
 def split(n: int) -> tuple[int, int]:
@@ -201,7 +207,7 @@ class FeatureTables:
             padded = np.full((width, len(rows)), -1, dtype=np.int64)
             for r, i in enumerate(rows):
                 padded[: len(codes[i]), r] = codes[i]
-            E = {n1: ending_tables(padded, size, n1, lam) for n1 in prefixes}
+            E = ending_tables(padded, size, prefixes, lam)
             M: dict[int, np.ndarray] = {}
             if suffixes:
                 # M_{n2}[j] = λ Σ_{j′>j} λ^{j′−j−1}·(tuples of length n2 starting at j′, weight
@@ -247,7 +253,7 @@ class FeatureTables:
             return out
         for start, E, M in self.batches:
             rows = out[start : start + E[n1].shape[0]]
-            self._batch_features(k, E[n1], M.get(n2) if n2 else None, prefixes, rows)
+            self._batch_features(k, E[n1], M.get(n2), prefixes, rows)
         return out
 
 
