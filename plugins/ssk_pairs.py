@@ -169,8 +169,11 @@ def _row(xf, xo, yf, yo, order, cols, starts, r, n, lam, size, limit, max_len, l
     tree = np.zeros((ls + 1, max(n - 1, 1)))
     buf_i = np.empty(max(ls, 1), dtype=np.int64)
     buf_h = np.empty((max(ls, 1), n))
-    # λ^{−e} and λ^{e} for every exponent e = i + j the sparse pairs of this row can meet
+    # λ^{−e} and λ^{e} for every exponent e = i + j the sparse pairs of this row can meet:
+    # below ls + |t| ≤ limit / ln(1/λ), so the table stops there (beyond, λ^{−e} overflows)
     width = ls + max_len + 1
+    if log_inv > 0.0:
+        width = min(width, int(limit / log_inv) + 2)
     up = np.empty(width)
     down = np.empty(width)
     up[0] = down[0] = 1.0
