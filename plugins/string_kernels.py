@@ -164,18 +164,19 @@ def ssk_levels(
 
 
 def ssk_levels_with_self(
-    X: Sequence[str], Y: Sequence[str], levels: Sequence[int], lam: float
+    X: Sequence[str], Y: Sequence[str], levels: Sequence[int], lam: float, run_bands: BandRunner = in_turn
 ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], dict[int, np.ndarray]]:
     """K_k(X, Y) and the self-values K_k(s, s) of X and of Y, from the same per-string
     tables: what a normalised rectangular Gram matrix needs, with each string's tables
-    built once (they are most of the cost for long strings)."""
-    grams, _, selves = _ssk_levels(X, Y, levels, lam, with_self=True)
+    built once (they are most of the cost for long strings). The pair programme runs in
+    bands of rows of X through ``run_bands``."""
+    grams, _, selves = _ssk_levels(X, Y, levels, lam, with_self=True, run_bands=run_bands)
     assert selves is not None
     return grams, selves[0], selves[1]
 
 
-#: pairs of strings per band of the pair programme in a symmetric Gram matrix (each band
-#: is one step of the progress the engine shows)
+#: pairs of strings per band of the pair programme in a Gram matrix (each band is one
+#: step of the progress the engine shows)
 PAIRS_PER_BAND = 20_000
 
 
@@ -183,8 +184,8 @@ def _ssk_levels(
     X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: float, *, with_self: bool,
     run_bands: BandRunner = in_turn,
 ) -> tuple[dict[int, np.ndarray], Plan, tuple[dict[int, np.ndarray], dict[int, np.ndarray]] | None]:
-    """The work of :func:`ssk_levels`; a symmetric one runs its pair programme in bands of
-    rows through ``run_bands`` (the engine's runner counts them as they finish)."""
+    """The work of :func:`ssk_levels`: the pair programme runs in bands of rows of X
+    through ``run_bands`` (the engine's runner counts them as they finish)."""
     levels = sorted(set(levels))
     sym = Y is None
     n_x, n_y = len(X), len(X) if Y is None else len(Y)
@@ -208,12 +209,12 @@ def _ssk_levels(
         # exact values (full alphabet) for the pairs the features cannot see in full
         cx = core.encode(X, letters)
         cy = cx if sym else core.encode(Y, letters)  # type: ignore[arg-type]
-        values = _pair_values(cx, cy, rows, cols, max(levels), lam, run_bands if sym else in_turn, n_x)
+        values = _pair_values(cx, cy, rows, cols, max(levels), lam, run_bands, n_x)
         for k in levels:
             grams[k][rows, cols] = values[:, k - 1]
             if sym:
                 grams[k][cols, rows] = values[:, k - 1]
-    elif sym:
+    else:
         run_bands(lambda start, stop: None, [(0, n_x)])  # all done at once: one band
     if not with_self:
         return grams, p, None
@@ -349,7 +350,7 @@ class SubsequenceKernel(Kernel):
             K = K + grams[k]
         return K
 
-    def _unnormalised(self, X: Sequence[str], Y: Sequence[str] | None, run_bands: BandRunner = in_turn) -> np.ndarray:
+    def _unnormalised(self, X: Sequence[str], Y: Sequence[str] | None, run_bands: BandRunner) -> np.ndarray:
         grams, _, _ = _ssk_levels(X, Y, self.levels, self.lam, with_self=False, run_bands=run_bands)
         return self._combine(grams)
 
@@ -368,15 +369,19 @@ class SubsequenceKernel(Kernel):
             np.fill_diagonal(K, (d > 0).astype(np.float64))
         return self.check_finite(K)
 
-    def rectangular_gram(self, X: Any, Y: Any) -> np.ndarray:
-        return self.compute_gram(X, Y)
+    def rectangular_gram(self, X: Any, Y: Any, *, run_bands: BandRunner | None = None) -> np.ndarray:
+        # as symmetric_gram: the pair programme's bands of rows go through run_bands
+        return self._rectangular(X, Y, run_bands or in_turn)
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         if X is Y:  # k(Z, Z), as the contract check asks: each string's tables once
             return self.symmetric_gram(X)
+        return self._rectangular(X, Y, in_turn)
+
+    def _rectangular(self, X: Any, Y: Any, run_bands: BandRunner) -> np.ndarray:
         if not self.normalize:
-            return self.check_finite(self._unnormalised(X, Y))
-        grams, self_x, self_y = ssk_levels_with_self(X, Y, self.levels, self.lam)
+            return self.check_finite(self._unnormalised(X, Y, run_bands))
+        grams, self_x, self_y = ssk_levels_with_self(X, Y, self.levels, self.lam, run_bands)
         K = _normalise(self._combine(grams), self._combine(self_x), self._combine(self_y))
         return self.check_finite(K)
 

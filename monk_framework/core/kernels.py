@@ -749,16 +749,23 @@ class Kernel(Configurable):
                     "(Cauchy-Schwarz holds for every PSD kernel)."
                 )
 
-    def rectangular_gram(self, X: Sample, Y: Sample) -> np.ndarray:
-        """k(X, Y) of two validated samples, filled in row chunks of ``CHUNK_BYTES`` after a
-        memory check. A kernel with a faster whole-matrix computation may override it."""
+    def rectangular_gram(self, X: Sample, Y: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
+        """k(X, Y) of two validated samples, filled in row bands of ``CHUNK_BYTES`` after a
+        memory check. A kernel with a faster whole-matrix computation may override it.
+
+        ``run_bands(work, bands)`` calls ``work(start, stop)`` for every band of rows, as in
+        :meth:`symmetric_gram`; the engine passes a runner that counts them for its
+        progress display (every band writes its own rows: the same matrix bit for bit)."""
+        run_bands = run_bands or in_turn
         n, m = len(X), len(Y)
         check_memory(n, m)
         K = np.empty((n, m), dtype=np.float64)
         step = self._chunk_rows(m)
-        for start in range(0, n, step):
-            stop = min(start + step, n)
+
+        def band(start: int, stop: int) -> None:
             K[start:stop] = self.gram_tile(X[start:stop], Y)
+
+        run_bands(band, [(start, min(start + step, n)) for start in range(0, n, step)])
         return K
 
 

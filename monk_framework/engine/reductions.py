@@ -55,7 +55,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
     if resources.spread is None and resources.fits(8.0 * (n * n + m * m + n * m)):
 
         def within(first: int) -> Callable[[float, float, str], None] | None:
-            # a symmetric matrix's bands, as a share of the three (a costly kernel, such
+            # each matrix's bands, as a share of the three (a costly kernel, such
             # as the SSK on long strings or a large alphabet, spends minutes in one)
             if resources.progress is None:
                 return None
@@ -65,7 +65,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
         resources.report(1, 3, "Gram matrices")
         Kyy = gram_matrix(kernel, Y, report=within(1))
         resources.report(2, 3, "Gram matrices")
-        Kxy = gram_matrix(kernel, X, Y)
+        Kxy = gram_matrix(kernel, X, Y, report=within(2))
         resources.report(3, 3, "Gram matrices")
         dx, dy = np.diag(Kxx), np.diag(Kyy)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below

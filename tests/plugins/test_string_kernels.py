@@ -376,6 +376,30 @@ def test_the_pair_programme_of_a_symmetric_gram_runs_in_bands_the_engine_counts(
     np.testing.assert_allclose(banded[:4, :4], ref, rtol=1e-10)
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_the_pair_programme_of_a_rectangular_gram_runs_in_bands_the_engine_counts(registry, monkeypatch, normalize):
+    # k(X, Y) of an estimate is a third of its stored matrices: its pair programme runs in
+    # bands of rows of X too, told as they finish, and the values do not depend on them
+    import monk_plugins.string_kernels as sk
+    from monk_framework.engine.kernel_values import gram_matrix
+
+    rng = np.random.default_rng(25)
+    S = random_strings(rng, "abcdefghijklmnopqrstuvwxyz", 70, (20, 40))
+    X, Y = S[:40], S[40:]
+    k = registry.get_kernel("ssk", n=4, lam=0.6, normalize=normalize)
+    monkeypatch.setattr(sk, "available_memory", lambda: 1000)  # no feature tables fit: all pairs
+    assert k.plan(X, Y).path == "pairs"
+    whole = k.gram(X, Y)
+    monkeypatch.setattr(sk, "PAIRS_PER_BAND", 40)
+    told: list[tuple[float, float, str]] = []
+    banded = gram_matrix(k, X, Y, report=lambda done, total, what: told.append((done, total, what)))
+    assert np.array_equal(banded, whole)
+    done = [t[0] for t in told]
+    assert len(told) >= 10 and done == sorted(done) and done[-1] == told[0][1] == 40 * 30
+    ref = reference_gram(X[:3], Y[:3], 4, 0.6, normalize=normalize)
+    np.testing.assert_allclose(banded[:3, :3], ref, rtol=1e-10)
+
+
 def test_a_gram_matrix_from_features_alone_is_one_band(registry):
     from monk_framework.engine.kernel_values import gram_matrix
 
