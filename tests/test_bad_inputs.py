@@ -79,6 +79,10 @@ def _files(root: Path) -> None:
     (root / "short.fa").write_text(">a\nACG\n>b\nAC\n>c\nGT\n")
     X = rng.normal(size=(40, 2))
     (root / "semicolons.csv").write_text("".join(f"{a!r};{b!r}\n" for a, b in X.tolist()))
+    # what a spreadsheet with a decimal comma writes when it quotes every cell
+    (root / "quoted-semicolons.csv").write_text("".join(f'"{a:.3f}";"{b:.3f}"\n'.replace(".", ",") for a, b in X.tolist()))
+    # Fortran's exponent letter: not numbers to Python, so a .txt file of strings
+    (root / "fortran.txt").write_text("".join(f"{a:.6E} {b:.6E}\n".replace("E", "D") for a, b in X.tolist()))
     (root / "bom.csv").write_text("".join(f"{a!r},{b!r}\n" for a, b in X.tolist()), encoding="utf-8-sig")
     (root / "aligned.txt").write_text("".join(f"  {a!r}\t\t {b!r}  \n" for a, b in X.tolist()))
     far_x, far_y = _far_from_origin()
@@ -294,6 +298,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
         r"'rbf:sigma=1,sigma=2'"),
     ("csv-semicolons", [*RUN, "--x", "semicolons.csv", "--y", "y.npy"], 1, r"semicolons.csv, line 1, column 1: cannot read .* The values seem "
         r"separated by ';'"),
+    ("csv-quoted-semicolons", [*RUN, "quoted-semicolons.csv", "y.npy"], 1, r"quoted-semicolons.csv, line 1, column 1: cannot read .* The "
+        r"values seem separated by ';'"),
+    ("txt-of-strings-beside-vectors", ["run", "fortran.txt", "y.npy"], 2, r"X \(fortran.txt\) reads as strings \(a .txt file is strings, "
+        r"one a line, unless its first data line is numbers: '.*D-?\+?.*' is not\) but Y \(y.npy\) as vectors"),
     ("npy-truncated", [*RUN, "--x", "cut.npy", "--y", "y.npy"], 1, r"cut.npy: its header claims an array of shape \(30, 2\) \(480 bytes\) but "
         r"the file holds only 176 bytes"),
 ]

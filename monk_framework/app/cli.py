@@ -488,7 +488,7 @@ def run(
         parse_memory(max_memory)  # a bad size is refused before any data is read
     check_backend_options(backend, scheduler, workers)
     with _plugin_prints_to_stderr():
-        kernel, estimator, notes = jobs.with_defaults(kernel, estimator, x, dataset)
+        kernel, estimator, notes = jobs.with_defaults(kernel, estimator, x, dataset, y=y)
         assert estimator is not None
         job = jobs.prepare(
             kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],

@@ -26,7 +26,7 @@ import attrs
 import numpy as np
 
 from monk_framework.app.datasets import DATASETS, default_dataset, get_dataset
-from monk_framework.app.loading import holds_numbers, load_sample
+from monk_framework.app.loading import first_data_line, holds_numbers, load_sample
 from monk_framework.core.errors import DataError, DataFileError, MonkError, ParameterError, UnknownNameError
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
@@ -220,34 +220,57 @@ DEFAULT_KERNELS = {"vector": "rbf", "string": "ssk"}
 DEFAULT_ESTIMATOR = "u-stat"
 
 
-def data_kind(x: Path | str | None, dataset: str | None) -> str:
+def data_kind(x: Path | str | None, dataset: str | None, y: Path | str | None = None) -> str:
     """Whether the samples a command names are vectors or strings, before reading them: a
     data set's kind, FASTA for strings, a ``.txt`` file by its first data line (numbers
-    or not), any other file vectors; no data: the default data set's vectors."""
+    or not), any other file vectors; no data: the default data set's vectors.
+
+    Files ``x`` and ``y`` of different kinds are refused here, each named with the reason
+    for its kind: the default kernel would take one of them for what it is not."""
     if dataset is not None:
         cls = DATASETS.get(dataset)
         return cls.input_kind if cls is not None else "vector"
     if x is None:
         return "vector"
-    suffix = Path(x).suffix.lower()
+    kind, why = _file_kind(x)
+    if y is not None:
+        other, why_other = _file_kind(y)
+        if other != kind:
+            raise ParameterError(
+                f"X ({x}) reads as {kind}s{why} but Y ({y}) as {other}s{why_other}; the two samples must be of one "
+                "kind. Fix the file that is not what you meant (or name a kernel with -k: it reads every .txt file as "
+                "its own kind)."
+            )
+    return kind
+
+
+def _file_kind(path: Path | str) -> tuple[str, str]:
+    """A data file's kind, and why, for a message: FASTA and ``.txt`` files of text are
+    strings, ``.txt`` files of numbers and every other file vectors."""
+    suffix = Path(path).suffix.lower()
     if suffix in (".fa", ".fasta"):
-        return "string"
-    if suffix == ".txt":
-        try:
-            return "vector" if holds_numbers(x) else "string"
-        except (OSError, DataFileError):
-            return "vector"  # the loader names the problem
-    return "vector"
+        return "string", " (a FASTA file)"
+    if suffix != ".txt":
+        return "vector", ""
+    try:
+        if holds_numbers(path):
+            return "vector", " (its first data line is numbers)"
+        line = first_data_line(path)
+    except (OSError, DataFileError):
+        return "vector", ""  # the loader names the problem
+    shown = line if line is None or len(line) <= 40 else line[:37] + "..."
+    return "string", f" (a .txt file is strings, one a line, unless its first data line is numbers: {shown!r} is not)"
 
 
 def with_defaults(
-    kernel: str | None, estimator: str | None, x: Path | str | None, dataset: str | None, *, need_estimator: bool = True
+    kernel: str | None, estimator: str | None, x: Path | str | None, dataset: str | None, *,
+    y: Path | str | None = None, need_estimator: bool = True,
 ) -> tuple[str, str | None, tuple[str, ...]]:
     """The kernel and estimator names to use, and a note for each default taken
     (``need_estimator=False``: a missing estimator stays None, a robust test chooses)."""
     notes: list[str] = []
     if kernel is None:
-        kind = data_kind(x, dataset)
+        kind = data_kind(x, dataset, y)
         kernel = DEFAULT_KERNELS[kind]
         rule = " with sigma by the median heuristic" if kernel == "rbf" else ""
         notes.append(f"No kernel given: {kernel}{rule} (for {kind}s; choose one with -k).")
@@ -474,7 +497,9 @@ def prepare_test(
     if aggregate is not None:
         return _prepare_aggregated(kernel, estimator, aggregate=aggregate, bandwidths=bandwidths,
                                    contamination=contamination, **load)
-    kernel, estimator, notes = with_defaults(kernel, estimator, load.get("x"), load.get("dataset"), need_estimator=not robust)
+    kernel, estimator, notes = with_defaults(
+        kernel, estimator, load.get("x"), load.get("dataset"), y=load.get("y"), need_estimator=not robust
+    )
     reg = load.pop("registry", None) or get_registry()
     if not issubclass(reg.estimator_class(parse_spec(estimator or "v-stat")[0]), MMDEstimator):
         raise ParameterError(
@@ -505,7 +530,7 @@ def _prepare_aggregated(
     reg = load.pop("registry", None) or get_registry()
     notes: list[str] = []
     if kernel is None:
-        kind = data_kind(load.get("x"), load.get("dataset"))
+        kind = data_kind(load.get("x"), load.get("dataset"), load.get("y"))
         if kind != "vector":
             raise ParameterError(
                 "--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings aggregate "

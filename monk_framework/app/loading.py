@@ -235,7 +235,7 @@ def _rows(handle: Any, delimiter: str) -> Any:
 def _semicolon_numbers(cell: str) -> bool:
     """Whether a cell is numbers joined by ';' (a semicolon-separated file read with ',',
     as spreadsheets with a decimal comma write them)."""
-    parts = [part.strip() for part in cell.split(";")]
+    parts = [part.strip().strip('"').strip() for part in cell.split(";")]  # quoted cells: '"1,5";"2,5"'
     parts = [part for part in parts if part]
     return ";" in cell and bool(parts) and all(_cell_value(part.replace(",", ".")) is not None for part in parts)
 

@@ -497,6 +497,14 @@ def test_the_default_kernel_follows_the_data_kind(tmp_path):
     assert json.loads(result.stdout)["kernel"] == "ssk" and "No kernel given: ssk (for strings" in result.stderr
     spliced = invoke("run", "-d", "splice-ei-ie", "--data-param", "n=10", "-p", "n=2", "--json")
     assert spliced.exit_code == 0 and json.loads(spliced.stdout)["kernel"] == "ssk"
+    # files of two kinds: refused before either is read, each named with why it is that kind
+    np.save(tmp_path / "v.npy", np.zeros((8, 2)))
+    for args in (("y.txt", "v.npy"), ("v.npy", "y.txt")):
+        mixed = invoke("test", *(str(tmp_path / a) for a in args))
+        assert mixed.exit_code == 2 and "the two samples must be of one kind" in mixed.stderr
+        assert "(a .txt file is strings, one a line, unless its first data line is numbers: 'ACGTAGCAA' is not)" in mixed.stderr
+    # with a kernel named, it reads the .txt file as its kind: no refusal here
+    assert invoke("run", "-k", "ssk", "-p", "n=2", str(tmp_path / "x.fa"), str(tmp_path / "y.txt")).exit_code == 0
 
 
 def test_long_work_writes_plain_progress_lines_when_stderr_is_not_a_terminal(monkeypatch):

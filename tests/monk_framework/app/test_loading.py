@@ -335,7 +335,8 @@ def test_a_text_file_of_numbers_splits_on_any_run_of_spaces_and_tabs(tmp_path):
 @pytest.mark.parametrize(
     ("text", "where"),
     [("0.5;1.5\n2.5;3.5\n", "line 1, column 1: cannot read '0.5;1.5'"),  # not taken for a header row
-     ("0,5;1,5\n2,5;3,5\n", "line 1, column 2: cannot read '5;1'")],  # decimal commas
+     ("0,5;1,5\n2,5;3,5\n", "line 1, column 2: cannot read '5;1'"),  # decimal commas
+     ('"0,5";"1,5"\n"2,5";"3,5"\n', "line 1, column 1: cannot read '0,5;\"1'")],  # every cell quoted
 )
 def test_a_semicolon_separated_file_gets_a_hint(tmp_path, text, where):
     path = tmp_path / "x.csv"
