@@ -80,9 +80,21 @@ def null_quantile(null: np.ndarray, alpha: float) -> float | None:
     return float(np.sort(null)[len(null) - 1 - k])
 
 
-def resolve(kernel: Any, estimator: Any) -> tuple[Any, Any]:
+def resolve(kernel: Any, estimator: Any, *, form: str | None = None) -> tuple[Any, Any]:
     """A kernel and an estimator as given, or looked up by spec (``"rbf:sigma=2"``,
-    ``"monk-bcd:n_blocks=21"``) in the registry of installed plugins."""
+    ``"monk-bcd:n_blocks=21"``) in the registry of installed plugins.
+
+    ``form`` is how the caller is called (e.g. ``"estimate(kernel, estimator, X, Y)"``):
+    a sample where the kernel or the estimator goes (the samples put first, as
+    :func:`aggregated_test` takes them) is then refused with that form."""
+    if form is not None:
+        for what, given in (("kernel", kernel), ("estimator", estimator)):
+            if _looks_like_data(given):
+                name = form.split("(")[0]
+                raise ParameterError(
+                    f"{name} takes the kernel first: {form} (got {_data_kind(given)} where the {what} goes: "
+                    "a sample? Several kernels at once are aggregated_test(X, Y, kernels=[...]))."
+                )
     if isinstance(kernel, str) or isinstance(estimator, str):
         reg = get_registry()
         return reg.resolve_kernel(kernel), (estimator if estimator is None else reg.resolve_estimator(estimator))
@@ -144,3 +156,18 @@ def choose_partition(
     if partition is None and relabel == "within-blocks":
         _no_fixed_partition(estimator)
     return partition
+
+
+def _looks_like_data(obj: Any) -> bool:
+    """An array, a data frame or a sequence: never a kernel or an estimator (which are
+    objects or spec strings)."""
+    return isinstance(obj, (np.ndarray, list, tuple)) or (hasattr(obj, "__array__") and not isinstance(obj, str))
+
+
+def _data_kind(obj: Any) -> str:
+    name = type(obj).__name__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    shape = getattr(obj, "shape", None)
+    if shape is not None:
+        return f"{article} {name} of shape {tuple(shape)}"
+    return f"{article} {name} of {len(obj)} items"

@@ -28,7 +28,7 @@ def estimate(
     """MMD(P, Q) estimated from X ~ P and Y ~ Q by ``estimator`` with ``kernel`` (objects
     or specs such as ``"rbf:sigma=1"``, ``"u-stat"``); ``rng``, ``max_memory``,
     ``backend`` and ``progress`` as for :meth:`MMDEstimator.estimate`."""
-    kern, est = resolve(kernel, estimator)
+    kern, est = resolve(kernel, estimator, form="estimate(kernel, estimator, X, Y)")
     if not isinstance(est, MMDEstimator):
         kind = " (an embedding estimator: use embed)" if isinstance(est, EmbeddingEstimator) else ""
         raise MonkError(f"estimate needs an MMD estimator, or its spec such as 'u-stat'; got {_name(est)}{kind}.")
@@ -40,7 +40,7 @@ def embed(
 ) -> Embedding:
     """The mean embedding of the distribution of X by ``estimator`` with ``kernel`` (objects
     or specs, e.g. ``embed("rbf", "monk-embedding:n_blocks=11", X)``)."""
-    kern, est = resolve(kernel, estimator)
+    kern, est = resolve(kernel, estimator, form="embed(kernel, estimator, X)")
     if not isinstance(est, EmbeddingEstimator):
         kind = " (an MMD estimator: use estimate)" if isinstance(est, MMDEstimator) else ""
         raise MonkError(f"embed needs an embedding estimator, or its spec such as 'mean'; got {_name(est)}{kind}.")

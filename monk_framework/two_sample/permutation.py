@@ -103,7 +103,7 @@ def permutation_test(
     resources = Resources.of(max_memory)
     check_progress(progress)
     check_backend(backend)  # a name such as 'dask' would run here, silently
-    kernel, estimator = resolve(kernel, estimator)
+    kernel, estimator = resolve(kernel, estimator, form="permutation_test(kernel, estimator, X, Y)")
     estimator = check_test_params(estimator, n_permutations, alpha)
     kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.mmd_pair(X, Y)

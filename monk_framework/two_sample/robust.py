@@ -270,7 +270,7 @@ def check_robust_test(
     """Validate what :func:`robust_test` can check before seeing the data; return the method
     ("dc", "clip" or "mom") and the estimator it will use. The CLI calls it before reading files.
     With ``method="auto"``, a number of blocks asks for mom, the one method that has blocks."""
-    kernel, estimator = resolve(kernel, estimator)
+    kernel, estimator = resolve(kernel, estimator, form="robust_test(kernel, X, Y, contamination=r)")
     _check_test_params(n_permutations, alpha, method)
     kernel = _robust_kernel(kernel)
     if not isinstance(contamination, (int, np.integer)) or isinstance(contamination, bool):
@@ -377,7 +377,7 @@ def robust_test(
     resources = Resources.of(max_memory)
     check_progress(progress)
     check_backend(backend)  # a name such as 'dask' would run here, silently
-    kernel, estimator = resolve(kernel, estimator)
+    kernel, estimator = resolve(kernel, estimator, form="robust_test(kernel, X, Y, contamination=r)")
     chosen, est = check_robust_test(
         kernel, contamination=contamination, method=method, estimator=estimator,
         n_permutations=n_permutations, alpha=alpha, clip=clip, clip_quantile=clip_quantile, n_blocks=n_blocks,

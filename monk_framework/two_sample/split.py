@@ -109,7 +109,7 @@ def split_test(
     resources = Resources.of(max_memory)
     check_progress(progress)
     check_backend(backend)  # a name such as 'dask' would run here, silently
-    kernel, estimator = resolve(kernel, estimator)
+    kernel, estimator = resolve(kernel, estimator, form="split_test(kernel, estimator, X, Y)")
     estimator = check_test_params(estimator, n_permutations, alpha)
     kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.mmd_pair(X, Y)

@@ -62,3 +62,23 @@ def test_a_backend_given_by_name_is_refused_not_run_here():
                 lambda: mf.robust_test("rbf:sigma=1", X, Y, contamination=1, backend="dask")):
         with pytest.raises(ParameterError, match=r"backend must be a backend object.*get_backend\('dask'\).*got str 'dask'"):
             run()
+
+
+@pytest.mark.parametrize(
+    ("call", "form"),
+    [
+        (lambda X, Y: mf.estimate(X, Y, "rbf", "u-stat"), r"estimate takes the kernel first: estimate\(kernel, estimator, X, Y\)"),
+        (lambda X, Y: mf.embed(X, "rbf", "mean"), r"embed takes the kernel first: embed\(kernel, estimator, X\)"),
+        (lambda X, Y: mf.permutation_test(X, Y, "rbf", "u-stat"), r"permutation_test takes the kernel first"),
+        (lambda X, Y: mf.split_test(X, Y, "rbf", "u-stat"), r"split_test takes the kernel first"),
+        (lambda X, Y: mf.robust_test(X, Y, "rbf:sigma=1", contamination=2),
+         r"robust_test takes the kernel first: robust_test\(kernel, X, Y, contamination=r\)"),
+        (lambda X, Y: mf.permutation_test("rbf", X, Y, "u-stat"), r"permutation_test takes the kernel first.*where the estimator goes"),
+        (lambda X, Y: mf.estimate(X.tolist(), Y.tolist(), "rbf", "u-stat"), r"got a list of 30 items where the kernel goes"),
+    ],
+)
+def test_samples_where_the_kernel_goes_are_refused_with_the_calls_form(call, form):
+    # aggregated_test takes the samples first: the guess carried over to the other calls
+    X, Y = _data()
+    with pytest.raises(mf.ParameterError, match=form):
+        call(X, Y)
