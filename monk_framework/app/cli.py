@@ -581,6 +581,7 @@ class _ProgressBar:
         self.task: Any = None
         self.started = time.monotonic()
         self.stage_started = self.started
+        self.last_report = self.started  # a stage's work began when the previous one last reported
         self.last_line = self.started
         self.lock = threading.Lock()  # the engine reports from its threads too
 
@@ -597,9 +598,12 @@ class _ProgressBar:
 
     def _update(self, done: float, total: float, what: str | None) -> None:
         if what is not None and what != self.what:
-            self.what, self.stage_started = what, time.monotonic()
+            # its first report may come after much of its work (a stage of few steps), so
+            # the stage is timed from the end of the one before, not from that report
+            self.what, self.stage_started = what, self.last_report
             if self.task is not None and not self.plain:
                 self.progress.reset(self.task, total=total, description=f"{self.label}: {what}")
+        self.last_report = time.monotonic()
         if self.plain:
             self._line(done, total)
             return
@@ -618,7 +622,8 @@ class _ProgressBar:
         left = f", about {spent * (1 - share) / share:.0f} s left" if 0 < share < 1 else ""
         count = f"{int(done):,}/{int(total):,}" if float(done).is_integer() and float(total).is_integer() else ""
         stage = self.label if self.what is None else f"{self.label}: {self.what}"
-        stderr.print(f"{stage} {count} ({100 * share:.0f}%), {now - self.started:.0f} s elapsed{left}", markup=False)
+        stderr.print(f"{stage}{' ' + count if count else ''} ({100 * share:.0f}%), {now - self.started:.0f} s elapsed{left}",
+                     markup=False)
 
 
 BackendOption = Annotated[

@@ -574,3 +574,29 @@ def test_an_option_given_twice_or_a_device_as_output_is_refused_before_the_work(
     result = invoke("run", "-k", "rbf", "-d", "gauss", *(["--data-param", "n=30"] if "--data-param" not in args else []), *args)
     assert result.exit_code == 2 and message in result.stderr
     assert not pipe.is_file()  # still the pipe
+
+
+def test_a_stage_whose_first_report_comes_late_is_timed_from_the_stage_before(monkeypatch):
+    # three Gram matrices of a costly kernel: the first report ("1/3") comes after the
+    # first matrix's 7 s, so the time left is 14 s, not 0 (the stage began before it told)
+    from rich.console import Console
+
+    from monk_framework.app import cli
+
+    clock = [100.0]
+    monkeypatch.setattr(cli.time, "monotonic", lambda: clock[0])
+    console = Console(stderr=False, file=__import__("io").StringIO(), width=200)
+    monkeypatch.setattr(cli, "stderr", console)
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.0)
+    bar = cli._ProgressBar("estimate")
+    assert bar.plain  # a StringIO is not a terminal
+    clock[0] = 107.0
+    bar(1, 3, "Gram matrices")
+    clock[0] = 110.5
+    bar(1.5, 3, "Gram matrices")  # a share between counts: no count shown, and no double space
+    clock[0] = 113.0
+    bar(2, 3, "permutations")  # a new stage: timed from the last report (113 - 110.5 spent on 2/3)
+    lines = console.file.getvalue().splitlines()
+    assert lines[0] == "estimate: Gram matrices 1/3 (33%), 7 s elapsed, about 14 s left"
+    assert lines[1] == "estimate: Gram matrices (50%), 10 s elapsed, about 10 s left"
+    assert lines[2] == "estimate: permutations 2/3 (67%), 13 s elapsed, about 1 s left"
