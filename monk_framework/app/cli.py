@@ -9,6 +9,7 @@ parameter), 130 interrupted. No traceback unless ``--debug``.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -73,8 +74,20 @@ class _GuardedStdout:
 #: exit code when the reader of stdout left: as a process killed by SIGPIPE (128 + 13)
 BROKEN_PIPE_EXIT = 141
 
-stdout = Console(file=_GuardedStdout(), highlight=False, soft_wrap=False)  # type: ignore[arg-type]
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+#: the narrowest output the tables are drawn for: a COLUMNS below it (COLUMNS=0 drew
+#: nothing at all, COLUMNS=5 one letter a line) is not a width anyone reads
+MIN_COLUMNS = 40
+
+
+def _width() -> int | None:
+    """The width to draw at: rich's own choice (the terminal's, else COLUMNS, else 80),
+    unless COLUMNS asks for less than :data:`MIN_COLUMNS`."""
+    columns = os.environ.get("COLUMNS", "")
+    return 80 if columns.isdigit() and int(columns) < MIN_COLUMNS else None
+
+
+stdout = Console(file=_GuardedStdout(), highlight=False, soft_wrap=False, width=_width())  # type: ignore[arg-type]
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=_width())
 
 
 @attrs.define

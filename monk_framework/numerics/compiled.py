@@ -177,13 +177,25 @@ def _numba() -> Any:
     with _LOCK:
         if _STATE["numba"] is None:
             try:
-                import numba
-                import numba.extending
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    import numba
+                    import numba.extending
             except Exception as exc:  # ImportError, or an installation that fails on import
                 _fall_back(f"numba cannot be imported ({type(exc).__name__}: {exc})")
             else:
                 _STATE["numba"] = numba
+                _pass_on(said)
         return _STATE["numba"] or None
+
+
+def _pass_on(said: list[warnings.WarningMessage]) -> None:
+    """What numba warned while it was imported, as one line each: a setting it could not
+    read (``NUMBA_NUM_THREADS=abc``) comes with the text of a traceback, which a user
+    should not see."""
+    for record in said:
+        first = str(record.message).strip().splitlines()[0]
+        warnings.warn(CompiledLoopsWarning(f"numba: {first} (numba ignores it)"), stacklevel=4)
 
 
 class CompiledLoops:

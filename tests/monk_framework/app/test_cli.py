@@ -600,3 +600,18 @@ def test_a_stage_whose_first_report_comes_late_is_timed_from_the_stage_before(mo
     assert lines[0] == "estimate: Gram matrices 1/3 (33%), 7 s elapsed, about 14 s left"
     assert lines[1] == "estimate: Gram matrices (50%), 10 s elapsed, about 10 s left"
     assert lines[2] == "estimate: permutations 2/3 (67%), 13 s elapsed, about 1 s left"
+
+
+@pytest.mark.parametrize("columns", ["0", "5"])
+def test_a_width_nobody_reads_still_draws_the_result(columns):
+    # COLUMNS=0 printed nothing at all (exit 0), COLUMNS=5 one letter a line
+    import os
+
+    exe = shutil.which("monkfw") or shutil.which("monkfw", path=str(__import__("pathlib").Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "monk_framework"]
+    env = {**os.environ, "COLUMNS": columns}
+    ran = subprocess.run([*cmd, "run", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=30"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert re.search(r"│ MMD\^2 +│ [-0-9.e+]+ +│", ran.stdout), ran.stdout
+    assert "u-stat with rbf" in ran.stdout  # the title on one line

@@ -421,3 +421,19 @@ def test_the_environment_switch_reads_the_usual_spellings_and_refuses_a_typo(mon
     monkeypatch.setenv("MONK_COMPILED", "fasle")
     with pytest.raises(ParameterError, match="MONK_COMPILED='fasle' is not a switch"):
         compiled_enabled()
+
+
+def test_a_setting_numba_cannot_read_is_one_warning_line_not_a_traceback():
+    # NUMBA_NUM_THREADS=abc: numba warns with the text of a traceback while it is imported
+    import subprocess
+    import sys
+
+    if not compiled_available():
+        pytest.skip("numba is not installed")
+    code = "from monk_framework.numerics.compiled import compiled_available; compiled_available()"
+    env = {**__import__("os").environ, "NUMBA_NUM_THREADS": "abc"}
+    ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert "CompiledLoopsWarning: numba: Environment variable 'NUMBA_NUM_THREADS' is defined but its associated value " \
+        "'abc' could not be parsed. (numba ignores it)" in ran.stderr
