@@ -722,6 +722,11 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
         # a kernel that cannot tell the points apart gives its number with the warning
         kernel = "rbf" if case_id.startswith("rbf") else "quadratic"
         assert re.search(rf"^Warning: {kernel}\(.*\) cannot tell these distinct points apart", result.stderr, flags=re.M), result.stderr
+    elif case_id == "rbf-sigma-1e-200":
+        # every value between points underflows: the diagonal's 1/N + 1/M, and the warning
+        assert mmd2 == pytest.approx(1 / 30 + 1 / 30, rel=1e-12)
+        assert re.search(r"^Warning: rbf\(sigma=1e-200\) is 0 between every two distinct points of the 60 checked",
+                         result.stderr, flags=re.M), result.stderr
     elif "gross-outlier" in case_id:
         # one point at 1e200 moves a bounded kernel's MMD² by its bounded share only
         assert mmd2 == pytest.approx(_outlier_truth(case_id), rel=1e-12)

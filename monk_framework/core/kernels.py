@@ -651,6 +651,28 @@ class Kernel(Configurable):
         block, diag = self.gram_tile(Z, Z), self.diag_tile(Z)
         self.check_diagonal_block(block, diag, 0)
         self._warn_if_unresolved(X, Y, half, block[0], diag)
+        self._warn_if_blind(Z, block, diag)
+
+    def _warn_if_blind(self, Z: Sample, block: np.ndarray, diag: np.ndarray) -> None:
+        """Warn (:class:`PrecisionWarning`) when a kernel on vectors is exactly 0 between every
+        two distinct points of the contract check while k(z, z) > 0: rbf or laplace at a
+        bandwidth far below the data's scale (at σ = 10⁻⁵ on data of spread 1, exp(−5·10⁹)
+        underflows to 0), with which every MMD counts equal points only, whatever the
+        distributions. Only PSD kernels on vectors are checked (a string kernel is 0
+        between strings that share no subsequence of its length, rightly), and only when
+        the checked points hold a distinct pair."""
+        if not self.is_psd or not isinstance(Z, np.ndarray) or len(Z) < 2 or not np.any(diag > 0):
+            return
+        flat = Z.reshape(len(Z), -1)
+        equal = np.all(flat[:, None, :] == flat[None, :, :], axis=-1)
+        if equal.all() or np.any(block[~equal] != 0.0):
+            return
+        warnings.warn(PrecisionWarning(
+            f"{self.spec()} is 0 between every two distinct points of the {len(Z)} checked: an MMD with it counts "
+            "equal points only, whatever the distributions (a bandwidth far below the data's scale makes every "
+            "value between points underflow). Choose its parameters for the data's scale (for a bandwidth, "
+            "sigma=median), or rescale the data."
+        ), stacklevel=3)
 
     def _warn_if_unresolved(self, X: Sample, Y: Sample | None, known: int, row: np.ndarray, diag: np.ndarray) -> None:
         """Warn (:class:`PrecisionWarning`) when the kernel barely varies on the data, so

@@ -536,6 +536,30 @@ def test_no_resolution_warning_for_a_repeated_point_a_centred_pair_or_a_test_on_
         permutation_test("rbf", "u-stat", X, Y, n_permutations=19, rng=0)
 
 
+def test_a_kernel_that_is_zero_between_every_two_distinct_points_warns_that_it_sees_only_ties():
+    # the mirror of a bandwidth far above the data's scale: far below it, exp(-|x - y|^2 / 2 sigma^2)
+    # underflows to 0 for every pair, and every MMD counts equal points only
+    import warnings
+
+    from monk_framework import PrecisionWarning, estimate, permutation_test
+
+    gen = np.random.default_rng(25)
+    X, Y = gen.normal(size=(40, 2)), gen.normal(3.0, 1.0, size=(30, 2))
+    for spec in ("rbf:sigma=1e-5", "laplace:sigma=1e-320"):
+        with pytest.warns(PrecisionWarning, match=r"is 0 between every two distinct points of the 62 checked"):
+            got = estimate(spec, "v-stat", X, Y).mmd2
+        assert got == pytest.approx(1 / 40 + 1 / 30, rel=1e-12)  # the diagonal alone: ties, not data
+    with pytest.warns(PrecisionWarning, match=r"rbf\(sigma=1e-06\) is 0 between"):
+        assert permutation_test("rbf:sigma=1e-6", "u-stat", X, Y, n_permutations=19, rng=0).pvalue == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionWarning)
+        # a bandwidth at which only some pairs are 0, and ties with a blind kernel: no warning
+        estimate("rbf:sigma=0.05", "v-stat", X, Y)
+        estimate("rbf:sigma=1e-3", "v-stat", np.ones((20, 2)), np.ones((10, 2)))
+        # strings that share no subsequence of the kernel's length: 0, rightly
+        estimate("ssk:n=10", "v-stat", ["ACGTACGTAC", "TTTTTTTTTT"] * 3, ["AAAAAAAAAA", "ACACACACAC"] * 3)
+
+
 def test_a_test_with_a_kernel_that_cannot_resolve_the_data_warns():
     from monk_framework import PrecisionWarning, permutation_test
 
