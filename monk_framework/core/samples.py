@@ -11,6 +11,7 @@ the application's work (:mod:`monk_framework.app.loading`).
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -63,6 +64,25 @@ def _check_container(X: Any, name: str) -> None:
         raise DataError(f"{name} is a one-pass iterator ({type(X).__name__}); make it a list or an array first, e.g. list({name}).")
 
 
+def _object_numbers(arr: np.ndarray, name: str) -> np.ndarray:
+    """An array of Python objects (``df.values`` of a frame with mixed columns, a list
+    holding numpy and Python numbers) as float64 when every element is a real number;
+    a missing value (None, pandas' NA and NaT) or any other object refused by position."""
+    flat = arr.ravel()
+    for i, value in enumerate(flat):
+        if isinstance(value, numbers.Real):
+            continue
+        where = ", ".join(f"{what} {int(j)}" for what, j in zip(("point", "feature"), np.unravel_index(i, arr.shape)))
+        if value is None or type(value).__name__ in ("NAType", "NaTType"):
+            raise DataError(f"{name} holds a missing value ({value!r}) at {where}; drop or impute the missing values first.")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise DataError(f"{name} holds {type(value).__name__} {shown} at {where}, which is not a number.")
+    try:
+        return arr.astype(np.float64)
+    except OverflowError:
+        raise DataError(f"{name} holds an integer beyond float64's range (about 1.8e308).") from None
+
+
 def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndarray:
     """Validate a vector sample and return it as a C-contiguous ``(n, d)`` float64 array.
 
@@ -92,6 +112,8 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         raise DataError(f"{name} cannot be read as a numeric array ({exc}).") from None
     if arr.dtype.kind in "US":
         raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
+    if arr.dtype.kind == "O" and arr.size:
+        arr = _object_numbers(arr, name)
     if arr.dtype.kind not in "biuf":
         why = {
             "c": "complex numbers are not vectors of reals: put the real and imaginary parts in columns of their own, "

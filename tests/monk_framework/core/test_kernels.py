@@ -576,7 +576,6 @@ def test_a_test_with_a_kernel_that_cannot_resolve_the_data_warns():
         (np.zeros(5, dtype=[("a", "f8"), ("b", "f8")]), r".* \(a structured array: stack its numeric fields into columns"),
         (np.array(["2020-01-01"] * 5, dtype="datetime64[D]"), r"datetime64\[D\] \(dates and times are not numbers"),
         (np.array([1, 2, 3], dtype="timedelta64[s]"), r"timedelta64\[s\] \(time spans are not numbers"),
-        (np.array([{"a": 1}, 2], dtype=object), r"object \(ragged lists or Python objects are not samples\)"),
     ],
 )
 def test_a_sample_of_the_wrong_dtype_is_refused_with_the_conversion_to_make(sample, advice):
@@ -584,6 +583,24 @@ def test_a_sample_of_the_wrong_dtype_is_refused_with_the_conversion_to_make(samp
 
     with pytest.raises(DataError, match=rf"X must be a numeric array; got dtype {advice}"):
         get_registry().get_kernel("rbf").check_sample(sample)
+
+
+def test_an_array_of_python_numbers_is_read_as_numbers_and_anything_else_in_it_is_named():
+    # df.values of a frame with mixed columns, or a list mixing numpy and Python numbers
+    from monk_framework import DataError
+
+    kernel = get_registry().get_kernel("rbf")
+    X = np.random.default_rng(26).normal(size=(6, 2))
+    np.testing.assert_array_equal(kernel.check_sample(X.astype(object)), X)
+    np.testing.assert_array_equal(kernel.check_sample([[1, np.float32(2.5)], [np.int8(3), 4.0]]), [[1, 2.5], [3, 4]])
+    for sample, message in [
+        (np.array([{"a": 1}, 2], dtype=object), r"X holds dict \{'a': 1\} at point 0, which is not a number"),
+        (np.array([[1.0, None], [2.0, 3.0]], dtype=object), r"X holds a missing value \(None\) at point 0, feature 1; drop or impute"),
+        (np.array([[1.0, 2.0], [b"3", 4.0]], dtype=object), r"X holds bytes b'3' at point 1, feature 0, which is not a number"),
+        (np.array([[10**400, 1]], dtype=object), r"X holds an integer beyond float64's range"),
+    ]:
+        with pytest.raises(DataError, match=message):
+            kernel.check_sample(sample)
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "ssk"])
