@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import attrs
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -31,7 +32,7 @@ from monk_framework.app.datasets import DATASETS
 from monk_framework.app.experiments import get_experiment, run_experiment
 from monk_framework.app.files import check_writable, write_atomically
 from monk_framework.core.errors import MonkError, ParameterError, PrecisionWarning, UnknownNameError
-from monk_framework.core.params import Configurable
+from monk_framework.core.params import Configurable, parse_spec
 from monk_framework.core.registry import PluginEntry, get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
 from monk_framework.core.results import AggregatedTestResult, RobustTestResult, dumps
@@ -132,7 +133,12 @@ class MonkGroup(TyperGroup):
             code = 130
         except _OutputFailed as exc:
             code = _output_failed(exc)
-        except SystemExit as exc:  # click's own exits are return codes here: this is someone's sys.exit
+        except SystemExit as exc:
+            # click's own exits are return codes here, but shell completion (--show-completion,
+            # --install-completion, the completion requests themselves) ends by sys.exit in
+            # typer and click: anywhere else, this is someone's sys.exit
+            if _raised_in(exc, (typer, click)):
+                return _exit(exc.code if isinstance(exc.code, int) else 0, standalone_mode)
             code = _fail(
                 f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). "
                 "Rerun with --debug for the traceback.", 1, exc=exc,
@@ -143,9 +149,7 @@ class MonkGroup(TyperGroup):
         if code == 130 and not STATE.interrupted_said:
             # Ctrl-C in any command (typer turns it into exit code 130): one line
             stderr.print("Interrupted.", markup=False)
-        if standalone_mode:
-            sys.exit(code)
-        return code
+        return _exit(code, standalone_mode)
 
 
 @contextlib.contextmanager
@@ -181,6 +185,23 @@ def _output_failed(exc: _OutputFailed) -> int:
     if exc.error.errno == errno.EPIPE:
         return BROKEN_PIPE_EXIT
     return _fail(f"cannot write to standard output: {exc}.", 1, exc=exc)
+
+
+def _exit(code: int, standalone_mode: bool) -> int:
+    if standalone_mode:
+        sys.exit(code)
+    return code
+
+
+def _raised_in(exc: BaseException, packages: tuple[Any, ...]) -> bool:
+    """Whether ``exc`` was raised by code of one of ``packages`` (its innermost frame)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    where = Path(tb.tb_frame.f_code.co_filename).resolve()
+    return any(Path(package.__file__).resolve().parent in where.parents for package in packages)
 
 
 def _one_line_warnings(show: Any) -> Any:
@@ -433,18 +454,24 @@ def _describe_dict(cls: type[Configurable], provider: str) -> dict[str, Any]:
 
 @app.command()
 def describe(
-    name: Annotated[str, typer.Argument(help="A kernel, estimator or data set name.", autocompletion=_complete("any"))],
+    name: Annotated[str, typer.Argument(help="A kernel, estimator or data set name (or a spec, e.g. rbf:sigma=2).",
+                                        autocompletion=_complete("any"))],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
     quiet: QuietOption = False,
 ) -> None:
     """Show a kernel's, estimator's or data set's formula, parameters and defaults."""
     _quiet(quiet)
     reg = get_registry()
+    spec = name
+    if ":" in spec:  # a spec, as -k and -e take them: its plugin is described
+        name = parse_spec(spec)[0]
     found = [_describe_dict(e.cls, str(e.provider)) for e in reg.find(name)]
     if name in DATASETS:
         found.append(_describe_dict(DATASETS[name], "monk-framework (built-in data set)"))
     if not found:
         raise UnknownNameError("kernel, estimator or data set", name, reg.names() + list(DATASETS))
+    if spec != name:
+        _note(f"{spec!r} is {name!r} with parameters; here is {name!r} with all of its parameters.")
     if as_json:
         _print_json(found if len(found) > 1 else found[0])
         return

@@ -57,6 +57,12 @@ def test_describe_shows_formula_and_defaults():
     text = invoke("describe", "gauss-outliers")
     assert text.exit_code == 0 and "n_outliers" in text.stdout
     assert invoke("describe", "u-stat").exit_code == 0
+    # a spec, as -k and -e take them: its plugin, with a note that says so
+    spec = invoke("describe", "polynomial:degree=2", "--json")
+    assert spec.exit_code == 0 and json.loads(spec.stdout) == info
+    assert "'polynomial:degree=2' is 'polynomial' with parameters" in spec.stderr
+    unknown = invoke("describe", "polynomal:degree=2")
+    assert unknown.exit_code == 2 and "Unknown kernel, estimator or data set 'polynomal'" in unknown.stderr
 
 
 def test_datasets_listing():
@@ -615,3 +621,18 @@ def test_a_width_nobody_reads_still_draws_the_result(columns):
     assert ran.returncode == 0, ran.stderr
     assert re.search(r"│ MMD\^2 +│ [-0-9.e+]+ +│", ran.stdout), ran.stdout
     assert "u-stat with rbf" in ran.stdout  # the title on one line
+
+
+def test_shell_completion_ends_as_click_ends_it_not_as_a_plugins_exit():
+    # typer and click end completion with sys.exit: that was reported as "the work was ended
+    # by a call to sys.exit(0) outside the library (in a plugin?)", with exit code 1
+    import os
+
+    exe = shutil.which("monkfw") or shutil.which("monkfw", path=str(__import__("pathlib").Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "monk_framework"]
+    env = {**os.environ, "_MONKFW_COMPLETE": "complete_bash", "COMP_WORDS": "monkfw ru", "COMP_CWORD": "1"}
+    completed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0 and completed.stdout.split() == ["run"] and completed.stderr == ""
+    shown = subprocess.run([*cmd, "--show-completion", "bash"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "complete -o default -F _monkfw_completion monkfw" in shown.stdout
+    assert shown.stderr == ""
