@@ -267,12 +267,21 @@ def parse_value(text: str) -> Any:
         return True
     if lowered in {"false", "no", "off"}:
         return False
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return text.strip()
+    # a literal beyond float64 would reach the validators as 0 or inf, which the user never typed
+    mantissa = lowered.partition("e")[0]
+    if value == 0.0 and any(c in "123456789" for c in mantissa):
+        raise ParameterError(f"{text.strip()!r} is below float64's smallest positive number (about 4.9e-324): it would be read as 0.")
+    if math.isinf(value) and "inf" not in lowered:
+        raise ParameterError(f"{text.strip()!r} is beyond float64's largest number (about 1.8e308): it would be read as {'-' if value < 0 else ''}infinity.")
+    return value
 
 
 def parse_spec(text: str) -> tuple[str, dict[str, Any]]:

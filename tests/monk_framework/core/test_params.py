@@ -69,6 +69,23 @@ def test_parse_value(text, value):
     assert parsed == value and type(parsed) is type(value)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("1e-400", r"'1e-400' is below float64's smallest positive number .* read as 0\."),
+     ("-2.5e-999", r"'-2.5e-999' is below float64's smallest"),
+     ("1e400", r"'1e400' is beyond float64's largest number .* read as infinity\."),
+     ("-1E400", r"'-1E400' is beyond .* read as -infinity\.")],
+)
+def test_a_number_beyond_float64_is_refused_as_typed_not_as_0_or_infinity(text, message):
+    # "-p sigma=1e-400" was refused as "Got 0.0 instead", a value the user never typed
+    with pytest.raises(ParameterError, match=message):
+        parse_value(text)
+    with pytest.raises(ParameterError, match=message):
+        parse_spec(f"rbf:sigma={text}")
+    # what float64 holds, and the words for its ends, are read as before
+    assert parse_value("0e5") == 0.0 and parse_value("5e-324") == 5e-324 and parse_value("-inf") == -float("inf")
+
+
 def test_a_spec_giving_a_parameter_twice_is_refused():
     # "rbf:sigma=1,sigma=2" used sigma = 2 without a word, where --param refuses the same
     with pytest.raises(ParameterError, match=r"Parameter 'sigma' is given twice in spec 'rbf:sigma=1,sigma=2'"):
