@@ -267,12 +267,17 @@ def _cgroup_room() -> int | None:
 def check_fits(need: float, message: Callable[[str, str, int], str], *, share: float = 0.5) -> None:
     """Refuse, before allocating it, ``need`` bytes beyond ``share`` of the memory available
     now (nothing when that is unknown): a :class:`ResourceError` whose text is
-    ``message(need, available, available_bytes)``, the two sizes formatted, saying what
+    ``message(need, allowed, available_bytes)``: the size needed and the share allowed
+    (with the memory free now) formatted, and the bytes free, saying what
     asked for them and what to change. Every check of a number the user typed against
     the machine's memory goes through here."""
     avail = available_memory()
     if avail is not None and need > share * avail:
-        raise ResourceError(message(format_bytes(need), format_bytes(avail), avail))
+        # the share, not all that is free, is what the work may take: a need between the two
+        # would otherwise read "needs 22 GiB, but only 23 GiB are available"
+        part = "half" if share == 0.5 else f"{share:.0%}"
+        allowed = f"{format_bytes(share * avail)} ({part} of the {format_bytes(avail)} free)"
+        raise ResourceError(message(format_bytes(need), allowed, avail))
 
 
 def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:

@@ -25,7 +25,7 @@ def test_one_dimensional_input_is_one_feature_per_point():
         ([[1.0], [np.inf], [-np.inf]], r"inf at point 1, feature 0 \(2 non-finite values"),
         (["ACGT", "GATTACA"], "holds strings"),
         ([[1, 2], [3]], "numeric array"),
-        (np.array([object(), object()]), "dtype object"),
+        (np.array([object(), object()]), r"X holds object <object object at .*> at point 0, which is not a number"),
     ],
 )
 def test_bad_vector_samples_are_named(value, message):
