@@ -143,6 +143,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("param-without-value", [*RUN, *SMALL, "-p", "sigma"], 2, r"--param.*key=value"),
     ("negative-sigma", [*RUN, *SMALL, "-p", "sigma=-1"], 2, r"'sigma' parameter of RBFKernel must be a float > 0"),
     ("text-sigma", [*RUN, *SMALL, "-p", "sigma=wide"], 2, r"'sigma'.*Got 'wide'"),
+    ("sigma-below-float64", [*RUN, *SMALL, "-p", "sigma=1e-400"], 2, r"'1e-400' is below float64's smallest positive number \(about "
+        r"4.9e-324\): it would be read as 0"),
     ("nan-sigma", [*RUN, *SMALL, "-p", "sigma=nan"], 2, r"'sigma'.*must be a float > 0"),
     ("zero-blocks", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=0"], 2, r"'n_blocks'.*>= 1"),
     ("too-many-blocks", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=40"], 1, r"X has 30 point\(s\) but estimator 'monk-bcd' needs at "
