@@ -93,3 +93,75 @@ def test_the_page_reader_finds_the_rows_it_is_asked_for():
     assert page_cell("quadratic, 5 outliers", "U-Stat", 400) > 5  # the bold, ruined U-Stat
     with pytest.raises(AssertionError, match="no row"):
         page_cell("quadratic, Gaussian", "nothing", 400)
+
+
+# -- the dimension study's tables ----------------------------------------------------
+
+
+def _load(name: str, folder: str):
+    """A module of the repository's ``folder`` (benchmarks/, tools/), which are scripts, not packages."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / folder / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_repro_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.path.insert(0, str(path.parent))  # the study imports its sibling journal.py
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def dimension_cell(title: str, cell: str, column: str) -> str:
+    """The page's "median [q1, q3]" of the dimension study for a table title, an "N, d"
+    cell and a column title."""
+    lines = PAGE.read_text(encoding="utf-8").splitlines()
+    start = lines.index(f"**{title}**")
+    header = [p.strip() for p in lines[start + 2].strip().strip("|").split("|")]
+    for line in lines[start + 4:]:
+        if not line.startswith("|"):
+            break
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        if parts[0] == cell:
+            return parts[header.index(column)]
+    raise AssertionError(f"no cell {cell!r} under {title!r} in {PAGE.name}")
+
+
+def recomputed_dimension_cell(kernel: str, data: str, n: int, d: int, label: str) -> str:
+    study = _load("dimension_study", "benchmarks")
+    errors = [study.one_run({"n": n, "d": d, "kernel": kernel, "data": data, "run": run, "only": label})["errors"][label]
+              for run in range(100)]
+    q1, median, q3 = np.percentile(errors, [25, 50, 75])
+    return f"{median:+.3f} [{q1:+.3f}, {q3:+.3f}]"
+
+
+def test_a_cell_of_the_dimension_study_is_what_the_code_gives():
+    # BCD-Fast's exact solver with the quadratic kernel and outliers: 100 estimates, 1.5 s
+    got = recomputed_dimension_cell("quadratic", "outliers", 200, 2, "monk-bcd-fast:solver=exact")
+    assert got == dimension_cell("quadratic, 5 outliers per sample", "200, 2", "BCD-Fast exact")
+
+
+@pytest.mark.slow  # 32 s: 100 minmax embedding MMDs (.ci/run runs it)
+def test_a_minmax_cell_of_the_dimension_study_is_what_the_code_gives():
+    # the column that moved most with the last change of the minmax solver (+1.04 -> +0.14)
+    got = recomputed_dimension_cell("quadratic", "outliers", 200, 2, "monk-embedding-mmd")
+    assert got == dimension_cell("quadratic, 5 outliers per sample", "200, 2", "embedding MMD (minmax)")
+
+
+def test_the_dimension_regenerator_puts_each_summary_table_in_place_of_the_pages():
+    tool = _load("regenerate_reproduction", "tools")
+    page = PAGE.read_text(encoding="utf-8").split("\n")
+    # a summary as the study prints it: its titles, its tables (here the page's own)
+    start = page.index("**quadratic, clean**")
+    table = page[start + 2:start + 15]
+    assert table[0].startswith(tool.DIMENSION_HEADER) and len(table) == 13
+    summary = ["Median error", "", "**quadratic, clean**", "", *table, ""]
+    assert tool.dimension_tables(page, summary) == page  # the page in step: unchanged
+    changed = [*table[:2], table[2].replace("| 100 |", "| 99 |", 1), *table[3:]]
+    out = tool.dimension_tables(page, ["**quadratic, clean**", "", *changed])
+    assert [i for i, (a, b) in enumerate(zip(page, out)) if a != b] == [start + 4] and len(out) == len(page)
+    with pytest.raises(SystemExit, match="has no table for"):
+        tool.dimension_tables(page, ["**quadratic, 7 outliers**", "", *table])

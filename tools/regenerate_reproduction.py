@@ -8,6 +8,10 @@ and, after the page's run of the opt-in mean-embedding MMD::
 
     python tools/regenerate_reproduction.py --embedding monk-results/exp1-embedding
 
+and, after the page's dimension study (its journals, the main one first)::
+
+    python tools/regenerate_reproduction.py --dimension monk-results/dimension-study.jsonl [MORE.jsonl ...]
+
 Every cell of the two tables is read again from the runs' summary.csv (the rows and
 their order stay as the page has them; a row whose estimator the run lacks is an
 error), and the figures are copied to docs/figures/. The prose that quotes these
@@ -17,7 +21,10 @@ code and fails when the page drifts from it.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -110,6 +117,69 @@ def embedding_rows(lines: list[str], summary: dict[tuple[str, str, str, int], fl
     return out
 
 
+#: the dimension study's kernel and data names -> the page's titles of their tables
+DIMENSION_KERNELS = {"rbf-sqrt-d": "RBF, σ = √d", "rbf-median": "RBF, σ by the median heuristic", "quadratic": "quadratic"}
+DIMENSION_DATA = {"clean": "clean", "outliers": "5 outliers per sample"}
+DIMENSION_HEADER = "| N, d | runs | MMD |"
+
+
+def _tables(lines: list[str], title: Callable[[str], str]) -> dict[str | tuple[str, str], tuple[int, int]]:
+    """Each markdown table of ``lines`` -> (first line, line after it), keyed by its header
+    line, and a per-cell table (``DIMENSION_HEADER``) by the bold title above it too
+    (``title`` maps that title's text to the page's)."""
+    found: dict[str | tuple[str, str], tuple[int, int]] = {}
+    bold = ""
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if match := re.fullmatch(r"\*\*(.+)\*\*", line.strip()):
+            bold = match.group(1)
+        if not line.startswith("|"):
+            i += 1
+            continue
+        stop = i
+        while stop < len(lines) and lines[stop].startswith("|"):
+            stop += 1
+        key: str | tuple[str, str] = (title(bold), line) if line.startswith(DIMENSION_HEADER) else line
+        if key in found:
+            raise SystemExit(f"two tables under {key!r}")
+        found[key] = (i, stop)
+        i = stop
+    return found
+
+
+def dimension_tables(lines: list[str], summary: list[str]) -> list[str]:
+    """The page with every table of the dimension study's ``--summary`` output put in place
+    of the page's table with the same header (and, for the per-cell tables, the same
+    title); a summary table the page lacks is an error, other tables stay as they are."""
+
+    def page_title(text: str) -> str:
+        kernel, _, data = text.partition(", ")
+        return f"{DIMENSION_KERNELS.get(kernel, kernel)}, {DIMENSION_DATA.get(data, data)}"
+
+    new = _tables(summary, page_title)
+    old = _tables(lines, lambda text: text)
+    if missing := [key for key in new if key not in old]:
+        raise SystemExit(f"{PAGE.name} has no table for {missing[0]!r}: add its title and header to the page first")
+    out = list(lines)
+    for key, (start, stop) in sorted(((k, old[k]) for k in new), key=lambda item: -item[1][0]):
+        first, last = new[key]
+        out[start:stop] = summary[first:last]
+    return out
+
+
+def main_dimension(journals: list[str]) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import dimension_study
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        dimension_study.summary([Path(j) for j in journals])
+    lines = dimension_tables(PAGE.read_text(encoding="utf-8").split("\n"), text.getvalue().split("\n"))
+    PAGE.write_text("\n".join(lines), encoding="utf-8")
+    print(f"rewrote the dimension study's tables of {PAGE.relative_to(ROOT)}")
+
+
 def read_summary(directory: str) -> dict[tuple[str, str, str, int], float]:
     rows = list(csv.DictReader((Path(directory) / "summary.csv").open()))
     return {(r["setting"], r["kernel"], r["estimator"], int(r["n"])): float(r["median_log_error"]) for r in rows}
@@ -146,6 +216,8 @@ def main(exp1_dir: str, exp2_dir: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--embedding":
         main_embedding(sys.argv[2])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "--dimension":
+        main_dimension(sys.argv[2:])
     elif len(sys.argv) == 3:
         main(sys.argv[1], sys.argv[2])
     else:
