@@ -250,7 +250,7 @@ def test_not_enough_memory_is_a_library_error(monkeypatch):
     monkeypatch.setattr(resources, "available_memory", lambda: 2**20)
     # a budget above what is available asks for the stored Gram matrix, which cannot fit
     result = invoke("run", "-k", "rbf", "-e", "v-stat", "--data-param", "n=1000", "--max-memory", "1GB")
-    assert result.exit_code == 1 and "needs 7.6 MiB but only 1.0 MiB" in result.stderr
+    assert result.exit_code == 1 and "needs 7.6 MiB but only 921.6 KiB (90% of the 1.0 MiB free)" in result.stderr
 
 
 def test_name_completion():
