@@ -387,7 +387,7 @@ def run(
         return EmbeddingsResult(x=emb_x, seed=job.seed, timings={"total_s": emb_x.timings["total_s"]})
     emb_y = est.embed(fitted, job.Y, rng=stream(root(job.seed), "second"), max_memory=max_memory, progress=progress)
     return EmbeddingsResult(
-        x=emb_x, y=emb_y, distance=emb_x.distance(emb_y), seed=job.seed,
+        x=emb_x, y=emb_y, distance=emb_x.distance(emb_y, max_memory=max_memory, progress=progress), seed=job.seed,
         timings={"total_s": emb_x.timings["total_s"] + emb_y.timings["total_s"]},
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -406,18 +406,31 @@ class Embedding(Result):
         """‖μ̂‖_H = √(wᵀ K w) (clipped at 0 against round-off)."""
         return math.sqrt(max(self._inner(self, Resources.of(max_memory)), 0.0))
 
-    def distance(self, other: Embedding, *, max_memory: Any = None) -> float:
-        """‖μ̂ − ν̂‖_H = √(‖μ̂‖² + ‖ν̂‖² − 2⟨μ̂, ν̂⟩), an MMD estimate between the samples."""
+    def distance(self, other: Embedding, *, max_memory: Any = None, progress: Any = None) -> float:
+        """‖μ̂ − ν̂‖_H = √(‖μ̂‖² + ‖ν̂‖² − 2⟨μ̂, ν̂⟩), an MMD estimate between the samples,
+        from row tiles of the kernel (never a whole Gram matrix).
+
+        ``progress(done, total, "embedding distance")`` is told the kernel values evaluated
+        (n(n + 1)/2 + m(m + 1)/2 + nm in all) as the tiles finish."""
         self._check_same_kernel(other)
-        resources = Resources.of(max_memory)
+        resources = Resources.of(max_memory, progress=progress)
         A, B = self.sample, other.sample
         if self.kernel.shift_free_mmd() and math.isclose(float(np.sum(self.weights)), float(np.sum(other.weights)), rel_tol=1e-9):
             # equal total weights: a common shift moves both embeddings by the same vector,
             # so the distance is read on the centred samples, where it keeps its digits
             A, B = self.kernel.mmd_pair(A, B)
         wa, wb = self.weights, other.weights
-        sq = (bilinear(self.kernel, A, None, wa, wa, resources=resources) + bilinear(self.kernel, B, None, wb, wb, resources=resources)
-              - 2.0 * bilinear(self.kernel, A, B, wa, wb, resources=resources))
+        n, m = len(A), len(B)
+        total = n * (n + 1) / 2.0 + m * (m + 1) / 2.0 + float(n) * m
+
+        def told(before: float) -> Callable[[float], None] | None:
+            if progress is None:
+                return None
+            return lambda done: resources.report(before + done, total, "embedding distance")
+
+        sq = (bilinear(self.kernel, A, None, wa, wa, resources=resources, report=told(0.0))
+              + bilinear(self.kernel, B, None, wb, wb, resources=resources, report=told(n * (n + 1) / 2.0))
+              - 2.0 * bilinear(self.kernel, A, B, wa, wb, resources=resources, report=told(total - float(n) * m)))
         return math.sqrt(max(sq, 0.0))
 
     def _inner(self, other: Embedding, resources: Resources) -> float:

@@ -74,7 +74,9 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
                 trace_y=float(np.trace(Kyy)), max_diag=float(max(dx.max(), dy.max())), tiled=False,
                 seconds=time.perf_counter() - start,
             )
-        return _finite(kernel, sums, max(float(np.abs(Kxx).max()), float(np.abs(Kyy).max()), float(np.abs(Kxy).max())))
+        # the largest |value| without a temporary the size of a matrix (np.abs made a fourth)
+        largest = max(max(float(K.max(initial=0.0)), -float(K.min(initial=0.0))) for K in (Kxx, Kyy, Kxy))
+        return _finite(kernel, sums, largest)
     # bands of rows, each reduced in column tiles that stay in cache (and well within the
     # budget); on the workers of a spreading backend, else here
     dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)

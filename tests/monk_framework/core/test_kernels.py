@@ -52,7 +52,7 @@ def test_polynomial_overflow_is_detected():
 
 def test_memory_is_checked_before_allocating(monkeypatch):
     monkeypatch.setattr(resources, "available_memory", lambda: 10 * 2**20)
-    with pytest.raises(ResourceError, match=r"A 2000 x 2000 float64 Gram matrix needs 30.5 MiB but only 10.0 MiB"):
+    with pytest.raises(ResourceError, match=r"A 2000 x 2000 float64 Gram matrix needs 30.5 MiB but only 9.0 MiB \(90% of the 10.0 MiB free\)"):
         REG.get_kernel("rbf", sigma=1.0).gram(np.zeros((2000, 1)))
     assert REG.get_kernel("rbf", sigma=1.0).gram(np.zeros((100, 1))).shape == (100, 100)
 

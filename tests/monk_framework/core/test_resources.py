@@ -105,7 +105,8 @@ def _calls():
         for name in ("v-stat", "u-stat", "monk-bcd", "monk-embedding-mmd")
     }
     calls["embed"] = lambda mm: monk.embed(rbf, X, max_memory=mm)
-    calls["embedding norm"] = lambda mm: mean.embed(rbf, X).norm(max_memory=mm)
+    # (an embedding's norm and distance choose nothing: always row tiles, sized by the budget)
+    calls["embedding witness"] = lambda mm: mean.embed(rbf, X).evaluate(Y, max_memory=mm)
     calls["permutation u-stat"] = lambda mm: permutation_test(rbf, "u-stat", X, Y, n_permutations=20, rng=1, max_memory=mm)
     calls["permutation monk-bcd"] = lambda mm: permutation_test(
         rbf, REG.get_estimator("monk-bcd", n_blocks=3, n_iter=5), X, Y, n_permutations=5, rng=1, max_memory=mm
@@ -273,8 +274,52 @@ def test_check_fits_refuses_beyond_its_share_of_the_available_memory(monkeypatch
     message = lambda need, avail, avail_bytes: f"wanted {need} of {avail} ({avail_bytes} bytes)"  # noqa: E731
     monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 2**30)
     check_fits(2**29, message)  # exactly the share: fits
-    with pytest.raises(ResourceError, match=r"^wanted 0.50 GiB of 1.00 GiB \(1073741824 bytes\)$"):
+    with pytest.raises(ResourceError, match=r"^wanted 0.50 GiB of 0.50 GiB \(half of the 1.00 GiB free\) \(1073741824 bytes\)$"):
         check_fits(2**29 + 1, message)
     check_fits(0.9 * 2**30, message, share=0.9)
     monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: None)
     check_fits(2**60, message)  # unknown memory: nothing is refused
+
+
+@pytest.mark.parametrize("budget", [None, 64, 8 * 7 * 40 * 4])
+def test_a_symmetric_bilinear_form_from_the_upper_triangle_is_the_brute_force_sum(budget):
+    # u'Kv with u != v from upper-triangle tiles (the diagonal from diag_tile), one pair at a time
+    import math
+
+    from monk_framework.core.kernels import bilinear
+
+    gen = np.random.default_rng(8)
+    X = gen.normal(size=(40, 2))
+    u, v = gen.normal(size=40), gen.normal(size=40)
+    kernel = REG.get_kernel("laplace", sigma=0.7)
+    k = lambda a, b: math.exp(-math.sqrt(float(np.sum((a - b) ** 2))) / 0.7)  # noqa: E731
+    brute = sum(u[i] * v[j] * k(X[i], X[j]) for i in range(40) for j in range(40))
+    told: list[float] = []
+    got = bilinear(kernel, X, None, u, v, resources=Resources(budget=budget), report=told.append)
+    assert got == pytest.approx(brute, rel=1e-12)
+    assert told == sorted(told) and told[-1] == 40 * 41 / 2  # the upper triangle, each value once
+    if budget == 64:
+        assert len(told) == 40  # a row a tile
+
+
+def test_an_embedding_distance_tells_its_progress_and_checks_the_kernel_contract(registry):
+    import attrs
+
+    from monk_framework import Embedding, KernelContractError
+
+    gen = np.random.default_rng(9)
+    X, Y = gen.normal(size=(60, 2)), gen.normal(0.4, 1.0, size=(50, 2))
+    kernel = REG.get_kernel("rbf", sigma=1.0)
+    ex, ey = (Embedding(kernel=kernel, sample=S, weights=np.full(len(S), 1 / len(S)), estimator="custom") for S in (X, Y))
+    told: list[tuple[float, float, str]] = []
+    d = ex.distance(ey, max_memory="1kB", progress=lambda *t: told.append(t))
+    assert d == pytest.approx(ex.distance(ey), rel=1e-12)
+    total = 60 * 61 / 2 + 50 * 51 / 2 + 60 * 50
+    assert {t[1:] for t in told} == {(total, "embedding distance")}
+    assert [t[0] for t in told] == sorted(t[0] for t in told) and told[-1][0] == total
+    # a kernel whose diagonal disagrees with its Gram matrix is named, as by symmetric_gram
+    liar = attrs.evolve(kernel)
+    object.__setattr__(liar, "compute_diag", lambda Z: 2.0 * np.ones(len(Z)))
+    bad = Embedding(kernel=liar, sample=X, weights=np.full(60, 1 / 60), estimator="custom")
+    with pytest.raises(KernelContractError, match="compute_diag gives k"):
+        bad.norm()
