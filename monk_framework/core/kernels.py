@@ -151,6 +151,14 @@ class Kernel(Configurable):
             check_same_dimension(Xv, Yv, names=names)
         return Xv, Yv
 
+    def computes_gram_whole(self) -> bool:
+        """Whether this kernel computes a Gram matrix faster whole than tile by tile: it
+        overrides :meth:`symmetric_gram` (the SSK builds each string's tables once per
+        matrix, where every tile would build them again). The engine then reads an
+        estimate's kernel sums from its stored Gram matrices when they fit in the budget;
+        every other kernel's from tiles, which never write a matrix."""
+        return type(self).symmetric_gram is not Kernel.symmetric_gram
+
     def shift_free_mmd(self) -> bool:
         """Whether a common translation of every point, x → x − c, moves the feature map
         by one constant vector, φ(x − c) = φ(x) − φ(c) + φ(0) (the unnormalised linear

@@ -249,7 +249,7 @@ def test_not_enough_memory_is_a_library_error(monkeypatch):
 
     monkeypatch.setattr(resources, "available_memory", lambda: 2**20)
     # a budget above what is available asks for the stored Gram matrix, which cannot fit
-    result = invoke("run", "-k", "rbf", "-e", "v-stat", "--data-param", "n=1000", "--max-memory", "1GB")
+    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "--data-param", "n=500", "--max-memory", "1GB")
     assert result.exit_code == 1 and "needs 7.6 MiB but only 921.6 KiB (90% of the 1.0 MiB free)" in result.stderr
 
 

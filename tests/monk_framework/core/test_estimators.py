@@ -249,7 +249,7 @@ class _Heard:
     ("name", "params", "max_memory", "stage"),
     [
         ("u-stat", {}, "4kB", "kernel sums"),
-        ("u-stat", {}, None, "Gram matrices"),
+        ("u-stat", {}, None, "kernel sums"),
         ("monk-bcd", {"n_blocks": 5, "n_iter": 30}, None, "iterations (Q = 5)"),
         ("monk-bcd-fast", {"n_blocks": 5}, "4kB", "block sums, partition 5 of 5"),
         ("monk-bcd", {"n_blocks": 5, "n_iter": 30}, None, "Gram matrix"),
@@ -268,14 +268,23 @@ def test_long_work_tells_its_progress_and_keeps_its_numbers(name, params, max_me
 
 
 def test_the_stored_gram_matrices_tell_their_bands_as_shares_of_the_three():
-    # a costly kernel can spend minutes in one Gram matrix: the bands of each are told
-    # as fractions of the three matrices, in order, and the number is unchanged
+    # a kernel computed whole (the SSK) keeps its three Gram matrices, and can spend
+    # minutes in one: the bands of each are told as fractions of the three, in order
     gen = np.random.default_rng(3)
-    X, Y = gen.normal(size=(1500, 2)), gen.normal(0.3, 1.0, size=(1500, 2))
-    est, kernel = REG.get_estimator("u-stat"), REG.get_kernel("rbf", sigma=1.0)
+    letters = list("abcdefghijklmnopqrstuvwxyz")  # 26 letters: the pair programme, in bands
+    X = ["".join(gen.choice(letters, size=int(gen.integers(15, 30)))) for _ in range(60)]
+    Y = ["".join(gen.choice(letters, size=int(gen.integers(15, 30)))) for _ in range(50)]
+    est, kernel = REG.get_estimator("u-stat"), REG.get_kernel("ssk", n=3)
+    assert kernel.computes_gram_whole() and not REG.get_kernel("rbf").computes_gram_whole()
+    import monk_plugins.string_kernels as sk
+
     heard = _Heard()
-    told = est.estimate(kernel, X, Y, progress=heard)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sk, "available_memory", lambda: 1000)  # no feature tables fit: all pairs
+        mp.setattr(sk, "PAIRS_PER_BAND", 200)
+        told = est.estimate(kernel, X, Y, progress=heard)
+        quiet = est.estimate(kernel, X, Y)
     dones = [d for d, _, w in heard.calls if w == "Gram matrices"]
-    assert heard.finished("Gram matrices") and dones[-1] == 3
+    assert heard.finished("Gram matrices") and dones[-1] == 3 and not told.diagnostics["tiled"]
     assert all(any(q < d < q + 1 for d in dones) for q in range(3))  # inside K_XX, K_YY and K_XY
-    assert told.mmd2 == est.estimate(kernel, X, Y).mmd2
+    assert told.mmd2 == quiet.mmd2

@@ -100,10 +100,13 @@ def _calls():
     X, Y = gen.normal(size=(40, 2)), gen.normal(0.4, 1.0, size=(36, 2))
     rbf = REG.get_kernel("rbf", sigma=1.0)
     mean, monk = REG.get_estimator("mean"), REG.get_estimator("monk-embedding", n_blocks=3)
+    # (u-stat and v-stat choose nothing for rbf: its kernel sums are always tiles)
     calls = {
         f"estimate {name}": (lambda mm, name=name: REG.get_estimator(name).estimate(rbf, X, Y, rng=1, max_memory=mm))
-        for name in ("v-stat", "u-stat", "monk-bcd", "monk-embedding-mmd")
+        for name in ("monk-bcd", "monk-embedding-mmd")
     }
+    ssk, S = REG.get_kernel("ssk", n=2), ["ACGT", "GATTACA", "CCGTA", "TTAG"] * 5
+    calls["estimate u-stat, ssk"] = lambda mm: REG.get_estimator("u-stat").estimate(ssk, S, S[::-1], max_memory=mm)
     calls["embed"] = lambda mm: monk.embed(rbf, X, max_memory=mm)
     # (an embedding's norm and distance choose nothing: always row tiles, sized by the budget)
     calls["embedding witness"] = lambda mm: mean.embed(rbf, X).evaluate(Y, max_memory=mm)
@@ -139,7 +142,11 @@ def test_the_budget_of_a_call_reaches_every_choice_the_engine_makes(monkeypatch,
 
 @pytest.mark.parametrize(("n", "m"), [(37, 23), (64, 64), (5, 90)])
 @pytest.mark.parametrize("kernel", ["rbf:sigma=1.3", "quadratic", "ssk:n=2"])
-def test_tiled_kernel_sums_equal_the_stored_ones(n, m, kernel):
+def test_tiled_kernel_sums_equal_the_stored_ones(monkeypatch, n, m, kernel):
+    # every kernel's sums from stored matrices (the path of a kernel computed whole, here
+    # forced) and from tiles (every other kernel's, and any kernel's over the budget)
+    from monk_framework import Kernel
+
     k = REG.resolve_kernel(kernel)
     gen = np.random.default_rng(n + m)
     if k.input_kind == "string":
@@ -149,8 +156,10 @@ def test_tiled_kernel_sums_equal_the_stored_ones(n, m, kernel):
     else:
         X, Y = gen.normal(size=(n, 3)), gen.normal(size=(m, 3))
     Xv, Yv = k.check_pair(X, Y)
-    stored = kernel_sums(k, Xv, Yv, resources=Resources(budget=10**12))
     tiled = kernel_sums(k, Xv, Yv, resources=Resources(budget=64))
+    assert kernel_sums(k, Xv, Yv, resources=Resources(budget=10**12)).tiled == (not k.computes_gram_whole())
+    monkeypatch.setattr(Kernel, "computes_gram_whole", lambda self: True)
+    stored = kernel_sums(k, Xv, Yv, resources=Resources(budget=10**12))
     assert not stored.tiled and tiled.tiled
     for field in ("xx", "yy", "xy", "trace_x", "trace_y", "max_diag"):
         assert getattr(tiled, field) == pytest.approx(getattr(stored, field), rel=1e-12, abs=1e-12), field
@@ -159,11 +168,16 @@ def test_tiled_kernel_sums_equal_the_stored_ones(n, m, kernel):
 
 
 @pytest.mark.parametrize("name", ["u-stat", "v-stat"])
-def test_classical_estimates_over_the_budget_equal_the_stored_path(name):
+def test_classical_estimates_over_the_budget_equal_the_stored_path(monkeypatch, name):
+    from monk_framework import Kernel
+
     gen = np.random.default_rng(3)
     X, Y = gen.normal(size=(120, 4)), gen.normal(0.3, 1.0, size=(90, 4))
     est, kernel = REG.get_estimator(name), REG.get_kernel("rbf")
-    stored, tiled = est.estimate(kernel, X, Y), est.estimate(kernel, X, Y, max_memory="4kB")
+    tiled = est.estimate(kernel, X, Y, max_memory="4kB")
+    assert est.estimate(kernel, X, Y).diagnostics["tiled"]  # rbf is summed in tiles within the budget too
+    monkeypatch.setattr(Kernel, "computes_gram_whole", lambda self: True)  # as the SSK's
+    stored = est.estimate(kernel, X, Y)
     assert tiled.diagnostics["tiled"] and not stored.diagnostics["tiled"]
     assert tiled.mmd2 == pytest.approx(stored.mmd2, rel=1e-10) and tiled.kernel_params == stored.kernel_params
 

@@ -62,6 +62,8 @@ def test_an_override_without_run_bands_still_serves_the_engine(rng):
     np.testing.assert_array_equal(got, np.exp(-np.abs(X[:, :1] - Y[:, 0])))
     assert told == []  # one step, which the caller tells when it returns
     seen: list[tuple[float, float, str]] = []
-    sums = kernel_sums(OldStyleGram(), X, Y, resources=Resources(progress=lambda *t: seen.append(t)))
-    assert sums.xy == pytest.approx(got.sum(), rel=1e-13)
+    whole = OldStyleGram()
+    object.__setattr__(whole, "computes_gram_whole", lambda: True)  # read from its stored matrices
+    sums = kernel_sums(whole, X, Y, resources=Resources(progress=lambda *t: seen.append(t)))
+    assert sums.xy == pytest.approx(got.sum(), rel=1e-13) and not sums.tiled
     assert seen[-1] == (3, 3, "Gram matrices")
