@@ -34,6 +34,7 @@ from itertools import product
 
 import numpy as np
 
+from monk_framework.core.kernels import BandRunner, in_turn
 from monk_framework.numerics.compiled import NOT_RUN, CompiledLoops
 
 #: bytes of one column chunk of the feature matrix (the symmetric product runs on chunks).
@@ -186,7 +187,9 @@ class FeatureTables:
     the columns asked for, chunk by chunk.
     """
 
-    def __init__(self, codes: Codes, size: int, levels: Sequence[int], lam: float):
+    def __init__(self, codes: Codes, size: int, levels: Sequence[int], lam: float, run_bands: BandRunner = in_turn):
+        """``run_bands(work, [(start, stop)])`` is called for each batch in turn (positions in
+        ``self.order``): the engine's runner counts them for its progress display."""
         self.size, self.lam, self.levels = size, lam, sorted(set(levels))
         self.n = len(codes)
         prefixes = sorted({split(k)[0] for k in self.levels})
@@ -202,24 +205,30 @@ class FeatureTables:
         #: per batch: (first row, E_{n1} as (B, size^n1, L) per n1, M_{n2} as (B, L, size^n2) per n2)
         self.batches: list[tuple[int, dict[int, np.ndarray], dict[int, np.ndarray]]] = []
         for start in range(0, self.n, batch_rows):
-            rows = self.order[start : start + batch_rows]
-            width = max(1, max(len(codes[i]) for i in rows))
-            padded = np.full((width, len(rows)), -1, dtype=np.int64)
-            for r, i in enumerate(rows):
-                padded[: len(codes[i]), r] = codes[i]
-            E = ending_tables(padded, size, prefixes, lam)
-            M: dict[int, np.ndarray] = {}
-            if suffixes:
-                # M_{n2}[j] = λ Σ_{j′>j} λ^{j′−j−1}·(tuples of length n2 starting at j′, weight
-                # λ^{end−j′}) = λ R^rev_{n2}[L−1−j], on the reversed string (w read backwards)
-                Rrev = ending_prefix_sums(padded[::-1], size, suffixes[-1], lam)
-                M = {n2: (lam * Rrev[n2][::-1]).transpose(1, 0, 2).copy() for n2 in suffixes}
-            if self.full is None:
-                self.batches.append((start, E, M))
-                continue
-            for k in self.levels:
-                n1, n2 = split(k)
-                self._batch_features(k, E[n1], M.get(n2), slice(None), self.full[k][start : start + len(rows)])
+            run_bands(lambda a, b: self._batch(codes, a, b, prefixes, suffixes), [(start, min(start + batch_rows, self.n))])
+
+    def _batch(self, codes: Codes, start: int, stop: int, prefixes: list[int], suffixes: list[int]) -> None:
+        """The tables of the strings at positions start:stop of ``self.order``: kept, or
+        turned into their feature rows at once."""
+        size, lam = self.size, self.lam
+        rows = self.order[start:stop]
+        width = max(1, max(len(codes[i]) for i in rows))
+        padded = np.full((width, len(rows)), -1, dtype=np.int64)
+        for r, i in enumerate(rows):
+            padded[: len(codes[i]), r] = codes[i]
+        E = ending_tables(padded, size, prefixes, lam)
+        M: dict[int, np.ndarray] = {}
+        if suffixes:
+            # M_{n2}[j] = λ Σ_{j′>j} λ^{j′−j−1}·(tuples of length n2 starting at j′, weight
+            # λ^{end−j′}) = λ R^rev_{n2}[L−1−j], on the reversed string (w read backwards)
+            Rrev = ending_prefix_sums(padded[::-1], size, suffixes[-1], lam)
+            M = {n2: (lam * Rrev[n2][::-1]).transpose(1, 0, 2).copy() for n2 in suffixes}
+        if self.full is None:
+            self.batches.append((start, E, M))
+            return
+        for k in self.levels:
+            n1, n2 = split(k)
+            self._batch_features(k, E[n1], M.get(n2), slice(None), self.full[k][start : start + len(rows)])
 
     def prefix_count(self, k: int) -> int:
         return self.size ** split(k)[0]

@@ -193,11 +193,14 @@ def _ssk_levels(
     p = plan(X, Y, levels, lam)
     letters = core.alphabet_of(X, X if Y is None else Y)
     Tx = Ty = None
+    tables_told = False
     if p.main:
-        Tx = core.FeatureTables(core.encode(X, p.main), len(p.main), levels, lam)
+        rows, cols = _shared_pairs(X, Y, set(p.rare))
+        # without pairs for the pair programme, X's table batches are the work to count
+        tables_told = not len(rows)
+        Tx = core.FeatureTables(core.encode(X, p.main), len(p.main), levels, lam, run_bands if tables_told else in_turn)
         Ty = None if sym else core.FeatureTables(core.encode(Y, p.main), len(p.main), levels, lam)  # type: ignore[arg-type]
         grams = core.feature_gram_levels(Tx, Ty, levels)
-        rows, cols = _shared_pairs(X, Y, set(p.rare))
     else:
         grams = {k: np.zeros((n_x, n_y)) for k in levels}
         if sym:
@@ -214,7 +217,7 @@ def _ssk_levels(
             grams[k][rows, cols] = values[:, k - 1]
             if sym:
                 grams[k][cols, rows] = values[:, k - 1]
-    else:
+    elif not tables_told:
         run_bands(lambda start, stop: None, [(0, n_x)])  # all done at once: one band
     if not with_self:
         return grams, p, None

@@ -4,7 +4,6 @@ kernel sums of two samples, in tiles (or stored, for a kernel computed whole).""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import attrs
 import numpy as np
@@ -42,7 +41,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
     """The kernel sums of two validated samples, from tiles of rows computed on the fly and
     dropped at once (on the workers, when ``resources`` spreads over a remote backend);
     for a kernel that computes its Gram matrix whole (:meth:`Kernel.computes_gram_whole`,
-    the SSK), from the three stored Gram matrices when they fit in the budget.
+    the SSK), from the stored Gram matrix of the pooled sample when it fits in the budget.
 
     Tiles never write a matrix: from a few hundred points they are 3–4 times faster than
     stored matrices summed afterwards, in memory that does not grow with n² (a test's
@@ -56,30 +55,21 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
     start = time.perf_counter()
     n, m = len(X), len(Y)
     # spread over workers (which never receive a Gram matrix), or stored when it fits
-    if resources.spread is None and kernel.computes_gram_whole() and resources.fits(8.0 * (n * n + m * m + n * m)):
-
-        def within(first: int) -> Callable[[float, float, str], None] | None:
-            # each matrix's bands, as a share of the three (a costly kernel, such
-            # as the SSK on long strings or a large alphabet, spends minutes in one)
-            if resources.progress is None:
-                return None
-            return lambda done, total, _: resources.report(first + done / total if total else first + 1, 3, "Gram matrices")
-
-        Kxx = gram_matrix(kernel, X, report=within(0))
-        resources.report(1, 3, "Gram matrices")
-        Kyy = gram_matrix(kernel, Y, report=within(1))
-        resources.report(2, 3, "Gram matrices")
-        Kxy = gram_matrix(kernel, X, Y, report=within(2))
-        resources.report(3, 3, "Gram matrices")
-        dx, dy = np.diag(Kxx), np.diag(Kyy)
+    if resources.spread is None and kernel.computes_gram_whole() and resources.fits(8.0 * (n + m) ** 2):
+        # one symmetric Gram matrix of the pooled sample, its three blocks read in place: a
+        # kernel computed whole builds each point's tables once (three matrices built X's
+        # and Y's twice: 7.6 s against 3.6 s for 200 + 200 DNA strings of 20 000 letters)
+        Z: Sample = np.concatenate([X, Y]) if isinstance(X, np.ndarray) else [*X, *Y]
+        K = gram_matrix(kernel, Z, report=None if resources.progress is None else resources.report)
+        Kxx, Kyy, Kxy = K[:n, :n], K[n:, n:], K[:n, n:]
+        d = np.diag(K)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
             sums = KernelSums(
-                xx=float(Kxx.sum()), yy=float(Kyy.sum()), xy=float(Kxy.sum()), trace_x=float(np.trace(Kxx)),
-                trace_y=float(np.trace(Kyy)), max_diag=float(max(dx.max(), dy.max())), tiled=False,
-                seconds=time.perf_counter() - start,
+                xx=float(Kxx.sum()), yy=float(Kyy.sum()), xy=float(Kxy.sum()), trace_x=float(d[:n].sum()),
+                trace_y=float(d[n:].sum()), max_diag=float(d.max()), tiled=False, seconds=time.perf_counter() - start,
             )
-        # the largest |value| without a temporary the size of a matrix (np.abs made a fourth)
-        largest = max(max(float(K.max(initial=0.0)), -float(K.min(initial=0.0))) for K in (Kxx, Kyy, Kxy))
+        # the largest |value| without a temporary the size of the matrix
+        largest = max(float(K.max(initial=0.0)), -float(K.min(initial=0.0)))
         return _finite(kernel, sums, largest)
     # bands of rows, each reduced in column tiles that stay in cache (and well within the
     # budget); on the workers of a spreading backend, else here

@@ -410,6 +410,23 @@ def test_a_gram_matrix_from_features_alone_is_one_band(registry):
     assert np.array_equal(K, registry.get_kernel("ssk", n=3).gram(S))
 
 
+def test_the_feature_tables_of_a_gram_matrix_are_counted_batch_by_batch(registry, monkeypatch):
+    # long DNA strings spend seconds building their tables: each batch is a step of the
+    # progress, in order, and the matrix is the one built without counting
+    from monk_framework.engine.kernel_values import gram_matrix
+
+    S = random_strings(np.random.default_rng(26), "ACGT", 40, (30, 60))
+    k = registry.get_kernel("ssk", n=4, lam=0.7)
+    whole = k.gram(S)
+    monkeypatch.setattr(core, "TABLE_BATCH_CELLS", 60 * 16 * 3)  # batches of 3 strings
+    told: list[tuple[float, float, str]] = []
+    K = gram_matrix(k, S, report=lambda *t: told.append(t))
+    np.testing.assert_allclose(K, whole, rtol=1e-13)
+    done = [t[0] for t in told]
+    assert len(told) == 14 and done == sorted(done) and done[-1] == told[0][1] == 40 * 41 / 2
+    np.testing.assert_allclose(K[:3, :3], reference_gram(S[:3], S[:3], 4, 0.7, normalize=True), rtol=1e-10)
+
+
 def test_shared_letter_pairs_are_counted_in_bands_without_the_full_mask(monkeypatch):
     import monk_plugins.string_kernels as sk
 

@@ -267,9 +267,10 @@ def test_long_work_tells_its_progress_and_keeps_its_numbers(name, params, max_me
         est.estimate(kernel, X, Y, progress="yes")
 
 
-def test_the_stored_gram_matrices_tell_their_bands_as_shares_of_the_three():
-    # a kernel computed whole (the SSK) keeps its three Gram matrices, and can spend
-    # minutes in one: the bands of each are told as fractions of the three, in order
+def test_a_kernel_computed_whole_tells_the_bands_of_its_pooled_gram_matrix():
+    # a kernel computed whole (the SSK) is summed from the stored Gram matrix of the
+    # pooled sample (each string's tables built once), and can spend minutes in it: its
+    # bands are told as they finish, and the number is the three blocks' own
     gen = np.random.default_rng(3)
     letters = list("abcdefghijklmnopqrstuvwxyz")  # 26 letters: the pair programme, in bands
     X = ["".join(gen.choice(letters, size=int(gen.integers(15, 30)))) for _ in range(60)]
@@ -284,7 +285,9 @@ def test_the_stored_gram_matrices_tell_their_bands_as_shares_of_the_three():
         mp.setattr(sk, "PAIRS_PER_BAND", 200)
         told = est.estimate(kernel, X, Y, progress=heard)
         quiet = est.estimate(kernel, X, Y)
-    dones = [d for d, _, w in heard.calls if w == "Gram matrices"]
-    assert heard.finished("Gram matrices") and dones[-1] == 3 and not told.diagnostics["tiled"]
-    assert all(any(q < d < q + 1 for d in dones) for q in range(3))  # inside K_XX, K_YY and K_XY
-    assert told.mmd2 == quiet.mmd2
+    dones = [d for d, _, w in heard.calls if w == "Gram matrix"]
+    assert heard.finished("Gram matrix") and dones[-1] == 110 * 111 / 2 and len(dones) >= 5
+    assert told.mmd2 == quiet.mmd2 and not told.diagnostics["tiled"]
+    Kxx, Kyy, Kxy = kernel.gram(X), kernel.gram(Y), kernel.gram(X, Y)  # the three matrices on their own
+    by_blocks = (Kxx.sum() - np.trace(Kxx)) / (60 * 59) + (Kyy.sum() - np.trace(Kyy)) / (50 * 49) - 2 * Kxy.mean()
+    assert told.mmd2 == pytest.approx(by_blocks, rel=1e-12)

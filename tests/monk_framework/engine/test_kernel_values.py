@@ -66,4 +66,4 @@ def test_an_override_without_run_bands_still_serves_the_engine(rng):
     object.__setattr__(whole, "computes_gram_whole", lambda: True)  # read from its stored matrices
     sums = kernel_sums(whole, X, Y, resources=Resources(progress=lambda *t: seen.append(t)))
     assert sums.xy == pytest.approx(got.sum(), rel=1e-13) and not sums.tiled
-    assert seen[-1] == (3, 3, "Gram matrices")
+    assert seen[-1] == (70 * 71 / 2, 70 * 71 / 2, "Gram matrix")  # the pooled sample's, one matrix
