@@ -191,3 +191,64 @@ def test_plugins_ask_the_engine_for_mathematics_not_for_workers():
             if isinstance(node, ast.ImportFrom) and node.module == f"{PACKAGE}.core.resources":
                 found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name.startswith("spread")]
     assert found == []
+
+
+#: what the package may import: its declared runtime dependencies (pyproject.toml), at
+#: module level; the optional extras (experiments, dask) only inside a function, where
+#: the code that needs them names the extra when it is missing
+RUNTIME = {"numpy", "scipy", "pluggy", "attrs", "typer", "rich", "numba", "llvmlite", "threadpoolctl"}
+EXTRAS = {"matplotlib", "dask", "distributed"}
+
+
+def third_party_imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(top-level name, line, at module level) of every import of a module that is neither
+    the standard library's nor this project's."""
+    import sys
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skip = _type_checking_nodes(tree)
+    in_functions = {id(inner) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    for inner in ast.walk(node)}
+    own = {PACKAGE, "monk_plugins", "plugins"}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top and top not in sys.stdlib_module_names and top not in own and top != "__future__":
+                found.append((top, node.lineno, id(node) not in in_functions))
+    return found
+
+
+def test_the_package_imports_only_what_it_declares():
+    # `import click` passed every test (the test extra brings click along with dask) and
+    # broke the README's main job, whose install has typer alone (which vendors click)
+    bad = []
+    for path in sorted([*(ROOT / PACKAGE).rglob("*.py"), *(ROOT / "plugins").glob("*.py")]):
+        for top, line, module_level in third_party_imports(path):
+            allowed = RUNTIME if module_level else RUNTIME | EXTRAS
+            if top not in allowed:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {top}")
+    assert bad == []
+    # the lists above are pyproject.toml's, not a copy that drifts from it
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = lambda specs: {re.split(r"[\[<>=!~ ]", spec)[0].lower() for spec in specs}  # noqa: E731
+    assert names(project["dependencies"]) == RUNTIME
+    extras = names(project["optional-dependencies"]["experiments"]) | names(project["optional-dependencies"]["dask"])
+    assert extras | {"distributed"} == EXTRAS
+
+
+def test_an_undeclared_import_is_caught(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import os\nimport click\nfrom numpy import linalg\n\ndef f():\n    import matplotlib.pyplot\n")
+    assert third_party_imports(module) == [("click", 2, True), ("numpy", 3, True), ("matplotlib", 6, False)]

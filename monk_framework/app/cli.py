@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import attrs
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -137,7 +136,8 @@ class MonkGroup(TyperGroup):
             # click's own exits are return codes here, but shell completion (--show-completion,
             # --install-completion, the completion requests themselves) ends by sys.exit in
             # typer and click: anywhere else, this is someone's sys.exit
-            if _raised_in(exc, (typer, click)):
+            # (typer vendors click as typer._click; an older typer imports click itself)
+            if _raised_in(exc, (typer, *(m for m in (sys.modules.get("click"),) if m is not None))):
                 return _exit(exc.code if isinstance(exc.code, int) else 0, standalone_mode)
             code = _fail(
                 f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). "
