@@ -622,6 +622,9 @@ class _ProgressBar:
         self.started = time.monotonic()
         self.stage_started = self.started
         self.last_report = self.started  # a stage's work began when the previous one last reported
+        #: the stage's first report (time, done): later rates are measured from it, past the
+        #: warm-up its first step may carry (threads starting, a matrix's pages faulted in)
+        self.first_report: tuple[float, float] | None = None
         self.last_line = self.started
         self.lock = threading.Lock()  # the engine reports from its threads too
 
@@ -640,10 +643,12 @@ class _ProgressBar:
         if what is not None and what != self.what:
             # its first report may come after much of its work (a stage of few steps), so
             # the stage is timed from the end of the one before, not from that report
-            self.what, self.stage_started = what, self.last_report
+            self.what, self.stage_started, self.first_report = what, self.last_report, None
             if self.task is not None and not self.plain:
                 self.progress.reset(self.task, total=total, description=f"{self.label}: {what}")
         self.last_report = time.monotonic()
+        if self.first_report is None:
+            self.first_report = (self.last_report, done)
         if self.plain:
             self._line(done, total)
             return
@@ -657,9 +662,15 @@ class _ProgressBar:
         if STATE.quiet or now - self.last_line < PLAIN_PROGRESS_EVERY:
             return
         self.last_line = now
-        spent = now - self.stage_started
         share = done / total if total else 1.0
-        left = f", about {spent * (1 - share) / share:.0f} s left" if 0 < share < 1 else ""
+        left = ""
+        first_at, first_done = self.first_report or (now, done)
+        if 0 < share < 1 and done > first_done and now > first_at:
+            left = f", about {(total - done) * (now - first_at) / (done - first_done):.0f} s left"
+        elif 0.1 <= share < 1:
+            # one report yet, but a coarse step (1 of 3 matrices): timed from the stage's start;
+            # a fine first step (a band of 600) would carry the warm-up into the estimate
+            left = f", about {(now - self.stage_started) * (1 - share) / share:.0f} s left"
         count = f"{int(done):,}/{int(total):,}" if float(done).is_integer() and float(total).is_integer() else ""
         stage = self.label if self.what is None else f"{self.label}: {self.what}"
         stderr.print(f"{stage}{' ' + count if count else ''} ({100 * share:.0f}%), {now - self.started:.0f} s elapsed{left}",

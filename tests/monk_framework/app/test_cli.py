@@ -606,6 +606,16 @@ def test_a_stage_whose_first_report_comes_late_is_timed_from_the_stage_before(mo
     assert lines[0] == "estimate: Gram matrices 1/3 (33%), 7 s elapsed, about 14 s left"
     assert lines[1] == "estimate: Gram matrices (50%), 10 s elapsed, about 10 s left"
     assert lines[2] == "estimate: permutations 2/3 (67%), 13 s elapsed, about 1 s left"
+    # a fine stage whose first band carried the warm-up (threads starting, pages faulted in:
+    # 5 s for 0.3 %, then the other bands in 1 s): no estimate from that band alone (it
+    # said "about 1648 s left" for a 6 s stage), then one from the rate after it
+    clock[0] = 118.0
+    bar(600, 200_000, "Gram matrix")
+    clock[0] = 118.5
+    bar(120_000, 200_000, "Gram matrix")
+    lines = console.file.getvalue().splitlines()
+    assert lines[3] == "estimate: Gram matrix 600/200,000 (0%), 18 s elapsed"
+    assert lines[4] == "estimate: Gram matrix 120,000/200,000 (60%), 18 s elapsed, about 0 s left"
 
 
 @pytest.mark.parametrize("columns", ["0", "5"])
