@@ -1155,7 +1155,16 @@ def bilinear(
     :meth:`Kernel.symmetric_gram`: with D a diagonal tile (its diagonal from ``diag_tile``,
     each checked against the kernel contract) and R the tile right of it,
     uᵀKv = Σ u_i k(x_i, x_i) v_i + Σ_{i<j} k(x_i, x_j)(u_i v_j + u_j v_i). ``report(done)``
-    is told the kernel values evaluated so far after each tile."""
+    is told the kernel values evaluated so far after each tile.
+
+    A kernel computed whole (:meth:`Kernel.computes_gram_whole`, the SSK, whose tiles would
+    each rebuild its per-string tables) is read from its whole Gram matrix when that fits."""
+    other = A if B is None else B
+    if kernel.computes_gram_whole() and resources.fits(8.0 * len(A) * len(other)):
+        K = kernel.symmetric_gram(A) if B is None else kernel.rectangular_gram(A, B)
+        if report is not None:
+            report(len(A) * (len(A) + 1) / 2.0 if B is None else float(K.size))
+        return float(u @ K @ v)
     if B is None:
         return _symmetric_bilinear(kernel, A, u, v, resources, report)
     total, done = 0.0, 0.0

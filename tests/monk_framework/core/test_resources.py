@@ -337,3 +337,23 @@ def test_an_embedding_distance_tells_its_progress_and_checks_the_kernel_contract
     bad = Embedding(kernel=liar, sample=X, weights=np.full(60, 1 / 60), estimator="custom")
     with pytest.raises(KernelContractError, match="compute_diag gives k"):
         bad.norm()
+
+
+def test_an_embedding_of_a_kernel_computed_whole_reads_its_whole_gram_matrices(monkeypatch):
+    # the SSK's tiles would each rebuild its per-string tables: its distance comes from
+    # whole matrices, the same number as from tiles
+    from monk_framework import Kernel
+
+    S = ["ACGTTGCA", "GATTACA", "CCGTACGG", "TTAGGCA", "ACGACGT"] * 3
+    T = ["GGCATTA", "ACGTACGT", "TTTAGCA", "CAGTCAG"] * 3
+    kernel = REG.get_kernel("ssk", n=3)
+    mean = REG.get_estimator("mean")
+    a, b = mean.embed(kernel, S), mean.embed(kernel, T)
+    built: list[int] = []
+    real = type(kernel).symmetric_gram
+    monkeypatch.setattr(type(kernel), "symmetric_gram", lambda self, X, **kw: built.append(len(X)) or real(self, X, **kw))
+    told: list[tuple[float, float, str]] = []
+    whole = a.distance(b, progress=lambda *t: told.append(t))
+    assert built == [15, 12] and told[-1][0] == told[-1][1] == 15 * 16 / 2 + 12 * 13 / 2 + 15 * 12
+    monkeypatch.setattr(Kernel, "computes_gram_whole", lambda self: False)
+    assert a.distance(b) == pytest.approx(whole, rel=1e-12)
