@@ -258,7 +258,9 @@ def _file_kind(path: Path | str) -> tuple[str, str]:
         line = first_data_line(path)
     except (OSError, DataFileError):
         return "vector", ""  # the loader names the problem
-    shown = line if line is None or len(line) <= 40 else line[:37] + "..."
+    if line is None:
+        return "vector", ""  # no data at all: the loader says so
+    shown = line if len(line) <= 40 else line[:37] + "..."
     return "string", f" (a .txt file is strings, one a line, unless its first data line is numbers: {shown!r} is not)"
 
 

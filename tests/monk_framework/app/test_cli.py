@@ -509,6 +509,10 @@ def test_the_default_kernel_follows_the_data_kind(tmp_path):
         mixed = invoke("test", *(str(tmp_path / a) for a in args))
         assert mixed.exit_code == 2 and "the two samples must be of one kind" in mixed.stderr
         assert "(a .txt file is strings, one a line, unless its first data line is numbers: 'ACGTAGCAA' is not)" in mixed.stderr
+    # an empty .txt file is not taken for strings: the loader names it
+    (tmp_path / "empty.txt").write_text("\n\n")
+    empty = invoke("run", str(tmp_path / "empty.txt"), str(tmp_path / "v.npy"))
+    assert empty.exit_code == 1 and "empty.txt: holds no data rows" in empty.stderr
     # with a kernel named, it reads the .txt file as its kind: no refusal here
     assert invoke("run", "-k", "ssk", "-p", "n=2", str(tmp_path / "x.fa"), str(tmp_path / "y.txt")).exit_code == 0
 
