@@ -408,7 +408,8 @@ class Embedding(Result):
 
     def distance(self, other: Embedding, *, max_memory: Any = None, progress: Any = None) -> float:
         """‖μ̂ − ν̂‖_H = √(‖μ̂‖² + ‖ν̂‖² − 2⟨μ̂, ν̂⟩), an MMD estimate between the samples,
-        from row tiles of the kernel (never a whole Gram matrix).
+        from row tiles of the kernel (a kernel computed whole, such as the SSK, from its whole
+        Gram matrices when they fit).
 
         ``progress(done, total, "embedding distance")`` is told the kernel values evaluated
         (n(n + 1)/2 + m(m + 1)/2 + nm in all) as the tiles finish."""
