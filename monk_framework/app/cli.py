@@ -128,6 +128,11 @@ class MonkGroup(TyperGroup):
             code = _fail(str(exc), 2, exc=exc)
         except MonkError as exc:
             code = _fail(str(exc), 1, exc=exc)
+        except MemoryError as exc:  # an allocation the budget's checks did not foresee (another process took the room)
+            code = _fail(
+                f"out of memory ({exc or 'an allocation failed'}). Give --max-memory a smaller budget (the work then "
+                "runs in tiles that fit), or use fewer points.", 1, exc=exc,
+            )
         except (typer.Abort, KeyboardInterrupt):
             code = 130
         except _OutputFailed as exc:

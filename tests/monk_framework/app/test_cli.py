@@ -253,6 +253,21 @@ def test_not_enough_memory_is_a_library_error(monkeypatch):
     assert result.exit_code == 1 and "needs 7.6 MiB but only 921.6 KiB (90% of the 1.0 MiB free)" in result.stderr
 
 
+def test_running_out_of_memory_unforeseen_is_said_as_such(monkeypatch):
+    # numpy's own MemoryError (the room the checks saw was taken meanwhile) was reported
+    # as "internal error: MemoryError: Unable to allocate ..."
+    from monk_framework.app import jobs
+
+    def short(*args, **kwargs):
+        raise MemoryError("Unable to allocate 2.98 GiB for an array with shape (20000, 20000) and data type float64")
+
+    monkeypatch.setattr(jobs, "run", short)
+    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=30")
+    assert result.exit_code == 1 and "internal error" not in result.stderr
+    assert "Error: out of memory (Unable to allocate 2.98 GiB for an array with shape (20000, 20000) and data type " \
+        "float64). Give --max-memory a smaller budget" in result.stderr
+
+
 def test_name_completion():
     from monk_framework.app.cli import _complete
 
