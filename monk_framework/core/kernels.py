@@ -1130,16 +1130,37 @@ def _row_tiles(kernel: Kernel, A: Sample, B: Sample, resources: Resources) -> It
         yield a, kernel.gram_tile(A[a : a + step], B)
 
 
-def weighted_gram(kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, *, resources: Resources) -> np.ndarray:
+def weighted_gram(
+    kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, *, resources: Resources, report: Callable[[float], None] | None = None,
+) -> np.ndarray:
     """K(A, B) v for validated samples: from the stored Gram matrix when it fits in the
     budget of ``resources``, else from row tiles computed on the fly (an embedding's
-    witness values never need its whole Gram matrix)."""
-    if resources.fits(8.0 * len(A) * len(B)):
-        return kernel.rectangular_gram(A, B) @ v
+    witness values never need its whole Gram matrix). ``report(done)`` is told the kernel
+    values evaluated so far, band by band."""
+    m = len(B)
+    if resources.fits(8.0 * len(A) * m):
+        return kernel.rectangular_gram(A, B, run_bands=_told_in_turn(m, report)) @ v
     out = np.empty(len(A))
     for a, tile in _row_tiles(kernel, A, B, resources):
         out[a : a + len(tile)] = tile @ v
+        if report is not None:
+            report(float(a + len(tile)) * m)
     return out
+
+
+def _told_in_turn(m: int, report: Callable[[float], None] | None) -> BandRunner | None:
+    """:func:`in_turn`, telling ``report`` the values of the bands of rows (m columns) done."""
+    if report is None:
+        return None
+
+    def run(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> list[Any]:
+        out = []
+        for start, stop in bands:
+            out.append(work(start, stop))
+            report(float(stop) * m)
+        return out
+
+    return run
 
 
 def bilinear(

@@ -384,27 +384,31 @@ class Embedding(Result):
             f"  sample     {len(self.sample)} points; weights sum to {w.sum():.6g}, {int(np.count_nonzero(w))} non-zero",
         ])
 
-    def evaluate(self, Z: Any, *, max_memory: Any = None) -> np.ndarray:
+    def evaluate(self, Z: Any, *, max_memory: Any = None, progress: Any = None) -> np.ndarray:
         """μ̂(z) = Σ_i w_i k(z, x_i) for each point z of Z (the "witness" values).
 
         Over the memory budget (``max_memory``, as for ``estimate``) the Gram matrix is
-        computed in row tiles (:func:`monk_framework.core.kernels.weighted_gram`)."""
-        resources = Resources.of(max_memory)
+        computed in row tiles (:func:`monk_framework.core.kernels.weighted_gram`).
+        ``progress(done, total, "witness values")`` is told the kernel values evaluated."""
+        resources = Resources.of(max_memory, progress=progress)
         Zv, Xv = self.kernel.check_pair(Z, self.sample, names=("Z", "the embedding's sample"))
-        return weighted_gram(self.kernel, Zv, Xv, self.weights, resources=resources)
+        total = float(len(Zv)) * len(Xv)
+        report = None if progress is None else (lambda done: resources.report(done, total, "witness values"))
+        return weighted_gram(self.kernel, Zv, Xv, self.weights, resources=resources, report=report)
 
     def __call__(self, Z: Any, *, max_memory: Any = None) -> np.ndarray:
         """μ̂(Z), the embedding as the function it is: :meth:`evaluate`."""
         return self.evaluate(Z, max_memory=max_memory)
 
-    def inner(self, other: Embedding, *, max_memory: Any = None) -> float:
-        """⟨μ̂, ν̂⟩_H = wᵀ K(X, X') w' (in row tiles over the memory budget)."""
+    def inner(self, other: Embedding, *, max_memory: Any = None, progress: Any = None) -> float:
+        """⟨μ̂, ν̂⟩_H = wᵀ K(X, X') w' (in row tiles, as :meth:`distance`); ``progress(done,
+        total, "inner product")`` is told the kernel values evaluated."""
         self._check_same_kernel(other)
-        return self._inner(other, Resources.of(max_memory))
+        return self._inner(other, Resources.of(max_memory, progress=progress), progress is not None)
 
-    def norm(self, *, max_memory: Any = None) -> float:
-        """‖μ̂‖_H = √(wᵀ K w) (clipped at 0 against round-off)."""
-        return math.sqrt(max(self._inner(self, Resources.of(max_memory)), 0.0))
+    def norm(self, *, max_memory: Any = None, progress: Any = None) -> float:
+        """‖μ̂‖_H = √(wᵀ K w) (clipped at 0 against round-off); ``progress`` as for :meth:`inner`."""
+        return math.sqrt(max(self._inner(self, Resources.of(max_memory, progress=progress), progress is not None), 0.0))
 
     def distance(self, other: Embedding, *, max_memory: Any = None, progress: Any = None) -> float:
         """‖μ̂ − ν̂‖_H = √(‖μ̂‖² + ‖ν̂‖² − 2⟨μ̂, ν̂⟩), an MMD estimate between the samples,
@@ -434,10 +438,13 @@ class Embedding(Result):
               - 2.0 * bilinear(self.kernel, A, B, wa, wb, resources=resources, report=told(total - float(n) * m)))
         return math.sqrt(max(sq, 0.0))
 
-    def _inner(self, other: Embedding, resources: Resources) -> float:
+    def _inner(self, other: Embedding, resources: Resources, told: bool = False) -> float:
+        n, m = len(self.sample), len(other.sample)
+        total = n * (n + 1) / 2.0 if other is self else float(n) * m
+        report = (lambda done: resources.report(done, total, "inner product")) if told else None
         if other is self:
-            return bilinear(self.kernel, self.sample, None, self.weights, self.weights, resources=resources)
-        return bilinear(self.kernel, self.sample, other.sample, self.weights, other.weights, resources=resources)
+            return bilinear(self.kernel, self.sample, None, self.weights, self.weights, resources=resources, report=report)
+        return bilinear(self.kernel, self.sample, other.sample, self.weights, other.weights, resources=resources, report=report)
 
     def _check_same_kernel(self, other: Embedding) -> None:
         if self.kernel != other.kernel:

@@ -357,3 +357,27 @@ def test_an_embedding_of_a_kernel_computed_whole_reads_its_whole_gram_matrices(m
     assert built == [15, 12] and told[-1][0] == told[-1][1] == 15 * 16 / 2 + 12 * 13 / 2 + 15 * 12
     monkeypatch.setattr(Kernel, "computes_gram_whole", lambda self: False)
     assert a.distance(b) == pytest.approx(whole, rel=1e-12)
+
+
+@pytest.mark.parametrize("max_memory", [None, "1kB"])
+def test_every_embedding_reduction_tells_its_progress_and_keeps_its_number(max_memory):
+    from monk_framework import Embedding, MonkError
+
+    gen = np.random.default_rng(10)
+    X, Y, Z = gen.normal(size=(70, 2)), gen.normal(0.4, 1.0, size=(50, 2)), gen.normal(size=(90, 2))
+    kernel = REG.get_kernel("rbf", sigma=1.0)
+    ex, ey = (Embedding(kernel=kernel, sample=S, weights=gen.random(len(S)), estimator="custom") for S in (X, Y))
+    K = lambda A, B: kernel(A, B)  # noqa: E731
+    for call, value, total, what in [
+        (lambda p: ex.evaluate(Z, max_memory=max_memory, progress=p), K(Z, X) @ ex.weights, 90 * 70, "witness values"),
+        (lambda p: ex.inner(ey, max_memory=max_memory, progress=p), ex.weights @ K(X, Y) @ ey.weights, 70 * 50, "inner product"),
+        (lambda p: ex.norm(max_memory=max_memory, progress=p), np.sqrt(ex.weights @ K(X, X) @ ex.weights), 70 * 71 / 2,
+         "inner product"),
+    ]:
+        told: list[tuple[float, float, str]] = []
+        np.testing.assert_allclose(call(lambda *t, told=told: told.append(t)), value, rtol=1e-12)
+        assert told and {t[1:] for t in told} == {(total, what)} and told[-1][0] == total, what
+        assert [t[0] for t in told] == sorted(t[0] for t in told)
+        np.testing.assert_array_equal(call(None), call(lambda *t: None))  # telling changes nothing
+    with pytest.raises(MonkError, match="progress must be None or a callable"):
+        ex.norm(progress="yes")
