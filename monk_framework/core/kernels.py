@@ -18,6 +18,7 @@ reads a plugin's ``compute_*`` methods.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import warnings
@@ -54,7 +55,9 @@ __all__ = [
     "VALUE_LIMIT",
     "bilinear",
     "check_squared_norm",
+    "counted_in_turn",
     "in_turn",
+    "rectangular_gram_of",
     "scale",
     "weighted_gram",
 ]
@@ -1122,10 +1125,14 @@ def scale(c: Any, kernel: Kernel) -> Kernel:
 # -- reductions an embedding needs, within the memory budget -------------------------------
 
 
+def _tile_rows(m: int, resources: Resources) -> int:
+    """Rows of a tile of m columns: at most a quarter of the budget (and of CHUNK_BYTES)."""
+    return max(1, max(8 * m, min(CHUNK_BYTES, (resources.budget or CHUNK_BYTES) // 4)) // (8 * m))
+
+
 def _row_tiles(kernel: Kernel, A: Sample, B: Sample, resources: Resources) -> Iterator[tuple[int, np.ndarray]]:
     """(start, K(A[start:stop], B)) row tiles of at most a quarter of the budget."""
-    m = len(B)
-    step = max(1, max(8 * m, min(CHUNK_BYTES, (resources.budget or CHUNK_BYTES) // 4)) // (8 * m))
+    step = _tile_rows(len(B), resources)
     for a in range(0, len(A), step):
         yield a, kernel.gram_tile(A[a : a + step], B)
 
@@ -1139,7 +1146,7 @@ def weighted_gram(
     values evaluated so far, band by band."""
     m = len(B)
     if resources.fits(8.0 * len(A) * m):
-        return kernel.rectangular_gram(A, B, run_bands=_told_in_turn(m, report)) @ v
+        return rectangular_gram_of(kernel, A, B, run_bands=None if report is None else counted_in_turn(m, report)) @ v
     out = np.empty(len(A))
     for a, tile in _row_tiles(kernel, A, B, resources):
         out[a : a + len(tile)] = tile @ v
@@ -1148,10 +1155,9 @@ def weighted_gram(
     return out
 
 
-def _told_in_turn(m: int, report: Callable[[float], None] | None) -> BandRunner | None:
-    """:func:`in_turn`, telling ``report`` the values of the bands of rows (m columns) done."""
-    if report is None:
-        return None
+def counted_in_turn(m: int, report: Callable[[float], None]) -> BandRunner:
+    """:func:`in_turn`, telling ``report`` the values of a matrix of m columns done after
+    each band of rows (``stop × m``)."""
 
     def run(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> list[Any]:
         out = []
@@ -1161,6 +1167,22 @@ def _told_in_turn(m: int, report: Callable[[float], None] | None) -> BandRunner 
         return out
 
     return run
+
+
+def rectangular_gram_of(kernel: Kernel, A: Sample, B: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
+    """``kernel.rectangular_gram(A, B)``, given ``run_bands`` where the kernel takes it: a
+    plugin's override written to the older ``rectangular_gram(X, Y)`` is called without it
+    (its matrix is then one step of the progress)."""
+    if run_bands is None or not _takes_run_bands(kernel):
+        return kernel.rectangular_gram(A, B)
+    return kernel.rectangular_gram(A, B, run_bands=run_bands)
+
+
+def _takes_run_bands(kernel: Kernel) -> bool:
+    try:
+        return "run_bands" in inspect.signature(kernel.rectangular_gram).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def bilinear(
@@ -1182,7 +1204,7 @@ def bilinear(
     each rebuild its per-string tables) is read from its whole Gram matrix when that fits."""
     other = A if B is None else B
     if kernel.computes_gram_whole() and resources.fits(8.0 * len(A) * len(other)):
-        K = kernel.symmetric_gram(A) if B is None else kernel.rectangular_gram(A, B)
+        K = kernel.symmetric_gram(A) if B is None else rectangular_gram_of(kernel, A, B)
         if report is not None:
             report(len(A) * (len(A) + 1) / 2.0 if B is None else float(K.size))
         return float(u @ K @ v)
@@ -1204,7 +1226,7 @@ def _symmetric_bilinear(
     diag = kernel.diag_tile(A)
     total = float(np.sum(u * diag * v))
     done = 0.0
-    step = max(1, max(8 * n, min(CHUNK_BYTES, (resources.budget or CHUNK_BYTES) // 4)) // (8 * n))
+    step = _tile_rows(n, resources)
     for a in range(0, n, step):
         b = min(a + step, n)
         tile = kernel.gram_tile(A[a:b], A[a:])

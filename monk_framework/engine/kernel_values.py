@@ -9,14 +9,13 @@ the engine decides: how many threads evaluate the bands of a matrix.
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from monk_framework.core.kernels import Kernel, in_turn
+from monk_framework.core.kernels import Kernel, counted_in_turn, rectangular_gram_of
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import for_bands
 
@@ -47,37 +46,27 @@ def gram_matrix(
     and test. ``report(done, total, "Gram matrix")`` counts the kernel values of the bands
     as they finish (of a symmetric one, from the engine's threads)."""
     if Y is None:
-        return kernel.symmetric_gram(Z, run_bands=on_cores if report is None else _counted_bands(len(Z), None, report))
-    if report is None or not _takes_run_bands(kernel):
-        return kernel.rectangular_gram(Z, Y)
-    return kernel.rectangular_gram(Z, Y, run_bands=_counted_bands(len(Z), len(Y), report))
+        return kernel.symmetric_gram(Z, run_bands=on_cores if report is None else _counted_bands(len(Z), report))
+    if report is None:
+        return rectangular_gram_of(kernel, Z, Y)
+    total = float(len(Z)) * len(Y)
+    return rectangular_gram_of(kernel, Z, Y, run_bands=counted_in_turn(len(Y), lambda done: report(done, total, "Gram matrix")))
 
 
-def _takes_run_bands(kernel: Kernel) -> bool:
-    """Whether the kernel's ``rectangular_gram`` takes ``run_bands`` (a plugin's override
-    written to the older ``rectangular_gram(X, Y)`` does not; its matrix is then one step)."""
-    try:
-        return "run_bands" in inspect.signature(kernel.rectangular_gram).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _counted_bands(n: int, m: int | None, report: Callable[[float, float, str], None]) -> Callable[..., list[Any]]:
-    """A band runner telling ``report`` the values done: of the upper triangle of a
-    symmetric n × n matrix (``m`` None; the bands on every core, :func:`on_cores`), or of
-    an n × m one (the bands in turn, as the kernel alone would run them)."""
+def _counted_bands(n: int, report: Callable[[float, float, str], None]) -> Callable[..., list[Any]]:
+    """:func:`on_cores`, telling ``report`` the values of the upper triangle done."""
     lock = threading.Lock()
     done = [0.0]
-    total = n * (n + 1) / 2.0 if m is None else float(n) * m
+    total = n * (n + 1) / 2.0
 
     def run(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> list[Any]:
         def counted(a: int, b: int) -> Any:
             out = work(a, b)
             with lock:
-                done[0] += (b - a) * (n - a) - (b - a) * (b - a - 1) / 2.0 if m is None else (b - a) * float(m)
+                done[0] += (b - a) * (n - a) - (b - a) * (b - a - 1) / 2.0
                 report(done[0], total, "Gram matrix")
             return out
 
-        return on_cores(counted, bands) if m is None else in_turn(counted, bands)
+        return on_cores(counted, bands)
 
     return run

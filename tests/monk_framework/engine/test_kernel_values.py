@@ -67,3 +67,11 @@ def test_an_override_without_run_bands_still_serves_the_engine(rng):
     sums = kernel_sums(whole, X, Y, resources=Resources(progress=lambda *t: seen.append(t)))
     assert sums.xy == pytest.approx(got.sum(), rel=1e-13) and not sums.tiled
     assert seen[-1] == (70 * 71 / 2, 70 * 71 / 2, "Gram matrix")  # the pooled sample's, one matrix
+    # and an embedding's witness values, told or not, call it without run_bands (a
+    # TypeError before), against the definition
+    from monk_framework import Embedding
+
+    emb = Embedding(kernel=OldStyleGram(), sample=X, weights=np.full(40, 1 / 40), estimator="custom")
+    want = np.exp(-np.abs(Y[:, :1] - X[:, 0])) @ np.full(40, 1 / 40)
+    np.testing.assert_allclose(emb.evaluate(Y), want, rtol=1e-14)
+    np.testing.assert_allclose(emb.evaluate(Y, progress=lambda *t: None), want, rtol=1e-14)
