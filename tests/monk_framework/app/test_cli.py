@@ -648,8 +648,14 @@ def test_a_width_nobody_reads_still_draws_the_result(columns):
     ran = subprocess.run([*cmd, "run", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=30"], capture_output=True, text=True,
                          timeout=120, env=env)
     assert ran.returncode == 0, ran.stderr
-    assert re.search(r"│ MMD\^2 +│ [-0-9.e+]+ +│", ran.stdout), ran.stdout
+    shown = re.search(r"│ MMD\^2 +│ ([-0-9.e+]+) +│", ran.stdout)
+    assert shown, ran.stdout
     assert "u-stat with rbf" in ran.stdout  # the title on one line
+    # the number the table shows is the estimate's, to its printed digits
+    X, Y = get_dataset("gauss", n=30).sample(0)
+    from monk_framework import estimate
+
+    assert float(shown.group(1)) == pytest.approx(estimate("rbf:sigma=1", "u-stat", X, Y, rng=0).mmd2, rel=1e-9)
 
 
 def test_shell_completion_ends_as_click_ends_it_not_as_a_plugins_exit():
