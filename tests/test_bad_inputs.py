@@ -92,6 +92,9 @@ def _files(root: Path) -> None:
     np.save(root / "small-units-x.npy", 1e-4 * X)
     np.save(root / "small-units-y.npy", 1e-4 * rng.normal(0.5, 1.0, size=(40, 2)))
     (root / "cut.npy").write_bytes((root / "cut.npy").read_bytes()[:-304])
+    (root / "trailing.csv").write_text("".join(f"{a!r},{b!r},\n" for a, b in X.tolist()))
+    (root / "numbered.fa").write_text(">a\n     1 acgtacgtac gtacgtacgt\n>b\n     1 ttgcaacgtt\n")
+    (root / "dna1.fa.gz").write_bytes(b"\x1f\x8b\x08\x00")
     _results_folders(root)
 
 
@@ -306,6 +309,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
         r"one a line, unless its first data line is numbers: '.*D-?\+?.*' is not\) but Y \(y.npy\) as vectors"),
     ("npy-truncated", [*RUN, "--x", "cut.npy", "--y", "y.npy"], 1, r"cut.npy: its header claims an array of shape \(30, 2\) \(480 bytes\) but "
         r"the file holds only 176 bytes"),
+    ("csv-trailing-separator", [*RUN, "--x", "trailing.csv", "--y", "y.npy"], 1, r"trailing.csv, line 1, column 3: the line ends "
+        r"with ',', so its last value is missing: if every line does, the file has a trailing separator"),
+    ("fasta-position-numbers", ["run", "-k", "ssk", "-e", "u-stat", "--x", "numbered.fa", "--y", "dna1.fa"], 1, r"numbered.fa, line 2, "
+        r"column 6: the digit '1' inside a sequence line"),
+    ("compressed-fasta", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa.gz", "--y", "dna1.fa"], 1, r"dna1.fa.gz: unsupported file "
+        r"type '.gz'; .* It is compressed: decompress it first"),
 ]
 
 #: (id, arguments): extreme but valid inputs that must give a finite, non-degenerate MMD²

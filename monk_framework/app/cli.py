@@ -57,18 +57,58 @@ class _GuardedStdout:
 
     def write(self, text: str) -> int:
         try:
-            return sys.stdout.write(text)
+            return _open_stream(sys.stdout, "standard output").write(text)
         except OSError as exc:
             raise _OutputFailed(exc) from None
 
     def flush(self) -> None:
         try:
-            sys.stdout.flush()
+            _open_stream(sys.stdout, "standard output").flush()
         except OSError as exc:
             raise _OutputFailed(exc) from None
 
-    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding: the stream's own
+    def isatty(self) -> bool:
+        return sys.stdout is not None and sys.stdout.isatty()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, encoding: the stream's own
+        if sys.stdout is None:  # closed: as an object without them (rich asks with a default)
+            raise AttributeError(name)
         return getattr(sys.stdout, name)
+
+
+class _TolerantStderr:
+    """sys.stderr as it is at each write, whose write errors are dropped: notes,
+    warnings and progress are not the result, and a full or closed stderr
+    (``2>/dev/full``) must not end the work whose result goes to stdout or a file."""
+
+    def write(self, text: str) -> int:
+        with contextlib.suppress(OSError, ValueError):
+            if sys.stderr is not None:
+                return sys.stderr.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if sys.stderr is not None:
+                sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr is not None and sys.stderr.isatty()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, encoding: the stream's own
+        if sys.stderr is None:
+            raise AttributeError(name)
+        return getattr(sys.stderr, name)
+
+
+def _open_stream(stream: Any, name: str) -> Any:
+    """``stream``, or OSError(EBADF) when the process was started with it closed
+    (``>&-``: Python then sets it to None)."""
+    if stream is None:
+        import errno
+
+        raise OSError(errno.EBADF, f"{name} is closed")
+    return stream
 
 
 #: exit code when the reader of stdout left: as a process killed by SIGPIPE (128 + 13)
@@ -87,7 +127,7 @@ def _width() -> int | None:
 
 
 stdout = Console(file=_GuardedStdout(), highlight=False, soft_wrap=False, width=_width())  # type: ignore[arg-type]
-stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=_width())
+stderr = Console(file=_TolerantStderr(), highlight=False, soft_wrap=True, width=_width())  # type: ignore[arg-type]
 
 
 @attrs.define
@@ -184,7 +224,7 @@ def _output_failed(exc: _OutputFailed) -> int:
     import errno
     import os
 
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         # nothing more reaches stdout, not even the interpreter's last flush
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if exc.error.errno == errno.EPIPE:
@@ -258,12 +298,12 @@ def _plugin_prints_to_stderr() -> contextlib.AbstractContextManager[Any]:
     """Where the library (and a plugin's own ``print``) runs: stdout carries only the
     result, so what plugin code prints goes to stderr instead of into the table or the
     JSON."""
-    return contextlib.redirect_stdout(sys.stderr)
+    return contextlib.redirect_stdout(_TolerantStderr())
 
 
 def _fail(message: str, code: int, *, exc: BaseException | None = None, hint: str = "") -> int:
     if STATE.debug and exc is not None:
-        traceback.print_exception(exc, file=sys.stderr)
+        traceback.print_exception(exc, file=_TolerantStderr())
     stderr.print(f"Error: {message}{hint}", markup=False)
     return code
 

@@ -23,6 +23,7 @@ import csv
 import errno
 import math
 import os
+import shlex
 from array import array
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def load_sample(
     if suffix not in readers:
         raise DataFileError(
             str(p), f"unsupported file type {suffix or '(none)'!r}; use one of "
-            + ", ".join(sorted(readers)) + "."
+            + ", ".join(sorted(readers)) + "." + _UNSUPPORTED_HINTS.get(suffix, "")
         )
     try:
         if readers[suffix] is _read_fasta:
@@ -206,6 +207,14 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
                 if len(cells) != width:
                     raise DataFileError(str(path), f"has {len(cells)} columns where line {width_line} has {width}.",
                                         line=lineno)
+                if width_line == lineno and len(cells) > 1 and not cells[-1] and all(cells[:-1]) and delimiter != " ":
+                    # the first row ends with the separator, as some writers end every line:
+                    # it reads as a column of missing values
+                    raise DataFileError(
+                        str(path), f"the line ends with {delimiter!r}, so its last value is missing: if every line "
+                        f"does, the file has a trailing separator; remove it (e.g. sed -i 's/{delimiter}$//' "
+                        f"{shlex.quote(path.name)}).", line=lineno, column=len(cells) + int(index_column),
+                    )
                 for j, cell in enumerate(cells):
                     values.append(_checked_cell(path, cell, lineno, j + 1 + int(index_column), numbers_text))
     except UnicodeDecodeError as exc:
@@ -345,12 +354,33 @@ def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
                 str(path), "sequence data before the first '>' header line (not FASTA?).", line=lineno
             )
         if ">" in text:
-            raise DataFileError(str(path), "'>' inside a sequence line.", line=lineno, column=text.index(">") + 1)
+            raise DataFileError(str(path), "'>' inside a sequence line.", line=lineno, column=line.index(">") + 1)
+        digit = next((c for c in text if c.isdigit()), None)
+        if digit is not None:
+            # no sequence alphabet has digits: position numbers, as GenBank prints beside its
+            # sequence lines, would otherwise be read as letters
+            raise DataFileError(
+                str(path), f"the digit {digit!r} inside a sequence line: FASTA sequences are letters only "
+                "(position numbers, as in a GenBank file? remove them).", line=lineno, column=line.index(digit) + 1,
+            )
         parts.append("".join(text.split()))
     close()
     if not sequences:
         raise DataFileError(str(path), "holds no FASTA records (no '>' header line).")
     return sequences
+
+
+#: what to do with the files people most often have instead (read nothing implicitly: a
+#: compressed file's size says nothing of the memory its content needs)
+_UNSUPPORTED_HINTS = {
+    **dict.fromkeys((".gz", ".bz2", ".xz", ".zst", ".zip"),
+                    " It is compressed: decompress it first (e.g. gunzip -k FILE), then give the file inside."),
+    **dict.fromkeys((".fastq", ".fq"),
+                    " FASTQ is not read: convert it to FASTA first (e.g. seqtk seq -a IN.fastq > OUT.fa)."),
+    ".npz": " An .npz archive holds several arrays: save the one you mean with np.save('x.npy', archive['name']).",
+    **dict.fromkeys((".xlsx", ".xls", ".ods", ".parquet", ".feather", ".h5", ".hdf5", ".pkl", ".pickle"),
+                    " Export the sample to .csv (one point a row) or to .npy (np.save) first."),
+}
 
 
 def _missing(p: Path) -> str:

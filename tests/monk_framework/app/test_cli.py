@@ -213,6 +213,30 @@ def test_a_reader_that_leaves_ends_the_command_quietly_and_a_full_device_is_one_
             assert json.loads(saved.read_text())["type"] == "permutation-test"  # what -o saved is whole
 
 
+def test_a_closed_stdout_is_one_line_and_a_full_stderr_does_not_end_the_work(tmp_path):
+    # `monkfw run ... >&-` said "internal error: AttributeError: 'NoneType' object has no
+    # attribute 'write'" after saving; with `2>/dev/full` the first note ended the work (exit 1,
+    # no result) although the result goes to stdout
+    import os
+
+    exe = shutil.which("monkfw") or shutil.which("monkfw", path=str(__import__("pathlib").Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "monk_framework"]
+    args = ["run", "-d", "gauss", "--data-param", "n=30", "--json"]
+    saved = tmp_path / "kept.json"
+
+    def closed_stdout() -> None:  # as the shell's >&- does, in the child before it starts
+        os.close(1)
+
+    closed = subprocess.run([*cmd, *args, "-o", str(saved)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, timeout=120, preexec_fn=closed_stdout)
+    assert closed.returncode == 1
+    assert closed.stderr.splitlines()[-1] == "Error: cannot write to standard output: standard output is closed."
+    assert json.loads(saved.read_text())["type"] == "mmd"  # what -o saved is whole
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([*cmd, *args], stdout=subprocess.PIPE, stderr=full, text=True, timeout=120)
+        assert done.returncode == 0 and json.loads(done.stdout)["mmd2"] == json.loads(saved.read_text())["mmd2"]
+
 @pytest.mark.parametrize(
     ("x_value", "message"),
     [

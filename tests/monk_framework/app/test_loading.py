@@ -163,6 +163,34 @@ def test_fasta_records_and_errors_with_line_numbers(tmp_path):
     (tmp_path / "c.fa").write_text(">x\nAC>G\n")
     with pytest.raises(DataFileError, match=r"line 2.*'>' inside a sequence line"):
         load_sample(tmp_path / "c.fa")
+    # position numbers (GenBank's ORIGIN lines pasted into a .fa) were read as letters
+    (tmp_path / "d.fa").write_text(">x\n  1 acgtac gtta\n")
+    with pytest.raises(DataFileError, match=r"d.fa, line 2, column 3: the digit '1' inside a sequence line"):
+        load_sample(tmp_path / "d.fa")
+    (tmp_path / "e.fa").write_text(">x\n AC>G\n")  # the column counts the line as written
+    with pytest.raises(DataFileError, match=r"line 2, column 4: '>' inside"):
+        load_sample(tmp_path / "e.fa")
+
+
+@pytest.mark.parametrize(("name", "hint"), [
+    ("x.fa.gz", "It is compressed: decompress it first"), ("x.zip", "It is compressed"),
+    ("x.fastq", "FASTQ is not read: convert it to FASTA"), ("x.npz", "save the one you mean with np.save"),
+    ("x.parquet", "Export the sample to .csv"),
+])
+def test_the_files_people_have_instead_get_what_to_do(tmp_path, name, hint):
+    (tmp_path / name).write_bytes(b"\x1f\x8b")
+    with pytest.raises(DataFileError, match="unsupported file type") as info:
+        load_sample(tmp_path / name)
+    assert hint in str(info.value)
+
+
+def test_a_trailing_separator_is_named_and_a_missing_last_value_is_not_called_one(tmp_path):
+    (tmp_path / "t.csv").write_text("1,2,\n3,4,\n")
+    with pytest.raises(DataFileError, match=r"t.csv, line 1, column 3: the line ends with ',', so .*trailing separator"):
+        load_sample(tmp_path / "t.csv")
+    (tmp_path / "m.csv").write_text("1,2\n3,\n")  # one value missing, not a separator on every line
+    with pytest.raises(DataFileError, match=r"m.csv, line 2, column 2: a missing value"):
+        load_sample(tmp_path / "m.csv")
 
 
 # -- files that must be refused before anything is loaded ------------------------------
