@@ -626,7 +626,9 @@ def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table:
     """Save the result if asked, then print it as JSON or as a table (and a footer line)."""
     if output is not None:
         write_atomically(output, dumps(payload) + "\n")
-        _note(f"Result saved to {output}.")
+        # a .csv or .txt name does not make it a table: say what the file holds
+        kind = "" if output.suffix.lower() in ("", ".json") else " (as JSON, whatever its suffix: read it with load_result)"
+        _note(f"Result saved to {output}{kind}.")
     if as_json:
         _print_json(payload)
         return

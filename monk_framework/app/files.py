@@ -50,6 +50,13 @@ def check_writable(path: Path | str, *, what: str = "the output file", inputs: I
     if path.exists() and not path.is_file():
         # a device, pipe or socket: the result would be renamed over it, not written into it
         raise ParameterError(f"{what} {str(given)!r} is not a regular file (a device, pipe or socket); give a file name.")
+    if path.is_file() and path.stat().st_size > 0 and not _holds_a_result(path):
+        # -o names where a result goes; a file there that is not one (data, notes, another
+        # tool's output) would be lost to it
+        raise ParameterError(
+            f"{what} {str(given)!r} exists and is not a monkfw result: it would be overwritten. Give a new file "
+            "name (e.g. 'result.json'), or remove the file first if it is not needed."
+        )
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise ParameterError(f"{what} {str(given)!r} cannot be written: {str(blocker)!r} is a file, not a directory.")
@@ -61,6 +68,17 @@ def check_writable(path: Path | str, *, what: str = "the output file", inputs: I
     except OSError as exc:
         raise ParameterError(f"{what} {str(given)!r} cannot be written: {exc.strerror or exc}.") from None
     return path
+
+
+def _holds_a_result(path: Path) -> bool:
+    """Whether a file starts as the JSON of a saved result does (``{"type": ...``):
+    the start is enough, and a large data file is not read."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and b'"type"' in head
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:

@@ -46,7 +46,7 @@ def test_a_missing_optional_dependency_names_its_extra():
 
 
 def test_a_write_through_a_symbolic_link_updates_its_target_and_keeps_the_link(tmp_path):
-    (tmp_path / "target.json").write_text("old")
+    (tmp_path / "target.json").write_text('{"type": "mmd"}')  # an earlier result
     (tmp_path / "link.json").symlink_to("target.json")
     assert check_writable(tmp_path / "link.json") == tmp_path / "target.json"
     write_atomically(tmp_path / "link.json", "new")
@@ -67,3 +67,19 @@ def test_a_loop_of_links_and_a_link_to_the_data_are_refused_naming_what_was_give
     with pytest.raises(ParameterError, match=r"--output '.*out.npy' is the data file '.*x.npy'"):
         check_writable(tmp_path / "out.npy", what="--output", inputs=[tmp_path / "x.npy"])
     assert (tmp_path / "x.npy").read_bytes() == b"data"
+
+
+def test_an_existing_file_is_replaced_only_if_it_holds_a_result(tmp_path):
+    # `-o other.npy` replaced the user's other data file with JSON; a result (or an empty
+    # file, or none) is replaced as before
+    (tmp_path / "other.npy").write_bytes(b"\x93NUMPY data of another sample")
+    (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
+    for name in ("other.npy", "notes.csv"):
+        with pytest.raises(ParameterError, match=rf"--output '.*{name}' exists and is not a monkfw result: it would be "
+                                                 "overwritten"):
+            check_writable(tmp_path / name, what="--output")
+    (tmp_path / "old.json").write_text('{\n  "type": "mmd",\n  "mmd2": 0.1\n}\n')
+    (tmp_path / "empty.json").write_text("")
+    for name in ("old.json", "empty.json", "new.json"):
+        assert check_writable(tmp_path / name, what="--output") == tmp_path / name
+    assert (tmp_path / "notes.csv").read_text() == "a,b\n1,2\n"
