@@ -157,6 +157,7 @@ class MonkGroup(TyperGroup):
     ) -> Any:
         global STATE
         STATE = _State()
+        _encode_what_the_terminal_cannot()
         try:
             with warnings.catch_warnings(), _terminate_as_interrupt():
                 # the library's own warnings (the compiled loops falling back) as one line
@@ -195,6 +196,18 @@ class MonkGroup(TyperGroup):
             # Ctrl-C in any command (typer turns it into exit code 130): one line
             stderr.print("Interrupted.", markup=False)
         return _exit(code, standalone_mode)
+
+
+def _encode_what_the_terminal_cannot() -> None:
+    """A stdout whose encoding lacks a character the output has (σ in a formula, a
+    file name's é; LANG=C on an old system, PYTHONIOENCODING=ascii, a Windows console)
+    gets it as ``\u03c3``, as Python's own stderr does, instead of a UnicodeEncodeError
+    that ends the command. JSON is unaffected: it is ASCII already."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            with contextlib.suppress(Exception):  # a stream that cannot change keeps its own rule
+                reconfigure(errors="backslashreplace")
 
 
 @contextlib.contextmanager

@@ -695,3 +695,16 @@ def test_shell_completion_ends_as_click_ends_it_not_as_a_plugins_exit():
     shown = subprocess.run([*cmd, "--show-completion", "bash"], capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and "complete -o default -F _monkfw_completion monkfw" in shown.stdout
     assert shown.stderr == ""
+
+
+def test_a_terminal_that_cannot_encode_a_character_gets_it_escaped(tmp_path):
+    # with PYTHONIOENCODING=ascii (LANG=C on an old system, a Windows console) `monkfw
+    # describe rbf` ended in "internal error: UnicodeEncodeError" at the sigma of its table
+    import os
+
+    exe = shutil.which("monkfw") or shutil.which("monkfw", path=str(__import__("pathlib").Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "monk_framework"]
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run([*cmd, "describe", "rbf"], capture_output=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert b"\\u03c3" in done.stdout and "σ" in done.stdout.decode("unicode_escape")
