@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import math
+import numbers
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = [
+    "shown",
     "MonkError",
     "ParameterError",
     "UnknownNameError",
@@ -175,3 +179,14 @@ def optional_import(module: str, extra: str, purpose: str) -> Any:
         raise MonkError(
             f"{purpose} need {module}, which is not installed: pip install 'monk-framework[{extra}]'."
         ) from exc
+
+
+def shown(value: Any, most: int = 80) -> str:
+    """``repr(value)`` for a message, or its start and length when it is longer than
+    ``most`` characters (a list of a million numbers, 10**400 and its 401 digits)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(int(value)) > sys.float_info.max:
+        return f"an int of about 10^{int(math.log10(abs(int(value))))} (beyond float64)"
+    text = repr(value)
+    if len(text) <= most:
+        return text
+    return f"{text[:most // 2]}... ({len(text):,} characters)"

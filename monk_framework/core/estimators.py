@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, PluginFailure, plugin_code
+from monk_framework.core.errors import DataError, MonkError, PluginFailure, plugin_code, shown
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.randomness import RNGLike, generator
@@ -345,11 +345,6 @@ def check_json_data(label: str, method: str, diagnostics: Any, timings: Any) -> 
                 json.dumps(jsonable(item), allow_nan=False)
             except (TypeError, ValueError) as exc:
                 raise PluginFailure(
-                    f"{label}: {method} returned {what}[{key!r}] = {_short(item)}, which a results file cannot hold "
+                    f"{label}: {method} returned {what}[{key!r}] = {shown(item)}, which a results file cannot hold "
                     f"({exc}); give JSON data: numbers (finite), strings, lists, dicts."
                 ) from None
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Self
 
 import attrs
 
-from monk_framework.core.errors import ParameterError, UnknownNameError
+from monk_framework.core.errors import ParameterError, UnknownNameError, shown
 
 __all__ = [
     "Check",
@@ -49,13 +49,14 @@ class Check:
         ok = False
         try:
             ok = bool(self.test(value))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float64
             ok = False
         if not ok:
             raise ParameterError(
                 f"The {attribute.name!r} parameter of {type(instance).__name__} must be "
-                f"{self.description}. Got {value!r} instead."
+                f"{self.description}. Got {shown(value)} instead."
             )
+
 
 
 def _is_real(value: Any) -> bool:
@@ -151,7 +152,10 @@ def integer_or(*choices: str, ge: int | None = None, le: int | None = None) -> C
 def _to_float(value: Any) -> Any:
     """Store real numbers as Python floats; leave anything else for the validator."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond float64: left for the validator to refuse by name
+            return value
     return value
 
 

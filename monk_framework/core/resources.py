@@ -289,7 +289,10 @@ def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
 
 def format_bytes(nbytes: float) -> str:
     """A byte count for messages: "7.45 GiB", "12.0 MiB" below 128 MiB, "3.2 KiB" below
-    1 MiB and "480 bytes" below 1 KiB (so that no size reads "0.0 MiB")."""
+    1 MiB and "480 bytes" below 1 KiB (so that no size reads "0.0 MiB"). A count beyond
+    float64 (an int a user typed, 10**400) is given by its order of magnitude."""
+    if isinstance(nbytes, int) and nbytes.bit_length() > 1000:
+        return f"10^{int(math.log10(nbytes))} bytes"  # str() of a huge int is refused (4300 digits)
     if nbytes >= 2**27:
         return f"{nbytes / 2**30:.2f} GiB"
     if nbytes >= 2**20:

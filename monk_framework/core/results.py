@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError
+from monk_framework.core.errors import DataError, MonkError, ParameterError, shown
 from monk_framework.core.kernels import Kernel, bilinear, weighted_gram
 from monk_framework.core.resources import Resources
 
@@ -190,10 +190,10 @@ class Result:
             try:
                 converted = converter(value)
             except (TypeError, ValueError, OverflowError, MonkError) as exc:
-                raise DataError(f"The {cls.kind} result's {name!r} holds {_shown(value)}, which is not a valid "
+                raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, which is not a valid "
                                 f"value ({exc}).") from None
             if isinstance(converted, float) and not math.isfinite(converted):
-                raise DataError(f"The {cls.kind} result's {name!r} holds {_shown(value)}, not a finite number.")
+                raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, not a finite number.")
         try:
             return cls(**given)
         except DataError:
@@ -209,11 +209,6 @@ class Result:
         except json.JSONDecodeError as exc:
             raise DataError(f"Not a JSON result: {exc}.") from None
         return cls.from_dict(data, **context)
-
-
-def _shown(value: Any, most: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def _call_text(name: str, params: Mapping[str, Any]) -> str:

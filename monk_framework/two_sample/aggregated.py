@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError
+from monk_framework.core.errors import DataError, MonkError, ParameterError, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
 from monk_framework.core.params import spec_label
@@ -245,7 +245,7 @@ def _check_weights(weights: Any, L: int) -> np.ndarray:
         return np.full(L, 1.0 / L)
     w = _numbers(weights)
     if w is None or w.shape != (L,) or not np.isfinite(w).all() or (w <= 0).any():
-        raise ParameterError(f"weights must be {L} positive finite numbers, one per kernel; got {_shown(weights)}.")
+        raise ParameterError(f"weights must be {L} positive finite numbers, one per kernel; got {shown(weights)}.")
     w = w / w.max()  # so that the sum cannot overflow
     return w / w.sum()
 
@@ -257,26 +257,20 @@ def _numbers(values: Any) -> np.ndarray | None:
         return None
     try:
         out = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float64
         return None
     return out if out.ndim == 1 else None
-
-
-def _shown(value: Any, most: int = 80) -> str:
-    """repr(value), cut to ``most`` characters (a list of a million numbers is not a message)."""
-    text = repr(value)
-    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def _check_grid(n_bandwidths: Any, bandwidths: Any) -> np.ndarray | None:
     """The fixed grid as a flat array (None: read it from the data), after checking both."""
     if isinstance(n_bandwidths, bool) or not isinstance(n_bandwidths, (int, np.integer)) or n_bandwidths < 1:
-        raise ParameterError(f"n_bandwidths must be an int >= 1; got {_shown(n_bandwidths)}.")
+        raise ParameterError(f"n_bandwidths must be an int >= 1; got {shown(n_bandwidths)}.")
     if bandwidths is None:
         return None
     b = _numbers(bandwidths)
     if b is None or not len(b) or not np.isfinite(b).all() or (b <= 0).any():
-        raise ParameterError(f"bandwidths must be a flat list of positive finite numbers; got {_shown(bandwidths)}.")
+        raise ParameterError(f"bandwidths must be a flat list of positive finite numbers; got {shown(bandwidths)}.")
     return b
 
 

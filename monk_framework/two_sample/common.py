@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import MonkError, ParameterError
+from monk_framework.core.errors import MonkError, ParameterError, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.registry import get_registry
@@ -105,14 +105,14 @@ def check_level(alpha: Any, *, name: str = "alpha") -> float:
     """α as a float in (0, 1); else a ParameterError naming it (``name``: how the caller
     spells it, e.g. "--alpha")."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0 < alpha < 1:
-        raise ParameterError(f"{name} must be a number in (0, 1); got {alpha!r}.")
+        raise ParameterError(f"{name} must be a number in (0, 1); got {shown(alpha)}.")
     return float(alpha)
 
 
 def check_permutations(n_permutations: Any, *, name: str = "n_permutations") -> int:
     """B as an int ≥ 1; else a ParameterError naming it."""
     if isinstance(n_permutations, bool) or not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
-        raise ParameterError(f"{name} must be an int >= 1; got {n_permutations!r}.")
+        raise ParameterError(f"{name} must be an int >= 1; got {shown(n_permutations)}.")
     return int(n_permutations)
 
 

@@ -42,7 +42,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError
+from monk_framework.core.errors import DataError, MonkError, ParameterError, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import RADIUS_RANGE, ClippedKernel, Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
@@ -112,7 +112,7 @@ def contamination_count(contamination: Any, total: int) -> int:
     if isinstance(contamination, (int, np.integer)):
         if not 0 <= contamination <= total:
             raise ParameterError(
-                f"contamination must lie between 0 and the {total} points of X and Y; got {contamination}."
+                f"contamination must lie between 0 and the {total} points of X and Y; got {shown(contamination)}."
             )
         return int(contamination)
     if isinstance(contamination, (float, np.floating)) and math.isfinite(contamination):
@@ -247,11 +247,19 @@ def clip_radius(kernel: Kernel, X: Any, Y: Any, *, clip: float | None, quantile:
     return ClipRadius(radius=c, quantile=float(quantile), norms=norms, n=len(X), m=len(Y))
 
 
+def _finite(value: Any) -> bool:
+    """math.isfinite, false for an int beyond float64 (where isfinite raises)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
     if clip is not None and (
-        isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating)) or not (math.isfinite(clip) and clip > 0)
+        isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating)) or not (_finite(clip) and clip > 0)
     ):
-        raise ParameterError(f"clip must be a radius > 0 (a finite number); got {clip!r}.")
+        raise ParameterError(f"clip must be a radius > 0 (a finite number); got {shown(clip)}.")
     if clip is not None and not RADIUS_RANGE[0] <= clip <= RADIUS_RANGE[1]:
         raise ParameterError(
             f"clip must be a radius whose square is within float64's range ({RADIUS_RANGE[0]:.3g} <= clip <= "

@@ -91,3 +91,18 @@ def test_a_spec_giving_a_parameter_twice_is_refused():
     with pytest.raises(ParameterError, match=r"Parameter 'sigma' is given twice in spec 'rbf:sigma=1,sigma=2'"):
         parse_spec("rbf:sigma=1,sigma=2")
     assert parse_spec("rbf:sigma=1,width=2") == ("rbf", {"sigma": 1, "width": 2})
+
+
+def test_an_int_beyond_float64_is_refused_by_name_not_with_an_overflow():
+    # get_kernel("rbf", sigma=10**400) raised OverflowError from the converter; the message
+    # gives the int's size, not its 401 digits
+    from monk_framework.core.errors import shown
+    from monk_framework.core.registry import get_registry
+
+    with pytest.raises(ParameterError, match=r"The 'sigma' parameter of RBFKernel must be .* Got an int of about "
+                                             r"10\^400 \(beyond float64\) instead\."):
+        get_registry().get_kernel("rbf", sigma=10**400)
+    assert shown(10**400) == "an int of about 10^400 (beyond float64)"
+    assert shown(-(10**5000)) == "an int of about 10^5000 (beyond float64)"  # str() of it is refused by Python
+    assert shown(list(range(1000))) == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1... (4,890 characters)"
+    assert shown(2.5) == "2.5" and shown(True) == "True"

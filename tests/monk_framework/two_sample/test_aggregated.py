@@ -324,3 +324,21 @@ def test_a_small_memory_budget_gives_the_same_test():
     assert tiled.pvalue == stored.pvalue and np.array_equal(tiled.kernel_pvalues, stored.kernel_pvalues)
     np.testing.assert_allclose(tiled.kernel_statistics, stored.kernel_statistics, rtol=1e-10)
     np.testing.assert_allclose(tiled.kernel_scales, stored.kernel_scales, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda X, Y: aggregated_test(X, Y, bandwidths=[1, 10**400]), r"bandwidths must be a flat list of positive finite"),
+    (lambda X, Y: aggregated_test(X, Y, kernels=["rbf:sigma=1", "rbf:sigma=2"], weights=[1, 10**400]),
+     r"weights must be 2 positive finite numbers"),
+    (lambda X, Y: robust_test("quadratic", X, Y, contamination=2, clip=10**400),
+     r"clip must be a radius > 0 \(a finite number\); got an int of about 10\^400"),
+    (lambda X, Y: permutation_test("rbf", "u-stat", X, Y, alpha=10**400), r"alpha must be a number in \(0, 1\); got an int of"),
+    (lambda X, Y: permutation_test("rbf", "u-stat", X, Y, n_permutations=10**400), r"n_permutations \(-B\) = 10,000,000,.* needs about 10\^401 bytes"),
+])
+def test_numbers_beyond_float64_are_refused_by_name(call, message):
+    # each raised OverflowError ("int too large to convert to float") from deep inside
+    from monk_framework.core.errors import MonkError
+
+    rng = np.random.default_rng(0)
+    with pytest.raises(MonkError, match=message):
+        call(rng.normal(size=(20, 2)), rng.normal(size=(20, 2)))
