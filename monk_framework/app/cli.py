@@ -636,12 +636,22 @@ def _table(title: str, rows: list[tuple[str, str]]) -> Table:
 
 
 def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table: Table, footer: str | None = None) -> None:
-    """Save the result if asked, then print it as JSON or as a table (and a footer line)."""
+    """Save the result if asked, then print it as JSON or as a table (and a footer line).
+    A save that fails (a full disk) still prints the result before the error: the work
+    is not lost with the file."""
     if output is not None:
-        write_atomically(output, dumps(payload) + "\n")
+        try:
+            write_atomically(output, dumps(payload) + "\n")
+        except MonkError:
+            _print_result(payload, as_json, table, footer)
+            raise
         # a .csv or .txt name does not make it a table: say what the file holds
         kind = "" if output.suffix.lower() in ("", ".json") else " (as JSON, whatever its suffix: read it with load_result)"
         _note(f"Result saved to {output}{kind}.")
+    _print_result(payload, as_json, table, footer)
+
+
+def _print_result(payload: dict[str, Any], as_json: bool, table: Table, footer: str | None) -> None:
     if as_json:
         _print_json(payload)
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -708,3 +709,22 @@ def test_a_terminal_that_cannot_encode_a_character_gets_it_escaped(tmp_path):
     done = subprocess.run([*cmd, "describe", "rbf"], capture_output=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert b"\\u03c3" in done.stdout and "σ" in done.stdout.decode("unicode_escape")
+
+
+@pytest.mark.parametrize("command", ["run", "test"])
+def test_a_save_that_fails_still_prints_the_result_before_the_error(monkeypatch, tmp_path, command):
+    # on a full disk `-o r.json` lost the computed result: the error alone was printed
+    from monk_framework.app import cli
+    from monk_framework.core.errors import MonkError
+
+    def full(path, data):
+        raise MonkError(f"Cannot write {str(path)!r}: No space left on device.")
+
+    monkeypatch.setattr(cli, "write_atomically", full)
+    result = invoke(command, "-d", "gauss", "--data-param", "n=30", "-B" if command == "test" else "--seed", "99" if command == "test" else "0",
+                    "--json", "-o", str(tmp_path / "r.json"))
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith("No space left on device.")
+    printed = json.loads(result.stdout)
+    assert printed["type"] == ("mmd" if command == "run" else "permutation-test") and math.isfinite(printed["mmd2" if command == "run" else "statistic"])
+    assert not (tmp_path / "r.json").exists()
