@@ -303,17 +303,23 @@ class EmbeddingEstimator(Estimator):
         raise not_implemented(self, "compute_embedding")
 
 
-#: how far |MMD| may be from √|MMD²| (relative) in an estimator's answer
-ROOT_RTOL = 1e-9
+#: how far |MMD| may be from √|MMD²| (relative) in an estimator's answer: a root taken
+#: in float32 (correctly rounded, 6e-8) passes, a different number does not
+ROOT_RTOL = 1e-6
+
+
+def _real_number(value: Any) -> bool:
+    """A Python or numpy real scalar, not a bool (True is an int to Python, not an MMD)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def checked_estimate(
     estimator: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
 ) -> Estimate:
     """``estimator.compute_estimate(...)``, with its answer checked: an :class:`Estimate`
-    with finite ``mmd2`` and ``mmd``, and a negative MMD only as the signed root of a
-    negative MMD² (MMD is a norm; the U-statistic's ``root="signed"`` reports
-    −√|MMD²|). Anything else, and any error the estimator's code raises, is a
+    with finite ``mmd2`` and ``mmd``, and ``mmd`` a root of ``mmd2``: √|MMD²|, or for a
+    negative MMD² 0 or the signed root −√|MMD²| (MMD is a norm; the U-statistic's
+    ``root="clip"`` and ``root="signed"``). Anything else, and any error the estimator's code raises, is a
     :class:`PluginFailure` naming the estimator, never a number passed on."""
     label = estimator.plugin_label()
     with plugin_code(estimator, "compute_estimate"):
@@ -321,13 +327,20 @@ def checked_estimate(
     if not isinstance(core, Estimate):
         raise PluginFailure(f"{label}: compute_estimate returned {type(core).__name__}; it must return Estimate(mmd2=..., mmd=...).")
     mmd2, mmd = core.mmd2, core.mmd
-    if not (isinstance(mmd2, (int, float, np.floating)) and isinstance(mmd, (int, float, np.floating))
-            and np.isfinite(mmd2) and np.isfinite(mmd)):
-        raise PluginFailure(f"{label}: compute_estimate returned mmd2={mmd2!r}, mmd={mmd!r}; both must be finite numbers.")
+    if not (_real_number(mmd2) and _real_number(mmd) and np.isfinite(mmd2) and np.isfinite(mmd)):
+        raise PluginFailure(f"{label}: compute_estimate returned mmd2={shown(mmd2)}, mmd={shown(mmd)}; both must be "
+                            "finite numbers.")
     if mmd < 0 and not (mmd2 < 0 and abs(-mmd - np.sqrt(-mmd2)) <= ROOT_RTOL * max(-mmd, 1e-300)):
         raise PluginFailure(
             f"{label}: compute_estimate returned MMD = {mmd:.6g} with MMD^2 = {mmd2:.6g}; MMD is a norm, so it "
             "can be negative only as the signed root -sqrt(|MMD^2|) of a negative MMD^2."
+        )
+    if mmd >= 0 and not (abs(mmd - np.sqrt(abs(mmd2))) <= ROOT_RTOL * max(mmd, 1e-300) or (mmd == 0 and mmd2 < 0)):
+        # one number reported two ways: a table, a test's statistic and a results file
+        # would otherwise disagree about it
+        raise PluginFailure(
+            f"{label}: compute_estimate returned MMD = {mmd:.6g} with MMD^2 = {mmd2:.6g}, whose root is "
+            f"{np.sqrt(abs(mmd2)):.6g}; MMD must be the root of MMD^2 (or 0, or the signed root, for a negative MMD^2)."
         )
     check_json_data(label, "compute_estimate", core.diagnostics, core.timings)
     return core

@@ -150,6 +150,11 @@ def test_what_the_callers_progress_raises_reaches_the_caller_not_blamed_on_the_p
         (-0.25, -0.3, r"MMD = -0.3 with MMD\^2 = -0.25"),
         (float("nan"), 0.5, r"mmd2=nan, mmd=0.5; both must be finite"),
         (0.25, float("inf"), r"mmd=inf; both must be finite"),
+        # a positive MMD that is not the root of MMD^2 was passed on: the table, a test's
+        # statistic and the results file then disagreed about the one number
+        (0.25, 0.9, r"MMD = 0.9 with MMD\^2 = 0.25, whose root is 0.5; MMD must be the root of MMD\^2"),
+        (-0.25, 0.3, r"MMD = 0.3 with MMD\^2 = -0.25, whose root is 0.5"),
+        (True, True, r"mmd2=True, mmd=True; both must be finite numbers"),  # a bool is no MMD
     ],
 )
 def test_an_estimators_impossible_answer_is_refused_by_name(mmd2, mmd, message):
@@ -162,6 +167,10 @@ def test_a_negative_mmd_passes_as_the_signed_root_of_a_negative_mmd2():
     X, Y = _data()
     assert Answer(mmd2=-0.25, mmd=-0.5).estimate(REG.get_kernel("linear"), X, Y).mmd == -0.5
     assert Answer(mmd2=-0.25, mmd=0.0).estimate(REG.get_kernel("linear"), X, Y).mmd == 0.0  # clipped
+    assert Answer(mmd2=-0.25, mmd=0.5).estimate(REG.get_kernel("linear"), X, Y).mmd == 0.5  # the root of |MMD^2|
+    # a root taken in float32 is the root, to float32's rounding
+    root32 = Answer(mmd2=np.float32(0.3), mmd=np.sqrt(np.float32(0.3))).estimate(REG.get_kernel("linear"), X, Y)
+    assert root32.mmd == pytest.approx(np.sqrt(0.3), rel=1e-7)
     signed = REG.get_estimator("u-stat", root="signed").estimate(REG.get_kernel("rbf", sigma=1.0), X, X[::-1] + 0.01)
     assert signed.mmd == pytest.approx(-np.sqrt(-signed.mmd2)) if signed.mmd2 < 0 else signed.mmd >= 0
 
