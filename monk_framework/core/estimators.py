@@ -272,6 +272,7 @@ class EmbeddingEstimator(Estimator):
                 f"{self.plugin_label()}: compute_embedding returned {type(core).__name__}; it must return "
                 "EmbeddingWeights(weights=...)."
             )
+        _check_weights(self.plugin_label(), core.weights, len(Xv))
         check_json_data(self.plugin_label(), "compute_embedding", core.diagnostics, core.timings)
         total = time.perf_counter() - start
         embedding = Embedding(
@@ -344,6 +345,30 @@ def checked_estimate(
         )
     check_json_data(label, "compute_estimate", core.diagnostics, core.timings)
     return core
+
+
+def _check_weights(label: str, weights: Any, n: int) -> None:
+    """An embedding estimator's weights, checked before they become an embedding: one
+    finite real number per sample point, or a :class:`PluginFailure` naming the
+    estimator (the sample is not what is wrong). Their sum is free: a shrinkage
+    estimator's is below 1."""
+    try:
+        w = np.asarray(weights)
+    except Exception:  # noqa: BLE001 - whatever it is, it is not weights
+        w = np.asarray(None)
+    what = None
+    if w.dtype.kind not in "iuf":
+        what = f"weights of dtype {w.dtype}" if w.dtype.kind != "O" else f"{shown(weights)} as weights"
+    elif w.shape != (n,):
+        what = f"weights of shape {w.shape}"
+    elif not np.isfinite(w).all():
+        bad = int(np.flatnonzero(~np.isfinite(w))[0])
+        what = f"weight {float(w[bad])!r} for point {bad}"
+    if what is not None:
+        raise PluginFailure(
+            f"{label}: compute_embedding returned {what}; it must return one finite real weight per sample point "
+            f"(shape ({n},))."
+        )
 
 
 def check_json_data(label: str, method: str, diagnostics: Any, timings: Any) -> None:

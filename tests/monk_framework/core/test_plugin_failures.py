@@ -383,6 +383,35 @@ def test_weights_declared_affine_that_do_not_sum_to_one_are_refused():
 
 
 @attrs.frozen(kw_only=True)
+class OddWeights(EmbeddingEstimator):
+    """Weights of the wrong shape, non-finite, or not numbers."""
+
+    name: ClassVar[str] = "odd-weights"
+    kind: str = "short"
+
+    def compute_embedding(self, kernel, X, rng, resources):
+        n = len(X)
+        weights = {"short": np.full(n - 1, 1 / (n - 1)), "column": np.full((n, 1), 1 / n),
+                   "nan": np.r_[np.nan, np.full(n - 1, 1 / n)], "text": np.array(["a"] * n),
+                   "shrunk": np.full(n, 0.5 / n)}[self.kind]
+        return EmbeddingWeights(weights=weights)
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("short", r"weights of shape \(11,\); it must return one finite real weight per sample point \(shape \(12,\)\)"),
+    ("column", r"weights of shape \(12, 1\)"), ("nan", r"weight nan for point 0"), ("text", r"weights of dtype <U1"),
+])
+def test_an_embedding_estimators_bad_weights_name_the_estimator_not_the_data(kind, message):
+    # "An embedding needs one weight per sample point: 12; got shape (11,)" read as a
+    # problem of the user's sample, and named no plugin
+    X, _ = _data()
+    with pytest.raises(PluginFailure, match=r"estimator 'odd-weights' .*compute_embedding returned " + message):
+        OddWeights(kind=kind).embed(REG.get_kernel("linear"), X)
+    # the sum is free (a shrinkage estimator's is below 1)
+    assert OddWeights(kind="shrunk").embed(REG.get_kernel("linear"), X).weights.sum() == pytest.approx(0.5)
+
+
+@attrs.frozen(kw_only=True)
 class BadSpec(Kernel):
     """NaN values, and a spec() that raises while the framework words the error."""
 
