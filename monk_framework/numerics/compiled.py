@@ -184,8 +184,13 @@ def _numba() -> Any:
             except Exception as exc:  # ImportError, or an installation that fails on import
                 _fall_back(f"numba cannot be imported ({type(exc).__name__}: {exc})")
             else:
-                _STATE["numba"] = numba
                 _pass_on(said)
+                if getattr(numba.config, "DISABLE_JIT", False):
+                    # njit then returns the plain Python function: the loops would run
+                    # interpreted, a thousand times slower, and cannot be specialised
+                    _fall_back("numba's compiler is switched off (NUMBA_DISABLE_JIT=1)")
+                else:
+                    _STATE["numba"] = numba
         return _STATE["numba"] or None
 
 

@@ -230,6 +230,22 @@ def test_without_numba_the_library_computes_with_the_references(registry):
         assert p == p_want and t == pytest.approx(t_want, rel=1e-9, abs=1e-12)
 
 
+def test_with_numbas_compiler_switched_off_the_library_computes_with_the_references(registry):
+    # NUMBA_DISABLE_JIT=1 (numba's own switch, for debugging) made njit return plain
+    # functions: "kernel 'rbf' ...: compute_gram failed: AttributeError: 'function' object
+    # has no attribute 'compile'"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "MONK_COMPILED"}
+    code = NO_NUMBA.replace('sys.modules["numba"] = None  # `import numba` now fails', "")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "NUMBA_DISABLE_JIT": "1"},
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(out["warnings"]) == 1 and "numba's compiler is switched off (NUMBA_DISABLE_JIT=1)" in out["warnings"][0]
+    want = _seeded_tests(registry)
+    for t, p, (t_want, p_want) in zip(out["t"], out["p"], [want[1], want[2]]):
+        assert p == p_want and t == pytest.approx(t_want, rel=1e-9, abs=1e-12)
+
+
 def test_importing_the_library_does_not_import_numba():
     code = "import sys, monk_framework, monk_framework.app.cli; print('numba' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
