@@ -33,7 +33,7 @@ import threading
 import numpy as np
 
 from monk_framework.core.resources import check_fits
-from monk_framework.numerics.compiled import NOT_RUN, CompiledLoops, compiled_available
+from monk_framework.numerics.compiled import NOT_RUN, CompiledLoops, compiled_available, compiled_threads
 
 #: the pair programme's loops: compiled by numba on first use; where the compiled loops
 #: are off or cannot run, the same loops run as plain Python (the same numbers, far slower:
@@ -63,11 +63,7 @@ PLAIN_SLOWDOWN = 170.0
 
 def pair_threads() -> int:
     """The threads the pair programme runs on: numba's, or 1 as plain Python."""
-    if not compiled_available():
-        return 1
-    import numba
-
-    return int(numba.get_num_threads())
+    return compiled_threads()
 
 
 def uses_sparse(ls: int, lt: int, lam: float) -> bool:

@@ -67,6 +67,7 @@ __all__ = [
     "NOT_RUN",
     "compiled_available",
     "compiled_enabled",
+    "compiled_threads",
     "set_compiled",
     "using_compiled",
     "COMPILED_TILE_MAX_FEATURES",
@@ -136,6 +137,25 @@ def compiled_available() -> bool:
     """Whether the compiled loops run here: switched on, and numba imported (this loads
     it; a loop that later fails to compile switches them off for the process)."""
     return compiled_enabled() and _numba() is not None
+
+
+def compiled_threads() -> int:
+    """The threads the compiled parallel loops run on: numba's, or 1 where the compiled
+    loops do not run. Starting them loads numba's threading layer: one that is not
+    installed or not known (``NUMBA_THREADING_LAYER=tbb``, a typo) switches the compiled
+    loops off for the process, with one :class:`CompiledLoopsWarning`, and gives 1."""
+    if not compiled_available():
+        return 1
+    try:
+        return int(_STATE["numba"].get_num_threads())
+    except ValueError as exc:
+        _threads_failed(exc)
+        return 1
+
+
+def _threads_failed(exc: ValueError) -> None:
+    first = (str(exc).strip().splitlines() or [""])[0].rstrip(".")  # numba adds lines of hints
+    _fall_back(f"numba cannot start its threads ({first}; check NUMBA_THREADING_LAYER)")
 
 
 def set_compiled(enabled: bool | None) -> None:
@@ -265,6 +285,14 @@ class CompiledLoops:
         except (numba.core.errors.NumbaError, RuntimeError) as exc:  # LLVM's errors come as RuntimeError
             first = str(exc).splitlines()[0] if str(exc) else ""
             _fall_back(f"a compiled loop failed to compile ({type(exc).__name__}: {first})")
+            return NOT_RUN
+        except ValueError as exc:
+            # a parallel loop's threads start at its first call, before it computes
+            # anything: a threading layer that is not installed or not known
+            # (NUMBA_THREADING_LAYER=tbb, a typo) fails there
+            if "threading layer" not in str(exc):
+                raise
+            _threads_failed(exc)
             return NOT_RUN
 
     def plain(self, name: str) -> Callable[..., Any]:

@@ -246,6 +246,39 @@ def test_with_numbas_compiler_switched_off_the_library_computes_with_the_referen
         assert p == p_want and t == pytest.approx(t_want, rel=1e-9, abs=1e-12)
 
 
+SSK_RUN = """
+import json, warnings
+warnings.simplefilter("always")
+from monk_framework import estimate
+X = ["ACGTTGCA", "GGCATTAC", "TTACGGCA", "CAGTACGT"]
+Y = ["ACGAACGT", "GCTAGCTA", "TTGCAATG", "GATTACAG"]
+with warnings.catch_warnings(record=True) as caught:
+    r = estimate("ssk:n=3", "v-stat", X, Y)
+print(json.dumps({"mmd2": r.mmd2, "warnings": [str(w.message) for w in caught if w.category.__name__ == "CompiledLoopsWarning"]}))
+"""
+
+
+@pytest.mark.parametrize("layer", ["nonsense", "tbb"])
+def test_a_threading_layer_that_cannot_start_falls_back_to_the_references(layer):
+    # NUMBA_THREADING_LAYER=tbb without tbb installed (or a typo) made every SSK fail as
+    # "kernel 'ssk' ...: compute_gram failed: ValueError: No threading layer could be loaded."
+    import importlib.util
+    import os
+
+    if layer == "tbb" and importlib.util.find_spec("tbb") is not None:
+        pytest.skip("tbb is installed here: its layer starts")
+    env = {k: v for k, v in os.environ.items() if k != "MONK_COMPILED"}
+    done = subprocess.run([sys.executable, "-c", SSK_RUN], capture_output=True, text=True, timeout=300,
+                          env={**env, "NUMBA_THREADING_LAYER": layer})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(out["warnings"]) == 1 and "numba cannot start its threads" in out["warnings"][0]
+    assert "check NUMBA_THREADING_LAYER" in out["warnings"][0] and "\n" not in out["warnings"][0]
+    plain = subprocess.run([sys.executable, "-c", SSK_RUN], capture_output=True, text=True, timeout=300,
+                           env={**env, "MONK_COMPILED": "0"})
+    assert out["mmd2"] == pytest.approx(json.loads(plain.stdout.strip().splitlines()[-1])["mmd2"], rel=1e-12)
+
+
 def test_importing_the_library_does_not_import_numba():
     code = "import sys, monk_framework, monk_framework.app.cli; print('numba' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
