@@ -23,6 +23,7 @@ from monk_framework.core.errors import (
     ParameterError,
     PluginError,
     PrecisionWarning,
+    ReadWarning,
     ResourceError,
     UnknownNameError,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "PluginEntry",
     "PluginError",
     "PrecisionWarning",
+    "ReadWarning",
     "PluginProblem",
     "Provider",
     "Registry",

@@ -24,13 +24,14 @@ import errno
 import math
 import os
 import shlex
+import warnings
 from array import array
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataFileError
+from monk_framework.core.errors import DataFileError, ReadWarning
 from monk_framework.core.resources import check_fits, format_bytes
 
 __all__ = ["first_data_line", "holds_numbers", "load_sample"]
@@ -179,6 +180,10 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
     width_line = 0
     index_column = False
     seen_first = False
+    # a first row 0,1,...,k-1 is pandas' default column names (DataFrame(X).to_csv(path,
+    # index=False)) if any later value is not an integer; integer data keep it as a point
+    default_names = False
+    fraction_seen = False
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             for lineno, row in _rows(handle, delimiter):
@@ -197,6 +202,11 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
                     elif all(cell and _cell_value(cell) is None and not _joined_numbers(cell) for cell in cells):
                         width, width_line = len(cells), lineno  # a header: names, not numbers
                         continue
+                    else:
+                        # one column starting at 0 is too common a sample to guess about
+                        default_names = len(cells) > 1 and cells == [str(i) for i in range(len(cells))]
+                elif default_names and not fraction_seen:
+                    fraction_seen = not all(cell.lstrip("+-").isdigit() for cell in cells)
                 if index_column:
                     if not cells[0]:
                         raise DataFileError(str(path), "a row without its index label (the file's header is pandas').",
@@ -226,7 +236,14 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
     if not values:
         raise DataFileError(str(path), "holds a header row but no data rows.", line=width_line)
     assert width is not None
-    return np.frombuffer(values, dtype=np.float64).reshape(-1, width)
+    out = np.frombuffer(values, dtype=np.float64).reshape(-1, width)
+    if default_names and fraction_seen:
+        warnings.warn(ReadWarning(
+            f"{path}: line {width_line} ({','.join(map(str, range(width)))}) is read as pandas' default column names "
+            "(DataFrame(X).to_csv(path, index=False)), not as a point, since the other values are not all integers. "
+            "Write the file with header=False, or name the columns, for no guess to be needed."), stacklevel=2)
+        return out[1:]
+    return out
 
 
 def _rows(handle: Any, delimiter: str) -> Any:

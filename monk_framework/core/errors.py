@@ -29,6 +29,7 @@ __all__ = [
     "KernelOverflowError",
     "ResourceError",
     "PrecisionWarning",
+    "ReadWarning",
     "did_you_mean",
     "mark_from_caller",
     "plugin_code",
@@ -156,6 +157,12 @@ class PrecisionWarning(UserWarning):
     """A result is computed, but float64 round-off leaves it fewer significant digits
     than it seems to have (e.g. an origin-dependent kernel on data far from the origin);
     the message says how much and what to do."""
+
+
+class ReadWarning(UserWarning):
+    """A data file was read by a guess that could, rarely, be wrong (a first row read as
+    pandas' default column names); the message says which guess, and how to write the
+    file so that no guess is needed."""
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

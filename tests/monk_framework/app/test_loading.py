@@ -402,3 +402,24 @@ def test_integers_beyond_2_to_53_are_read_with_a_word_on_their_rounding():
         out = as_vectors(big)
     assert out[0, 0] == float(2**53)  # 2^53 + 1 is rounded, as the message says
     np.testing.assert_array_equal(as_vectors(np.arange(10, dtype=np.int64)), np.arange(10.0)[:, None])  # no word
+
+
+def test_pandas_default_column_names_are_a_header_when_the_data_say_so(tmp_path):
+    # pd.DataFrame(X).to_csv(path, index=False) writes "0,1" first: it was read as the
+    # point (0, 1), one point too many
+    from monk_framework import ReadWarning
+
+    X = np.random.default_rng(0).normal(size=(6, 3))
+    (tmp_path / "names.csv").write_text("0,1,2\n" + "".join(",".join(map(repr, row)) + "\n" for row in X.tolist()))
+    with pytest.warns(ReadWarning, match=r"names.csv: line 1 \(0,1,2\) is read as pandas' default column names"):
+        got = load_sample(tmp_path / "names.csv")
+    assert np.array_equal(got, X)
+    # integer data keep the row as a point, and so does one column (a sample that starts at 0)
+    (tmp_path / "ints.csv").write_text("0,1\n2,3\n4,5\n")
+    (tmp_path / "column.csv").write_text("0\n0.5\n1.5\n")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_sample(tmp_path / "ints.csv").tolist() == [[0, 1], [2, 3], [4, 5]]
+        assert load_sample(tmp_path / "column.csv").ravel().tolist() == [0.0, 0.5, 1.5]
