@@ -177,12 +177,21 @@ def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[st
         raise DataError(f"{name} must be a sequence of strings; got {type(X).__name__}.") from None
     if not items:
         raise DataError(f"{name} is empty: it has no points.")
+    if all(_one_string(item) for item in items):
+        # a column of strings, shape (N, 1): a data frame's df[["seq"]].values
+        items = [item[0] for item in items]
     for i, item in enumerate(items):
         if not isinstance(item, str):
+            hint = " (bytes: decode them first, e.g. [s.decode() for s in X])" if isinstance(item, bytes) else ""
             raise DataError(
-                f"{name}[{i}] is {type(item).__name__} {item!r}, but {user} needs strings."
+                f"{name}[{i}] is {type(item).__name__} {item!r}, but {user} needs strings.{hint}"
             )
     return items
+
+
+def _one_string(item: Any) -> bool:
+    """Whether ``item`` is a row of one string (a list, tuple or array of length 1)."""
+    return isinstance(item, (list, tuple, np.ndarray)) and len(item) == 1 and isinstance(item[0], str)
 
 
 def check_same_dimension(X: np.ndarray, Y: np.ndarray, *, names: tuple[str, str] = ("X", "Y")) -> None:

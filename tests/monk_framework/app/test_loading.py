@@ -35,9 +35,16 @@ def test_bad_vector_samples_are_named(value, message):
 
 def test_string_samples():
     assert as_strings(("ab", "c")) == ["ab", "c"]
-    for value, message in [("abc", "single string"), ([], "empty"), (["a", 3], r"X\[1\] is int"), (np.zeros(3), "holds numbers")]:
+    for value, message in [("abc", "single string"), ([], "empty"), (["a", 3], r"X\[1\] is int"), (np.zeros(3), "holds numbers"),
+                           ([b"ACGT"], r"X\[0\] is bytes .*decode them first"), ([["AC", "G"]], r"X\[0\] is list \['AC', 'G'\]")]:
         with pytest.raises(DataError, match=message):
             as_strings(value)
+
+
+def test_a_column_of_strings_is_its_strings():
+    # df[["seq"]].values, shape (N, 1), was refused: "X[0] is ndarray array(['ACGT'])"
+    column = np.array([["ACGT"], ["GGA"]], dtype=object)
+    assert as_strings(column) == as_strings([["ACGT"], ["GGA"]]) == as_strings(np.array([["ACGT"], ["GGA"]])) == ["ACGT", "GGA"]
 
 
 def test_csv_with_header_and_tsv(tmp_path):
