@@ -74,6 +74,15 @@ def load_sample(
             return _read_fasta(p, case_sensitive=case_sensitive)
         if suffix == ".txt" and kind == "vector":
             return _read_delimited(p, delimiter=_numbers_separator(p), numbers_text=True)
+        if suffix in (".csv", ".tsv") and kind == "string":
+            # read as numbers, its first strings would be a "header" and the next ones
+            # "cannot read 'GGTACCAT' as a number"
+            column = "-d, -f2" if suffix == ".csv" else "-f2"  # cut splits at tabs by default
+            raise DataFileError(
+                str(p), f"a {suffix} file is read as numbers (one point a row), but the kernel takes strings: give them "
+                "as a .txt file (one string a line) or as FASTA; from a column of this file, e.g. "
+                f"cut {column} {shlex.quote(p.name)} > strings.txt (and drop a header line)."
+            )
         return readers[suffix](p)
     except OSError as exc:  # unreadable: permissions, I/O errors
         raise DataFileError(str(p), f"cannot be read ({exc.strerror or exc}).") from None

@@ -430,3 +430,14 @@ def test_pandas_default_column_names_are_a_header_when_the_data_say_so(tmp_path)
         warnings.simplefilter("error")
         assert load_sample(tmp_path / "ints.csv").tolist() == [[0, 1], [2, 3], [4, 5]]
         assert load_sample(tmp_path / "column.csv").ravel().tolist() == [0.0, 0.5, 1.5]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv"])
+def test_a_table_given_to_a_string_kernel_is_refused_with_what_to_give(tmp_path, suffix):
+    # its first strings were taken for a header, then "cannot read 'GGTACCAT' as a number"
+    sep = "," if suffix == ".csv" else "\t"
+    path = tmp_path / f"seqs{suffix}"
+    path.write_text(f"id{sep}sequence\n1{sep}ACGTACGT\n2{sep}GGTACCAT\n")
+    with pytest.raises(DataFileError, match=rf"seqs\{suffix}: a \{suffix} file is read as numbers .* the kernel takes strings: "
+                                            r"give them as a .txt file .* or as FASTA; .* e.g. cut -(d, -)?f2 seqs"):
+        load_sample(path, kind="string")
