@@ -157,57 +157,67 @@ class MonkGroup(TyperGroup):
     ) -> Any:
         global STATE
         STATE = _State()
-        _encode_what_the_terminal_cannot()
-        try:
-            with warnings.catch_warnings(), _terminate_as_interrupt():
-                # the library's own warnings (the compiled loops falling back) as one line
-                warnings.showwarning = _one_line_warnings(warnings.showwarning)
-                code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
-        except typer.TyperException as exc:  # click usage errors (bad option, missing value)
-            code = _usage_error(exc)
-        except USAGE_ERRORS as exc:
-            code = _fail(str(exc), 2, exc=exc)
-        except MonkError as exc:
-            code = _fail(str(exc), 1, exc=exc)
-        except MemoryError as exc:  # an allocation the budget's checks did not foresee (another process took the room)
-            code = _fail(
-                f"out of memory ({exc or 'an allocation failed'}). Give --max-memory a smaller budget (the work then "
-                "runs in tiles that fit), or use fewer points.", 1, exc=exc,
-            )
-        except (typer.Abort, KeyboardInterrupt):
-            code = 130
-        except _OutputFailed as exc:
-            code = _output_failed(exc)
-        except SystemExit as exc:
-            # click's own exits are return codes here, but shell completion (--show-completion,
-            # --install-completion, the completion requests themselves) ends by sys.exit in
-            # typer and click: anywhere else, this is someone's sys.exit
-            # (typer vendors click as typer._click; an older typer imports click itself)
-            if _raised_in(exc, (typer, *(m for m in (sys.modules.get("click"),) if m is not None))):
-                return _exit(exc.code if isinstance(exc.code, int) else 0, standalone_mode)
-            code = _fail(
-                f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). "
-                "Rerun with --debug for the traceback.", 1, exc=exc,
-            )
-        except Exception as exc:  # a bug (ours, or a plugin's outside the guarded hooks): one line unless --debug
-            code = _fail(_unexpected(exc), 1, exc=exc)
-        code = code if isinstance(code, int) else 0
-        if code == 130 and not STATE.interrupted_said:
-            # Ctrl-C in any command (typer turns it into exit code 130): one line
-            stderr.print("Interrupted.", markup=False)
-        return _exit(code, standalone_mode)
+        with _escaping_what_the_terminal_cannot_encode():
+            try:
+                with warnings.catch_warnings(), _terminate_as_interrupt():
+                    # the library's own warnings (the compiled loops falling back) as one line
+                    warnings.showwarning = _one_line_warnings(warnings.showwarning)
+                    code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            except typer.TyperException as exc:  # click usage errors (bad option, missing value)
+                code = _usage_error(exc)
+            except USAGE_ERRORS as exc:
+                code = _fail(str(exc), 2, exc=exc)
+            except MonkError as exc:
+                code = _fail(str(exc), 1, exc=exc)
+            except MemoryError as exc:  # an allocation the budget's checks did not foresee (another process took the room)
+                code = _fail(
+                    f"out of memory ({exc or 'an allocation failed'}). Give --max-memory a smaller budget (the work then "
+                    "runs in tiles that fit), or use fewer points.", 1, exc=exc,
+                )
+            except (typer.Abort, KeyboardInterrupt):
+                code = 130
+            except _OutputFailed as exc:
+                code = _output_failed(exc)
+            except SystemExit as exc:
+                # click's own exits are return codes here, but shell completion (--show-completion,
+                # --install-completion, the completion requests themselves) ends by sys.exit in
+                # typer and click: anywhere else, this is someone's sys.exit
+                # (typer vendors click as typer._click; an older typer imports click itself)
+                if _raised_in(exc, (typer, *(m for m in (sys.modules.get("click"),) if m is not None))):
+                    return _exit(exc.code if isinstance(exc.code, int) else 0, standalone_mode)
+                code = _fail(
+                    f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). "
+                    "Rerun with --debug for the traceback.", 1, exc=exc,
+                )
+            except Exception as exc:  # a bug (ours, or a plugin's outside the guarded hooks): one line unless --debug
+                code = _fail(_unexpected(exc), 1, exc=exc)
+            code = code if isinstance(code, int) else 0
+            if code == 130 and not STATE.interrupted_said:
+                # Ctrl-C in any command (typer turns it into exit code 130): one line
+                stderr.print("Interrupted.", markup=False)
+            return _exit(code, standalone_mode)
 
 
-def _encode_what_the_terminal_cannot() -> None:
-    """A stdout whose encoding lacks a character the output has (σ in a formula, a
-    file name's é; LANG=C on an old system, PYTHONIOENCODING=ascii, a Windows console)
-    gets it as ``\u03c3``, as Python's own stderr does, instead of a UnicodeEncodeError
-    that ends the command. JSON is unaffected: it is ASCII already."""
+@contextlib.contextmanager
+def _escaping_what_the_terminal_cannot_encode() -> Any:
+    """While a command runs, a stdout whose encoding lacks a character the output has (σ
+    in a formula, a file name's é; LANG=C on an old system, PYTHONIOENCODING=ascii, a
+    Windows console) gets it as ``\u03c3``, as Python's own stderr does, instead of a
+    UnicodeEncodeError that ends the command; the streams' own rule comes back after.
+    JSON is unaffected: it is ASCII already."""
+    changed: list[Any] = []
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None and getattr(stream, "errors", None) == "strict":
             with contextlib.suppress(Exception):  # a stream that cannot change keeps its own rule
                 reconfigure(errors="backslashreplace")
+                changed.append(stream)
+    try:
+        yield
+    finally:
+        for changed_stream in changed:
+            with contextlib.suppress(Exception):
+                changed_stream.reconfigure(errors="strict")
 
 
 @contextlib.contextmanager

@@ -709,6 +709,18 @@ def test_a_terminal_that_cannot_encode_a_character_gets_it_escaped(tmp_path):
     done = subprocess.run([*cmd, "describe", "rbf"], capture_output=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert b"\\u03c3" in done.stdout and "σ" in done.stdout.decode("unicode_escape")
+    # in a Python caller's process, the stream keeps its own rule after the command
+    import io
+
+    from monk_framework.app.cli import app as cli_app
+
+    wrapper = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    before, sys.stdout = sys.stdout, wrapper
+    try:
+        cli_app(["describe", "rbf"], standalone_mode=False)
+    finally:
+        sys.stdout = before
+    assert wrapper.errors == "strict"
 
 
 @pytest.mark.parametrize("command", ["run", "test"])
