@@ -598,10 +598,11 @@ def run(
     with _plugin_prints_to_stderr():
         kernel, estimator, notes = jobs.with_defaults(kernel, estimator, x, dataset, y=y)
         assert estimator is not None
-        job = jobs.prepare(
-            kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],
-            seed=seed, case_sensitive=case_sensitive, trace=trace,
-        )
+        with _ProgressBar("data") as reading:  # a large table of numbers takes seconds to read
+            job = jobs.prepare(
+                kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],
+                seed=seed, case_sensitive=case_sensitive, trace=trace, progress=reading,
+            )
         for note in (*notes, *job.notes):
             _note(note)
         with _backend(backend, scheduler, workers) as runner, _ProgressBar("estimate") as bar:
@@ -849,10 +850,11 @@ def test_command(
         n_permutations=permutations, relabel=relabel, aggregate=aggregate, bandwidths=bandwidths, clip=clip,
     )
     with _plugin_prints_to_stderr():
-        job = jobs.prepare_test(
-            kernel, estimator, grid=grid or [], params=param or [], x=x, y=y, dataset=dataset,
-            data_params=data_param or [], seed=seed, case_sensitive=case_sensitive, **options,
-        )
+        with _ProgressBar("data") as reading:  # a large table of numbers takes seconds to read
+            job = jobs.prepare_test(
+                kernel, estimator, grid=grid or [], params=param or [], x=x, y=y, dataset=dataset,
+                data_params=data_param or [], seed=seed, case_sensitive=case_sensitive, progress=reading, **options,
+            )
         for note in job.notes:
             _note(note)
         # an aggregated test counts every kernel's relabelled statistics, L·B of them; a

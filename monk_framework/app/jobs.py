@@ -175,7 +175,7 @@ class Job:
 
 def _load_samples(
     kernel: Kernel, x: Path | str | None, y: Path | str | None, dataset: str | None,
-    data_params: Sequence[str], seed: int, needs_y: bool, case_sensitive: bool,
+    data_params: Sequence[str], seed: int, needs_y: bool, case_sensitive: bool, progress: Any = None,
 ) -> tuple[Any, Any, dict[str, Any], tuple[str, ...]]:
     if dataset is not None and (x is not None or y is not None):
         raise ParameterError("Give either --dataset or --x/--y files, not both.")
@@ -191,8 +191,8 @@ def _load_samples(
         if needs_y and y is None:
             raise ParameterError("This estimator compares two samples: give --y as well as --x.")
         kind = kernel.input_kind
-        X = load_sample(x, case_sensitive=case_sensitive, kind=kind)
-        Y = load_sample(y, case_sensitive=case_sensitive, kind=kind) if y is not None else None
+        X = load_sample(x, case_sensitive=case_sensitive, kind=kind, progress=progress)
+        Y = load_sample(y, case_sensitive=case_sensitive, kind=kind, progress=progress) if y is not None else None
         return X, Y, {"source": "files", "x": str(x), "y": None if y is None else str(y)}, ()
     notes: tuple[str, ...] = ()
     implicit = dataset is None
@@ -298,6 +298,7 @@ def prepare(
     needs_y: bool | None = None,
     registry: Registry | None = None,
     check: Callable[[Kernel, Estimator], None] | None = None,
+    progress: Any = None,
 ) -> Job:
     """Look up the kernel and the estimator by name, route ``params`` (``key=value``) to
     them, and load the samples: files ``x``/``y``, the built-in ``dataset`` drawn from
@@ -306,7 +307,8 @@ def prepare(
     ``trace`` asks an iterative estimator to record its objective; ``grid`` gives the
     split test's candidate kernel parameters (``key=v1,v2``). ``needs_y``: whether Y is
     required (default: for MMD estimators). ``check(kernel, estimator)`` runs before the
-    data are read, to refuse early what cannot work.
+    data are read, to refuse early what cannot work. ``progress(done, total, what)``
+    hears how far the reading of a large table of numbers has come.
     """
     reg = registry or get_registry()
     # -k and -e take specs as Python does ("rbf:sigma=1"); -p adds to them
@@ -333,7 +335,7 @@ def prepare(
         check(kern, est)
     if needs_y is None:
         needs_y = isinstance(est, MMDEstimator)
-    X, Y, data, notes = _load_samples(kern, x, y, dataset, data_params, seed, needs_y, case_sensitive)
+    X, Y, data, notes = _load_samples(kern, x, y, dataset, data_params, seed, needs_y, case_sensitive, progress)
     return Job(kernel=kern, estimator=est, X=X, Y=Y, seed=seed, data=data, grid=grid_values, notes=notes)
 
 

@@ -38,7 +38,7 @@ __all__ = ["first_data_line", "holds_numbers", "load_sample"]
 
 
 def load_sample(
-    path: str | Path, *, case_sensitive: bool = False, kind: str | None = None
+    path: str | Path, *, case_sensitive: bool = False, kind: str | None = None, progress: Any = None
 ) -> np.ndarray | list[str]:
     """Read a sample from a ``.npy``, ``.csv``, ``.tsv`` (vectors), ``.txt``, ``.fa`` or ``.fasta`` (strings) file.
 
@@ -48,6 +48,9 @@ def load_sample(
     spaces and tabs).
     FASTA sequences are upper-cased unless ``case_sensitive`` (see the module docstring).
     The result is validated later by the kernel that uses it (vectors or strings).
+    ``progress(done, total, what)`` hears how far the reading of a table of numbers
+    (``.csv``, ``.tsv``, a ``.txt`` file of numbers) has come, in characters of the file;
+    the other formats are read in one step.
     """
     if kind not in (None, "vector", "string"):
         raise ValueError(f"load_sample: kind must be 'vector', 'string' or None; got {kind!r}")
@@ -73,7 +76,7 @@ def load_sample(
         if readers[suffix] is _read_fasta:
             return _read_fasta(p, case_sensitive=case_sensitive)
         if suffix == ".txt" and kind == "vector":
-            return _read_delimited(p, delimiter=_numbers_separator(p), numbers_text=True)
+            return _read_delimited(p, delimiter=_numbers_separator(p), numbers_text=True, progress=progress)
         if suffix in (".csv", ".tsv") and kind == "string":
             # read as numbers, its first strings would be a "header" and the next ones
             # "cannot read 'GGTACCAT' as a number"
@@ -83,6 +86,8 @@ def load_sample(
                 "as a .txt file (one string a line) or as FASTA; from a column of this file, e.g. "
                 f"cut {column} {shlex.quote(p.name)} > strings.txt (and drop a header line)."
             )
+        if readers[suffix] is _read_delimited:
+            return _read_delimited(p, progress=progress)
         return readers[suffix](p)
     except OSError as exc:  # unreadable: permissions, I/O errors
         raise DataFileError(str(p), f"cannot be read ({exc.strerror or exc}).") from None
@@ -174,11 +179,15 @@ def _pandas_header(first: list[str]) -> bool:
     return all(_cell_value(n) is None for n in names) or names == [str(i) for i in range(len(names))]
 
 
-def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: bool = False) -> np.ndarray:
+def _read_delimited(
+    path: Path, *, delimiter: str | None = None, numbers_text: bool = False, progress: Any = None
+) -> np.ndarray:
     """The numbers of a CSV/TSV file (or a text file of numbers, ``delimiter=" "``: runs
-    of spaces and tabs separate the values, as for ``np.loadtxt``): one point per row, streamed into a float64 buffer (8 bytes a value), with the file, line
-    and column of any bad cell. ``numbers_text``: a ``.txt`` file of numbers, whose
-    only header lines are ``#`` comments (as ``np.savetxt`` writes them)."""
+    of spaces and tabs separate the values, as for ``np.loadtxt``): one point per row,
+    streamed into a float64 buffer (8 bytes a value), with the file, line and column of
+    any bad cell. ``numbers_text``: a ``.txt`` file of numbers, whose only header lines
+    are ``#`` comments (as ``np.savetxt`` writes them). ``progress(done, total, what)``
+    hears the characters read, against the file's size, every few megabytes."""
     if delimiter is None:
         delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     check_fits(DELIMITED_BYTES_PER_BYTE * path.stat().st_size, lambda need, avail, _: (
@@ -195,7 +204,7 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
     fraction_seen = False
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
-            for lineno, row in _rows(handle, delimiter):
+            for lineno, row in _rows(_counted_lines(handle, path, progress), delimiter):
                 cells = [cell.strip() for cell in row]
                 if not any(cells) or cells[0].startswith("#"):
                     continue
@@ -234,8 +243,16 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
                         f"does, the file has a trailing separator; remove it (e.g. sed -i 's/{delimiter}$//' "
                         f"{shlex.quote(path.name)}).", line=lineno, column=len(cells) + int(index_column),
                     )
-                for j, cell in enumerate(cells):
-                    values.append(_checked_cell(path, cell, lineno, j + 1 + int(index_column), numbers_text))
+                try:
+                    row_values = [float(cell) for cell in cells]  # the whole row at once: the common case
+                except ValueError:
+                    row_values = []
+                if not row_values or not math.isfinite(sum(row_values)):
+                    # a cell that is not a number, NaN or inf (or a sum that overflows): cell by
+                    # cell, so that the first bad one is named by line and column
+                    row_values = [_checked_cell(path, cell, lineno, j + 1 + int(index_column), numbers_text)
+                                  for j, cell in enumerate(cells)]
+                values.extend(row_values)
     except UnicodeDecodeError as exc:
         raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
     except csv.Error as exc:
@@ -253,6 +270,28 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
             "Write the file with header=False, or name the columns, for no guess to be needed."), stacklevel=2)
         return out[1:]
     return out
+
+
+#: characters read between two progress reports of a file being read
+READ_REPORT_CHARS = 4 << 20
+
+
+def _counted_lines(handle: Any, path: Path, progress: Any) -> Any:
+    """The lines of ``handle``, telling ``progress`` how much of the file they cover (a
+    character is a byte for the ASCII of numbers; the count never passes the size)."""
+    if progress is None:
+        yield from handle
+        return
+    total = max(path.stat().st_size, 1)
+    what = f"reading {path.name}"
+    done = reported = 0
+    for line in handle:
+        done += len(line)
+        if done - reported >= READ_REPORT_CHARS:
+            reported = done
+            progress(min(done, total), total, what)
+        yield line
+    progress(total, total, what)
 
 
 def _rows(handle: Any, delimiter: str) -> Any:
