@@ -14,22 +14,12 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from bench_permutation import _median_time as median_time  # one warm-up, then the median
 
 from monk_framework import load_sample
-
-
-def median_time(call, repeats: int) -> float:
-    call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def main() -> None:
