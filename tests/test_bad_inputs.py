@@ -316,6 +316,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
         r"column 6: the digit '1' inside a sequence line"),
     ("compressed-fasta", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa.gz", "--y", "dna1.fa"], 1, r"dna1.fa.gz: unsupported file "
         r"type '.gz'; .* It is compressed: decompress it first"),
+    ("kernel-given-as-estimator", ["run", "-e", "rbf", *SMALL], 2, r"'rbf' is a kernel, not an estimator\. Known estimators: "),
     ("output-is-another-file", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "y3.npy"], 2, r"--output 'y3.npy' exists and is not a "
         r"monkfw result: it would be overwritten"),
 ]

@@ -50,11 +50,17 @@ class UnknownNameError(MonkError, LookupError):
     ``str(err)`` lists the known names and suggests the closest one.
     """
 
-    def __init__(self, what: str, name: str, known: Iterable[str], *, note: str = "") -> None:
+    def __init__(self, what: str, name: str, known: Iterable[str], *, note: str = "", is_a: str | None = None) -> None:
+        """``is_a``: the role ``name`` has instead (a "kernel" named where an estimator goes)."""
         self.what = what
         self.name = name
         self.known = sorted(known)
-        super().__init__(f"Unknown {what} {name!r}.{did_you_mean(name, self.known)}{note}")
+        if is_a is not None:
+            # a name of another role (a kernel where the estimator goes): no look-alike guess
+            listing = ", ".join(self.known) if self.known else "(none)"
+            super().__init__(f"{name!r} is {_article(is_a)}, not {_article(what)}. Known {what}s: {listing}.{note}")
+        else:
+            super().__init__(f"Unknown {what} {name!r}.{did_you_mean(name, self.known)}{note}")
 
     def __str__(self) -> str:
         # LookupError would quote the message like a KeyError does; keep it plain.
@@ -163,6 +169,10 @@ class ReadWarning(UserWarning):
     """A data file was read by a guess that could, rarely, be wrong (a first row read as
     pandas' default column names); the message says which guess, and how to write the
     file so that no guess is needed."""
+
+
+def _article(noun: str) -> str:
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

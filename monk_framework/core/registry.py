@@ -417,7 +417,12 @@ class Registry:
         table = self._entries[plugin_type]
         name = self._aliases[plugin_type].get(name, name)
         if name not in table:
-            raise UnknownNameError(plugin_type, name, [*table, *self._aliases[plugin_type]], note=self._problems_note())
+            other = "estimator" if plugin_type == "kernel" else "kernel"
+            # a kernel given where the estimator goes (or the other way): say so, rather than
+            # guess a look-alike ("Did you mean 'rff'?" for the kernel 'rbf')
+            role = other if name in self._entries[other] or name in self._aliases[other] else None
+            raise UnknownNameError(plugin_type, name, [*table, *self._aliases[plugin_type]], note=self._problems_note(),
+                                   is_a=role)
         return table[name]
 
     def _problems_note(self) -> str:

@@ -399,3 +399,20 @@ def test_a_name_in_monk_load_plugins_that_nothing_answers_to_is_reported(fake_si
     assert "Did you mean 'ones'?" in problem.message
     with pytest.raises(UnknownNameError, match=r"Unknown kernel 'rq'.*could not be loaded: MONK_LOAD_PLUGINS: "):
         registry.get_kernel("rq")
+
+
+def test_a_kernel_named_where_the_estimator_goes_is_said_to_be_one():
+    # "Unknown estimator 'rbf'. Did you mean 'rff'?" sent the user to a look-alike estimator
+    from monk_framework.core.errors import UnknownNameError
+    from monk_framework.core.registry import get_registry
+
+    reg = get_registry()
+    with pytest.raises(UnknownNameError, match=r"^'rbf' is a kernel, not an estimator\. Known estimators: .*u-stat") as info:
+        reg.get_estimator("rbf")
+    assert "Did you mean" not in str(info.value)
+    with pytest.raises(UnknownNameError, match=r"^'u-stat' is an estimator, not a kernel\. Known kernels: .*rbf"):
+        reg.get_kernel("u-stat")
+    with pytest.raises(UnknownNameError, match=r"^'gaussian' is a kernel"):  # an alias too
+        reg.get_estimator("gaussian")
+    with pytest.raises(UnknownNameError, match=r"^Unknown estimator 'u-sta'\. Did you mean 'u-stat'\?"):  # a typo as before
+        reg.get_estimator("u-sta")
