@@ -50,7 +50,7 @@ def check_writable(path: Path | str, *, what: str = "the output file", inputs: I
     if path.exists() and not path.is_file():
         # a device, pipe or socket: the result would be renamed over it, not written into it
         raise ParameterError(f"{what} {str(given)!r} is not a regular file (a device, pipe or socket); give a file name.")
-    if path.is_file() and path.stat().st_size > 0 and not _holds_a_result(path):
+    if path.is_file() and path.stat().st_size > 0 and not _holds_a_result(path, what, given):
         # -o names where a result goes; a file there that is not one (data, notes, another
         # tool's output) would be lost to it
         raise ParameterError(
@@ -70,14 +70,17 @@ def check_writable(path: Path | str, *, what: str = "the output file", inputs: I
     return path
 
 
-def _holds_a_result(path: Path) -> bool:
+def _holds_a_result(path: Path, what: str, given: Path) -> bool:
     """Whether a file starts as the JSON of a saved result does (``{"type": ...``):
     the start is enough, and a large data file is not read."""
     try:
         with path.open("rb") as handle:
             head = handle.read(64)
-    except OSError:
-        return False
+    except OSError as exc:
+        raise ParameterError(
+            f"{what} {str(given)!r} exists and cannot be read ({exc.strerror or exc}), so whether it holds a result "
+            "that may be replaced is unknown. Give a new file name (e.g. 'result.json')."
+        ) from None
     return head.lstrip().startswith(b"{") and b'"type"' in head
 
 

@@ -83,3 +83,21 @@ def test_an_existing_file_is_replaced_only_if_it_holds_a_result(tmp_path):
     for name in ("old.json", "empty.json", "new.json"):
         assert check_writable(tmp_path / name, what="--output") == tmp_path / name
     assert (tmp_path / "notes.csv").read_text() == "a,b\n1,2\n"
+
+
+def test_an_existing_file_that_cannot_be_read_is_not_called_a_non_result(tmp_path, monkeypatch):
+    # whether it holds a result is unknown: say that, not "is not a monkfw result"
+    from pathlib import Path
+
+    (tmp_path / "locked.json").write_text('{"type": "mmd"}')
+    real_open = Path.open
+
+    def refuse(self, *args, **kwargs):
+        if self.name == "locked.json":
+            raise PermissionError(13, "Permission denied")
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(ParameterError, match=r"--output '.*locked.json' exists and cannot be read \(Permission denied\), so "
+                                             r"whether it holds a result .* is unknown"):
+        check_writable(tmp_path / "locked.json", what="--output")
