@@ -168,6 +168,11 @@ def _cell_value(text: str) -> float | None:
 DELIMITED_BYTES_PER_BYTE = 5
 
 
+def _default_names(cells: list[str]) -> bool:
+    """Whether a row is pandas' default column names 0, 1, ..., k − 1."""
+    return cells == [str(i) for i in range(len(cells))]
+
+
 def _pandas_header(first: list[str]) -> bool:
     """Whether a first row with an empty first cell is the header pandas' ``to_csv``
     writes (the unnamed index, then the column names): names that are not numbers, or
@@ -176,7 +181,7 @@ def _pandas_header(first: list[str]) -> bool:
     names = first[1:]
     if not names or not all(names):
         return False
-    return all(_cell_value(n) is None for n in names) or names == [str(i) for i in range(len(names))]
+    return all(_cell_value(n) is None for n in names) or _default_names(names)
 
 
 def _read_delimited(
@@ -222,7 +227,7 @@ def _read_delimited(
                         continue
                     else:
                         # one column starting at 0 is too common a sample to guess about
-                        default_names = len(cells) > 1 and cells == [str(i) for i in range(len(cells))]
+                        default_names = len(cells) > 1 and _default_names(cells)
                 elif default_names and not fraction_seen:
                     fraction_seen = not all(cell.lstrip("+-").isdigit() for cell in cells)
                 if index_column:
