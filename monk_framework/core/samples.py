@@ -14,11 +14,12 @@ import math
 import numbers
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataError, PrecisionWarning
+from monk_framework.core.errors import DataError, PrecisionWarning, shown
 
 __all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "read_only", "take"]
 
@@ -66,17 +67,22 @@ def _check_container(X: Any, name: str) -> None:
 
 def _object_numbers(arr: np.ndarray, name: str) -> np.ndarray:
     """An array of Python objects (``df.values`` of a frame with mixed columns, a list
-    holding numpy and Python numbers) as float64 when every element is a real number;
+    holding numpy and Python numbers, a database's ``Decimal`` values) as float64 when
+    every element is a real number;
     a missing value (None, pandas' NA and NaT) or any other object refused by position."""
     flat = arr.ravel()
     for i, value in enumerate(flat):
+        where = ", ".join(f"{what} {int(j)}" for what, j in zip(("point", "feature"), np.unravel_index(i, arr.shape)))
         if isinstance(value, numbers.Real):
             continue
-        where = ", ".join(f"{what} {int(j)}" for what, j in zip(("point", "feature"), np.unravel_index(i, arr.shape)))
+        if isinstance(value, Decimal):
+            # a database's NUMERIC column: a real number, though not registered as numbers.Real
+            if value.is_finite() and not math.isfinite(float(value)):
+                raise DataError(f"{name} holds {shown(value)} at {where}, beyond float64's range (about 1.8e308).")
+            continue
         if value is None or type(value).__name__ in ("NAType", "NaTType"):
             raise DataError(f"{name} holds a missing value ({value!r}) at {where}; drop or impute the missing values first.")
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise DataError(f"{name} holds {type(value).__name__} {shown} at {where}, which is not a number.")
+        raise DataError(f"{name} holds {type(value).__name__} {shown(value, 40)} at {where}, which is not a number.")
     try:
         return arr.astype(np.float64)
     except OverflowError:

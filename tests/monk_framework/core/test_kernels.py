@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import ClassVar
 
 import attrs
@@ -593,7 +594,11 @@ def test_an_array_of_python_numbers_is_read_as_numbers_and_anything_else_in_it_i
     X = np.random.default_rng(26).normal(size=(6, 2))
     np.testing.assert_array_equal(kernel.check_sample(X.astype(object)), X)
     np.testing.assert_array_equal(kernel.check_sample([[1, np.float32(2.5)], [np.int8(3), 4.0]]), [[1, 2.5], [3, 4]])
+    # a database's NUMERIC column arrives as Decimal: a real number, though not numbers.Real
+    np.testing.assert_array_equal(kernel.check_sample([[Decimal("0.25"), 1], [Decimal("-3"), 2]]), [[0.25, 1], [-3, 2]])
     for sample, message in [
+        (np.array([[Decimal("1e400"), 1]], dtype=object), r"X holds Decimal\('1E\+400'\) at point 0, feature 0, beyond float64's range"),
+        (np.array([[Decimal("NaN"), 1]], dtype=object), r"X contains NaN at point 0, feature 0"),
         (np.array([{"a": 1}, 2], dtype=object), r"X holds dict \{'a': 1\} at point 0, which is not a number"),
         (np.array([[1.0, None], [2.0, 3.0]], dtype=object), r"X holds a missing value \(None\) at point 0, feature 1; drop or impute"),
         (np.array([[1.0, 2.0], [b"3", 4.0]], dtype=object), r"X holds bytes b'3' at point 1, feature 0, which is not a number"),
