@@ -257,7 +257,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("csv-empty", [*RUN, "--x", "empty.csv", "--y", "y.npy"], 1, r"empty.csv: holds no data rows"),
     ("csv-inf", [*RUN, "--x", "inf.csv", "--y", "y.npy"], 1, r"inf.csv, line 2, column 1: 'inf' is not a finite number"),
     ("csv-header-only", [*RUN, "--x", "header.csv", "--y", "y.npy"], 1, r"header.csv, line 1: holds a header row but no data rows"),
-    ("csv-not-utf8", [*RUN, "--x", "latin1.csv", "--y", "y.npy"], 1, r"latin1.csv: is not UTF-8 text"),
+    ("csv-not-utf8", [*RUN, "--x", "latin1.csv", "--y", "y.npy"], 1, r"latin1.csv, line 2: is not UTF-8 text \(invalid continuation byte\); save it as UTF-8"),
     ("npy-garbage", [*RUN, "--x", "garbage.npy", "--y", "y.npy"], 1, r"garbage.npy: is not a .npy file"),
     ("npy-pickle", [*RUN, "--x", "obj.npy", "--y", "y.npy"], 1, r"obj.npy: holds pickled Python objects"),
     ("npy-header-lies", [*RUN, "--x", "claims.npy", "--y", "y.npy"], 1, r"claims.npy: its header claims an array of shape \(1000000000000, 3\)"),

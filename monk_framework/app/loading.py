@@ -259,7 +259,7 @@ def _read_delimited(
                                   for j, cell in enumerate(cells)]
                 values.extend(row_values)
     except UnicodeDecodeError as exc:
-        raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
+        raise _not_utf8(path, exc) from None
     except csv.Error as exc:
         raise DataFileError(str(path), f"malformed CSV ({exc}).") from None
     if not seen_first:
@@ -341,7 +341,7 @@ def first_data_line(path: Path | str) -> str | None:
                 if text and not text.startswith("#"):
                     return text
     except UnicodeDecodeError as exc:
-        raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
+        raise _not_utf8(path, exc) from None
     return None
 
 
@@ -385,11 +385,29 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
     return value
 
 
+def _not_utf8(path: Path | str, exc: UnicodeDecodeError) -> DataFileError:
+    """What to do with a text file that is not UTF-8: UTF-16 (what PowerShell's ``>`` and
+    spreadsheets' "Unicode text" write) is named, and otherwise the first line that does
+    not decode (the error's own offset counts from the start of a buffer, not the file)."""
+    with Path(path).open("rb") as handle:
+        if handle.read(2) in (b"\xff\xfe", b"\xfe\xff"):
+            return DataFileError(str(path), "is UTF-16 text, not UTF-8; save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8).")
+        handle.seek(0)
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return DataFileError(
+                    str(path), f"is not UTF-8 text ({bad.reason}); save it as UTF-8 "
+                    "(e.g. iconv -f LATIN1 -t UTF-8 for a Latin-1 file).", line=lineno)
+    return DataFileError(str(path), f"is not UTF-8 text ({exc.reason}); save it as UTF-8.")
+
+
 def _text_lines(path: Path) -> list[str]:
     try:
         return path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
-        raise DataFileError(str(path), f"is not UTF-8 text ({exc.reason}).") from None
+        raise _not_utf8(path, exc) from None
 
 
 def _read_lines(path: Path) -> list[str]:

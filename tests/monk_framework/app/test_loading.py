@@ -129,8 +129,23 @@ def test_text_files_hold_one_string_per_line(tmp_path):
     with pytest.raises(DataFileError, match="holds no strings"):
         load_sample(tmp_path / "e.txt")
     (tmp_path / "b.txt").write_bytes(b"AC\xff\n")
-    with pytest.raises(DataFileError, match="not UTF-8"):
+    with pytest.raises(DataFileError, match="b.txt, line 1: is not UTF-8 text"):
         load_sample(tmp_path / "b.txt")
+
+
+@pytest.mark.parametrize("name", ["x.csv", "x.txt", "x.fa"])
+def test_text_that_is_not_utf8_is_named_by_line_or_as_utf16(tmp_path, name):
+    path = tmp_path / name
+    # far past the reader's first buffer: the line is counted in the file, not the buffer
+    rows = "".join(f"{i},{i}\n" if name == "x.csv" else (">r\nACGT\n" if name == "x.fa" else "ACGT\n")
+                   for i in range(20_000))
+    path.write_bytes(rows.encode() + "caf\xe9\n".encode("latin-1"))
+    lines = rows.count("\n") + 1
+    with pytest.raises(DataFileError, match=rf"{name}, line {lines}: is not UTF-8 text .*iconv -f LATIN1 -t UTF-8"):
+        load_sample(path)
+    path.write_text("1,2\n3,4\n" if name == "x.csv" else "ACGT\n", encoding="utf-16")  # PowerShell's '>'
+    with pytest.raises(DataFileError, match=rf"{name}: is UTF-16 text, not UTF-8; save it as UTF-8"):
+        load_sample(path)
 
 
 def test_fasta_is_case_insensitive_by_default_and_keeps_case_on_request(tmp_path):
