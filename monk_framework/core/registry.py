@@ -24,7 +24,14 @@ import attrs
 import pluggy
 
 from monk_framework.core import hookspecs
-from monk_framework.core.errors import DuplicateNameError, PluginError, UnknownNameError, did_you_mean
+from monk_framework.core.errors import (
+    DuplicateNameError,
+    ParameterError,
+    PluginError,
+    UnknownNameError,
+    did_you_mean,
+    shown,
+)
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import COMPOSITES, Kernel
 from monk_framework.core.params import Configurable, ParameterInfo, parse_spec
@@ -414,6 +421,9 @@ class Registry:
 
     def entry(self, plugin_type: str, name: str) -> PluginEntry:
         """The entry of a kernel or estimator; unknown names list the known ones."""
+        if not isinstance(name, str):
+            article, example = ("An", "u-stat") if plugin_type == "estimator" else ("A", "rbf")
+            raise ParameterError(f"{article} {plugin_type} name is a string, e.g. {example!r}; got {type(name).__name__} {shown(name)}.")
         table = self._entries[plugin_type]
         name = self._aliases[plugin_type].get(name, name)
         if name not in table:

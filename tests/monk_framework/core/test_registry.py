@@ -108,6 +108,17 @@ def test_unknown_names_suggest_the_closest(registry):
             get(name)
 
 
+@pytest.mark.parametrize("name", [3, None, b"rbf", ["rbf"]])
+def test_a_name_that_is_no_string_is_named_as_such(registry, name):
+    # a list reached the name table as "unhashable type: 'list'", a number as "Unknown kernel 3"
+    from monk_framework import ParameterError
+
+    with pytest.raises(ParameterError, match=rf"^A kernel name is a string, e.g. 'rbf'; got {type(name).__name__} "):
+        registry.get_kernel(name)
+    with pytest.raises(ParameterError, match=r"^An estimator name is a string, e.g. 'u-stat'; got "):
+        registry.get_estimator(name)
+
+
 def test_duplicate_name_is_rejected_naming_both_providers(registry):
     @attrs.frozen(kw_only=True)
     class FakeRBF(CauchyKernel):
