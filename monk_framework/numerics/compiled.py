@@ -102,13 +102,15 @@ _OFF = ("0", "false", "no", "off")
 class CompiledLoopsWarning(UserWarning):
     """The compiled loops cannot run here (numba is missing, or a loop failed to compile):
     the library computes with the plain numpy references instead, with the same numbers
-    to round-off and more time. Issued once per process."""
+    to round-off and more time. Issued once per process. Also issued, once, where the
+    loops run but numba cannot cache them on disk (they compile again in each process)."""
 
 
 _LOCK = threading.RLock()
 #: the switch set from Python (None: follow the environment variable); numba once
-#: imported (None: not tried yet, False: cannot run here); whether the warning was given
-_STATE: dict[str, Any] = {"switch": None, "numba": None, "warned": False}
+#: imported (None: not tried yet, False: cannot run here); whether the warning was given;
+#: whether numba found nowhere to write its disk cache
+_STATE: dict[str, Any] = {"switch": None, "numba": None, "warned": False, "no_cache": False}
 #: what :meth:`CompiledLoops.run` returns when the loops did not run
 NOT_RUN: Any = object()
 F = TypeVar("F", bound=Callable[..., Any])
@@ -223,6 +225,30 @@ def _pass_on(said: list[warnings.WarningMessage]) -> None:
         warnings.warn(CompiledLoopsWarning(f"numba: {first} (numba ignores it)"), stacklevel=4)
 
 
+def _njit(numba: Any, function: Callable[..., Any], options: dict[str, Any]) -> Any:
+    """``numba.njit(cache=True, **options)(function)``, or without the disk cache where numba
+    finds nowhere to write it: a read-only installation (a container's site-packages)
+    with no writable home or ``NUMBA_CACHE_DIR``, where numba refuses to compile at all
+    ("cannot cache function ...: no locator available"). The loops then compile again in
+    each process, about a second, and one :class:`CompiledLoopsWarning` says how to
+    keep them."""
+    if not _STATE["no_cache"]:
+        try:
+            return numba.njit(cache=True, **options)(function)
+        except RuntimeError as exc:
+            if "cannot cache" not in str(exc):
+                raise
+            _STATE["no_cache"] = True
+            warnings.warn(
+                "numba finds no writable directory for its cache of compiled loops (the installation is "
+                "read-only and so is the home directory); they are compiled again in each process, about a "
+                "second. Set NUMBA_CACHE_DIR to a writable directory to keep them.",
+                CompiledLoopsWarning,
+                stacklevel=5,
+            )
+    return numba.njit(cache=False, **options)(function)
+
+
 class CompiledLoops:
     """The numba loops of one module: plain functions until first needed, then compiled
     (and cached on disk) together, behind one switch and one fallback.
@@ -267,10 +293,10 @@ class CompiledLoops:
         with _LOCK:
             if not self._compiled:
                 self._plain_namespace()  # kept before the names are rebound
-                for name, make in self._bindings.items():
-                    self._namespace[name] = make(numba)
-                for name, options in self._options.items():
-                    self._namespace[name] = numba.njit(cache=True, **options)(self._namespace[name])
+                # all rebound at once, so that a failure here leaves the plain functions whole
+                compiled = {name: make(numba) for name, make in self._bindings.items()}
+                compiled.update({name: _njit(numba, self._namespace[name], options) for name, options in self._options.items()})
+                self._namespace.update(compiled)
                 self._compiled = True
         return True
 
