@@ -39,6 +39,7 @@ from monk_framework.core.errors import ParameterError, ResourceError, mark_from_
 
 __all__ = [
     "DEFAULT_FRACTION",
+    "STORE_SHARE",
     "Resources",
     "available_memory",
     "check_backend",
@@ -52,6 +53,9 @@ __all__ = [
 
 #: the budget without ``max_memory``: this fraction of the available memory
 DEFAULT_FRACTION = 0.5
+#: the share of the available memory one stored matrix may take (check_memory), and the
+#: most a budget the user gives can reach (Resources.of)
+STORE_SHARE = 0.9
 
 _UNITS = {
     "": 1, "b": 1,
@@ -146,14 +150,20 @@ class Resources:
 
     @classmethod
     def of(cls, max_memory: Any = None, backend: Any = None, progress: Any = None) -> Resources:
-        """The resources of a call: ``max_memory`` parsed (:func:`parse_memory`), or, when
-        None, :data:`DEFAULT_FRACTION` of the memory available now; ``backend`` kept if
+        """The resources of a call: ``max_memory`` parsed (:func:`parse_memory`) and cut
+        to :data:`STORE_SHARE` of the memory available now, or, when None,
+        :data:`DEFAULT_FRACTION` of it; ``backend`` kept if
         it is remote (Dask), dropped if it runs in this process; ``progress`` a callback
         ``(done, total, what)`` for long work."""
+        avail = available_memory()
         if max_memory is not None:
             budget: int | None = parse_memory(max_memory)
+            if avail is not None and budget is not None:
+                # a budget beyond the machine ('1TB' on 16 GB) would choose stored Gram
+                # matrices that check_memory then refuses: cut it to what a store may take,
+                # so the work goes matrix-free instead of failing
+                budget = min(budget, max(1, int(STORE_SHARE * avail)))
         else:
-            avail = available_memory()
             budget = None if avail is None else max(1, int(DEFAULT_FRACTION * avail))
         check_backend(backend)
         check_progress(progress, "(done, total, what)")
@@ -284,7 +294,7 @@ def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
     """Raise :class:`ResourceError` before allocating an n × m float64 matrix that cannot fit."""
     check_fits(8 * n * m, lambda need, avail, _: (
         f"A {n} x {m} float64 {what} needs {need} but only {avail} of memory are available; use fewer points "
-        "or a matrix-free estimator."), share=0.9)
+        "or a matrix-free estimator."), share=STORE_SHARE)
 
 
 def format_bytes(nbytes: float) -> str:

@@ -170,6 +170,19 @@ def test_matrix_free_equals_stored_gram(registry, kernel_name, solver):
     assert np.allclose(free.diagnostics["trace"], stored.diagnostics["trace"], rtol=1e-10, atol=1e-14)
 
 
+def test_a_budget_beyond_the_machine_goes_matrix_free_rather_than_fail(registry, monkeypatch):
+    # max_memory='1TB' on a smaller machine chose the stored Gram matrix, which the store's
+    # own check then refused: "needs 107 GiB but only 4.57 GiB ... use a matrix-free estimator"
+    from monk_framework import estimate
+
+    X, Y = _samples(150, 110, d=3, seed=5)
+    stored = estimate("rbf:sigma=1", "monk-bcd:n_iter=5", X, Y, rng=3)
+    monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 200_000)  # the Gram needs 540 kB
+    free = estimate("rbf:sigma=1", "monk-bcd:n_iter=5", X, Y, rng=3, max_memory="1TB")
+    assert free.diagnostics["matrix_free"] and not stored.diagnostics["matrix_free"]
+    assert free.mmd == pytest.approx(stored.mmd, rel=1e-10)
+
+
 def test_exact_solver_is_at_least_bcd_and_certified(registry):
     for seed in range(5):
         X, Y = _samples(110, 110, seed=seed)

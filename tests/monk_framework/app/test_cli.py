@@ -273,9 +273,12 @@ def test_not_enough_memory_is_a_library_error(monkeypatch):
     from monk_framework.core import resources
 
     monkeypatch.setattr(resources, "available_memory", lambda: 2**20)
-    # a budget above what is available asks for the stored Gram matrix, which cannot fit
-    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "--data-param", "n=500", "--max-memory", "1GB")
+    # the stored Gram matrix asked for, which cannot fit
+    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "-p", "matrix_free=false", "--data-param", "n=500")
     assert result.exit_code == 1 and "needs 7.6 MiB but only 921.6 KiB (90% of the 1.0 MiB free)" in result.stderr
+    # a budget above what is available is cut to it: matrix-free, not that error
+    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "--data-param", "n=500", "--max-memory", "1GB", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["diagnostics"]["matrix_free"] is True
 
 
 def test_running_out_of_memory_unforeseen_is_said_as_such(monkeypatch):

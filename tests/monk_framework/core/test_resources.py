@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from monk_framework import ParameterError, get_registry
-from monk_framework.core.resources import DEFAULT_FRACTION, Resources, format_bytes, parse_memory
+from monk_framework.core.resources import DEFAULT_FRACTION, STORE_SHARE, Resources, format_bytes, parse_memory
 from monk_framework.engine.reductions import kernel_sums
 from monk_framework.two_sample import permutation_test, split_test
 from monk_framework.two_sample.robust import robust_test
@@ -45,8 +45,12 @@ def test_the_budget_is_a_fraction_of_the_available_memory_unless_set_for_a_call(
     monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 10**9)
     assert Resources.of().budget == int(DEFAULT_FRACTION * 10**9)
     assert Resources.of("64MB").budget == 64 * 10**6 and Resources.of(1000).budget == 1000
+    # beyond the machine ('1TB' on a 1 GB one) it would choose stored matrices that the
+    # store's own check then refuses: cut to what one store may take
+    assert Resources.of("1TB").budget == int(STORE_SHARE * 10**9)
     monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: None)
     assert Resources.of().budget is None and Resources.of().fits(1e30)
+    assert Resources.of("1TB").budget == 10**12
     # a budget is stated in bytes, and nothing but bytes
     with pytest.raises(ParameterError, match="max_memory"):
         Resources.of("lots")
