@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework import Kernel, ParameterError, hookimpl, parameter
+from monk_framework import DataError, Kernel, ParameterError, hookimpl, parameter
 from monk_framework.core.kernels import BandRunner, in_turn
 from monk_framework.core.params import boolean, integer, real
 from monk_framework.core.resources import available_memory, check_memory
@@ -335,6 +335,10 @@ class SubsequenceKernel(Kernel):
         Xs = super().check_sample(X, name=name)
         need = min(self.levels)
         longest = max(len(x) for x in Xs)
+        if longest == 0:
+            # no n helps: "Use n <= 0" would name a value the kernel refuses
+            raise DataError(f"Every string of {name} is empty: they have no subsequences, so every kernel value with "
+                            f"{name} would be 0. Check how {name} was made (a column of empty cells?).")
         if longest < need:
             raise ParameterError(
                 f"The 'n' parameter of SubsequenceKernel is {self.n}, but every string of {name} is shorter "

@@ -191,6 +191,17 @@ def test_edge_cases(registry):
     assert np.array_equal(K, K.T)
 
 
+def test_a_sample_too_short_for_n_is_refused_and_an_empty_one_named(registry):
+    from monk_framework import DataError, ParameterError
+
+    k = registry.get_kernel("ssk", n=5)
+    with pytest.raises(ParameterError, match=r"every string of X is shorter \(the longest has 3 characters\).* Use n <= 3\."):
+        k.check_sample(["ACG", "AC"])
+    # no n helps a sample of empty strings: it said "Use n <= 0", a value n refuses
+    with pytest.raises(DataError, match=r"^Every string of Y is empty: they have no subsequences"):
+        k.check_sample(["", ""], name="Y")
+
+
 def test_cumulative_is_the_sum_of_levels_then_normalised(registry):
     rng = np.random.default_rng(9)
     S = random_strings(rng, "ACGT", 6, (2, 25))
