@@ -217,7 +217,7 @@ class MonkEmbeddingMMD(MMDEstimator):
     center: str = parameter(
         "geometric",
         doc="'geometric' (the geometric median of the block means: as close to the truth as "
-        "'minmax' on clean data and with bounded kernels, 35-200x cheaper) or 'minmax' (MONK, "
+        "'minmax' on clean data and with bounded kernels, 5-200x cheaper) or 'minmax' (MONK, "
         "paper Eq. 3; odd Q; closer with outliers and an unbounded kernel in the dimension study)",
         check=one_of(*CENTERS),
     )

@@ -77,7 +77,7 @@ def embedding_cell(panel: str, n: int) -> float:
     raise AssertionError(f"no row {panel!r} in the embedding table of {PAGE.name}")
 
 
-@pytest.mark.slow  # 60 s: 100 minmax embedding MMDs, each by cutting planes (.ci/run runs it)
+@pytest.mark.slow  # 8 s: 100 minmax embedding MMDs, each by cutting planes (.ci/run runs it)
 def test_a_cell_of_the_opt_in_embedding_table_is_what_the_code_gives():
     # the table is regenerated from a separate 56-minute run; it had drifted by up to 0.33
     # unseen, so one cell (the cheapest: the quadratic kernel, N = 400) is recomputed here

@@ -35,6 +35,39 @@ def test_exact_equals_brute_force_over_directions(Q):
             assert sol.beta @ A @ A.T @ sol.beta == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("r", [1, 2, 3, 5])
+def test_the_enumeration_stops_at_the_dimension_plus_one_with_the_same_optimum(r):
+    # faces of more than r + 1 points in R^r are affinely dependent: their candidates are
+    # those of smaller faces, so skipping them changes nothing (and skips the singular
+    # systems that sent a whole batch of faces to the pseudo-inverse)
+    rng = np.random.default_rng(r)
+    for Q in (5, 9, 11):
+        A = rng.standard_normal((Q, r)) + rng.standard_normal(r)
+        G = A @ A.T
+        full, cut = R.sup_median_exact(G), R.sup_median_exact(G, dimension=r)
+        assert cut.value == pytest.approx(full.value, rel=1e-12, abs=1e-15)
+        assert cut.candidates <= full.candidates and (cut.candidates < full.candidates) == (r + 1 < R.majority(Q))
+        # the same witness direction, up to round-off
+        assert np.allclose(A.T @ cut.beta, A.T @ full.beta, rtol=1e-9, atol=1e-12)
+
+
+def test_affine_min_norm_solves_each_face_whatever_its_batch_mates():
+    # a singular face (a repeated point) in a batch: the regular faces keep their LU
+    # solution, and the singular one gets the pseudo-inverse's
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((4, 3))
+    A[3] = A[0]
+    G = A @ A.T
+    faces = np.array([[0, 1], [0, 3], [1, 2]])
+    batch = R._affine_min_norm(G, faces)
+    for face, lam in zip(faces, batch):
+        alone = R._affine_min_norm(G, face[None, :])[0]
+        np.testing.assert_allclose(lam, alone, rtol=1e-12, atol=1e-15)
+        assert lam.sum() == pytest.approx(1.0)
+    # the repeated point: the affine min-norm point is that point, its weight split evenly
+    np.testing.assert_allclose(batch[1], [0.5, 0.5])
+
+
 def test_exact_dominates_bcd_on_100_random_cases():
     rng = np.random.default_rng(0)
     for case in range(100):
