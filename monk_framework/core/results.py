@@ -442,10 +442,21 @@ class Embedding(Result):
         return bilinear(self.kernel, self.sample, other.sample, self.weights, other.weights, resources=resources, report=report)
 
     def _check_same_kernel(self, other: Embedding) -> None:
+        if not isinstance(other, Embedding):
+            raise ParameterError(
+                f"inner and distance take another Embedding; got {type(other).__name__}. (To evaluate this embedding "
+                "at points, use evaluate(Z); to compare two samples, estimate(kernel, estimator, X, Y).)"
+            )
         if self.kernel != other.kernel:
-            raise MonkError(
+            hint = ""
+            if type(self.kernel) is type(other.kernel):
+                # the common case: embed() resolved the kernel's 'median' bandwidth on each
+                # sample apart, so two embeddings made the same way have different kernels
+                hint = (" A bandwidth such as sigma='median' is resolved on each embedded sample apart: for embeddings "
+                        f"you compare, fix it first, e.g. embed({self.kernel.spec()!r}, ...) for both.")
+            raise ParameterError(
                 f"The embeddings use different kernels ({self.kernel.spec()} vs "
-                f"{other.kernel.spec()}); their inner product is undefined."
+                f"{other.kernel.spec()}); their inner product is undefined.{hint}"
             )
 
     def to_dict(self) -> dict[str, Any]:

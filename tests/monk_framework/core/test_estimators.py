@@ -54,6 +54,23 @@ def test_embeddings_with_different_kernels_cannot_be_compared(rng):
     b = REG.get_estimator("mean").embed(REG.get_kernel("rbf", sigma=2.0), X)
     with pytest.raises(MonkError, match="different kernels"):
         a.distance(b)
+    # embed() with sigma='median' resolves it on each sample apart: the message says how to
+    # fix it, in a spec that embed reads back
+    from monk_framework import ParameterError, embed
+
+    Y = rng.normal(size=(7, 1))
+    ex, ey = embed("rbf", "mean", X), embed("rbf", "mean", Y)
+    with pytest.raises(ParameterError, match=r"different kernels .* sigma='median' is resolved on each embedded sample apart") as info:
+        ex.distance(ey)
+    spec = str(info.value).split("e.g. embed(")[1].split(", ...)")[0].strip("'")
+    assert embed(spec, "mean", X).kernel == ex.kernel
+    with pytest.raises(ParameterError, match="different kernels") as info:
+        a.inner(embed("laplace:sigma=1", "mean", X))
+    assert "resolved on each" not in str(info.value)  # another kernel: no bandwidth to blame
+    # what is no embedding is named: it was "AttributeError: 'NoneType' object has no attribute 'kernel'"
+    for other in (None, X):
+        with pytest.raises(ParameterError, match=rf"take another Embedding; got {type(other).__name__}\. \(To evaluate"):
+            a.distance(other)
 
 
 def test_embedding_weights_are_validated(rng):
