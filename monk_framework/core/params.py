@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
@@ -288,11 +289,23 @@ def parse_value(text: str) -> Any:
     return value
 
 
+#: the form :meth:`Configurable.spec` shows in tables and logs, ``rbf(sigma=0.68)``
+_SHOWN_SPEC = re.compile(r"^\s*([\w.-]+)\s*\((.*)\)\s*$", re.DOTALL)
+
+
 def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
-    """"name" or "name:key=value,key=value" -> (name, params), e.g. "monk-bcd:n_blocks=11"."""
+    """"name" or "name:key=value,key=value" -> (name, params), e.g. "monk-bcd:n_blocks=11".
+
+    The form results show, ``rbf(sigma=0.68)`` or ``u-stat(root='clip')``, is read too:
+    a user copies it from a table into the next command."""
     if not isinstance(text, str) or not text.strip():
         raise ParameterError(f"A plugin spec must be a non-empty string like 'monk-bcd:n_blocks=11'; got {text!r}.")
-    name, _, rest = text.strip().partition(":")
+    shown_form = _SHOWN_SPEC.match(text) if ":" not in text.partition("(")[0] else None
+    if shown_form:
+        name, rest, quoted = shown_form.group(1), shown_form.group(2), True
+    else:
+        name, _, rest = text.strip().partition(":")
+        quoted = False
     params: dict[str, Any] = {}
     if rest.strip():
         for item in rest.split(","):
@@ -301,7 +314,11 @@ def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
                 raise ParameterError(f"Bad parameter {item!r} in spec {text!r}: expected key=value.")
             if key.strip() in params:
                 raise ParameterError(f"Parameter {key.strip()!r} is given twice in spec {text!r}; give it once.")
-            params[key.strip()] = parse_value(value)
+            value = value.strip()
+            if quoted and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                params[key.strip()] = value[1:-1]  # a string as repr shows it: 'median'
+            else:
+                params[key.strip()] = parse_value(value)
     return name.strip(), params
 
 

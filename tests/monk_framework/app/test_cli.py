@@ -606,6 +606,9 @@ def test_kernel_and_estimator_options_take_specs_as_python_does():
     assert tested["n_blocks"] == 5
     both = invoke("run", "-k", "rbf:sigma=1", "-p", "sigma=2", "--data-param", "n=30")
     assert both.exit_code == 2 and "The kernel parameter 'sigma' is given in its spec and by --param; keep one." in both.stderr
+    # the form the table shows, pasted back
+    shown = json.loads(invoke("run", "-k", "rbf(sigma=1)", "-e", "monk-bcd(n_blocks=5)", "--data-param", "n=30", "--json").stdout)
+    assert shown["mmd2"] == by_spec["mmd2"]
 
 
 @pytest.mark.parametrize(

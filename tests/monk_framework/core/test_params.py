@@ -93,6 +93,23 @@ def test_a_spec_giving_a_parameter_twice_is_refused():
     assert parse_spec("rbf:sigma=1,width=2") == ("rbf", {"sigma": 1, "width": 2})
 
 
+def test_the_form_results_show_is_read_back_as_a_spec():
+    # tables and logs show rbf(sigma=0.615) and u-stat(root='clip'): pasted into the next
+    # command, it was "Unknown kernel 'rbf(sigma=0.615)'"
+    from monk_framework.core.registry import get_registry
+
+    reg = get_registry()
+    for obj in (reg.get_kernel("rbf", sigma=0.615), reg.get_kernel("ssk", n=2, normalize=False),
+                reg.get_estimator("u-stat", root="signed"), reg.get_estimator("monk-bcd", n_blocks=7, variant="paper")):
+        name, params = parse_spec(obj.spec())
+        assert name == obj.name and params == obj.params()
+    assert parse_spec("rbf()") == ("rbf", {}) and parse_spec(' laplace( sigma = 2 , norm = "l1" ) ') == ("laplace", {"sigma": 2, "norm": "l1"})
+    # the colon form is read as before, a value holding parentheses included
+    assert parse_spec("rbf:sigma=2") == ("rbf", {"sigma": 2}) and parse_spec("x:a=f(1)") == ("x", {"a": "f(1)"})
+    with pytest.raises(ParameterError, match=r"Bad parameter 'sigma' in spec 'rbf\(sigma\)': expected key=value"):
+        parse_spec("rbf(sigma)")
+
+
 def test_an_int_beyond_float64_is_refused_by_name_not_with_an_overflow():
     # get_kernel("rbf", sigma=10**400) raised OverflowError from the converter; the message
     # gives the int's size, not its 401 digits
