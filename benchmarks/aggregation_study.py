@@ -25,7 +25,8 @@ Designs, N = M = 500:
 
 Every run appends one line to a journal (``--journal``), so an interrupted study resumes,
 and ``--summary`` prints the tables. ``python benchmarks/aggregation_study.py`` runs it
-all (about an hour on 2 cores); ``--quick`` is a smoke run.
+all (about an hour on 2 cores); ``--quick`` is a smoke run; ``--designs shift
+--power-runs 1000`` runs (or extends) one cell to more runs.
 """
 
 from __future__ import annotations
@@ -122,10 +123,10 @@ def one_run(design: str, run: int, n: int = N, n_permutations: int = B) -> dict[
             "sigmas": [k.params()["sigma"] for k in used], "seconds": seconds}
 
 
-def tasks(quick: bool) -> list[dict[str, Any]]:
+def tasks(quick: bool, designs: tuple[str, ...] = POWER_DESIGNS + NULL_DESIGNS, power_runs: int = POWER_RUNS) -> list[dict[str, Any]]:
     out = []
-    for design in POWER_DESIGNS + NULL_DESIGNS:
-        runs = 3 if quick else (NULL_RUNS if design.endswith("-null") else POWER_RUNS)
+    for design in designs:
+        runs = 3 if quick else (NULL_RUNS if design.endswith("-null") else power_runs)
         out += [{"design": design, "run": run} for run in range(runs)]
     out.sort(key=lambda t: (t["run"], t["design"]))  # every cell fills in together
     return out
@@ -186,13 +187,21 @@ def cli() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--summary", action="store_true")
+    parser.add_argument("--designs", default=",".join(POWER_DESIGNS + NULL_DESIGNS),
+                        help="comma-separated designs to run (default: all)")
+    parser.add_argument("--power-runs", type=int, default=POWER_RUNS,
+                        help=f"runs a power cell (default {POWER_RUNS}; runs 0..R-1, so a larger R extends a cell)")
     args = parser.parse_args()
+    designs = tuple(d.strip() for d in args.designs.split(",") if d.strip())
+    unknown = sorted(set(designs) - set(POWER_DESIGNS + NULL_DESIGNS))
+    if unknown:
+        parser.error(f"unknown designs {unknown}; known: {', '.join(POWER_DESIGNS + NULL_DESIGNS)}")
     if args.summary:
         summary(args.journal)
         return
     args.journal.parent.mkdir(parents=True, exist_ok=True)
     done = done_keys(args.journal)
-    todo = [t for t in tasks(args.quick) if key(t) not in done]
+    todo = [t for t in tasks(args.quick, designs, args.power_runs) if key(t) not in done]
     print(f"{len(todo)} tasks to run ({len(done)} in the journal)", flush=True)
     run_journal(todo, execute, args.journal, args.workers, report_every=100)
     summary(args.journal)
