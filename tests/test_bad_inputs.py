@@ -60,6 +60,7 @@ def _files(root: Path) -> None:
     (root / "inf.csv").write_text("1,2\ninf,3\n")
     (root / "header.csv").write_text("a,b\n")
     (root / "latin1.csv").write_bytes("1,2\n\xe9,3\n".encode("latin-1"))
+    (root / "utf16.csv").write_text("1,2\n3,4\n", encoding="utf-16")  # PowerShell's '>'
     (root / "data.xlsx").write_text("x")
     (root / "empty.txt").write_text("\n\n")
     (root / "noheader.fa").write_text("ACGT\n>x\nA\n")
@@ -258,6 +259,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("csv-inf", [*RUN, "--x", "inf.csv", "--y", "y.npy"], 1, r"inf.csv, line 2, column 1: 'inf' is not a finite number"),
     ("csv-header-only", [*RUN, "--x", "header.csv", "--y", "y.npy"], 1, r"header.csv, line 1: holds a header row but no data rows"),
     ("csv-not-utf8", [*RUN, "--x", "latin1.csv", "--y", "y.npy"], 1, r"latin1.csv, line 2: is not UTF-8 text \(invalid continuation byte\); save it as UTF-8"),
+    ("csv-utf16", [*RUN, "--x", "utf16.csv", "--y", "y.npy"], 1, r"utf16.csv: is UTF-16 text, not UTF-8; save it as UTF-8"),
     ("npy-garbage", [*RUN, "--x", "garbage.npy", "--y", "y.npy"], 1, r"garbage.npy: is not a .npy file"),
     ("npy-pickle", [*RUN, "--x", "obj.npy", "--y", "y.npy"], 1, r"obj.npy: holds pickled Python objects"),
     ("npy-header-lies", [*RUN, "--x", "claims.npy", "--y", "y.npy"], 1, r"claims.npy: its header claims an array of shape \(1000000000000, 3\)"),
