@@ -12,6 +12,7 @@ import contextlib
 import difflib
 import math
 import numbers
+import signal
 import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "PrecisionWarning",
     "ReadWarning",
     "did_you_mean",
+    "from_signal_handler",
     "mark_from_caller",
     "plugin_code",
 ]
@@ -115,6 +117,27 @@ def mark_from_caller(exc: BaseException) -> None:
         pass
 
 
+def from_signal_handler(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a Python signal handler the program installed (the
+    ``signal.alarm`` timeout pattern): it interrupts whatever code runs, and is the
+    program's, not the plugin's it happened to interrupt."""
+    codes = set()
+    for number in signal.valid_signals():
+        try:
+            handler = signal.getsignal(number)
+        except (OSError, ValueError):
+            continue
+        code = getattr(handler, "__code__", None) or getattr(getattr(handler, "__func__", None), "__code__", None)
+        if code is not None:
+            codes.add(code)
+    frame = exc.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code in codes:
+            return True
+        frame = frame.tb_next
+    return False
+
+
 @contextlib.contextmanager
 def plugin_code(owner: Any, method: str) -> Iterator[None]:
     """Run a plugin's method inside: an error it raises on purpose (a :class:`MonkError`)
@@ -137,8 +160,8 @@ def plugin_code(owner: Any, method: str) -> Iterator[None]:
             "exception instead."
         ) from None
     except Exception as exc:
-        if getattr(exc, _FROM_CALLER, False):
-            raise  # the caller's callback raised it, not the plugin
+        if getattr(exc, _FROM_CALLER, False) or from_signal_handler(exc):
+            raise  # the caller's callback (or signal handler: a timeout) raised it, not the plugin
         hint = ""
         if isinstance(exc, ValueError) and "read-only" in str(exc):
             hint = " (its inputs are read-only views of the caller's data: copy before writing into them)"

@@ -30,6 +30,7 @@ from monk_framework.core.errors import (
     PluginError,
     UnknownNameError,
     did_you_mean,
+    from_signal_handler,
     shown,
 )
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
@@ -245,6 +246,8 @@ class Registry:
             try:
                 plugin = found.entry_point.load()
             except (Exception, SystemExit) as exc:  # any import failure of third-party code is a problem, not a crash
+                if from_signal_handler(exc):
+                    raise  # the program's own timeout, which happened to interrupt an import
                 self._problems.append(
                     PluginProblem(provider, f"failed to import {provider.module!r}: {type(exc).__name__}: {exc}")
                 )
@@ -330,6 +333,8 @@ class Registry:
                 try:
                     classes = impl.function()
                 except Exception as exc:
+                    if from_signal_handler(exc):
+                        raise
                     raise PluginError(
                         f"Plugin {provider}: hook {hook_name} raised {type(exc).__name__}: {exc}"
                     ) from None
@@ -363,6 +368,8 @@ class Registry:
         try:
             cls()
         except Exception as exc:
+            if from_signal_handler(exc):
+                raise
             raise PluginError(
                 f"{where}: {cls.__name__} ({cls.name!r}) cannot be built with its defaults "
                 f"({type(exc).__name__}: {exc}); every parameter needs a valid default."

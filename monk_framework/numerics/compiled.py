@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
-from monk_framework.core.errors import ParameterError
+from monk_framework.core.errors import ParameterError, from_signal_handler
 from monk_framework.numerics import reference
 
 if TYPE_CHECKING:
@@ -204,6 +204,8 @@ def _numba() -> Any:
                     import numba
                     import numba.extending
             except Exception as exc:  # ImportError, or an installation that fails on import
+                if from_signal_handler(exc):
+                    raise  # the program's own timeout, which happened to interrupt the import
                 _fall_back(f"numba cannot be imported ({type(exc).__name__}: {exc})")
             else:
                 _pass_on(said)

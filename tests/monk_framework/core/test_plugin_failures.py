@@ -8,6 +8,8 @@ before it becomes a number, and an error or a ``sys.exit`` inside a plugin becom
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
 import types
 from typing import ClassVar
@@ -141,6 +143,55 @@ def test_what_the_callers_progress_raises_reaches_the_caller_not_blamed_on_the_p
     with pytest.raises(type(stop)) as info:
         REG.get_estimator("monk-bcd", n_blocks=5).estimate(REG.get_kernel("rbf", sigma=1.0), X, Y, rng=0, progress=progress)
     assert info.value is stop
+
+
+@attrs.frozen(kw_only=True)
+class Interrupted(Kernel):
+    """A kernel interrupted by the program's own signal handler while it computes."""
+
+    name: ClassVar[str] = "interrupted"
+
+    def compute_gram(self, X, Y):
+        os.kill(os.getpid(), signal.SIGUSR1)  # the handler runs before kill returns
+        return X @ Y.T
+
+    def compute_diag(self, X):
+        return np.einsum("ij,ij->i", X, X)
+
+
+@pytest.fixture
+def timeout_handler():
+    def handler(signum, frame):
+        raise TimeoutError("the program's own time limit")
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    yield
+    signal.signal(signal.SIGUSR1, previous)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
+def test_what_the_programs_signal_handler_raises_reaches_it_not_blamed_on_a_plugin(timeout_handler, monkeypatch):
+    # the signal.alarm timeout pattern: a TimeoutError raised by the handler inside a
+    # kernel became "kernel ...: compute_gram failed: TimeoutError", and one raised during a
+    # plugin's import (or numba's) was swallowed as a plugin problem: the work went on
+    X, Y = _data()
+    with pytest.raises(TimeoutError, match="the program's own time limit"):
+        Interrupted().gram(X, Y)
+    # during a plugin's hook, while the registry loads it
+    from monk_framework.core.registry import Registry
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def monk_kernels():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            return []
+
+    with pytest.raises(TimeoutError):
+        Registry().register(Plugin, name="interrupted_plugin")
+    # an ordinary error of the plugin is still the plugin's
+    with pytest.raises(PluginFailure, match=r"compute_gram failed: KeyError"):
+        Crasher().gram(X, Y)
 
 
 @pytest.mark.parametrize(
