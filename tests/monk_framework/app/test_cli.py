@@ -62,6 +62,8 @@ def test_describe_shows_formula_and_defaults():
     spec = invoke("describe", "polynomial:degree=2", "--json")
     assert spec.exit_code == 0 and json.loads(spec.stdout) == info
     assert "'polynomial:degree=2' is 'polynomial' with parameters" in spec.stderr
+    shown = invoke("describe", "polynomial(degree=2)", "--json")  # the form tables show
+    assert shown.exit_code == 0 and json.loads(shown.stdout) == info
     unknown = invoke("describe", "polynomal:degree=2")
     assert unknown.exit_code == 2 and "Unknown kernel, estimator or data set 'polynomal'" in unknown.stderr
 
