@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError, shown
+from monk_framework.core.errors import DataError, MonkError, ParameterError, UnknownNameError, shown
 from monk_framework.core.kernels import Kernel, bilinear, weighted_gram
 from monk_framework.core.resources import Resources
 
@@ -477,7 +477,13 @@ class Embedding(Result):
                     "Embedding.from_dict needs the registry to rebuild the kernel: pass "
                     "registry=monk_framework.get_registry(), or use monk_framework.load_result."
                 )
-            kernel = registry.kernel_from_spec(data["kernel"], data.get("kernel_params", {}))
+            try:
+                kernel = registry.kernel_from_spec(data["kernel"], data.get("kernel_params", {}))
+            except UnknownNameError as exc:
+                # an embedding cannot be used without its kernel: say what to install
+                exc.args = (f"{exc} The embedding was made with this kernel: install (or register) the plugin that "
+                            "provides it before loading the embedding, or pass kernel= to Embedding.from_dict.",)
+                raise
         elif kernel.name != data["kernel"]:
             raise DataError(f"The embedding was made with kernel {data['kernel']!r}, not {kernel.name!r}.")
         fields = {k: v for k, v in data.items() if k != "kernel_params"}

@@ -94,6 +94,13 @@ def test_embedding_round_trips_through_json(rng):
     back = Embedding.from_json(emb.to_json(), registry=REG)
     assert back == emb
     assert back.kernel.sigma == emb.kernel.sigma and back.seed == 3
+    # saved with a plugin's kernel that is not installed where it is read back: what to do
+    from monk_framework import UnknownNameError, load_result
+
+    text = emb.to_json().replace('"kernel": "laplace"', '"kernel": "cauchy"')
+    with pytest.raises(UnknownNameError, match=r"Unknown kernel 'cauchy'\..* The embedding was made with this kernel: "
+                       r"install \(or register\) the plugin that provides it"):
+        load_result(text)
 
 
 def test_every_result_round_trips_through_json_and_load_result():
