@@ -72,14 +72,15 @@ def _object_numbers(arr: np.ndarray, name: str) -> np.ndarray:
     a missing value (None, pandas' NA and NaT) or any other object refused by position."""
     flat = arr.ravel()
     for i, value in enumerate(flat):
-        where = ", ".join(f"{what} {int(j)}" for what, j in zip(("point", "feature"), np.unravel_index(i, arr.shape)))
         if isinstance(value, numbers.Real):
             continue
-        if isinstance(value, Decimal):
-            # a database's NUMERIC column: a real number, though not registered as numbers.Real
-            if value.is_finite() and not math.isfinite(float(value)):
-                raise DataError(f"{name} holds {shown(value)} at {where}, beyond float64's range (about 1.8e308).")
+        # a database's NUMERIC column holds Decimal: a real number, though not numbers.Real
+        # (NaN and infinity pass here, and are named by the finiteness check after)
+        if isinstance(value, Decimal) and (not value.is_finite() or math.isfinite(float(value))):
             continue
+        where = ", ".join(f"{what} {int(j)}" for what, j in zip(("point", "feature"), np.unravel_index(i, arr.shape)))
+        if isinstance(value, Decimal):
+            raise DataError(f"{name} holds {shown(value)} at {where}, beyond float64's range (about 1.8e308).")
         if value is None or type(value).__name__ in ("NAType", "NaTType"):
             raise DataError(f"{name} holds a missing value ({value!r}) at {where}; drop or impute the missing values first.")
         raise DataError(f"{name} holds {type(value).__name__} {shown(value, 40)} at {where}, which is not a number.")
