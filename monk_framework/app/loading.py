@@ -393,13 +393,26 @@ def _not_utf8(path: Path | str, exc: UnicodeDecodeError) -> DataFileError:
         if handle.read(2) in (b"\xff\xfe", b"\xfe\xff"):
             return DataFileError(str(path), "is UTF-16 text, not UTF-8; save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8).")
         handle.seek(0)
-        for lineno, raw in enumerate(handle, start=1):
+        # in blocks, not lines: a binary file may have no line end for gigabytes
+        lines_before, carry = 0, b""
+        while block := handle.read(1 << 20):
+            data = carry + block
             try:
-                raw.decode("utf-8")
+                data.decode("utf-8")
             except UnicodeDecodeError as bad:
+                if bad.end == len(data) and bad.reason == "unexpected end of data":
+                    carry = data[bad.start:]  # a character cut by the block's end
+                    lines_before += data[:bad.start].count(b"\n")
+                    continue
                 return DataFileError(
                     str(path), f"is not UTF-8 text ({bad.reason}); save it as UTF-8 "
-                    "(e.g. iconv -f LATIN1 -t UTF-8 for a Latin-1 file).", line=lineno)
+                    "(e.g. iconv -f LATIN1 -t UTF-8 for a Latin-1 file).",
+                    line=lines_before + data[:bad.start].count(b"\n") + 1)
+            lines_before += data.count(b"\n")
+            carry = b""
+        if carry:  # the file ends inside a character
+            return DataFileError(str(path), "is not UTF-8 text (its last character is cut short); save it as UTF-8.",
+                                 line=lines_before + 1)
     return DataFileError(str(path), f"is not UTF-8 text ({exc.reason}); save it as UTF-8.")
 
 

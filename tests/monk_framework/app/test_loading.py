@@ -148,6 +148,18 @@ def test_text_that_is_not_utf8_is_named_by_line_or_as_utf16(tmp_path, name):
         load_sample(path)
 
 
+def test_the_line_of_a_bad_byte_is_counted_across_blocks_and_a_cut_last_character_named(tmp_path):
+    # the file is searched in 1 MiB blocks (a binary file may have no line end at all): a
+    # character cut by a block's end is no error, a bad byte after it is on its own line
+    path = tmp_path / "x.csv"
+    path.write_bytes(b"1,2\n" + b"a" * ((1 << 20) - 5) + "é".encode() + b"\n3,\xff\n")
+    with pytest.raises(DataFileError, match=r"x.csv, line 3: is not UTF-8 text \(invalid start byte\)"):
+        load_sample(path)
+    path.write_bytes(b"1,2\n3,4\xc3")
+    with pytest.raises(DataFileError, match=r"x.csv, line 2: is not UTF-8 text \(its last character is cut short\)"):
+        load_sample(path)
+
+
 def test_fasta_is_case_insensitive_by_default_and_keeps_case_on_request(tmp_path):
     # soft-masked (lowercase) residues are the same letters: upper-cased when read
     (tmp_path / "mixed.fa").write_text(">r1\nacgTTga\n>r2\nGGcc\n")
