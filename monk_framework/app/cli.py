@@ -679,6 +679,17 @@ def _print_result(payload: dict[str, Any], as_json: bool, table: Table, footer: 
 PLAIN_PROGRESS_EVERY = 5.0
 
 
+def _counts(done: float, total: float) -> str:
+    """"done/total" for a bar, large counts shortened (the characters of a file read, the
+    kernel values of a Gram matrix): 16.8M/70.7M rather than 16777279/70674009."""
+    def short(value: float) -> str:
+        for size, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
+            if total >= size:
+                return f"{value / size:.1f}{unit}"
+        return f"{int(value):,}" if float(value).is_integer() else f"{value:.1f}"
+    return f"{short(done)}/{short(total)}"
+
+
 class _ProgressBar:
     """Progress of long work on stderr (silent with --quiet): a rich bar with the time
     left on a terminal; elsewhere (a log file, a batch job) a plain line at most every
@@ -690,11 +701,12 @@ class _ProgressBar:
     """
 
     def __init__(self, label: str):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.plain = not stderr.is_terminal
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}", style="progress.download"),
+            TimeRemainingColumn(),
             console=stderr, transient=True, disable=STATE.quiet or self.plain,
         )
         self.label = label
@@ -726,7 +738,7 @@ class _ProgressBar:
             # the stage is timed from the end of the one before, not from that report
             self.what, self.stage_started, self.first_report = what, self.last_report, None
             if self.task is not None and not self.plain:
-                self.progress.reset(self.task, total=total, description=f"{self.label}: {what}")
+                self.progress.reset(self.task, total=total, description=f"{self.label}: {what}", count=_counts(0, total))
         self.last_report = time.monotonic()
         if self.first_report is None:
             self.first_report = (self.last_report, done)
@@ -735,8 +747,9 @@ class _ProgressBar:
             return
         if self.task is None:
             self.progress.__enter__()
-            self.task = self.progress.add_task(self.label if what is None else f"{self.label}: {what}", total=total)
-        self.progress.update(self.task, completed=done, total=total)
+            self.task = self.progress.add_task(self.label if what is None else f"{self.label}: {what}", total=total,
+                                               count=_counts(done, total))
+        self.progress.update(self.task, completed=done, total=total, count=_counts(done, total))
 
     def _line(self, done: float, total: float) -> None:
         now = time.monotonic()

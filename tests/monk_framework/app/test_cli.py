@@ -598,6 +598,15 @@ def test_one_seed_gives_the_same_bits_in_run_and_python_and_the_test_agrees_to_r
 
 
 
+def test_a_terminal_bar_shortens_large_counts():
+    # the characters of a file read showed as 16777279/70674009
+    from monk_framework.app.cli import _counts
+
+    assert _counts(16_777_279, 70_674_009) == "16.8M/70.7M"
+    assert _counts(2_097, 3_000) == "2,097/3,000" and _counts(1.5, 3) == "1.5/3"
+    assert _counts(3e9, 1.2e10) == "3.0G/12.0G" and _counts(0, 2e12) == "0.0T/2.0T"
+
+
 def test_kernel_and_estimator_options_take_specs_as_python_does():
     by_spec = json.loads(invoke("run", "-k", "rbf:sigma=1", "-e", "monk-bcd:n_blocks=5", "--data-param", "n=30", "--json").stdout)
     by_params = json.loads(invoke("run", "-k", "rbf", "-e", "monk-bcd", "-p", "sigma=1", "-p", "n_blocks=5",
