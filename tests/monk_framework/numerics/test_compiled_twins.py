@@ -218,52 +218,47 @@ print(json.dumps({"t": [r.statistic, r2.statistic], "p": [r.pvalue, r2.pvalue], 
 """
 
 
-def test_without_numba_the_library_computes_with_the_references(registry):
+def _seeded_run(registry, code, extra_env=None):
+    """Run ``code`` (NO_NUMBA or a variant) in a fresh process, check its two seeded tests
+    against this process's, and return the JSON lines it printed (the last is NO_NUMBA's)."""
     env = {k: v for k, v in __import__("os").environ.items() if k != "MONK_COMPILED"}
-    done = subprocess.run([sys.executable, "-c", NO_NUMBA], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, **(extra_env or {})},
+                          timeout=300)
     assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert not out["numba"]
-    assert len(out["warnings"]) == 1 and "numba cannot be imported" in out["warnings"][0]
+    lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
+    out = next(line for line in reversed(lines) if isinstance(line, dict))
     want = _seeded_tests(registry)
     for t, p, (t_want, p_want) in zip(out["t"], out["p"], [want[1], want[2]]):
         assert p == p_want and t == pytest.approx(t_want, rel=1e-9, abs=1e-12)
+    return lines
+
+
+def test_without_numba_the_library_computes_with_the_references(registry):
+    out = _seeded_run(registry, NO_NUMBA)[-1]
+    assert not out["numba"]
+    assert len(out["warnings"]) == 1 and "numba cannot be imported" in out["warnings"][0]
 
 
 def test_with_numbas_compiler_switched_off_the_library_computes_with_the_references(registry):
     # NUMBA_DISABLE_JIT=1 (numba's own switch, for debugging) made njit return plain
     # functions: "kernel 'rbf' ...: compute_gram failed: AttributeError: 'function' object
     # has no attribute 'compile'"
-    env = {k: v for k, v in __import__("os").environ.items() if k != "MONK_COMPILED"}
     code = NO_NUMBA.replace('sys.modules["numba"] = None  # `import numba` now fails', "")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "NUMBA_DISABLE_JIT": "1"},
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _seeded_run(registry, code, {"NUMBA_DISABLE_JIT": "1"})[-1]
     assert len(out["warnings"]) == 1 and "numba's compiler is switched off (NUMBA_DISABLE_JIT=1)" in out["warnings"][0]
-    want = _seeded_tests(registry)
-    for t, p, (t_want, p_want) in zip(out["t"], out["p"], [want[1], want[2]]):
-        assert p == p_want and t == pytest.approx(t_want, rel=1e-9, abs=1e-12)
 
 
 def test_where_numba_cannot_cache_the_loops_they_compile_without_the_cache(registry):
     # a read-only installation with no writable home: numba refused to compile at all
     # ("RuntimeError: cannot cache function '_clipped': no locator available"), and every
     # vector kernel failed with it. Simulated by leaving numba no cache locator.
-    env = {k: v for k, v in __import__("os").environ.items() if k != "MONK_COMPILED"}
     code = NO_NUMBA.replace('sys.modules["numba"] = None  # `import numba` now fails',
                             "import numba.core.caching\nnumba.core.caching.CacheImpl._locator_classes = []")
     code += "from monk_framework.numerics import compiled\nprint(json.dumps(compiled._STATE['no_cache'] and compiled._STATE['numba'] is not False))\n"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.strip().splitlines()
-    out, compiled_ran = json.loads(lines[-2]), json.loads(lines[-1])
-    assert compiled_ran  # the compiled loops ran, uncached; not the references
+    out, compiled_ran = _seeded_run(registry, code)[-2:]
+    assert compiled_ran is True  # the compiled loops ran, uncached; not the references
     assert len(out["warnings"]) == 1 and "numba finds no writable directory for its cache" in out["warnings"][0]
     assert "NUMBA_CACHE_DIR" in out["warnings"][0]
-    want = _seeded_tests(registry)
-    for t, p, (t_want, p_want) in zip(out["t"], out["p"], [want[1], want[2]]):
-        assert p == p_want and t == pytest.approx(t_want, rel=1e-9, abs=1e-12)
 
 
 SSK_RUN = """
