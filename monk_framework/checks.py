@@ -15,7 +15,8 @@ same kit in monk_framework's own test suite.
 ``compute_features``) directly, so it finds faults that the framework's own guards would
 otherwise report only at run time: a Gram block of the wrong shape, an asymmetric
 kernel, a ``compute_diag`` that disagrees with ``compute_gram``'s diagonal, randomness in a kernel,
-a kernel declared PSD with negative eigenvalues, a broken feature map or bound. Every
+a kernel declared PSD with negative eigenvalues, a broken feature map or bound, an output
+buffer reused across calls (which threads calling at once would share). Every
 optional hook the engine may call is checked against its definition: ``sup_diag`` bounds
 every value, ``feature_diameter`` every distance between feature vectors,
 ``translation_invariant`` holds under a shift, ``spectral_frequencies`` give the kernel
@@ -115,6 +116,7 @@ def check_kernel(cls: type[Kernel]) -> None:
         _fail(label, f"compute_diag(X) returned shape {d.shape} for 30 points; it must return (30,).")
     if not np.array_equal(K, np.asarray(kernel.compute_gram(Xv, Xv), dtype=np.float64)):
         _fail(label, "gives different values on the same input twice: a kernel must be deterministic.")
+    _check_fresh_arrays(kernel, label, Xv, Yv)
     if not (np.isfinite(K).all() and np.isfinite(Kxy).all() and np.isfinite(d).all()):
         _fail(label, "gives non-finite values on a small, well-scaled sample.")
     if _relative(K, K.T) > RTOL:
@@ -171,6 +173,24 @@ def check_kernel(cls: type[Kernel]) -> None:
     _check_pair_values(kernel, label, Xv, Yv, Kxy)
     _check_spectral_frequencies(kernel, label, Xv, Yv, Kxy)
     _check_gaussian_expectation(kernel, label)
+
+
+def _check_fresh_arrays(kernel: Kernel, label: str, X: Sample, Y: Sample) -> None:
+    """A later call leaves what an earlier call returned alone: the framework calls
+    ``compute_gram`` and ``compute_diag`` from several threads at once and keeps a tile
+    while the next is computed, so an output buffer reused across calls would be written
+    by one call while another's values are still being read."""
+    others = kernel.check_pair(sample_for(kernel.input_kind, len(X), 11, shift=1.0),
+                               sample_for(kernel.input_kind, len(Y), 12, shift=-1.0))
+    for method, first_args, then_args in (("compute_gram", (X, Y), others), ("compute_diag", (X,), others[:1])):
+        hook = getattr(kernel, method)
+        first = hook(*first_args)
+        kept = np.array(first, dtype=np.float64, copy=True)
+        hook(*then_args)
+        if not np.array_equal(np.asarray(first, dtype=np.float64), kept):
+            _fail(label, f"{method} wrote into the array it had returned before (a reused output buffer?): the "
+                         f"framework calls {method} from several threads at once and keeps what it returns, so each "
+                         "call must return a new array.")
 
 
 def _check_pair_values(kernel: Kernel, label: str, X: Sample, Y: Sample, Kxy: np.ndarray) -> None:

@@ -39,7 +39,15 @@ from monk_framework.core.errors import (
 )
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.resources import Resources, check_memory
-from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension, read_only, take
+from monk_framework.core.samples import (
+    Sample,
+    as_strings,
+    as_vectors,
+    check_same_dimension,
+    owned_result,
+    read_only,
+    take,
+)
 
 __all__ = [
     "BandRunner",
@@ -320,8 +328,7 @@ class Kernel(Configurable):
             raise MonkError(f"Kernel {self.name!r} has no explicit finite feature map.")
         self._require_fitted()
         Xv = self.check_sample(X)
-        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_features"):
-            values = self._real_values(self.compute_features(read_only(Xv)), "compute_features")
+        values = self._hook_values("compute_features", Xv)
         if values.ndim != 2 or len(values) != len(Xv):
             raise KernelContractError(
                 f"{self.plugin_label()}: compute_features returned shape {values.shape} for {len(Xv)} points; it must "
@@ -338,10 +345,8 @@ class Kernel(Configurable):
         :meth:`gram_tile`."""
         if len(A) != len(B):
             raise DataError(f"pair_values needs two samples of one length; got {len(A)} and {len(B)}.")
-        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_pair_values"):
-            direct = self.compute_pair_values(read_only(A), read_only(B))
-        if direct is not None:
-            values = self._real_values(direct, "compute_pair_values")
+        values = self._hook_values("compute_pair_values", A, B)
+        if values is not None:
             if values.shape != (len(A),):
                 raise KernelContractError(
                     f"{self.plugin_label()}: compute_pair_values returned shape {values.shape} for {len(A)} pairs; "
@@ -549,8 +554,7 @@ class Kernel(Configurable):
         ``check=False`` leaves the finiteness to the caller, who must pass what it derives
         from the tile through :meth:`check_finite` (a matrix-free product does: a NaN or
         an infinity reaches every sum of its row, so one check of the sums covers it)."""
-        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_gram"):
-            values = self._real_values(self.compute_gram(read_only(X), read_only(Y)), "compute_gram")
+        values = self._hook_values("compute_gram", X, Y)
         # a wrong shape would be broadcast into the Gram matrix without a word
         if values.shape != (len(X), len(Y)):
             raise KernelContractError(
@@ -559,10 +563,20 @@ class Kernel(Configurable):
             )
         return self.check_finite(values) if check else values
 
-    def _real_values(self, raw: Any, method: str) -> np.ndarray:
-        """A hook's answer as float64, refusing complex values by name: numpy would drop
-        their imaginary parts with only a warning, and a number would follow."""
-        values = np.asarray(raw)
+    def _hook_values(self, method: str, *args: Any) -> Any:
+        """What the hook ``method`` returns for read-only views of ``args``, as a float64
+        array the framework alone holds (or None when the hook has no answer).
+
+        Complex values are refused by name: numpy would drop their imaginary parts with
+        only a warning, and a number would follow. An array the plugin still holds (a
+        reused output buffer, a memo) is copied: the framework keeps tiles while the next
+        is computed, on other threads too, and writes into some (their diagonals), so
+        sharing one with the plugin would change numbers on either side."""
+        hook = getattr(self, method)
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, method):
+            values = owned_result(lambda: hook(*(read_only(a) for a in args)))
+        if values is None:
+            return None
         if values.dtype.kind == "c":
             raise KernelContractError(
                 f"{self.plugin_label()}: {method} returned complex values (dtype {values.dtype}); a kernel's values are "
@@ -573,11 +587,9 @@ class Kernel(Configurable):
     def direct_block_gram(self, Z: Sample, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
         """``compute_block_gram``'s Wᵀ K W, checked for shape and finiteness, or None when
         the kernel has no direct form for these inputs."""
-        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_block_gram"):
-            G = self.compute_block_gram(read_only(Z), read_only(W), read_only(diag))
+        G = self._hook_values("compute_block_gram", Z, W, diag)
         if G is None:
             return None
-        G = self._real_values(G, "compute_block_gram")
         if G.shape != (W.shape[1], W.shape[1]):
             raise KernelContractError(
                 f"{self.plugin_label()}: compute_block_gram returned shape {G.shape} for {W.shape[1]} weight "
@@ -589,8 +601,7 @@ class Kernel(Configurable):
         """k(x_i, x_i) for a validated sample: ``compute_diag``'s values, checked for shape,
         finiteness and (PSD kernels) sign. ``overflow=True`` lets +inf through (a feature
         norm beyond float64, which :class:`ClippedKernel` clips); NaN is refused always."""
-        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, "compute_diag"):
-            values = self._real_values(self.compute_diag(read_only(X)), "compute_diag")
+        values = self._hook_values("compute_diag", X)
         if values.shape != (len(X),):
             raise KernelContractError(
                 f"{self.plugin_label()}: compute_diag returned shape {values.shape} for {len(X)} points; "

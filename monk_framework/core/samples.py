@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from monk_framework.core.errors import DataError, PrecisionWarning, shown
 
-__all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "read_only", "take"]
+__all__ = ["Sample", "as_vectors", "as_strings", "check_same_dimension", "owned_result", "read_only", "take"]
 
 #: a validated sample: vectors as an (n, d) array, or strings as a list.
 Sample = np.ndarray | list[str]
@@ -32,6 +33,54 @@ def take(sample: Sample, idx: np.ndarray) -> Sample:
     if isinstance(sample, np.ndarray):
         return sample[idx]
     return [sample[i] for i in idx]
+
+
+def owned_result(call: Callable[[], Any]) -> Any:
+    """``call()``'s answer (a plugin hook's), as an array the caller alone holds, or None.
+
+    A plugin may keep what it returns (a reused output buffer, a memo) and write into it
+    again, on another thread or at its next call; the framework keeps arrays a while
+    (tiles beside the next tile, batches of statistics until all are in) and writes into
+    some. An array held elsewhere, or viewing memory held elsewhere, is therefore
+    copied; a fresh one (what a hook computes and forgets: the usual case) is not. What is
+    not an array is converted with ``np.asarray``, and copied if that only viewed it.
+    """
+    raw = call()
+    if raw is None:
+        return None
+    alone = _unshared(raw)
+    values = np.asarray(raw)
+    if (values is raw and not alone) or (values is not raw and values.base is not None):
+        values = values.copy()
+    return values
+
+
+def _counts(raw: Any) -> tuple[int, int]:
+    """References to a caller's local ``raw`` and to the owner of its memory (0: none)."""
+    if not hasattr(sys, "getrefcount"):  # an interpreter without reference counts
+        return sys.maxsize, sys.maxsize
+    base = raw.base if isinstance(raw, np.ndarray) else None
+    return sys.getrefcount(raw), (0 if base is None else sys.getrefcount(base))
+
+
+def _through(raw: Any) -> tuple[int, int]:
+    return _counts(raw)  # one frame deep, as in _unshared
+
+
+def _calibrate() -> tuple[int, int]:
+    raw = np.empty(2)[:1]  # a local viewing memory nothing else holds, as a fresh tile does
+    return _through(raw)
+
+
+#: the reference counts of a local array, and of its memory's owner, held nowhere else
+_ALONE = _calibrate()
+
+
+def _unshared(raw: Any) -> bool:
+    """True when a caller's local ``raw`` is held nowhere else, nor is its memory (a fresh
+    array, or a view of one): then no one else can write into it later."""
+    mine, owner = _counts(raw)
+    return mine <= _ALONE[0] and owner <= _ALONE[1]
 
 
 def read_only(sample: Any) -> Any:

@@ -180,6 +180,21 @@ class LowBound(Cauchy):
         return 0.5  # k(x, x) = 1
 
 
+_BUFFERS: dict = {}
+
+
+@attrs.frozen(kw_only=True)
+class ReusedBuffer(Cauchy):
+    """Right values, written into one buffer per shape that every call returns."""
+
+    name: ClassVar[str] = "reused-buffer"
+
+    def compute_gram(self, X, Y):
+        out = _BUFFERS.setdefault((len(X), len(Y)), np.empty((len(X), len(Y))))
+        out[...] = super().compute_gram(X, Y)
+        return out
+
+
 def test_a_correct_kernel_passes():
     check_kernel(Cauchy)
     check_kernel(RightBlockGram)
@@ -216,6 +231,16 @@ class FalselyShiftFree(Dot):
         return ((X**2).sum(1) + 1.0) ** 2
 
 
+@attrs.frozen(kw_only=True)
+class ReusedDiagBuffer(Dot):
+    name: ClassVar[str] = "reused-diag-buffer"
+
+    def compute_diag(self, X):
+        out = _BUFFERS.setdefault(len(X), np.empty(len(X)))
+        out[...] = super().compute_diag(X)
+        return out
+
+
 def test_a_true_shift_free_declaration_passes():
     check_kernel(Dot)
 
@@ -237,6 +262,8 @@ def test_a_true_shift_free_declaration_passes():
         (NotInvariant, r"declares translation_invariant = True but k\(x \+ c, y \+ c\) differs"),
         (LowBound, r"declares sup_x k\(x, x\) = 0.5 \(sup_diag\) but k\(x, x\) reaches 1"),
         (WrongPairs, r"compute_pair_values\(A, B\) is not the diagonal of k\(A, B\)"),
+        (ReusedBuffer, r"compute_gram wrote into the array it had returned before \(a reused output buffer\?\)"),
+        (ReusedDiagBuffer, r"compute_diag wrote into the array it had returned before"),
     ],
 )
 def test_broken_kernels_are_caught_by_name(cls, message):

@@ -623,3 +623,60 @@ def test_what_is_no_sample_whatever_it_holds_is_named(kernel, sample, message):
 
     with pytest.raises(DataError, match=message):
         get_registry().get_kernel(kernel).check_sample(sample)
+
+
+_KEPT: dict = {}
+
+
+@attrs.frozen(kw_only=True)
+class KeepingKernel(Kernel):
+    """An RBF kernel (σ = 1) that keeps what compute_gram returns: a memo of every answer,
+    or one output buffer per shape written at each call ('none': fresh arrays). Its Gram
+    diagonal is 1 − 1e-9, within the contract's tolerance of compute_diag's 1, so a
+    framework writing compute_diag's values into a tile it got would change the memo."""
+
+    name: ClassVar[str] = "keeping"
+    summary: ClassVar[str] = "A kernel plugin that keeps its answers."
+    keep: str = attrs.field(default="none")
+    sigma: float = attrs.field(default=1.0)
+
+    def compute_gram(self, X, Y):
+        K = np.exp(-0.5 * cdist(X, Y, "sqeuclidean") / self.sigma**2)
+        K[cdist(X, Y) == 0] = 1.0 - 1e-9
+        if self.keep == "memo":
+            return _KEPT.setdefault((self.sigma, X.tobytes(), Y.tobytes()), K)
+        if self.keep == "buffer":
+            out = _KEPT.setdefault(K.shape, np.empty_like(K))
+            out[...] = K
+            return out
+        return K
+
+    def compute_diag(self, X):
+        return np.ones(len(X))
+
+
+@pytest.mark.parametrize("keep", ["memo", "buffer"])
+def test_a_kernel_that_keeps_its_answers_gets_the_numbers_of_one_that_does_not(keep, monkeypatch):
+    # what a hook returns is the framework's alone: a plugin's memo is never written
+    # into, and a buffer it reuses cannot change tiles the framework still holds (on one
+    # thread: threads calling at once would share such a buffer, which the conformance
+    # kit refuses)
+    import monk_framework
+
+    monkeypatch.setattr("monk_framework.engine.backends.os.cpu_count", lambda: 1)
+    _KEPT.clear()
+    gen = np.random.default_rng(5)
+    X, Y = gen.normal(size=(300, 2)), gen.normal(size=(300, 2)) + 0.3
+    kept = KeepingKernel(keep=keep), KeepingKernel(keep=keep) + KeepingKernel(keep=keep, sigma=3.0)
+    fresh = KeepingKernel(), KeepingKernel() + KeepingKernel(sigma=3.0)
+    for estimator in ["u-stat", "v-stat", "monk-bcd", "monk-bcd-fast"]:
+        for budget in [None, "200KB"]:
+            for mine, theirs in zip(kept, fresh):
+                got = monk_framework.estimate(mine, estimator, X, Y, rng=0, max_memory=budget).mmd2
+                want = monk_framework.estimate(theirs, estimator, X, Y, rng=0, max_memory=budget).mmd2
+                assert got == pytest.approx(want, rel=1e-12, abs=1e-15), (estimator, budget, mine.spec())
+    if keep == "memo":
+        assert _KEPT
+        for (sigma, xb, yb), K in _KEPT.items():
+            A, B = np.frombuffer(xb).reshape(-1, 2), np.frombuffer(yb).reshape(-1, 2)
+            assert np.array_equal(K, KeepingKernel(sigma=sigma).compute_gram(A, B))
