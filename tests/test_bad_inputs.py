@@ -141,6 +141,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
     # -- the command line itself ------------------------------------------------------
     ("unknown-command", ["estimate"], 2, r"No such command 'estimate'"),
     ("unknown-option", [*RUN, *SMALL, "--sigma", "2"], 2, r"No such option: --sigma"),
+    ("option-twice", [*RUN, *SMALL, "-k", "laplace"], 2, r"--kernel/-k was given 2 times \('rbf', 'laplace'\); it takes one value"),
+    ("kernels-without-aggregate", [*TEST, *SMALL, "-k", "laplace"], 2, r"-k was given 2 times \(rbf, laplace\): a test uses one "
+        r"kernel. Several kernels make an aggregated test: add --aggregate agg"),
     ("unknown-kernel", ["run", "-k", "rbff", "-e", "u-stat"], 2, r"Unknown kernel 'rbff'.*Did you mean 'rbf'"),
     ("unknown-estimator", ["run", "-k", "rbf", "-e", "monk"], 2, r"Unknown estimator 'monk'"),
     ("unknown-dataset", [*RUN, "-d", "gaus"], 2, r"Unknown dataset 'gaus'.*Did you mean 'gauss'"),

@@ -146,6 +146,12 @@ USAGE_ERRORS = (ParameterError, UnknownNameError)
 class MonkGroup(TyperGroup):
     """Turns every error into one line on stderr and the documented exit code."""
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None and not ctx.resilient_parsing:
+            _refuse_repeated_options(cmd, type(ctx)(cmd, parent=ctx, info_name=name), rest)
+        return name, cmd, rest
+
     def main(
         self,
         args: Sequence[str] | None = None,
@@ -196,6 +202,40 @@ class MonkGroup(TyperGroup):
                 # Ctrl-C in any command (typer turns it into exit code 130): one line
                 stderr.print("Interrupted.", markup=False)
             return _exit(code, standalone_mode)
+
+
+def _refuse_repeated_options(cmd: Any, ctx: Any, args: list[str]) -> None:
+    """click keeps the last value of an option given twice, without a word: `-k rbf -k
+    laplace` ran laplace alone. An option that takes one value is refused when given
+    more than once, with the values given."""
+    try:
+        _, _, order = cmd.make_parser(ctx).parse_args(args=list(args))
+    except Exception:  # noqa: BLE001 - a malformed command line: the command's own parse says how
+        return
+    seen: dict[Any, int] = {}
+    for param in order:
+        if getattr(param, "param_type_name", "") == "option" and not (param.multiple or param.count or param.is_flag):
+            seen[param] = seen.get(param, 0) + 1
+    for param, times in seen.items():
+        if times > 1:
+            values = ", ".join(repr(v) for v in _values_given(param.opts, args))
+            raise ParameterError(f"{'/'.join(param.opts)} was given {times} times ({values}); it takes one value.")
+
+
+def _values_given(names: Sequence[str], args: Sequence[str]) -> list[str]:
+    """The values given to an option of ``names`` on a command line, in order."""
+    values = []
+    for i, token in enumerate(args):
+        if token == "--":
+            break
+        for name in names:
+            if token == name and i + 1 < len(args):
+                values.append(args[i + 1])
+            elif name.startswith("--") and token.startswith(name + "="):
+                values.append(token[len(name) + 1:])
+            elif len(name) == 2 and not token.startswith("--") and token.startswith(name) and len(token) > 2:
+                values.append(token[2:])  # -krbf
+    return values
 
 
 @contextlib.contextmanager
@@ -804,7 +844,10 @@ ContaminationOption = Annotated[
 @app.command("test")
 def test_command(
     files: SamplesArgument = None,
-    kernel: KernelOption = None,
+    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins'); default: rbf "
+        "for vectors (sigma by the median heuristic), ssk for strings. With --aggregate, repeat it for a collection: a -k "
+        "without sigma stands for its family at --bandwidths (or at 10 over the pooled distances).",
+        autocompletion=_complete("kernel"), show_default=False)] = None,
     estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="MMD estimator (see 'monkfw plugins'); default: u-stat "
         "(with --contamination: v-stat for dc, u-stat for mom).", autocompletion=_complete("estimator"), show_default=False)] = None,
     x: XOption = None,
@@ -827,7 +870,7 @@ def test_command(
         "'fuse' (MMD-FUSE); default kernels: Gaussian and Laplace at 10 bandwidths each. With --contamination: "
         "robust aggregation (agg, fixed --bandwidths).", show_default=False)] = None,
     bandwidths: Annotated[str | None, typer.Option("--bandwidths", help="With --aggregate: the bandwidths sigma, e.g. "
-        "0.25,0.5,1,2 (of -k's kernel, or of the default Gaussian and Laplace kernels).", show_default=False)] = None,
+        "0.25,0.5,1,2 (of each -k kernel without sigma, or of the default Gaussian and Laplace kernels).", show_default=False)] = None,
     blocks: Annotated[int | None, typer.Option("--blocks", min=1, help="With --contamination and mom: the number of blocks Q (default: about 2 "
         "sqrt(min(N, M)), at least 4R + 1).", show_default=False)] = None,
     split: Annotated[bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null "
@@ -876,14 +919,15 @@ def test_command(
         with _backend(backend, scheduler, workers) as runner, _ProgressBar(label) as bar:
             result = jobs.test(
                 job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
-                max_memory=max_memory, kernel_given=kernel is not None,
+                max_memory=max_memory,
             )
 
     kernel_text = _kernel_text(result.kernel, result.kernel_params)
     if isinstance(result, AggregatedTestResult):
         name = "MMDAgg" if result.method == "agg" else "MMD-FUSE"
         robust = f", robust to {result.contamination} corrupted points" if result.contamination else ""
-        rows, title = _aggregated_rows(result), f"Aggregated two-sample test ({name}{robust}) over {len(result.kernel_specs)} kernels"
+        count = len(result.kernel_specs)
+        rows, title = _aggregated_rows(result), f"Aggregated two-sample test ({name}{robust}) over {count} kernel{'s' * (count != 1)}"
     elif isinstance(result, RobustTestResult):
         rows, title = _robust_rows(result, kernel_text), f"Robust two-sample test ({result.method}) with {job.kernel.name}"
     else:

@@ -51,7 +51,7 @@ from monk_framework.core.results import (
 from monk_framework.core.samples import Sample
 from monk_framework.two_sample import permutation_test, split_test
 from monk_framework.two_sample.aggregated import METHODS as AGGREGATIONS
-from monk_framework.two_sample.aggregated import aggregated_test
+from monk_framework.two_sample.aggregated import N_BANDWIDTHS, aggregated_test, bandwidth_grid
 from monk_framework.two_sample.common import check_level, check_relabel
 from monk_framework.two_sample.robust import check_robust_test, robust_test
 
@@ -156,7 +156,8 @@ class Job:
 
     ``data`` says where the samples came from (the ``data`` section of the CLI's JSON);
     ``notes`` are what a user should be told (e.g. that the default data set was used);
-    ``grid`` holds the split test's candidate kernel parameters.
+    ``grid`` holds the split test's candidate kernel parameters; ``aggregated_specs`` the
+    ``-k`` specs of an aggregated test (empty: the default collection).
     """
 
     kernel: Kernel = attrs.field(validator=attrs.validators.instance_of(Kernel))
@@ -167,6 +168,7 @@ class Job:
     data: dict[str, Any] = attrs.field(factory=dict, validator=attrs.validators.instance_of(dict))
     grid: dict[str, list[Any]] = attrs.field(factory=dict, validator=attrs.validators.instance_of(dict))
     notes: tuple[str, ...] = attrs.field(default=(), validator=attrs.validators.instance_of(tuple))
+    aggregated_specs: tuple[str, ...] = attrs.field(default=(), validator=attrs.validators.instance_of(tuple))
 
     def payload(self, result: Result) -> dict[str, Any]:
         """The JSON form of a result of this job: the result, and where its data came from."""
@@ -461,11 +463,6 @@ def check_test_options(
         if robust and aggregate != "agg":
             raise ParameterError("--contamination with --aggregate is supported by agg (each kernel's threshold moves by "
                                  "its own 2R delta); MMD-FUSE's normalisers are not bounded under corruption.")
-        if robust and bandwidths is None:
-            raise ParameterError(
-                "--aggregate with --contamination needs --bandwidths fixed before seeing the data (e.g. 0.25,0.5,1,2,4): "
-                "corrupted points would move a grid read from the pooled distances."
-            )
         return
     if bandwidths is not None:
         raise ParameterError("--bandwidths sets the kernels of an aggregated test: add --aggregate agg (or fuse).")
@@ -474,7 +471,7 @@ def check_test_options(
 
 
 def prepare_test(
-    kernel: str | None,
+    kernel: str | Sequence[str] | None,
     estimator: str | None,
     *,
     contamination: str | int | float | None = None,
@@ -492,15 +489,22 @@ def prepare_test(
 ) -> Job:
     """:func:`prepare` for ``monkfw test``: the options are checked, and what can be refused
     without the data (a bad relabelling, a robust test that cannot be run) is refused
-    before any file is read."""
+    before any file is read. ``kernel`` may be several specs (``-k`` repeated): the
+    collection of an aggregated test."""
+    kernels = [kernel] if isinstance(kernel, str) else list(kernel or [])
+    if len(kernels) > 1 and aggregate is None:
+        raise ParameterError(
+            f"-k was given {len(kernels)} times ({', '.join(kernels)}): a test uses one kernel. Several kernels make an "
+            "aggregated test: add --aggregate agg (or fuse)."
+        )
     robust = contamination is not None
     check_test_options(
         alpha=alpha, robust=robust, split=split, grid=bool(grid), method=method, blocks=blocks,
         aggregate=aggregate, bandwidths=bandwidths, clip=clip, relabel=relabel,
     )
     if aggregate is not None:
-        return _prepare_aggregated(kernel, estimator, aggregate=aggregate, bandwidths=bandwidths,
-                                   contamination=contamination, **load)
+        return _prepare_aggregated(kernels, estimator, bandwidths=bandwidths, contamination=contamination, **load)
+    kernel = kernels[0] if kernels else None
     kernel, estimator, notes = with_defaults(
         kernel, estimator, load.get("x"), load.get("dataset"), y=load.get("y"), need_estimator=not robust
     )
@@ -526,36 +530,63 @@ def prepare_test(
 
 
 def _prepare_aggregated(
-    kernel: str | None, estimator: str | None, *, aggregate: str, bandwidths: str | None,
+    kernels: Sequence[str], estimator: str | None, *, bandwidths: str | None,
     contamination: str | int | float | None, **load: Any,
 ) -> Job:
     """The job of ``monkfw test --aggregate``: the data (read as the collection's kernels
-    read them), with a note saying which kernels the test will use."""
+    read them), the kernels' specs as given (``aggregated_specs``), and a note saying
+    which kernels the test will use. Each ``-k`` without a sigma of its own stands for its
+    family at ``--bandwidths``, or at the published grid over the pooled distances."""
     reg = load.pop("registry", None) or get_registry()
     notes: list[str] = []
-    if kernel is None:
+    if not kernels:
         kind = data_kind(load.get("x"), load.get("dataset"), load.get("y"))
         if kind != "vector":
             raise ParameterError(
-                "--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings aggregate "
-                "string kernels in Python: aggregated_test(X, Y, kernels=['ssk:n=3', 'ssk:n=5'])."
+                "--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings give the kernels, "
+                "e.g. -k ssk:n=3 -k ssk:n=5."
+            )
+        if contamination is not None and bandwidths is None:
+            raise ParameterError(
+                "--aggregate with --contamination needs --bandwidths fixed before seeing the data (e.g. 0.25,0.5,1,2,4): "
+                "corrupted points would move a grid read from the pooled distances."
             )
         grid = "at the given --bandwidths" if bandwidths is not None else "at 10 bandwidths each over the pooled distances"
         notes.append(f"No kernel given: Gaussian and Laplace (L1) kernels {grid}, as MMDAgg and MMD-FUSE publish them.")
-    elif bandwidths is None:
-        name = parse_spec(kernel)[0]
+    families = []
+    for spec in kernels:
+        name, given = parse_spec(spec)
         cls = reg.kernel_class(name)
         if "sigma" not in {p.name for p in cls.parameters()}:
-            # --bandwidths sets sigma: without one there is no collection to make from this kernel
-            other = ("several string kernels aggregate in Python: aggregated_test(X, Y, kernels=['ssk:n=3', 'ssk:n=5'])"
-                     if cls.input_kind == "string" else "drop -k for the default collection (Gaussian and Laplace kernels)")
-            raise ParameterError(
-                f"--aggregate over -k {name}: kernel {name!r} has no bandwidth (sigma) for --bandwidths to vary. Drop "
-                f"--aggregate for a test with this one kernel; {other}."
-            )
-        raise ParameterError(
-            f"--aggregate with -k {kernel} needs the kernel's bandwidths: add --bandwidths, e.g. 0.5,1,2 "
-            "(or leave -k out for the default collection)."
+            if len(kernels) == 1:
+                # --bandwidths sets sigma: without one there is no collection to make from this kernel
+                other = ("give several string kernels, e.g. -k ssk:n=3 -k ssk:n=5" if cls.input_kind == "string"
+                         else "drop -k for the default collection (Gaussian and Laplace kernels), or give several -k")
+                raise ParameterError(
+                    f"--aggregate over -k {name}: kernel {name!r} has no bandwidth (sigma) for --bandwidths to vary. "
+                    f"Drop --aggregate for a test with this one kernel; {other}."
+                )
+        elif "sigma" in given:
+            if len(kernels) == 1:
+                raise ParameterError(
+                    f"--aggregate over -k {spec} is one kernel: drop --aggregate for a test with it, give sigma by "
+                    "--bandwidths, or give several -k."
+                )
+        else:
+            if contamination is not None and bandwidths is None:
+                raise ParameterError(
+                    f"--aggregate with --contamination needs the bandwidths fixed before seeing the data: give -k {name} "
+                    "a sigma, or --bandwidths (e.g. 0.25,0.5,1,2,4); corrupted points would move a grid read from the "
+                    "pooled distances."
+                )
+            families.append(spec)
+    if kernels and not families and bandwidths is not None:
+        raise ParameterError("--bandwidths sets the sigma of each -k given without one; every -k here fixes its own or "
+                             "has none: drop --bandwidths.")
+    if families and bandwidths is None:
+        notes.append(
+            f"-k {', '.join(families)} without sigma: {N_BANDWIDTHS} bandwidths each over the pooled distances, as "
+            "MMDAgg's grid (fix them with --bandwidths or sigma=)."
         )
     if estimator is None:
         estimator = "v-stat" if contamination is not None else DEFAULT_ESTIMATOR
@@ -564,30 +595,59 @@ def _prepare_aggregated(
             f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator."
         )
     # a kernel parameter the collection would not use is refused, not dropped
-    name, spec = parse_spec(kernel or DEFAULT_KERNELS["vector"])
-    routed, _ = route_params(load.get("params", ()), reg.kernel_class(name), reg.estimator_class(parse_spec(estimator)[0]))
-    routed.update(spec)
-    if kernel is None and routed:
+    name, _ = parse_spec(kernels[0] if kernels else DEFAULT_KERNELS["vector"])
+    try:
+        routed, _ = route_params(load.get("params", ()), reg.kernel_class(name), reg.estimator_class(parse_spec(estimator)[0]))
+    except (ParameterError, UnknownNameError):
+        if len(kernels) < 2:
+            raise
+        names = ", ".join(p.split("=")[0] for p in load.get("params", ()))
+        raise ParameterError(
+            f"--param {names}: with several -k, give each kernel's parameters in its spec (e.g. -k laplace:norm=l1)."
+        ) from None
+    if not kernels and routed:
         raise ParameterError(
             f"--param {', '.join(sorted(routed))}: --aggregate without -k uses the default collection (Gaussian and "
             "Laplace kernels at their bandwidths); set those with --bandwidths, or give -k with its parameters."
         )
+    if len(kernels) > 1 and routed:
+        raise ParameterError(
+            f"--param {', '.join(sorted(routed))}: with several -k, give each kernel's parameters in its spec "
+            "(e.g. -k laplace:norm=l1)."
+        )
     if "sigma" in routed:
-        raise ParameterError("--aggregate takes the kernel's sigma from --bandwidths; leave sigma out of -k and --param.")
-    job = prepare(kernel or DEFAULT_KERNELS["vector"], estimator, needs_y=True, registry=reg, **load)
-    return attrs.evolve(job, notes=tuple(notes) + job.notes)
+        raise ParameterError("--aggregate takes the kernel's sigma from --bandwidths or from each -k; leave it out of "
+                             "--param.")
+    job = prepare(kernels[0] if kernels else DEFAULT_KERNELS["vector"], estimator, needs_y=True, registry=reg, **load)
+    return attrs.evolve(job, notes=tuple(notes) + job.notes, aggregated_specs=tuple(kernels))
 
 
-def aggregated_kernels(job: Job, kernel_given: bool, bandwidths: str | None) -> list[Kernel] | None:
-    """The collection of ``monkfw test --aggregate``: None (the default one), or the job's
-    kernel at every value of ``--bandwidths``."""
-    values = bandwidth_values(bandwidths)
-    if not kernel_given:
+def aggregated_kernels(job: Job, bandwidths: str | None) -> list[Kernel] | None:
+    """The collection of ``monkfw test --aggregate``: None (the default one), or each
+    ``-k`` kernel: as given when it fixes sigma or has none, else at every value of
+    ``--bandwidths`` or of the published grid over the pooled distances (L1 distances
+    for a kernel with ``norm='l1'``)."""
+    if not job.aggregated_specs:
         return None
-    assert values is not None
-    if "sigma" not in job.kernel.params():
-        raise ParameterError(f"--bandwidths sets sigma; kernel {job.kernel.name!r} has no sigma.")
-    return [type(job.kernel).from_params({**job.kernel.params(), "sigma": v}) for v in values]
+    values = bandwidth_values(bandwidths)
+    reg = get_registry()
+    collection: list[Kernel] = []
+    for i, spec in enumerate(job.aggregated_specs):
+        name, given = parse_spec(spec)
+        kernel = job.kernel if i == 0 else reg.get_kernel(name, **given)  # the first carries --param
+        params = kernel.params()
+        if "sigma" not in params or "sigma" in given:
+            collection.append(kernel)
+            continue
+        if values is not None:
+            sigmas = values
+        elif isinstance(job.X, np.ndarray) and isinstance(job.Y, np.ndarray):
+            sigmas = list(bandwidth_grid(job.X, job.Y, metric="l1" if params.get("norm") == "l1" else "l2"))
+        else:
+            raise ParameterError(f"-k {spec} without sigma would read its bandwidths from distances between vectors; "
+                                 "give it sigma=, or --bandwidths.")
+        collection.extend(type(kernel).from_params({**params, "sigma": float(v)}) for v in sigmas)
+    return collection
 
 
 def test(
@@ -607,7 +667,6 @@ def test(
     max_memory: Any = None,
     aggregate: str | None = None,
     bandwidths: str | None = None,
-    kernel_given: bool = True,
     clip: float | None = None,
 ) -> TestResult:
     """``monkfw test``: an aggregated test with ``aggregate``, a robust test with
@@ -621,8 +680,8 @@ def test(
     if aggregate is not None:
         fixed = bandwidth_values(bandwidths)
         return aggregated_test(
-            job.X, job.Y, aggregated_kernels(job, kernel_given, bandwidths), method=aggregate,
-            bandwidths=None if kernel_given else fixed, estimator=job.estimator,
+            job.X, job.Y, aggregated_kernels(job, bandwidths), method=aggregate,
+            bandwidths=None if job.aggregated_specs else fixed, estimator=job.estimator,
             contamination=0 if contamination is None else contamination_value(contamination), **common,
         )
     if contamination is not None:

@@ -255,10 +255,13 @@ class StatisticResult(Result):
         """(label, text) rows of the summary, after the title: what a reader needs first."""
         return []
 
+    def _kernel_text(self) -> str:
+        return _call_text(self.kernel, self.kernel_params)
+
     def __str__(self) -> str:
         rows = [
             *self.summary_rows(),
-            ("kernel", _call_text(self.kernel, self.kernel_params)),
+            ("kernel", self._kernel_text()),
             ("estimator", _call_text(self.estimator, self.estimator_params)),
             ("sizes", f"N = {self.n_x}, M = {self.n_y}"),
         ]
@@ -704,6 +707,13 @@ class AggregatedTestResult(TestResult):
             return []
         return [spec for spec, flag in zip(self.kernel_specs, self.kernel_rejects) if flag]
 
+    def _kernel_text(self) -> str:
+        return self.kernel  # the collection's kernel names; every kernel's spec is in kernel_specs
+
+    def _over(self) -> str:
+        count = len(self.kernel_specs)
+        return f"{count} kernel{'s' if count != 1 else ''}"
+
     def summary_rows(self) -> list[tuple[str, str]]:
         rows = [*super().summary_rows(), ("kernels", f"{len(self.kernel_specs)}")]
         best = int(np.argmin(self.kernel_pvalues))
@@ -726,7 +736,7 @@ class AggregatedTestResult(TestResult):
                 cert = f"; the rejection stays valid if up to {self.certificate} points were corrupted"
             return (
                 f"Reject H0 (same distribution) at level {self.alpha:g}{guard} ({name} over "
-                f"{len(self.kernel_specs)} kernels: p = {self.pvalue:.4g}){which}{cert}."
+                f"{self._over()}: p = {self.pvalue:.4g}){which}{cert}."
             )
         if self.contamination and float(np.max(self.weights)) * self.alpha * (self.n_permutations + 1) < 1:
             return (
@@ -741,6 +751,6 @@ class AggregatedTestResult(TestResult):
                 f"attainable p-value is 1/{self.n_permutations + 1}; {_more_permutations(self.alpha)}."
             )
         return (
-            f"No evidence of a difference at level {self.alpha:g}{guard} ({name} over {len(self.kernel_specs)} "
-            f"kernels: p = {self.pvalue:.4g} > {self.alpha:g})."
+            f"No evidence of a difference at level {self.alpha:g}{guard} ({name} over {self._over()}: "
+            f"p = {self.pvalue:.4g} > {self.alpha:g})."
         )

@@ -101,7 +101,7 @@ def test_split_test_with_a_grid():
         (["--aggregate", "agg", "--bandwidths", "1,x"], "--bandwidths takes comma-separated numbers"),
         (["--aggregate", "agg", "--bandwidths", "0,1"], "positive finite numbers"),
         (["--aggregate", "agg", "-k", "linear"], "kernel 'linear' has no bandwidth (sigma) for --bandwidths to vary. Drop --aggregate"),
-        (["--aggregate", "agg", "--contamination", "3"], "needs --bandwidths fixed before seeing the data"),
+        (["--aggregate", "agg", "--contamination", "3"], "give -k rbf a sigma, or --bandwidths"),
         (["--aggregate", "agg", "--contamination", "3", "--method", "dc", "--bandwidths", "1"], "robust by itself"),
         (["--aggregate", "fuse", "--contamination", "3", "--bandwidths", "1"], "is supported by agg"),
         # options another test would have dropped without a word
@@ -126,7 +126,10 @@ def test_bad_options_are_one_line_errors(args, message):
     [
         (["-p", "sigma=1"], "--param sigma: --aggregate without -k uses the default collection"),
         (["-k", "rbf", "-p", "sigma=1", "--bandwidths", "1,2"], "takes the kernel's sigma from --bandwidths"),
-        (["-k", "rbf:sigma=1", "--bandwidths", "1,2"], "takes the kernel's sigma from --bandwidths"),
+        (["-k", "rbf:sigma=1", "-k", "linear", "--bandwidths", "1,2"], "every -k here fixes its own or has none: drop --bandwidths"),
+        (["-k", "rbf:sigma=1"], "--aggregate over -k rbf:sigma=1 is one kernel"),
+        (["-k", "rbf", "-k", "laplace", "-p", "norm=l1"], "--param norm: with several -k, give each kernel's parameters"),
+        (["--contamination", "2"], "needs --bandwidths fixed before seeing the data"),
         (["--relabel", "within-blocks"], "--aggregate relabels the pooled sample globally"),
         (["--blocks", "5"], "(with --contamination); --aggregate does not use them"),
     ],
@@ -206,3 +209,57 @@ def test_robust_test_clips_an_unbounded_kernel_by_default():
     table = invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "10", "--clip", "5", "-B", "99")
     assert table.exit_code == 0, table.stderr
     assert "dcMMD on clipped features" in table.stdout and "clip radius c" in table.stdout and "(given)" in table.stdout
+
+
+def _aggregated(*args: str) -> dict:
+    result = invoke("test", "--aggregate", "agg", "--dataset", "gauss", "--data-param", "n=150", "-B", "99", "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_several_kernels_make_the_collection_of_an_aggregated_test():
+    # -k repeated: each kernel with its own sigma (or none) as given, each without one at
+    # its family's grid; -k rbf -k laplace:norm=l1 is the published default collection
+    default = _aggregated()
+    listed = _aggregated("-k", "rbf", "-k", "laplace:norm=l1")
+    assert listed["kernel_specs"] == default["kernel_specs"]
+    assert listed["pvalue"] == default["pvalue"] and listed["kernel_statistics"] == default["kernel_statistics"]
+    X, Y = get_dataset("gauss", n=150).sample(0)
+    from monk_framework.two_sample.aggregated import bandwidth_grid
+
+    family = _aggregated("-k", "laplace")
+    assert family["bandwidths"] == pytest.approx(list(bandwidth_grid(X, Y, metric="l2")), rel=1e-15)
+    assert all(spec.startswith("laplace:") and spec.endswith("norm=l2") for spec in family["kernel_specs"])
+    mixed = _aggregated("-k", "quadratic", "-k", "rbf:sigma=1", "-k", "laplace", "--bandwidths", "0.5,2")
+    assert mixed["kernel_specs"] == [
+        "quadratic:scale=1.0,offset=1.0,normalize=False", "rbf:sigma=1.0",
+        "laplace:sigma=0.5,norm=l2", "laplace:sigma=2.0,norm=l2",
+    ]
+    robust = _aggregated("-k", "rbf:sigma=1", "-k", "rbf:sigma=2", "--contamination", "2")
+    assert robust["contamination"] == 2 and robust["bandwidths"] == [1.0, 2.0] and "certificate" in robust
+
+
+def test_a_family_without_sigma_is_noted_and_several_kernels_need_aggregate():
+    result = invoke("test", "--aggregate", "agg", "--dataset", "gauss", "-B", "19", "-k", "laplace")
+    assert result.exit_code == 0, result.stderr
+    assert "-k laplace without sigma: 10 bandwidths each over the pooled distances" in result.stderr
+    assert "over 10 kernels" in result.stdout
+    refused = invoke("test", "--dataset", "gauss", "-k", "rbf", "-k", "laplace")
+    assert refused.exit_code == 2
+    assert "-k was given 2 times (rbf, laplace): a test uses one kernel. Several kernels make an aggregated test" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "-k", "rbf", "-k", "laplace", "-e", "u-stat"], "--kernel/-k was given 2 times ('rbf', 'laplace'); it takes one value."),
+        (["run", "-krbf", "--kernel=laplace", "-e", "u-stat"], "--kernel/-k was given 2 times ('rbf', 'laplace')"),
+        (["test", "-B", "10", "--permutations", "20"], "--permutations/-B was given 2 times ('10', '20')"),
+        (["test", "--seed", "1", "--seed", "1"], "--seed was given 2 times ('1', '1')"),
+    ],
+)
+def test_an_option_of_one_value_given_twice_is_refused(args, message):
+    # click would keep the last value without a word: -k rbf -k laplace ran laplace alone
+    result = invoke(*args, "--dataset", "gauss")
+    assert result.exit_code == 2, result.stdout
+    assert message in result.stderr and result.stderr.count("\n") == 1
