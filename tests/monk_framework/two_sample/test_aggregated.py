@@ -6,6 +6,7 @@ the certificate, and the errors."""
 from __future__ import annotations
 
 import math
+import re
 
 import attrs
 import numpy as np
@@ -227,8 +228,11 @@ def test_result_round_trips_and_prints():
         r = aggregated_test(X, Y, n_permutations=99, rng=1, **kwargs)
         assert AggregatedTestResult.from_json(r.to_json()) == r
         assert "Aggregated two-sample test" in str(r) and r.decision
+        assert re.search(r"^  kernel +rbf, laplace$", str(r), re.M)  # the families, every spec in kernel_specs
         statistic, pvalue = r
         assert 0 < pvalue <= 1 and math.isfinite(statistic)
+    one = aggregated_test(X, Y, ["rbf:sigma=1"], n_permutations=99, rng=1)
+    assert "(MMDAgg over 1 kernel: p = " in one.decision
     fuse = aggregated_test(X, Y, n_permutations=99, rng=1, method="fuse")
     assert fuse.kernel_rejects is None and fuse.rejecting_kernels == [] and fuse.temperature == pytest.approx(math.sqrt(60 * 50))
     assert len(fuse.kernel_scales) == 20
