@@ -11,8 +11,11 @@ records everything needed to reproduce it.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import time
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -309,9 +312,17 @@ class EmbeddingEstimator(Estimator):
 ROOT_RTOL = 1e-6
 
 
-def _real_number(value: Any) -> bool:
-    """A Python or numpy real scalar, not a bool (True is an int to Python, not an MMD)."""
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+def _finite_real(value: Any) -> float | None:
+    """A finite real scalar (Python's, numpy's, a Fraction or a Decimal) as a float, else
+    None: a bool (True is an int to Python, not an MMD), an array, text, or a number
+    beyond float64 (an integer of 400 digits)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, Decimal)):
+        return None
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def checked_estimate(
@@ -327,10 +338,10 @@ def checked_estimate(
         core = estimator.compute_estimate(kernel, X, Y, rng, resources)
     if not isinstance(core, Estimate):
         raise PluginFailure(f"{label}: compute_estimate returned {type(core).__name__}; it must return Estimate(mmd2=..., mmd=...).")
-    mmd2, mmd = core.mmd2, core.mmd
-    if not (_real_number(mmd2) and _real_number(mmd) and np.isfinite(mmd2) and np.isfinite(mmd)):
-        raise PluginFailure(f"{label}: compute_estimate returned mmd2={shown(mmd2)}, mmd={shown(mmd)}; both must be "
-                            "finite numbers.")
+    mmd2, mmd = _finite_real(core.mmd2), _finite_real(core.mmd)
+    if mmd2 is None or mmd is None:
+        raise PluginFailure(f"{label}: compute_estimate returned mmd2={shown(core.mmd2)}, mmd={shown(core.mmd)}; both "
+                            "must be finite numbers.")
     if mmd < 0 and not (mmd2 < 0 and abs(-mmd - np.sqrt(-mmd2)) <= ROOT_RTOL * max(-mmd, 1e-300)):
         raise PluginFailure(
             f"{label}: compute_estimate returned MMD = {mmd:.6g} with MMD^2 = {mmd2:.6g}; MMD is a norm, so it "
@@ -344,7 +355,7 @@ def checked_estimate(
             f"{np.sqrt(abs(mmd2)):.6g}; MMD must be the root of MMD^2 (or 0, or the signed root, for a negative MMD^2)."
         )
     check_json_data(label, "compute_estimate", core.diagnostics, core.timings)
-    return core
+    return attrs.evolve(core, mmd2=mmd2, mmd=mmd)
 
 
 def _check_weights(label: str, weights: Any, n: int) -> None:

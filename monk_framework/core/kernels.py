@@ -36,6 +36,7 @@ from monk_framework.core.errors import (
     ParameterError,
     PrecisionWarning,
     plugin_code,
+    shown,
 )
 from monk_framework.core.params import Configurable, not_implemented
 from monk_framework.core.resources import Resources, check_memory
@@ -429,9 +430,11 @@ class Kernel(Configurable):
 
     def _check_declared(self, name: str, value: Any) -> None:
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0
+            isinstance(value, bool) or not isinstance(value, numbers.Real) or not _fits_float64(value) or value < 0
         ):
-            raise KernelContractError(f"{self.plugin_label()}: {name}() must return None or a finite number >= 0; got {value!r}.")
+            raise KernelContractError(
+                f"{self.plugin_label()}: {name}() must return None or a finite number >= 0; got {shown(value)}."
+            )
 
     def gaussian_mmd2(
         self, mean_x: Any, cov_x: Any, mean_y: Any, cov_y: Any
@@ -811,6 +814,14 @@ class Kernel(Configurable):
 
         run_bands(band, [(start, min(start + step, n)) for start in range(0, n, step)])
         return K
+
+
+def _fits_float64(value: numbers.Real) -> bool:
+    """A finite real number within float64's range (an integer of 400 digits is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _lower_median(Z: np.ndarray) -> np.ndarray:

@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 import types
+from decimal import Decimal
+from fractions import Fraction
 from typing import ClassVar
 
 import attrs
@@ -206,6 +208,9 @@ def test_what_the_programs_signal_handler_raises_reaches_it_not_blamed_on_a_plug
         (0.25, 0.9, r"MMD = 0.9 with MMD\^2 = 0.25, whose root is 0.5; MMD must be the root of MMD\^2"),
         (-0.25, 0.3, r"MMD = 0.3 with MMD\^2 = -0.25, whose root is 0.5"),
         (True, True, r"mmd2=True, mmd=True; both must be finite numbers"),  # a bool is no MMD
+        # an integer beyond float64 gave numpy's TypeError ("ufunc 'isfinite' not supported")
+        (10**400, 0.5, r"mmd2=an int of about 10\^400 \(beyond float64\), mmd=0.5; both must be finite numbers"),
+        (np.array([0.25]), 0.5, r"mmd2=array\(\[0.25\]\), mmd=0.5; both must be finite numbers"),
     ],
 )
 def test_an_estimators_impossible_answer_is_refused_by_name(mmd2, mmd, message):
@@ -222,6 +227,9 @@ def test_a_negative_mmd_passes_as_the_signed_root_of_a_negative_mmd2():
     # a root taken in float32 is the root, to float32's rounding
     root32 = Answer(mmd2=np.float32(0.3), mmd=np.sqrt(np.float32(0.3))).estimate(REG.get_kernel("linear"), X, Y)
     assert root32.mmd == pytest.approx(np.sqrt(0.3), rel=1e-7)
+    # exact numbers are numbers: a Fraction or a Decimal is read as its float
+    exact = Answer(mmd2=Fraction(1, 4), mmd=Decimal("0.5")).estimate(REG.get_kernel("linear"), X, Y)
+    assert (exact.mmd2, exact.mmd) == (0.25, 0.5) and type(exact.mmd2) is float
     signed = REG.get_estimator("u-stat", root="signed").estimate(REG.get_kernel("rbf", sigma=1.0), X, X[::-1] + 0.01)
     assert signed.mmd == pytest.approx(-np.sqrt(-signed.mmd2)) if signed.mmd2 < 0 else signed.mmd >= 0
 

@@ -538,6 +538,7 @@ def _declaring(kappa, diameter=None):
         (float("nan"), None, r"sup_diag\(\) must return None or a finite number >= 0; got nan"),
         (-1.0, None, r"sup_diag\(\) must return None or a finite number >= 0; got -1.0"),
         ("1", None, r"sup_diag\(\) must return None or a finite number >= 0; got '1'"),
+        (10**400, None, r"sup_diag\(\) must return None or a finite number >= 0; got an int of about 10\^400"),
         (1.0, float("inf"), r"feature_diameter\(\) must return None or a finite number >= 0; got inf"),
         (0.5, None, r"declares sup_diag\(\) = 0.5, but k\(z, z\) = 1 at point 0 of the pooled sample"),
         (1.0, 1e-9, r"declares feature_diameter\(\) = 1e-09, but points \d+ and \d+ of the pooled sample .* apart"),
