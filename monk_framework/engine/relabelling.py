@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import PluginFailure, plugin_code
+from monk_framework.core.errors import PluginFailure, plugin_code, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import ChildStreams, child, stream
@@ -43,6 +43,7 @@ __all__ = [
     "few_features",
     "null_statistics",
     "observed_mmd2",
+    "real_statistics",
     "relabelled_statistics",
     "within_block_batch",
 ]
@@ -295,10 +296,10 @@ def estimator_statistics(
     method = "permuted_statistics" if partition is None else "partition_statistics"
     with plugin_code(estimator, method):
         if partition is None:
-            values = estimator.permuted_statistics(pool, perms, rngs)
+            raw = estimator.permuted_statistics(pool, perms, rngs)
         else:
-            values = estimator.partition_statistics(pool, partition, perms, rngs)
-        values = np.asarray(values, dtype=np.float64)
+            raw = estimator.partition_statistics(pool, partition, perms, rngs)
+    values = real_statistics(estimator, method, raw)
     if values.shape != (len(perms),):
         raise PluginFailure(
             f"{estimator.plugin_label()}: {method} returned shape {values.shape} for {len(perms)} relabellings; "
@@ -311,6 +312,22 @@ def estimator_statistics(
             "a finite number."
         )
     return values
+
+
+def real_statistics(estimator: MMDEstimator, method: str, raw: Any) -> np.ndarray:
+    """An estimator's relabelled statistics (what its hook ``method`` returned) as float64,
+    refusing by name what is not real numbers: numpy would drop complex values' imaginary
+    parts with only a warning, and a p-value would follow."""
+    try:
+        values = np.asarray(raw)
+        if values.dtype.kind not in "cSUV":
+            return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    raise PluginFailure(
+        f"{estimator.plugin_label()}: {method} returned {shown(raw)}; it must return one real MMD^2 per relabelling, "
+        "a float array."
+    )
 
 
 def observed_mmd2(

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import MonkError, ParameterError, shown
+from monk_framework.core.errors import MonkError, ParameterError, PluginFailure, plugin_code, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.registry import get_registry
@@ -152,10 +152,45 @@ def choose_partition(
     check_relabel(estimator, relabel)
     if relabel == "global":
         return None
-    partition = estimator.fixed_partition(n, m, np.random.default_rng(seq))
-    if partition is None and relabel == "within-blocks":
-        _no_fixed_partition(estimator)
+    with plugin_code(estimator, "fixed_partition"):
+        partition = estimator.fixed_partition(n, m, np.random.default_rng(seq))
+    if partition is None:
+        if relabel == "within-blocks":
+            _no_fixed_partition(estimator)
+        return None
+    _check_partition(estimator, partition, n, m)
     return partition
+
+
+def _check_partition(estimator: MMDEstimator, partition: Any, n: int, m: int) -> None:
+    """A plugin's fixed partition, checked before a test relabels within it: paired blocks
+    0..Q−1 that cover both samples, each with points of X and of Y (a block without
+    either has no mean). A test on anything else would fail deep in the engine, or count
+    an empty block's NaN statistic."""
+    what = None
+    if not isinstance(partition, Partition):
+        what = f"{shown(partition)}, not a Partition"
+    else:
+        Q = partition.n_blocks
+        for name, labels, size in (("x_labels", partition.x_labels, n), ("y_labels", partition.y_labels, m)):
+            if not isinstance(Q, (int, np.integer)) or isinstance(Q, bool) or Q < 1:
+                what = f"n_blocks = {shown(Q)}, not a count >= 1"
+            elif not isinstance(labels, np.ndarray):
+                what = f"{name} = {shown(labels)}, not an array of one integer label per point"
+            elif labels.dtype.kind not in "iu" or labels.shape != (size,):
+                what = f"{name} of shape {labels.shape}, dtype {labels.dtype}, for {size} points: not one integer label each"
+            elif size and (labels.min() < 0 or labels.max() >= Q):
+                what = f"{name} outside 0..{Q - 1} (from {labels.min()} to {labels.max()})"
+            elif (np.bincount(labels, minlength=Q) == 0).any():
+                q = int(np.flatnonzero(np.bincount(labels, minlength=Q) == 0)[0])
+                what = f"block {q} with no point of {'X' if name == 'x_labels' else 'Y'}"
+            if what is not None:
+                break
+    if what is not None:
+        raise PluginFailure(
+            f"{estimator.plugin_label()}: fixed_partition({n}, {m}) returned {what}; a test relabels within paired blocks "
+            "that cover both samples, each holding points of X and of Y."
+        )
 
 
 def _looks_like_data(obj: Any) -> bool:

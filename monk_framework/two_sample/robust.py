@@ -42,7 +42,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError, shown
+from monk_framework.core.errors import DataError, MonkError, ParameterError, PluginFailure, plugin_code, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import RADIUS_RANGE, ClippedKernel, Kernel
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
@@ -52,7 +52,13 @@ from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
 from monk_framework.engine.pooled import PooledSample, pooled
-from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics, within_block_batch
+from monk_framework.engine.relabelling import (
+    Progress,
+    check_null_memory,
+    real_statistics,
+    relabelled_statistics,
+    within_block_batch,
+)
 from monk_framework.engine.within_blocks import relabellings, within_block_sums
 from monk_framework.two_sample.common import (
     TIE_RTOL,
@@ -499,10 +505,25 @@ def _block_exceedances(
     """#{b : s_{q,b} ≥ s_q} for every block q over B within-block relabellings."""
     nx, ny = partition.x_sizes.astype(float), partition.y_sizes.astype(float)
     identity = np.arange(pool.size)[None, :]
-    statistic = estimator.mmd2_from_sums
-    first = statistic(within_block_sums(pool, partition, identity), nx, ny)
-    assert first is not None  # checked by _default_estimator
-    observed = first[0]
+
+    def statistic(sums: Any, rows: int) -> np.ndarray:
+        # a plugin's statistic, checked as every answer a test uses is: a NaN never
+        # reaches a relabelled value (a NaN counted as below T gave p = 5e-19 on null data)
+        with plugin_code(estimator, "mmd2_from_sums"):
+            raw = estimator.mmd2_from_sums(sums, nx, ny)
+        values = real_statistics(estimator, "mmd2_from_sums", raw)
+        if values.shape != (rows, partition.n_blocks):
+            raise PluginFailure(
+                f"{estimator.plugin_label()}: mmd2_from_sums returned shape {values.shape} for {rows} relabelling(s) of "
+                f"{partition.n_blocks} blocks; it must return one MMD^2 per relabelling and block, shape "
+                f"({rows}, {partition.n_blocks})."
+            )
+        if not np.isfinite(values).all():
+            raise PluginFailure(f"{estimator.plugin_label()}: mmd2_from_sums returned {float(values[~np.isfinite(values)][0])} "
+                                "for these kernel sums; an MMD^2 must be a finite number.")
+        return values
+
+    observed = statistic(within_block_sums(pool, partition, identity), 1)[0]
     counts = np.zeros(partition.n_blocks)
     step = within_block_batch(pool, B)
     if progress is not None:
@@ -510,7 +531,7 @@ def _block_exceedances(
     for done in range(0, B, step):
         stop = min(done + step, B)
         perms = relabellings(partition, pool.n, done, stop, seq)
-        values = statistic(within_block_sums(pool, partition, perms), nx, ny)
+        values = statistic(within_block_sums(pool, partition, perms), stop - done)
         # a relabelled value equal to the observed one up to round-off counts as reaching it
         counts += np.count_nonzero(values >= observed - TIE_RTOL * np.abs(observed), axis=0)
         if progress is not None:

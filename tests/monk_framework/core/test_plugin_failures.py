@@ -22,7 +22,7 @@ import pytest
 
 from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, get_registry, hookimpl
 from monk_framework.core.errors import KernelContractError, PluginFailure
-from monk_framework.two_sample import permutation_test
+from monk_framework.two_sample import permutation_test, robust_test
 
 REG = get_registry()
 
@@ -91,6 +91,8 @@ class BadNull(MMDEstimator):
         return Estimate(mmd2=0.0, mmd=0.0)
 
     def permuted_statistics(self, pool, perms, rngs):
+        if self.kind == "complex":
+            return np.ones(len(perms)) * (0.5 + 1j)  # numpy would keep 0.5, with a warning
         return np.zeros(len(perms) + 1) if self.kind == "shape" else np.full(len(perms), np.nan)
 
 
@@ -235,7 +237,8 @@ def test_a_negative_mmd_passes_as_the_signed_root_of_a_negative_mmd2():
 
 
 @pytest.mark.parametrize(("kind", "message"), [("shape", r"returned shape \(\d+,\) for \d+ relabellings"),
-                                               ("nan", r"returned nan for relabelling 0")])
+                                               ("nan", r"returned nan for relabelling 0"),
+                                               ("complex", r"returned array\(\[0.5\+1.j.*; it must return one real MMD\^2")])
 def test_a_tests_relabelled_statistics_are_checked_whatever_estimator_gives_them(kind, message):
     X, Y = _data()
     with pytest.raises(PluginFailure, match=r"estimator 'bad-null' .*permuted_statistics " + message):
@@ -498,3 +501,100 @@ def test_an_error_escaping_a_plugins_unguarded_method_is_blamed_on_the_plugin_no
     assert result.stderr.strip().splitlines()[-1].startswith(
         "Error: the plugin throwaway-bad-spec failed in spec: RuntimeError: spec boom"), result.stderr
     assert "internal error" not in result.stderr
+
+
+@attrs.frozen(kw_only=True)
+class BlockSums(MMDEstimator):
+    """The U-statistic, with an mmd2_from_sums (what a robust mom test computes in every
+    block) broken one way at a time."""
+
+    name: ClassVar[str] = "block-sums"
+    fault: str = "nan"
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        return REG.get_estimator("u-stat").compute_estimate(kernel, X, Y, rng, resources)
+
+    def mmd2_from_sums(self, sums, n, m):
+        values = REG.get_estimator("u-stat").mmd2_from_sums(sums, n, m)
+        if self.fault == "nan":
+            return values * np.nan
+        if self.fault == "shape":
+            return values[..., :1]
+        if self.fault == "raise":
+            raise ZeroDivisionError("division by zero")
+        return values
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("nan", r"mmd2_from_sums returned nan for these kernel sums; an MMD\^2 must be a finite number"),
+        ("shape", r"mmd2_from_sums returned shape \(1, 1\) for 1 relabelling\(s\) of \d+ blocks"),
+        ("raise", r"mmd2_from_sums failed: ZeroDivisionError: division by zero"),
+    ],
+)
+def test_a_robust_tests_block_statistics_are_checked_as_every_estimator_answer_is(fault, message):
+    # a NaN counted as below the observed value: p = 5e-19 and a rejection on null data
+    gen = np.random.default_rng(0)
+    X, Y = gen.normal(size=(200, 2)), gen.normal(size=(200, 2))
+    with pytest.raises(PluginFailure, match=r"estimator 'block-sums' .*" + message):
+        robust_test(REG.get_kernel("rbf", sigma=1.0), X, Y, contamination=2, method="mom",
+                    estimator=BlockSums(fault=fault), n_permutations=50, rng=0)
+    fine = robust_test(REG.get_kernel("rbf", sigma=1.0), X, Y, contamination=2, method="mom",
+                       estimator=BlockSums(fault="none"), n_permutations=50, rng=0)
+    ustat = robust_test(REG.get_kernel("rbf", sigma=1.0), X, Y, contamination=2, method="mom",
+                        estimator=REG.get_estimator("u-stat"), n_permutations=50, rng=0)
+    assert fine.pvalue == ustat.pvalue and not fine.reject
+
+
+@attrs.frozen(kw_only=True)
+class OwnPartition(type(REG.get_estimator("monk-bcd-fast"))):
+    """BCD-Fast with its own fixed partition (what a within-block test relabels in),
+    broken one way at a time."""
+
+    name: ClassVar[str] = "own-partition"
+    fault: str = "none"
+
+    def fixed_partition(self, n, m, rng):
+        from monk_framework.engine.partitions import Partition
+
+        x, y = np.arange(n) % 3, np.arange(m) % 3
+        if self.fault == "raise":
+            raise ZeroDivisionError("division by zero")
+        if self.fault == "object":
+            return "blocks"
+        if self.fault == "short":
+            return Partition(n_blocks=3, x_labels=x[:-1], y_labels=y)
+        if self.fault == "outside":
+            return Partition(n_blocks=3, x_labels=x + 100, y_labels=y)
+        if self.fault == "float":
+            return Partition(n_blocks=3, x_labels=x.astype(float), y_labels=y)
+        if self.fault == "no-y":
+            return Partition(n_blocks=3, x_labels=x)
+        if self.fault == "empty-block":
+            return Partition(n_blocks=4, x_labels=x, y_labels=y)
+        return Partition(n_blocks=3, x_labels=x, y_labels=y)
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("raise", r"fixed_partition failed: ZeroDivisionError"),
+        ("object", r"fixed_partition\(30, 24\) returned 'blocks', not a Partition"),
+        ("short", r"returned x_labels of shape \(29,\), dtype int64, for 30 points: not one integer label each"),
+        ("outside", r"returned x_labels outside 0..2 \(from 100 to 102\)"),
+        ("float", r"returned x_labels of shape \(30,\), dtype float64, for 30 points"),
+        ("no-y", r"returned y_labels = None, not an array of one integer label per point"),
+        # an empty block's statistic is NaN (0/0): it was counted, with divide-by-zero warnings
+        ("empty-block", r"returned block 3 with no point of X"),
+    ],
+)
+def test_a_plugins_fixed_partition_is_checked_before_a_test_relabels_within_it(fault, message):
+    gen = np.random.default_rng(1)
+    X, Y = gen.normal(size=(30, 2)), gen.normal(size=(24, 2))
+    with pytest.raises(PluginFailure, match=r"estimator 'own-partition' .*" + message):
+        permutation_test(REG.get_kernel("rbf", sigma=1.0), OwnPartition(fault=fault), X, Y, n_permutations=19,
+                         relabel="within-blocks", rng=0)
+    fine = permutation_test(REG.get_kernel("rbf", sigma=1.0), OwnPartition(), X, Y, n_permutations=19,
+                            relabel="within-blocks", rng=0)
+    assert fine.relabel == "within-blocks" and fine.n_blocks == 3 and 0 < fine.pvalue <= 1
