@@ -84,9 +84,24 @@ class Estimator(Configurable):
         """
         return []
 
+    def required_size(self) -> tuple[int, str]:
+        """:meth:`min_sample_size` as the framework trusts it: a count of points (an int
+        from 0 to 2⁶³ − 1) and a reason (a string), else a :class:`PluginFailure` naming
+        the estimator (as is any error its code raises)."""
+        with plugin_code(self, "min_sample_size"):
+            answer = self.min_sample_size()
+        ok = isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], str)
+        need = answer[0] if ok else None
+        if not (isinstance(need, (int, np.integer)) and not isinstance(need, (bool, np.bool_)) and 0 <= need < 2**63):
+            raise PluginFailure(
+                f"{self.plugin_label()}: min_sample_size returned {shown(answer)}; it must return (count, reason), a "
+                "count of points >= 0 and a string saying why."
+            )
+        return int(need), answer[1]
+
     def check_size(self, sample: Any, name: str) -> None:
         """Refuse a sample smaller than :meth:`min_sample_size`, naming it (``name``)."""
-        need, why = self.min_sample_size()
+        need, why = self.required_size()
         if len(sample) < need:
             raise DataError(
                 f"{name} has {len(sample)} point(s) but estimator {self.name!r} needs at "

@@ -125,7 +125,7 @@ def split_test(
     seed = seed_of(seq)
     split_rng = np.random.default_rng(stream(seq, "split"))
     px, py = three_parts(len(Xv), split_rng), three_parts(len(Yv), split_rng)
-    need, why = estimator.min_sample_size()
+    need, why = estimator.required_size()
     for name, sample, parts in (("X", Xv, px), ("Y", Yv, py)):
         if min(map(len, parts)) < need:
             raise MonkError(

@@ -128,7 +128,7 @@ class Exp1(Experiment):
 
     def __attrs_post_init__(self) -> None:
         for text in self.estimators:
-            need, why = mmd_estimator(text, "Experiment 1").min_sample_size()
+            need, why = mmd_estimator(text, "Experiment 1").required_size()
             if min(self.sizes) < need:
                 raise ParameterError(
                     f"Experiment 1: estimator {text!r} needs samples of at least {need} points"

@@ -107,7 +107,7 @@ class Exp2(Experiment):
                 type(base).from_params({**base.params(), key: v})
         pools = self.pools()
         for text in self.estimators:
-            need, why = mmd_estimator(text, "Experiment 2").min_sample_size()
+            need, why = mmd_estimator(text, "Experiment 2").required_size()
             if min(self.sizes) // 3 < need:
                 raise ParameterError(
                     f"Experiment 2: estimator {text!r} needs at least {need} points per sample in each third "

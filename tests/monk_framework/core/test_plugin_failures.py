@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, get_registry, hookimpl
-from monk_framework.core.errors import KernelContractError, PluginFailure
+from monk_framework.core.errors import KernelContractError, MonkError, PluginFailure
 from monk_framework.two_sample import permutation_test, robust_test
 
 REG = get_registry()
@@ -598,3 +598,40 @@ def test_a_plugins_fixed_partition_is_checked_before_a_test_relabels_within_it(f
     fine = permutation_test(REG.get_kernel("rbf", sigma=1.0), OwnPartition(), X, Y, n_permutations=19,
                             relabel="within-blocks", rng=0)
     assert fine.relabel == "within-blocks" and fine.n_blocks == 3 and 0 < fine.pvalue <= 1
+
+
+@attrs.frozen(kw_only=True)
+class OddMinimum(MMDEstimator):
+    """The V-statistic with a min_sample_size broken one way at a time."""
+
+    name: ClassVar[str] = "odd-minimum"
+    answer: str = "int"
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        return REG.get_estimator("v-stat").compute_estimate(kernel, X, Y, rng, resources)
+
+    def min_sample_size(self):
+        if self.answer == "raise":
+            raise ZeroDivisionError("division by zero")
+        return {"int": 5, "text": ("5", "why"), "fraction": (2.5, "why"), "none": None, "right": (5, "five")}[self.answer]
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ("int", r"min_sample_size returned 5; it must return \(count, reason\)"),
+        ("text", r"min_sample_size returned \('5', 'why'\)"),
+        ("fraction", r"min_sample_size returned \(2.5, 'why'\)"),
+        ("none", r"min_sample_size returned None"),
+        ("raise", r"min_sample_size failed: ZeroDivisionError"),
+    ],
+)
+def test_a_plugins_minimum_size_is_checked_where_it_is_read(answer, message):
+    # each of these was a TypeError from the framework's own code (an internal error)
+    X, Y = _data()
+    for run in (lambda: OddMinimum(answer=answer).estimate(REG.get_kernel("linear"), X, Y),
+                lambda: permutation_test(REG.get_kernel("linear"), OddMinimum(answer=answer), X, Y, n_permutations=9)):
+        with pytest.raises(PluginFailure, match=r"estimator 'odd-minimum' .*" + message):
+            run()
+    with pytest.raises(MonkError, match=r"X has 4 point\(s\) but estimator 'odd-minimum' needs at least 5 \(five\)"):
+        OddMinimum(answer="right").estimate(REG.get_kernel("linear"), X[:4], Y)
