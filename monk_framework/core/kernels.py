@@ -191,7 +191,7 @@ class Kernel(Configurable):
         with the ordinary points when a few are gross outliers; and it is a data value,
         so it becomes exactly 0 and a second call changes nothing."""
         Xv, Yv = self.check_pair(X, Y, names=names)
-        shift_free = self._shift_free()
+        shift_free = self.checked_shift_free()
         if not shift_free:
             self.warn_if_far_from_origin(Xv, Yv)
         if not (shift_free and isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)):
@@ -208,12 +208,12 @@ class Kernel(Configurable):
         combination of the points, such as a geometric median's) are the same for the
         sample and for its shift in exact arithmetic, and keep their digits on centred
         data: geometric-mom with the linear kernel on data near 10⁸ had weights off by 0.04."""
-        if not (isinstance(X, np.ndarray) and self._shift_free()):
+        if not (isinstance(X, np.ndarray) and self.checked_shift_free()):
             return X
         centre = _lower_median(X)
         return read_only(X - centre) if centre.any() else X
 
-    def _shift_free(self) -> bool:
+    def checked_shift_free(self) -> bool:
         """:meth:`shift_free_mmd`, called as plugin code and checked to be a bool."""
         with plugin_code(self, "shift_free_mmd"):
             shift_free = self.shift_free_mmd()
@@ -247,7 +247,7 @@ class Kernel(Configurable):
         """(ρ, ε ρ²) when :meth:`warn_if_far_from_origin` has something to say, else None."""
         if not (isinstance(X, np.ndarray) and isinstance(Y, np.ndarray)) or type(self).translation_invariant:
             return None
-        shift_free = self._shift_free()
+        shift_free = self.checked_shift_free()
         if shift_free and not clipped:
             return None
         Z = np.concatenate([X, Y])
@@ -717,7 +717,7 @@ class Kernel(Configurable):
 
         ``row`` and ``diag`` are the contract check's first Gram row and diagonal, on the
         leading ``known`` points of X and of Y; the row is extended to the rest here."""
-        if not self.is_psd or (Y is None and self._shift_free()):
+        if not self.is_psd or (Y is None and self.checked_shift_free()):
             return
         half = RESOLUTION_POINTS if Y is None else RESOLUTION_POINTS // 2
         parts = [X[:known], X[known:half]] if Y is None else [X[:known], Y[:known], X[known:half], Y[known:half]]
@@ -944,7 +944,7 @@ class SumKernel(_Pair):
     def shift_free_mmd(self) -> bool:
         # the feature maps side by side: each part's MMD must ignore the origin (a shift-free
         # or translation-invariant part), and one at least must need the centred data
-        free = [part._shift_free() for part in (self.left, self.right)]
+        free = [part.checked_shift_free() for part in (self.left, self.right)]
         invariant = [type(part).translation_invariant for part in (self.left, self.right)]
         return any(free) and all(f or i for f, i in zip(free, invariant))
 

@@ -418,7 +418,7 @@ class Embedding(Result):
         self._check_same_kernel(other)
         resources = Resources.of(max_memory, progress=progress)
         A, B = self.sample, other.sample
-        if self.kernel.shift_free_mmd() and math.isclose(float(np.sum(self.weights)), float(np.sum(other.weights)), rel_tol=1e-9):
+        if self.kernel.checked_shift_free() and math.isclose(float(np.sum(self.weights)), float(np.sum(other.weights)), rel_tol=1e-9):
             # equal total weights: a common shift moves both embeddings by the same vector,
             # so the distance is read on the centred samples, where it keeps its digits
             A, B = self.kernel.mmd_pair(A, B)
