@@ -97,6 +97,9 @@ CONTRACT_RTOL = 1e-9
 DIAG_RTOL = 1e-6
 #: points of each diagonal Gram block whose pairs are checked (symmetry, Cauchy–Schwarz)
 CONTRACT_CHECK_POINTS = 64
+#: sampled pairs on which a plugin's whole k(X, X) (an override of symmetric_gram) is
+#: checked for exact symmetry and Cauchy–Schwarz, beyond its leading block
+WHOLE_CHECK_PAIRS = 4096
 #: pooled points whose feature distances to the first one measure a kernel's resolution
 RESOLUTION_POINTS = 4096
 #: the smallest squared feature distance, relative to the kernel's values, below which an
@@ -312,10 +315,8 @@ class Kernel(Configurable):
         """
         self._require_fitted()
         if Y is None:
-            Xv = self.check_sample(X)
-            return self.symmetric_gram(Xv)
-        Xv, Yv = self.check_pair(X, Y)
-        return self.rectangular_gram(Xv, Yv)
+            return self.whole_gram(self.check_sample(X))
+        return self.whole_gram(*self.check_pair(X, Y))
 
     def diag(self, X: Any) -> np.ndarray:
         """``k(x_i, x_i)`` for every point of X, without forming the Gram matrix."""
@@ -796,6 +797,72 @@ class Kernel(Configurable):
                     "(Cauchy-Schwarz holds for every PSD kernel)."
                 )
 
+    def whole_gram(self, X: Sample, Y: Sample | None = None, *, run_bands: BandRunner | None = None) -> np.ndarray:
+        """k(X, X) (exactly symmetric) or k(X, Y) of validated samples, from
+        :meth:`symmetric_gram` or :meth:`rectangular_gram`: what the framework calls for a
+        whole Gram matrix. Its own methods check every band as they build it. A plugin's
+        override is run as plugin code and its matrix checked whole: the shape, real and
+        finite values, and for k(X, X) exact symmetry and, on its leading block and on
+        sampled pairs, the contract a tile is held to (``compute_diag`` on its diagonal,
+        Cauchy–Schwarz)."""
+        if Y is None and type(self).symmetric_gram is Kernel.symmetric_gram:
+            return self.symmetric_gram(X, run_bands=run_bands)
+        if Y is not None and type(self).rectangular_gram is Kernel.rectangular_gram:
+            return self.rectangular_gram(X, Y, run_bands=run_bands)
+        method = "symmetric_gram" if Y is None else "rectangular_gram"
+        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, method):
+            K = owned_result(lambda: self.symmetric_gram(X, run_bands=run_bands) if Y is None
+                             else rectangular_gram_of(self, X, Y, run_bands=run_bands))
+        if K is None or K.dtype.kind == "c":
+            raise KernelContractError(f"{self.plugin_label()}: {method} returned {shown(K)}; it must return the real "
+                                      "Gram matrix.")
+        K = np.asarray(K, dtype=np.float64)
+        other = X if Y is None else Y
+        if K.shape != (len(X), len(other)):
+            raise KernelContractError(
+                f"{self.plugin_label()}: {method} returned shape {K.shape} for {len(X)} x {len(other)} points; it must "
+                f"return the whole matrix, shape ({len(X)}, {len(other)})."
+            )
+        self.check_finite(K)
+        if Y is None:
+            self._check_whole_symmetric(K, X)
+        return K
+
+    def _check_whole_symmetric(self, K: np.ndarray, X: Sample) -> None:
+        """A plugin's whole k(X, X): exactly symmetric (every estimator reads one triangle or
+        the other), checked on its leading block and on WHOLE_CHECK_PAIRS sampled pairs,
+        and its diagonal ``compute_diag``'s."""
+        n = len(K)
+        self.check_diagonal_block(K[:CONTRACT_CHECK_POINTS, :CONTRACT_CHECK_POINTS], self.diag_tile(
+            take(X, np.arange(min(n, CONTRACT_CHECK_POINTS)))), 0)
+        gen = np.random.default_rng(n)  # the same pairs for the same size: a reproducible check
+        i, j = gen.integers(0, n, size=(2, WHOLE_CHECK_PAIRS)) if n else (np.zeros(0, int), np.zeros(0, int))
+        gap = np.abs(K[i, j] - K[j, i])
+        if gap.size and gap.max() > 0:
+            w = int(np.argmax(gap))
+            raise KernelContractError(
+                f"{self.plugin_label()} is not symmetric: its symmetric_gram gives k(x_{i[w]}, x_{j[w]}) = {K[i[w], j[w]]:.6g} "
+                f"but k(x_{j[w]}, x_{i[w]}) = {K[j[w], i[w]]:.6g}; the matrix must be exactly symmetric."
+            )
+        diag = self.diag_tile(X)
+        off = np.abs(np.diagonal(K) - diag)
+        scale = max(float(np.abs(diag).max(initial=0.0)), 1e-300)
+        if off.size and off.max() > DIAG_RTOL * scale:
+            w = int(np.argmax(off))
+            raise KernelContractError(
+                f"{self.plugin_label()}: compute_diag gives k(x_{w}, x_{w}) = {diag[w]:.6g} but symmetric_gram gives "
+                f"{K[w, w]:.6g}; the two must agree."
+            )
+        root = np.sqrt(np.maximum(diag, 0.0))
+        excess = np.abs(K[i, j]) - root[i] * root[j]
+        if self.is_psd and excess.size and excess.max() > CONTRACT_RTOL * max(scale, float(np.abs(K[i, j]).max())):
+            w = int(np.argmax(excess))
+            raise KernelContractError(
+                f"{self.plugin_label()} is not positive semi-definite: |k(x_{i[w]}, x_{j[w]})| = {abs(K[i[w], j[w]]):.6g} "
+                f"exceeds sqrt(k(x, x) k(x', x')) = {root[i[w]] * root[j[w]]:.6g} (Cauchy-Schwarz holds for every PSD "
+                "kernel)."
+            )
+
     def rectangular_gram(self, X: Sample, Y: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
         """k(X, Y) of two validated samples, filled in row bands of ``CHUNK_BYTES`` after a
         memory check. A kernel with a faster whole-matrix computation may override it.
@@ -1168,7 +1235,7 @@ def weighted_gram(
     values evaluated so far, band by band."""
     m = len(B)
     if resources.fits(8.0 * len(A) * m):
-        return rectangular_gram_of(kernel, A, B, run_bands=None if report is None else counted_in_turn(m, report)) @ v
+        return kernel.whole_gram(A, B, run_bands=None if report is None else counted_in_turn(m, report)) @ v
     out = np.empty(len(A))
     for a, tile in _row_tiles(kernel, A, B, resources):
         out[a : a + len(tile)] = tile @ v
@@ -1226,7 +1293,7 @@ def bilinear(
     each rebuild its per-string tables) is read from its whole Gram matrix when that fits."""
     other = A if B is None else B
     if kernel.computes_gram_whole() and resources.fits(8.0 * len(A) * len(other)):
-        K = kernel.symmetric_gram(A) if B is None else rectangular_gram_of(kernel, A, B)
+        K = kernel.whole_gram(A, B)
         if report is not None:
             report(len(A) * (len(A) + 1) / 2.0 if B is None else float(K.size))
         return float(u @ K @ v)

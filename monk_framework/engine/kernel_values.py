@@ -1,7 +1,7 @@
 """Where kernel values enter the engine, and where bands of work meet the cores.
 
 Every Gram matrix, tile and diagonal the engine uses is read through the kernel's
-checked methods (``gram_tile``, ``diag_tile``, ``direct_block_gram``, ``symmetric_gram``
+checked methods (``gram_tile``, ``diag_tile``, ``direct_block_gram``, ``whole_gram``
 of :class:`~monk_framework.core.kernels.Kernel`), so a plugin's values meet the same
 contract checks whichever estimator or test asked for them. This module adds what only
 the engine decides: how many threads evaluate the bands of a matrix.
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.kernels import Kernel, counted_in_turn, rectangular_gram_of
+from monk_framework.core.kernels import Kernel, counted_in_turn
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import for_bands
 
@@ -46,11 +46,11 @@ def gram_matrix(
     and test. ``report(done, total, "Gram matrix")`` counts the kernel values of the bands
     as they finish (of a symmetric one, from the engine's threads)."""
     if Y is None:
-        return kernel.symmetric_gram(Z, run_bands=on_cores if report is None else _counted_bands(len(Z), report))
+        return kernel.whole_gram(Z, run_bands=on_cores if report is None else _counted_bands(len(Z), report))
     if report is None:
-        return rectangular_gram_of(kernel, Z, Y)
+        return kernel.whole_gram(Z, Y)
     total = float(len(Z)) * len(Y)
-    return rectangular_gram_of(kernel, Z, Y, run_bands=counted_in_turn(len(Y), lambda done: report(done, total, "Gram matrix")))
+    return kernel.whole_gram(Z, Y, run_bands=counted_in_turn(len(Y), lambda done: report(done, total, "Gram matrix")))
 
 
 def _counted_bands(n: int, report: Callable[[float, float, str], None]) -> Callable[..., list[Any]]:
