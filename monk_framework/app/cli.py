@@ -661,7 +661,7 @@ def _run_rows(job: jobs.Job, result: Any) -> list[tuple[str, str]]:
         emb_x, emb_y = result.x, result.y
         rows = [("estimator", est.spec()), ("kernel", emb_x.kernel.spec()), ("N", str(len(emb_x.weights))),
                 ("||mu_X||", f"{emb_x.norm():.10g}"),
-                *est.diagnostic_rows(emb_x.diagnostics, emb_x.timings)]
+                *est.report_rows(emb_x.diagnostics, emb_x.timings)]
         if emb_y is not None:
             rows += [("M", str(len(emb_y.weights))), ("||mu_Y||", f"{emb_y.norm():.10g}"),
                      ("||mu_X - mu_Y||", f"{result.distance:.10g}")]
@@ -672,7 +672,7 @@ def _run_rows(job: jobs.Job, result: Any) -> list[tuple[str, str]]:
         ("N, M", f"{result.n_x}, {result.n_y}"),
         ("MMD^2", f"{result.mmd2:.10g}"),
         ("MMD", f"{result.mmd:.10g}"),
-        *est.diagnostic_rows(result.diagnostics, result.timings),
+        *est.report_rows(result.diagnostics, result.timings),
         ("time", f"{result.timings['total_s']:.4f} s"),
     ]
 

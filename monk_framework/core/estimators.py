@@ -84,6 +84,21 @@ class Estimator(Configurable):
         """
         return []
 
+    def report_rows(self, diagnostics: Mapping[str, Any], timings: Mapping[str, float]) -> list[tuple[str, str]]:
+        """:meth:`diagnostic_rows` as a report shows them: run as plugin code and checked to
+        be (label, text) pairs of strings, else a :class:`PluginFailure` naming the
+        estimator."""
+        with plugin_code(self, "diagnostic_rows"):
+            rows = self.diagnostic_rows(diagnostics, timings)
+            rows = list(rows) if isinstance(rows, (list, tuple)) else rows
+        if not (isinstance(rows, list) and all(
+                isinstance(row, tuple) and len(row) == 2 and all(isinstance(part, str) for part in row) for row in rows)):
+            raise PluginFailure(
+                f"{self.plugin_label()}: diagnostic_rows returned {shown(rows)}; it must return a list of (label, text) "
+                "pairs of strings."
+            )
+        return rows
+
     def required_size(self) -> tuple[int, str]:
         """:meth:`min_sample_size` as the framework trusts it: a count of points (an int
         from 0 to 2⁶³ − 1) and a reason (a string), else a :class:`PluginFailure` naming

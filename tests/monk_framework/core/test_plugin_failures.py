@@ -635,3 +635,33 @@ def test_a_plugins_minimum_size_is_checked_where_it_is_read(answer, message):
             run()
     with pytest.raises(MonkError, match=r"X has 4 point\(s\) but estimator 'odd-minimum' needs at least 5 \(five\)"):
         OddMinimum(answer="right").estimate(REG.get_kernel("linear"), X[:4], Y)
+
+
+@attrs.frozen(kw_only=True)
+class OddRows(MMDEstimator):
+    """The V-statistic, reporting its diagnostics one wrong way at a time."""
+
+    name: ClassVar[str] = "odd-rows"
+    rows: str = "none"
+
+    def compute_estimate(self, kernel, X, Y, rng, resources):
+        return REG.get_estimator("v-stat").compute_estimate(kernel, X, Y, rng, resources)
+
+    def diagnostic_rows(self, diagnostics, timings):
+        if self.rows == "raise":
+            raise ZeroDivisionError("division by zero")
+        return {"none": None, "text": "rows", "numbers": [(1, 2)], "triples": [("a", "b", "c")],
+                "right": [("blocks", "5")], "tuple": (("blocks", "5"),)}[self.rows]
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [("none", r"returned None"), ("text", r"returned 'rows'"), ("numbers", r"returned \[\(1, 2\)\]"),
+     ("triples", r"returned \[\('a', 'b', 'c'\)\]"), ("raise", r"diagnostic_rows failed: ZeroDivisionError")],
+)
+def test_a_plugins_report_rows_are_checked_before_a_table_shows_them(rows, message):
+    # monkfw run printed a string's letters as rows, or failed with an internal error
+    with pytest.raises(PluginFailure, match=r"estimator 'odd-rows' .*" + message):
+        OddRows(rows=rows).report_rows({}, {})
+    assert OddRows(rows="right").report_rows({}, {}) == [("blocks", "5")]
+    assert OddRows(rows="tuple").report_rows({}, {}) == [("blocks", "5")]
