@@ -319,7 +319,7 @@ def test_what_a_plugin_prints_goes_to_stderr_and_the_json_stays_whole(chatty_plu
         assert "computing ... {not json" in result.stderr
 
 
-def test_a_sys_exit_in_plugin_code_outside_its_hooks_is_one_line_not_a_silent_end(chatty_plugin):
+def test_a_sys_exit_in_a_plugins_report_is_one_line_naming_it_not_a_silent_end(chatty_plugin):
     from typer.testing import CliRunner
 
     from monk_framework.app.cli import app
@@ -327,8 +327,8 @@ def test_a_sys_exit_in_plugin_code_outside_its_hooks_is_one_line_not_a_silent_en
     result = CliRunner().invoke(app, ["run", "-k", "rbf", "-e", "chatty", "-p", "leave=true", "-d", "gauss", "--data-param", "n=20"])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "Error: the work was ended by a call to sys.exit(5) outside the library (in a plugin?). Rerun with --debug "
-        "for the traceback."
+        "Error: estimator 'chatty' (tests.monk_framework.core.test_plugin_failures.Chatty): diagnostic_rows tried to end "
+        "the process (sys.exit(5)); a plugin must raise an exception instead."
     )
 
 
