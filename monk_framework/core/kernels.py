@@ -284,6 +284,13 @@ class Kernel(Configurable):
             out = self.fit(X, Y)
         if not isinstance(out, Kernel):
             raise KernelContractError(f"{self.plugin_label()}: fit returned {type(out).__name__} {out!r}; it must return a Kernel.")
+        if type(out) is not type(self):
+            # a result names its kernel by the class asked for, with the fitted parameters:
+            # another class's would be reported (and saved) as this kernel's
+            raise KernelContractError(
+                f"{self.plugin_label()}: fit returned kernel {out.name!r} ({type(out).__module__}.{type(out).__qualname__}); "
+                "it must return its own class, with the data-dependent hyperparameters resolved."
+            )
         with plugin_code(out, "is_fitted"):
             done = out.is_fitted
         if done is not True:

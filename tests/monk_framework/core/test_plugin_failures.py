@@ -369,6 +369,8 @@ class BadFit(Kernel):
     answer: str = "string"
 
     def fit(self, X, Y=None):
+        if self.answer == "another-kernel":
+            return REG.get_kernel("linear")  # would be reported and saved as bad-fit with linear's parameters
         return "fitted!" if self.answer == "string" else BadFit(answer="unfitted")
 
     @property
@@ -389,7 +391,9 @@ def test_complex_kernel_values_are_refused_not_cast_to_real():
 
 
 @pytest.mark.parametrize(("answer", "message"), [("string", r"fit returned str 'fitted!'; it must return a Kernel"),
-                                                 ("other", r"fit returned a kernel that is not fitted")])
+                                                 ("other", r"fit returned a kernel that is not fitted"),
+                                                 ("another-kernel", r"fit returned kernel 'linear' \(monk_plugins.vector_kernels."
+                                                                    r"LinearKernel\); it must return its own class")])
 def test_a_fit_that_returns_no_fitted_kernel_is_named_on_every_path(answer, message):
     X, Y = _data()
     calls = [
