@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numbers
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,7 +20,10 @@ from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import check_fits, check_progress
 from monk_framework.engine.backends import Backend
 
-__all__ = ["Experiment", "ExperimentRun", "check_sizes", "sizes_tuple", "mmd_estimator", "named_kernel", "run_experiment"]
+__all__ = [
+    "Experiment", "ExperimentRun", "check_distinct", "check_sizes", "sizes_tuple", "mmd_estimator", "named_kernel",
+    "run_experiment",
+]
 
 
 def mmd_estimator(text: str, experiment: str) -> MMDEstimator:
@@ -30,6 +33,20 @@ def mmd_estimator(text: str, experiment: str) -> MMDEstimator:
     if not isinstance(estimator, MMDEstimator):
         raise ParameterError(f"{experiment} needs MMD estimators; {name!r} estimates an embedding.")
     return estimator
+
+
+def check_distinct(texts: Sequence[str], experiment: str, what: str, resolve: Callable[[str], Any]) -> None:
+    """Refuse a kernel or an estimator listed twice, also under two spellings (``u-stat``
+    and ``u-stat:root=clip``): its cells would be computed twice, and its rows read twice
+    by the summary. ``resolve`` turns a spec into the plugin object it names."""
+    seen: dict[str, str] = {}
+    for text in texts:
+        spec = resolve(text).spec()
+        if spec in seen and seen[spec] == text:
+            raise ParameterError(f"{experiment}: {what} {text!r} is listed twice; list it once.")
+        if spec in seen:
+            raise ParameterError(f"{experiment}: {seen[spec]!r} and {text!r} are the same {what}, {spec}; list it once.")
+        seen[spec] = text
 
 
 def sizes_tuple(value: Any) -> tuple[Any, ...]:

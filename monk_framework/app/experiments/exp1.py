@@ -27,7 +27,14 @@ import attrs
 import numpy as np
 
 from monk_framework.app.datasets import get_dataset
-from monk_framework.app.experiments.base import Experiment, check_sizes, mmd_estimator, named_kernel, sizes_tuple
+from monk_framework.app.experiments.base import (
+    Experiment,
+    check_distinct,
+    check_sizes,
+    mmd_estimator,
+    named_kernel,
+    sizes_tuple,
+)
 from monk_framework.app.experiments.report import exp1_report
 from monk_framework.app.experiments.runner import Cell, CellStore
 from monk_framework.core.errors import ParameterError
@@ -72,19 +79,13 @@ def _tuple_of_str(value: Any) -> tuple[str, ...]:
 def _check_kernels(instance: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
     if not value:
         raise ParameterError("Experiment 1 needs at least one kernel.")
-    for text in value:
-        named_kernel(text, "Experiment 1", "vector")
-    if len(set(value)) != len(value):
-        raise ParameterError(f"Experiment 1: a kernel is listed twice in {list(value)}.")
+    check_distinct(value, "Experiment 1", "kernel", lambda text: named_kernel(text, "Experiment 1", "vector"))
 
 
 def _check_estimators(instance: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
     if not value:
         raise ParameterError("Experiment 1 needs at least one estimator.")
-    for text in value:
-        mmd_estimator(text, "Experiment 1")
-    if len(set(value)) != len(value):
-        raise ParameterError(f"Experiment 1: an estimator is listed twice in {list(value)}.")
+    check_distinct(value, "Experiment 1", "estimator", lambda text: mmd_estimator(text, "Experiment 1"))
 
 
 @attrs.frozen(kw_only=True)

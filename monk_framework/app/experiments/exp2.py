@@ -25,7 +25,14 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework.app.experiments.base import Experiment, check_sizes, mmd_estimator, named_kernel, sizes_tuple
+from monk_framework.app.experiments.base import (
+    Experiment,
+    check_distinct,
+    check_sizes,
+    mmd_estimator,
+    named_kernel,
+    sizes_tuple,
+)
 from monk_framework.app.experiments.report import exp2_report
 from monk_framework.app.experiments.runner import Cell, CellStore
 from monk_framework.app.splice import load_splice
@@ -105,6 +112,7 @@ class Exp2(Experiment):
                 raise ParameterError(f"Experiment 2 grid: kernel {base.name!r} has no parameter {key!r}.")
             for v in values:  # each grid value must make a valid kernel
                 type(base).from_params({**base.params(), key: v})
+        check_distinct(self.estimators, "Experiment 2", "estimator", lambda text: mmd_estimator(text, "Experiment 2"))
         pools = self.pools()
         for text in self.estimators:
             need, why = mmd_estimator(text, "Experiment 2").required_size()

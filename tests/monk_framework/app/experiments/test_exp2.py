@@ -95,6 +95,7 @@ def test_quick_run_writes_results_summary_timing_and_figure(tmp_path):
         ({"kernel": "rbf"}, "takes vectors"),
         ({"panels": ("EI-XX",)}, "panels must be among"),
         ({"alpha": 1.0}, "alpha must be in"),
+        ({"estimators": ("u-stat", "u-stat:root=clip")}, r"'u-stat' and 'u-stat:root=clip' are the same estimator"),
     ],
 )
 def test_bad_configurations_are_refused(overrides, message):
