@@ -424,6 +424,9 @@ def bandwidth_values(text: str | None) -> list[float] | None:
         raise ParameterError(f"--bandwidths takes comma-separated numbers, e.g. 0.5,1,2; got {text!r}.") from None
     if not values or not all(math.isfinite(v) and v > 0 for v in values):
         raise ParameterError(f"--bandwidths takes positive finite numbers; got {text!r}.")
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise ParameterError(f"--bandwidths lists {repeated[0]:g} more than once; give each bandwidth once.")
     return values
 
 

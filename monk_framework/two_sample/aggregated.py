@@ -271,6 +271,12 @@ def _check_grid(n_bandwidths: Any, bandwidths: Any) -> np.ndarray | None:
     b = _numbers(bandwidths)
     if b is None or not len(b) or not np.isfinite(b).all() or (b <= 0).any():
         raise ParameterError(f"bandwidths must be a flat list of positive finite numbers; got {shown(bandwidths)}.")
+    values, counts = np.unique(b, return_counts=True)
+    if (counts > 1).any():
+        raise ParameterError(
+            f"bandwidths lists {float(values[counts > 1][0]):g} more than once: a repeated kernel only doubles its "
+            "weight in the aggregation (give each bandwidth once, and weights= to weigh them)."
+        )
     return b
 
 
@@ -293,9 +299,16 @@ def _given_kernels(kernels: Any, bandwidths: Any) -> list[Kernel]:
     out = [reg.resolve_kernel(k) for k in kernels]
     if not out:
         raise ParameterError("kernels must hold at least one kernel.")
-    for k in out:
+    seen: dict[str, int] = {}
+    for i, k in enumerate(out):
         if not isinstance(k, Kernel):
             raise MonkError(f"kernels must be Kernel objects or specs such as 'rbf:sigma=1'; got {type(k).__name__}.")
+        if k.spec() in seen:
+            raise ParameterError(
+                f"kernels {seen[k.spec()]} and {i} are the same kernel, {k.spec()}: a repeated kernel only doubles its "
+                "weight in the aggregation (give each kernel once, and weights= to weigh them)."
+            )
+        seen[k.spec()] = i
     return out
 
 

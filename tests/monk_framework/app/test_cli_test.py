@@ -100,6 +100,7 @@ def test_split_test_with_a_grid():
         (["--aggregate", "agg", "--split"], "different tests"),
         (["--aggregate", "agg", "--bandwidths", "1,x"], "--bandwidths takes comma-separated numbers"),
         (["--aggregate", "agg", "--bandwidths", "0,1"], "positive finite numbers"),
+        (["--aggregate", "agg", "--bandwidths", "1,2,1.0"], "--bandwidths lists 1 more than once; give each bandwidth once."),
         (["--aggregate", "agg", "-k", "linear"], "kernel 'linear' has no bandwidth (sigma) for --bandwidths to vary. Drop --aggregate"),
         (["--aggregate", "agg", "--contamination", "3"], "give -k rbf a sigma, or --bandwidths"),
         (["--aggregate", "agg", "--contamination", "3", "--method", "dc", "--bandwidths", "1"], "robust by itself"),

@@ -267,6 +267,10 @@ def test_bad_aggregated_inputs_are_named(registry):
         (dict(n_permutations=0), ParameterError, "n_permutations"),
         (dict(alpha=0.0), ParameterError, "alpha"),
         (dict(kernels=[3.0]), MonkError, "Kernel objects or specs"),
+        # a repeated kernel doubled its weight without a word
+        (dict(bandwidths=[1.0, 2.0, 1.0]), ParameterError, "bandwidths lists 1 more than once"),
+        (dict(kernels=["rbf:sigma=1", "laplace:sigma=1", "gaussian:sigma=1.0"]), ParameterError,
+         r"kernels 0 and 2 are the same kernel, rbf\(sigma=1.0\): a repeated kernel only doubles its weight"),
     ]
     for kwargs, error, message in cases:
         with pytest.raises(error, match=message):
