@@ -121,6 +121,10 @@ def split_test(
                 f"grid: kernel {kernel.name!r} has no parameter {key!r} (it has {', '.join(sorted(known)) or 'none'})."
             )
     candidates = [type(kernel).from_params({**kernel.params(), **point}) for point in points]
+    specs = [c.spec() for c in candidates]
+    twice = next((spec for i, spec in enumerate(specs) if spec in specs[:i]), None)
+    if twice is not None:
+        raise ParameterError(f"grid gives the kernel {twice} more than once; list each value once.")
     seq = root(rng)
     seed = seed_of(seq)
     split_rng = np.random.default_rng(stream(seq, "split"))

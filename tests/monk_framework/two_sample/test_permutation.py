@@ -234,6 +234,8 @@ def test_bad_test_parameters_are_named(registry, rng):
         split_test(kernel, est, X, Y, grid={"bandwidth": [1, 2]})
     with pytest.raises(ParameterError, match="non-empty list"):
         split_test(kernel, est, X, Y, grid={"sigma": []})
+    with pytest.raises(ParameterError, match=r"grid gives the kernel rbf\(sigma=1.0\) more than once"):
+        split_test(kernel, est, X, Y, grid={"sigma": [1, 2, 1.0]})  # tuned twice: only time lost
     with pytest.raises(MonkError, match="three parts"):
         split_test(kernel, registry.get_estimator("monk-bcd", n_blocks=3), X, Y)
 
