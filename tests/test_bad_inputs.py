@@ -82,6 +82,9 @@ def _files(root: Path) -> None:
     (root / "semicolons.csv").write_text("".join(f"{a!r};{b!r}\n" for a, b in X.tolist()))
     # what a spreadsheet with a decimal comma writes when it quotes every cell
     (root / "quoted-semicolons.csv").write_text("".join(f'"{a:.3f}";"{b:.3f}"\n'.replace(".", ",") for a, b in X.tolist()))
+    # what a word processor writes for '-': the typographic minus sign
+    (root / "minus-sign.csv").write_text("".join(f"{a:.3f},{b:.3f}\n".replace("-", "\u2212") for a, b in X.tolist()),
+                                         encoding="utf-8")
     # Fortran's exponent letter: not numbers to Python, so a .txt file of strings
     (root / "fortran.txt").write_text("".join(f"{a:.6E} {b:.6E}\n".replace("E", "D") for a, b in X.tolist()))
     (root / "bom.csv").write_text("".join(f"{a!r},{b!r}\n" for a, b in X.tolist()), encoding="utf-8-sig")
@@ -311,6 +314,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
         r"separated by ';'"),
     ("csv-quoted-semicolons", [*RUN, "quoted-semicolons.csv", "y.npy"], 1, r"quoted-semicolons.csv, line 1, column 1: cannot read .* The "
         r"values seem separated by ';'"),
+    ("csv-typographic-minus", [*RUN, "minus-sign.csv", "y.npy"], 1, r"minus-sign.csv, line \d+, column \d: cannot read "
+        r"'\u2212[0-9.]+' as a number. It holds '\u2212' \(U\+2212, the typographic minus sign\), which only looks like part"),
     ("txt-of-strings-beside-vectors", ["run", "fortran.txt", "y.npy"], 2, r"X \(fortran.txt\) reads as strings \(a .txt file is strings, "
         r"one a line, unless its first data line is numbers: '.*D-?\+?.*' is not\) but Y \(y.npy\) as vectors"),
     ("npy-truncated", [*RUN, "--x", "cut.npy", "--y", "y.npy"], 1, r"cut.npy: its header claims an array of shape \(30, 2\) \(480 bytes\) but "

@@ -407,6 +407,22 @@ def test_a_semicolon_separated_file_gets_a_hint(tmp_path, text, where):
         load_sample(path)
 
 
+@pytest.mark.parametrize(
+    ("cell", "hint"),
+    [("\u22120.5", r"'\u2212' \(U\+2212, the typographic minus sign\)"),
+     ("\u20130.5", r"'\u2013' \(U\+2013, an en dash\)"),
+     ("1\u00a0000.5", r"a no-break space \(U\+00A0\)"),  # a thousands separator, not two values
+     ("1.5D3", r"Its exponent is written with 'D' \(Fortran's double precision\): write 'E'"),
+     ("-.5d-2", r"Its exponent is written with 'D'")],
+)
+def test_a_cell_that_only_looks_like_a_number_says_why(tmp_path, cell, hint):
+    # '−0.5' read as text, with no word about the one character that is not '-'
+    path = tmp_path / "x.csv"
+    path.write_text(f"1.0,{cell}\n2.0,3.0\n", encoding="utf-8")
+    with pytest.raises(DataFileError, match=rf"line 1, column 2: cannot read .* as a number\. (It holds )?{hint}"):
+        load_sample(path)
+
+
 @pytest.mark.parametrize("separator", ["\t", "  "])
 def test_a_csv_whose_values_are_separated_by_blanks_gets_a_hint_at_its_first_line(tmp_path, separator):
     path = tmp_path / "x.csv"
