@@ -23,7 +23,6 @@ import csv
 import errno
 import math
 import os
-import re
 import shlex
 import warnings
 from array import array
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataFileError, ReadWarning
+from monk_framework.core.errors import DataFileError, ReadWarning, lookalike_hint
 from monk_framework.core.resources import check_fits, format_bytes
 
 __all__ = ["first_data_line", "holds_numbers", "load_sample"]
@@ -361,33 +360,6 @@ def _numbers_separator(path: Path) -> str:
     return "," if "," in text else " "
 
 
-#: characters that look like part of a number but are not one Python reads: what word
-#: processors, spreadsheets and typesetting put in place of '-', ' ' and '.'
-LOOKALIKES = {
-    "\u2212": "'\u2212' (U+2212, the typographic minus sign)",
-    "\u2013": "'\u2013' (U+2013, an en dash)",
-    "\u2014": "'\u2014' (U+2014, an em dash)",
-    "\u2010": "'\u2010' (U+2010, a hyphen)",
-    "\u00a0": "a no-break space (U+00A0)",
-    "\u202f": "a narrow no-break space (U+202F)",
-    "\u2009": "a thin space (U+2009)",
-    "\u00b7": "'\u00b7' (U+00B7, a middle dot)",
-}
-_FORTRAN_EXPONENT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[dD][+-]?\d+$")
-
-
-def _lookalike_hint(cell: str) -> str:
-    """Why a cell that looks like a number is not one: a character that only resembles
-    '-', ' ' or '.', or Fortran's D exponent; "" when neither."""
-    found = [text for char, text in LOOKALIKES.items() if char in cell]
-    if found:
-        return (f" It holds {', '.join(found)}, which only looks like part of a number: replace it (a minus "
-                "sign with '-', a space-like character with nothing).")
-    if _FORTRAN_EXPONENT.match(cell.strip()):
-        return " Its exponent is written with 'D' (Fortran's double precision): write 'E' instead (1.5D3 is 1.5E3)."
-    return ""
-
-
 def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: bool = False) -> float:
     value = _cell_value(cell)
     if value is None or math.isnan(value):
@@ -404,8 +376,8 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
             hint = (" The values seem separated by ';' (a semicolon-separated file, as spreadsheets with a decimal "
                     "comma write them): save it with ',' between values and '.' as the decimal point, e.g. "
                     "pd.read_csv(path, sep=';', decimal=',').to_csv(new_path, index=False).")
-        elif _lookalike_hint(cell):
-            hint = _lookalike_hint(cell)
+        elif lookalike_hint(cell):
+            hint = lookalike_hint(cell)
         elif _blank_separated_numbers(cell):
             hint = (" The values seem separated by tabs or spaces: a .csv file is read with ',' between values; "
                     "name a tab-separated file .tsv, or a file of numbers separated by spaces .txt.")

@@ -12,6 +12,7 @@ import contextlib
 import difflib
 import math
 import numbers
+import re
 import signal
 import sys
 from collections.abc import Iterable, Iterator
@@ -33,6 +34,7 @@ __all__ = [
     "ReadWarning",
     "did_you_mean",
     "from_signal_handler",
+    "lookalike_hint",
     "mark_from_caller",
     "plugin_code",
 ]
@@ -230,3 +232,31 @@ def shown(value: Any, most: int = 80) -> str:
     if len(text) <= most:
         return text
     return f"{text[:most // 2]}... ({len(text):,} characters)"
+
+
+#: characters that look like part of a number but are not one Python reads: what word
+#: processors, spreadsheets and typesetting put in place of '-', ' ' and '.'
+LOOKALIKES = {
+    "\u2212": "'\u2212' (U+2212, the typographic minus sign)",
+    "\u2013": "'\u2013' (U+2013, an en dash)",
+    "\u2014": "'\u2014' (U+2014, an em dash)",
+    "\u2010": "'\u2010' (U+2010, a hyphen)",
+    "\u00a0": "a no-break space (U+00A0)",
+    "\u202f": "a narrow no-break space (U+202F)",
+    "\u2009": "a thin space (U+2009)",
+    "\u00b7": "'\u00b7' (U+00B7, a middle dot)",
+}
+_FORTRAN_EXPONENT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[dD][+-]?\d+$")
+
+
+def lookalike_hint(cell: str) -> str:
+    """Why text that looks like a number is not one (a file's cell, a parameter's value):
+    a character that only resembles '-', ' ' or '.', or Fortran's D exponent; "" when
+    neither. The hint starts with a space, to follow a sentence."""
+    found = [text for char, text in LOOKALIKES.items() if char in cell]
+    if found:
+        return (f" It holds {', '.join(found)}, which only looks like part of a number: replace it (a minus "
+                "sign with '-', a space-like character with nothing).")
+    if _FORTRAN_EXPONENT.match(cell.strip()):
+        return " Its exponent is written with 'D' (Fortran's double precision): write 'E' instead (1.5D3 is 1.5E3)."
+    return ""

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Self
 
 import attrs
 
-from monk_framework.core.errors import ParameterError, UnknownNameError, shown
+from monk_framework.core.errors import ParameterError, UnknownNameError, lookalike_hint, shown
 
 __all__ = [
     "Check",
@@ -55,7 +55,7 @@ class Check:
         if not ok:
             raise ParameterError(
                 f"The {attribute.name!r} parameter of {type(instance).__name__} must be "
-                f"{self.description}. Got {shown(value)} instead."
+                f"{self.description}. Got {shown(value)} instead.{lookalike_hint(value) if isinstance(value, str) else ''}"
             )
 
 

@@ -34,6 +34,9 @@ class Thing(Configurable):
         ({"flag": 1}, "must be a bool (true or false). Got 1 instead."),
         ({"mode": "c"}, "must be one of 'a', 'b'. Got 'c' instead."),
         ({"width": -1}, "must be a float >= 0 or 'auto'. Got -1.0 instead."),
+        # a value copied from typeset text: the one character that is not '-' is named
+        ({"width": "1e\u22123"}, "Got '1e\u22123' instead. It holds '\u2212' (U+2212, the typographic minus sign), which "
+                                  "only looks like part of a number"),
     ],
 )
 def test_messages_in_scikit_learn_wording(kwargs, message):
