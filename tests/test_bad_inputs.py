@@ -205,7 +205,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("data-param-with-files", [*RUN, "--x", "x.npy", "--y", "y.npy", "--data-param", "n=3"], 2, r"--data-param applies to --dataset only"),
     ("files-and-dataset", [*RUN, "--x", "x.npy", "--y", "y.npy", "-d", "gauss"], 2, r"either --dataset or --x/--y"),
     ("y-without-x", [*RUN, "--y", "y.npy"], 2, r"--y needs --x"),
-    ("x-without-y", [*RUN, "--x", "x.npy"], 2, r"give --y as well"),
+    ("x-without-y", [*RUN, "--x", "x.npy"], 2, r"give Y as well as X \(a second file, or --y\)"),
     ("trace-not-iterative", [*RUN, *SMALL, "--trace"], 2, r"--trace: estimator 'u-stat' is not iterative"),
     ("test-with-embedding", ["test", "-k", "rbf", "-e", "mean", *SMALL], 2, r"'mean' estimates mean embeddings, not MMD"),
     ("string-kernel-on-vectors", ["run", "-k", "ssk", "-e", "u-stat", "--x", "x.npy", "--y", "y.npy"], 1, r"X holds numbers, but kernel 'ssk' needs strings"),

@@ -191,7 +191,7 @@ def _load_samples(
         raise ParameterError("--case-sensitive keeps the case of FASTA files (.fa, .fasta); none is given here.")
     if x is not None:
         if needs_y and y is None:
-            raise ParameterError("This estimator compares two samples: give --y as well as --x.")
+            raise ParameterError("This estimator compares two samples: give Y as well as X (a second file, or --y).")
         kind = kernel.input_kind
         X = load_sample(x, case_sensitive=case_sensitive, kind=kind, progress=progress)
         Y = load_sample(y, case_sensitive=case_sensitive, kind=kind, progress=progress) if y is not None else None

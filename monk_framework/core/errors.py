@@ -205,8 +205,12 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     known = sorted(known)
     # the case first ("RBF", "U-STAT"): difflib weighs every changed letter
     same_case = [k for k in known if k.lower() == str(name).strip().lower()]
-    close = same_case or difflib.get_close_matches(str(name).lower(), known, n=1, cutoff=0.6)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    close = same_case or difflib.get_close_matches(str(name).lower(), known, n=3, cutoff=0.6)
+    if len(close) > 1:
+        # every name as close as the closest ('rbff': rbf or rff), not whichever sorts first
+        ratio = [difflib.SequenceMatcher(None, str(name).lower(), c).ratio() for c in close]
+        close = [c for c, r in zip(close, ratio) if r == max(ratio)]
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     listing = ", ".join(known) if known else "(none)"
     return f"{hint} Known: {listing}."
 

@@ -156,7 +156,7 @@ def test_usage_and_library_errors_are_one_line_with_exit_codes(args, code, messa
         ({"x.csv": "1\nnan\n", "y.csv": "1\n2\n"}, [], 1, "x.csv, line 2, column 1: a missing value ('nan'"),
         ({"x.csv": "1\n2\n", "y.csv": "a,b\n1,2\n"}, [], 1, "X has 1 feature(s) per point but Y has 2"),
         ({"x.csv": "1\n2\n", "y.csv": "a\n"}, [], 1, "y.csv, line 1: holds a header row but no data rows"),
-        ({"x.csv": "1\n2\n"}, [], 2, "give --y as well as --x"),
+        ({"x.csv": "1\n2\n"}, [], 2, "give Y as well as X (a second file, or --y)"),
         ({"x.csv": "1\n2\n", "y.csv": "1\n2\n"}, ["-d", "gauss"], 2, "either --dataset or --x/--y"),
         ({"y.csv": "1\n2\n"}, ["--x", "missing.npy"], 1, "missing.npy: no such file"),
     ],

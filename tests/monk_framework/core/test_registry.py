@@ -106,6 +106,12 @@ def test_unknown_names_suggest_the_closest(registry):
                                (registry.get_estimator, "Monk-BCD-Fast", "monk-bcd-fast")):
         with pytest.raises(UnknownNameError, match=f"Did you mean '{closest}'"):
             get(name)
+    # names equally close are all suggested: 'rbff' is one letter from the kernel rbf and
+    # the estimator rff (monkfw describe searches both), not only from the first found
+    from monk_framework.core.errors import did_you_mean
+
+    assert did_you_mean("rbff", ["rff", "rbf", "laplace"]).startswith(" Did you mean 'rff' or 'rbf'?")
+    assert did_you_mean("lapalce", ["rff", "rbf", "laplace"]).startswith(" Did you mean 'laplace'? Known:")
 
 
 @pytest.mark.parametrize("name", [3, None, b"rbf", ["rbf"]])
