@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from monk_framework.core.errors import ParameterError, ResourceError, mark_from_caller
+from monk_framework.core.errors import ParameterError, ResourceError, mark_from_caller, shown
 
 __all__ = [
     "DEFAULT_FRACTION",
@@ -104,10 +104,10 @@ def check_backend(backend: Any) -> Any:
     ParameterError: a name such as "dask" would otherwise run the work here, silently."""
     if backend is None or (hasattr(backend, "as_completed") and hasattr(backend, "remote")):
         return backend
-    hint = f" (a backend object: get_backend({backend!r}))" if isinstance(backend, str) else ""
+    example = repr(backend) if isinstance(backend, str) and backend in ("dask", "local") else "'dask'"
     raise ParameterError(
-        f"backend must be a backend object, e.g. monk_framework.engine.backends.get_backend('dask'){hint}; "
-        f"got {type(backend).__name__} {backend!r}."
+        f"backend must be a backend object, e.g. monk_framework.engine.backends.get_backend({example}); "
+        f"got {type(backend).__name__} {shown(backend)}."
     )
 
 
