@@ -55,7 +55,17 @@ class Dataset(Configurable):
         """Draw (X, Y); the same seed gives the same samples on any machine."""
         self._check_memory()
         stream, _ = generator(rng, "data")
-        return self._sample(stream)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, by name
+            X, Y = self._sample(stream)
+        if isinstance(X, np.ndarray) and isinstance(Y, np.ndarray):
+            # the parameters', not the data's fault: "remove or impute them" would blame the user's data
+            bad = int(np.count_nonzero(~np.isfinite(X))) + int(np.count_nonzero(~np.isfinite(Y)))
+            if bad:
+                raise ParameterError(
+                    f"Data set {self.spec()} drew {bad:,} values beyond float64 (inf): its parameters make numbers too "
+                    "large to hold; change them."
+                )
+        return X, Y
 
     def _check_memory(self) -> None:
         """Refuse sizes whose samples cannot fit, before drawing (vector data sets)."""

@@ -55,7 +55,7 @@ class Check:
         if not ok:
             raise ParameterError(
                 f"The {attribute.name!r} parameter of {type(instance).__name__} must be "
-                f"{self.description}. Got {shown(value)} instead.{lookalike_hint(value) if isinstance(value, str) else ''}"
+                f"{self.description}. Got {shown(value)} instead.{_why_not(value)}"
             )
 
 
@@ -89,6 +89,15 @@ def _in_bounds(
         and (lt is None or x < lt)
         and (le is None or x <= le)
     )
+
+
+def _why_not(value: Any) -> str:
+    """What a refused value's own text does not say: inf and nan are floats to Python
+    ("must be a float. Got inf" would be false), and a number typed with a character
+    that only looks like part of one."""
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) and not math.isfinite(value):
+        return " A parameter's number must be finite."
+    return lookalike_hint(value) if isinstance(value, str) else ""
 
 
 def real(

@@ -118,3 +118,20 @@ def test_a_data_set_too_large_for_memory_is_refused_before_drawing(monkeypatch):
         datasets.get_dataset("gauss", n=10**8).sample(0)
     X, Y = datasets.get_dataset("gauss", n=1000, d=3).sample(0)  # within the budget
     assert X.shape == (1000, 3)
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [("pareto", {"shape": 1e-300}), ("gauss", {"mean_x": 1.7e308, "std_x": 1e308})],
+)
+def test_parameters_that_draw_beyond_float64_are_named_not_the_data(name, params):
+    # the draws' infinities were reported as the user's data ("remove or impute them first")
+    with pytest.raises(ParameterError, match=rf"Data set {name}\(.*\) drew [\d,]+ values beyond float64 \(inf\): its "
+                                             r"parameters make numbers too large to hold"):
+        get_dataset(name, **params).sample(0)
+
+
+def test_a_parameter_that_is_no_finite_number_says_so():
+    # "must be a float. Got inf" was false: inf is a float to Python
+    with pytest.raises(ParameterError, match=r"must be a float. Got inf instead. A parameter's number must be finite."):
+        get_dataset("gauss-outliers", outlier_x=float("inf"))
