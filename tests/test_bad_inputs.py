@@ -71,7 +71,11 @@ def _files(root: Path) -> None:
     (root / "adir").mkdir()
     (root / "blocker").write_text("a file where a directory is expected")
     os.mkfifo(root / "pipe.csv")
+    os.mkfifo(root / "pipe.json")
     (root / "loop.npy").symlink_to("loop.npy")
+    (root / "loop.json").symlink_to("loop.json")
+    (root / "data.json").symlink_to("x.npy")  # a result's name for the data's file
+    (root / "notes.json").write_text('{"my": "own notes"}\n')  # JSON, but no monkfw result
     (root / "tabs.csv").write_text("".join(f"{a!r}\t{b!r}\n" for a, b in rng.normal(size=(40, 2)).tolist()))
     np.save(root / "complex.npy", rng.normal(size=(40, 2)) + 1j)
     (root / "dangling.npy").symlink_to("gone.npy")
@@ -251,7 +255,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("symlink-loop-as-file", [*RUN, "--x", "loop.npy", "--y", "y.npy"], 1, r"loop.npy: is a loop of symbolic links, not a data file"),
     ("dangling-symlink-as-file", [*RUN, "--x", "dangling.npy", "--y", "y.npy"], 1,
      r"dangling.npy: is a symbolic link to 'gone.npy', which does not exist"),
-    ("output-symlink-loop", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "loop.npy"], 2, r"--output 'loop.npy' is a loop of symbolic links"),
+    ("output-symlink-loop", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "loop.json"], 2, r"--output 'loop.json' is a loop of symbolic links"),
     ("csv-separated-by-tabs", [*RUN, "--x", "tabs.csv", "--y", "y.npy"], 1,
      r"tabs.csv, line 1, column 1: cannot read .* as a number. The values seem separated by tabs or spaces"),
     ("complex-npy", [*RUN, "--x", "complex.npy", "--y", "y.npy"], 1,
@@ -299,12 +303,14 @@ CASES: list[tuple[str, list[str], int, str]] = [
     # -- where results go ---------------------------------------------------------------
     ("output-is-a-directory", [*RUN, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),
     ("output-unwritable", [*RUN, *SMALL, "-o", "blocker/out.json"], 2, r"--output 'blocker/out.json' cannot be written: 'blocker' is a file, not a directory"),
-    ("output-is-a-pipe", [*RUN, *SMALL, "-o", "pipe.csv"], 2, r"--output 'pipe.csv' is not a regular file \(a device, pipe or socket\)"),
+    ("output-is-a-pipe", [*RUN, *SMALL, "-o", "pipe.json"], 2, r"--output 'pipe.json' is not a regular file \(a device, pipe or socket\)"),
+    ("output-named-csv", [*RUN, *SMALL, "-o", "result.csv"], 2, r"--output 'result.csv' names a .csv file, but a result is saved "
+        r"as JSON; name it 'result.json'"),
     ("data-param-twice", [*RUN, *SMALL, "--data-param", "n=40"], 2, r"--data-param n is given twice"),
     ("param-twice", [*RUN, *SMALL, "-p", "sigma=1", "-p", "sigma=2"], 2, r"--param sigma is given twice"),
     ("test-output-is-a-directory", [*TEST, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),
-    ("output-is-the-data", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "./x.npy"], 2, r"--output '(\./)?x.npy' is the data file 'x.npy': the "
-        r"result would overwrite the data"),
+    ("output-is-the-data", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "data.json"], 2, r"--output 'data.json' is the data file 'x.npy': "
+        r"the result would overwrite the data"),
     ("empty-out", ["experiment", "exp1", "--quick", "--out", ""], 2, r"Invalid value for '--out': is empty; give a path"),
     ("max-memory-beyond-float64", [*RUN, *SMALL, "--max-memory", "1e400"], 2, r"max_memory must be a finite number of bytes; got '1e400'"),
     ("sizes-twice", ["experiment", "exp1", "--quick", "--sizes", "30,40,30", "--out", "e7"], 2, r"Experiment 1 sizes list 30 more than once"),
@@ -327,8 +333,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("compressed-fasta", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa.gz", "--y", "dna1.fa"], 1, r"dna1.fa.gz: unsupported file "
         r"type '.gz'; .* It is compressed: decompress it first"),
     ("kernel-given-as-estimator", ["run", "-e", "rbf", *SMALL], 2, r"'rbf' is a kernel, not an estimator\. Known estimators: "),
-    ("output-is-another-file", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "y3.npy"], 2, r"--output 'y3.npy' exists and is not a "
-        r"monkfw result: it would be overwritten"),
+    ("output-is-another-file", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "notes.json"], 2, r"--output 'notes.json' exists and is not "
+        r"a monkfw result: it would be overwritten"),
 ]
 
 #: (id, arguments): extreme but valid inputs that must give a finite, non-degenerate MMD²

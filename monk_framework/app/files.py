@@ -32,12 +32,23 @@ def followed(path: Path | str, *, what: str = "the output file") -> Path:
     return Path(os.path.realpath(path))
 
 
+#: file name suffixes of other formats than a result's JSON, refused for --output
+OTHER_FORMATS = frozenset({".csv", ".tsv", ".txt", ".npy", ".npz", ".png", ".pdf", ".svg", ".fa", ".fasta", ".xlsx",
+                           ".xls", ".parquet", ".pkl", ".pickle", ".yaml", ".yml", ".toml", ".h5", ".hdf5", ".md"})
+
+
 def check_writable(path: Path | str, *, what: str = "the output file", inputs: Iterable[Path | str | None] = ()) -> Path:
     """Check, before any work, that a file can be written at ``path``: not a directory,
     not one of the ``inputs`` (the data the result would replace), and its directory
     can be created and written (probed with a temporary file). Symbolic links are
     followed (:func:`followed`): the path returned is the one to write."""
     given = Path(path)
+    if given.suffix.lower() in OTHER_FORMATS:
+        # a result file is JSON: out.csv would hold JSON that a spreadsheet cannot read
+        raise ParameterError(
+            f"{what} {str(given)!r} names a {given.suffix} file, but a result is saved as JSON; name it "
+            f"{str(given.with_suffix('.json'))!r}."
+        )
     path = followed(given, what=what)
     for source in inputs:
         if source is not None and path.exists() and Path(source).exists() and os.path.samefile(path, source):

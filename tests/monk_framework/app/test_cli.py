@@ -376,10 +376,13 @@ def test_an_output_that_is_one_of_the_data_files_is_refused_and_the_data_kept(tm
         np.savetxt(tmp_path / name, gen.normal(size=(12, 2)), delimiter=",")
     kept = {name: (tmp_path / name).read_bytes() for name in ("x.csv", "y.csv")}
     samples = ["--x", str(tmp_path / "x.csv"), "--y", str(tmp_path / "y.csv")]
-    for target in ("x.csv", "y.csv", "./x.csv"):
+    (tmp_path / "link.json").symlink_to(tmp_path / "x.csv")  # a result's name, the data's file
+    for target, said in (("x.csv", "names a .csv file, but a result is saved as JSON; name it"),
+                         ("./y.csv", "names a .csv file"),
+                         ("link.json", "the result would overwrite the data")):
         result = CliRunner().invoke(app, [command, "-k", "rbf:sigma=1", *samples, "-o", str(tmp_path / target)])
         assert result.exit_code == 2, result.output
-        assert "the result would overwrite the data" in result.stderr
+        assert said in result.stderr
     assert {name: (tmp_path / name).read_bytes() for name in kept} == kept
 
 

@@ -63,20 +63,25 @@ def test_a_loop_of_links_and_a_link_to_the_data_are_refused_naming_what_was_give
     with pytest.raises(ParameterError, match=r"--output '.*a' is a loop of symbolic links"):
         check_writable(tmp_path / "a", what="--output")
     (tmp_path / "x.npy").write_bytes(b"data")
-    (tmp_path / "out.npy").symlink_to("x.npy")
-    with pytest.raises(ParameterError, match=r"--output '.*out.npy' is the data file '.*x.npy'"):
-        check_writable(tmp_path / "out.npy", what="--output", inputs=[tmp_path / "x.npy"])
+    (tmp_path / "out.json").symlink_to("x.npy")
+    with pytest.raises(ParameterError, match=r"--output '.*out.json' is the data file '.*x.npy'"):
+        check_writable(tmp_path / "out.json", what="--output", inputs=[tmp_path / "x.npy"])
     assert (tmp_path / "x.npy").read_bytes() == b"data"
 
 
 def test_an_existing_file_is_replaced_only_if_it_holds_a_result(tmp_path):
     # `-o other.npy` replaced the user's other data file with JSON; a result (or an empty
     # file, or none) is replaced as before
-    (tmp_path / "other.npy").write_bytes(b"\x93NUMPY data of another sample")
-    (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
-    for name in ("other.npy", "notes.csv"):
+    (tmp_path / "other.out").write_bytes(b"\x93NUMPY data of another sample")
+    (tmp_path / "notes.json").write_text('{"a": 1}\n')
+    for name in ("other.out", "notes.json"):
         with pytest.raises(ParameterError, match=rf"--output '.*{name}' exists and is not a monkfw result: it would be "
                                                  "overwritten"):
+            check_writable(tmp_path / name, what="--output")
+    # a name of another format is refused before anything is looked at: a result is JSON
+    (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
+    for name in ("notes.csv", "new.npy", "table.TSV"):
+        with pytest.raises(ParameterError, match=r"names a \.\w+ file, but a result is saved as JSON; name it '.*\.json'"):
             check_writable(tmp_path / name, what="--output")
     (tmp_path / "old.json").write_text('{\n  "type": "mmd",\n  "mmd2": 0.1\n}\n')
     (tmp_path / "empty.json").write_text("")
