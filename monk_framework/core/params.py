@@ -310,6 +310,12 @@ def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(text, str) or not text.strip():
         raise ParameterError(f"A plugin spec must be a non-empty string like 'monk-bcd:n_blocks=11'; got {text!r}.")
     shown_form = _SHOWN_SPEC.match(text) if ":" not in text.partition("(")[0] else None
+    if not shown_form and ("(" in text or ")" in text) and ":" not in text.partition("(")[0]:
+        # half of the shown form (a parenthesis lost in copying): not a name to look up
+        raise ParameterError(
+            f"Cannot read spec {text!r}: write it as name(key=value, ...), with both parentheses, or as "
+            "name:key=value,... (e.g. rbf(sigma=2) or rbf:sigma=2)."
+        )
     if shown_form:
         name, rest, quoted = shown_form.group(1), shown_form.group(2), True
     else:

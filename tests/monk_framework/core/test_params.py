@@ -111,6 +111,11 @@ def test_the_form_results_show_is_read_back_as_a_spec():
     assert parse_spec("rbf:sigma=2") == ("rbf", {"sigma": 2}) and parse_spec("x:a=f(1)") == ("x", {"a": "f(1)"})
     with pytest.raises(ParameterError, match=r"Bad parameter 'sigma' in spec 'rbf\(sigma\)': expected key=value"):
         parse_spec("rbf(sigma)")
+    # a parenthesis lost in copying was looked up as a name: "Unknown kernel 'rbf(sigma=2'"
+    for half in ("rbf(sigma=2", "rbf)", "rbf sigma=2)"):
+        with pytest.raises(ParameterError, match=r"Cannot read spec .*: write it as name\(key=value, ...\), with both "
+                                                 r"parentheses, or as name:key=value"):
+            parse_spec(half)
 
 
 def test_an_int_beyond_float64_is_refused_by_name_not_with_an_overflow():
