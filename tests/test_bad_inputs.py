@@ -471,14 +471,37 @@ class Diagnosing(Chatty):
         return Estimate(mmd2=0.25, mmd=0.5, diagnostics={"callback": print})
 
 
+@attrs.frozen(kw_only=True)
+class NaNBlocks(Chatty):
+    name: ClassVar[str] = "nan-blocks"
+    summary: ClassVar[str] = "The V-statistic, whose block statistics (a robust mom test's) are NaN."
+
+    def mmd2_from_sums(self, sums, n, m):
+        return np.full(np.broadcast(sums.xx, n).shape, np.nan)
+
+
+@attrs.frozen(kw_only=True)
+class Lopsided(Scribbler):
+    name: ClassVar[str] = "lopsided"
+    summary: ClassVar[str] = "The linear kernel, computed whole into an asymmetric matrix."
+
+    def compute_gram(self, X, Y):
+        return X @ Y.T
+
+    def symmetric_gram(self, X, *, run_bands=None):
+        K = X @ X.T
+        K[0, 1] += 1.0
+        return K
+
+
 @hookimpl
 def monk_kernels():
-    return [Scribbler, Quitter, NaNKernel, Complexer, BadFit, BadSpec]
+    return [Scribbler, Quitter, NaNKernel, Complexer, BadFit, BadSpec, Lopsided]
 
 
 @hookimpl
 def monk_estimators():
-    return [Chatty, Negative, Diagnosing]
+    return [Chatty, Negative, Diagnosing, NaNBlocks]
 """
 
 
@@ -520,6 +543,12 @@ PLUGIN_CASES: list[tuple[str, list[str], int, str, dict[str, str]]] = [
     ("plugin-diagnostics-not-json", ["run", "-k", "rbf", "-e", "diagnosing", *SMALL, "--json"], 1,
      r"estimator 'diagnosing' \(monk_hostile.Diagnosing\): compute_estimate returned diagnostics\['callback'\] = "
      r"<built-in function print>, which a results file cannot hold", {}),
+    # a NaN counted as below the observed value rejected null data at p = 5e-19
+    ("plugin-block-statistics-nan", ["test", "-k", "rbf", "-p", "sigma=1", "-e", "nan-blocks", *SMALL, "--contamination", "1",
+                                     "--method", "mom", "-B", "19"], 1,
+     r"estimator 'nan-blocks' \(monk_hostile.NaNBlocks\): mmd2_from_sums returned nan for these kernel sums", {}),
+    ("plugin-whole-gram-asymmetric", ["run", "-k", "lopsided", "-e", "u-stat", *SMALL], 1,
+     r"kernel 'lopsided' \(monk_hostile.Lopsided\) is not symmetric", {}),
     ("plugin-failed-import-named", ["run", "-k", "rq", "-e", "u-stat", *SMALL], 2,
      r"Unknown kernel 'rq'.*could not be loaded: monk-broken-rq==1.2.3\[rq\]: failed to import 'monk_broken_rq': "
      r"ImportError: scipy.special.rq is gone", {}),
