@@ -298,11 +298,15 @@ def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
 
 
 def format_bytes(nbytes: float) -> str:
-    """A byte count for messages: "7.45 GiB", "12.0 MiB" below 128 MiB, "3.2 KiB" below
-    1 MiB and "480 bytes" below 1 KiB (so that no size reads "0.0 MiB"). A count beyond
+    """A byte count for messages: "2.50 PiB" and "1.25 TiB" from 1 TiB on, "7.45 GiB",
+    "12.0 MiB" below 128 MiB, "3.2 KiB" below 1 MiB and "480 bytes" below 1 KiB (so that no
+    size reads "0.0 MiB" or "274658203.12 GiB"). A count beyond
     float64 (an int a user typed, 10**400) is given by its order of magnitude."""
     if isinstance(nbytes, int) and nbytes.bit_length() > 1000:
         return f"10^{int(math.log10(nbytes))} bytes"  # str() of a huge int is refused (4300 digits)
+    for unit, power in (("EiB", 60), ("PiB", 50), ("TiB", 40)):
+        if nbytes >= 2**power:  # not "274658203.12 GiB"
+            return f"{nbytes / 2**power:,.2f} {unit}"
     if nbytes >= 2**27:
         return f"{nbytes / 2**30:.2f} GiB"
     if nbytes >= 2**20:

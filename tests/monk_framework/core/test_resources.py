@@ -35,7 +35,8 @@ def test_sizes_beyond_float64_and_numpy_numbers_are_read_exactly():
 
 @pytest.mark.parametrize(
     ("nbytes", "text"),
-    [(480, "480 bytes"), (1023, "1,023 bytes"), (3 * 2**10, "3.0 KiB"), (12 * 2**20, "12.0 MiB"), (2**31, "2.00 GiB")],
+    [(480, "480 bytes"), (1023, "1,023 bytes"), (3 * 2**10, "3.0 KiB"), (12 * 2**20, "12.0 MiB"), (2**31, "2.00 GiB"),
+     (3 * 2**40, "3.00 TiB"), (int(2.5 * 2**50), "2.50 PiB"), (2**71, "2,048.00 EiB")],
 )
 def test_format_bytes_never_rounds_a_size_to_zero(nbytes, text):
     assert format_bytes(nbytes) == text
