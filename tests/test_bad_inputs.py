@@ -839,3 +839,30 @@ def test_reliability_page_lists_every_case():
     # and the README counts them as they are
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"a suite of {len(ids)} cases run through the real command line" in readme
+
+
+def _shape(line: str) -> str:
+    """A message with its machine's figures made alike: sizes, numbers and counts (free
+    memory, worker counts, random draws) differ from one machine and run to the next."""
+    line = re.sub(r"\d[\d.,]*(e[+-]?\d+)?\s*(bytes|KiB|MiB|GiB|TiB|PiB|EiB)", "SIZE", line)
+    return re.sub(r"-?\d+(\.\d+)?(e[+-]?\d+)?", "#", line)
+
+
+def _says(shown: str, printed: str) -> bool:
+    """Whether a row of the page shows the line a command printed: the same words, its
+    figures aside; "…" and "(...)" in the row stand for text left out."""
+    pieces = re.split(r"…|\(\.\.\.\)", shown)
+    return re.match(".*?".join(re.escape(_shape(piece)) for piece in pieces), _shape(printed), flags=re.S) is not None
+
+
+def test_the_reliability_page_shows_what_each_error_case_gives(outcomes):
+    # a row that no longer says what the command prints misleads a reader who looks up a message
+    text = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
+    rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| .* \| \d+ \| (Error: .*?) \|$", text, flags=re.M))
+    stale = []
+    for case_id in [c[0] for c in CASES] + [c[0] for c in PLUGIN_CASES]:
+        shown = rows[case_id].replace("\\|", "|")
+        lines = [line for line in outcomes[case_id].stderr.splitlines() if line.strip()]
+        if not _says(shown, lines[0]):
+            stale.append(f"{case_id}: the page shows {shown!r}, the command prints {lines[0]!r}")
+    assert not stale, "\n".join(stale)
