@@ -295,7 +295,10 @@ def check_estimator(cls: type[Estimator], *, kernel: Kernel | None = None) -> No
     if not isinstance(est, (MMDEstimator, EmbeddingEstimator)):
         _fail(label, "must subclass MMDEstimator or EmbeddingEstimator.")
     kernel = kernel if kernel is not None else _Gaussian()
-    need = max(est.min_sample_size()[0], 2)
+    try:
+        need = max(est.required_size()[0], 2)
+    except MonkError as exc:
+        _fail(label, f"min_sample_size fails the framework's checks: {exc}")
     n = max(8 * need, 40)
     X, Y = sample_for(kernel.input_kind, n, 5), sample_for(kernel.input_kind, n + 3, 6, shift=0.5)
     if isinstance(est, MMDEstimator):

@@ -362,3 +362,16 @@ def test_broken_estimators_are_caught_by_name(cls, message):
     with pytest.raises(AssertionError, match=message) as info:
         check_estimator(cls)
     assert f"estimator {cls.name!r}" in str(info.value)
+
+
+def test_a_malformed_minimum_size_is_caught_by_the_kit():
+    @attrs.frozen(kw_only=True)
+    class BareMinimum(Blocky):
+        name: ClassVar[str] = "bare-minimum"
+
+        def min_sample_size(self):
+            return 5  # not (count, reason)
+
+    with pytest.raises(AssertionError, match=r"estimator 'bare-minimum' .*min_sample_size fails the framework's checks: "
+                                             r".*min_sample_size returned 5; it must return \(count, reason\)"):
+        check_estimator(BareMinimum)
