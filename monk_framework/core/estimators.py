@@ -305,13 +305,13 @@ class EmbeddingEstimator(Estimator):
                 f"{self.plugin_label()}: compute_embedding returned {type(core).__name__}; it must return "
                 "EmbeddingWeights(weights=...)."
             )
-        _check_weights(self.plugin_label(), core.weights, len(Xv))
+        weights = _check_weights(self.plugin_label(), core.weights, len(Xv))
         check_json_data(self.plugin_label(), "compute_embedding", core.diagnostics, core.timings)
         total = time.perf_counter() - start
         embedding = Embedding(
             kernel=fitted,
             sample=Xv,
-            weights=core.weights,
+            weights=weights,
             estimator=self.name,
             estimator_params=self.params(),
             seed=seed,
@@ -388,15 +388,21 @@ def checked_estimate(
     return attrs.evolve(core, mmd2=mmd2, mmd=mmd)
 
 
-def _check_weights(label: str, weights: Any, n: int) -> None:
-    """An embedding estimator's weights, checked before they become an embedding: one
-    finite real number per sample point, or a :class:`PluginFailure` naming the
-    estimator (the sample is not what is wrong). Their sum is free: a shrinkage
+def _check_weights(label: str, weights: Any, n: int) -> np.ndarray:
+    """An embedding estimator's weights as float64, checked before they become an
+    embedding: one finite real number per sample point (a Fraction or a Decimal is read
+    as its float), or a :class:`PluginFailure` naming the estimator (the sample is not
+    what is wrong). Their sum is free: a shrinkage
     estimator's is below 1."""
     try:
         w = np.asarray(weights)
     except Exception:  # noqa: BLE001 - whatever it is, it is not weights
         w = np.asarray(None)
+    if w.dtype.kind == "O" and w.ndim == 1:
+        # exact numbers (Fraction, Decimal) are numbers, as an MMD estimate's are
+        exact = [_finite_real(v) for v in w]
+        if all(v is not None for v in exact):
+            w = np.array(exact, dtype=np.float64)
     what = None
     if w.dtype.kind not in "iuf":
         what = f"weights of dtype {w.dtype}" if w.dtype.kind != "O" else f"{shown(weights)} as weights"
@@ -410,6 +416,7 @@ def _check_weights(label: str, weights: Any, n: int) -> None:
             f"{label}: compute_embedding returned {what}; it must return one finite real weight per sample point "
             f"(shape ({n},))."
         )
+    return np.array(w, dtype=np.float64)  # a copy: the plugin may keep its array, and change it
 
 
 def check_json_data(label: str, method: str, diagnostics: Any, timings: Any) -> None:

@@ -459,8 +459,12 @@ class OddWeights(EmbeddingEstimator):
         n = len(X)
         weights = {"short": np.full(n - 1, 1 / (n - 1)), "column": np.full((n, 1), 1 / n),
                    "nan": np.r_[np.nan, np.full(n - 1, 1 / n)], "text": np.array(["a"] * n),
-                   "shrunk": np.full(n, 0.5 / n)}[self.kind]
+                   "shrunk": np.full(n, 0.5 / n), "exact": [Fraction(1, n)] * (n - 1) + [Decimal(1) / Decimal(n)],
+                   "kept": _KEPT_WEIGHTS.setdefault(n, np.full(n, 1 / n))}[self.kind]
         return EmbeddingWeights(weights=weights)
+
+
+_KEPT_WEIGHTS: dict = {}
 
 
 @pytest.mark.parametrize(("kind", "message"), [
@@ -475,6 +479,15 @@ def test_an_embedding_estimators_bad_weights_name_the_estimator_not_the_data(kin
         OddWeights(kind=kind).embed(REG.get_kernel("linear"), X)
     # the sum is free (a shrinkage estimator's is below 1)
     assert OddWeights(kind="shrunk").embed(REG.get_kernel("linear"), X).weights.sum() == pytest.approx(0.5)
+
+
+def test_exact_weights_are_read_as_floats_and_kept_weights_are_copied():
+    X, _ = _data()
+    exact = OddWeights(kind="exact").embed(REG.get_kernel("linear"), X)  # was refused "as weights"
+    assert exact.weights.dtype == np.float64 and exact.weights == pytest.approx(np.full(12, 1 / 12), rel=1e-15)
+    kept = OddWeights(kind="kept").embed(REG.get_kernel("linear"), X)
+    _KEPT_WEIGHTS[12][:] = 0.0  # the plugin changes the array it returned: the embedding keeps its own
+    assert kept.weights == pytest.approx(np.full(12, 1 / 12), rel=1e-15)
 
 
 @attrs.frozen(kw_only=True)
