@@ -571,7 +571,7 @@ def describe(
     _quiet(quiet)
     reg = get_registry()
     spec = name
-    if ":" in spec or "(" in spec:  # a spec, as -k and -e take them: its plugin is described
+    if ":" in spec or "(" in spec or ")" in spec:  # a spec, as -k and -e take them: its plugin is described
         name = parse_spec(spec)[0]
     found = [_describe_dict(e.cls, str(e.provider)) for e in reg.find(name)]
     if name in DATASETS:

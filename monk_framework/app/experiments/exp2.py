@@ -107,9 +107,13 @@ class Exp2(Experiment):
     def __attrs_post_init__(self) -> None:
         base = self.base_kernel()
         known = {p.name for p in base.parameters()}
+        keys = [key for key, _ in self.grid]
         for key, values in self.grid:
             if key not in known:
                 raise ParameterError(f"Experiment 2 grid: kernel {base.name!r} has no parameter {key!r}.")
+            if keys.count(key) > 1 or len(set(values)) != len(values):
+                # a point tuned twice: only time lost on part 1 of every split test
+                raise ParameterError(f"Experiment 2 grid: {key!r} is given twice, or one of its values is; give each once.")
             for v in values:  # each grid value must make a valid kernel
                 type(base).from_params({**base.params(), key: v})
         check_distinct(self.estimators, "Experiment 2", "estimator", lambda text: mmd_estimator(text, "Experiment 2"))

@@ -96,6 +96,8 @@ def test_quick_run_writes_results_summary_timing_and_figure(tmp_path):
         ({"panels": ("EI-XX",)}, "panels must be among"),
         ({"alpha": 1.0}, "alpha must be in"),
         ({"estimators": ("u-stat", "u-stat:root=clip")}, r"'u-stat' and 'u-stat:root=clip' are the same estimator"),
+        ({"grid": (("n", (3, 5, 3)),)}, r"grid: 'n' is given twice, or one of its values is"),
+        ({"grid": (("n", (3,)), ("n", (5,)))}, r"grid: 'n' is given twice"),
     ],
 )
 def test_bad_configurations_are_refused(overrides, message):
