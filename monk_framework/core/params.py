@@ -15,15 +15,18 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any, ClassVar, Self
 
 import attrs
+import numpy as np
 
 from monk_framework.core.errors import ParameterError, UnknownNameError, lookalike_hint, shown
 
 __all__ = [
     "Check",
     "Configurable",
+    "finite_real",
     "ParameterInfo",
     "boolean",
     "integer",
@@ -60,12 +63,21 @@ class Check:
 
 
 
+def finite_real(value: Any) -> float | None:
+    """A finite real number as a float, else None: Python's and numpy's ints and floats,
+    and the exact numbers a program may hold (``Fraction``, ``Decimal``, which is no
+    ``numbers.Real``); never a bool, text, an array, or an int beyond float64."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, Decimal)):
+        return None
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _is_real(value: Any) -> bool:
-    return (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(float(value))
-    )
+    return finite_real(value) is not None
 
 
 def _bounds(gt: float | None, ge: float | None, lt: float | None, le: float | None) -> str:
@@ -161,7 +173,7 @@ def integer_or(*choices: str, ge: int | None = None, le: int | None = None) -> C
 
 def _to_float(value: Any) -> Any:
     """Store real numbers as Python floats; leave anything else for the validator."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+    if isinstance(value, (numbers.Real, Decimal)) and not isinstance(value, bool):
         try:
             return float(value)
         except OverflowError:  # an int beyond float64: left for the validator to refuse by name

@@ -373,7 +373,7 @@ def aggregated_test(
     check_backend(backend)
     if method not in METHODS:
         raise ParameterError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}.")
-    check_level(alpha)
+    alpha = check_level(alpha)
     B = check_permutations(n_permutations)
     reg = get_registry()
     robust = not (isinstance(contamination, (int, np.integer)) and not isinstance(contamination, bool) and contamination == 0)

@@ -20,6 +20,7 @@ import numpy as np
 from monk_framework.core.errors import MonkError, ParameterError, PluginFailure, plugin_code, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
+from monk_framework.core.params import finite_real
 from monk_framework.core.registry import get_registry
 from monk_framework.engine.partitions import Partition
 
@@ -104,9 +105,10 @@ def resolve(kernel: Any, estimator: Any, *, form: str | None = None) -> tuple[An
 def check_level(alpha: Any, *, name: str = "alpha") -> float:
     """α as a float in (0, 1); else a ParameterError naming it (``name``: how the caller
     spells it, e.g. "--alpha")."""
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0 < alpha < 1:
+    value = finite_real(alpha)
+    if value is None or not 0 < value < 1:
         raise ParameterError(f"{name} must be a number in (0, 1); got {shown(alpha)}.")
-    return float(alpha)
+    return value
 
 
 def check_permutations(n_permutations: Any, *, name: str = "n_permutations") -> int:

@@ -41,6 +41,7 @@ from monk_framework.core.results import PermutationTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
 from monk_framework.two_sample.common import (
+    check_level,
     check_test_params,
     choose_partition,
     critical_rank,
@@ -105,6 +106,7 @@ def permutation_test(
     check_backend(backend)  # a name such as 'dask' would run here, silently
     kernel, estimator = resolve(kernel, estimator, form="permutation_test(kernel, estimator, X, Y)")
     estimator = check_test_params(estimator, n_permutations, alpha)
+    alpha = check_level(alpha)
     kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.mmd_pair(X, Y)
     estimator.check_size(Xv, "X")

@@ -45,6 +45,7 @@ import numpy as np
 from monk_framework.core.errors import DataError, MonkError, ParameterError, PluginFailure, plugin_code, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import RADIUS_RANGE, ClippedKernel, Kernel
+from monk_framework.core.params import finite_real
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import Resources, check_backend, check_progress
@@ -121,13 +122,14 @@ def contamination_count(contamination: Any, total: int) -> int:
                 f"contamination must lie between 0 and the {total} points of X and Y; got {shown(contamination)}."
             )
         return int(contamination)
-    if isinstance(contamination, (float, np.floating)) and math.isfinite(contamination):
-        if not 0 <= contamination < 0.5:
+    fraction = finite_real(contamination)  # a float, or an exact Fraction or Decimal
+    if fraction is not None:
+        if not 0 <= fraction < 0.5:
             raise ParameterError(
-                f"contamination as a fraction must lie in [0, 1/2); got {contamination!r} "
+                f"contamination as a fraction must lie in [0, 1/2); got {shown(contamination)} "
                 "(give a number of points as an int)."
             )
-        return int(math.floor(contamination * total + 1e-9))
+        return int(math.floor(fraction * total + 1e-9))
     raise ParameterError(f"contamination must be a count (int) or a fraction in [0, 1/2); got {contamination!r}.")
 
 
@@ -262,17 +264,17 @@ def _finite(value: Any) -> bool:
 
 
 def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
-    if clip is not None and (
-        isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating)) or not (_finite(clip) and clip > 0)
-    ):
+    radius = None if clip is None else finite_real(clip)
+    if clip is not None and (radius is None or not radius > 0):
         raise ParameterError(f"clip must be a radius > 0 (a finite number); got {shown(clip)}.")
-    if clip is not None and not RADIUS_RANGE[0] <= clip <= RADIUS_RANGE[1]:
+    if radius is not None and not RADIUS_RANGE[0] <= radius <= RADIUS_RANGE[1]:
         raise ParameterError(
             f"clip must be a radius whose square is within float64's range ({RADIUS_RANGE[0]:.3g} <= clip <= "
             f"{RADIUS_RANGE[1]:.3g}): the clipped kernel's values are bounded by clip²; got {clip!r}."
         )
-    if isinstance(clip_quantile, bool) or not isinstance(clip_quantile, (int, float, np.floating)) or not 0 < clip_quantile <= 1:
-        raise ParameterError(f"clip_quantile must be a number in (0, 1]; got {clip_quantile!r}.")
+    quantile = finite_real(clip_quantile)
+    if quantile is None or not 0 < quantile <= 1:
+        raise ParameterError(f"clip_quantile must be a number in (0, 1]; got {shown(clip_quantile)}.")
     if chosen != "clip" and (clip is not None or clip_quantile != CLIP_QUANTILE):
         raise ParameterError(f"clip and clip_quantile set the radius of method='clip'; the test runs method={chosen!r}.")
 
@@ -396,6 +398,10 @@ def robust_test(
         kernel, contamination=contamination, method=method, estimator=estimator,
         n_permutations=n_permutations, alpha=alpha, clip=clip, clip_quantile=clip_quantile, n_blocks=n_blocks,
     )
+    # checked above: finite reals, read as floats (a Decimal would not mix with them)
+    clip = None if clip is None else finite_real(clip)
+    clip_quantile = float(finite_real(clip_quantile) or CLIP_QUANTILE)
+    alpha = check_level(alpha)
     # mom's block statistics are MMDs of the kernel itself (a shift-free one's are read on
     # centred data, as every MMD is: the same numbers in exact arithmetic, wherever corrupted
     # points move the centre); a clipped kernel's features depend on the origin

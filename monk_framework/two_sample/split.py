@@ -34,6 +34,7 @@ from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.relabelling import Progress, check_null_memory, null_statistics, observed_mmd2
 from monk_framework.two_sample.common import (
     GramOf,
+    check_level,
     check_test_params,
     critical_rank,
     exceedances,
@@ -111,6 +112,7 @@ def split_test(
     check_backend(backend)  # a name such as 'dask' would run here, silently
     kernel, estimator = resolve(kernel, estimator, form="split_test(kernel, estimator, X, Y)")
     estimator = check_test_params(estimator, n_permutations, alpha)
+    alpha = check_level(alpha)
     kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.mmd_pair(X, Y)
     points = grid_points(grid)

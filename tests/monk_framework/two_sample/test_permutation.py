@@ -647,3 +647,35 @@ def test_a_level_no_permutation_count_reaches_is_said_without_an_absurd_count():
     assert not few.reject and "the smallest attainable p-value is 1/11; use at least 19." in few.decision
     tiny = permutation_test("rbf", "u-stat", X, Y, n_permutations=10, alpha=1e-300, rng=0)
     assert "use a larger alpha (no practical number of permutations reaches this one)" in tiny.decision
+
+
+def test_exact_numbers_are_numbers_for_every_test_parameter(registry):
+    # Decimal('0.05') was "alpha must be a number in (0, 1)", Fraction(1, 40) "contamination
+    # must be a count (int) or a fraction", Decimal('5') "clip must be a radius > 0": false
+    # messages, while Fraction passed some checks and then failed on Decimal + float
+    from decimal import Decimal
+    from fractions import Fraction
+
+    from monk_framework.two_sample import aggregated_test, robust_test
+
+    gen = np.random.default_rng(4)
+    X, Y = gen.normal(size=(60, 2)), gen.normal(size=(60, 2)) + 0.5
+    rbf, est = registry.get_kernel("rbf", sigma=1.0), registry.get_estimator("u-stat")
+    runs = {
+        "permutation": lambda a: permutation_test(rbf, est, X, Y, n_permutations=39, rng=0, alpha=a),
+        "split": lambda a: split_test(rbf, est, X, Y, n_permutations=39, rng=0, alpha=a),
+        "aggregated": lambda a: aggregated_test(X, Y, n_permutations=39, rng=0, alpha=a),
+        "robust": lambda a: robust_test(rbf, X, Y, contamination=1, n_permutations=39, rng=0, alpha=a),
+    }
+    for name, run in runs.items():
+        plain = run(0.05)
+        for exact in (Decimal("0.05"), Fraction(1, 20)):
+            got = run(exact)
+            assert (got.statistic, got.pvalue, got.reject) == (plain.statistic, plain.pvalue, plain.reject), name
+            assert type(got.alpha) is float and got.alpha == 0.05, name
+    quadratic = registry.get_kernel("quadratic")
+    plain = robust_test(quadratic, X, Y, contamination=3, clip=5.0, clip_quantile=0.75, n_permutations=39, rng=0)
+    exact = robust_test(quadratic, X, Y, contamination=Fraction(1, 40), clip=Decimal("5"), clip_quantile=Fraction(3, 4),
+                        n_permutations=39, rng=0)
+    assert exact.contamination == 3 and exact.pvalue == plain.pvalue
+    assert registry.get_kernel("rbf", sigma=Decimal("0.5")) == registry.get_kernel("rbf", sigma=0.5)
