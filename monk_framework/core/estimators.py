@@ -11,11 +11,8 @@ records everything needed to reproduce it.
 from __future__ import annotations
 
 import json
-import math
-import numbers
 import time
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -23,7 +20,7 @@ import numpy as np
 
 from monk_framework.core.errors import DataError, MonkError, PluginFailure, plugin_code, shown
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import Configurable, not_implemented
+from monk_framework.core.params import Configurable, finite_real, not_implemented
 from monk_framework.core.randomness import RNGLike, generator
 from monk_framework.core.resources import Resources
 from monk_framework.core.results import Embedding, MMDResult, computed_with, jsonable
@@ -342,19 +339,6 @@ class EmbeddingEstimator(Estimator):
 ROOT_RTOL = 1e-6
 
 
-def _finite_real(value: Any) -> float | None:
-    """A finite real scalar (Python's, numpy's, a Fraction or a Decimal) as a float, else
-    None: a bool (True is an int to Python, not an MMD), an array, text, or a number
-    beyond float64 (an integer of 400 digits)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, Decimal)):
-        return None
-    try:
-        number = float(value)
-    except (OverflowError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def checked_estimate(
     estimator: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
 ) -> Estimate:
@@ -368,7 +352,7 @@ def checked_estimate(
         core = estimator.compute_estimate(kernel, X, Y, rng, resources)
     if not isinstance(core, Estimate):
         raise PluginFailure(f"{label}: compute_estimate returned {type(core).__name__}; it must return Estimate(mmd2=..., mmd=...).")
-    mmd2, mmd = _finite_real(core.mmd2), _finite_real(core.mmd)
+    mmd2, mmd = finite_real(core.mmd2), finite_real(core.mmd)
     if mmd2 is None or mmd is None:
         raise PluginFailure(f"{label}: compute_estimate returned mmd2={shown(core.mmd2)}, mmd={shown(core.mmd)}; both "
                             "must be finite numbers.")
@@ -400,7 +384,7 @@ def _check_weights(label: str, weights: Any, n: int) -> np.ndarray:
         w = np.asarray(None)
     if w.dtype.kind == "O" and w.ndim == 1:
         # exact numbers (Fraction, Decimal) are numbers, as an MMD estimate's are
-        exact = [_finite_real(v) for v in w]
+        exact = [finite_real(v) for v in w]
         if all(v is not None for v in exact):
             w = np.array(exact, dtype=np.float64)
     what = None
