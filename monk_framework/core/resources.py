@@ -31,6 +31,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import attrs
@@ -71,8 +72,11 @@ def parse_memory(value: Any) -> int:
     number: int | float
     if isinstance(value, numbers.Integral):
         number, unit = int(value), ""  # exact: a count of bytes past float64's range stays an int
-    elif isinstance(value, numbers.Real):
-        number, unit = float(value), ""
+    elif isinstance(value, (numbers.Real, Decimal)):
+        try:
+            number, unit = float(value), ""
+        except OverflowError:  # a Fraction beyond float64
+            number, unit = math.inf, ""
     elif isinstance(value, str):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
         if match is None or match[2].lower() not in _UNITS:
@@ -84,10 +88,10 @@ def parse_memory(value: Any) -> int:
         raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {type(value).__name__}.")
     total = number * _UNITS[unit]
     if isinstance(total, float) and not math.isfinite(total):  # 1e400, nan: no number of bytes
-        raise ParameterError(f"max_memory must be a finite number of bytes; got {value!r}.")
+        raise ParameterError(f"max_memory must be a finite number of bytes; got {shown(value)}.")
     nbytes = int(total)
     if not nbytes > 0:
-        raise ParameterError(f"max_memory must be more than 0 bytes; got {value!r}.")
+        raise ParameterError(f"max_memory must be more than 0 bytes; got {shown(value)}.")
     return nbytes
 
 

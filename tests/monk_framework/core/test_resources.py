@@ -31,6 +31,13 @@ def test_a_bad_size_is_refused_by_name(bad):
 def test_sizes_beyond_float64_and_numpy_numbers_are_read_exactly():
     assert parse_memory(10**400) == 10**400  # an int count of bytes is never rounded through float
     assert parse_memory(np.int64(4096)) == 4096 and parse_memory(np.float32(1e9)) == 10**9
+    # exact numbers are numbers ("must be a number of bytes ...; got Decimal" was false)
+    from decimal import Decimal
+    from fractions import Fraction
+
+    assert parse_memory(Decimal("1e9")) == 10**9 and parse_memory(Fraction(3, 2) * 2**30) == int(1.5 * 2**30)
+    with pytest.raises(ParameterError, match=r"max_memory must be a finite number of bytes; got Decimal\('NaN'\)"):
+        parse_memory(Decimal("nan"))
 
 
 @pytest.mark.parametrize(
