@@ -23,6 +23,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any, ClassVar, Self
 
 import attrs
@@ -38,7 +39,7 @@ from monk_framework.core.errors import (
     plugin_code,
     shown,
 )
-from monk_framework.core.params import Configurable, not_implemented
+from monk_framework.core.params import Configurable, finite_real, not_implemented
 from monk_framework.core.resources import Resources, check_memory
 from monk_framework.core.samples import (
     Sample,
@@ -1213,9 +1214,12 @@ COMPOSITES: dict[str, type[Kernel]] = {
 
 def scale(c: Any, kernel: Kernel) -> Kernel:
     """c · k, refusing what is not a number."""
-    if isinstance(c, bool) or not isinstance(c, numbers.Real):
+    if isinstance(c, (bool, np.bool_)) or not isinstance(c, (numbers.Real, Decimal)):
         raise ParameterError(f"A kernel can be multiplied by a number or a kernel; got {type(c).__name__}.")
-    return ScaledKernel(c=float(c), kernel=kernel)
+    value = finite_real(c)  # a Decimal or a Fraction as a float; an int beyond float64 refused by name
+    if value is None:
+        raise ParameterError(f"A kernel can be scaled by a finite number > 0 only (c·k stays PSD); got {shown(c)}.")
+    return ScaledKernel(c=value, kernel=kernel)
 
 
 # -- reductions an embedding needs, within the memory budget -------------------------------

@@ -80,6 +80,18 @@ def test_invalid_combinations_are_refused_with_a_reason(bad):
         bad(REG.get_kernel("rbf", sigma=1.0))
 
 
+def test_a_kernel_scaled_by_an_exact_number_or_one_beyond_float64():
+    # Decimal('2') * k was "can be multiplied by a number or a kernel; got Decimal", and
+    # 10**400 * k an OverflowError from float()
+    from decimal import Decimal
+    from fractions import Fraction
+
+    rbf = REG.get_kernel("rbf", sigma=1.0)
+    assert Decimal("2") * rbf == 2.0 * rbf and rbf * Fraction(1, 2) == 0.5 * rbf
+    with pytest.raises(ParameterError, match=r"scaled by a finite number > 0 only .*got an int of about 10\^400"):
+        10**400 * rbf
+
+
 def test_scaled_kernel_refuses_a_non_kernel():
     with pytest.raises(ParameterError, match="takes kernels"):
         ScaledKernel(c=2.0, kernel="rbf")
