@@ -925,7 +925,8 @@ def test_command(
     kernel_text = _kernel_text(result.kernel, result.kernel_params)
     if isinstance(result, AggregatedTestResult):
         name = "MMDAgg" if result.method == "agg" else "MMD-FUSE"
-        robust = f", robust to {result.contamination} corrupted points" if result.contamination else ""
+        r = result.contamination
+        robust = f", robust to {r} corrupted point{'s' if r != 1 else ''}" if r else ""
         count = len(result.kernel_specs)
         rows, title = _aggregated_rows(result), f"Aggregated two-sample test ({name}{robust}) over {count} kernel{'s' * (count != 1)}"
     elif isinstance(result, RobustTestResult):
@@ -978,10 +979,15 @@ def _aggregated_rows(result: AggregatedTestResult) -> list[tuple[str, str]]:
     if result.method == "agg" and result.reject:
         rows.append(("rejected by (*)", f"{len(result.rejecting_kernels)} of {len(result.kernel_specs)} kernels"))
     if result.contamination:
-        certified = result.certificate is not None and result.certificate >= 0
-        rows.append(("certificate", f"{result.certificate} corrupted points" if certified else "does not reject"))
+        certificate = result.certificate
+        rows.append(("certificate", _corrupted(certificate) if certificate is not None and certificate >= 0
+                     else "does not reject"))
     rows.append(("alpha, B", f"{result.alpha:g}, {result.n_permutations}"))
     return rows
+
+
+def _corrupted(count: int) -> str:
+    return f"{count} corrupted point{'s' if count != 1 else ''}"
 
 
 def _robust_rows(result: Any, kernel_text: str) -> list[tuple[str, str]]:
@@ -1011,7 +1017,7 @@ def _robust_rows(result: Any, kernel_text: str) -> list[tuple[str, str]]:
         ]
     rows += [
         ("p-value", f"{result.pvalue:.4g}"),
-        ("certificate", f"{result.certificate} corrupted points" if result.certificate >= 0 else "does not reject"),
+        ("certificate", _corrupted(result.certificate) if result.certificate >= 0 else "does not reject"),
         ("alpha, B", f"{result.alpha:g}, {result.n_permutations}"),
     ]
     return rows

@@ -607,7 +607,8 @@ class RobustTestResult(TestResult):
     def summary_rows(self) -> list[tuple[str, str]]:
         return [
             *super().summary_rows(),
-            ("method", f"{self.method}, valid with up to {self.contamination} corrupted points"),
+            ("method", f"{self.method}, valid with up to {self.contamination} corrupted point"
+                       f"{'s' if self.contamination != 1 else ''}"),
             ("certificate", str(self.certificate)),
         ]
 
@@ -726,14 +727,16 @@ class AggregatedTestResult(TestResult):
     def decision(self) -> str:
         """The decision in words."""
         name = "MMDAgg" if self.method == "agg" else "MMD-FUSE"
-        guard = f", valid with up to {self.contamination} corrupted points" if self.contamination else ""
+        r = self.contamination
+        guard = f", valid with up to {r} corrupted point{'s' if r != 1 else ''}" if r else ""
         if self.reject:
             which = ""
             if self.method == "agg":
                 which = f"; rejected by {len(self.rejecting_kernels)} of {len(self.kernel_specs)} kernels"
             cert = ""
             if self.contamination:
-                cert = f"; the rejection stays valid if up to {self.certificate} points were corrupted"
+                cert = (f"; the rejection stays valid if up to {self.certificate} point"
+                        f"{'s were' if self.certificate != 1 else ' was'} corrupted")
             return (
                 f"Reject H0 (same distribution) at level {self.alpha:g}{guard} ({name} over "
                 f"{self._over()}: p = {self.pvalue:.4g}){which}{cert}."

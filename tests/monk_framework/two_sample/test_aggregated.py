@@ -350,3 +350,16 @@ def test_numbers_beyond_float64_are_refused_by_name(call, message):
     rng = np.random.default_rng(0)
     with pytest.raises(MonkError, match=message):
         call(rng.normal(size=(20, 2)), rng.normal(size=(20, 2)))
+
+
+def test_one_corrupted_point_is_said_in_the_singular():
+    # "valid with up to 1 corrupted points"
+    from monk_framework import get_registry
+    from monk_framework.two_sample import robust_test
+
+    X, Y = samples(2, n=200, m=200, shift=1.0)
+    agg = aggregated_test(X, Y, bandwidths=[1.0, 2.0], contamination=1, n_permutations=99, rng=0)
+    one = robust_test(get_registry().get_kernel("rbf", sigma=1.0), X, Y, contamination=1, n_permutations=99, rng=0)
+    for result in (agg, one):
+        assert result.reject and "valid with up to 1 corrupted point " in result.decision
+        assert not re.search(r"\b1 corrupted points|\b1 points were", result.decision)
