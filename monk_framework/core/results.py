@@ -211,6 +211,11 @@ class Result:
         return cls.from_dict(data, **context)
 
 
+def _count(number: int, noun: str) -> str:
+    """"1 permutation", "100 permutations"."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def _call_text(name: str, params: Mapping[str, Any]) -> str:
     """``rbf(sigma=1.63054)``: a kernel or an estimator with its parameters, for a summary."""
     shown = (f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v!r}" for k, v in params.items())
@@ -318,7 +323,7 @@ class TestResult(StatisticResult):
     def summary_rows(self) -> list[tuple[str, str]]:
         return [
             ("statistic", f"{self.statistic:.6g}"),
-            ("p-value", f"{self.pvalue:.4g} ({self.n_permutations} relabellings)"),
+            ("p-value", f"{self.pvalue:.4g} ({_count(self.n_permutations, 'relabelling')})"),
             ("decision", self.decision),
         ]
 
@@ -524,7 +529,7 @@ class PermutationTestResult(TestResult):
             )
         if self.null_quantile is None:
             return (
-                f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations: the smallest "
+                f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')}: the smallest "
                 f"attainable p-value is 1/{self.n_permutations + 1}; {_more_permutations(self.alpha)}."
             )
         return (
@@ -559,7 +564,7 @@ class SplitTestResult(TestResult):
         chosen = ", ".join(f"{k}={v!r}" for k, v in self.kernel_params.items())
         if self.null_quantile is None:
             return (
-                f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations "
+                f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')} "
                 f"({_more_permutations(self.alpha)})."
             )
         verdict = "Reject H0 (same distribution)" if self.reject else "No evidence of a difference"
@@ -743,14 +748,14 @@ class AggregatedTestResult(TestResult):
             )
         if self.contamination and float(np.max(self.weights)) * self.alpha * (self.n_permutations + 1) < 1:
             return (
-                f"Cannot reject at level {self.alpha:g}{guard} with {self.n_permutations} permutations: a kernel "
+                f"Cannot reject at level {self.alpha:g}{guard} with {_count(self.n_permutations, 'permutation')}: a kernel "
                 f"rejects when its p-value is at most alpha·w_l = {self.alpha * float(np.max(self.weights)):.3g}, "
                 f"below the smallest attainable 1/{self.n_permutations + 1}; "
                 f"{_more_permutations(self.alpha * float(np.max(self.weights)))}."
             )
         if self.null_quantile is None and not self.contamination:
             return (
-                f"Cannot reject at level {self.alpha:g} with {self.n_permutations} permutations: the smallest "
+                f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')}: the smallest "
                 f"attainable p-value is 1/{self.n_permutations + 1}; {_more_permutations(self.alpha)}."
             )
         return (

@@ -363,3 +363,14 @@ def test_one_corrupted_point_is_said_in_the_singular():
     for result in (agg, one):
         assert result.reject and "valid with up to 1 corrupted point " in result.decision
         assert not re.search(r"\b1 corrupted points|\b1 points were", result.decision)
+
+
+def test_one_permutation_is_said_in_the_singular():
+    from monk_framework import get_registry
+    from monk_framework.two_sample import permutation_test
+
+    X, Y = samples(3)
+    one = permutation_test(get_registry().get_kernel("rbf"), get_registry().get_estimator("u-stat"), X, Y,
+                           n_permutations=1, rng=0)
+    assert "with 1 permutation: the smallest attainable p-value is 1/2" in one.decision
+    assert "(1 relabelling)" in str(one)
