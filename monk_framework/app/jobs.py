@@ -51,7 +51,7 @@ from monk_framework.core.results import (
 from monk_framework.core.samples import Sample
 from monk_framework.two_sample import permutation_test, split_test
 from monk_framework.two_sample.aggregated import METHODS as AGGREGATIONS
-from monk_framework.two_sample.aggregated import N_BANDWIDTHS, aggregated_test, bandwidth_grid
+from monk_framework.two_sample.aggregated import N_BANDWIDTHS, aggregated_test, bandwidth_grid, repeated_bandwidth
 from monk_framework.two_sample.common import check_level, check_relabel
 from monk_framework.two_sample.robust import check_robust_test, robust_test
 
@@ -424,9 +424,9 @@ def bandwidth_values(text: str | None) -> list[float] | None:
         raise ParameterError(f"--bandwidths takes comma-separated numbers, e.g. 0.5,1,2; got {text!r}.") from None
     if not values or not all(math.isfinite(v) and v > 0 for v in values):
         raise ParameterError(f"--bandwidths takes positive finite numbers; got {text!r}.")
-    repeated = sorted({v for v in values if values.count(v) > 1})
-    if repeated:
-        raise ParameterError(f"--bandwidths lists {repeated[0]:g} more than once; give each bandwidth once.")
+    twice = repeated_bandwidth(values)
+    if twice is not None:
+        raise ParameterError(f"--bandwidths lists {twice:g} more than once; give each bandwidth once.")
     return values
 
 

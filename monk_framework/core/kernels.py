@@ -585,8 +585,13 @@ class Kernel(Configurable):
         is computed, on other threads too, and writes into some (their diagonals), so
         sharing one with the plugin would change numbers on either side."""
         hook = getattr(self, method)
+        return self._answer(method, lambda: hook(*(read_only(a) for a in args)))
+
+    def _answer(self, method: str, call: Callable[[], Any]) -> Any:
+        """``call()`` (the plugin's ``method``) run as plugin code: its array owned, real and
+        float64, or None (see :meth:`_hook_values`)."""
         with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, method):
-            values = owned_result(lambda: hook(*(read_only(a) for a in args)))
+            values = owned_result(call)
         if values is None:
             return None
         if values.dtype.kind == "c":
@@ -818,13 +823,10 @@ class Kernel(Configurable):
         if Y is not None and type(self).rectangular_gram is Kernel.rectangular_gram:
             return self.rectangular_gram(X, Y, run_bands=run_bands)
         method = "symmetric_gram" if Y is None else "rectangular_gram"
-        with np.errstate(over="ignore", invalid="ignore"), plugin_code(self, method):
-            K = owned_result(lambda: self.symmetric_gram(X, run_bands=run_bands) if Y is None
-                             else rectangular_gram_of(self, X, Y, run_bands=run_bands))
-        if K is None or K.dtype.kind == "c":
-            raise KernelContractError(f"{self.plugin_label()}: {method} returned {shown(K)}; it must return the real "
-                                      "Gram matrix.")
-        K = np.asarray(K, dtype=np.float64)
+        K = self._answer(method, lambda: self.symmetric_gram(X, run_bands=run_bands) if Y is None
+                         else rectangular_gram_of(self, X, Y, run_bands=run_bands))
+        if K is None:
+            raise KernelContractError(f"{self.plugin_label()}: {method} returned None; it must return the Gram matrix.")
         other = X if Y is None else Y
         if K.shape != (len(X), len(other)):
             raise KernelContractError(
@@ -841,8 +843,8 @@ class Kernel(Configurable):
         the other), checked on its leading block and on WHOLE_CHECK_PAIRS sampled pairs,
         and its diagonal ``compute_diag``'s."""
         n = len(K)
-        self.check_diagonal_block(K[:CONTRACT_CHECK_POINTS, :CONTRACT_CHECK_POINTS], self.diag_tile(
-            take(X, np.arange(min(n, CONTRACT_CHECK_POINTS)))), 0)
+        diag = self.diag_tile(X)
+        self.check_diagonal_block(K[:CONTRACT_CHECK_POINTS, :CONTRACT_CHECK_POINTS], diag[:CONTRACT_CHECK_POINTS], 0)
         gen = np.random.default_rng(n)  # the same pairs for the same size: a reproducible check
         i, j = gen.integers(0, n, size=(2, WHOLE_CHECK_PAIRS)) if n else (np.zeros(0, int), np.zeros(0, int))
         gap = np.abs(K[i, j] - K[j, i])
@@ -852,7 +854,6 @@ class Kernel(Configurable):
                 f"{self.plugin_label()} is not symmetric: its symmetric_gram gives k(x_{i[w]}, x_{j[w]}) = {K[i[w], j[w]]:.6g} "
                 f"but k(x_{j[w]}, x_{i[w]}) = {K[j[w], i[w]]:.6g}; the matrix must be exactly symmetric."
             )
-        diag = self.diag_tile(X)
         off = np.abs(np.diagonal(K) - diag)
         scale = max(float(np.abs(diag).max(initial=0.0)), 1e-300)
         if off.size and off.max() > DIAG_RTOL * scale:

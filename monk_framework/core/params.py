@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar, Self
 
@@ -27,6 +27,7 @@ __all__ = [
     "Check",
     "Configurable",
     "finite_real",
+    "first_repeat",
     "ParameterInfo",
     "boolean",
     "integer",
@@ -61,6 +62,17 @@ class Check:
                 f"{self.description}. Got {shown(value)} instead.{_why_not(value)}"
             )
 
+
+
+def first_repeat(items: Sequence[Any]) -> tuple[int, int] | None:
+    """(i, j), i < j, the first two equal items (plugin specs, say), or None when all
+    differ: a kernel or an estimator listed twice, under any spelling."""
+    seen: dict[Any, int] = {}
+    for j, item in enumerate(items):
+        if item in seen:
+            return seen[item], j
+        seen[item] = j
+    return None
 
 
 def finite_real(value: Any) -> float | None:

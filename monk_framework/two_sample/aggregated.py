@@ -46,7 +46,7 @@ import numpy as np
 from monk_framework.core.errors import DataError, MonkError, ParameterError, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
-from monk_framework.core.params import spec_label
+from monk_framework.core.params import first_repeat, spec_label
 from monk_framework.core.randomness import RNGLike, root, seed_of
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
@@ -75,6 +75,7 @@ __all__ = [
     "aggregated_test",
     "agg_scores",
     "bandwidth_grid",
+    "repeated_bandwidth",
     "collection_statistics",
     "default_kernels",
     "fuse_scores",
@@ -271,13 +272,20 @@ def _check_grid(n_bandwidths: Any, bandwidths: Any) -> np.ndarray | None:
     b = _numbers(bandwidths)
     if b is None or not len(b) or not np.isfinite(b).all() or (b <= 0).any():
         raise ParameterError(f"bandwidths must be a flat list of positive finite numbers; got {shown(bandwidths)}.")
-    values, counts = np.unique(b, return_counts=True)
-    if (counts > 1).any():
+    twice = repeated_bandwidth(b)
+    if twice is not None:
         raise ParameterError(
-            f"bandwidths lists {float(values[counts > 1][0]):g} more than once: a repeated kernel only doubles its "
+            f"bandwidths lists {twice:g} more than once: a repeated kernel only doubles its "
             "weight in the aggregation (give each bandwidth once, and weights= to weigh them)."
         )
     return b
+
+
+def repeated_bandwidth(bandwidths: Sequence[float] | np.ndarray) -> float | None:
+    """The smallest bandwidth listed more than once, or None: a repeat only doubles its
+    kernel's weight in an aggregation."""
+    values, counts = np.unique(np.asarray(bandwidths, dtype=float), return_counts=True)
+    return float(values[counts > 1][0]) if (counts > 1).any() else None
 
 
 def _check_collection_size(B: int, L: int, what: str) -> None:
@@ -299,16 +307,16 @@ def _given_kernels(kernels: Any, bandwidths: Any) -> list[Kernel]:
     out = [reg.resolve_kernel(k) for k in kernels]
     if not out:
         raise ParameterError("kernels must hold at least one kernel.")
-    seen: dict[str, int] = {}
-    for i, k in enumerate(out):
+    for k in out:
         if not isinstance(k, Kernel):
             raise MonkError(f"kernels must be Kernel objects or specs such as 'rbf:sigma=1'; got {type(k).__name__}.")
-        if k.spec() in seen:
-            raise ParameterError(
-                f"kernels {seen[k.spec()]} and {i} are the same kernel, {k.spec()}: a repeated kernel only doubles its "
-                "weight in the aggregation (give each kernel once, and weights= to weigh them)."
-            )
-        seen[k.spec()] = i
+    twice = first_repeat([k.spec() for k in out])
+    if twice is not None:
+        i, j = twice
+        raise ParameterError(
+            f"kernels {i} and {j} are the same kernel, {out[j].spec()}: a repeated kernel only doubles its "
+            "weight in the aggregation (give each kernel once, and weights= to weigh them)."
+        )
     return out
 
 

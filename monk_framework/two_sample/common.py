@@ -169,30 +169,32 @@ def _check_partition(estimator: MMDEstimator, partition: Any, n: int, m: int) ->
     0..Q−1 that cover both samples, each with points of X and of Y (a block without
     either has no mean). A test on anything else would fail deep in the engine, or count
     an empty block's NaN statistic."""
-    what = None
-    if not isinstance(partition, Partition):
-        what = f"{shown(partition)}, not a Partition"
-    else:
-        Q = partition.n_blocks
-        for name, labels, size in (("x_labels", partition.x_labels, n), ("y_labels", partition.y_labels, m)):
-            if not isinstance(Q, (int, np.integer)) or isinstance(Q, bool) or Q < 1:
-                what = f"n_blocks = {shown(Q)}, not a count >= 1"
-            elif not isinstance(labels, np.ndarray):
-                what = f"{name} = {shown(labels)}, not an array of one integer label per point"
-            elif labels.dtype.kind not in "iu" or labels.shape != (size,):
-                what = f"{name} of shape {labels.shape}, dtype {labels.dtype}, for {size} points: not one integer label each"
-            elif size and (labels.min() < 0 or labels.max() >= Q):
-                what = f"{name} outside 0..{Q - 1} (from {labels.min()} to {labels.max()})"
-            elif (np.bincount(labels, minlength=Q) == 0).any():
-                q = int(np.flatnonzero(np.bincount(labels, minlength=Q) == 0)[0])
-                what = f"block {q} with no point of {'X' if name == 'x_labels' else 'Y'}"
-            if what is not None:
-                break
+    what = _partition_fault(partition, n, m)
     if what is not None:
         raise PluginFailure(
             f"{estimator.plugin_label()}: fixed_partition({n}, {m}) returned {what}; a test relabels within paired blocks "
             "that cover both samples, each holding points of X and of Y."
         )
+
+
+def _partition_fault(partition: Any, n: int, m: int) -> str | None:
+    """What is wrong with a plugin's partition of n and m points, or None."""
+    if not isinstance(partition, Partition):
+        return f"{shown(partition)}, not a Partition"
+    Q = partition.n_blocks
+    if not isinstance(Q, (int, np.integer)) or isinstance(Q, bool) or Q < 1:
+        return f"n_blocks = {shown(Q)}, not a count >= 1"
+    for name, labels, size in (("x_labels", partition.x_labels, n), ("y_labels", partition.y_labels, m)):
+        if not isinstance(labels, np.ndarray):
+            return f"{name} = {shown(labels)}, not an array of one integer label per point"
+        if labels.dtype.kind not in "iu" or labels.shape != (size,):
+            return f"{name} of shape {labels.shape}, dtype {labels.dtype}, for {size} points: not one integer label each"
+        if size and (labels.min() < 0 or labels.max() >= Q):
+            return f"{name} outside 0..{Q - 1} (from {labels.min()} to {labels.max()})"
+        empty = np.flatnonzero(np.bincount(labels, minlength=Q) == 0)
+        if len(empty):
+            return f"block {int(empty[0])} with no point of {'X' if name == 'x_labels' else 'Y'}"
+    return None
 
 
 def _looks_like_data(obj: Any) -> bool:

@@ -255,14 +255,6 @@ def clip_radius(kernel: Kernel, X: Any, Y: Any, *, clip: float | None, quantile:
     return ClipRadius(radius=c, quantile=float(quantile), norms=norms, n=len(X), m=len(Y))
 
 
-def _finite(value: Any) -> bool:
-    """math.isfinite, false for an int beyond float64 (where isfinite raises)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
 def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
     radius = None if clip is None else finite_real(clip)
     if clip is not None and (radius is None or not radius > 0):
@@ -400,8 +392,9 @@ def robust_test(
     )
     # checked above: finite reals, read as floats (a Decimal would not mix with them)
     clip = None if clip is None else finite_real(clip)
-    clip_quantile = float(finite_real(clip_quantile) or CLIP_QUANTILE)
-    alpha = check_level(alpha)
+    quantile = finite_real(clip_quantile)
+    assert quantile is not None
+    clip_quantile, alpha = quantile, check_level(alpha)
     # mom's block statistics are MMDs of the kernel itself (a shift-free one's are read on
     # centred data, as every MMD is: the same numbers in exact arithmetic, wherever corrupted
     # points move the centre); a clipped kernel's features depend on the origin

@@ -21,6 +21,7 @@ import numpy as np
 from monk_framework.core.errors import MonkError, ParameterError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
+from monk_framework.core.params import first_repeat
 from monk_framework.core.randomness import RNGLike, root, seed_of, stable_int, stream
 from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
 from monk_framework.core.results import (
@@ -123,10 +124,9 @@ def split_test(
                 f"grid: kernel {kernel.name!r} has no parameter {key!r} (it has {', '.join(sorted(known)) or 'none'})."
             )
     candidates = [type(kernel).from_params({**kernel.params(), **point}) for point in points]
-    specs = [c.spec() for c in candidates]
-    twice = next((spec for i, spec in enumerate(specs) if spec in specs[:i]), None)
+    twice = first_repeat([c.spec() for c in candidates])
     if twice is not None:
-        raise ParameterError(f"grid gives the kernel {twice} more than once; list each value once.")
+        raise ParameterError(f"grid gives the kernel {candidates[twice[1]].spec()} more than once; list each value once.")
     seq = root(rng)
     seed = seed_of(seq)
     split_rng = np.random.default_rng(stream(seq, "split"))

@@ -15,7 +15,7 @@ from monk_framework.app.experiments.runner import Cell, CellStore, run_cells
 from monk_framework.core.errors import ParameterError
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import parse_spec
+from monk_framework.core.params import first_repeat, parse_spec
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import check_fits, check_progress
 from monk_framework.engine.backends import Backend
@@ -39,14 +39,14 @@ def check_distinct(texts: Sequence[str], experiment: str, what: str, resolve: Ca
     """Refuse a kernel or an estimator listed twice, also under two spellings (``u-stat``
     and ``u-stat:root=clip``): its cells would be computed twice, and its rows read twice
     by the summary. ``resolve`` turns a spec into the plugin object it names."""
-    seen: dict[str, str] = {}
-    for text in texts:
-        spec = resolve(text).spec()
-        if spec in seen and seen[spec] == text:
-            raise ParameterError(f"{experiment}: {what} {text!r} is listed twice; list it once.")
-        if spec in seen:
-            raise ParameterError(f"{experiment}: {seen[spec]!r} and {text!r} are the same {what}, {spec}; list it once.")
-        seen[spec] = text
+    specs = [resolve(text).spec() for text in texts]
+    twice = first_repeat(specs)
+    if twice is None:
+        return
+    first, second = texts[twice[0]], texts[twice[1]]
+    if first == second:
+        raise ParameterError(f"{experiment}: {what} {first!r} is listed twice; list it once.")
+    raise ParameterError(f"{experiment}: {first!r} and {second!r} are the same {what}, {specs[twice[1]]}; list it once.")
 
 
 def sizes_tuple(value: Any) -> tuple[Any, ...]:

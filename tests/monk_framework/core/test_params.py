@@ -131,3 +131,11 @@ def test_an_int_beyond_float64_is_refused_by_name_not_with_an_overflow():
     assert shown(-(10**5000)) == "an int of about 10^5000 (beyond float64)"  # str() of it is refused by Python
     assert shown(list(range(1000))) == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1... (4,890 characters)"
     assert shown(2.5) == "2.5" and shown(True) == "True"
+
+
+def test_first_repeat_names_the_first_pair_of_equal_items():
+    from monk_framework.core.params import first_repeat
+
+    assert first_repeat(["rbf", "laplace", "rbf", "laplace"]) == (0, 2)
+    assert first_repeat(["a", "b", "c", "b"]) == (1, 3)
+    assert first_repeat(["a", "b"]) is None and first_repeat([]) is None
