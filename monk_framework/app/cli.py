@@ -30,7 +30,7 @@ from monk_framework.app import jobs
 from monk_framework.app.datasets import DATASETS
 from monk_framework.app.experiments import get_experiment, run_experiment
 from monk_framework.app.files import check_writable, write_atomically
-from monk_framework.core.errors import MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError
+from monk_framework.core.errors import MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError, shown
 from monk_framework.core.params import Configurable, parse_spec
 from monk_framework.core.registry import PluginEntry, get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
@@ -969,8 +969,8 @@ def _aggregated_rows(result: AggregatedTestResult) -> list[tuple[str, str]]:
         sigma = result.bandwidths[ell]
         if sigma is not None:  # the table shows σ to 4 digits; --json has every digit
             name, _, params = spec.partition(":")
-            shown = [f"sigma={sigma:.4g}" if p.startswith("sigma=") else p for p in params.split(",")]
-            spec = f"{name}:{','.join(shown)}"
+            rounded = [f"sigma={sigma:.4g}" if p.startswith("sigma=") else p for p in params.split(",")]
+            spec = f"{name}:{','.join(rounded)}"
         rows.append((spec, f"statistic {result.kernel_statistics[ell]:.4g}, p = {result.kernel_pvalues[ell]:.4g}{mark}"))
     rows += [
         ("statistic", f"{result.statistic:.6g}"),
@@ -1029,7 +1029,7 @@ def _int_list(text: str | None, option: str) -> tuple[int, ...] | None:
     try:
         values = tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise ParameterError(f"{option} takes comma-separated integers, e.g. 200,400,600; got {text!r}.") from None
+        raise ParameterError(f"{option} takes comma-separated integers, e.g. 200,400,600; got {shown(text)}.") from None
     return values
 
 

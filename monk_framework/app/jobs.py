@@ -27,7 +27,7 @@ import numpy as np
 
 from monk_framework.app.datasets import DATASETS, default_dataset, get_dataset
 from monk_framework.app.loading import first_data_line, holds_numbers, load_sample
-from monk_framework.core.errors import DataError, DataFileError, MonkError, ParameterError, UnknownNameError
+from monk_framework.core.errors import DataError, DataFileError, MonkError, ParameterError, UnknownNameError, shown
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, parse_spec, parse_value
@@ -74,7 +74,7 @@ def parse_assignment(text: str, option: str) -> tuple[str, Any]:
     """``key=value`` as (key, parsed value); ``option`` names the option in errors."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise ParameterError(f"{option} expects key=value; got {text!r}.")
+        raise ParameterError(f"{option} expects key=value; got {shown(text)}.")
     return key.strip(), parse_value(value)
 
 
@@ -129,7 +129,7 @@ def parse_grid(assignments: Sequence[str], kernel_cls: type[Configurable]) -> di
         key, sep, values = text.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ParameterError(f"--grid expects key=v1,v2,...; got {text!r}.")
+            raise ParameterError(f"--grid expects key=v1,v2,...; got {shown(text)}.")
         target, _, bare = key.rpartition(".")
         if target == "estimator":
             raise ParameterError(
@@ -145,7 +145,7 @@ def parse_grid(assignments: Sequence[str], kernel_cls: type[Configurable]) -> di
             raise ParameterError(f"--grid {key} is given twice; list all its values once: {key}=v1,v2,....")
         items = values.split(",")
         if any(not v.strip() for v in items):
-            raise ParameterError(f"--grid {key}: empty value in {values!r}.")
+            raise ParameterError(f"--grid {key}: empty value in {shown(values)}.")
         grid[key] = [parse_value(v) for v in items]
     return grid
 
@@ -262,8 +262,8 @@ def _file_kind(path: Path | str) -> tuple[str, str]:
         return "vector", ""  # the loader names the problem
     if line is None:
         return "vector", ""  # no data at all: the loader says so
-    shown = line if len(line) <= 40 else line[:37] + "..."
-    return "string", f" (a .txt file is strings, one a line, unless its first data line is numbers: {shown!r} is not)"
+    start = line if len(line) <= 40 else line[:37] + "..."
+    return "string", f" (a .txt file is strings, one a line, unless its first data line is numbers: {start!r} is not)"
 
 
 def with_defaults(
@@ -410,7 +410,7 @@ def contamination_value(text: str | int | float) -> int | float:
         return float(str(text))
     except ValueError:
         raise ParameterError(
-            f"--contamination takes a count (e.g. 10) or a fraction below 0.5 (e.g. 0.02); got {text!r}."
+            f"--contamination takes a count (e.g. 10) or a fraction below 0.5 (e.g. 0.02); got {shown(text)}."
         ) from None
 
 
@@ -421,9 +421,9 @@ def bandwidth_values(text: str | None) -> list[float] | None:
     try:
         values = [float(v) for v in text.split(",")]
     except ValueError:
-        raise ParameterError(f"--bandwidths takes comma-separated numbers, e.g. 0.5,1,2; got {text!r}.") from None
+        raise ParameterError(f"--bandwidths takes comma-separated numbers, e.g. 0.5,1,2; got {shown(text)}.") from None
     if not values or not all(math.isfinite(v) and v > 0 for v in values):
-        raise ParameterError(f"--bandwidths takes positive finite numbers; got {text!r}.")
+        raise ParameterError(f"--bandwidths takes positive finite numbers; got {shown(text)}.")
     twice = repeated_bandwidth(values)
     if twice is not None:
         raise ParameterError(f"--bandwidths lists {twice:g} more than once; give each bandwidth once.")
@@ -447,7 +447,7 @@ def check_test_options(
         )
     if aggregate is not None:
         if aggregate not in AGGREGATIONS:
-            raise ParameterError(f"--aggregate must be one of {', '.join(AGGREGATIONS)}; got {aggregate!r}.")
+            raise ParameterError(f"--aggregate must be one of {', '.join(AGGREGATIONS)}; got {shown(aggregate)}.")
         if split:
             raise ParameterError("--aggregate and --split are different tests; choose one.")
         if method != "auto" or blocks is not None or clip is not None:

@@ -62,9 +62,9 @@ class UnknownNameError(MonkError, LookupError):
         if is_a is not None:
             # a name of another role (a kernel where the estimator goes): no look-alike guess
             listing = ", ".join(self.known) if self.known else "(none)"
-            super().__init__(f"{name!r} is {_article(is_a)}, not {_article(what)}. Known {what}s: {listing}.{note}")
+            super().__init__(f"{shown(name)} is {_article(is_a)}, not {_article(what)}. Known {what}s: {listing}.{note}")
         else:
-            super().__init__(f"Unknown {what} {name!r}.{did_you_mean(name, self.known)}{note}")
+            super().__init__(f"Unknown {what} {shown(name)}.{did_you_mean(name, self.known)}{note}")
 
     def __str__(self) -> str:
         # LookupError would quote the message like a KeyError does; keep it plain.

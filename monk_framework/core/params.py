@@ -316,9 +316,11 @@ def parse_value(text: str) -> Any:
     # a literal beyond float64 would reach the validators as 0 or inf, which the user never typed
     mantissa = lowered.partition("e")[0]
     if value == 0.0 and any(c in "123456789" for c in mantissa):
-        raise ParameterError(f"{text.strip()!r} is below float64's smallest positive number (about 4.9e-324): it would be read as 0.")
+        raise ParameterError(f"{shown(text.strip())} is below float64's smallest positive number (about 4.9e-324): it would be read as 0.")
     if math.isinf(value) and "inf" not in lowered:
-        raise ParameterError(f"{text.strip()!r} is beyond float64's largest number (about 1.8e308): it would be read as {'-' if value < 0 else ''}infinity.")
+        sign = "-" if value < 0 else ""
+        raise ParameterError(
+            f"{shown(text.strip())} is beyond float64's largest number (about 1.8e308): it would be read as {sign}infinity.")
     return value
 
 
@@ -332,12 +334,12 @@ def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
     The form results show, ``rbf(sigma=0.68)`` or ``u-stat(root='clip')``, is read too:
     a user copies it from a table into the next command."""
     if not isinstance(text, str) or not text.strip():
-        raise ParameterError(f"A plugin spec must be a non-empty string like 'monk-bcd:n_blocks=11'; got {text!r}.")
+        raise ParameterError(f"A plugin spec must be a non-empty string like 'monk-bcd:n_blocks=11'; got {shown(text)}.")
     shown_form = _SHOWN_SPEC.match(text) if ":" not in text.partition("(")[0] else None
     if not shown_form and ("(" in text or ")" in text) and ":" not in text.partition("(")[0]:
         # half of the shown form (a parenthesis lost in copying): not a name to look up
         raise ParameterError(
-            f"Cannot read spec {text!r}: write it as name(key=value, ...), with both parentheses, or as "
+            f"Cannot read spec {shown(text)}: write it as name(key=value, ...), with both parentheses, or as "
             "name:key=value,... (e.g. rbf(sigma=2) or rbf:sigma=2)."
         )
     if shown_form:
@@ -350,9 +352,9 @@ def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
         for item in rest.split(","):
             key, eq, value = item.partition("=")
             if not eq or not key.strip() or not value.strip():
-                raise ParameterError(f"Bad parameter {item!r} in spec {text!r}: expected key=value.")
+                raise ParameterError(f"Bad parameter {shown(item)} in spec {shown(text)}: expected key=value.")
             if key.strip() in params:
-                raise ParameterError(f"Parameter {key.strip()!r} is given twice in spec {text!r}; give it once.")
+                raise ParameterError(f"Parameter {shown(key.strip())} is given twice in spec {shown(text)}; give it once.")
             value = value.strip()
             if quoted and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
                 params[key.strip()] = value[1:-1]  # a string as repr shows it: 'median'

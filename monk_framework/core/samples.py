@@ -112,6 +112,12 @@ def _check_container(X: Any, name: str) -> None:
         )
     if isinstance(X, Iterator):
         raise DataError(f"{name} is a one-pass iterator ({type(X).__name__}); make it a list or an array first, e.g. list({name}).")
+    if hasattr(X, "tocsr") and hasattr(X, "nnz") and hasattr(X, "shape"):
+        # scipy.sparse: np.asarray makes a 0-d array holding the matrix object
+        raise DataError(
+            f"{name} is a sparse matrix ({type(X).__name__}, shape {tuple(X.shape)}); the kernels here take dense "
+            f"arrays: pass {name}.toarray()."
+        )
 
 
 def _object_numbers(arr: np.ndarray, name: str) -> np.ndarray:
@@ -164,8 +170,11 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         X = np.ma.getdata(X)
     try:
         arr = np.asarray(X)
-    except (ValueError, TypeError) as exc:
-        raise DataError(f"{name} cannot be read as a numeric array ({exc}).") from None
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an object's own __array__ may fail its own way (a tensor on a GPU)
+        why = str(exc) if isinstance(exc, (ValueError, TypeError)) else f"{type(exc).__name__}: {exc}"
+        raise DataError(f"{name} cannot be read as a numeric array ({why}).") from None
     if arr.dtype.kind in "US":
         raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
     if arr.dtype.kind == "O" and arr.size:
@@ -240,7 +249,7 @@ def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[st
         if not isinstance(item, str):
             hint = " (bytes: decode them first, e.g. [s.decode() for s in X])" if isinstance(item, bytes) else ""
             raise DataError(
-                f"{name}[{i}] is {type(item).__name__} {item!r}, but {user} needs strings.{hint}"
+                f"{name}[{i}] is {type(item).__name__} {shown(item)}, but {user} needs strings.{hint}"
             )
     return items
 

@@ -8,6 +8,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 import pytest
+import scipy.sparse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -616,6 +617,8 @@ def test_an_array_of_python_numbers_is_read_as_numbers_and_anything_else_in_it_i
         ({"ACGT", "ACGA"}, r"X is a set, which has no order of points"),
         ({"a": [1.0, 2.0]}, r"X is a dict, which has no order of points"),
         ((s for s in ["ACGT", "ACGA"]), r"X is a one-pass iterator \(generator\); make it a list"),
+        (scipy.sparse.csr_matrix(np.ones((3, 2))), r"X is a sparse matrix \(csr_matrix, shape \(3, 2\)\); .*X.toarray\(\)"),
+        (scipy.sparse.coo_array(np.eye(4)), r"X is a sparse matrix \(coo_array, shape \(4, 4\)\)"),
     ],
 )
 def test_what_is_no_sample_whatever_it_holds_is_named(kernel, sample, message):
@@ -623,6 +626,31 @@ def test_what_is_no_sample_whatever_it_holds_is_named(kernel, sample, message):
 
     with pytest.raises(DataError, match=message):
         get_registry().get_kernel(kernel).check_sample(sample)
+
+
+def test_an_array_like_whose_conversion_fails_its_own_way_is_named_not_an_internal_error():
+    # a tensor that requires grad, or lives on a GPU, raises RuntimeError from __array__
+    from monk_framework import DataError
+
+    class Tensor:
+        def __array__(self, *args, **kwargs):
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad.")
+
+    with pytest.raises(DataError, match=r"X cannot be read as a numeric array \(RuntimeError: Can't call numpy\(\)"):
+        get_registry().get_kernel("rbf").check_sample(Tensor())
+
+
+def test_a_long_value_is_shown_by_its_start_and_length_in_a_message():
+    from monk_framework import DataError, ParameterError, UnknownNameError
+
+    with pytest.raises(DataError, match=r"X\[1\] is bytes b'xxx[x]*\.\.\. \(10,003 characters\), but") as caught:
+        get_registry().get_kernel("ssk").check_sample(["ACGT", b"x" * 10_000])
+    assert len(str(caught.value)) < 200
+    for spec, kind in [("rbf:sigma=" + "9" * 400 + ".5", ParameterError), ("r" * 10_000, UnknownNameError),
+                       ("rbf:sigma=1," + "s" * 5000, ParameterError)]:
+        with pytest.raises(kind, match=r"\.\.\. \([0-9,]+ characters\)") as caught:
+            get_registry().resolve_kernel(spec)
+        assert len(str(caught.value)) < 400, str(caught.value)[:100]
 
 
 _KEPT: dict = {}
