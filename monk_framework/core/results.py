@@ -80,9 +80,18 @@ def dumps(data: Mapping[str, Any]) -> str:
     return json.dumps(jsonable(data), indent=2, allow_nan=False)
 
 
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _check_seed(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    ok = value is None or (isinstance(value, int) and value >= 0) or (
-        isinstance(value, list) and all(isinstance(v, (int, list)) for v in value)
+    # what seed_of records: None, the entropy (an int, or a list of them), or
+    # [entropy, *spawn_key] for a stream below a root
+    entropy_list = isinstance(value, list) and value and isinstance(value[0], list) and value[0] and all(
+        _natural(v) for v in value[0])
+    ok = value is None or _natural(value) or (
+        isinstance(value, list) and bool(value) and (_natural(value[0]) or entropy_list)
+        and all(_natural(v) for v in value[1:])
     )
     if not ok:
         raise ParameterError(f"{type(instance).__name__}.{attribute.name}: not a recorded seed: {value!r}.")
@@ -135,6 +144,18 @@ def timings_field() -> Any:
 
 def dict_field(**kwargs: Any) -> Any:
     return attrs.field(converter=jsonable, validator=mapping, **kwargs)
+
+
+def whole(value: Any) -> int:
+    """An int field's converter: a whole number (an int, numpy's included, or a float such
+    as 30.0), never a truncated 2.7, a bool or a string."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, (numbers.Real, str)) and not isinstance(value, bool):
+        raise ValueError(f"{shown(value)} is not a whole number")
+    raise TypeError(f"{type(value).__name__} is not a whole number")
 
 
 def optional_float(value: Any) -> float | None:
@@ -190,6 +211,10 @@ class Result:
             try:
                 converted = converter(value)
             except (TypeError, ValueError, OverflowError, MonkError) as exc:
+                wanted = _CONVERTED_KINDS.get(converter)
+                if isinstance(exc, TypeError) and wanted:  # a JSON value of the wrong type
+                    raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)} "
+                                    f"({_JSON_KINDS.get(type(value), type(value).__name__)}), where {wanted} belongs.") from None
                 raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, which is not a valid "
                                 f"value ({exc}).") from None
             if isinstance(converted, float) and not math.isfinite(converted):
@@ -199,8 +224,7 @@ class Result:
         except DataError:
             raise
         except (TypeError, ValueError, MonkError) as exc:
-            reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
-            raise DataError(f"The {cls.kind} result holds a bad value: {reason}") from None
+            raise DataError(f"The {cls.kind} result{_fault_of(exc)}") from None
 
     @classmethod
     def from_json(cls, text: str, **context: Any) -> Any:
@@ -209,6 +233,29 @@ class Result:
         except json.JSONDecodeError as exc:
             raise DataError(f"Not a JSON result: {exc}.") from None
         return cls.from_dict(data, **context)
+
+
+#: what a JSON value of each Python type is called in a message
+_JSON_KINDS = {str: "a string", dict: "a JSON object", list: "a list", int: "an integer", bool: "true or false",
+               float: "a number", type(None): "null"}
+
+
+#: what a field's converter reads, in JSON's words
+_CONVERTED_KINDS: dict[Any, str] = {whole: "an integer", float: "a number", optional_float: "a number or null"}
+
+
+def _fault_of(exc: BaseException) -> str:
+    """The end of "The mmd result ...": which field holds what, in JSON's words, for
+    attrs' type checks (``TypeError(message, attribute, type, value)``); the message
+    of any other check."""
+    args = exc.args
+    if isinstance(exc, TypeError) and len(args) == 4 and isinstance(args[1], attrs.Attribute):
+        wanted = args[2] if isinstance(args[2], tuple) else (args[2],)
+        expected = " or ".join(_JSON_KINDS.get(t, t.__name__) for t in wanted)
+        return (f"'s {args[1].name!r} holds {shown(args[3])} ({_JSON_KINDS.get(type(args[3]), type(args[3]).__name__)}), "
+                f"where {expected} belongs.")
+    reason = args[0] if args and isinstance(args[0], str) else str(exc)
+    return f" holds a bad value: {reason}"
 
 
 def _count(number: int, noun: str) -> str:
@@ -248,8 +295,8 @@ class StatisticResult(Result):
     kernel: str = attrs.field(validator=text)
     kernel_params: dict[str, Any] = dict_field(factory=dict)
     kernel_params_requested: dict[str, Any] = dict_field(factory=dict)
-    n_x: int = attrs.field(converter=int, validator=count)
-    n_y: int = attrs.field(converter=int, validator=count)
+    n_x: int = attrs.field(converter=whole, validator=count)
+    n_y: int = attrs.field(converter=whole, validator=count)
     seed: Any = seed_field()
     timings: dict[str, float] = timings_field()
 
@@ -309,7 +356,7 @@ class TestResult(StatisticResult):
     pvalue: float = attrs.field(converter=float, validator=pvalue_range)
     alpha: float = attrs.field(converter=float, validator=level)
     reject: bool = attrs.field(validator=flag)
-    n_permutations: int = attrs.field(converter=int, validator=count)
+    n_permutations: int = attrs.field(converter=whole, validator=count)
     null_distribution: np.ndarray | None = null_field()
     alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
 
@@ -319,6 +366,32 @@ class TestResult(StatisticResult):
     @property
     def decision(self) -> str:
         raise NotImplementedError
+
+    def _too_few_points(self, share: float | None = None) -> str | None:
+        """The decision when the sample sizes alone keep a permutation test from rejecting
+        at level α (or, with ``share``, a kernel from rejecting at its share of α), or None.
+
+        The pooled N + M points split into N and M points in C(N + M, N) ways, the
+        observed split among them; every relabelling (global, or within blocks: a subset
+        of the splits) is one of them, so even the exact permutation p-value, over every
+        split, is at least 1/C(N + M, N). No number of permutations helps when that
+        exceeds the level."""
+        level = self.alpha if share is None else share
+        n, m = self.n_x, self.n_y
+        if n < 1 or m < 1:
+            return None
+        # log C(N + M, N) first: the exact count only when it is small enough to matter
+        if math.lgamma(n + m + 1) - math.lgamma(n + 1) - math.lgamma(m + 1) > -math.log(level) + 1:
+            return None
+        splits = math.comb(n + m, n)
+        if splits * level >= 1:
+            return None
+        return (
+            f"Cannot reject at level {self.alpha:g}{'' if share is None else f' (a kernel rejects at {share:.3g})'} "
+            f"with N = {n} and M = {m}: the {n + m} points split into {n} and {m} "
+            f"in only {splits} way{'s' if splits != 1 else ''}, the observed split one of them, so no permutation "
+            f"p-value can fall below 1/{splits} = {1 / splits:.3g}; a test at this level needs more points."
+        )
 
     def summary_rows(self) -> list[tuple[str, str]]:
         return [
@@ -532,6 +605,8 @@ class PermutationTestResult(TestResult):
                 f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')}: the smallest "
                 f"attainable p-value is 1/{self.n_permutations + 1}; {_more_permutations(self.alpha)}."
             )
+        if (too_few := self._too_few_points()) is not None:
+            return too_few
         return (
             f"No evidence of a difference at level {self.alpha:g}: p = {self.pvalue:.4g} > {self.alpha:g} "
             f"(statistic {self.statistic:.6g}, null quantile {self.null_quantile:.6g})."
@@ -594,8 +669,8 @@ class RobustTestResult(TestResult):
     title: ClassVar[str] = "Robust two-sample test"
 
     method: str = attrs.field(validator=attrs.validators.in_(("dc", "clip", "mom")))
-    contamination: int = attrs.field(converter=int, validator=count)
-    certificate: int = attrs.field(converter=int, validator=attrs.validators.ge(-1))
+    contamination: int = attrs.field(converter=whole, validator=count)
+    certificate: int = attrs.field(converter=whole, validator=attrs.validators.ge(-1))
     #: "dc": the sensitivity Δ, the permutation quantile q̂ and the threshold q̂ + 2rΔ
     sensitivity: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     null_quantile: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
@@ -631,6 +706,8 @@ class RobustTestResult(TestResult):
                 f"Reject H0 (same distribution) at level {self.alpha:g}, valid {guard} "
                 f"({self.method}: p = {self.pvalue:.4g}); {survives}."
             )
+        if self.method != "mom" and (too_few := self._too_few_points()) is not None:
+            return too_few
         if self.certificate >= 0:
             return (
                 f"No evidence of a difference at level {self.alpha:g} {guard} ({self.method}: p = "
@@ -695,7 +772,7 @@ class AggregatedTestResult(TestResult):
     #: "fuse": each kernel's permutation-invariant scale N_l and the inverse temperature λ
     kernel_scales: np.ndarray | None = null_field()
     temperature: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    contamination: int = attrs.field(default=0, converter=int, validator=count)
+    contamination: int = attrs.field(default=0, converter=whole, validator=count)
     certificate: int | None = attrs.field(default=None)
     #: kernel l's sensitivity Δ_l (robust aggregation)
     sensitivities: np.ndarray | None = null_field()
@@ -758,6 +835,10 @@ class AggregatedTestResult(TestResult):
                 f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')}: the smallest "
                 f"attainable p-value is 1/{self.n_permutations + 1}; {_more_permutations(self.alpha)}."
             )
+        # with a budget, a kernel rejects at its share α·w_l
+        share = self.alpha * float(np.max(self.weights)) if self.contamination else None
+        if (too_few := self._too_few_points(share)) is not None:
+            return too_few
         return (
             f"No evidence of a difference at level {self.alpha:g}{guard} ({name} over {self._over()}: "
             f"p = {self.pvalue:.4g} > {self.alpha:g})."

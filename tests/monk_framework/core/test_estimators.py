@@ -174,8 +174,25 @@ def test_a_damaged_result_is_refused_naming_the_field_never_blaming_a_computatio
                 pytest.fail(f"{field}={bad!r}: {type(exc).__name__}: {exc}")
     with pytest.raises(DataError, match=r"result's 'pvalue' holds nan, not a finite number"):
         load_result({**good, "pvalue": float("nan")})
-    with pytest.raises(DataError, match=r"result's 'n_x' holds None, which is not a valid value"):
-        load_result({**good, "n_x": None})
+    # in JSON's words, never attrs' "must be <class 'str'>"
+    for field, bad, message in [
+        ("n_x", None, r"result's 'n_x' holds None \(null\), where an integer belongs"),
+        ("estimator", [1], r"result's 'estimator' holds \[1\] \(a list\), where a string belongs"),
+        ("kernel_params", "abc", r"result's 'kernel_params' holds 'abc' \(a string\), where a JSON object belongs"),
+        ("statistic", {"a": 1}, r"result's 'statistic' holds \{'a': 1\} \(a JSON object\), where a number belongs"),
+        # a count is a whole number: 2.7 is not truncated to 2, true is not 1
+        ("n_x", 2.7, r"result's 'n_x' holds 2.7, which is not a valid value \(2.7 is not a whole number\)"),
+        ("n_permutations", True, r"'n_permutations' holds True \(true or false\), where an integer belongs"),
+        # a seed is what seed_of records: a non-negative int, or [entropy, *spawn key]
+        ("seed", [], r"not a recorded seed: \[\]"),
+        ("seed", True, r"not a recorded seed: True"),
+        ("seed", [1, -2], r"not a recorded seed"),
+    ]:
+        with pytest.raises(DataError, match=message):
+            load_result({**good, field: bad})
+    assert load_result({**good, "n_x": 20.0}).n_x == 20
+    for seed in (0, 7, [3, 1], [[1, 2], 0, 4]):
+        assert load_result({**good, "seed": seed}).seed == seed
     with pytest.raises(DataError, match=r"a 'type' \(a string\)"):
         load_result({**good, "type": ["permutation-test"]})
     deep = tmp_path / "deep.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 import attrs
@@ -679,3 +680,50 @@ def test_exact_numbers_are_numbers_for_every_test_parameter(registry):
                         n_permutations=39, rng=0)
     assert exact.contamination == 3 and exact.pvalue == plain.pvalue
     assert registry.get_kernel("rbf", sigma=Decimal("0.5")) == registry.get_kernel("rbf", sigma=0.5)
+
+
+def _exact_pvalue(kernel, X, Y):
+    """The permutation p-value over every split of the pooled points (brute force)."""
+    from itertools import combinations
+
+    from monk_framework import estimate
+
+    Z, n = np.vstack([X, Y]), len(X)
+    observed = estimate(kernel, "v-stat", X, Y).mmd2
+    values = []
+    for chosen in combinations(range(len(Z)), n):
+        rest = [i for i in range(len(Z)) if i not in chosen]
+        values.append(estimate(kernel, "v-stat", Z[list(chosen)], Z[rest]).mmd2)
+    return np.mean(np.asarray(values) >= observed - 1e-12), len(values)
+
+
+@pytest.mark.parametrize(("n", "m", "splits"), [(2, 2, 6), (1, 10, 11), (2, 3, 10)])
+def test_samples_too_small_to_reject_say_so_instead_of_no_evidence(n, m, splits):
+    # far apart, yet no split test can reject: the exact p-value is at least 1/C(N + M, N)
+    from monk_framework import aggregated_test, robust_test
+
+    gen = np.random.default_rng(31)
+    X, Y = gen.normal(size=(n, 2)), gen.normal(size=(m, 2)) + 30
+    exact, count = _exact_pvalue("rbf:sigma=1", X, Y)
+    assert count == splits and exact >= 1 / splits > 0.05
+    said = (rf"Cannot reject at level 0.05 with N = {n} and M = {m}: the {n + m} points split into {n} and {m} in only "
+            rf"{splits} ways, .* no permutation p-value can fall below 1/{splits} = ")
+    result = permutation_test("rbf:sigma=1", "v-stat", X, Y, n_permutations=999, rng=0)
+    assert not result.reject and result.pvalue >= 1 / splits - 0.05
+    assert re.match(said, result.decision), result.decision
+    if n > 1:  # the aggregated and robust tests need two points a sample
+        assert re.match(said, aggregated_test(X, Y, rng=0).decision)
+        assert re.match(said, robust_test("rbf:sigma=1", X, Y, contamination=0, rng=0).decision)
+
+
+def test_samples_just_large_enough_keep_the_usual_decision():
+    # N = 1, M = 19: 20 splits, 1/20 = alpha, a rejection is possible and is made
+    gen = np.random.default_rng(32)
+    X, Y = gen.normal(size=(1, 2)) + 30, gen.normal(size=(19, 2))
+    result = permutation_test("rbf:sigma=1", "v-stat", X, Y, n_permutations=999, rng=0)
+    assert result.reject and result.decision.startswith("Reject H0")
+    # N = M = 3 (20 splits) at alpha = 0.01: too few for that level only
+    X, Y = gen.normal(size=(3, 2)), gen.normal(size=(3, 2)) + 30
+    assert "No evidence" in permutation_test("rbf:sigma=1", "v-stat", X, Y, n_permutations=999, rng=0).decision
+    strict = permutation_test("rbf:sigma=1", "v-stat", X, Y, alpha=0.01, n_permutations=999, rng=0).decision
+    assert strict.startswith("Cannot reject at level 0.01 with N = 3 and M = 3") and "1/20 = 0.05" in strict
