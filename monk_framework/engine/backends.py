@@ -397,14 +397,28 @@ class DaskBackend(Backend):
         index = {f.key: i for i, f in enumerate(futures)}
         try:
             for future in distributed.as_completed(futures):
-                yield index[future.key], future.result()
+                try:
+                    value = future.result()
+                except Exception as exc:
+                    failure = _cluster_error(exc, distributed, self)
+                    if failure is None:
+                        raise
+                    raise failure from None
+                yield index[future.key], value
         finally:
             for future in futures:
                 future.cancel()
 
     def share(self, obj: Any) -> Any:
-        # in a one-item list: scatter would spread a tuple or list item by item
-        return self.client.scatter([obj], broadcast=True, hash=False)[0]
+        distributed = _import_distributed()
+        try:
+            # in a one-item list: scatter would spread a tuple or list item by item
+            return self.client.scatter([obj], broadcast=True, hash=False)[0]
+        except Exception as exc:
+            failure = _cluster_error(exc, distributed, self)
+            if failure is None:
+                raise
+            raise failure from None
 
     def __exit__(self, *exc: Any) -> None:
         if exc[0] is not None:
@@ -454,6 +468,34 @@ def _drop_the_sync_cancel_race() -> None:
     log = logging.getLogger("tornado.application")
     if not any(isinstance(f, _SyncCancelRace) for f in log.filters):
         log.addFilter(_SyncCancelRace())
+
+
+class ClusterError(MonkError):
+    """The Dask cluster failed under the work: a worker died (killed, or out of memory)
+    and took with it what the tasks needed, or the scheduler went away. Nothing computed
+    is wrong; nothing of this work is returned."""
+
+
+def _cluster_error(exc: BaseException, distributed: Any, backend: DaskBackend) -> ClusterError | None:
+    """A :class:`ClusterError` saying what happened to the cluster, when ``exc`` is the
+    cluster's failure (a task's own error, raised again here with its type, is None:
+    it is the task's, and whoever ran the task names it)."""
+    from distributed.comm.core import CommClosedError
+
+    cluster = f"the Dask cluster at {backend.scheduler!r}" if backend.scheduler else "the embedded Dask cluster"
+    what = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, distributed.KilledWorker):
+        return ClusterError(
+            f"Workers of {cluster} died while running this work, each one that took the task ({what}): out of "
+            "memory, or killed. Nothing was returned; give the workers more memory (fewer workers a machine, or "
+            "a smaller max_memory, --max-memory) and run again."
+        )
+    if isinstance(exc, (CommClosedError, distributed.CancelledError)) or type(exc).__module__.startswith("distributed."):
+        return ClusterError(
+            f"{cluster[0].upper()}{cluster[1:]} lost a worker during this work, and with it data the tasks needed "
+            f"({what}): a worker killed, or out of memory? Nothing was returned; run again."
+        )
+    return None
 
 
 def _quiet_distributed_logs() -> None:

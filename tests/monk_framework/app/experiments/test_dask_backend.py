@@ -285,3 +285,45 @@ def test_a_script_that_starts_the_cluster_at_module_level_gets_the_one_thing_to_
     assert last.startswith("monk_framework.core.errors.MonkError: The embedded Dask cluster could not start its worker "
                            "processes. A script that starts it") and 'if __name__ == "__main__":' in last
     assert "bootstrapping phase" not in done.stderr and len(done.stderr.splitlines()) < 15
+
+
+@pytest.mark.slow  # 3 s: two clusters of one worker, whose workers die (.ci/run runs it)
+def test_a_worker_that_dies_is_the_clusters_failure_in_one_line_not_a_plugins():
+    import contextlib
+    import os
+
+    import dask
+
+    from monk_framework.engine.backends import ClusterError
+
+    # defined here, so that they travel by value (this test module is no module a worker imports)
+    def _double(task, shared):
+        return 2 * task + len(shared)
+
+    def _exit_now(task, shared):  # a task that ends its worker process, as an out-of-memory kill does
+        os._exit(1)
+
+    # the shared data lived on the one worker: its death loses them
+    backend = DaskBackend(n_workers=1)
+    try:
+        shared = backend.share(np.arange(5.0))
+        assert sorted(v for _, v in backend.as_completed(_double, [1, 2], shared)) == [7, 9]
+        with contextlib.suppress(Exception):
+            backend.client.run(os._exit, 1)
+        backend.client.wait_for_workers(1, timeout=60)
+        with pytest.raises(ClusterError, match=r"^The embedded Dask cluster lost a worker during this work, and with it "
+                           r"data the tasks needed \(.*\): a worker killed, or out of memory\? Nothing was returned"):
+            list(backend.as_completed(_double, [1, 2], shared))
+        # the cluster still works for new data
+        assert sorted(v for _, v in backend.as_completed(_double, [1], np.arange(2.0))) == [4]
+    finally:
+        backend.close()
+    # a task whose every worker dies (an out-of-memory kill) is KilledWorker, said as such
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        backend = DaskBackend(n_workers=1)
+    try:
+        with pytest.raises(ClusterError, match=r"^Workers of the embedded Dask cluster died while running this work, each "
+                           r"one that took the task \(KilledWorker: .*\): out of memory, or killed"):
+            list(backend.as_completed(_exit_now, [1], None))
+    finally:
+        backend.close()
