@@ -136,6 +136,8 @@ class _State:
     quiet: bool = False
     #: a command already said it was interrupted (and what was kept)
     interrupted_said: bool = False
+    #: a line to print after an error's (what the failed command kept, say)
+    after_error: str = ""
 
 
 STATE = _State()
@@ -368,6 +370,8 @@ def _fail(message: str, code: int, *, exc: BaseException | None = None, hint: st
     if STATE.debug and exc is not None:
         traceback.print_exception(exc, file=_TolerantStderr())
     stderr.print(f"Error: {message}{hint}", markup=False)
+    if STATE.after_error:
+        stderr.print(STATE.after_error, markup=False)
     return code
 
 
@@ -1065,14 +1069,26 @@ def experiment_command(
     directory = out if out is not None else Path("monk-results") / (f"{name}-quick" if quick else name)
     with _backend(backend, scheduler, workers) as runner, _ProgressBar(f"{name} cells") as bar, \
             _plugin_prints_to_stderr():
+        finished = [0]  # the most finished cells seen, old and new
+
+        def counted(done: int, total: int) -> None:
+            finished[0] = max(finished[0], done)
+            bar(done, total)
+
+        again = "the same command again without --fresh (with it, the saved cells are deleted)" if fresh else "the same command again"
         try:
-            done = run_experiment(exp, directory, backend=runner, fresh=fresh, progress=bar)
+            done = run_experiment(exp, directory, backend=runner, fresh=fresh, progress=counted)
         except KeyboardInterrupt:
             bar.progress.stop()
-            again = "the same command again without --fresh (with it, the saved cells are deleted)" if fresh else "the same command again"
             _note(f"Interrupted. Every finished cell is saved in {directory / 'cells.jsonl'}; run {again} to resume.")
             STATE.interrupted_said = True
             raise typer.Exit(130) from None
+        except Exception:
+            if finished[0]:
+                # a failure part-way (a lost Dask worker, memory): what is done is kept
+                STATE.after_error = (f"The {finished[0]:,} finished cell{'s are' if finished[0] != 1 else ' is'} saved in "
+                                     f"{directory / 'cells.jsonl'}; once the error is fixed, {again} resumes.")
+            raise
     _note(
         f"{name}: {done.cells} cells ({done.computed} computed now, {done.resumed} from an earlier run) "
         f"in {done.seconds:.1f} s on the {runner.name} backend."

@@ -484,6 +484,13 @@ def _cluster_error(exc: BaseException, distributed: Any, backend: DaskBackend) -
 
     cluster = f"the Dask cluster at {backend.scheduler!r}" if backend.scheduler else "the embedded Dask cluster"
     what = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, (CommClosedError, distributed.CancelledError)) and getattr(backend.client, "status", "running") != "running":
+        # the client gave up on the scheduler (it reconnects for 10 s first), not on a worker
+        scheduler = f"the Dask scheduler at {backend.scheduler!r}" if backend.scheduler else "the embedded Dask scheduler"
+        return ClusterError(
+            f"The connection to {scheduler} was lost during this work ({what}): the scheduler stopped, or the network "
+            "failed. Nothing was returned; run again once the scheduler answers."
+        )
     if isinstance(exc, distributed.KilledWorker):
         return ClusterError(
             f"Workers of {cluster} died while running this work, each one that took the task ({what}): out of "

@@ -68,3 +68,34 @@ def test_mixing_settings_is_refused_with_the_difference(tmp_path):
     assert "runs (2 here, 1 there)" in " ".join(done.stderr.split())
     fresh = invoke("experiment", "exp1", "--quick", "--runs", "2", "--sizes", "40", "-e", "v-stat", "--out", out, "--fresh")
     assert fresh.exit_code == 0 and len(read_csv(tmp_path / "e1" / "results.csv")) == 2 * 6
+
+
+def test_a_failure_part_way_says_where_the_finished_cells_are_and_that_the_command_resumes(tmp_path, monkeypatch):
+    # the third cell meets a lost Dask worker: the error is one line, then where the two
+    # finished cells are; the same command then resumes to the full set
+    from monk_framework.app.experiments.exp1 import Exp1
+    from monk_framework.engine.backends import ClusterError
+
+    original, calls = Exp1.cell_fn, []
+
+    def failing(settings, shared):
+        calls.append(1)
+        if len(calls) == 3:
+            raise ClusterError("The embedded Dask cluster lost a worker during this work.")
+        return original(settings, shared)
+
+    monkeypatch.setattr(Exp1, "cell_fn", staticmethod(failing))
+    out = tmp_path / "e1"
+    args = ["experiment", "exp1", "--quick", "--runs", "1", "--sizes", "40", "-e", "v-stat", "--out", str(out)]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 1, done.output
+    lines = done.stderr.strip().splitlines()
+    assert lines[-2] == "Error: The embedded Dask cluster lost a worker during this work."
+    assert " ".join(lines[-1:]) == f"The 2 finished cells are saved in {out / 'cells.jsonl'}; once the error is fixed, the same command again resumes."
+    monkeypatch.setattr(Exp1, "cell_fn", staticmethod(original))
+    again = invoke(*args)
+    assert again.exit_code == 0 and "(4 computed now, 2 from an earlier run)" in " ".join(again.stderr.split())
+    # a failure before any cell is finished says nothing of saved cells
+    monkeypatch.setattr(Exp1, "cell_fn", staticmethod(lambda settings, shared: (_ for _ in ()).throw(ClusterError("lost."))))
+    first = runner.invoke(app, [*args[:-1], str(tmp_path / "other")])
+    assert first.exit_code == 1 and first.stderr.strip().splitlines() == ["Error: lost."]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -327,3 +329,27 @@ def test_a_worker_that_dies_is_the_clusters_failure_in_one_line_not_a_plugins():
             list(backend.as_completed(_exit_now, [1], None))
     finally:
         backend.close()
+
+
+def test_a_lost_scheduler_is_told_apart_from_a_lost_worker():
+    # the client closes itself once it cannot reconnect to the scheduler (10 s): then the
+    # same CommClosedError means the scheduler, not a worker, went away
+    import types
+
+    import distributed
+    from distributed.comm.core import CommClosedError
+
+    from monk_framework.engine.backends import _cluster_error
+
+    lost = CommClosedError("ConnectionPool closing.")
+    for status, scheduler, message in [
+        ("closed", "tcp://127.0.0.1:8799", r"^The connection to the Dask scheduler at 'tcp://127.0.0.1:8799' was lost during "
+                                           r"this work \(CommClosedError: ConnectionPool closing.\): the scheduler stopped"),
+        ("running", "tcp://127.0.0.1:8799", r"^The Dask cluster at 'tcp://127.0.0.1:8799' lost a worker during this work"),
+        ("running", None, r"^The embedded Dask cluster lost a worker during this work"),
+    ]:
+        backend = types.SimpleNamespace(client=types.SimpleNamespace(status=status), scheduler=scheduler)
+        assert re.match(message, str(_cluster_error(lost, distributed, backend)))
+    # a task's own error is the task's: not the cluster's
+    backend = types.SimpleNamespace(client=types.SimpleNamespace(status="running"), scheduler=None)
+    assert _cluster_error(ValueError("a plugin's fault"), distributed, backend) is None
