@@ -208,7 +208,10 @@ def _load_samples(
         raise ParameterError(f"--data-param {twice[0]} is given twice; give each data set parameter once.")
     ds = get_dataset(dataset, **dict(assigned))
     if ds.input_kind != kernel.input_kind:
-        raise ParameterError(f"Data set {dataset!r} gives {ds.input_kind}s but the kernel takes {kernel.input_kind}s.")
+        fitting = [e.name for e in get_registry().kernels() if e.details.get("input_kind") == ds.input_kind]
+        hint = f"; use a kernel for {ds.input_kind}s ({', '.join(fitting)})" if fitting else ""
+        raise ParameterError(f"Data set {dataset!r} gives {ds.input_kind}s but kernel {kernel.name!r} takes "
+                             f"{kernel.input_kind}s{hint}.")
     if implicit:
         notes = (f"No data given: using the built-in data set {ds.spec()} with seed {seed}.",)
     X, Y = ds.sample(seed)

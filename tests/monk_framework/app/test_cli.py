@@ -323,9 +323,9 @@ def test_string_kernel_runs_on_the_bundled_splice_data_by_default():
 
 def test_string_and_vector_kernels_refuse_each_others_data(tmp_path):
     wrong = invoke("run", "--kernel", "ssk", "--estimator", "v-stat", "--dataset", "gauss")
-    assert wrong.exit_code == 2 and "gives vectors but the kernel takes strings" in wrong.output
+    assert wrong.exit_code == 2 and "gives vectors but kernel 'ssk' takes strings; use a kernel for vectors (energy," in " ".join(wrong.output.split())
     wrong = invoke("run", "--kernel", "rbf", "--estimator", "v-stat", "--dataset", "splice-ie-ie")
-    assert wrong.exit_code == 2 and "gives strings but the kernel takes vectors" in wrong.output
+    assert wrong.exit_code == 2 and "gives strings but kernel 'rbf' takes vectors; use a kernel for strings (ssk)." in " ".join(wrong.output.split())
     (tmp_path / "x.txt").write_text("ACGT\nAGGT\n")
     (tmp_path / "y.fa").write_text(">a\nACG\nT\n>b\nGGTA\n")
     wrong = invoke("run", "--kernel", "rbf", "--estimator", "v-stat", "--x", str(tmp_path / "x.txt"), "--y", str(tmp_path / "y.fa"))
