@@ -70,7 +70,7 @@ class VStatistic(_FromSums):
         return Estimate(
             mmd2=mmd2,
             mmd=math.sqrt(max(mmd2, 0.0)),
-            diagnostics={"tiled": sums.tiled},
+            diagnostics={"tiled": sums.tiled, **({"features": True} if sums.features else {})},
             timings={"gram_s": sums.seconds, "estimate_s": time.perf_counter() - start},
         )
 
@@ -116,7 +116,8 @@ class UStatistic(_FromSums):
         return Estimate(
             mmd2=mmd2,
             mmd=mmd,
-            diagnostics={"negative_mmd2": bool(mmd2 < 0), "root": self.root, "tiled": sums.tiled},
+            diagnostics={"negative_mmd2": bool(mmd2 < 0), "root": self.root, "tiled": sums.tiled,
+                         **({"features": True} if sums.features else {})},
             timings={"gram_s": sums.seconds, "estimate_s": time.perf_counter() - start},
         )
 

@@ -29,6 +29,7 @@ from monk_framework.core.kernels import CONTRACT_RTOL, DIAG_RTOL, Kernel, check_
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import one_blas_thread
+from monk_framework.engine.features import paying_features
 from monk_framework.engine.gram_sources import GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.numerics.compiled import PATTERN_POINTS, every_point_patterns, pack_patterns
@@ -123,6 +124,7 @@ class PooledSample:
         self.cache: dict[str, Any] = {}
         if gram is not None:
             self._use_gram(gram)
+            self.cache["features"] = None  # the caller's Gram matrix is read, not the kernel's features
         elif source is None:
             # the one place a test's kernel values start from: its contract, whichever
             # estimator will read them
@@ -159,6 +161,17 @@ class PooledSample:
         if self._source is None:
             self._source = gram_source(self.kernel, self.Z, resources=self.resources, matrix_free=self.matrix_free)
         return self._source
+
+    @property
+    def features(self) -> np.ndarray | None:
+        """Φ(Z), the kernel's explicit features of the pooled points, when they make the
+        classical sums cheaper than the Gram matrix (:func:`~monk_framework.engine.features.paying_features`);
+        else None. Computed once."""
+        if "features" not in self.cache:
+            found = paying_features(self.kernel, self._parts, self.resources)
+            self.cache["features"] = None if found is None else np.vstack(found)
+        features: np.ndarray | None = self.cache["features"]
+        return features
 
     @property
     def made_source(self) -> GramSource | None:
@@ -222,7 +235,7 @@ def relabelling_batch(pool: PooledSample) -> int:
     """Relabellings per product with the Gram matrix: :func:`batch_size` for a stored one;
     for a matrix-free one as many as a quarter of the memory budget holds in E (every
     batch evaluates the kernel over the whole pooled sample again)."""
-    if pool.stored:
+    if pool.features is not None or pool.stored:
         return batch_size(pool.size)
 
     budget = pool.resources.budget or BATCH_BYTES
@@ -280,6 +293,8 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     """
     perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
     B, size = perms.shape
+    if pool.features is not None:
+        return _feature_sums(pool, pool.features, perms)
     # A stored K gives K 1 in one streaming pass, and a matrix-free source whose K 1 is
     # known already (a MONK estimator needed it) is not walked again for it. Otherwise
     # each batch's product with [E, 1] gives e_bᵀ K e_b, e_bᵀ K 1 and 1ᵀ K 1 at once
@@ -310,6 +325,31 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
                 xx[start:stop] = pool.source.quadratic_forms(W)
                 x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
     assert total is not None  # B >= 1
+    return _with_the_rest(pool, xx, x1, tx, total, d)
+
+
+def _feature_sums(pool: PooledSample, Phi: np.ndarray, perms: np.ndarray) -> SampleSums:
+    """:func:`sample_sums` from the pooled features Φ (K = ΦΦᵀ): with P = Φᵀ E, the sums
+    of relabelling b are e_bᵀ K e_b = ‖P_b‖² and e_bᵀ K 1 = ⟨P_b, Φᵀ 1⟩, O(size·D) a
+    relabelling; the traces come from the kernel's diagonal, as on every other path."""
+    B, size = perms.shape
+    d = pool.diag
+    s = Phi.sum(axis=0)
+    total = float(s @ s)
+    xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
+    step = batch_size(size)
+    for start in range(0, B, step):
+        stop = min(start + step, B)
+        E = indicator_columns(perms[start:stop], pool.n, size)
+        P = Phi.T @ E
+        xx[start:stop] = np.einsum("ij,ij->j", P, P)
+        x1[start:stop], tx[start:stop] = s @ P, d @ E
+    return _with_the_rest(pool, xx, x1, tx, total, d)
+
+
+def _with_the_rest(pool: PooledSample, xx: np.ndarray, x1: np.ndarray, tx: np.ndarray, total: float,
+                   d: np.ndarray) -> SampleSums:
+    """Every relabelling's sums from e_bᵀ K e_b, e_bᵀ K 1, its X trace and 1ᵀ K 1."""
     xy = x1 - xx
     yy = total - x1 - xy
     # every relabelling's V-statistic MMD² is a squared norm: negative proves K is not PSD

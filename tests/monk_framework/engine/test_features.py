@@ -1,0 +1,129 @@
+"""The classical sums from a kernel's explicit features (engine/features.py)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pytest
+
+from monk_framework import Kernel, KernelContractError, estimate, get_registry, permutation_test
+from monk_framework.engine import features as features_module
+from monk_framework.engine.features import FEATURES_PAY
+
+REG = get_registry()
+SPECS = ["linear", "quadratic", "polynomial:degree=3,offset=0.5,scale=0.7", "linear:normalize=true", "quadratic:normalize=true"]
+
+
+def _brute(kernel, X, Y, estimator):
+    """The V- or U-statistic from the three Gram matrices, summed whole."""
+    Kxx, Kyy, Kxy = kernel.gram(X), kernel.gram(Y), kernel.gram(X, Y)
+    n, m = len(X), len(Y)
+    if estimator == "v-stat":
+        return Kxx.mean() + Kyy.mean() - 2 * Kxy.mean()
+    return ((Kxx.sum() - np.trace(Kxx)) / (n * (n - 1)) + (Kyy.sum() - np.trace(Kyy)) / (m * (m - 1))
+            - 2 * Kxy.mean())
+
+
+@pytest.fixture
+def without_features(monkeypatch):
+    """Switch the feature path off: the Gram matrix (stored, or in tiles) as before."""
+    def switch():
+        monkeypatch.setattr(features_module, "FEATURES_PAY", 10**18)
+    return switch
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("estimator", ["u-stat", "v-stat"])
+def test_an_estimate_from_features_is_the_gram_matrix_sum(spec, estimator):
+    gen = np.random.default_rng(7)
+    X, Y = gen.normal(size=(240, 3)), gen.normal(0.2, 1.3, size=(200, 3))
+    kernel = REG.resolve_kernel(spec)
+    result = estimate(kernel, estimator, X, Y)
+    assert result.diagnostics.get("features") is True
+    assert result.mmd2 == pytest.approx(_brute(kernel, X, Y, estimator), rel=1e-12, abs=1e-15)
+
+
+def test_features_are_used_only_where_they_pay():
+    # D = 10 features for the quadratic kernel at d = 3: 16 D = 160 points needed
+    gen = np.random.default_rng(8)
+    kernel = REG.get_kernel("quadratic")
+    assert kernel.features(np.zeros((1, 3))).shape == (1, 10) and FEATURES_PAY == 16
+    few = estimate(kernel, "u-stat", gen.normal(size=(70, 3)), gen.normal(size=(80, 3)))
+    many = estimate(kernel, "u-stat", gen.normal(size=(80, 3)), gen.normal(size=(80, 3)))
+    assert "features" not in few.diagnostics and many.diagnostics["features"] is True
+    # nor over the memory budget, nor for a kernel without them
+    X, Y = gen.normal(size=(400, 3)), gen.normal(size=(400, 3))
+    assert "features" not in estimate(kernel, "u-stat", X, Y, max_memory=8 * 800 * 10 - 1).diagnostics
+    assert "features" not in estimate("rbf", "u-stat", X, Y).diagnostics
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("estimator", ["u-stat", "v-stat"])
+def test_a_test_from_features_has_the_gram_matrix_statistics(spec, estimator, without_features):
+    gen = np.random.default_rng(9)
+    X, Y = gen.normal(size=(150, 2)), gen.normal(0.25, 1.0, size=(170, 2))
+    fast = permutation_test(spec, estimator, X, Y, n_permutations=199, rng=3, return_null=True)
+    without_features()
+    slow = permutation_test(spec, estimator, X, Y, n_permutations=199, rng=3, return_null=True)
+    scale = np.abs(slow.null_distribution).max()
+    np.testing.assert_allclose(fast.null_distribution, slow.null_distribution, rtol=1e-10, atol=1e-12 * scale)
+    assert fast.statistic_mmd2 == pytest.approx(slow.statistic_mmd2, rel=1e-10)
+    assert fast.pvalue == slow.pvalue
+
+
+def test_a_precomputed_gram_matrix_is_read_not_the_kernels_features():
+    # the caller's K (say, of another kernel) decides the statistics, as before
+    from monk_framework.core.resources import Resources
+    from monk_framework.engine.pooled import PooledSample, sample_sums
+
+    gen = np.random.default_rng(10)
+    X, Y = gen.normal(size=(100, 2)), gen.normal(size=(100, 2))
+    kernel = REG.get_kernel("linear")
+    Z = np.vstack([X, Y])
+    K = 2.0 * (Z @ Z.T)
+    pool = PooledSample(kernel, X, Y, resources=Resources(), gram=K)
+    assert pool.features is None
+    sums = sample_sums(pool, np.arange(200)[None, :])
+    assert sums.xx[0] == pytest.approx(K[:100, :100].sum(), rel=1e-12)
+
+
+@attrs.frozen(kw_only=True)
+class MisfeaturedKernel(Kernel):
+    """A linear kernel whose features are twice what they should be."""
+
+    name: ClassVar[str] = "misfeatured"
+    summary: ClassVar[str] = "A kernel plugin whose features are not its kernel's."
+    has_features: ClassVar[bool] = True
+
+    def compute_gram(self, X, Y):
+        return X @ Y.T
+
+    def compute_diag(self, X):
+        return np.einsum("ij,ij->i", X, X)
+
+    def compute_features(self, X):
+        return 2.0 * X
+
+
+def test_features_that_disagree_with_the_kernel_are_refused_by_name():
+    gen = np.random.default_rng(11)
+    X, Y = gen.normal(size=(200, 2)), gen.normal(size=(200, 2))
+    for run in (lambda: estimate(MisfeaturedKernel(), "u-stat", X, Y),
+                lambda: permutation_test(MisfeaturedKernel(), "v-stat", X, Y, n_permutations=19, rng=0)):
+        with pytest.raises(KernelContractError, match=r"kernel 'misfeatured' \(.*MisfeaturedKernel\): its features disagree "
+                           r"with its kernel values: <features\(z_\d+\), features\(z_\d+\)> = .* where k\(z_\d+, z_\d+\) = "):
+            run()
+
+
+def test_a_million_points_take_seconds_not_the_hours_of_their_gram_matrix():
+    # 10^6 + 10^6 points: (2·10^6)² kernel values would take hours; their features take
+    # a product of sums (the sums of 1, x and x² for the quadratic kernel at d = 1)
+    gen = np.random.default_rng(12)
+    X, Y = gen.normal(size=(10**6, 1)), gen.normal(0.1, 1.0, size=(10**6, 1))
+    result = estimate("quadratic", "v-stat", X, Y)
+    # (xy + 1)² = x²y² + 2xy + 1: MMD_V² = (m2x − m2y)² + 2 (m1x − m1y)²
+    m1x, m1y, m2x, m2y = X.mean(), Y.mean(), (X**2).mean(), (Y**2).mean()
+    assert result.diagnostics["features"] is True
+    assert result.mmd2 == pytest.approx((m2x - m2y) ** 2 + 2 * (m1x - m1y) ** 2, rel=1e-9)
