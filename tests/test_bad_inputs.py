@@ -494,9 +494,22 @@ class Lopsided(Scribbler):
         return K
 
 
+@attrs.frozen(kw_only=True)
+class Misfeatured(Scribbler):
+    name: ClassVar[str] = "misfeatured"
+    summary: ClassVar[str] = "The linear kernel, whose features are twice its own."
+    has_features: ClassVar[bool] = True
+
+    def compute_gram(self, X, Y):
+        return X @ Y.T
+
+    def compute_features(self, X):
+        return 2.0 * X
+
+
 @hookimpl
 def monk_kernels():
-    return [Scribbler, Quitter, NaNKernel, Complexer, BadFit, BadSpec, Lopsided]
+    return [Scribbler, Quitter, NaNKernel, Complexer, BadFit, BadSpec, Lopsided, Misfeatured]
 
 
 @hookimpl
@@ -549,6 +562,9 @@ PLUGIN_CASES: list[tuple[str, list[str], int, str, dict[str, str]]] = [
      r"estimator 'nan-blocks' \(monk_hostile.NaNBlocks\): mmd2_from_sums returned nan for these kernel sums", {}),
     ("plugin-whole-gram-asymmetric", ["run", "-k", "lopsided", "-e", "u-stat", *SMALL], 1,
      r"kernel 'lopsided' \(monk_hostile.Lopsided\) is not symmetric", {}),
+    # the classical sums read a kernel's features: MMD² 4 times the kernel's own
+    ("plugin-features-disagree", ["run", "-k", "misfeatured", "-e", "u-stat", *SMALL], 1,
+     r"kernel 'misfeatured' \(monk_hostile.Misfeatured\): its features disagree with its kernel values", {}),
     ("plugin-failed-import-named", ["run", "-k", "rq", "-e", "u-stat", *SMALL], 2,
      r"Unknown kernel 'rq'.*could not be loaded: monk-broken-rq==1.2.3\[rq\]: failed to import 'monk_broken_rq': "
      r"ImportError: scipy.special.rq is gone", {}),

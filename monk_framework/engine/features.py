@@ -59,13 +59,17 @@ def _check_against_values(kernel: Kernel, parts: Sequence[np.ndarray], features:
     half = max(1, CONTRACT_CHECK_POINTS // len(parts))
     A = np.vstack([p[:half] for p in parts])
     F = np.vstack([f[:half] for f in features])
+    # each checked point by its sample and index: x_3, y_0 (z_i beyond two samples)
+    letters = "xy" if len(parts) == 2 else "z" * len(parts)
+    names = [f"{letters[k]}_{i}" for k, p in enumerate(parts) for i in range(min(half, len(p)))]
     values = kernel.gram_tile(A, A)
     scale = np.sqrt(np.abs(np.diag(values)))
     gap = np.abs(F @ F.T - values) - FEATURE_TOLERANCE * np.outer(scale, scale)
     if np.any(gap > 0):
         i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
+        a, b = names[i], names[j]
         raise KernelContractError(
-            f"{kernel.plugin_label()}: its features disagree with its kernel values: <features(z_{i}), "
-            f"features(z_{j})> = {float(F[i] @ F[j]):.6g} where k(z_{i}, z_{j}) = {float(values[i, j]):.6g}. "
-            "compute_features must give features(X) @ features(Y).T = k(X, Y) (or has_features must be False)."
+            f"{kernel.plugin_label()}: its features disagree with its kernel values: <features({a}), features({b})> = "
+            f"{float(F[i] @ F[j]):.6g} where k({a}, {b}) = {float(values[i, j]):.6g}. compute_features must give "
+            "features(X) @ features(Y).T = k(X, Y) (or has_features must be False)."
         )

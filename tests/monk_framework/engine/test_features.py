@@ -113,7 +113,7 @@ def test_features_that_disagree_with_the_kernel_are_refused_by_name():
     for run in (lambda: estimate(MisfeaturedKernel(), "u-stat", X, Y),
                 lambda: permutation_test(MisfeaturedKernel(), "v-stat", X, Y, n_permutations=19, rng=0)):
         with pytest.raises(KernelContractError, match=r"kernel 'misfeatured' \(.*MisfeaturedKernel\): its features disagree "
-                           r"with its kernel values: <features\(z_\d+\), features\(z_\d+\)> = .* where k\(z_\d+, z_\d+\) = "):
+                           r"with its kernel values: <features\([xy]_\d+\), features\([xy]_\d+\)> = .* where k\([xy]_\d+, [xy]_\d+\) = "):
             run()
 
 
