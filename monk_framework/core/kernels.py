@@ -995,6 +995,11 @@ class _Pair(Kernel):
         return self.left.nonnegative and self.right.nonnegative
 
     @property
+    def has_features(self) -> bool:  # type: ignore[override]
+        # a combination of two finite feature maps is one (concatenated, or their products)
+        return self.left.has_features and self.right.has_features
+
+    @property
     def is_fitted(self) -> bool:
         return self.left.is_fitted and self.right.is_fitted
 
@@ -1027,6 +1032,10 @@ class SumKernel(_Pair):
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.left.gram_tile(X, Y) + self.right.gram_tile(X, Y)
 
+    def compute_features(self, X: Any) -> np.ndarray:
+        # ⟨[φ₁(x), φ₂(x)], [φ₁(y), φ₂(y)]⟩ = k₁(x, y) + k₂(x, y)
+        return np.hstack([self.left.features(X), self.right.features(X)])
+
     def compute_diag(self, X: Any) -> np.ndarray:
         return self.left.diag_tile(X) + self.right.diag_tile(X)
 
@@ -1050,6 +1059,11 @@ class ProductKernel(_Pair):
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.left.gram_tile(X, Y) * self.right.gram_tile(X, Y)
+
+    def compute_features(self, X: Any) -> np.ndarray:
+        # ⟨φ₁(x) ⊗ φ₂(x), φ₁(y) ⊗ φ₂(y)⟩ = k₁(x, y) · k₂(x, y)
+        F, G = self.left.features(X), self.right.features(X)
+        return (F[:, :, None] * G[:, None, :]).reshape(len(F), -1)
 
     def compute_diag(self, X: Any) -> np.ndarray:
         return self.left.diag_tile(X) * self.right.diag_tile(X)
@@ -1098,6 +1112,10 @@ class _Wrapping(Kernel):
         return self.kernel.nonnegative
 
     @property
+    def has_features(self) -> bool:  # type: ignore[override]
+        return self.kernel.has_features
+
+    @property
     def is_fitted(self) -> bool:
         return self.kernel.is_fitted
 
@@ -1124,6 +1142,9 @@ class ScaledKernel(_Wrapping):
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.c * self.kernel.gram_tile(X, Y)
+
+    def compute_features(self, X: Any) -> np.ndarray:
+        return math.sqrt(self.c) * self.kernel.features(X)
 
     def compute_diag(self, X: Any) -> np.ndarray:
         return self.c * self.kernel.diag_tile(X)
@@ -1190,6 +1211,17 @@ class ClippedKernel(_Wrapping):
         if inside.any():
             idx = np.flatnonzero(inside)
             out[idx] = self.kernel.pair_values(take(A, idx), take(B, idx), check=False) * sa[idx] * sb[idx]
+        return out
+
+    def compute_features(self, X: Any) -> np.ndarray:
+        # φ_c(x) = φ₀(x)·s(x); a point beyond float64 has the feature 0, as in compute_gram
+        # (its φ₀ may not be finite: it is never computed)
+        s = self.shrink(self.kernel.diag_tile(X, overflow=True))
+        inside = np.flatnonzero(s > 0.0)
+        width = self.kernel.features(take(X, inside[:1]) if len(inside) else np.zeros_like(X[:1])).shape[1]
+        out = np.zeros((len(s), width))
+        if len(inside):
+            out[inside] = self.kernel.features(take(X, inside)) * s[inside, None]
         return out
 
     def compute_diag(self, X: Any) -> np.ndarray:

@@ -127,3 +127,54 @@ def test_a_million_points_take_seconds_not_the_hours_of_their_gram_matrix():
     m1x, m1y, m2x, m2y = X.mean(), Y.mean(), (X**2).mean(), (Y**2).mean()
     assert result.diagnostics["features"] is True
     assert result.mmd2 == pytest.approx((m2x - m2y) ** 2 + 2 * (m1x - m1y) ** 2, rel=1e-9)
+
+
+def _composites():
+    from monk_framework.core.kernels import ClippedKernel
+
+    lin, quad = REG.get_kernel("linear"), REG.get_kernel("quadratic")
+    return {"sum": lin + quad, "product": lin * quad, "scaled": 2.5 * quad, "clipped": ClippedKernel(c=5.0, kernel=quad),
+            "clipped product": ClippedKernel(c=3.0, kernel=lin * lin)}
+
+
+@pytest.mark.parametrize("name", list(_composites()))
+def test_combinations_of_kernels_with_features_have_features(name, without_features):
+    # sums concatenate, products multiply (a Kronecker product of the rows), c·k scales by
+    # √c, clipping shrinks each row by s(x) = min(1, c/‖φ(x)‖)
+    kernel = _composites()[name]
+    gen = np.random.default_rng(13)
+    X, Y = gen.normal(size=(300, 2)), gen.normal(0.2, 1.0, size=(300, 2))
+    X[:3] = 300.0  # beyond every clipping radius
+    assert kernel.has_features
+    np.testing.assert_allclose(kernel.features(X) @ kernel.features(Y).T, kernel.gram(X, Y), rtol=1e-12,
+                               atol=1e-12 * np.abs(kernel.gram(X, Y)).max())
+    fast = estimate(kernel, "v-stat", X, Y)
+    without_features()
+    slow = estimate(kernel, "v-stat", X, Y)
+    assert fast.diagnostics["features"] is True and "features" not in slow.diagnostics
+    assert fast.mmd2 == pytest.approx(slow.mmd2, rel=1e-12)
+
+
+def test_a_clipped_point_beyond_float64_has_the_feature_0_as_its_kernel_row_is():
+    from monk_framework.core.kernels import ClippedKernel
+
+    kernel = ClippedKernel(c=5.0, kernel=REG.get_kernel("quadratic"))
+    X = np.array([[1e200], [0.5], [-1.0]])
+    F = kernel.features(X)
+    assert np.all(F[0] == 0.0) and np.all(np.isfinite(F))
+    np.testing.assert_allclose(F @ F.T, kernel.gram(X), rtol=1e-12, atol=1e-15)
+
+
+def test_the_robust_clip_test_reads_the_features_with_the_same_p_value(without_features):
+    # dcMMD on the clipped quadratic kernel: the guaranteed-level test for any kernel
+    from monk_framework import robust_test
+
+    gen = np.random.default_rng(14)
+    X, Y = gen.normal(size=(400, 3)), gen.normal(size=(400, 3))
+    X[:, 0] += 0.35
+    X[:5] = 300.0 / np.sqrt(3)
+    fast = robust_test("quadratic", X, Y, contamination=5, method="clip", n_permutations=199, rng=2)
+    without_features()
+    slow = robust_test("quadratic", X, Y, contamination=5, method="clip", n_permutations=199, rng=2)
+    assert fast.pvalue == slow.pvalue and fast.certificate == slow.certificate
+    assert fast.statistic == pytest.approx(slow.statistic, rel=1e-10)
