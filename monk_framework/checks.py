@@ -140,6 +140,10 @@ def check_kernel(cls: type[Kernel]) -> None:
         F, G = np.asarray(kernel.features(Xv)), np.asarray(kernel.features(Yv))
         if F.ndim != 2 or len(F) != 30 or _relative(F @ G.T, Kxy) > RTOL:
             _fail(label, "has_features is true but features(X) @ features(Y).T is not k(X, Y).")
+        if isinstance(Xv, np.ndarray):
+            count = kernel.feature_count(Xv)
+            if count != F.shape[1]:
+                _fail(label, f"compute_feature_count({Xv.shape[1]}) gives {count}, but features(X) has {F.shape[1]} columns.")
     kappa = kernel.sup_diag()
     if kappa is not None and d.max() > kappa * (1 + 1e-12):
         _fail(label, f"declares sup_x k(x, x) = {kappa:.6g} (sup_diag) but k(x, x) reaches {d.max():.6g}.")

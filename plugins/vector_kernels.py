@@ -83,6 +83,9 @@ class LinearKernel(Kernel):
             return (np.abs(X).max(axis=1) > 0).astype(np.float64)  # 1 for x != 0, without squaring
         return _row_norms_sq(X)
 
+    def compute_feature_count(self, d: int) -> int:
+        return d
+
     def compute_features(self, X: np.ndarray) -> np.ndarray:
         if self.normalize:
             s = _normalised_scale(X)
@@ -151,18 +154,23 @@ class _PolynomialCore:
             return ((self.offset > 0) | (np.abs(X).max(axis=1) > 0) & (self.scale > 0)).astype(np.float64)
         return self._base_diag(X) ** self.power
 
+    def _degrees(self) -> list[tuple[int, float]]:
+        """(k, C(p, k) c^(p−k) s^k) for the degrees k of monomials with a nonzero weight."""
+        p, s, c = self.power, self.scale, self.offset
+        pairs = [(k, math.comb(p, k) * c ** (p - k) * s**k) for k in range(p + 1)]
+        return [(k, w) for k, w in pairs if w != 0.0]
+
+    def compute_feature_count(self, d: int) -> int:
+        # the multisets of size k of d coordinates, for each degree k kept
+        return sum(math.comb(d + k - 1, k) for k, _ in self._degrees())
+
     def compute_features(self, X: np.ndarray) -> np.ndarray:
         # (s<x,y> + c)^p = sum_k C(p,k) c^(p-k) s^k <x,y>^k and
         # <x,y>^k = sum over multisets alpha of size k of multinomial(alpha) x^alpha y^alpha
         n, d = X.shape
-        p, s, c = self.power, self.scale, self.offset
-        count = sum(math.comb(d + k - 1, k) for k in range(p + 1) if c > 0 or k == p)
-        check_memory(n, count, what="feature matrix")
+        check_memory(n, self.compute_feature_count(d), what="feature matrix")
         columns = []
-        for k in range(p + 1):
-            weight = math.comb(p, k) * c ** (p - k) * s**k
-            if weight == 0.0:
-                continue
+        for k, weight in self._degrees():
             for alpha in combinations_with_replacement(range(d), k):
                 multinomial = math.factorial(k)
                 for times in Counter(alpha).values():

@@ -346,6 +346,22 @@ class Kernel(Configurable):
             )
         return self.check_finite(values)
 
+    def feature_count(self, X: Any) -> int:
+        """D, the features a point of the validated vector sample X has: the plugin's
+        :meth:`compute_feature_count`, checked to be a whole number >= 1, or else the
+        width of the features of X's first point."""
+        d = int(X.shape[1]) if isinstance(X, np.ndarray) and X.ndim == 2 else 1
+        with plugin_code(self, "compute_feature_count"):
+            count = self.compute_feature_count(d)
+        if count is None:
+            return int(self.features(X[:1]).shape[1])
+        if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral) or count < 1:
+            raise KernelContractError(
+                f"{self.plugin_label()}: compute_feature_count({d}) returned {shown(count)}; it must return the number "
+                "of features a point has (an int >= 1), or None."
+            )
+        return int(count)
+
     def pair_values(self, A: Any, B: Any, *, check: bool = True) -> np.ndarray:
         """k(a_l, b_l) for the pairs l of two validated samples of one length (the diagonal
         of k(A, B), without the rest): the kernel's ``compute_pair_values`` when it has
@@ -480,6 +496,13 @@ class Kernel(Configurable):
     def compute_features(self, X: Any) -> np.ndarray:
         """Φ(X), rows the explicit features of the points (kernels with ``has_features``)."""
         raise not_implemented(self, "compute_features")
+
+    def compute_feature_count(self, d: int) -> int | None:
+        """D, the number of features :meth:`compute_features` gives a point of ``d``
+        coordinates (kernels with ``has_features``); None (the default) when only
+        computing the features of a point tells. The engine asks it before it decides to
+        compute any (a polynomial kernel of high degree has more features than points)."""
+        return None
 
     def compute_block_gram(self, Z: Any, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
         """Wᵀ K W for the Gram matrix K of a validated sample Z, with ``diag`` on its
@@ -1036,6 +1059,10 @@ class SumKernel(_Pair):
         # ⟨[φ₁(x), φ₂(x)], [φ₁(y), φ₂(y)]⟩ = k₁(x, y) + k₂(x, y)
         return np.hstack([self.left.features(X), self.right.features(X)])
 
+    def compute_feature_count(self, d: int) -> int | None:
+        a, b = self.left.compute_feature_count(d), self.right.compute_feature_count(d)
+        return None if a is None or b is None else a + b
+
     def compute_diag(self, X: Any) -> np.ndarray:
         return self.left.diag_tile(X) + self.right.diag_tile(X)
 
@@ -1064,6 +1091,10 @@ class ProductKernel(_Pair):
         # ⟨φ₁(x) ⊗ φ₂(x), φ₁(y) ⊗ φ₂(y)⟩ = k₁(x, y) · k₂(x, y)
         F, G = self.left.features(X), self.right.features(X)
         return (F[:, :, None] * G[:, None, :]).reshape(len(F), -1)
+
+    def compute_feature_count(self, d: int) -> int | None:
+        a, b = self.left.compute_feature_count(d), self.right.compute_feature_count(d)
+        return None if a is None or b is None else a * b
 
     def compute_diag(self, X: Any) -> np.ndarray:
         return self.left.diag_tile(X) * self.right.diag_tile(X)
@@ -1114,6 +1145,9 @@ class _Wrapping(Kernel):
     @property
     def has_features(self) -> bool:  # type: ignore[override]
         return self.kernel.has_features
+
+    def compute_feature_count(self, d: int) -> int | None:
+        return self.kernel.compute_feature_count(d)
 
     @property
     def is_fitted(self) -> bool:

@@ -44,7 +44,7 @@ def paying_features(kernel: Kernel, parts: Sequence[Sample], resources: Resource
         return None
     size = sum(len(p) for p in arrays)
     first = next(p for p in arrays if len(p))
-    D = kernel.features(first[:1]).shape[1]
+    D = kernel.feature_count(first)
     if D * FEATURES_PAY > size or not resources.fits(8.0 * size * D):
         return None
     features = [kernel.features(p) for p in arrays]

@@ -241,8 +241,39 @@ class ReusedDiagBuffer(Dot):
         return out
 
 
+@attrs.frozen(kw_only=True)
+class FeaturedDot(Dot):
+    """The dot product with its features (the identity) and their number."""
+
+    name: ClassVar[str] = "featured-dot"
+    has_features: ClassVar[bool] = True
+
+    def compute_features(self, X):
+        return X.copy()
+
+    def compute_feature_count(self, d):
+        return d
+
+
+@attrs.frozen(kw_only=True)
+class MiscountedFeatures(FeaturedDot):
+    name: ClassVar[str] = "miscounted-features"
+
+    def compute_feature_count(self, d):
+        return d + 1
+
+
+@attrs.frozen(kw_only=True)
+class WrongFeatures(FeaturedDot):
+    name: ClassVar[str] = "wrong-features"
+
+    def compute_features(self, X):
+        return 2.0 * X
+
+
 def test_a_true_shift_free_declaration_passes():
     check_kernel(Dot)
+    check_kernel(FeaturedDot)
 
 
 @pytest.mark.parametrize(
@@ -264,6 +295,8 @@ def test_a_true_shift_free_declaration_passes():
         (WrongPairs, r"compute_pair_values\(A, B\) is not the diagonal of k\(A, B\)"),
         (ReusedBuffer, r"compute_gram wrote into the array it had returned before \(a reused output buffer\?\)"),
         (ReusedDiagBuffer, r"compute_diag wrote into the array it had returned before"),
+        (WrongFeatures, r"has_features is true but features\(X\) @ features\(Y\).T is not k\(X, Y\)"),
+        (MiscountedFeatures, r"compute_feature_count\(\d+\) gives (\d+), but features\(X\) has \d+ columns"),
     ],
 )
 def test_broken_kernels_are_caught_by_name(cls, message):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 import attrs
@@ -178,3 +179,48 @@ def test_the_robust_clip_test_reads_the_features_with_the_same_p_value(without_f
     slow = robust_test("quadratic", X, Y, contamination=5, method="clip", n_permutations=199, rng=2)
     assert fast.pvalue == slow.pvalue and fast.certificate == slow.certificate
     assert fast.statistic == pytest.approx(slow.statistic, rel=1e-10)
+
+
+@pytest.mark.parametrize("spec", [*SPECS, "polynomial:degree=4,offset=0", "polynomial:degree=2,offset=1e-300,scale=1"])
+@pytest.mark.parametrize("d", [1, 3, 7])
+def test_the_feature_count_is_the_width_of_the_features(spec, d):
+    # asked before any feature is computed: C(d + p, p) monomials, or those of degree p
+    # alone without an offset (and without those whose weight underflows)
+    kernel = REG.resolve_kernel(spec)
+    X = np.random.default_rng(d).normal(size=(4, d))
+    assert kernel.feature_count(X) == kernel.features(X).shape[1]
+    for name, combined in _composites().items():
+        Z = np.random.default_rng(d).normal(size=(4, d))
+        assert combined.feature_count(Z) == combined.features(Z).shape[1], name
+
+
+def test_a_kernel_with_more_features_than_points_never_computes_them(monkeypatch):
+    # polynomial of degree 30 at d = 50: about 8.9e21 features a point; the Gram matrix it is
+    kernel = REG.get_kernel("polynomial", degree=30)
+    X = np.random.default_rng(15).normal(size=(100, 50)) / 10
+    assert kernel.feature_count(X) == 8871412534840453463008
+
+    def never(self, X):
+        raise AssertionError("features were computed")
+
+    monkeypatch.setattr(type(kernel), "compute_features", never)
+    result = estimate(kernel, "u-stat", X, X[::-1] + 0.01)
+    assert "features" not in result.diagnostics and np.isfinite(result.mmd2)
+
+
+@pytest.mark.parametrize(("count", "said"), [(0, "0"), (2.5, "2.5"), (True, "True"), ("3", "'3'")])
+def test_a_plugin_feature_count_that_is_no_count_is_refused_by_name(count, said):
+    @attrs.frozen(kw_only=True)
+    class Counting(MisfeaturedKernel):
+        name: ClassVar[str] = "counting"
+
+        def compute_features(self, X):
+            return X.copy()
+
+        def compute_feature_count(self, d):
+            return count
+
+    X = np.random.default_rng(16).normal(size=(200, 2))
+    with pytest.raises(KernelContractError, match=rf"kernel 'counting' .*: compute_feature_count\(2\) returned {re.escape(said)}; it "
+                       r"must return the number of features a point has"):
+        estimate(Counting(), "v-stat", X, X + 1)
