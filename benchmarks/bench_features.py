@@ -4,7 +4,7 @@ quadratic kernels, estimate and permutation test, each path in the same run.
     python benchmarks/bench_features.py              # N = M = 1000 and 5000, d = 5, B = 1000
     python benchmarks/bench_features.py --sizes 20000 --permutations 200
 
-* features: the default (``monk_framework.engine.features``: with D features a point,
+* features: the default (``monk_framework.core.kernels.paying_features``: with D features a point,
   at most 1/16 of the points, the sums are products of feature sums);
 * Gram: the same calls with the feature path switched off (``FEATURES_PAY`` set beyond
   any sample), as before it existed: the stored Gram matrix, or its tiles.
@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from monk_framework import estimate, get_registry
-from monk_framework.engine import features
+from monk_framework.core import kernels as features
 from monk_framework.two_sample import permutation_test
 
 

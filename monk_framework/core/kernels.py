@@ -22,7 +22,7 @@ import inspect
 import math
 import numbers
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar, Self
 
@@ -56,6 +56,8 @@ __all__ = [
     "CHUNK_BYTES",
     "COMPOSITES",
     "ClippedKernel",
+    "FEATURES_PAY",
+    "FEATURE_TOLERANCE",
     "Kernel",
     "PAIR_BLOCK",
     "ProductKernel",
@@ -67,6 +69,7 @@ __all__ = [
     "check_squared_norm",
     "counted_in_turn",
     "in_turn",
+    "paying_features",
     "rectangular_gram_of",
     "scale",
     "weighted_gram",
@@ -1289,6 +1292,65 @@ def scale(c: Any, kernel: Kernel) -> Kernel:
     return ScaledKernel(c=value, kernel=kernel)
 
 
+# -- explicit finite features, where they make sums of kernel values cheap -----------------
+#
+# A kernel with a finite feature map Φ (``has_features``: linear, polynomial, quadratic,
+# and their sums, products, multiples and clipped versions) has K = ΦΦᵀ, so every sum of
+# kernel values the classical statistics and the embeddings need is a product of feature
+# sums: Σ_ij u_i k(a_i, b_j) v_j = ⟨Φ(A)ᵀu, Φ(B)ᵀv⟩, O((N + M) D) work instead of N·M kernel
+# values. The engine's sums (kernel_sums, sample_sums) and the embeddings' (bilinear,
+# weighted_gram) read them when D is at most 1/FEATURES_PAY of the points and they fit in
+# the budget, after holding them to the kernel's own values on the points the kernel
+# contract checks (a plugin whose features disagree is refused, never trusted).
+
+#: the features replace the Gram matrix when there are at least this many points for each
+#: feature: below, N² kernel values at the rate of a GEMM are no dearer than N·D products
+FEATURES_PAY = 16
+
+#: |⟨φ(a), φ(b)⟩ − k(a, b)| allowed, relative to √(k(a, a) k(b, b)): round-off, not a fault
+FEATURE_TOLERANCE = 1e-9
+
+
+def paying_features(kernel: Kernel, parts: Sequence[Sample], resources: Resources) -> list[np.ndarray] | None:
+    """Φ of each sample in ``parts`` (validated vector samples), or None when the kernel
+    has no finite feature map, its D features a point are more than 1/FEATURES_PAY of the
+    points, or the feature matrices would not fit in the budget of ``resources``."""
+    arrays = [p for p in parts if isinstance(p, np.ndarray) and p.ndim == 2]
+    if not kernel.has_features or len(arrays) != len(parts) or not any(len(p) for p in arrays):
+        return None
+    size = sum(len(p) for p in arrays)
+    first = next(p for p in arrays if len(p))
+    D = kernel.feature_count(first)
+    if D * FEATURES_PAY > size or not resources.fits(8.0 * size * D):
+        return None
+    features = [kernel.features(p) for p in arrays]
+    _check_against_values(kernel, arrays, features)
+    return features
+
+
+def _check_against_values(kernel: Kernel, parts: Sequence[np.ndarray], features: Sequence[np.ndarray]) -> None:
+    """Φ(A) Φ(A)ᵀ against k(A, A) on the leading points of each part (those the kernel
+    contract checks): a plugin's features that are not its kernel's would give another
+    MMD without a word."""
+    half = max(1, CONTRACT_CHECK_POINTS // len(parts))
+    A = np.vstack([p[:half] for p in parts])
+    F = np.vstack([f[:half] for f in features])
+    # each checked point by its sample and index: x_3, y_0 (z_i beyond two samples)
+    letters = "xy" if len(parts) == 2 else "z" * len(parts)
+    names = [f"{letters[k]}_{i}" for k, p in enumerate(parts) for i in range(min(half, len(p)))]
+    values = kernel.gram_tile(A, A)
+    scale = np.sqrt(np.abs(np.diag(values)))
+    gap = np.abs(F @ F.T - values) - FEATURE_TOLERANCE * np.outer(scale, scale)
+    if np.any(gap > 0):
+        i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
+        a, b = names[i], names[j]
+        raise KernelContractError(
+            f"{kernel.plugin_label()}: its features disagree with its kernel values: <features({a}), features({b})> = "
+            f"{float(F[i] @ F[j]):.6g} where k({a}, {b}) = {float(values[i, j]):.6g}. compute_features must give "
+            "features(X) @ features(Y).T = k(X, Y) (or has_features must be False)."
+        )
+
+
 # -- reductions an embedding needs, within the memory budget -------------------------------
 
 
@@ -1312,6 +1374,12 @@ def weighted_gram(
     witness values never need its whole Gram matrix). ``report(done)`` is told the kernel
     values evaluated so far, band by band."""
     m = len(B)
+    features = paying_features(kernel, (A, B), resources)
+    if features is not None:
+        # K(A, B) v = Φ(A) (Φ(B)ᵀ v): no kernel value between points
+        if report is not None:
+            report(float(len(A)) * m)
+        return features[0] @ (features[1].T @ v)
     if resources.fits(8.0 * len(A) * m):
         return kernel.whole_gram(A, B, run_bands=None if report is None else counted_in_turn(m, report)) @ v
     out = np.empty(len(A))
@@ -1370,6 +1438,12 @@ def bilinear(
     A kernel computed whole (:meth:`Kernel.computes_gram_whole`, the SSK, whose tiles would
     each rebuild its per-string tables) is read from its whole Gram matrix when that fits."""
     other = A if B is None else B
+    features = paying_features(kernel, (A,) if B is None else (A, B), resources)
+    if features is not None:
+        # uᵀ Φ(A) Φ(B)ᵀ v = ⟨Φ(A)ᵀ u, Φ(B)ᵀ v⟩: no kernel value between points
+        if report is not None:
+            report(len(A) * (len(A) + 1) / 2.0 if B is None else float(len(A)) * len(other))
+        return float((features[0].T @ u) @ (features[-1].T @ v))
     if kernel.computes_gram_whole() and resources.fits(8.0 * len(A) * len(other)):
         K = kernel.whole_gram(A, B)
         if report is not None:

@@ -25,11 +25,10 @@ import attrs
 import numpy as np
 
 from monk_framework.core.errors import ParameterError
-from monk_framework.core.kernels import CONTRACT_RTOL, DIAG_RTOL, Kernel, check_squared_norm
+from monk_framework.core.kernels import CONTRACT_RTOL, DIAG_RTOL, Kernel, check_squared_norm, paying_features
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import one_blas_thread
-from monk_framework.engine.features import paying_features
 from monk_framework.engine.gram_sources import GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.numerics.compiled import PATTERN_POINTS, every_point_patterns, pack_patterns
@@ -165,7 +164,7 @@ class PooledSample:
     @property
     def features(self) -> np.ndarray | None:
         """Φ(Z), the kernel's explicit features of the pooled points, when they make the
-        classical sums cheaper than the Gram matrix (:func:`~monk_framework.engine.features.paying_features`);
+        classical sums cheaper than the Gram matrix (:func:`~monk_framework.core.kernels.paying_features`);
         else None. Computed once."""
         if "features" not in self.cache:
             found = paying_features(self.kernel, self._parts, self.resources)

@@ -10,11 +10,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from monk_framework.core.errors import KernelOverflowError
-from monk_framework.core.kernels import Kernel
+from monk_framework.core.kernels import Kernel, paying_features
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import in_this_process
-from monk_framework.engine.features import paying_features
 from monk_framework.engine.gram_sources import GramSource
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.spread import spread_kernel_sums
@@ -36,7 +35,7 @@ class KernelSums:
     max_diag: float
     tiled: bool
     seconds: float
-    #: whether they came from the kernel's explicit features (:mod:`~monk_framework.engine.features`)
+    #: whether they came from the kernel's explicit features (:func:`~monk_framework.core.kernels.paying_features`)
     features: bool = False
 
 
@@ -46,7 +45,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
     for a kernel that computes its Gram matrix whole (:meth:`Kernel.computes_gram_whole`,
     the SSK), from the stored Gram matrix of the pooled sample when it fits in the budget;
     for a kernel with a few explicit features (the linear and polynomial kernels), from
-    their sums (:func:`~monk_framework.engine.features.paying_features`).
+    their sums (:func:`~monk_framework.core.kernels.paying_features`).
 
     Tiles never write a matrix: from a few hundred points they are 3–4 times faster than
     stored matrices summed afterwards, in memory that does not grow with n² (a test's

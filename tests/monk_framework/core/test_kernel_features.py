@@ -1,4 +1,5 @@
-"""The classical sums from a kernel's explicit features (engine/features.py)."""
+"""Sums of kernel values from a kernel's explicit features (core/kernels.py's paying_features): the
+classical statistics, their tests and the embeddings."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import numpy as np
 import pytest
 
 from monk_framework import Kernel, KernelContractError, estimate, get_registry, permutation_test
-from monk_framework.engine import features as features_module
-from monk_framework.engine.features import FEATURES_PAY
+from monk_framework.core import kernels as kernels_module
+from monk_framework.core.kernels import FEATURES_PAY
 
 REG = get_registry()
 SPECS = ["linear", "quadratic", "polynomial:degree=3,offset=0.5,scale=0.7", "linear:normalize=true", "quadratic:normalize=true"]
@@ -31,7 +32,7 @@ def _brute(kernel, X, Y, estimator):
 def without_features(monkeypatch):
     """Switch the feature path off: the Gram matrix (stored, or in tiles) as before."""
     def switch():
-        monkeypatch.setattr(features_module, "FEATURES_PAY", 10**18)
+        monkeypatch.setattr(kernels_module, "FEATURES_PAY", 10**18)
     return switch
 
 
@@ -224,3 +225,20 @@ def test_a_plugin_feature_count_that_is_no_count_is_refused_by_name(count, said)
     with pytest.raises(KernelContractError, match=rf"kernel 'counting' .*: compute_feature_count\(2\) returned {re.escape(said)}; it "
                        r"must return the number of features a point has"):
         estimate(Counting(), "v-stat", X, X + 1)
+
+
+@pytest.mark.parametrize("spec", ["linear", "quadratic", "linear:normalize=true"])
+def test_an_embeddings_norm_distance_and_values_come_from_features(spec, without_features):
+    # ‖μ̂ − ν̂‖ of two mean embeddings is the V-statistic MMD; μ̂(z) = Φ(z)·(Φ(X)ᵀ w)
+    from monk_framework import embed
+
+    gen = np.random.default_rng(17)
+    X, Y, Z = gen.normal(size=(400, 3)), gen.normal(0.3, 1.0, size=(300, 3)), gen.normal(size=(50, 3))
+    mx, my = embed(spec, "mean", X), embed(spec, "mean", Y)
+    fast = mx.distance(my), mx.norm(), mx.inner(my), mx.evaluate(Z)
+    assert fast[0] == pytest.approx(estimate(spec, "v-stat", X, Y).mmd, rel=1e-10)
+    without_features()
+    slow = mx.distance(my), mx.norm(), mx.inner(my), mx.evaluate(Z)
+    for a, b in zip(fast[:3], slow[:3]):
+        assert a == pytest.approx(b, rel=1e-10)
+    np.testing.assert_allclose(fast[3], slow[3], rtol=1e-10, atol=1e-12 * np.abs(slow[3]).max())
