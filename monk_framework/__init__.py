@@ -16,6 +16,7 @@ from monk_framework.app.splice import load_splice
 from monk_framework.core.errors import (
     DataError,
     DataFileError,
+    DataWarning,
     DuplicateNameError,
     KernelContractError,
     KernelOverflowError,
@@ -42,6 +43,7 @@ from monk_framework.two_sample import aggregated_test, embed, estimate, permutat
 __all__ = [
     "DataError",
     "DataFileError",
+    "DataWarning",
     "DuplicateNameError",
     "Embedding",
     "EmbeddingEstimator",

@@ -7,6 +7,7 @@ kernel's parameters, the choice of algorithm, normalisation) and its registratio
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -14,7 +15,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework import DataError, Kernel, ParameterError, hookimpl, parameter
+from monk_framework import DataError, DataWarning, Kernel, ParameterError, hookimpl, parameter
 from monk_framework.core.kernels import BandRunner, in_turn
 from monk_framework.core.params import boolean, integer, real
 from monk_framework.core.resources import available_memory, check_memory
@@ -345,6 +346,21 @@ class SubsequenceKernel(Kernel):
                 f"(the longest has {longest} character{'s' if longest != 1 else ''}): they have no subsequence "
                 f"of length {need}, so every kernel value with {name} would be 0. Use n <= {longest}."
             )
+        short = [len(x) for x in Xs if len(x) < need]
+        if short:
+            # such a string's features are all 0: every short string is the same point to the
+            # kernel, k = 0 with everything, whatever its letters
+            many = len(short) != 1
+            warnings.warn(DataWarning(
+                f"{len(short):,} of the {len(Xs):,} strings of {name} {'are' if many else 'is'} shorter than n = {need} "
+                f"(the shortest has {min(short)} character{'s' if min(short) != 1 else ''}): with no subsequence of that "
+                + ("length, they get the feature 0: the kernel sees them as one and the same point, orthogonal to every "
+                   "string (k = 0), whatever their letters." if many else
+                   "length, it gets the feature 0: the kernel sees it as orthogonal to every string (k = 0), whatever its "
+                   "letters.")
+                + " Use a smaller n, cumulative=True (which counts every length up to n), or drop "
+                + ("them." if many else "it.")
+            ), stacklevel=2)
         return Xs
 
     @property

@@ -30,7 +30,7 @@ from monk_framework.app import jobs
 from monk_framework.app.datasets import DATASETS
 from monk_framework.app.experiments import get_experiment, run_experiment
 from monk_framework.app.files import check_writable, write_atomically
-from monk_framework.core.errors import MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError, shown
+from monk_framework.core.errors import DataWarning, MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError, shown
 from monk_framework.core.params import Configurable, parse_spec
 from monk_framework.core.registry import PluginEntry, get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
@@ -316,12 +316,12 @@ def _raised_in(exc: BaseException, packages: tuple[Any, ...]) -> bool:
 
 def _one_line_warnings(show: Any) -> Any:
     """``warnings.showwarning`` that prints the library's CompiledLoopsWarning,
-    PrecisionWarning and ReadWarning as one "Warning: ..." line on stderr and leaves every other warning
+    PrecisionWarning, ReadWarning and DataWarning as one "Warning: ..." line on stderr and leaves every other warning
     to ``show``."""
 
     def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
                  line: str | None = None) -> None:
-        if issubclass(category, (CompiledLoopsWarning, PrecisionWarning, ReadWarning)):
+        if issubclass(category, (CompiledLoopsWarning, PrecisionWarning, ReadWarning, DataWarning)):
             stderr.print(f"Warning: {message}", markup=False)
         else:
             show(message, category, filename, lineno, file, line)

@@ -190,6 +190,12 @@ class PrecisionWarning(UserWarning):
     the message says how much and what to do."""
 
 
+class DataWarning(UserWarning):
+    """The data are valid and the result is computed, but the kernel cannot see part of
+    them as the data suggest (strings shorter than the subsequence kernel's n have no
+    features at all); the message says how many and what to change."""
+
+
 class ReadWarning(UserWarning):
     """A data file was read by a guess that could, rarely, be wrong (a first row read as
     pandas' default column names); the message says which guess, and how to write the

@@ -202,6 +202,29 @@ def test_a_sample_too_short_for_n_is_refused_and_an_empty_one_named(registry):
         k.check_sample(["", ""], name="Y")
 
 
+def test_strings_shorter_than_n_are_said_to_be_one_point_of_feature_0(registry):
+    # some strings shorter than n: each has the feature 0 (k = 0 with every string, its
+    # diagonal 0 too), which the kernel computes and a warning says
+    import warnings
+
+    from monk_framework import DataWarning
+
+    k = registry.get_kernel("ssk", n=4)
+    sample = ["ACGTAC", "AC", "GGTACA", "T"]
+    with pytest.warns(DataWarning, match=r"^2 of the 4 strings of X are shorter than n = 4 \(the shortest has 1 character\)"
+                      r": .* they get the feature 0: the kernel sees them as one and the same point, orthogonal .* "
+                      r"cumulative=True .*, or drop them\.$"):
+        K = k.gram(sample)
+    assert np.all(K[[1, 3]] == 0.0) and np.all(K[:, [1, 3]] == 0.0) and K[0, 0] == 1.0
+    with pytest.warns(DataWarning, match=r"^1 of the 2 strings of Y is shorter than n = 4 .*: the kernel sees it as orthogonal"):
+        k.check_sample(["ACG", "ACGT"], name="Y")
+    # no warning where nothing is short: cumulative counts every length from 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        registry.get_kernel("ssk", n=4, cumulative=True).check_sample(sample)
+        k.check_sample(["ACGT", "ACGTA"])
+
+
 def test_cumulative_is_the_sum_of_levels_then_normalised(registry):
     rng = np.random.default_rng(9)
     S = random_strings(rng, "ACGT", 6, (2, 25))
