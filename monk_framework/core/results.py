@@ -374,8 +374,9 @@ class TestResult(StatisticResult):
         The pooled N + M points split into N and M points in C(N + M, N) ways, the
         observed split among them; every relabelling (global, or within blocks: a subset
         of the splits) is one of them, so even the exact permutation p-value, over every
-        split, is at least 1/C(N + M, N). No number of permutations helps when that
-        exceeds the level."""
+        split, is at least 1/C(N + M, N) for a statistic of the data alone. No number of
+        permutations helps when that exceeds the level (an estimator with randomness of
+        its own could fall below it by that randomness only, which is no evidence)."""
         level = self.alpha if share is None else share
         n, m = self.n_x, self.n_y
         if n < 1 or m < 1:
@@ -387,10 +388,11 @@ class TestResult(StatisticResult):
         if splits * level >= 1:
             return None
         return (
-            f"Cannot reject at level {self.alpha:g}{'' if share is None else f' (a kernel rejects at {share:.3g})'} "
-            f"with N = {n} and M = {m}: the {n + m} points split into {n} and {m} "
-            f"in only {splits} way{'s' if splits != 1 else ''}, the observed split one of them, so no permutation "
-            f"p-value can fall below 1/{splits} = {1 / splits:.3g}; a test at this level needs more points."
+            f"No evidence of a difference at level {self.alpha:g}"
+            f"{'' if share is None else f' (a kernel rejects at {share:.3g})'}, and none is possible with N = {n} and "
+            f"M = {m}: the {n + m} points split into {n} and {m} in only {splits} way{'s' if splits != 1 else ''}, the "
+            f"observed split one of them, so a statistic of the data has no permutation p-value below 1/{splits} = "
+            f"{1 / splits:.3g}; a test at this level needs more points."
         )
 
     def summary_rows(self) -> list[tuple[str, str]]:

@@ -706,8 +706,8 @@ def test_samples_too_small_to_reject_say_so_instead_of_no_evidence(n, m, splits)
     X, Y = gen.normal(size=(n, 2)), gen.normal(size=(m, 2)) + 30
     exact, count = _exact_pvalue("rbf:sigma=1", X, Y)
     assert count == splits and exact >= 1 / splits > 0.05
-    said = (rf"Cannot reject at level 0.05 with N = {n} and M = {m}: the {n + m} points split into {n} and {m} in only "
-            rf"{splits} ways, .* no permutation p-value can fall below 1/{splits} = ")
+    said = (rf"No evidence of a difference at level 0.05, and none is possible with N = {n} and M = {m}: the {n + m} "
+            rf"points split into {n} and {m} in only {splits} ways, .* has no permutation p-value below 1/{splits} = ")
     result = permutation_test("rbf:sigma=1", "v-stat", X, Y, n_permutations=999, rng=0)
     assert not result.reject and result.pvalue >= 1 / splits - 0.05
     assert re.match(said, result.decision), result.decision
@@ -724,6 +724,7 @@ def test_samples_just_large_enough_keep_the_usual_decision():
     assert result.reject and result.decision.startswith("Reject H0")
     # N = M = 3 (20 splits) at alpha = 0.01: too few for that level only
     X, Y = gen.normal(size=(3, 2)), gen.normal(size=(3, 2)) + 30
-    assert "No evidence" in permutation_test("rbf:sigma=1", "v-stat", X, Y, n_permutations=999, rng=0).decision
+    assert "none is possible" not in permutation_test("rbf:sigma=1", "v-stat", X, Y, n_permutations=999, rng=0).decision
     strict = permutation_test("rbf:sigma=1", "v-stat", X, Y, alpha=0.01, n_permutations=999, rng=0).decision
-    assert strict.startswith("Cannot reject at level 0.01 with N = 3 and M = 3") and "1/20 = 0.05" in strict
+    assert strict.startswith("No evidence of a difference at level 0.01, and none is possible with N = 3 and M = 3")
+    assert "1/20 = 0.05" in strict
