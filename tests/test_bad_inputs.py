@@ -41,6 +41,8 @@ def _files(root: Path) -> None:
     np.save(root / "y.npy", rng.normal(size=(40, 2)))
     np.save(root / "y3.npy", rng.normal(size=(40, 3)))
     np.save(root / "tiny.npy", rng.normal(size=(3, 2)))
+    np.save(root / "two-x.npy", np.array([[0.0], [0.1]]))
+    np.save(root / "two-y.npy", np.array([[30.0], [30.2]]))
     np.save(root / "cube.npy", rng.normal(size=(4, 3, 2)))
     np.save(root / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     np.save(root / "nan.npy", np.array([[1.0, np.nan], [2.0, 3.0]]))
@@ -360,6 +362,8 @@ VALID: list[tuple[str, list[str]]] = [
     ("aggregate-one-gross-outlier", ["test", "--aggregate", "agg", "--x", "outlier.npy", "--y", "y.npy", "-B", "99", "--json"]),
     ("clip-outlier-beyond-float64", ["test", "-k", "quadratic", "--contamination", "1", "--x", "outlier.npy", "--y", "y.npy",
                                      "-B", "99", "--json"]),
+    # two points against two, far apart: 6 splits, so no p-value of the data below 1/6
+    ("two-points-against-two", ["test", "--x", "two-x.npy", "--y", "two-y.npy", "-B", "99", "--json"]),
 ]
 
 
@@ -773,6 +777,12 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
     result = outcomes[case_id]
     assert result.returncode == 0, result.stderr
     assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    if case_id == "two-points-against-two":
+        found = json.loads(result.stdout)
+        assert not found["reject"] and found["pvalue"] >= 1 / 6
+        assert found["decision"].startswith("No evidence of a difference at level 0.05, and none is possible with N = 2 "
+                                            "and M = 2: the 4 points split into 2 and 2 in only 6 ways")
+        return
     if args[0] == "test":
         _check_outlier_test(case_id, json.loads(result.stdout))
         return
