@@ -46,7 +46,7 @@ from monk_framework.core.errors import ParameterError, ResourceError
 from monk_framework.core.params import integer, integer_or, one_of, real_or
 from monk_framework.core.resources import Resources, format_bytes
 from monk_framework.core.samples import Sample
-from monk_framework.engine.gram_sources import MatrixFreeGram, PermutedGram
+from monk_framework.engine.gram_sources import FeatureGram, MatrixFreeGram, PermutedGram
 from monk_framework.engine.lepski import choose_n_blocks
 from monk_framework.engine.partitions import (
     Partition,
@@ -340,7 +340,8 @@ class MonkBCD(_MonkMMD):
     matrix_free: bool | str = parameter(
         "auto",
         doc="evaluate the needed Gram columns on the fly instead of storing the Gram "
-        "matrix ('auto': when it would take over half the free memory)",
+        "matrix, from the kernel's explicit features where they pay ('auto': when it "
+        "would take over half the free memory)",
         check=one_of("auto", True, False),
     )
     test_form: str = parameter(
@@ -401,8 +402,9 @@ class MonkBCD(_MonkMMD):
         objective = float(median_value(values))
         extra: dict[str, Any] = {
             "solver": self.solver,
-            "matrix_free": isinstance(src, MatrixFreeGram),
+            "matrix_free": isinstance(src, (MatrixFreeGram, FeatureGram)),
             "partitions": self.n_iter,
+            **({"features": True} if isinstance(src, FeatureGram) else {}),
         }
         block = median_block(values)
         if self.solver == "exact":

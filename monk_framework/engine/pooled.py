@@ -29,7 +29,7 @@ from monk_framework.core.kernels import CONTRACT_RTOL, DIAG_RTOL, Kernel, check_
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import one_blas_thread
-from monk_framework.engine.gram_sources import GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
+from monk_framework.engine.gram_sources import FeatureGram, GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.numerics.compiled import PATTERN_POINTS, every_point_patterns, pack_patterns
 
@@ -211,6 +211,8 @@ class PooledSample:
         src = self.source
         if isinstance(src, StoredGram):
             return PermutedGram(src.K, perm)
+        if isinstance(src, FeatureGram):
+            return src.permuted(perm)
         return MatrixFreeGram(self.kernel, take(self.Z, perm), diag=self.diag[perm])
 
 

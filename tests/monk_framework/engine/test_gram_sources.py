@@ -464,3 +464,59 @@ def test_tiled_kernel_sums_name_a_kernel_that_gives_nan_in_one_tile(rng, where):
     # the tiles are checked through their sums: the message names both causes a sum can have
     with pytest.raises(KernelOverflowError, match="one-nan.*sums of its values over these data are not finite: a NaN"):
         kernel_sums(OneNaN(), X, Y, resources=Resources(budget=1))
+
+
+@pytest.mark.parametrize("spec", ["quadratic", "linear", "polynomial:degree=3,offset=0.5"])
+def test_a_feature_source_gives_every_reduction_of_the_stored_gram_matrix(registry, spec):
+    # K = ΦΦᵀ: every product with K is two with Φ, the same numbers to round-off
+    from monk_framework.engine.gram_sources import FeatureGram
+
+    kernel = registry.resolve_kernel(spec)
+    gen = np.random.default_rng(21)
+    Z = gen.normal(size=(120, 3))
+    stored, featured = StoredGram(kernel, Z), FeatureGram(kernel, Z, kernel.features(Z))
+    scale = np.abs(stored.K).max()
+    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-11 * scale * Z.shape[0])  # noqa: E731
+    W = gen.normal(size=(120, 4))
+    E = (gen.random((120, 6)) < 0.5).astype(float)
+    E[:, -1] = 1.0
+    labels = gen.integers(0, 5, size=120)
+    sparse = sp.csr_array((np.ones(120), (np.arange(120), labels)), shape=(120, 5))
+    idx = np.array([3, 17, 64])
+    close(featured.row_sums(), stored.row_sums())
+    close(featured.matvec(W), stored.matvec(W))
+    close(featured.quadratic_forms(E), stored.quadratic_forms(E))
+    for got, want in zip(featured.forms_and_last(E), stored.forms_and_last(E)):
+        close(got, want)
+    close(featured.block_gram(W), stored.block_gram(W))
+    close(featured.block_gram(sparse), stored.block_gram(sparse))
+    close(featured.rows_combination(idx, np.array([1.0, -2.0, 0.5])), stored.rows_combination(idx, np.array([1.0, -2.0, 0.5])))
+    close(featured.band(10, 30), stored.band(10, 30))
+    perm = gen.permutation(120)
+    close(featured.permuted(perm).matvec(W), stored.K[np.ix_(perm, perm)] @ W)
+    np.testing.assert_array_equal(featured.diag, kernel.diag(Z))
+
+
+def test_a_matrix_free_source_reads_features_where_they_pay_and_tiles_elsewhere(registry):
+    from monk_framework.core.resources import Resources
+    from monk_framework.engine.gram_sources import FeatureGram, gram_source
+
+    Z = np.random.default_rng(22).normal(size=(400, 3))
+    budget = Resources.of("100KB")  # 400² doubles do not fit
+    assert isinstance(gram_source(registry.get_kernel("quadratic"), Z, resources=budget), FeatureGram)
+    assert isinstance(gram_source(registry.get_kernel("rbf", sigma=1.0), Z, resources=budget), MatrixFreeGram)
+    # a stored matrix keeps its place where it fits (the paper's experiments' numbers)
+    assert isinstance(gram_source(registry.get_kernel("quadratic"), Z, resources=Resources()), StoredGram)
+
+
+@pytest.mark.parametrize("spec", ["monk-bcd", "monk-bcd:n_blocks=auto", "monk-bcd:solver=exact"])
+def test_monk_estimates_over_the_budget_from_features_equal_the_stored_ones(spec):
+    from monk_framework import estimate
+
+    gen = np.random.default_rng(23)
+    X, Y = gen.normal(size=(600, 2)), gen.normal(0.2, 1.0, size=(600, 2))
+    X[:4] = 40.0
+    stored = estimate("quadratic", spec, X, Y, rng=5)
+    featured = estimate("quadratic", spec, X, Y, rng=5, max_memory="2MB")
+    assert featured.diagnostics["features"] is True and featured.diagnostics["matrix_free"] is True
+    assert featured.mmd2 == pytest.approx(stored.mmd2, rel=1e-10)
