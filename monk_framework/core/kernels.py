@@ -1323,7 +1323,17 @@ def paying_features(kernel: Kernel, parts: Sequence[Sample], resources: Resource
     D = kernel.feature_count(first)
     if D * FEATURES_PAY > size or not resources.fits(8.0 * size * D):
         return None
-    features = [kernel.features(p) for p in arrays]
+    # one point's features first: a count that is not their width would size everything after it wrongly
+    widths = {kernel.features(first[:1]).shape[1]}
+    features = []
+    for p in arrays:
+        features.append(kernel.features(p))
+        widths.add(features[-1].shape[1])
+    if widths != {D}:
+        raise KernelContractError(
+            f"{kernel.plugin_label()}: compute_feature_count({first.shape[1]}) gives {D:,} features a point, but "
+            f"compute_features gives {', '.join(f'{w:,}' for w in sorted(widths - {D}))}; they must agree."
+        )
     _check_against_values(kernel, arrays, features)
     return features
 

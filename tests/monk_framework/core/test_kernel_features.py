@@ -242,3 +242,21 @@ def test_an_embeddings_norm_distance_and_values_come_from_features(spec, without
     for a, b in zip(fast[:3], slow[:3]):
         assert a == pytest.approx(b, rel=1e-10)
     np.testing.assert_allclose(fast[3], slow[3], rtol=1e-10, atol=1e-12 * np.abs(slow[3]).max())
+
+
+def test_a_plugin_feature_count_that_is_not_the_features_width_is_refused_by_name():
+    # a count of 1 for 2 features: every size after it would be wrong
+    @attrs.frozen(kw_only=True)
+    class Undercounting(MisfeaturedKernel):
+        name: ClassVar[str] = "undercounting"
+
+        def compute_features(self, X):
+            return X.copy()
+
+        def compute_feature_count(self, d):
+            return 1
+
+    X = np.random.default_rng(18).normal(size=(200, 2))
+    with pytest.raises(KernelContractError, match=r"kernel 'undercounting' .*: compute_feature_count\(2\) gives 1 features a "
+                       r"point, but compute_features gives 2; they must agree\."):
+        estimate(Undercounting(), "v-stat", X, X + 1)
