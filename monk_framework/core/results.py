@@ -84,16 +84,20 @@ def _natural(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _recorded_seed(value: Any) -> bool:
+    """What seed_of records: None, the entropy (an int, or a list of them), or
+    [entropy, *spawn_key] for a stream below a root."""
+    if value is None or _natural(value):
+        return True
+    if not isinstance(value, list) or not value:
+        return False
+    entropy, *spawn_key = value
+    entropy_ok = _natural(entropy) or (isinstance(entropy, list) and bool(entropy) and all(map(_natural, entropy)))
+    return entropy_ok and all(map(_natural, spawn_key))
+
+
 def _check_seed(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    # what seed_of records: None, the entropy (an int, or a list of them), or
-    # [entropy, *spawn_key] for a stream below a root
-    entropy_list = isinstance(value, list) and value and isinstance(value[0], list) and value[0] and all(
-        _natural(v) for v in value[0])
-    ok = value is None or _natural(value) or (
-        isinstance(value, list) and bool(value) and (_natural(value[0]) or entropy_list)
-        and all(_natural(v) for v in value[1:])
-    )
-    if not ok:
+    if not _recorded_seed(value):
         raise ParameterError(f"{type(instance).__name__}.{attribute.name}: not a recorded seed: {value!r}.")
 
 
@@ -213,8 +217,8 @@ class Result:
             except (TypeError, ValueError, OverflowError, MonkError) as exc:
                 wanted = _CONVERTED_KINDS.get(converter)
                 if isinstance(exc, TypeError) and wanted:  # a JSON value of the wrong type
-                    raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)} "
-                                    f"({_JSON_KINDS.get(type(value), type(value).__name__)}), where {wanted} belongs.") from None
+                    raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)} ({_json_kind(type(value))}), "
+                                    f"where {wanted} belongs.") from None
                 raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, which is not a valid "
                                 f"value ({exc}).") from None
             if isinstance(converted, float) and not math.isfinite(converted):
@@ -240,6 +244,11 @@ _JSON_KINDS = {str: "a string", dict: "a JSON object", list: "a list", int: "an 
                float: "a number", type(None): "null"}
 
 
+def _json_kind(kind: type) -> str:
+    """A Python type as JSON calls its values: "a string", "null"."""
+    return _JSON_KINDS.get(kind, kind.__name__)
+
+
 #: what a field's converter reads, in JSON's words
 _CONVERTED_KINDS: dict[Any, str] = {whole: "an integer", float: "a number", optional_float: "a number or null"}
 
@@ -251,9 +260,8 @@ def _fault_of(exc: BaseException) -> str:
     args = exc.args
     if isinstance(exc, TypeError) and len(args) == 4 and isinstance(args[1], attrs.Attribute):
         wanted = args[2] if isinstance(args[2], tuple) else (args[2],)
-        expected = " or ".join(_JSON_KINDS.get(t, t.__name__) for t in wanted)
-        return (f"'s {args[1].name!r} holds {shown(args[3])} ({_JSON_KINDS.get(type(args[3]), type(args[3]).__name__)}), "
-                f"where {expected} belongs.")
+        expected = " or ".join(_json_kind(t) for t in wanted)
+        return f"'s {args[1].name!r} holds {shown(args[3])} ({_json_kind(type(args[3]))}), where {expected} belongs."
     reason = args[0] if args and isinstance(args[0], str) else str(exc)
     return f" holds a bad value: {reason}"
 

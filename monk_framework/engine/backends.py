@@ -397,25 +397,25 @@ class DaskBackend(Backend):
         index = {f.key: i for i, f in enumerate(futures)}
         try:
             for future in distributed.as_completed(futures):
-                try:
+                with self._cluster_failures():
                     value = future.result()
-                except Exception as exc:
-                    failure = _cluster_error(exc, distributed, self)
-                    if failure is None:
-                        raise
-                    raise failure from None
                 yield index[future.key], value
         finally:
             for future in futures:
                 future.cancel()
 
     def share(self, obj: Any) -> Any:
-        distributed = _import_distributed()
-        try:
+        with self._cluster_failures():
             # in a one-item list: scatter would spread a tuple or list item by item
             return self.client.scatter([obj], broadcast=True, hash=False)[0]
+
+    @contextlib.contextmanager
+    def _cluster_failures(self) -> Iterator[None]:
+        """The cluster's own failures as a :class:`ClusterError`; a task's error as it is."""
+        try:
+            yield
         except Exception as exc:
-            failure = _cluster_error(exc, distributed, self)
+            failure = _cluster_error(exc, _import_distributed(), self)
             if failure is None:
                 raise
             raise failure from None
