@@ -181,6 +181,17 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("negative-contamination", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "-1"], 2, r"contamination must lie between 0 and the 60 points"),
     ("half-contamination", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "0.7"], 2, r"contamination as a fraction must lie in \[0, 1/2\)"),
     ("bad-max-memory", [*RUN, *SMALL, "--max-memory", "lots"], 2, r"max_memory: cannot read 'lots'"),
+    ("unknown-memory-unit", [*RUN, *SMALL, "--max-memory", "2XB"], 2,
+     r"max_memory: unknown unit 'XB' in '2XB'; the units are B, KB, MB, GB, TB, PB"),
+    ("negative-max-memory", [*RUN, *SMALL, "--max-memory", "-2GB"], 2, r"max_memory must be more than 0 bytes; got '-2GB'"),
+    # a count past int64 reached a float conversion deep in the work (internal error: OverflowError)
+    ("count-past-int64", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_iter=100000000000000000000"], 2,
+     r"The 'n_iter' parameter of MonkBCD must be an int >= 1\. Got 100000000000000000000 instead\. An int parameter is "
+     r"at most 2\^63 - 1"),
+    ("flag-given-as-a-number", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "trace=1"], 2,
+     r"The 'trace' parameter of MonkBCD must be one of 'auto', True, False\. Got 1 instead"),
+    ("permutations-past-int64", [*TEST, *SMALL, "-B", "100000000000000000000"], 2,
+     r"Invalid value for '--permutations' / '-B': Input should be less than or equal to 9223372036854775807"),
     ("bad-aggregate", ["test", *SMALL, "--aggregate", "max"], 2, r"--aggregate must be one of agg, fuse; got 'max'"),
     ("zero-bandwidth", ["test", *SMALL, "--aggregate", "agg", "--bandwidths", "0,1"], 2,
      r"--bandwidths takes positive finite numbers; got '0,1'"),

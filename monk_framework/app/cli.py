@@ -31,7 +31,7 @@ from monk_framework.app.datasets import DATASETS
 from monk_framework.app.experiments import get_experiment, run_experiment
 from monk_framework.app.files import check_writable, write_atomically
 from monk_framework.core.errors import DataWarning, MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError, shown
-from monk_framework.core.params import Configurable, parse_spec
+from monk_framework.core.params import LARGEST_INT, Configurable, parse_spec
 from monk_framework.core.registry import PluginEntry, get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
 from monk_framework.core.results import AggregatedTestResult, RobustTestResult, dumps
@@ -795,6 +795,17 @@ class _ProgressBar:
                                                count=_counts(done, total))
         self.progress.update(self.task, completed=done, total=total, count=_counts(done, total))
 
+    @staticmethod
+    def _duration(seconds: float) -> str:
+        """A span read at a glance: "42 s", "12 min", "5.2 h", "3.1 days", and past ten
+        years "more than ten years" (n_iter = 10**18 once read "about 4965338753307636888
+        s left")."""
+        for limit, unit, size, digits in ((90, "s", 1, 0), (90 * 60, "min", 60, 0), (48 * 3600, "h", 3600, 1),
+                                          (3650 * 86400, "days", 86400, 1)):
+            if seconds < limit:
+                return f"{seconds / size:.{digits}f} {unit}"
+        return "more than ten years"
+
     def _line(self, done: float, total: float) -> None:
         now = time.monotonic()
         if STATE.quiet or now - self.last_line < PLAIN_PROGRESS_EVERY:
@@ -804,14 +815,14 @@ class _ProgressBar:
         left = ""
         first_at, first_done = self.first_report or (now, done)
         if 0 < share < 1 and done > first_done and now > first_at:
-            left = f", about {(total - done) * (now - first_at) / (done - first_done):.0f} s left"
+            left = f", about {self._duration((total - done) * (now - first_at) / (done - first_done))} left"
         elif 0.1 <= share < 1:
             # one report yet, but a coarse step (1 of 3 matrices): timed from the stage's start;
             # a fine first step (a band of 600) would carry the warm-up into the estimate
-            left = f", about {(now - self.stage_started) * (1 - share) / share:.0f} s left"
+            left = f", about {self._duration((now - self.stage_started) * (1 - share) / share)} left"
         count = f"{int(done):,}/{int(total):,}" if float(done).is_integer() and float(total).is_integer() else ""
         stage = self.label if self.what is None else f"{self.label}: {self.what}"
-        stderr.print(f"{stage}{' ' + count if count else ''} ({100 * share:.0f}%), {now - self.started:.0f} s elapsed{left}",
+        stderr.print(f"{stage}{' ' + count if count else ''} ({100 * share:.0f}%), {self._duration(now - self.started)} elapsed{left}",
                      markup=False)
 
 
@@ -825,7 +836,7 @@ SchedulerOption = Annotated[
 ]
 WorkersOption = Annotated[
     int | None,
-    typer.Option("--workers", min=1, help="With --backend dask and no --scheduler: worker processes of the "
+    typer.Option("--workers", min=1, max=LARGEST_INT, help="With --backend dask and no --scheduler: worker processes of the "
         "LocalCluster (default: one per core).", show_default=False),
 ]
 
@@ -860,7 +871,7 @@ def test_command(
     dataset: DatasetOption = None,
     param: ParamOption = None,
     data_param: DataParamOption = None,
-    permutations: Annotated[int, typer.Option("--permutations", "-B", min=1, help="Number of permutations B.")] = 1000,
+    permutations: Annotated[int, typer.Option("--permutations", "-B", min=1, max=LARGEST_INT, help="Number of permutations B.")] = 1000,
     alpha: Annotated[float, typer.Option("--alpha", help="Level of the test, in (0, 1).")] = 0.05,
     relabel: Annotated[str, typer.Option("--relabel", help="Permutation test: 'auto' (within the blocks of a MONK estimator's fixed "
         "partition, else global), 'within-blocks' or 'global'.")] = "auto",
@@ -875,8 +886,8 @@ def test_command(
         "robust aggregation (agg, fixed --bandwidths).", show_default=False)] = None,
     bandwidths: Annotated[str | None, typer.Option("--bandwidths", help="With --aggregate: the bandwidths sigma, e.g. "
         "0.25,0.5,1,2 (of each -k kernel without sigma, or of the default Gaussian and Laplace kernels).", show_default=False)] = None,
-    blocks: Annotated[int | None, typer.Option("--blocks", min=1, help="With --contamination and mom: the number of blocks Q (default: about 2 "
-        "sqrt(min(N, M)), at least 4R + 1).", show_default=False)] = None,
+    blocks: Annotated[int | None, typer.Option("--blocks", min=1, max=LARGEST_INT, help="With --contamination and mom: the "
+        "number of blocks Q (default: about 2 sqrt(min(N, M)), at least 4R + 1).", show_default=False)] = None,
     split: Annotated[bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null "
         "quantile on part 2, statistic on part 3.")] = False,
     grid: Annotated[list[str] | None, typer.Option("--grid", help="With --split: kernel hyperparameter values to try on part 1, "
@@ -1043,7 +1054,7 @@ def experiment_command(
     quick: Annotated[bool, typer.Option("--quick", help="A reduced grid that runs in well under a minute.")] = False,
     out: Annotated[Path | None, typer.Option("--out", parser=_path, help="Directory of the results, journal and figures (default: "
         "monk-results/NAME, or NAME-quick).", show_default=False)] = None,
-    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Monte-Carlo runs per setting (default: 100 for exp1, "
+    runs: Annotated[int | None, typer.Option("--runs", min=1, max=LARGEST_INT, help="Monte-Carlo runs per setting (default: 100 for exp1, "
         "400 for exp2).", show_default=False)] = None,
     sizes: Annotated[str | None, typer.Option("--sizes", help="Sample sizes N, comma-separated (per sample).", show_default=False)] = None,
     estimators: Annotated[list[str] | None, typer.Option("--estimator", "-e", help="An estimator spec, e.g. monk-bcd:n_blocks=21 (repeatable; "

@@ -20,6 +20,7 @@ from typing import Any
 
 __all__ = [
     "shown",
+    "shown_count",
     "MonkError",
     "ParameterError",
     "UnknownNameError",
@@ -242,6 +243,12 @@ def shown(value: Any, most: int = 80) -> str:
     if len(text) <= most:
         return text
     return f"{text[:most // 2]}... ({len(text):,} characters)"
+
+
+def shown_count(count: int) -> str:
+    """A count a user typed, for a message: with thousands separators ("1,000,000"), or as
+    :func:`shown` gives it past 10^19 (not 10**400's 534 characters of digits and commas)."""
+    return f"{count:,}" if abs(count) < 10**19 else shown(count)
 
 
 #: characters that look like part of a number but are not one Python reads: what word

@@ -98,13 +98,14 @@ class Estimator(Configurable):
 
     def required_size(self) -> tuple[int, str]:
         """:meth:`min_sample_size` as the framework trusts it: a count of points (an int
-        from 0 to 2⁶³ − 1) and a reason (a string), else a :class:`PluginFailure` naming
-        the estimator (as is any error its code raises)."""
+        >= 0, of any size: ``n_blocks`` near 2⁶³ asks for twice as many) and a reason (a
+        string), else a :class:`PluginFailure` naming the estimator (as is any error its
+        code raises)."""
         with plugin_code(self, "min_sample_size"):
             answer = self.min_sample_size()
         ok = isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], str)
         need = answer[0] if ok else None
-        if not (isinstance(need, (int, np.integer)) and not isinstance(need, (bool, np.bool_)) and 0 <= need < 2**63):
+        if not (isinstance(need, (int, np.integer)) and not isinstance(need, (bool, np.bool_)) and need >= 0):
             raise PluginFailure(
                 f"{self.plugin_label()}: min_sample_size returned {shown(answer)}; it must return (count, reason), a "
                 "count of points >= 0 and a string saying why."
@@ -117,7 +118,7 @@ class Estimator(Configurable):
         if len(sample) < need:
             raise DataError(
                 f"{name} has {len(sample)} point(s) but estimator {self.name!r} needs at "
-                f"least {need}{f' ({why})' if why else ''}."
+                f"least {need:,}{f' ({why})' if why else ''}."
             )
 
     def plugin_label(self) -> str:

@@ -40,6 +40,7 @@ __all__ = [
     "real_or",
     "not_implemented",
     "integer_or",
+    "LARGEST_INT",
 ]
 
 
@@ -49,6 +50,8 @@ class Check:
 
     description: str
     test: Callable[[Any], bool]
+    #: what the refusal of a value says beyond the description ("" for nothing)
+    hint: Callable[[Any], str] | None = None
 
     def __call__(self, instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         ok = False
@@ -60,6 +63,7 @@ class Check:
             raise ParameterError(
                 f"The {attribute.name!r} parameter of {type(instance).__name__} must be "
                 f"{self.description}. Got {shown(value)} instead.{_why_not(value)}"
+                f"{self.hint(value) if self.hint else ''}"
             )
 
 
@@ -115,6 +119,11 @@ def _in_bounds(
     )
 
 
+#: the largest int a parameter may hold: numpy's (int64), which holds every count of
+#: points, blocks, iterations or features; past it a count is no size numpy can make
+LARGEST_INT = 2**63 - 1
+
+
 def _why_not(value: Any) -> str:
     """What a refused value's own text does not say: inf and nan are floats to Python
     ("must be a float. Got inf" would be false), and a number typed with a character
@@ -135,14 +144,27 @@ def real(
     )
 
 
-def integer(*, ge: int | None = None, le: int | None = None) -> Check:
-    """An integer (not a bool) within the given bounds ("an int >= 1")."""
-    return Check(
-        f"an int{_bounds(None, ge, None, le)}",
-        lambda v: isinstance(v, numbers.Integral)
+def _is_int(v: Any, ge: int | None, le: int | None) -> bool:
+    """An int (not a bool) in [ge, le] and at most :data:`LARGEST_INT` (a count of 10^400
+    would reach code that converts it to a float or an array size)."""
+    return (
+        isinstance(v, numbers.Integral)
         and not isinstance(v, bool)
-        and _in_bounds(int(v), None, ge, None, le),
+        and int(v) <= LARGEST_INT
+        and _in_bounds(int(v), None, ge, None, le)
     )
+
+
+def _past_largest_int(value: Any) -> str:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) > LARGEST_INT:
+        return f" An int parameter is at most 2^63 - 1 = {LARGEST_INT:,}, numpy's largest integer."
+    return ""
+
+
+def integer(*, ge: int | None = None, le: int | None = None) -> Check:
+    """An integer (not a bool) within the given bounds ("an int >= 1"), and at most
+    :data:`LARGEST_INT`."""
+    return Check(f"an int{_bounds(None, ge, None, le)}", lambda v: _is_int(v, ge, le), _past_largest_int)
 
 
 def boolean() -> Check:
@@ -151,9 +173,13 @@ def boolean() -> Check:
 
 
 def one_of(*choices: Any) -> Check:
-    """One of a fixed set of values."""
+    """One of a fixed set of values. A bool matches only a bool: Python's ``1 == True``
+    would let ``trace=1`` through a check of ``(True, False)`` as a different value."""
     listing = ", ".join(repr(c) for c in choices)
-    return Check(f"one of {listing}", lambda v: v in choices)
+    return Check(
+        f"one of {listing}",
+        lambda v: any(v == c and isinstance(v, (bool, np.bool_)) == isinstance(c, bool) for c in choices),
+    )
 
 
 def real_or(
@@ -174,12 +200,8 @@ def integer_or(*choices: str, ge: int | None = None, le: int | None = None) -> C
     listing = " or ".join(repr(c) for c in choices)
     return Check(
         f"an int{_bounds(None, ge, None, le)} or {listing}",
-        lambda v: (isinstance(v, str) and v in choices)
-        or (
-            isinstance(v, numbers.Integral)
-            and not isinstance(v, bool)
-            and _in_bounds(int(v), None, ge, None, le)
-        ),
+        lambda v: (isinstance(v, str) and v in choices) or _is_int(v, ge, le),
+        _past_largest_int,
     )
 
 

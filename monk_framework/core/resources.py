@@ -61,7 +61,8 @@ STORE_SHARE = 0.9
 _UNITS = {
     "": 1, "b": 1,
     "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "p": 10**15, "pb": 10**15,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
 }
 
 
@@ -78,12 +79,19 @@ def parse_memory(value: Any) -> int:
         except OverflowError:  # a Fraction beyond float64
             number, unit = math.inf, ""
     elif isinstance(value, str):
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
-        if match is None or match[2].lower() not in _UNITS:
+        match = re.fullmatch(r"\s*([+-]?)([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if match is not None and match[3].lower() not in _UNITS:
             raise ParameterError(
-                f"max_memory: cannot read {value!r}; give bytes or a size such as '2GB', '512MiB', '64MB'."
+                f"max_memory: unknown unit {match[3]!r} in {shown(value)}; the units are B, KB, MB, GB, TB, PB "
+                "(powers of 1000) and KiB, MiB, GiB, TiB, PiB (powers of 1024)."
             )
-        number, unit = float(match[1]), match[2].lower()
+        if match is None:
+            raise ParameterError(
+                f"max_memory: cannot read {shown(value)}; give bytes or a size such as '2GB', '512MiB', '64MB'."
+            )
+        if match[1] == "-":  # not "cannot read '-2GB'": it is read, and it is no budget
+            raise ParameterError(f"max_memory must be more than 0 bytes; got {shown(value)}.")
+        number, unit = float(match[2]), match[3].lower()
     else:
         raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {type(value).__name__}.")
     total = number * _UNITS[unit]
@@ -304,10 +312,13 @@ def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
 def format_bytes(nbytes: float) -> str:
     """A byte count for messages: "2.50 PiB" and "1.25 TiB" from 1 TiB on, "7.45 GiB",
     "12.0 MiB" below 128 MiB, "3.2 KiB" below 1 MiB and "480 bytes" below 1 KiB (so that no
-    size reads "0.0 MiB" or "274658203.12 GiB"). A count beyond
-    float64 (an int a user typed, 10**400) is given by its order of magnitude."""
-    if isinstance(nbytes, int) and nbytes.bit_length() > 1000:
-        return f"10^{int(math.log10(nbytes))} bytes"  # str() of a huge int is refused (4300 digits)
+    size reads "0.0 MiB" or "274658203.12 GiB"). A count from 1000 EiB on (an int a
+    user typed, 10**400) is given by its order of magnitude."""
+    if isinstance(nbytes, float) and not math.isfinite(nbytes):
+        return "more bytes than float64 counts"
+    if nbytes >= 1000 * 2**60:  # not "2,361,183,241,434,822,606,848.00 EiB"
+        # math.log10 of the int itself: float() of 10**400 overflows, str() of 10**5000 is refused
+        return f"10^{int(math.log10(nbytes))} bytes"
     for unit, power in (("EiB", 60), ("PiB", 50), ("TiB", 40)):
         if nbytes >= 2**power:  # not "274658203.12 GiB"
             return f"{nbytes / 2**power:,.2f} {unit}"

@@ -41,6 +41,8 @@ MAX_SUGGESTED_PERMUTATIONS = 10**7
 
 def _more_permutations(level: float) -> str:
     """What a test that cannot reach ``level`` (p ≥ 1/(B + 1) > level) should change."""
+    if level * (MAX_SUGGESTED_PERMUTATIONS + 1) < 1:  # 1/level may overflow (alpha = 1e-320)
+        return "use a larger alpha (no practical number of permutations reaches this one)"
     needed = math.ceil(1 / level - 1e-9) - 1
     if needed > MAX_SUGGESTED_PERMUTATIONS:
         return "use a larger alpha (no practical number of permutations reaches this one)"

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import PluginFailure, plugin_code, shown
+from monk_framework.core.errors import PluginFailure, plugin_code, shown, shown_count
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.randomness import ChildStreams, child, stream
@@ -71,7 +71,7 @@ def check_null_memory(n_permutations: int, *, pool_size: int = 0, backend: Backe
     if all_drawn:
         need += 8 * n_permutations * pool_size
     check_fits(need, lambda need_text, avail, _: (
-        f"n_permutations (-B) = {n_permutations:,} needs about {need_text} for the null distribution"
+        f"n_permutations (-B) = {shown_count(n_permutations)} needs about {need_text} for the null distribution"
         f"{' and its relabellings, all drawn up front for the backend' if all_drawn else ''}, but only {avail} of "
         "memory are available. Use fewer permutations: the p-value's resolution is 1/(B + 1), so B = 100,000 "
         "already resolves 1e-5."))

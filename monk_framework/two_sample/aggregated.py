@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError, shown
+from monk_framework.core.errors import DataError, MonkError, ParameterError, shown, shown_count
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
 from monk_framework.core.params import first_repeat, spec_label
@@ -292,7 +292,7 @@ def _check_collection_size(B: int, L: int, what: str) -> None:
     """Refuse, before any kernel is built, a collection whose (B + 1) × L matrix of
     statistics (and L kernel objects) cannot fit in memory, naming what set L."""
     check_fits(8 * (B + 1) * L + KERNEL_BYTES * L, lambda need, avail, _: (
-        f"n_permutations (-B) = {B:,} relabellings of {L:,} kernels ({what}) need about {need} for their "
+        f"n_permutations (-B) = {shown_count(B)} relabellings of {L:,} kernels ({what}) need about {need} for their "
         f"statistics, but only {avail} of memory are available. Use fewer permutations (B = 100,000 already "
         "resolves a p-value of 1e-5) or fewer kernels (the published collections have 10 bandwidths a family)."))
 

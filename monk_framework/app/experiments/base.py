@@ -12,10 +12,10 @@ from typing import Any, ClassVar
 import attrs
 
 from monk_framework.app.experiments.runner import Cell, CellStore, run_cells
-from monk_framework.core.errors import ParameterError
+from monk_framework.core.errors import ParameterError, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import first_repeat, parse_spec
+from monk_framework.core.params import LARGEST_INT, first_repeat, parse_spec
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import check_fits, check_progress
 from monk_framework.engine.backends import Backend
@@ -61,7 +61,11 @@ def check_sizes(sizes: Any, experiment: str) -> None:
     (two cells with the same settings would be one cell)."""
     values = list(sizes)
     if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
-        raise ParameterError(f"{experiment} sizes must be positive sample sizes (ints); got {values}.")
+        raise ParameterError(f"{experiment} sizes must be positive sample sizes (ints); got {shown(values)}.")
+    if max(values) > LARGEST_INT:
+        raise ParameterError(
+            f"{experiment} sizes are at most 2^63 - 1 = {LARGEST_INT:,}, numpy's largest integer; got {shown(max(values))}."
+        )
     twice = sorted({v for v in values if values.count(v) > 1})
     if twice:
         raise ParameterError(f"{experiment} sizes list {', '.join(map(str, twice))} more than once; give each size once.")

@@ -683,6 +683,14 @@ def test_a_stage_whose_first_report_comes_late_is_timed_from_the_stage_before(mo
     lines = console.file.getvalue().splitlines()
     assert lines[3] == "estimate: Gram matrix 600/200,000 (0%), 18 s elapsed"
     assert lines[4] == "estimate: Gram matrix 120,000/200,000 (60%), 18 s elapsed, about 0 s left"
+    # long spans in the units people read them in; n_iter = 10**18 once read "about
+    # 4965338753307636888703912726981771264 s left"
+    clock[0] = 100.0 + 2 * 3600  # 79,999 left at 119,401 per 7182 s since the stage's first report
+    bar(120_001, 200_000, "Gram matrix")
+    lines = console.file.getvalue().splitlines()
+    assert lines[5] == "estimate: Gram matrix 120,001/200,000 (60%), 2.0 h elapsed, about 80 min left"
+    assert [cli._ProgressBar._duration(t) for t in (89.4, 91, 5400, 47 * 3600, 4 * 86400, 1e30)] == [
+        "89 s", "2 min", "1.5 h", "47.0 h", "4.0 days", "more than ten years"]
 
 
 @pytest.mark.parametrize("columns", ["0", "5"])

@@ -133,6 +133,37 @@ def test_an_int_beyond_float64_is_refused_by_name_not_with_an_overflow():
     assert shown(2.5) == "2.5" and shown(True) == "True"
 
 
+@attrs.frozen(kw_only=True)
+class Counted(Configurable):
+    name: ClassVar[str] = "counted"
+    plugin_type: ClassVar[str] = "estimator"
+    n_iter: int = parameter(3, doc="a count", check=integer(ge=1), kind="int")
+    trace: bool | str = parameter("auto", doc="a flag or a rule", check=one_of("auto", True, False))
+
+
+@pytest.mark.parametrize("big", [2**63, 10**70, 10**400, np.uint64(2**63)])
+def test_an_int_past_numpys_largest_is_refused_for_an_int_parameter(big):
+    # 10**400 iterations or a subsequence length of 10**400 reached a float conversion deep
+    # in the work ("internal error: OverflowError: int too large to convert to float")
+    with pytest.raises(ParameterError, match=r"The 'n_iter' parameter of Counted must be an int >= 1\. Got .* instead\. "
+                                             r"An int parameter is at most 2\^63 - 1 = 9,223,372,036,854,775,807"):
+        Counted(n_iter=big)
+    assert Counted(n_iter=2**63 - 1).n_iter == 2**63 - 1
+    # a float parameter's refusal of a huge int says nothing of the int bound
+    with pytest.raises(ParameterError) as info:
+        Thing(rate=10**400)
+    assert "2^63" not in str(info.value)
+
+
+@pytest.mark.parametrize("number", [1, 0, 1.0, np.int64(1)])
+def test_a_number_is_not_taken_for_a_bool_among_named_choices(number):
+    # Python's 1 == True let trace=1 pass a check of ('auto', True, False), stored as 1, where
+    # normalize=1 (boolean()) was refused: a flag is true or false in every plugin
+    with pytest.raises(ParameterError, match=r"must be one of 'auto', True, False\. Got"):
+        Counted(trace=number)
+    assert Counted(trace=True).trace is True and Counted(trace=np.False_).trace == False  # noqa: E712
+
+
 def test_first_repeat_names_the_first_pair_of_equal_items():
     from monk_framework.core.params import first_repeat
 

@@ -16,7 +16,8 @@ REG = get_registry()
 
 @pytest.mark.parametrize(
     ("text", "nbytes"),
-    [(1024, 1024), ("64MB", 64 * 10**6), ("2GB", 2 * 10**9), ("512MiB", 512 * 2**20), ("1.5 GiB", int(1.5 * 2**30)), ("4k", 4000)],
+    [(1024, 1024), ("64MB", 64 * 10**6), ("2GB", 2 * 10**9), ("512MiB", 512 * 2**20), ("1.5 GiB", int(1.5 * 2**30)), ("4k", 4000),
+     ("1PB", 10**15), ("2 PiB", 2 * 2**50), ("+1", 1)],
 )
 def test_sizes_are_read_in_decimal_and_binary_units(text, nbytes):
     assert parse_memory(text) == nbytes
@@ -25,6 +26,18 @@ def test_sizes_are_read_in_decimal_and_binary_units(text, nbytes):
 @pytest.mark.parametrize("bad", ["lots", "-1GB", "0", 0, True, "2 parsecs", [1], "1e400", float("nan"), float("inf")])
 def test_a_bad_size_is_refused_by_name(bad):
     with pytest.raises(ParameterError, match="max_memory"):
+        parse_memory(bad)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [("-2GB", r"more than 0 bytes; got '-2GB'"), ("-1", r"more than 0 bytes; got '-1'"),
+     ("-0", r"more than 0 bytes; got '-0'"),
+     # a unit it does not know is named, with the ones it knows ("cannot read '1XB'" said neither)
+     ("3XB", r"unknown unit 'XB' in '3XB'; the units are B, KB, MB, GB, TB, PB \(powers of 1000\)")],
+)
+def test_a_negative_size_or_an_unknown_unit_is_told_what_is_wrong(bad, message):
+    with pytest.raises(ParameterError, match=message):
         parse_memory(bad)
 
 
@@ -43,7 +56,9 @@ def test_sizes_beyond_float64_and_numpy_numbers_are_read_exactly():
 @pytest.mark.parametrize(
     ("nbytes", "text"),
     [(480, "480 bytes"), (1023, "1,023 bytes"), (3 * 2**10, "3.0 KiB"), (12 * 2**20, "12.0 MiB"), (2**31, "2.00 GiB"),
-     (3 * 2**40, "3.00 TiB"), (int(2.5 * 2**50), "2.50 PiB"), (2**71, "2,048.00 EiB")],
+     (3 * 2**40, "3.00 TiB"), (int(2.5 * 2**50), "2.50 PiB"), (999 * 2**60, "999.00 EiB"),
+     # from 1000 EiB on, an order of magnitude (a size from a count a user typed, -B 2**63)
+     (2**71, "10^21 bytes"), (10**400, "10^400 bytes"), (float("inf"), "more bytes than float64 counts")],
 )
 def test_format_bytes_never_rounds_a_size_to_zero(nbytes, text):
     assert format_bytes(nbytes) == text

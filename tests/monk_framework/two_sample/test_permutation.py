@@ -646,8 +646,9 @@ def test_a_level_no_permutation_count_reaches_is_said_without_an_absurd_count():
     X, Y = gen.normal(size=(20, 2)), gen.normal(size=(20, 2))
     few = permutation_test("rbf", "u-stat", X, Y, n_permutations=10, rng=0)
     assert not few.reject and "the smallest attainable p-value is 1/11; use at least 19." in few.decision
-    tiny = permutation_test("rbf", "u-stat", X, Y, n_permutations=10, alpha=1e-300, rng=0)
-    assert "use a larger alpha (no practical number of permutations reaches this one)" in tiny.decision
+    for alpha in (1e-300, 1e-320, 5e-324):  # 1/alpha overflows below about 5.6e-309 (an internal error)
+        tiny = permutation_test("rbf", "u-stat", X, Y, n_permutations=10, alpha=alpha, rng=0)
+        assert "use a larger alpha (no practical number of permutations reaches this one)" in tiny.decision
 
 
 def test_exact_numbers_are_numbers_for_every_test_parameter(registry):
