@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import DataFileError, ReadWarning, lookalike_hint
+from monk_framework.core.errors import DataFileError, ParameterError, ReadWarning, lookalike_hint, shown
+from monk_framework.core.params import check_flag
 from monk_framework.core.resources import check_fits, format_bytes
 
 __all__ = ["first_data_line", "holds_numbers", "load_sample"]
@@ -52,8 +53,9 @@ def load_sample(
     (``.csv``, ``.tsv``, a ``.txt`` file of numbers) has come, in characters of the file;
     the other formats are read in one step.
     """
-    if kind not in (None, "vector", "string"):
-        raise ValueError(f"load_sample: kind must be 'vector', 'string' or None; got {kind!r}")
+    if kind is not None and not (isinstance(kind, str) and kind in ("vector", "string")):
+        raise ParameterError(f"load_sample: kind must be 'vector', 'string' or None; got {shown(kind)}.")
+    check_flag(case_sensitive, "load_sample: case_sensitive")
     p = Path(path)
     if not p.exists():
         raise DataFileError(str(p), _missing(p))

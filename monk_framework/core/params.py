@@ -26,6 +26,8 @@ from monk_framework.core.errors import ParameterError, UnknownNameError, lookali
 __all__ = [
     "Check",
     "Configurable",
+    "check_choice",
+    "check_flag",
     "finite_real",
     "first_repeat",
     "ParameterInfo",
@@ -203,6 +205,23 @@ def integer_or(*choices: str, ge: int | None = None, le: int | None = None) -> C
         lambda v: (isinstance(v, str) and v in choices) or _is_int(v, ge, le),
         _past_largest_int,
     )
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """A yes-or-no argument (``return_null``, ``report_estimate``) as a bool; else a
+    ParameterError naming it. Truthiness would read ``"false"`` as yes and fail on an
+    array ("the truth value of an array ... is ambiguous")."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be True or False; got {shown(value)}.")
+    return bool(value)
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """One of a few named options (``method``, ``relabel``); else a ParameterError listing
+    them. The type comes first: an array compared with a string fails in ``in``."""
+    if not (isinstance(value, str) and value in choices):
+        raise ParameterError(f"{name} must be one of {', '.join(map(repr, choices))}; got {shown(value)}.")
+    return value
 
 
 def _to_float(value: Any) -> Any:

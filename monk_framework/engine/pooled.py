@@ -19,12 +19,14 @@ forms diag(EᵀKE) use only the upper half of the symmetric K, about half the FL
 
 from __future__ import annotations
 
+import numbers
+from decimal import Decimal
 from typing import Any
 
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import ParameterError
+from monk_framework.core.errors import ParameterError, shown
 from monk_framework.core.kernels import CONTRACT_RTOL, DIAG_RTOL, Kernel, check_squared_norm, paying_features
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
@@ -131,7 +133,18 @@ class PooledSample:
 
     def _use_gram(self, K: Any) -> None:
         """Take a precomputed Gram matrix of Z (e.g. a slice of one over a whole data set)."""
-        K = np.asarray(K, dtype=float)
+        try:
+            given = np.asarray(K)
+            numbers_only = given.dtype.kind != "O" or all(
+                isinstance(v, (numbers.Real, Decimal)) and not isinstance(v, bool) for v in given.flat)
+            if given.dtype.kind not in "biufO" or not numbers_only:  # text, complex (float() drops its imaginary part)
+                raise TypeError
+            K = given.astype(float)
+        except (TypeError, ValueError, OverflowError):
+            raise ParameterError(
+                f"The precomputed Gram matrix must be a {self.size} x {self.size} array of real numbers; got "
+                f"{shown(K)}."
+            ) from None
         if K.shape != (self.size, self.size):
             raise ParameterError(
                 f"The precomputed Gram matrix must be {self.size} x {self.size} (the pooled sample); "

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,7 +46,7 @@ import numpy as np
 from monk_framework.core.errors import DataError, MonkError, ParameterError, shown, shown_count
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
-from monk_framework.core.params import first_repeat, spec_label
+from monk_framework.core.params import check_choice, check_flag, first_repeat, spec_label
 from monk_framework.core.randomness import RNGLike, root, seed_of
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
@@ -58,6 +58,7 @@ from monk_framework.engine.relabelling import Progress, check_null_memory, relab
 from monk_framework.numerics.distances import scaled_distances, scaled_l1_distances
 from monk_framework.two_sample.common import (
     TIE_RTOL,
+    check_estimator,
     check_level,
     check_permutations,
     critical_rank,
@@ -303,6 +304,10 @@ def _given_kernels(kernels: Any, bandwidths: Any) -> list[Kernel]:
         raise ParameterError("bandwidths= sets the grid of the default collection; with kernels= given, leave it out.")
     if isinstance(kernels, (str, Kernel)):
         kernels = [kernels]
+    if (isinstance(kernels, (Mapping, set, frozenset)) or not isinstance(kernels, Iterable)
+            or (isinstance(kernels, np.ndarray) and kernels.ndim == 0)):
+        # a dict or a set has no order, and seeded results follow the kernels' order
+        raise MonkError(f"kernels must be a list of Kernel objects or specs such as 'rbf:sigma=1'; got {shown(kernels)}.")
     reg = get_registry()
     out = [reg.resolve_kernel(k) for k in kernels]
     if not out:
@@ -379,8 +384,8 @@ def aggregated_test(
     resources = Resources.of(max_memory)
     check_progress(progress)
     check_backend(backend)
-    if method not in METHODS:
-        raise ParameterError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}.")
+    check_choice(method, "method", METHODS)
+    check_flag(return_null, "return_null")
     alpha = check_level(alpha)
     B = check_permutations(n_permutations)
     reg = get_registry()
@@ -391,10 +396,7 @@ def aggregated_test(
     if estimator is None:
         est = reg.estimator_with_role("v-statistic" if robust else "u-statistic")
     else:
-        resolved = reg.resolve_estimator(estimator)
-        if not isinstance(resolved, MMDEstimator):
-            raise MonkError(f"estimator must be an MMD estimator; got {getattr(resolved, 'name', type(resolved).__name__)!r}.")
-        est = resolved
+        est = check_estimator(reg.resolve_estimator(estimator))
         if robust and est.role != "v-statistic":
             raise ParameterError(
                 f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}."

@@ -20,7 +20,7 @@ import numpy as np
 from monk_framework.core.errors import MonkError, ParameterError, PluginFailure, plugin_code, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import finite_real
+from monk_framework.core.params import check_choice, check_flag, finite_real
 from monk_framework.core.registry import get_registry
 from monk_framework.engine.partitions import Partition
 
@@ -28,6 +28,7 @@ __all__ = [
     "RELABEL",
     "TIE_RTOL",
     "GramOf",
+    "check_estimator",
     "check_level",
     "check_permutations",
     "check_relabel",
@@ -111,6 +112,16 @@ def check_level(alpha: Any, *, name: str = "alpha") -> float:
     return value
 
 
+def check_estimator(estimator: Any) -> MMDEstimator:
+    """An MMD estimator object, else a MonkError naming what was given."""
+    if not isinstance(estimator, MMDEstimator):
+        raise MonkError(
+            f"estimator must be an MMD estimator (e.g. 'u-stat' or get_registry().get_estimator('u-stat')); got "
+            f"{getattr(estimator, 'name', None) or shown(estimator)!s}."
+        )
+    return estimator
+
+
 def check_permutations(n_permutations: Any, *, name: str = "n_permutations") -> int:
     """B as an int ≥ 1; else a ParameterError naming it."""
     if isinstance(n_permutations, bool) or not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
@@ -118,13 +129,14 @@ def check_permutations(n_permutations: Any, *, name: str = "n_permutations") -> 
     return int(n_permutations)
 
 
-def check_test_params(estimator: Any, n_permutations: Any, alpha: Any) -> MMDEstimator:
-    """The estimator of a test (an MMD estimator), B and α, checked."""
+def check_test_params(estimator: Any, n_permutations: Any, alpha: Any, return_null: Any = True) -> MMDEstimator:
+    """The estimator of a test (an MMD estimator), B, α and ``return_null``, checked."""
     if not isinstance(estimator, MMDEstimator):
         raise MonkError(
             f"A two-sample test needs an MMD estimator (e.g. get_registry().get_estimator('u-stat')); "
             f"got {getattr(estimator, 'name', type(estimator).__name__)!r}."
         )
+    check_flag(return_null, "return_null")
     check_permutations(n_permutations)
     check_level(alpha)
     return estimator
@@ -132,8 +144,7 @@ def check_test_params(estimator: Any, n_permutations: Any, alpha: Any) -> MMDEst
 
 def check_relabel(estimator: MMDEstimator, relabel: str) -> None:
     """Refuse an unknown ``relabel``, or "within-blocks" for an estimator without fixed blocks."""
-    if relabel not in RELABEL:
-        raise ParameterError(f"relabel must be one of {', '.join(map(repr, RELABEL))}; got {relabel!r}.")
+    check_choice(relabel, "relabel", RELABEL)
     has_blocks = type(estimator).fixed_partition is not MMDEstimator.fixed_partition
     if relabel == "within-blocks" and (not has_blocks or getattr(estimator, "n_blocks", None) == "auto"):
         _no_fixed_partition(estimator)

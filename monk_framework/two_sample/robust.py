@@ -45,7 +45,7 @@ import numpy as np
 from monk_framework.core.errors import DataError, MonkError, ParameterError, PluginFailure, plugin_code, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import RADIUS_RANGE, ClippedKernel, Kernel
-from monk_framework.core.params import finite_real
+from monk_framework.core.params import check_choice, check_flag, finite_real
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import Resources, check_backend, check_progress
@@ -63,6 +63,7 @@ from monk_framework.engine.relabelling import (
 from monk_framework.engine.within_blocks import relabellings, within_block_sums
 from monk_framework.two_sample.common import (
     TIE_RTOL,
+    check_estimator,
     check_level,
     check_permutations,
     critical_rank,
@@ -280,6 +281,8 @@ def check_robust_test(
     With ``method="auto"``, a number of blocks asks for mom, the one method that has blocks."""
     kernel, estimator = resolve(kernel, estimator, form="robust_test(kernel, X, Y, contamination=r)")
     _check_test_params(n_permutations, alpha, method)
+    if estimator is not None:
+        check_estimator(estimator)
     kernel = _robust_kernel(kernel)
     if not isinstance(contamination, (int, np.integer)) or isinstance(contamination, bool):
         contamination_count(contamination, 2)  # a fraction's range does not depend on N + M
@@ -307,8 +310,7 @@ def _robust_kernel(kernel: Any) -> Kernel:
 def _check_test_params(n_permutations: Any, alpha: Any, method: Any) -> None:
     check_permutations(n_permutations)
     check_level(alpha)
-    if method not in METHODS:
-        raise ParameterError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}.")
+    check_choice(method, "method", METHODS)
 
 
 def _resolve_method(method: str, kernel: Kernel, estimator: MMDEstimator | None) -> str:
@@ -390,6 +392,7 @@ def robust_test(
         kernel, contamination=contamination, method=method, estimator=estimator,
         n_permutations=n_permutations, alpha=alpha, clip=clip, clip_quantile=clip_quantile, n_blocks=n_blocks,
     )
+    check_flag(return_null, "return_null")
     # checked above: finite reals, read as floats (a Decimal would not mix with them)
     clip = None if clip is None else finite_real(clip)
     quantile = finite_real(clip_quantile)
@@ -450,7 +453,7 @@ def robust_test(
             timings={"total_s": time.perf_counter() - start}, **common,
         )
     pool = PooledSample(kernel, Xv, Yv, resources=resources)
-    Q = auto_blocks(n, m, r) if n_blocks == "auto" else _check_blocks(n_blocks, n, m)
+    Q = auto_blocks(n, m, r) if isinstance(n_blocks, str) and n_blocks == "auto" else _check_blocks(n_blocks, n, m)
     partition = pair_partition(n, m, Q, np.random.default_rng(stream(seq, "partition")))
     counts = _block_exceedances(est, pool, partition, B, null_seq, progress)
     pvalues = (1.0 + counts) / (1.0 + B)
@@ -492,7 +495,7 @@ def shifted_certificate(T: float, q: float | None, shift: Callable[[int], float]
 
 def _check_blocks(n_blocks: Any, n: int, m: int) -> int:
     if isinstance(n_blocks, bool) or not isinstance(n_blocks, (int, np.integer)) or n_blocks < 1:
-        raise ParameterError(f"n_blocks must be 'auto' or an int >= 1; got {n_blocks!r}.")
+        raise ParameterError(f"n_blocks must be 'auto' or an int >= 1; got {shown(n_blocks)}.")
     check_n_blocks(int(n_blocks), {"X": n, "Y": m}, estimator="robust_test(method='mom')")
     return int(n_blocks)
 

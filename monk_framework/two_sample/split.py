@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.errors import MonkError, ParameterError
+from monk_framework.core.errors import MonkError, ParameterError, shown
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import first_repeat
@@ -112,7 +112,12 @@ def split_test(
     check_progress(progress)
     check_backend(backend)  # a name such as 'dask' would run here, silently
     kernel, estimator = resolve(kernel, estimator, form="split_test(kernel, estimator, X, Y)")
-    estimator = check_test_params(estimator, n_permutations, alpha)
+    estimator = check_test_params(estimator, n_permutations, alpha, return_null)
+    if gram is not None and not callable(gram):
+        raise ParameterError(
+            f"gram must be a function gram(kernel, ix, iy) giving the Gram matrix of [X[ix]; Y[iy]] (each stage "
+            f"of a split test has its own points), or None; got {shown(gram)}."
+        )
     alpha = check_level(alpha)
     kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.mmd_pair(X, Y)
