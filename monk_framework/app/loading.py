@@ -24,6 +24,7 @@ import errno
 import math
 import os
 import shlex
+import string
 import warnings
 from array import array
 from pathlib import Path
@@ -368,7 +369,7 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
         if not cell or cell.upper() in MISSING:
             raise DataFileError(
                 str(path),
-                f"a missing value ({cell!r}; pandas writes NA and NaN as an empty cell or <NA>): "
+                f"a missing value ({shown(cell)}; pandas writes NA and NaN as an empty cell or <NA>): "
                 "drop or impute the missing values first, e.g. df.dropna().to_csv(path).",
                 line=line, column=column,
             )
@@ -383,9 +384,9 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
         elif _blank_separated_numbers(cell):
             hint = (" The values seem separated by tabs or spaces: a .csv file is read with ',' between values; "
                     "name a tab-separated file .tsv, or a file of numbers separated by spaces .txt.")
-        raise DataFileError(str(path), f"cannot read {cell!r} as a number.{hint}", line=line, column=column)
+        raise DataFileError(str(path), f"cannot read {shown(cell)} as a number.{hint}", line=line, column=column)
     if not math.isfinite(value):
-        raise DataFileError(str(path), f"{cell!r} is not a finite number.", line=line, column=column)
+        raise DataFileError(str(path), f"{shown(cell)} is not a finite number.", line=line, column=column)
     return value
 
 
@@ -434,6 +435,11 @@ def _read_lines(path: Path) -> list[str]:
     return strings
 
 
+#: what a FASTA sequence line may hold: IUPAC letters (any ASCII letter: proteins use most
+#: of them), '-' and '.' for gaps, '*' for a stop
+_SEQUENCE_CHARACTERS = frozenset(string.ascii_letters + "-.*")
+
+
 def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
     sequences: list[str] = []
     header_line: int | None = None
@@ -467,6 +473,14 @@ def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
             raise DataFileError(
                 str(path), f"the digit {digit!r} inside a sequence line: FASTA sequences are letters only "
                 "(position numbers, as in a GenBank file? remove them).", line=lineno, column=line.index(digit) + 1,
+            )
+        odd = next((c for c in text if not (c in _SEQUENCE_CHARACTERS or c.isspace())), None)
+        if odd is not None:
+            # '#', ',' or a quotation mark is no residue: read as one, it would be a letter
+            # of its own in every string kernel, silently
+            raise DataFileError(
+                str(path), f"the character {odd!r} (U+{ord(odd):04X}) inside a sequence line: FASTA sequence lines "
+                "hold letters, and '-', '.' and '*' for gaps and stops.", line=lineno, column=line.index(odd) + 1,
             )
         parts.append("".join(text.split()))
     close()

@@ -204,6 +204,23 @@ def test_fasta_records_and_errors_with_line_numbers(tmp_path):
     (tmp_path / "e.fa").write_text(">x\n AC>G\n")  # the column counts the line as written
     with pytest.raises(DataFileError, match=r"line 2, column 4: '>' inside"):
         load_sample(tmp_path / "e.fa")
+    # '#', a comma or a quotation mark was read as a residue: a letter of its own to every kernel
+    for odd in "#,'\"é":
+        (tmp_path / "f.fa").write_text(f">x\nACGT\n>y\nAC{odd}GT\n", encoding="utf-8")
+        with pytest.raises(DataFileError, match=rf"f.fa, line 4, column 3: the character {odd!r} \(U\+{ord(odd):04X}\) inside "
+                                                rf"a sequence line: FASTA sequence lines hold letters, and '-', '.' and '\*'"):
+            load_sample(tmp_path / "f.fa")
+    # gaps and stops are sequence characters
+    (tmp_path / "g.fa").write_text(">x\nAC-GT.A*\n>y\nmkv*\n")
+    assert load_sample(tmp_path / "g.fa") == ["AC-GT.A*", "MKV*"]
+
+
+def test_a_long_cell_is_shown_by_its_start_and_length(tmp_path):
+    # a cell of 2000 characters (values joined by the wrong separator) was echoed whole
+    (tmp_path / "x.tsv").write_text("1\t2\n" + ",".join(["1"] * 1000) + "\t2\n")
+    with pytest.raises(DataFileError, match=r"x.tsv, line 2, column 1: cannot read '1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1\.\.\. "
+                                            r"\(2,001 characters\) as a number"):
+        load_sample(tmp_path / "x.tsv")
 
 
 @pytest.mark.parametrize(("name", "hint"), [
