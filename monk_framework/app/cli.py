@@ -581,7 +581,13 @@ def describe(
     if name in DATASETS:
         found.append(_describe_dict(DATASETS[name], "monk-framework (built-in data set)"))
     if not found:
-        raise UnknownNameError("kernel, estimator or data set", name, reg.names() + list(DATASETS))
+        # an experiment's name is no plugin's: say where it is described ("Unknown ... 'exp1'" left it there)
+        try:
+            get_experiment(name)
+            note = f" {name!r} is an experiment: 'monkfw experiment {name} --help'."
+        except UnknownNameError:
+            note = ""
+        raise UnknownNameError("kernel, estimator or data set", name, reg.names() + list(DATASETS), note=note)
     if spec != name:
         _note(f"{spec!r} is {name!r} with parameters; here is {name!r} with all of its parameters.")
     if as_json:

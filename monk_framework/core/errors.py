@@ -218,6 +218,10 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
         ratio = [difflib.SequenceMatcher(None, str(name).lower(), c).ratio() for c in close]
         close = [c for c, r in zip(close, ratio) if r == max(ratio)]
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    head, _, rest = str(name).strip().partition(" ")
+    if head in known and "=" in rest:
+        # "rbf sigma=1": a spec written with a space, where the name ends at ':'
+        hint = f" Did you mean {head + ':' + ','.join(rest.split())!r}? A spec is name:key=value,key=value."
     listing = ", ".join(known) if known else "(none)"
     return f"{hint} Known: {listing}."
 

@@ -66,6 +66,8 @@ def test_describe_shows_formula_and_defaults():
     assert shown.exit_code == 0 and json.loads(shown.stdout) == info
     unknown = invoke("describe", "polynomal:degree=2")
     assert unknown.exit_code == 2 and "Unknown kernel, estimator or data set 'polynomal'" in unknown.stderr
+    experiment = invoke("describe", "exp2")  # no plugin: where an experiment is described
+    assert experiment.exit_code == 2 and "'exp2' is an experiment: 'monkfw experiment exp2 --help'." in experiment.stderr
     for half in ("polynomial(degree=2", "polynomial degree=2)"):  # a parenthesis lost in copying
         cut = invoke("describe", half)
         assert cut.exit_code == 2 and "Cannot read spec" in cut.stderr and "with both parentheses" in cut.stderr

@@ -112,6 +112,11 @@ def test_unknown_names_suggest_the_closest(registry):
 
     assert did_you_mean("rbff", ["rff", "rbf", "laplace"]).startswith(" Did you mean 'rff' or 'rbf'?")
     assert did_you_mean("lapalce", ["rff", "rbf", "laplace"]).startswith(" Did you mean 'laplace'? Known:")
+    # a spec written with spaces ("Unknown kernel 'rbf sigma=1'" said nothing of the form)
+    assert did_you_mean("rbf sigma=1 ", ["rbf", "laplace"]).startswith(
+        " Did you mean 'rbf:sigma=1'? A spec is name:key=value,key=value. Known:")
+    assert did_you_mean("monk-bcd n_blocks=5 n_iter=3", ["monk-bcd"]).startswith(" Did you mean 'monk-bcd:n_blocks=5,n_iter=3'?")
+    assert did_you_mean("rbf 1", ["rbf", "laplace"]) == " Did you mean 'rbf'? Known: laplace, rbf."  # no key=value: no spec
 
 
 @pytest.mark.parametrize("name", [3, None, b"rbf", ["rbf"]])
