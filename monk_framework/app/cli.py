@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import traceback
+import unicodedata
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -322,7 +323,7 @@ def _one_line_warnings(show: Any) -> Any:
     def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
                  line: str | None = None) -> None:
         if issubclass(category, (CompiledLoopsWarning, PrecisionWarning, ReadWarning, DataWarning)):
-            stderr.print(f"Warning: {message}", markup=False)
+            stderr.print(_one_line(f"Warning: {message}"), markup=False)
         else:
             show(message, category, filename, lineno, file, line)
 
@@ -366,12 +367,24 @@ def _plugin_prints_to_stderr() -> contextlib.AbstractContextManager[Any]:
     return contextlib.redirect_stdout(_TolerantStderr())
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its control characters written as escapes (``\\n``, ``\\x1b``): a
+    file named with a newline or a terminal escape would split a message or recolour
+    the terminal, where every message is one line."""
+    if text.isprintable():
+        return text
+    return "".join(_ESCAPES.get(c, f"\\x{ord(c):02x}") if unicodedata.category(c) == "Cc" else c for c in text)
+
+
 def _fail(message: str, code: int, *, exc: BaseException | None = None, hint: str = "") -> int:
     if STATE.debug and exc is not None:
         traceback.print_exception(exc, file=_TolerantStderr())
-    stderr.print(f"Error: {message}{hint}", markup=False)
+    stderr.print(_one_line(f"Error: {message}{hint}"), markup=False)
     if STATE.after_error:
-        stderr.print(STATE.after_error, markup=False)
+        stderr.print(_one_line(STATE.after_error), markup=False)
     return code
 
 
@@ -423,7 +436,7 @@ def _quiet(quiet: bool) -> None:
 
 def _note(message: str) -> None:
     if not STATE.quiet:
-        stderr.print(message, markup=False)
+        stderr.print(_one_line(message), markup=False)
 
 
 def _print_json(data: Any) -> None:
