@@ -18,6 +18,7 @@ this against a real LocalCluster).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
@@ -267,6 +268,16 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
     scheme, sep, rest = address.partition("://")
     if not sep:
         scheme, rest = "tcp", address
+    if scheme == "inproc":
+        raise ParameterError(
+            f"The scheduler address {address!r} (--scheduler) names a scheduler inside one Python process (inproc://), "
+            "which no other process reaches; give its network address, e.g. tcp://host:8786."
+        )
+    if scheme == "ucx" and importlib.util.find_spec("distributed_ucxx") is None:
+        raise ParameterError(
+            f"The scheduler address {address!r} (--scheduler) uses UCX, which needs the distributed-ucxx package "
+            "(not installed here); give the scheduler's tcp:// address, or install it."
+        )
     if scheme != "tcp":
         return
     host, _, port = rest.rpartition(":")
@@ -372,6 +383,12 @@ class DaskBackend(Backend):
         except OSError as exc:
             raise MonkError(f"Cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
         except (ValueError, TypeError) as exc:  # dask's own parse of the address
+            if str(scheduler).partition("://")[0] in ("tls", "wss"):
+                raise ParameterError(
+                    f"The scheduler address {scheduler!r} (--scheduler) uses TLS, which needs dask's TLS settings "
+                    "(distributed.comm.tls: a CA file and this client's certificate and key, in the dask config or "
+                    f"DASK_DISTRIBUTED__COMM__TLS__* variables), and dask found none it could use ({exc})."
+                ) from None
             raise ParameterError(
                 f"The scheduler address {scheduler!r} (--scheduler) is not valid ({exc}); "
                 "expected something like tcp://host:8786."

@@ -412,6 +412,27 @@ def test_a_malformed_scheduler_address_is_a_usage_error():
     assert "scheduler address 'notanaddress' (--scheduler) is not valid" in result.stderr
 
 
+@pytest.mark.parametrize(("address", "message"), [
+    # each was dask's own words: "not enough values to unpack", "Can't instantiate abstract
+    # class UCXConnector", "TLS expects a `ssl_context` argument"
+    ("inproc://x", r"names a scheduler inside one Python process \(inproc://\), which no other process reaches"),
+    ("ucx://127.0.0.1:1", r"uses UCX, which needs the distributed-ucxx package"),
+    ("tls://127.0.0.1:1", r"uses TLS, which needs dask's TLS settings \(distributed\.comm\.tls"),
+])
+def test_a_scheduler_scheme_this_client_cannot_use_says_why(address, message):
+    pytest.importorskip("distributed")
+    import importlib.util
+
+    if address.startswith("ucx") and importlib.util.find_spec("distributed_ucxx") is not None:
+        pytest.skip("UCX is installed here")
+    from monk_framework.app.cli import app
+
+    result = CliRunner().invoke(app, ["test", "-k", "rbf", "-e", "u-stat", "-d", "gauss", "--data-param", "n=20",
+                                      "--backend", "dask", "--scheduler", address])
+    assert result.exit_code == 2
+    assert re.search(rf"^Error: The scheduler address '{re.escape(address)}' \(--scheduler\) {message}", result.stderr, re.M)
+
+
 @pytest.mark.parametrize("command", ["run", "test"])
 def test_ctrl_c_prints_one_interrupted_line_and_exits_130(command, monkeypatch):
     from monk_framework.app import jobs
