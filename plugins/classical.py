@@ -14,7 +14,7 @@ from monk_framework.core.params import one_of
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.pooled import PooledSample, SampleSums, relabelling_batch, sample_sums, u_statistic, v_statistic
-from monk_framework.engine.reductions import KernelSums, kernel_sums
+from monk_framework.engine.reductions import KernelSums, kernel_sums, warn_if_diagonal_dominates
 
 
 def _sums(kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> KernelSums:
@@ -109,6 +109,7 @@ class UStatistic(_FromSums):
         start = time.perf_counter()
         # the Gram diagonal equals kernel.diag bit for bit, so its sum is the trace
         mmd2 = float(self.mmd2_from_sums(sums, len(X), len(Y)))  # type: ignore[arg-type]
+        warn_if_diagonal_dominates(kernel, sums, mmd2, len(X), len(Y))
         if self.root == "clip":
             mmd = math.sqrt(max(mmd2, 0.0))
         else:
