@@ -31,10 +31,13 @@ from monk_framework.core.resources import check_fits
 
 __all__ = ["Dataset", "VectorDataset", "SpliceDataset", "GaussDataset", "GaussOutliersDataset", "ParetoDataset", "DATASETS", "get_dataset", "default_dataset"]
 
-_OPTIONAL_SIZE = Check(
-    "an int >= 1, or None for the same size as n",
-    lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
-)
+def _optional_size(none_means: str) -> Check:
+    """A sample size (an int >= 1, at most numpy's largest), or None for ``none_means``."""
+    size = integer(ge=1)
+    return Check(f"an int >= 1, or None for {none_means}", lambda v: v is None or size.test(v), size.hint)
+
+
+_OPTIONAL_SIZE = _optional_size("the same size as n")
 
 
 @attrs.frozen(kw_only=True)
@@ -168,7 +171,7 @@ class SpliceDataset(Dataset):
 
     n: int | None = parameter(  # type: ignore[assignment]
         None, doc="sequences in X (default: as many as the classes allow, equal sizes)",
-        check=_OPTIONAL_SIZE, kind="int",
+        check=_optional_size("as many as the classes allow"), kind="int",
     )
     m: int | None = parameter(None, doc="sequences in Y (default: n)", check=_OPTIONAL_SIZE, kind="int")
     ambiguous: str = parameter(

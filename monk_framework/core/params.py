@@ -158,8 +158,12 @@ def _is_int(v: Any, ge: int | None, le: int | None) -> bool:
 
 
 def _past_largest_int(value: Any) -> str:
+    """What an int parameter's refusal adds: the largest int, or how to write a whole
+    number typed as a float (``n=1e6``, which the command line reads as 1000000.0)."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) > LARGEST_INT:
         return f" An int parameter is at most 2^63 - 1 = {LARGEST_INT:,}, numpy's largest integer."
+    if isinstance(value, float) and value.is_integer() and abs(value) <= LARGEST_INT:
+        return f" Write the whole number without a decimal point or exponent: {int(value)}."
     return ""
 
 

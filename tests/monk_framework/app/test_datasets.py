@@ -135,3 +135,14 @@ def test_a_parameter_that_is_no_finite_number_says_so():
     # "must be a float. Got inf" was false: inf is a float to Python
     with pytest.raises(ParameterError, match=r"must be a float. Got inf instead. A parameter's number must be finite."):
         get_dataset("gauss-outliers", outlier_x=float("inf"))
+
+
+def test_an_optional_size_says_what_none_means_and_how_large_it_may_be():
+    # the splice sets' n said "or None for the same size as n", of n itself
+    with pytest.raises(ParameterError, match=r"The 'n' parameter of SpliceEIIE must be an int >= 1, or None for as many "
+                                             r"as the classes allow\. Got 0 instead\.$"):
+        get_dataset("splice-ei-ie", n=0)
+    with pytest.raises(ParameterError, match=r"The 'm' parameter of GaussDataset must be an int >= 1, or None for the same "
+                                             r"size as n\. Got 100000000000000000000 instead\. An int parameter is at most 2\^63 - 1"):
+        get_dataset("gauss", m=10**20)
+    assert get_dataset("gauss", m=None).size_y == 200

@@ -155,6 +155,16 @@ def test_an_int_past_numpys_largest_is_refused_for_an_int_parameter(big):
     assert "2^63" not in str(info.value)
 
 
+def test_a_whole_number_typed_as_a_float_is_told_how_to_write_it():
+    # the command line reads n=1e6 as 1000000.0: refused as before, now with the int to write
+    with pytest.raises(ParameterError, match=r"must be an int >= 1\. Got 1000000\.0 instead\. Write the whole number "
+                                             r"without a decimal point or exponent: 1000000\.$"):
+        Counted(n_iter=parse_value("1e6"))
+    with pytest.raises(ParameterError) as info:
+        Counted(n_iter=2.5)
+    assert "Write the whole number" not in str(info.value)
+
+
 @pytest.mark.parametrize("number", [1, 0, 1.0, np.int64(1)])
 def test_a_number_is_not_taken_for_a_bool_among_named_choices(number):
     # Python's 1 == True let trace=1 pass a check of ('auto', True, False), stored as 1, where
