@@ -123,7 +123,8 @@ class Exp2(Experiment):
             if min(self.sizes) // 3 < need:
                 raise ParameterError(
                     f"Experiment 2: estimator {text!r} needs at least {need} points per sample in each third "
-                    f"of the split test{f' ({why})' if why else ''}; the smallest size is {min(self.sizes)}."
+                    f"of the split test{f' ({why})' if why else ''}; the smallest size, {min(self.sizes)}, gives thirds of "
+                    f"{min(self.sizes) // 3} (use sizes of at least {3 * need})."
                 )
         for panel in self.panels:
             a, b = PANELS[panel]

@@ -89,7 +89,7 @@ def test_quick_run_writes_results_summary_timing_and_figure(tmp_path):
     ("overrides", "message"),
     [
         ({"sizes": (400,)}, "panel EI-EI allows samples of at most 381"),
-        ({"sizes": (20,)}, "at least 10 points per sample in each third"),
+        ({"sizes": (20,)}, r"at least 10 points per sample in each third .*; the smallest size, 20, gives thirds of 6 \(use sizes of at least 30\)"),
         ({"grid": (("sigma", (1.0,)),)}, "has no parameter 'sigma'"),
         ({"grid": (("lam", (1.5,)),)}, "lam"),
         ({"kernel": "rbf"}, "takes vectors"),
