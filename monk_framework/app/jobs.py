@@ -30,7 +30,7 @@ from monk_framework.app.loading import first_data_line, holds_numbers, load_samp
 from monk_framework.core.errors import DataError, DataFileError, MonkError, ParameterError, UnknownNameError, shown
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import Configurable, parse_spec, parse_value
+from monk_framework.core.params import Configurable, first_repeat, parse_spec, parse_value
 from monk_framework.core.randomness import root, stream
 from monk_framework.core.registry import Registry, get_registry
 from monk_framework.core.results import (
@@ -545,6 +545,10 @@ def _prepare_aggregated(
     family at ``--bandwidths``, or at the published grid over the pooled distances."""
     reg = load.pop("registry", None) or get_registry()
     notes: list[str] = []
+    twice = first_repeat([reg.get_kernel(name, **given).spec() for name, given in map(parse_spec, kernels)])
+    if twice is not None:
+        # said in the words typed: expanded, a repeat read "kernels 0 and 10 are the same kernel"
+        raise ParameterError(f"-k {kernels[twice[1]]} repeats -k {kernels[twice[0]]}: give each kernel once.")
     if not kernels:
         kind = data_kind(load.get("x"), load.get("dataset"), load.get("y"))
         if kind != "vector":

@@ -133,6 +133,9 @@ def test_bad_options_are_one_line_errors(args, message):
         (["--contamination", "2"], "needs --bandwidths fixed before seeing the data"),
         (["--relabel", "within-blocks"], "--aggregate relabels the pooled sample globally"),
         (["--blocks", "5"], "(with --contamination); --aggregate does not use them"),
+        # a kernel given twice, in the words typed (expanded, it read "kernels 0 and 10 are the same kernel")
+        (["-k", "rbf", "-k", "gaussian"], "Error: -k gaussian repeats -k rbf: give each kernel once."),
+        (["-k", "rbf:sigma=1", "-k", "rbf(sigma=1.0)"], "Error: -k rbf(sigma=1.0) repeats -k rbf:sigma=1"),
     ],
 )
 def test_aggregate_refuses_options_it_would_not_use(args, message):
