@@ -3,11 +3,17 @@ quadratic kernels, estimate and permutation test, each path in the same run.
 
     python benchmarks/bench_features.py              # N = M = 1000 and 5000, d = 5, B = 1000
     python benchmarks/bench_features.py --sizes 20000 --permutations 200
+    python benchmarks/bench_features.py --sizes 20000,100000 --budget 1MB   # estimates under a budget
 
 * features: the default (``monk_framework.core.kernels.paying_features``: with D features a point,
   at most 1/16 of the points, the sums are products of feature sums);
 * Gram: the same calls with the feature path switched off (``FEATURES_PAY`` set beyond
   any sample), as before it existed: the stored Gram matrix, or its tiles.
+
+With ``--budget``, only estimates, under that memory budget (``max_memory``): where the
+feature matrices do not fit, the features are summed in blocks of rows
+(``monk_framework.core.kernels.feature_sums``), against the Gram matrix's tiles. Their floor
+is computing the features once (``kernel.features`` of each sample, whole).
 
 The floor of the feature path of a test is drawing its B relabellings of N + M points
 (numpy's ``permutation``, B times) and its product Φᵀ E (D × (N + M) × B), both timed
@@ -60,27 +66,49 @@ def main() -> None:
     parser.add_argument("--d", type=int, default=5)
     parser.add_argument("--permutations", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--budget", default=None, help="estimates only, under this max_memory (e.g. 1MB)")
     args = parser.parse_args()
     reg = get_registry()
+    if args.budget is not None:
+        _under_budget(args, reg)
+        return
     print("| kernel | N = M | D | estimate: features | Gram | ratio | test: features | Gram | ratio | test / its floor |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, n, g, X, Y, kernel, D in _cases(args, reg):
+        est_on, est_off = _paired(lambda kernel=kernel: estimate(kernel, "u-stat", X, Y), args.repeats)
+        B = args.permutations
+        test_on, test_off = _paired(
+            lambda kernel=kernel: permutation_test(kernel, "u-stat", X, Y, n_permutations=B, rng=0), args.repeats)
+        # the floor: drawing B relabellings of 2N points, and the product Φᵀ E
+        Phi_T = np.asfortranarray(g.normal(size=(D, 2 * n)))
+        E = g.integers(0, 2, size=(2 * n, B)).astype(float)
+        draw = np.random.default_rng(0)
+        floor = _best(lambda: [draw.permutation(2 * n) for _ in range(B)], args.repeats) + _best(lambda: Phi_T @ E, args.repeats)
+        print(f"| {name} | {n} | {D} | {est_on * 1e3:.2f} ms | {est_off * 1e3:.1f} ms | **{est_off / est_on:.0f}×** | "
+              f"{test_on * 1e3:.1f} ms | {test_off * 1e3:.0f} ms | **{test_off / test_on:.0f}×** | {test_on / floor:.1f} |")
+
+
+def _cases(args: argparse.Namespace, reg):
+    """(kernel name, N, its generator, X, Y, kernel, D) for each size and kernel."""
     for n in (int(s) for s in args.sizes.split(",")):
         g = np.random.default_rng(n)
         X, Y = g.normal(size=(n, args.d)), g.normal(size=(n, args.d)) + 0.05
         for name in ("linear", "quadratic"):
             kernel = reg.get_kernel(name)
-            D = kernel.features(X[:1]).shape[1]
-            est_on, est_off = _paired(lambda kernel=kernel: estimate(kernel, "u-stat", X, Y), args.repeats)
-            B = args.permutations
-            test_on, test_off = _paired(
-                lambda kernel=kernel: permutation_test(kernel, "u-stat", X, Y, n_permutations=B, rng=0), args.repeats)
-            # the floor: drawing B relabellings of 2N points, and the product Φᵀ E
-            Phi_T = np.asfortranarray(g.normal(size=(D, 2 * n)))
-            E = g.integers(0, 2, size=(2 * n, B)).astype(float)
-            draw = np.random.default_rng(0)
-            floor = _best(lambda: [draw.permutation(2 * n) for _ in range(B)], args.repeats) + _best(lambda: Phi_T @ E, args.repeats)
-            print(f"| {name} | {n} | {D} | {est_on * 1e3:.2f} ms | {est_off * 1e3:.1f} ms | **{est_off / est_on:.0f}×** | "
-                  f"{test_on * 1e3:.1f} ms | {test_off * 1e3:.0f} ms | **{test_off / test_on:.0f}×** | {test_on / floor:.1f} |")
+            yield name, n, g, X, Y, kernel, kernel.features(X[:1]).shape[1]
+
+
+def _under_budget(args: argparse.Namespace, reg) -> None:
+    print(f"| kernel | N = M | D | estimate under {args.budget}: features in blocks | Gram tiles | ratio | features / floor |")
+    print("|---|---|---|---|---|---|---|")
+    for name, n, _, X, Y, kernel, D in _cases(args, reg):
+        def run(kernel=kernel, X=X, Y=Y):
+            return estimate(kernel, "u-stat", X, Y, max_memory=args.budget)
+
+        assert run().diagnostics.get("features") is True  # the blocks, not the tiles
+        on, off = _paired(run, args.repeats)
+        floor = _best(lambda kernel=kernel: (kernel.features(X).sum(axis=0), kernel.features(Y).sum(axis=0)), args.repeats)
+        print(f"| {name} | {n} | {D} | {on * 1e3:.1f} ms | {off * 1e3:.0f} ms | **{off / on:.0f}×** | {on / floor:.1f} |")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ __all__ = [
     "check_squared_norm",
     "counted_in_turn",
     "in_turn",
+    "feature_sums",
     "paying_features",
     "rectangular_gram_of",
     "scale",
@@ -1315,13 +1316,11 @@ def paying_features(kernel: Kernel, parts: Sequence[Sample], resources: Resource
     """Φ of each sample in ``parts`` (validated vector samples), or None when the kernel
     has no finite feature map, its D features a point are more than 1/FEATURES_PAY of the
     points, or the feature matrices would not fit in the budget of ``resources``."""
-    arrays = [p for p in parts if isinstance(p, np.ndarray) and p.ndim == 2]
-    if not kernel.has_features or len(arrays) != len(parts) or not any(len(p) for p in arrays):
+    plan = _feature_plan(kernel, parts)
+    if plan is None:
         return None
-    size = sum(len(p) for p in arrays)
-    first = next(p for p in arrays if len(p))
-    D = kernel.feature_count(first)
-    if D * FEATURES_PAY > size or not resources.fits(8.0 * size * D):
+    arrays, first, D = plan
+    if not resources.fits(8.0 * sum(len(p) for p in arrays) * D):
         return None
     # one point's features first: a count that is not their width would size everything after it wrongly
     widths = {kernel.features(first[:1]).shape[1]}
@@ -1329,13 +1328,62 @@ def paying_features(kernel: Kernel, parts: Sequence[Sample], resources: Resource
     for p in arrays:
         features.append(kernel.features(p))
         widths.add(features[-1].shape[1])
-    if widths != {D}:
+    _check_widths(kernel, first, D, widths)
+    _check_against_values(kernel, arrays, features)
+    return features
+
+
+def _feature_plan(kernel: Kernel, parts: Sequence[Sample]) -> tuple[list[np.ndarray], np.ndarray, int] | None:
+    """(the parts, the first non-empty one, D) when the kernel has features and D pays
+    (at most 1/FEATURES_PAY of the points), else None."""
+    arrays = [p for p in parts if isinstance(p, np.ndarray) and p.ndim == 2]
+    if not kernel.has_features or len(arrays) != len(parts) or not any(len(p) for p in arrays):
+        return None
+    first = next(p for p in arrays if len(p))
+    D = kernel.feature_count(first)
+    return None if D * FEATURES_PAY > sum(len(p) for p in arrays) else (arrays, first, D)
+
+
+def _check_widths(kernel: Kernel, first: np.ndarray, D: int, widths: set[int]) -> None:
+    """Refuse features whose width is not the plugin's own count D, by name."""
+    if widths - {D}:
         raise KernelContractError(
             f"{kernel.plugin_label()}: compute_feature_count({first.shape[1]}) gives {D:,} features a point, but "
             f"compute_features gives {', '.join(f'{w:,}' for w in sorted(widths - {D}))}; they must agree."
         )
-    _check_against_values(kernel, arrays, features)
-    return features
+
+
+def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources) -> list[np.ndarray] | None:
+    """Σ_i φ(z_i) of each sample in ``parts``, for a kernel whose D features pay (as in
+    :func:`paying_features`) but whose feature matrices do not fit the budget: read in
+    blocks of rows that take at most a quarter of it, so the sums cost O((N + M) D) in
+    any budget, where kernel values cost (N + M)². None when the kernel has no finite
+    features, D does not pay, or one row of features does not fit. The features are
+    checked as :func:`paying_features` checks them (their width, and their inner products
+    against the kernel's values on the leading points)."""
+    plan = _feature_plan(kernel, parts)
+    if plan is None:
+        return None
+    arrays, first, D = plan
+    rows = int((resources.budget or CHUNK_BYTES) // (4 * 8 * D))
+    if rows < 1:
+        return None
+    half = max(1, CONTRACT_CHECK_POINTS // len(arrays))
+    leading = [kernel.features(p[:half]) for p in arrays]
+    widths = {f.shape[1] for f in leading if len(f)}
+    sums = []
+    for p in arrays:
+        total = np.zeros(D)
+        for start in range(0, len(p), rows):
+            block = kernel.features(p[start:start + rows])
+            widths.add(block.shape[1])
+            if block.shape[1] != D:
+                break
+            total += block.sum(axis=0)
+        sums.append(total)
+    _check_widths(kernel, first, D, widths)
+    _check_against_values(kernel, arrays, leading)
+    return sums
 
 
 def _check_against_values(kernel: Kernel, parts: Sequence[np.ndarray], features: Sequence[np.ndarray]) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from monk_framework.core.errors import KernelOverflowError, PrecisionWarning
-from monk_framework.core.kernels import Kernel, paying_features
+from monk_framework.core.kernels import Kernel, feature_sums, paying_features
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import in_this_process
@@ -63,9 +63,11 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
     start = time.perf_counter()
     n, m = len(X), len(Y)
     features = paying_features(kernel, (X, Y), resources)
-    if features is not None:
+    # beyond the budget, the sums of the features in blocks of rows: the same O((N + M) D)
+    summed = None if features is not None else feature_sums(kernel, (X, Y), resources)
+    if features is not None or summed is not None:
         # ‖Σφ(x)‖², ‖Σφ(y)‖², ⟨Σφ(x), Σφ(y)⟩: O((N + M) D), no kernel value between points
-        sx, sy = features[0].sum(axis=0), features[1].sum(axis=0)
+        sx, sy = [f.sum(axis=0) for f in features] if features is not None else summed  # type: ignore[misc]
         dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
             sums = KernelSums(

@@ -55,10 +55,28 @@ def test_features_are_used_only_where_they_pay():
     few = estimate(kernel, "u-stat", gen.normal(size=(70, 3)), gen.normal(size=(80, 3)))
     many = estimate(kernel, "u-stat", gen.normal(size=(80, 3)), gen.normal(size=(80, 3)))
     assert "features" not in few.diagnostics and many.diagnostics["features"] is True
-    # nor over the memory budget, nor for a kernel without them
+    # nor for a kernel without them
     X, Y = gen.normal(size=(400, 3)), gen.normal(size=(400, 3))
-    assert "features" not in estimate(kernel, "u-stat", X, Y, max_memory=8 * 800 * 10 - 1).diagnostics
     assert "features" not in estimate("rbf", "u-stat", X, Y).diagnostics
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("estimator", ["u-stat", "v-stat"])
+def test_over_the_budget_an_estimate_sums_the_features_in_blocks(spec, estimator):
+    # the feature matrices (8 (N + M) D bytes) did not fit, and the estimate fell back to
+    # (N + M)^2 kernel values in tiles: 4e12 of them for 10^6 + 10^6 points under 10 MB
+    gen = np.random.default_rng(19)
+    X, Y = gen.normal(size=(400, 3)), gen.normal(0.3, 1.0, size=(390, 3))
+    kernel = REG.resolve_kernel(spec)
+    D = kernel.feature_count(X)
+    for budget in (8 * 790 * D - 1, 4 * 8 * D * 7, 4 * 8 * D):  # Φ just too large; 7 rows a block; 1 row a block
+        result = estimate(kernel, estimator, X, Y, max_memory=budget)
+        assert result.diagnostics.get("features") is True and result.diagnostics["tiled"] is False
+        assert result.mmd2 == pytest.approx(_brute(kernel, X, Y, estimator), rel=1e-11, abs=1e-14)
+    # below one row of features a block: the tiles, as before
+    tiles = estimate(kernel, estimator, X, Y, max_memory=4 * 8 * D - 1)
+    assert "features" not in tiles.diagnostics
+    assert tiles.mmd2 == pytest.approx(_brute(kernel, X, Y, estimator), rel=1e-11, abs=1e-14)
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -113,6 +131,7 @@ def test_features_that_disagree_with_the_kernel_are_refused_by_name():
     gen = np.random.default_rng(11)
     X, Y = gen.normal(size=(200, 2)), gen.normal(size=(200, 2))
     for run in (lambda: estimate(MisfeaturedKernel(), "u-stat", X, Y),
+                lambda: estimate(MisfeaturedKernel(), "u-stat", X, Y, max_memory=1000),  # summed in blocks
                 lambda: permutation_test(MisfeaturedKernel(), "v-stat", X, Y, n_permutations=19, rng=0)):
         with pytest.raises(KernelContractError, match=r"kernel 'misfeatured' \(.*MisfeaturedKernel\): its features disagree "
                            r"with its kernel values: <features\([xy]_\d+\), features\([xy]_\d+\)> = .* where k\([xy]_\d+, [xy]_\d+\) = "):
@@ -257,6 +276,7 @@ def test_a_plugin_feature_count_that_is_not_the_features_width_is_refused_by_nam
             return 1
 
     X = np.random.default_rng(18).normal(size=(200, 2))
-    with pytest.raises(KernelContractError, match=r"kernel 'undercounting' .*: compute_feature_count\(2\) gives 1 features a "
-                       r"point, but compute_features gives 2; they must agree\."):
-        estimate(Undercounting(), "v-stat", X, X + 1)
+    for budget in (None, 1000):  # the features whole, and summed in blocks over the budget
+        with pytest.raises(KernelContractError, match=r"kernel 'undercounting' .*: compute_feature_count\(2\) gives 1 features "
+                           r"a point, but compute_features gives 2; they must agree\."):
+            estimate(Undercounting(), "v-stat", X, X + 1, max_memory=budget)
