@@ -68,6 +68,7 @@ def _files(root: Path) -> None:
     (root / "noheader.fa").write_text("ACGT\n>x\nA\n")
     (root / "nosequence.fa").write_text(">a\nAC\n>b\n>c\nA\n")
     (root / "gt.fa").write_text(">a\nAC>G\n")
+    (root / "hash.fa").write_text(">a\nACGT\n>b\nAC#GT\n")  # a character that is no residue
     (root / "dna1.fa").write_text("".join(f">s{i}\nACGTTGCA{'ACGT'[i % 4]}\n" for i in range(12)))
     (root / "dna2.fa").write_text("".join(f">s{i}\nacgttgca{'acgt'[i % 4]}\n" for i in range(12)))
     (root / "adir").mkdir()
@@ -297,6 +298,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("fasta-empty-record", ["run", "-k", "ssk", "-e", "u-stat", "--x", "nosequence.fa", "--y", "dna1.fa"], 1, r"nosequence.fa, line 3: FASTA record has a header "  # noqa: E501 - one case per line
         r"but no sequence"),
     ("fasta-gt-in-sequence", ["run", "-k", "ssk", "-e", "u-stat", "--x", "gt.fa", "--y", "dna1.fa"], 1, r"gt.fa, line 2, column 3: '>' inside a sequence line"),
+    ("fasta-odd-character", ["run", "-k", "ssk", "-e", "u-stat", "--x", "hash.fa", "--y", "dna1.fa"], 1,
+     r"hash.fa, line 4, column 3: the character '#' \(U\+0023\) inside a sequence line"),
     # -- numbers at the edges of float64 ----------------------------------------------
     ("exponential-tiny-sigma", ["run", "-k", "exponential", "-e", "u-stat", *SMALL, "-p", "sigma=1e-300"], 1, r"is too large here.*Use sigma >= "
         r"[0-9.]+(e[-+]\d+)? or rescale"),
