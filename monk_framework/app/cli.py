@@ -428,10 +428,13 @@ def _samples(files: list[Path] | None, x: Path | None, y: Path | None) -> tuple[
     return files[0], (files[1] if len(files) == 2 else None)
 
 
-def _quiet(quiet: bool) -> None:
-    """-q after the subcommand does what it does before it."""
+def _quiet(quiet: bool, debug: bool = False) -> None:
+    """-q and --debug after the subcommand do what they do before it (an error's "rerun
+    with --debug" is most often followed by adding it at the end of the command)."""
     if quiet:
         STATE.quiet = True
+    if debug:
+        STATE.debug = True
 
 
 def _note(message: str) -> None:
@@ -478,6 +481,7 @@ YOption = Annotated[Path | None, typer.Option("--y", "-y", parser=_path, help="S
 SamplesArgument = Annotated[list[Path] | None, typer.Argument(parser=_path, help="The files of X and Y (the same as --x X --y Y).",
                                                                show_default=False)]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Hide notes and progress on stderr (as monkfw -q).")]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors (as monkfw --debug).")]
 CaseOption = Annotated[bool, typer.Option("--case-sensitive", help="Keep the case of FASTA sequences (by default they are upper-cased: lowercase "
     "marks soft-masked residues, not other letters).")]
 DatasetOption = Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))]
@@ -525,9 +529,10 @@ def _entries_tables(title: str, entries: list[PluginEntry]) -> list[Table]:
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     quiet: QuietOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """List the installed kernels and estimators with their providers, and plugin problems."""
-    _quiet(quiet)
+    _quiet(quiet, debug)
     reg = get_registry()
     if as_json:
         _print_json({
@@ -549,9 +554,10 @@ def plugins(
 def datasets(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     quiet: QuietOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """List the built-in data sets (generated from --seed)."""
-    _quiet(quiet)
+    _quiet(quiet, debug)
     if as_json:
         _print_json([_describe_dict(cls, "monk-framework") for cls in DATASETS.values()])
         return
@@ -583,9 +589,10 @@ def describe(
                                         autocompletion=_complete("any"))],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
     quiet: QuietOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Show a kernel's, estimator's or data set's formula, parameters and defaults."""
-    _quiet(quiet)
+    _quiet(quiet, debug)
     reg = get_registry()
     spec = name
     if ":" in spec or "(" in spec or ")" in spec:  # a spec, as -k and -e take them: its plugin is described
@@ -646,12 +653,13 @@ def run(
     scheduler: SchedulerOption = None,
     workers: WorkersOption = None,
     quiet: QuietOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Estimate MMD (or mean embeddings) with any kernel and any estimator.
 
     Without --x/--y or --dataset, runs on the default built-in data set and says which.
     """
-    _quiet(quiet)
+    _quiet(quiet, debug)
     x, y = _samples(files, x, y)
     if output is not None:
         check_writable(output, what="--output", inputs=(x, y))  # before the work, not after it
@@ -920,6 +928,7 @@ def test_command(
     workers: WorkersOption = None,
     max_memory: MaxMemoryOption = None,
     quiet: QuietOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Two-sample test of P = Q: a permutation test with any kernel and MMD estimator.
 
@@ -928,7 +937,7 @@ def test_command(
     a robust test whose level holds with up to R corrupted points; with --split, the
     paper's three-way split test.
     """
-    _quiet(quiet)
+    _quiet(quiet, debug)
     x, y = _samples(files, x, y)
     if output is not None:
         check_writable(output, what="--output", inputs=(x, y))  # before the work, not after it
@@ -1084,13 +1093,14 @@ def experiment_command(
     scheduler: SchedulerOption = None,
     workers: WorkersOption = None,
     quiet: QuietOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Reproduce one of the paper's experiments: a tidy results.csv, summary.csv and PNG figures.
 
     Each Monte-Carlo cell is saved in OUT/cells.jsonl the moment it finishes. If a run is
     interrupted, the same command resumes it: finished cells are never recomputed.
     """
-    _quiet(quiet)
+    _quiet(quiet, debug)
     check_backend_options(backend, scheduler, workers)
     overrides: dict[str, Any] = {"runs": runs, "sizes": _int_list(sizes, "--sizes"), "seed": seed}
     if estimators:

@@ -567,6 +567,12 @@ def test_the_common_guesses_work_files_as_arguments_short_flags_and_defaults(tmp
     assert got[0]["pvalue"] == got[1]["pvalue"] and got[0]["kernel"] == "rbf" and got[0]["estimator"] == "u-stat"
     ran = invoke("run", x, y, "--json")
     assert ran.exit_code == 0 and json.loads(ran.stdout)["estimator"] == "u-stat"
+    # "rerun with --debug" is most often followed by adding it at the end of the command
+    for command in ("run", "test", "describe"):
+        args = ["nope"] if command == "describe" else [x, y, "-k", "nope"]
+        debugged = invoke(command, *args, "--debug")
+        assert debugged.exit_code == 2 and "Traceback (most recent call last)" in debugged.stderr
+        assert "Traceback" not in invoke(command, *args).stderr
 
 
 def test_the_default_kernel_follows_the_data_kind(tmp_path):
