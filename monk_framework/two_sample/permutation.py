@@ -35,14 +35,13 @@ import numpy as np
 
 from monk_framework.core.estimators import MMDEstimator, checked_estimate
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import check_choice, check_flag
+from monk_framework.core.params import check_flag
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.resources import Resources, check_backend, check_progress
 from monk_framework.core.results import PermutationTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
 from monk_framework.two_sample.common import (
-    RELABEL,
     check_level,
     check_test_params,
     choose_partition,
@@ -110,7 +109,6 @@ def permutation_test(
     estimator = check_test_params(estimator, n_permutations, alpha, return_null)
     alpha = check_level(alpha)
     report_estimate = check_flag(report_estimate, "report_estimate")
-    check_choice(relabel, "relabel", RELABEL)
     kernel = estimator.check_kernel(kernel)
     Xv, Yv = kernel.mmd_pair(X, Y)
     estimator.check_size(Xv, "X")
