@@ -82,6 +82,32 @@ def test_hand_checked_values(name, params, x, y, value):
     assert kernel.gram(np.array([x], float), np.array([y], float))[0, 0] == pytest.approx(value, rel=1e-14)
 
 
+def _energy_in_decimal(x, y) -> float:
+    """½(‖x‖ + ‖y‖ − ‖x − y‖) in 80-digit decimal arithmetic: exact to float64 for the
+    inputs below, whatever the difference cancels."""
+    import decimal
+
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80
+        D = [decimal.Decimal(float(v)) for v in x], [decimal.Decimal(float(v)) for v in y]
+        norm = lambda v: sum((c * c for c in v), decimal.Decimal(0)).sqrt()  # noqa: E731
+        return float((norm(D[0]) + norm(D[1]) - norm([a - b for a, b in zip(*D)])) / 2)
+
+
+@pytest.mark.parametrize("far", [1e8, 1e20, 1e60])
+def test_the_energy_kernel_keeps_its_digits_between_a_far_point_and_ordinary_ones(far):
+    # ½(‖o‖ + ‖y‖ − ‖o − y‖) subtracts numbers near ‖o‖: at 1e20 the difference gave
+    # k(o, (1, 2)) = 1.118 where it is 1.618, and k(o, (-3, 1)) = 1.58 where it is 0.081
+    gen = np.random.default_rng(11)
+    X = np.vstack([[far, 0.0, 0.0], [-far, far / 3, 0.0], gen.normal(size=(6, 3))])
+    K = REG.get_kernel("energy").gram(X)
+    truth = np.array([[_energy_in_decimal(a, b) for b in X] for a in X])
+    # about ε·min(‖x‖, ‖y‖) absolutely: the ordinary points' values to their own digits
+    norms = np.linalg.norm(X, axis=1)
+    assert np.all(np.abs(K - truth) <= 1e-13 * np.abs(truth) + 1e-15 * np.minimum.outer(norms, norms))
+    assert K[0, 2:] == pytest.approx(truth[0, 2:], rel=1e-12)
+
+
 def test_one_dimensional_arrays_are_one_feature_per_point():
     kernel = REG.get_kernel("quadratic")
     K = kernel.gram(np.array([1.0, 2.0]), np.array([3.0]))
