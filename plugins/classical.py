@@ -13,18 +13,27 @@ from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kerne
 from monk_framework.core.params import one_of
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
-from monk_framework.engine.pooled import PooledSample, SampleSums, relabelling_batch, sample_sums, u_statistic, v_statistic
-from monk_framework.engine.reductions import KernelSums, kernel_sums, warn_if_diagonal_dominates
+from monk_framework.engine.pooled import (
+    PooledSample,
+    SampleSums,
+    off_diagonal_sample_sums,
+    relabelling_batch,
+    sample_sums,
+    u_statistic,
+    v_statistic,
+)
+from monk_framework.engine.reductions import KernelSums, kernel_sums, loses_to_diagonal
 
 
-def _sums(kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> KernelSums:
-    """The kernel sums (from the Gram matrices, or their tiles over the memory budget).
+def _sums(kernel: Kernel, X: Sample, Y: Sample, resources: Resources, *, without_diagonal: bool = False) -> KernelSums:
+    """The kernel sums (from the Gram matrices, or their tiles over the memory budget;
+    ``without_diagonal``: see :func:`~monk_framework.engine.reductions.kernel_sums`).
 
     Their V-statistic MMD² is a squared norm, so a negative one proves the kernel is not
     PSD on these points (checked here, for both statistics: the U-statistic can be
     negative for a PSD kernel, the V-statistic cannot).
     """
-    sums = kernel_sums(kernel, X, Y, resources=resources)
+    sums = kernel_sums(kernel, X, Y, resources=resources, without_diagonal=without_diagonal)
     n, m = len(X), len(Y)
     vstat = sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
     # |k(x, y)| <= max k(z, z) for a PSD kernel, so each of the three means is within it
@@ -105,11 +114,11 @@ class UStatistic(_FromSums):
     def compute_estimate(
         self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
     ) -> Estimate:
-        sums = _sums(kernel, X, Y, resources)
+        # the sums within X and within Y added up without the diagonal, which an unbounded
+        # kernel's k(z, z) can dwarf (engine.reductions.loses_to_diagonal)
+        sums = _sums(kernel, X, Y, resources, without_diagonal=True)
         start = time.perf_counter()
-        # the Gram diagonal equals kernel.diag bit for bit, so its sum is the trace
         mmd2 = float(self.mmd2_from_sums(sums, len(X), len(Y)))  # type: ignore[arg-type]
-        warn_if_diagonal_dominates(kernel, sums, mmd2, len(X), len(Y))
         if self.root == "clip":
             mmd = math.sqrt(max(mmd2, 0.0))
         else:
@@ -122,8 +131,19 @@ class UStatistic(_FromSums):
             timings={"gram_s": sums.seconds, "estimate_s": time.perf_counter() - start},
         )
 
+    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+        # the fast sums hold the diagonal; where subtracting it costs digits (an unbounded
+        # kernel whose k(z, z) dwarfs its values between points), the batch is summed
+        # again without it: exact, at about twice the cost, and only there
+        sums = sample_sums(pool, perms)
+        values = np.asarray(u_statistic(sums, pool.n, pool.m))
+        if np.any(loses_to_diagonal(sums, values, pool.n, pool.m)):
+            values = np.asarray(u_statistic(off_diagonal_sample_sums(pool, perms), pool.n, pool.m))
+        return values
+
     def mmd2_from_sums(self, sums: SampleSums, n: Any, m: Any) -> np.ndarray:
-        """(S_xx − tr_x)/(N(N−1)) + (S_yy − tr_y)/(M(M−1)) − 2 S_xy/(NM)."""
+        """Σ_{i≠j} k(x_i, x_j)/(N(N−1)) + Σ_{i≠j} k(y_i, y_j)/(M(M−1)) − 2 S_xy/(NM), the
+        within sums without the diagonal where given, else S_xx − tr_x and S_yy − tr_y."""
         return np.asarray(u_statistic(sums, n, m))
 
 

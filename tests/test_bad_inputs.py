@@ -50,6 +50,8 @@ def _files(root: Path) -> None:
     np.save(root / "big2.npy", rng.normal(0.5, 1.0, size=(40, 2)) * 1e200)
     np.save(root / "huge.npy", np.array([[-1.5e308], [1.5e308], [-1.4e308], [1.4e308]]))
     np.save(root / "outlier.npy", _with_outlier())
+    np.save(root / "outlier1e8.npy", _with_outlier(1e8))
+    np.save(root / "outlier1e20.npy", _with_outlier(1e20))
     (root / "garbage.npy").write_bytes(b"this is not an array\n" * 8)
     from numpy.lib import format as npy
 
@@ -376,6 +378,14 @@ VALID: list[tuple[str, list[str]]] = [
     ("aggregate-one-gross-outlier", ["test", "--aggregate", "agg", "--x", "outlier.npy", "--y", "y.npy", "-B", "99", "--json"]),
     ("clip-outlier-beyond-float64", ["test", "-k", "quadratic", "--contamination", "1", "--x", "outlier.npy", "--y", "y.npy",
                                      "-B", "99", "--json"]),
+    # one point whose k(z, z) dwarfs every value between points: the U-statistic sums
+    # without the diagonal (it had subtracted it, and kept only its digits)
+    ("quadratic-u-stat-far-outlier", ["run", "-k", "quadratic", "-e", "u-stat", "--x", "outlier1e8.npy", "--y", "y.npy",
+                                      "--json"]),
+    ("energy-u-stat-far-outlier", ["run", "-k", "energy", "-e", "u-stat", "--x", "outlier1e20.npy", "--y", "y.npy",
+                                   "--json"]),
+    ("quadratic-u-stat-test-far-outlier", ["test", "-k", "quadratic", "-e", "u-stat", "--x", "outlier1e8.npy", "--y",
+                                           "y.npy", "-B", "99", "--json"]),
     # two points against two, far apart: 6 splits, so no p-value of the data below 1/6
     ("two-points-against-two", ["test", "--x", "two-x.npy", "--y", "two-y.npy", "-B", "99", "--json"]),
 ]
@@ -605,11 +615,43 @@ def _far_from_origin() -> tuple[np.ndarray, np.ndarray]:
     return X + 2.0**30, Y + 2.0**30
 
 
-def _with_outlier() -> np.ndarray:
-    """40 ordinary points (those of x.npy) and one at 1e200 in their place 0."""
+def _with_outlier(far: float = 1e200) -> np.ndarray:
+    """40 ordinary points (those of x.npy) and one at (far, far) in their place 0."""
     X = np.random.default_rng(0).normal(size=(40, 2))
-    X[0] = 1e200
+    X[0] = far
     return X
+
+
+def _far_outlier_truth(case_id: str) -> float:
+    """MMD_U² of outlier1e8.npy (quadratic) or outlier1e20.npy (energy) against y.npy in
+    exact arithmetic: fractions for the quadratic kernel, 60-digit decimals for the
+    energy kernel's square roots. The diagonal, 1e33 or 1.4e20, dwarfs every value
+    between points; subtracting it from the sums had left 190 % errors or a flipped sign."""
+    import decimal
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    rng.normal(size=(40, 2))
+    energy = case_id.startswith("energy")
+    X, Y = _with_outlier(1e20 if energy else 1e8), rng.normal(size=(40, 2))
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
+        if energy:
+            def k(a, b):  # noqa: E306
+                norm = lambda v: sum((c * c for c in v), decimal.Decimal(0)).sqrt()  # noqa: E731
+                return (norm(a) + norm(b) - norm([p - q for p, q in zip(a, b)])) / 2
+            num = decimal.Decimal
+        else:
+            def k(a, b):  # noqa: E306
+                return (sum(p * q for p, q in zip(a, b)) + 1) ** 2
+            num = Fraction
+        A = [[num(float(c)) for c in row] for row in X]
+        B = [[num(float(c)) for c in row] for row in Y]
+        n, m = len(A), len(B)
+        xx = sum(k(A[i], A[j]) for i in range(n) for j in range(n) if i != j)
+        yy = sum(k(B[i], B[j]) for i in range(m) for j in range(m) if i != j)
+        xy = sum(k(a, b) for a in A for b in B)
+        return float(xx / (n * (n - 1)) + yy / (m * (m - 1)) - 2 * xy / (n * m))
 
 
 def _outlier_truth(case_id: str) -> float:
@@ -796,6 +838,12 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
         assert not found["reject"] and found["pvalue"] >= 1 / 6
         assert found["decision"].startswith("No evidence of a difference at level 0.05, and none is possible with N = 2 "
                                             "and M = 2: the 4 points split into 2 and 2 in only 6 ways")
+        return
+    if case_id.endswith("far-outlier"):
+        found = json.loads(result.stdout)
+        assert found["statistic_mmd2" if args[0] == "test" else "mmd2"] == pytest.approx(_far_outlier_truth(case_id),
+                                                                                          rel=1e-9)
+        assert "Warning" not in result.stderr, result.stderr
         return
     if args[0] == "test":
         _check_outlier_test(case_id, json.loads(result.stdout))

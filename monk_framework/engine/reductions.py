@@ -4,13 +4,13 @@ kernel sums of two samples, in tiles (or stored, for a kernel computed whole).""
 from __future__ import annotations
 
 import time
-import warnings
+from typing import Any
 
 import attrs
 import numpy as np
 import scipy.sparse as sp
 
-from monk_framework.core.errors import KernelOverflowError, PrecisionWarning
+from monk_framework.core.errors import KernelOverflowError
 from monk_framework.core.kernels import Kernel, feature_sums, paying_features
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
@@ -19,17 +19,21 @@ from monk_framework.engine.gram_sources import GramSource
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.spread import spread_kernel_sums
 
-__all__ = ["DIAGONAL_DOMINANCE", "DIAGONAL_ROUND_OFF_LIMIT", "KernelSums", "block_trace_variances", "kernel_sums", "warn_if_diagonal_dominates"]
+__all__ = ["DIAGONAL_DOMINANCE", "DIAGONAL_ROUND_OFF_LIMIT", "KernelSums", "block_trace_variances", "kernel_sums",
+           "loses_to_diagonal", "off_diagonal"]
 
-#: the relative round-off of a sum without its diagonal beyond which it is said
-DIAGONAL_ROUND_OFF_LIMIT = 1e-6
+#: the relative round-off, of a U-statistic computed as S_xx − tr_x, beyond which its sums
+#: are taken again without the diagonal
+DIAGONAL_ROUND_OFF_LIMIT = 1e-9
 
 
 @attrs.frozen
 class KernelSums:
     """Σ_ij k(x_i, x_j), Σ_ij k(y_i, y_j), Σ_ij k(x_i, y_j), the traces Σ_i k(x_i, x_i)
     and Σ_j k(y_j, y_j), the largest k(z, z), whether they came from tiles, and the
-    seconds spent. An estimator's ``mmd2_from_sums`` reads the first five."""
+    seconds spent. An estimator's ``mmd2_from_sums`` reads the first five, and
+    ``xx_off`` and ``yy_off`` where given: Σ_{i≠j} k(x_i, x_j) and Σ_{i≠j} k(y_i, y_j)
+    summed without the diagonal (:func:`off_diagonal`)."""
 
     xx: float
     yy: float
@@ -41,9 +45,11 @@ class KernelSums:
     seconds: float
     #: whether they came from the kernel's explicit features (:func:`~monk_framework.core.kernels.paying_features`)
     features: bool = False
+    xx_off: float | None = None
+    yy_off: float | None = None
 
 
-def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -> KernelSums:
+def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, without_diagonal: bool = False) -> KernelSums:
     """The kernel sums of two validated samples, from tiles of rows computed on the fly and
     dropped at once (on the workers, when ``resources`` spreads over a remote backend);
     for a kernel that computes its Gram matrix whole (:meth:`Kernel.computes_gram_whole`,
@@ -59,6 +65,11 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
     it twice (the kernel is symmetric), and the traces come from ``diag_tile``: the same
     sums up to the order of the additions (relative round-off about 1e-15). Each
     diagonal block is checked against the kernel contract, as in ``gram(X)``.
+
+    Tiles and a stored matrix also give the sums without the diagonal (``xx_off``,
+    ``yy_off``), added up without it. Features cannot: ‖Σφ(x)‖² holds the diagonal.
+    ``without_diagonal`` (the U-statistic) takes the tiles instead when subtracting it
+    would cost digits (:func:`loses_to_diagonal`).
     """
     start = time.perf_counter()
     n, m = len(X), len(Y)
@@ -75,36 +86,55 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources) -
                 max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=False,
                 seconds=time.perf_counter() - start, features=True,
             )
-        return _finite(kernel, sums, sums.max_diag)
+        sums = _finite(kernel, sums, sums.max_diag)
+        if not (without_diagonal and loses_to_diagonal(sums, _u_statistic_with_diagonal(sums, n, m), n, m)):
+            return sums
+        # an unbounded kernel whose k(z, z) dwarfs its values between points (a gross
+        # outlier with a polynomial kernel): the tiles, O((N + M)²), but right
     # spread over workers (which never receive a Gram matrix), or stored when it fits
-    if resources.spread is None and kernel.computes_gram_whole() and resources.fits(8.0 * (n + m) ** 2):
+    elif resources.spread is None and kernel.computes_gram_whole() and resources.fits(8.0 * (n + m) ** 2):
         # one symmetric Gram matrix of the pooled sample, its three blocks read in place: a
         # kernel computed whole builds each point's tables once (three matrices built X's
         # and Y's twice: 7.6 s against 3.6 s for 200 + 200 DNA strings of 20 000 letters)
         Z: Sample = np.concatenate([X, Y]) if isinstance(X, np.ndarray) else [*X, *Y]
         K = gram_matrix(kernel, Z, report=None if resources.progress is None else resources.report)
         Kxx, Kyy, Kxy = K[:n, :n], K[n:, n:], K[:n, n:]
-        d = np.diag(K)
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
-            sums = KernelSums(
-                xx=float(Kxx.sum()), yy=float(Kyy.sum()), xy=float(Kxy.sum()), trace_x=float(d[:n].sum()),
-                trace_y=float(d[n:].sum()), max_diag=float(d.max()), tiled=False, seconds=time.perf_counter() - start,
-            )
+        d = np.diag(K).copy()
         # the largest |value| without a temporary the size of the matrix
         largest = max(float(K.max(initial=0.0)), -float(K.min(initial=0.0)))
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
+            xx, yy = float(Kxx.sum()), float(Kyy.sum())
+            np.fill_diagonal(K, 0.0)  # K is this call's own: the sums without the diagonal, added up without it
+            sums = KernelSums(
+                xx=xx, yy=yy, xy=float(Kxy.sum()), trace_x=float(d[:n].sum()),
+                trace_y=float(d[n:].sum()), max_diag=float(d.max()), tiled=False, seconds=time.perf_counter() - start,
+                xx_off=float(Kxx.sum()), yy_off=float(Kyy.sum()),
+            )
         return _finite(kernel, sums, largest)
     # bands of rows, each reduced in column tiles that stay in cache (and well within the
     # budget); on the workers of a spreading backend, else here
     dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
-        xx, yy, xy = spread_kernel_sums(kernel, X, Y, dx, dy, resources.spread or in_this_process(), report=resources.report)
+        spread = spread_kernel_sums(kernel, X, Y, dx, dy, resources.spread or in_this_process(), report=resources.report)
         sums = KernelSums(
-            xx=xx, yy=yy, xy=xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
+            xx=spread.xx, yy=spread.yy, xy=spread.xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
             max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=True,
-            seconds=time.perf_counter() - start,
+            seconds=time.perf_counter() - start, xx_off=spread.xx_off, yy_off=spread.yy_off,
         )
     # |k(x, y)| <= the largest k(z, z) for a PSD kernel: the size of the values that overflowed
     return _finite(kernel, sums, sums.max_diag)
+
+
+def _u_statistic_with_diagonal(sums: Any, n: Any, m: Any) -> Any:
+    return (sums.xx - sums.trace_x) / (n * (n - 1)) + (sums.yy - sums.trace_y) / (m * (m - 1)) - 2.0 * sums.xy / (n * m)
+
+
+def off_diagonal(sums: Any) -> tuple[Any, Any]:
+    """(Σ_{i≠j} k(x_i, x_j), Σ_{i≠j} k(y_i, y_j)) of kernel sums: ``xx_off`` and ``yy_off``
+    where they were summed without the diagonal, else S_xx − tr_x and S_yy − tr_y."""
+    xx_off, yy_off = getattr(sums, "xx_off", None), getattr(sums, "yy_off", None)
+    return (sums.xx - sums.trace_x if xx_off is None else xx_off,
+            sums.yy - sums.trace_y if yy_off is None else yy_off)
 
 
 def _finite(kernel: Kernel, sums: KernelSums, largest: float) -> KernelSums:
@@ -140,45 +170,30 @@ def block_trace_variances(
 DIAGONAL_DOMINANCE = 1e6
 
 
-def warn_if_diagonal_dominates(
-    kernel: Kernel, sums: KernelSums, mmd2: float, n: int, m: int, *, stacklevel: int = 2
-) -> None:
-    """Warn (:class:`PrecisionWarning`) when the kernel's values on the diagonal dwarf
-    those between points, so that the U-statistic MMD_U² = ``mmd2``, which leaves the
-    diagonal out, loses its digits to it.
+def loses_to_diagonal(sums: Any, mmd2: Any, n: Any, m: Any) -> Any:
+    """Whether MMD_U² = ``mmd2``, computed as S_xx − tr_x (and S_yy − tr_y) from sums
+    that hold the diagonal, may have lost its digits to it (elementwise over arrays).
 
-    S_xx holds tr_x = Σ_i k(x_i, x_i): S_xx − tr_x carries a round-off of about ε tr_x
-    (ε = 2⁻⁵²; taken 10 times, for the sums of N² values and of features), so MMD_U²
-    carries r = 10 ε (tr_x/(N(N − 1)) + tr_y/(M(M − 1))). On ordinary data r is ε times
-    the kernel's scale over N, below the statistic's own fluctuation. Not when an
-    unbounded kernel makes k(z, z) dwarf every value between points: with the exponential
-    kernel exp(⟨x, y⟩/σ²) at σ = 0.2, a point at −2.7 has k(x, x) ≈ 10⁸¹ where its largest
-    value with another point is 10³⁶, and MMD_U² came out −5.9·10³³ where it is
-    −3.2·10³³; one gross outlier does the same to a polynomial kernel (the quadratic
-    kernel's MMD_U² was 2.9 times its value with one point at 10⁸ among 600, and off by
-    10⁻⁵ with one at 10⁶). Said when the mean k(z, z) exceeds :data:`DIAGONAL_DOMINANCE`
-    times each of the statistic's three means (within X, within Y, across) and r exceeds
-    :data:`DIAGONAL_ROUND_OFF_LIMIT` of |MMD_U²|."""
-    if n < 2 or m < 2:
-        return
-    scale = max(abs(sums.xx - sums.trace_x) / (n * (n - 1)), abs(sums.yy - sums.trace_y) / (m * (m - 1)),
-                abs(sums.xy) / (n * m))
-    mean_diag = (max(sums.trace_x, 0.0) + max(sums.trace_y, 0.0)) / (n + m)
-    # every value between points 0 (a bandwidth far below the data's scale): the sums are
-    # exact, and the kernel's own warning says what it sees
-    if scale == 0.0 or not mean_diag > DIAGONAL_DOMINANCE * scale:
-        return
-    round_off = 10.0 * float(np.finfo(float).eps) * (
-        max(sums.trace_x, 0.0) / (n * (n - 1)) + max(sums.trace_y, 0.0) / (m * (m - 1)))
-    ratio = np.inf if mmd2 == 0.0 else round_off / abs(mmd2)
-    if not ratio > DIAGONAL_ROUND_OFF_LIMIT:
-        return
-    if not np.isfinite(ratio):
-        size = "any size (its value is 0)"
-    else:
-        size = f"up to {ratio:.1g} {'times' if ratio >= 1.0 else 'of'} its value"
-    warnings.warn(PrecisionWarning(
-        f"{kernel.spec()} is far larger on the diagonal, k(z, z), than between these points: the U-statistic, which "
-        f"leaves the diagonal out, can carry a round-off of {size}. Use the V-statistic (v-stat), which keeps the "
-        "diagonal, a bounded kernel (rbf, laplace), or parameters for the data's scale."
-    ), stacklevel=stacklevel + 1)
+    S_xx − tr_x carries a round-off of about ε tr_x (ε = 2⁻⁵²; taken 10 times, for the
+    sums of N² values and of features), so MMD_U² carries r = 10 ε (tr_x/(N(N − 1)) +
+    tr_y/(M(M − 1))). On ordinary data r is ε times the kernel's scale over N, below the
+    statistic's own fluctuation. Not when an unbounded kernel makes k(z, z) dwarf every
+    value between points: with the exponential kernel exp(⟨x, y⟩/σ²) at σ = 0.2, a point
+    at −2.7 has k(x, x) ≈ 10⁸¹ where its largest value with another point is 10³⁶, and
+    MMD_U² came out −5.9·10³³ where it is −3.2·10³³; one gross outlier does the same to a
+    polynomial kernel (the quadratic kernel's MMD_U² was 2.9 times its value with one
+    point at 10⁸ among 600, and off by 10⁻⁵ with one at 10⁶). True when the mean k(z, z)
+    exceeds :data:`DIAGONAL_DOMINANCE` times each of the statistic's three means (within
+    X, within Y, across) and r exceeds :data:`DIAGONAL_ROUND_OFF_LIMIT` of |MMD_U²|: the
+    sums are then taken again without the diagonal.
+    """
+    tx, ty = np.maximum(sums.trace_x, 0.0), np.maximum(sums.trace_y, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.maximum.reduce([np.abs(sums.xx - sums.trace_x) / (n * (n - 1)),
+                                   np.abs(sums.yy - sums.trace_y) / (m * (m - 1)), np.abs(sums.xy) / (n * m)])
+        mean_diag = (tx + ty) / (n + m)
+        round_off = 10.0 * float(np.finfo(float).eps) * (tx / (n * (n - 1)) + ty / (m * (m - 1)))
+        # every value between points 0 (a bandwidth far below the data's scale): the sums are
+        # exact, and the kernel's own warning says what it sees
+        lost = (np.minimum(n, m) >= 2) & (scale > 0.0) & (mean_diag > DIAGONAL_DOMINANCE * scale) & (round_off > DIAGONAL_ROUND_OFF_LIMIT * np.abs(mmd2))
+    return lost if np.ndim(lost) else bool(lost)

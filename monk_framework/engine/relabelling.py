@@ -31,7 +31,6 @@ from monk_framework.engine.backends import Backend, is_remote, on_this_thread
 from monk_framework.engine.backends import one_blas_thread as blas_on_one_thread
 from monk_framework.engine.partitions import Partition
 from monk_framework.engine.pooled import PooledSample, batch_size
-from monk_framework.engine.reductions import KernelSums, warn_if_diagonal_dominates
 from monk_framework.engine.within_blocks import DRAW_CHUNK, relabellings
 
 __all__ = [
@@ -396,13 +395,6 @@ def relabelled_statistics(
                                  None if spread_gram else backend, partition, observed=stream(seq, "estimate"),
                                  drawn=drawn)
         seconds = time.perf_counter() - tick
-        if estimator.role == "u-statistic" and pool.stored:
-            # the sums of the matrix in hand (a matrix-free pool would need another pass)
-            K, n, d = pool.source.K, pool.n, pool.diag  # type: ignore[attr-defined]
-            sums = KernelSums(xx=float(K[:n, :n].sum()), yy=float(K[n:, n:].sum()), xy=float(K[:n, n:].sum()),
-                              trace_x=float(d[:n].sum()), trace_y=float(d[n:].sum()), max_diag=float(d.max()),
-                              tiled=False, seconds=0.0)
-            warn_if_diagonal_dominates(fitted, sums, float(values[0]), n, pool.m, stacklevel=2)
     finally:
         if drawn is not None:  # on any error too: BLAS gets its threads back
             drawn.close()

@@ -147,8 +147,12 @@ class BlockGrams:
         self.blocks = []
         for ix, iy in block_members(partition, pool.n):
             idx = np.concatenate([ix, iy])
-            K = pool.submatrix(idx)
-            self.blocks.append((idx, K, K.sum(axis=1), np.diag(K).copy()))
+            K = pool.submatrix(idx)  # this object's own copy
+            d = np.diag(K).copy()
+            # the diagonal is kept apart: the sums within X and within Y are added up
+            # without it, which an unbounded kernel's k(z, z) can dwarf
+            np.fill_diagonal(K, 0.0)
+            self.blocks.append((idx, K, K.sum(axis=1), d))
 
     @classmethod
     def of(cls, pool: PooledSample, partition: Partition) -> BlockGrams:
@@ -164,26 +168,30 @@ class BlockGrams:
         is_x = x_indicators(perms, int(self.partition.x_sizes.sum()))
         B, Q = len(perms), self.partition.n_blocks
         xx, yy, xy, tx, ty = (np.empty((B, Q)) for _ in range(5))
-        for q, (idx, K, r, d) in enumerate(self.blocks):
+        xx_off, yy_off = np.empty((B, Q)), np.empty((B, Q))
+        for q, (idx, K0, r0, d) in enumerate(self.blocks):
             E = is_x[:, idx].T.astype(np.float64)  # block size × B
-            KE = K @ E
-            xx[:, q] = np.einsum("ij,ij->j", E, KE)
-            x1 = r @ E
-            xy[:, q] = x1 - xx[:, q]
-            yy[:, q] = float(r.sum()) - x1 - xy[:, q]
+            xx_off[:, q] = np.einsum("ij,ij->j", E, K0 @ E)
+            x1 = r0 @ E
+            xy[:, q] = x1 - xx_off[:, q]
+            yy_off[:, q] = float(r0.sum()) - x1 - xy[:, q]
             tx[:, q] = d @ E
-            ty[:, q] = float(d.sum()) - tx[:, q]
-        return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=ty)
+            ty[:, q] = d @ (1.0 - E)
+        xx[...], yy[...] = xx_off + tx, yy_off + ty
+        return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=ty, xx_off=xx_off, yy_off=yy_off)
 
 
 def within_block_sums(pool: PooledSample, partition: Partition, perms: np.ndarray) -> SampleSums:
     """Per-block kernel sums of every relabelling, each array of shape B × Q.
 
-    For block q with Gram matrix K_q (its |S_q| + |T_q| pooled points) and E the matrix of
-    its X-indicators under the B relabellings, r = K_q 1 and d = diag K_q:
+    For block q with Gram matrix K_q (its |S_q| + |T_q| pooled points), K₀ = K_q with a
+    zero diagonal, E the matrix of its X-indicators under the B relabellings, r₀ = K₀ 1
+    and d = diag K_q:
 
-        S_xx = colsum(E ∘ K_q E),  S_xy = Eᵀr − S_xx,  S_yy = 1ᵀK_q 1 − Eᵀr − S_xy,
-        tr_x = Eᵀd,  tr_y = tr K_q − tr_x.
+        S_xx⁰ = colsum(E ∘ K₀ E),  S_xy = Eᵀr₀ − S_xx⁰,  S_yy⁰ = 1ᵀK₀ 1 − Eᵀr₀ − S_xy,
+        tr_x = Eᵀd,  tr_y = (1 − E)ᵀd,  S_xx = S_xx⁰ + tr_x,  S_yy = S_yy⁰ + tr_y,
+
+    the sums without the diagonal (⁰) added up without it.
 
     Only the within-block Gram matrices are evaluated (from the pooled sample's stored Gram
     matrix when it has one), once per test (:class:`BlockGrams`, cached on ``pool``), so
