@@ -83,12 +83,12 @@ def test_hand_checked_values(name, params, x, y, value):
 
 
 def _energy_in_decimal(x, y) -> float:
-    """½(‖x‖ + ‖y‖ − ‖x − y‖) in 80-digit decimal arithmetic: exact to float64 for the
+    """½(‖x‖ + ‖y‖ − ‖x − y‖) in 200-digit decimal arithmetic: exact to float64 for the
     inputs below, whatever the difference cancels."""
     import decimal
 
     with decimal.localcontext() as ctx:
-        ctx.prec = 80
+        ctx.prec = 200
         D = [decimal.Decimal(float(v)) for v in x], [decimal.Decimal(float(v)) for v in y]
         norm = lambda v: sum((c * c for c in v), decimal.Decimal(0)).sqrt()  # noqa: E731
         return float((norm(D[0]) + norm(D[1]) - norm([a - b for a, b in zip(*D)])) / 2)
