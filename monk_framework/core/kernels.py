@@ -721,21 +721,31 @@ class Kernel(Configurable):
 
     def _warn_if_blind(self, Z: Sample, block: np.ndarray, diag: np.ndarray) -> None:
         """Warn (:class:`PrecisionWarning`) when a kernel on vectors is exactly 0 between every
-        two distinct points of the contract check while k(z, z) > 0: rbf or laplace at a
-        bandwidth far below the data's scale (at σ = 10⁻⁵ on data of spread 1, exp(−5·10⁹)
-        underflows to 0), with which every MMD counts equal points only, whatever the
-        distributions. Only PSD kernels on vectors are checked (a string kernel is 0
-        between strings that share no subsequence of its length, rightly), and only when
-        the checked points hold a distinct pair."""
+        two distinct points of the contract check while k(z, z) > 0, and those points are
+        mostly distinct: rbf or laplace at a bandwidth far below the data's scale (at
+        σ = 10⁻⁵ on data of spread 1, exp(−5·10⁹) underflows to 0), with which an MMD sees
+        only how often the same values recur; on distinct points that is the diagonal
+        alone, whatever the distributions. On data with few distinct values (one-hot
+        categories, counts) such a kernel compares the frequencies of the values, a
+        meaningful MMD (the linear kernel on one-hot vectors, or any kernel of a point with
+        itself only): no warning while the checked points hold at most half as many
+        distinct values as points. Only PSD kernels on vectors are checked (a string kernel
+        is 0 between strings that share no subsequence of its length, rightly), and only
+        when the checked points hold a distinct pair."""
         if not self.is_psd or not isinstance(Z, np.ndarray) or len(Z) < 2 or not np.any(diag > 0):
             return
         flat = Z.reshape(len(Z), -1)
         equal = np.all(flat[:, None, :] == flat[None, :, :], axis=-1)
         if equal.all() or np.any(block[~equal] != 0.0):
             return
+        # the first index of each point's value: how many distinct values the points hold
+        distinct = int(np.count_nonzero(np.argmax(equal, axis=1) == np.arange(len(Z))))
+        if 2 * distinct <= len(Z):
+            return
         warnings.warn(PrecisionWarning(
-            f"{self.spec()} is 0 between every two distinct points of the {len(Z)} checked: an MMD with it counts "
-            "equal points only, whatever the distributions (a bandwidth far below the data's scale makes every "
+            f"{self.spec()} is 0 between every two distinct points of the {len(Z)} checked ({distinct} distinct "
+            "values): an MMD with it counts equal points only, so on data without repeated values it sees the "
+            "diagonal k(z, z) alone, whatever the distributions (a bandwidth far below the data's scale makes every "
             "value between points underflow). Choose its parameters for the data's scale (for a bandwidth, "
             "sigma=median), or rescale the data."
         ), stacklevel=3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 from typing import ClassVar
 
@@ -548,7 +549,9 @@ def test_a_kernel_that_is_zero_between_every_two_distinct_points_warns_that_it_s
     gen = np.random.default_rng(25)
     X, Y = gen.normal(size=(40, 2)), gen.normal(3.0, 1.0, size=(30, 2))
     for spec in ("rbf:sigma=1e-5", "laplace:sigma=1e-320"):
-        with pytest.warns(PrecisionWarning, match=r"is 0 between every two distinct points of the 62 checked"):
+        with pytest.warns(PrecisionWarning, match=r"is 0 between every two distinct points of the 62 checked \(62 distinct "
+                                                  r"values\): an MMD with it counts equal points only, so on data without "
+                                                  r"repeated values it sees the diagonal"):
             got = estimate(spec, "v-stat", X, Y).mmd2
         assert got == pytest.approx(1 / 40 + 1 / 30, rel=1e-12)  # the diagonal alone: ties, not data
     with pytest.warns(PrecisionWarning, match=r"rbf\(sigma=1e-06\) is 0 between"):
@@ -558,6 +561,16 @@ def test_a_kernel_that_is_zero_between_every_two_distinct_points_warns_that_it_s
         # a bandwidth at which only some pairs are 0, and ties with a blind kernel: no warning
         estimate("rbf:sigma=0.05", "v-stat", X, Y)
         estimate("rbf:sigma=1e-3", "v-stat", np.ones((20, 2)), np.ones((10, 2)))
+        # categories: one-hot vectors are 0 apart under the linear kernel (and a tiny
+        # bandwidth), and the MMD is the distance of the category frequencies, rightly
+        cats = np.eye(3)
+        A, B = cats[gen.integers(0, 3, 40)], cats[gen.choice(3, 30, p=[0.6, 0.2, 0.2])]
+        truth = float(np.sum((A.mean(0) - B.mean(0)) ** 2))
+        for spec in ("linear", "rbf:sigma=1e-3"):
+            assert estimate(spec, "v-stat", A, B).mmd2 == pytest.approx(truth, rel=1e-12)
+        # the energy kernel between two points, one at the origin: 0 apart, and a right MMD
+        # (half the energy distance 2|x - y| = 2 sqrt(2))
+        assert estimate("energy", "v-stat", -np.zeros((20, 2)), np.ones((15, 2))).mmd2 == pytest.approx(math.sqrt(2))
         # strings that share no subsequence of the kernel's length: 0, rightly
         estimate("ssk:n=10", "v-stat", ["ACGTACGTAC", "TTTTTTTTTT"] * 3, ["AAAAAAAAAA", "ACACACACAC"] * 3)
 
