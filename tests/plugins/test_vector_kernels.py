@@ -555,9 +555,18 @@ def test_an_origin_dependent_kernel_far_from_the_origin_warns_with_its_round_off
     for offset in (2.0**20, 2.0**30):
         with pytest.warns(PrecisionWarning, match=r"relative round-off of about ([0-9.e+-]+)") as record:
             got = estimate("quadratic", "v-stat", X + offset, Y + offset).mmd2
-        stated = float(re.search(r"round-off of about ([0-9.e+-]+)\.", str(record[0].message)).group(1))
+        stated = float(re.search(r"round-off of about ([0-9.e+-]+), more when the two distributions are close\.",
+                                 str(record[0].message)).group(1))
         error = abs(got - _exact_quadratic_v(X + offset, Y + offset)) / _exact_quadratic_v(X + offset, Y + offset)
         assert error <= 100 * stated  # the stated round-off is the error's order, not a loose bound
+    # two close distributions (one coordinate at 1e6 in both, the other N(0, 1) in both):
+    # their MMD^2 is far below a spread's, and its round-off far above the figure, as said
+    A = np.c_[np.full(40, 1e6), np.round(gen.normal(size=40) * 2**20) / 2**20]
+    B = np.c_[np.full(40, 1e6), np.round(gen.normal(size=40) * 2**20) / 2**20]
+    with pytest.warns(PrecisionWarning, match=r"round-off of about [0-9.e+-]+, more when the two distributions are close") as record:
+        got = estimate("quadratic", "v-stat", A, B).mmd2
+    stated = float(re.search(r"round-off of about ([0-9.e+-]+),", str(record[0].message)).group(1))
+    assert abs(got - _exact_quadratic_v(A, B)) / _exact_quadratic_v(A, B) > 10 * stated
 
 
 def test_a_translation_invariant_kernel_that_does_not_say_so_gets_no_warning():
