@@ -249,7 +249,8 @@ class Kernel(Configurable):
         what = "its clipped features depend" if clipped else f"{self.spec()} depends"
         warnings.warn(PrecisionWarning(
             f"The data lie {rho:.3g} spreads from the origin, and {what} on the origin: the MMD carries a relative "
-            f"round-off of about {min(round_off, 1e300):.1g}, more when the two distributions are close. Subtract a reference point chosen without these data, or "
+            f"round-off of about {min(round_off, 1e300):.1g}, more when the two distributions are close. Subtract a "
+            "reference point chosen without these data, or "
             "use a kernel whose MMD ignores the origin (rbf, laplace, linear, energy)."
         ), stacklevel=3)
 
