@@ -50,6 +50,9 @@ def _files(root: Path) -> None:
     np.save(root / "big2.npy", rng.normal(0.5, 1.0, size=(40, 2)) * 1e200)
     np.save(root / "huge.npy", np.array([[-1.5e308], [1.5e308], [-1.4e308], [1.4e308]]))
     np.save(root / "outlier.npy", _with_outlier())
+    bits = np.random.default_rng(1)  # its own stream: the other files keep their draws
+    np.save(root / "binary-x.npy", (bits.random((50, 1)) < 0.8).astype(float))
+    np.save(root / "binary-y.npy", (bits.random((50, 1)) < 0.7).astype(float))
     np.save(root / "outlier1e8.npy", _with_outlier(1e8))
     np.save(root / "outlier1e20.npy", _with_outlier(1e20))
     (root / "garbage.npy").write_bytes(b"this is not an array\n" * 8)
@@ -307,6 +310,10 @@ CASES: list[tuple[str, list[str], int, str]] = [
         r"[0-9.]+(e[-+]\d+)? or rescale"),
     ("polynomial-overflow", ["run", "-k", "polynomial", "-e", "u-stat", "--x", "big1.npy", "--y", "big2.npy"], 1, r"Kernel polynomial\(degree=3.*gives non-finite "  # noqa: E501 - one case per line
         r"values"),
+    # binary data: most pairs tie, so the median heuristic is 0; the median of the others is offered
+    ("median-sigma-binary-data", [*TEST, "--x", "binary-x.npy", "--y", "binary-y.npy"], 1,
+     r"The median heuristic gives sigma = 0: more than half of the pooled pairwise distances are zero \(many repeated "
+     r"points: \d+% of the pairs\)\. Pass sigma explicitly, for instance the median of the nonzero distances: sigma=1\."),
     ("median-sigma-overflow", ["run", "-k", "rbf", "-e", "u-stat", "--x", "huge.npy", "--y", "huge.npy", "-p", "sigma=median"], 1, r"median heuristic overflows "  # noqa: E501 - one case per line
         r"float64"),
     ("ssk-lam-underflows", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=3", "-p", "lam=1e-300"], 2, r"SubsequenceKernel with n = 3 and lam = "  # noqa: E501 - one case per line

@@ -62,10 +62,27 @@ def median_distance(X: np.ndarray, Y: np.ndarray | None = None, *, metric: str =
         )
     if value <= 0.0:
         raise DataError(
-            "The median heuristic gives sigma = 0: more than half of the pooled pairwise "
-            "distances are zero (many repeated points). Pass sigma explicitly."
+            "The median heuristic gives sigma = 0: more than half of the pooled pairwise distances are zero "
+            f"(many repeated points{_nonzero_hint(Z, metric)}"
         )
     return value
+
+
+def _nonzero_hint(Z: np.ndarray, metric: str) -> str:
+    """The end of the sigma = 0 message: the share of zero distances and the median of the
+    others, a usual choice on data with repeated values (binary or categorical data)."""
+    from scipy.spatial.distance import pdist
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = pdist(Z.reshape(len(Z), -1), "cityblock" if metric == "l1" else "euclidean")
+    nonzero = d[d > 0]
+    if not len(nonzero):
+        return ": all pooled points are equal, so every MMD is 0 whatever sigma). Pass sigma explicitly."
+    if not np.all(np.isfinite(nonzero)):
+        return "). Pass sigma explicitly."
+    share = 1.0 - len(nonzero) / len(d)
+    return (f": {share:.0%} of the pairs). Pass sigma explicitly, for instance the median of the nonzero "
+            f"distances: sigma={float(np.median(nonzero)):.4g}.")
 
 
 def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:

@@ -180,10 +180,18 @@ def test_median_heuristic_is_recorded_and_required_before_gram(rng):
     assert result.kernel_params["sigma"] == pytest.approx(kernel.fit(X, Y).sigma)
 
 
-def test_median_heuristic_rejects_degenerate_samples():
+def test_median_heuristic_rejects_degenerate_samples_and_says_what_sigma_would_do():
     X = np.zeros((10, 1))
-    with pytest.raises(DataError, match="sigma = 0"):
+    with pytest.raises(DataError, match=r"sigma = 0: .* \(many repeated points: all pooled points are equal, so every "
+                                        r"MMD is 0 whatever sigma\)\. Pass sigma explicitly\.$"):
         REG.get_kernel("rbf", sigma="median").fit(X, X)
+    # binary data: most pairs tie (here 8 zeros and 4 ones: 28 + 6 of the 66 pairs, 52 %);
+    # the median of the others (1) is offered
+    Z = np.array([0.0] * 8 + [1.0] * 4)[:, None]
+    for name, metric in (("rbf", {}), ("laplace", {"norm": "l1"})):
+        with pytest.raises(DataError, match=r"\(many repeated points: 52% of the pairs\)\. Pass sigma explicitly, for "
+                                            r"instance the median of the nonzero distances: sigma=1\.$"):
+            REG.get_kernel(name, sigma="median", **metric).fit(Z[:6], Z[6:])
 
 
 def test_exponential_kernel_overflow_is_detected_and_explained():
