@@ -23,6 +23,7 @@ import csv
 import errno
 import math
 import os
+import re
 import shlex
 import string
 import warnings
@@ -241,8 +242,10 @@ def _read_delimited(
                 if width is None:
                     width, width_line = len(cells), lineno
                 if len(cells) != width:
-                    raise DataFileError(str(path), f"has {len(cells)} columns where line {width_line} has {width}.",
-                                        line=lineno)
+                    # a header read whole, then rows of decimal commas: a semicolon-separated file
+                    semicolons = delimiter == "," and _semicolon_numbers(",".join(cells))
+                    raise DataFileError(str(path), f"has {len(cells)} columns where line {width_line} has {width}."
+                                        f"{_SEMICOLON_HINT if semicolons else ''}", line=lineno)
                 if width_line == lineno and len(cells) > 1 and not cells[-1] and all(cells[:-1]) and delimiter != " ":
                     # the first row ends with the separator, as some writers end every line:
                     # it reads as a column of missing values
@@ -314,6 +317,14 @@ def _rows(handle: Any, delimiter: str) -> Any:
         yield reader.line_num, row
 
 
+#: what a cell that is numbers joined by ';' means, and what to do about it
+_SEMICOLON_HINT = (" The values seem separated by ';' (a semicolon-separated file, as spreadsheets with a decimal "
+                   "comma write them): save it with ',' between values and '.' as the decimal point, e.g. "
+                   "pd.read_csv(path, sep=';', decimal=',').to_csv(new_path, index=False).")
+#: a number written with ',' between its thousands: 1,000 or -12,345.5
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")
+
+
 def _semicolon_numbers(cell: str) -> bool:
     """Whether a cell is numbers joined by ';' (a semicolon-separated file read with ',',
     as spreadsheets with a decimal comma write them)."""
@@ -376,14 +387,20 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
         hint = (" A .txt file is read as numbers, one point per line, for a vector kernel; as strings (one per "
                 "line) for a string kernel such as ssk.") if numbers_text else ""
         if _semicolon_numbers(cell):
-            hint = (" The values seem separated by ';' (a semicolon-separated file, as spreadsheets with a decimal "
-                    "comma write them): save it with ',' between values and '.' as the decimal point, e.g. "
-                    "pd.read_csv(path, sep=';', decimal=',').to_csv(new_path, index=False).")
+            hint = _SEMICOLON_HINT
         elif lookalike_hint(cell):
             hint = lookalike_hint(cell)
         elif _blank_separated_numbers(cell):
             hint = (" The values seem separated by tabs or spaces: a .csv file is read with ',' between values; "
                     "name a tab-separated file .tsv, or a file of numbers separated by spaces .txt.")
+        elif _THOUSANDS.fullmatch(cell.strip()):
+            hint = (" It looks like a number with ',' between its thousands: write numbers without thousands "
+                    "separators (e.g. pd.read_csv(path, thousands=',').to_csv(new_path, index=False)).")
+        elif cell.strip().upper() in ("TRUE", "FALSE", "YES", "NO"):
+            hint = " A yes-or-no value: write it as 1 or 0 (e.g. df.astype(float).to_csv(new_path, index=False))."
+        elif cell.strip()[:1].isalpha() and not numbers_text:
+            hint = (" A vector kernel reads numbers: encode a column of categories as numbers first, e.g. one 0/1 "
+                    "column per category with pd.get_dummies(df, dtype=float).")
         raise DataFileError(str(path), f"cannot read {shown(cell)} as a number.{hint}", line=line, column=column)
     if not math.isfinite(value):
         raise DataFileError(str(path), f"{shown(cell)} is not a finite number.", line=line, column=column)

@@ -830,11 +830,11 @@ def test_reading_a_large_table_of_numbers_shows_progress(monkeypatch, tmp_path):
 def test_a_control_character_in_a_file_name_keeps_the_message_on_one_line(tmp_path, name):
     # a newline in the name split the error ("Error: bad" on one line, the rest on the
     # next); an escape sequence would have recoloured the terminal
-    (tmp_path / name).write_text("1,2\n3,x\n")
+    (tmp_path / name).write_text("1,2\n3,1.2.3\n")
     np.save(tmp_path / "y.npy", np.zeros((4, 2)))
     result = invoke("run", str(tmp_path / name), str(tmp_path / "y.npy"))
     lines = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     assert result.exit_code == 1 and len(lines) == 1
     shown = name.replace("\n", "\\n").replace("\x1b", "\\x1b").replace("\t", "\\t")
-    assert lines[0].endswith(f"{shown}, line 2, column 2: cannot read 'x' as a number.")
+    assert lines[0].endswith(f"{shown}, line 2, column 2: cannot read '1.2.3' as a number.")
     assert "\x1b" not in result.stderr

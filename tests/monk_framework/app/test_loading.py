@@ -415,13 +415,38 @@ def test_a_text_file_of_numbers_splits_on_any_run_of_spaces_and_tabs(tmp_path):
     ("text", "where"),
     [("0.5;1.5\n2.5;3.5\n", "line 1, column 1: cannot read '0.5;1.5'"),  # not taken for a header row
      ("0,5;1,5\n2,5;3,5\n", "line 1, column 2: cannot read '5;1'"),  # decimal commas
-     ('"0,5";"1,5"\n"2,5";"3,5"\n', "line 1, column 1: cannot read '0,5;\"1'")],  # every cell quoted
+     ('"0,5";"1,5"\n"2,5";"3,5"\n', "line 1, column 1: cannot read '0,5;\"1'"),  # every cell quoted
+     ("a;b\n0,5;1,5\n2,5;3,5\n", "line 2: has 3 columns where line 1 has 1\\.")],  # a header read whole first
 )
 def test_a_semicolon_separated_file_gets_a_hint(tmp_path, text, where):
     path = tmp_path / "x.csv"
     path.write_text(text)
     with pytest.raises(DataFileError, match=rf"{where}.*seem separated by ';'.*decimal=','"):
         load_sample(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("x,colour\n1.0,red\n2.0,blue\n", r"line 2, column 2: cannot read 'red' as a number\. A vector kernel reads "
+                                        r"numbers: encode a column of categories as numbers first.*pd\.get_dummies"),
+     ("1,TRUE\n2,FALSE\n", r"line 1, column 2: cannot read 'TRUE' as a number\. A yes-or-no value: write it as 1 or 0"),
+     ('"1,000",2\n3,4\n', r"line 1, column 1: cannot read '1,000' as a number\. It looks like a number with ',' between "
+                          r"its thousands.*thousands=','"),
+     ('"-12,345.5",2\n3,4\n', r"cannot read '-12,345\.5' as a number\. It looks like a number with ','"),
+     ("0x1A,2\n3,4\n", r"line 1, column 1: cannot read '0x1A' as a number\.$")],
+)
+def test_categories_yes_no_values_and_thousands_separators_get_a_hint(tmp_path, text, message):
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    with pytest.raises(DataFileError, match=message):
+        load_sample(path)
+
+
+def test_a_word_in_a_txt_file_of_numbers_keeps_the_txt_hint(tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_text("1.0 2.0\n3.0 abc\n")
+    with pytest.raises(DataFileError, match=r"cannot read 'abc' as a number\. A \.txt file is read as numbers"):
+        load_sample(path, kind="vector")
 
 
 @pytest.mark.parametrize(
