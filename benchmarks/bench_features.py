@@ -3,17 +3,18 @@ quadratic kernels, estimate and permutation test, each path in the same run.
 
     python benchmarks/bench_features.py              # N = M = 1000 and 5000, d = 5, B = 1000
     python benchmarks/bench_features.py --sizes 20000 --permutations 200
-    python benchmarks/bench_features.py --sizes 20000,100000 --budget 1MB   # estimates under a budget
+    python benchmarks/bench_features.py --sizes 20000 --permutations 200 --budget 1MB   # under a budget
 
 * features: the default (``monk_framework.core.kernels.paying_features``: with D features a point,
   at most 1/16 of the points, the sums are products of feature sums);
 * Gram: the same calls with the feature path switched off (``FEATURES_PAY`` set beyond
   any sample), as before it existed: the stored Gram matrix, or its tiles.
 
-With ``--budget``, only estimates, under that memory budget (``max_memory``): where the
-feature matrices do not fit, the features are summed in blocks of rows
-(``monk_framework.core.kernels.feature_sums``), against the Gram matrix's tiles. Their floor
-is computing the features once (``kernel.features`` of each sample, whole).
+With ``--budget``, estimates and tests under that memory budget (``max_memory``): where
+the feature matrices do not fit, the features are summed in blocks of rows
+(``monk_framework.core.kernels.feature_sums``), and a test's products Φᵀ E are added up
+over such blocks, against the Gram matrix's tiles. The estimate's floor is computing
+the features once (``kernel.features`` of each sample, whole).
 
 The floor of the feature path of a test is drawing its B relabellings of N + M points
 (numpy's ``permutation``, B times) and its product Φᵀ E (D × (N + M) × B), both timed
@@ -66,7 +67,7 @@ def main() -> None:
     parser.add_argument("--d", type=int, default=5)
     parser.add_argument("--permutations", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--budget", default=None, help="estimates only, under this max_memory (e.g. 1MB)")
+    parser.add_argument("--budget", default=None, help="estimates and tests under this max_memory (e.g. 1MB)")
     args = parser.parse_args()
     reg = get_registry()
     if args.budget is not None:
@@ -99,16 +100,23 @@ def _cases(args: argparse.Namespace, reg):
 
 
 def _under_budget(args: argparse.Namespace, reg) -> None:
-    print(f"| kernel | N = M | D | estimate under {args.budget}: features in blocks | Gram tiles | ratio | features / floor |")
-    print("|---|---|---|---|---|---|---|")
+    B = args.permutations
+    print(f"| kernel | N = M | D | estimate under {args.budget}: features in blocks | Gram tiles | ratio | features / floor "
+          f"| test (B = {B}): features in blocks | Gram tiles | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, n, _, X, Y, kernel, D in _cases(args, reg):
         def run(kernel=kernel, X=X, Y=Y):
             return estimate(kernel, "u-stat", X, Y, max_memory=args.budget)
 
+        def test(kernel=kernel, X=X, Y=Y):
+            return permutation_test(kernel, "u-stat", X, Y, n_permutations=B, rng=0, max_memory=args.budget)
+
         assert run().diagnostics.get("features") is True  # the blocks, not the tiles
         on, off = _paired(run, args.repeats)
         floor = _best(lambda kernel=kernel: (kernel.features(X).sum(axis=0), kernel.features(Y).sum(axis=0)), args.repeats)
-        print(f"| {name} | {n} | {D} | {on * 1e3:.1f} ms | {off * 1e3:.0f} ms | **{off / on:.0f}×** | {on / floor:.1f} |")
+        test_on, test_off = _paired(test, args.repeats)
+        print(f"| {name} | {n} | {D} | {on * 1e3:.1f} ms | {off * 1e3:.0f} ms | **{off / on:.0f}×** | {on / floor:.1f} "
+              f"| {test_on * 1e3:.0f} ms | {test_off:.1f} s | **{test_off / test_on:.0f}×** |")
 
 
 if __name__ == "__main__":

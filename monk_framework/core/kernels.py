@@ -69,6 +69,7 @@ __all__ = [
     "check_squared_norm",
     "counted_in_turn",
     "in_turn",
+    "feature_block_rows",
     "feature_sums",
     "paying_features",
     "rectangular_gram_of",
@@ -1366,6 +1367,12 @@ def _check_widths(kernel: Kernel, first: np.ndarray, D: int, widths: set[int]) -
         )
 
 
+def feature_block_rows(resources: Resources, D: int) -> int:
+    """Rows of D features a point that a block read by :func:`feature_sums` (and a test's
+    products with the features in blocks) may hold: a quarter of the budget."""
+    return int((resources.budget or CHUNK_BYTES) // (4 * 8 * D))
+
+
 def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources) -> list[np.ndarray] | None:
     """Σ_i φ(z_i) of each sample in ``parts``, for a kernel whose D features pay (as in
     :func:`paying_features`) but whose feature matrices do not fit the budget: read in
@@ -1378,7 +1385,7 @@ def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources) 
     if plan is None:
         return None
     arrays, first, D = plan
-    rows = int((resources.budget or CHUNK_BYTES) // (4 * 8 * D))
+    rows = feature_block_rows(resources, D)
     if rows < 1:
         return None
     half = max(1, CONTRACT_CHECK_POINTS // len(arrays))

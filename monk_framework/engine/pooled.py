@@ -27,7 +27,15 @@ import attrs
 import numpy as np
 
 from monk_framework.core.errors import ParameterError, shown
-from monk_framework.core.kernels import CONTRACT_RTOL, DIAG_RTOL, Kernel, check_squared_norm, paying_features
+from monk_framework.core.kernels import (
+    CONTRACT_RTOL,
+    DIAG_RTOL,
+    Kernel,
+    check_squared_norm,
+    feature_block_rows,
+    feature_sums,
+    paying_features,
+)
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import one_blas_thread
@@ -128,6 +136,7 @@ class PooledSample:
         if gram is not None:
             self._use_gram(gram)
             self.cache["features"] = None  # the caller's Gram matrix is read, not the kernel's features
+            self.cache["features-given"] = True
         elif source is None:
             # the one place a test's kernel values start from: its contract, whichever
             # estimator will read them
@@ -186,6 +195,22 @@ class PooledSample:
             self.cache["features"] = None if found is None else np.vstack(found)
         features: np.ndarray | None = self.cache["features"]
         return features
+
+    @property
+    def feature_total(self) -> np.ndarray | None:
+        """Σ_z φ(z) over the pooled points when the kernel's features pay but their matrix
+        does not fit the budget (:func:`~monk_framework.core.kernels.feature_sums`, which
+        checks them): the classical sums of a test then read the features in blocks of
+        rows, batch by batch (:func:`sample_sums`). None otherwise, and for a given Gram
+        matrix. Computed once."""
+        if "feature-total" not in self.cache:
+            total = None
+            if self.features is None and self.cache.get("features-given") is None:
+                summed = feature_sums(self.kernel, self._parts, self.resources)
+                total = None if summed is None else summed[0] + summed[1]
+            self.cache["feature-total"] = total
+        found: np.ndarray | None = self.cache["feature-total"]
+        return found
 
     @property
     def made_source(self) -> GramSource | None:
@@ -255,7 +280,7 @@ def relabelling_batch(pool: PooledSample) -> int:
     """Relabellings per product with the Gram matrix: :func:`batch_size` for a stored one;
     for a matrix-free one as many as a quarter of the memory budget holds in E (every
     batch evaluates the kernel over the whole pooled sample again)."""
-    if pool.features is not None or pool.stored:
+    if pool.features is not None or pool.feature_total is not None or pool.stored:
         return batch_size(pool.size)
 
     budget = pool.resources.budget or BATCH_BYTES
@@ -315,6 +340,8 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     B, size = perms.shape
     if pool.features is not None:
         return _feature_sums(pool, pool.features, perms)
+    if pool.feature_total is not None:
+        return _feature_block_sums(pool, pool.feature_total, perms)
     # A stored K gives K 1 in one streaming pass, and a matrix-free source whose K 1 is
     # known already (a MONK estimator needed it) is not walked again for it. Otherwise
     # each batch's product with [E, 1] gives e_bᵀ K e_b, e_bᵀ K 1 and 1ᵀ K 1 at once
@@ -365,6 +392,31 @@ def _feature_sums(pool: PooledSample, Phi: np.ndarray, perms: np.ndarray) -> Sam
         xx[start:stop] = np.einsum("ij,ij->j", P, P)
         x1[start:stop], tx[start:stop] = s @ P, d @ E
     return _with_the_rest(pool, xx, x1, tx, total, d)
+
+
+def _feature_block_sums(pool: PooledSample, total: np.ndarray, perms: np.ndarray) -> SampleSums:
+    """:func:`_feature_sums` for features whose matrix does not fit the budget: P = Φᵀ E
+    is added up over blocks of rows of each sample's features, computed again for every
+    batch of relabellings (O(size·D) a batch, against the O(size·D·B) of the products; the
+    tiles of kernel values would cost O(size²·B)). ``total`` is Φᵀ1."""
+    B, size = perms.shape
+    d = pool.diag
+    X, Y = pool._parts
+    D = len(total)
+    rows = max(1, feature_block_rows(pool.resources, D))
+    xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
+    step = relabelling_batch(pool)
+    for start in range(0, B, step):
+        stop = min(start + step, B)
+        E = indicator_columns(perms[start:stop], pool.n, size)
+        P = np.zeros((D, stop - start))
+        for part, offset in ((X, 0), (Y, pool.n)):
+            for a in range(0, len(part), rows):
+                block = pool.kernel.features(part[a : a + rows])
+                P += block.T @ E[offset + a : offset + a + len(block)]
+        xx[start:stop] = np.einsum("ij,ij->j", P, P)
+        x1[start:stop], tx[start:stop] = total @ P, d @ E
+    return _with_the_rest(pool, xx, x1, tx, float(total @ total), d)
 
 
 def _with_the_rest(pool: PooledSample, xx: np.ndarray, x1: np.ndarray, tx: np.ndarray, total: float,

@@ -187,3 +187,37 @@ def test_indicator_patterns_pack_the_indicator_columns_with_a_last_column_of_one
     np.testing.assert_array_equal(unpacked[size:], 0)
     with pytest.raises(ValueError, match=rf"points 0..{size - 1}"):
         indicator_patterns(np.array([[0, size]]), 2, size)
+
+
+@pytest.mark.parametrize("name", ["linear", "quadratic"])
+def test_features_beyond_the_budget_are_read_in_blocks_with_the_same_sums(registry, rng, name):
+    # a budget too small for the feature matrix (200 x 10 x 8 bytes) but not for a few
+    # rows of it: every batch adds Φᵀ E up over blocks of rows (it read the tiles of
+    # kernel values before, O(size²) a batch), and the sums are the naive ones
+    X, Y = rng.normal(size=(110, 3)), rng.normal(size=(90, 3)) + 0.3
+    kernel = registry.get_kernel(name)
+    small = PooledSample(kernel, X, Y, resources=Resources(budget=2048))
+    assert small.features is None and small.feature_total is not None
+    assert pooled_mod.feature_block_rows(small.resources, len(small.feature_total)) < 90  # blocks, several a sample
+    K = kernel.gram(np.vstack([X, Y]))
+    perms = np.vstack([np.arange(200), np.stack([rng.permutation(200) for _ in range(9)])])
+    sums = sample_sums(small, perms)
+    for b, perm in enumerate(perms):
+        want = naive_sums(K, perm, 110)
+        got = (sums.xx[b], sums.yy[b], sums.xy[b], sums.trace_x[b], sums.trace_y[b])
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-9)
+    # and a test gives the p-value of the default budget, its statistic to round-off
+    from monk_framework import permutation_test
+
+    wide = permutation_test(name, "u-stat", X, Y, n_permutations=99, rng=4)
+    tight = permutation_test(name, "u-stat", X, Y, n_permutations=99, rng=4, max_memory="2KB")
+    assert tight.pvalue == wide.pvalue
+    assert tight.statistic_mmd2 == pytest.approx(wide.statistic_mmd2, rel=1e-10)
+
+
+def test_a_given_gram_matrix_is_never_read_through_features(registry, rng):
+    X, Y = rng.normal(size=(30, 2)), rng.normal(size=(20, 2))
+    kernel = registry.get_kernel("linear")
+    K = kernel.gram(np.vstack([X, Y]))
+    pool = PooledSample(kernel, X, Y, resources=Resources(budget=64), gram=K)
+    assert pool.features is None and pool.feature_total is None
