@@ -21,7 +21,16 @@ from monk_framework.core.params import boolean, integer, one_of, real, real_or
 from monk_framework.core.resources import check_memory
 from monk_framework.engine.median_heuristic import median_distance
 from monk_framework.numerics.compiled import exp_squared_distance_form
-from monk_framework.numerics.distances import distances, exp_scaled_squared_distances, magnitude, power_of_two, scaled_distances, scaled_l1_distances
+from monk_framework.numerics.distances import (
+    distances,
+    exp_scaled_squared_distances,
+    homogeneous_pairwise,
+    magnitude,
+    power_of_two,
+    row_norms,
+    scaled_distances,
+    scaled_l1_distances,
+)
 
 #: exp(x) exceeds the largest kernel value the library sums (VALUE_LIMIT, 2^983) above this
 #: value (it overflows float64 itself above 709.8)
@@ -38,16 +47,34 @@ _NORMALIZE_DOC = (
 )
 
 
-def _normalised_scale(*arrays: np.ndarray) -> float:
-    """A normalised kernel is a cosine, unchanged when the data are divided by s: 1 for
-    moderate data, else the power of two near their magnitude (so ⟨x, y⟩ cannot overflow)."""
-    scale = magnitude(*arrays)
-    return 1.0 if scale == 0.0 or 1e-100 < scale < 1e100 else power_of_two(scale)
+def _unit_augmented(X: np.ndarray, scale: float, offset: float) -> np.ndarray:
+    """The rows (√scale·x, √offset) made unit length (the last column only when offset > 0):
+    for b(x, y) = scale·⟨x, y⟩ + offset, b(x, y)/√(b(x, x) b(y, y)) = ⟨ũ_x, ũ_y⟩, a cosine.
+
+    Each row is first divided by the power of two of its own size, the larger of
+    √scale·max|x| and √offset (``np.ldexp``: exact, with no intermediate overflow), so no
+    square overflows or underflows: a point at 1e200 among ordinary ones leaves them their
+    digits (one scale for the whole tile had sent their values to 0 / 0). A zero row stays
+    zero."""
+    n, d = X.shape
+    largest = np.abs(X).max(axis=1) if d else np.zeros(n)
+    exponents = np.frexp(largest)[1] + np.frexp(math.sqrt(scale))[1]
+    if offset > 0:
+        exponents = np.maximum(exponents, np.frexp(math.sqrt(offset))[1])
+    A = np.empty((n, d + (offset > 0)))
+    A[:, :d] = np.ldexp(X, -exponents[:, None])
+    A[:, :d] *= math.sqrt(scale)
+    if offset > 0:
+        A[:, d] = np.ldexp(math.sqrt(offset), -exponents)
+    return _unit_rows(A, row_norms(A))
 
 
-def _inverse_norms(diag: np.ndarray) -> np.ndarray:
-    """1/√k(x, x), with 0 for a point of norm 0 (its normalised features are 0)."""
-    return np.where(diag > 0, 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)), 0.0)
+def _normalised_base(X: np.ndarray, Y: np.ndarray, scale: float, offset: float) -> np.ndarray:
+    """b(x, y)/√(b(x, x) b(y, y)) for b = scale·⟨x, y⟩ + offset: the cosines of the unit
+    augmented rows (:func:`_unit_augmented`), within [−1, 1]."""
+    out = _unit_augmented(X, scale, offset) @ _unit_augmented(Y, scale, offset).T
+    np.clip(out, -1.0, 1.0, out=out)
+    return out
 
 
 @attrs.frozen(kw_only=True)
@@ -69,14 +96,8 @@ class LinearKernel(Kernel):
 
     def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         if self.normalize:
-            s = _normalised_scale(X, Y)
-            if s != 1.0:
-                X, Y = X / s, Y / s
-        out = X @ Y.T
-        if self.normalize:
-            out *= _inverse_norms(_row_norms_sq(X))[:, None]
-            out *= _inverse_norms(_row_norms_sq(Y))[None, :]
-        return out
+            return _normalised_base(X, Y, 1.0, 0.0)  # cosines of unit rows, at any magnitude
+        return X @ Y.T
 
     def compute_diag(self, X: np.ndarray) -> np.ndarray:
         if self.normalize:
@@ -88,9 +109,7 @@ class LinearKernel(Kernel):
 
     def compute_features(self, X: np.ndarray) -> np.ndarray:
         if self.normalize:
-            s = _normalised_scale(X)
-            X = X / s if s != 1.0 else X
-            return X * _inverse_norms(_row_norms_sq(X))[:, None]
+            return _unit_augmented(X, 1.0, 0.0)
         return X.copy()
 
     def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
@@ -128,20 +147,15 @@ class _PolynomialCore:
         return self.scale * _row_norms_sq(X) + (self.offset if offset is None else offset)
 
     def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        offset = self.offset
         if self.normalize:
-            # the normalised base is unchanged by x -> x/s with offset -> offset/s² (exact
-            # for a power of two s), which keeps <x, y> finite on data of any magnitude
-            s = _normalised_scale(X, Y)
-            if s != 1.0:
-                X, Y, offset = X / s, Y / s, offset / (s * s)
-        out = X @ Y.T
-        out *= self.scale
-        out += offset
-        if self.normalize:
-            # b(x, x) = |b(x, x)| >= 0 for offset >= 0; a base of norm 0 gives 0
-            out *= _inverse_norms(self._base_diag(X, offset))[:, None]
-            out *= _inverse_norms(self._base_diag(Y, offset))[None, :]
+            # the base b(x, y) = scale⟨x, y⟩ + offset normalised is the cosine of the rows
+            # (√scale·x, √offset), made unit length row by row: finite and exact at any
+            # magnitude, and a base of norm 0 gives 0
+            out = _normalised_base(X, Y, self.scale, self.offset)
+        else:
+            out = X @ Y.T
+            out *= self.scale
+            out += self.offset
         if self.power == 2:
             np.square(out, out=out)
         elif self.power > 1:
@@ -161,16 +175,27 @@ class _PolynomialCore:
         return [(k, w) for k, w in pairs if w != 0.0]
 
     def compute_feature_count(self, d: int) -> int:
+        if self.normalize:
+            # the multisets of size p of the d + 1 coordinates of (√s·x, √c) (d when c = 0)
+            return math.comb(d + (self.offset > 0) + self.power - 1, self.power)
         # the multisets of size k of d coordinates, for each degree k kept
         return sum(math.comb(d + k - 1, k) for k, _ in self._degrees())
 
     def compute_features(self, X: np.ndarray) -> np.ndarray:
         # (s<x,y> + c)^p = sum_k C(p,k) c^(p-k) s^k <x,y>^k and
-        # <x,y>^k = sum over multisets alpha of size k of multinomial(alpha) x^alpha y^alpha
+        # <x,y>^k = sum over multisets alpha of size k of multinomial(alpha) x^alpha y^alpha.
+        # Normalised, the kernel is <u_x, u_y>^p for the unit rows u of (√s·x, √c): the
+        # degree-p monomials of u, whose last coordinate stands for the offset (the same
+        # count: multisets of size p of d + 1 coordinates, or of d when c = 0)
         n, d = X.shape
         check_memory(n, self.compute_feature_count(d), what="feature matrix")
+        degrees = self._degrees()
+        if self.normalize:
+            X = _unit_augmented(X, self.scale, self.offset)
+            d = X.shape[1]
+            degrees = [(self.power, 1.0)]
         columns = []
-        for k, weight in self._degrees():
+        for k, weight in degrees:
             for alpha in combinations_with_replacement(range(d), k):
                 multinomial = math.factorial(k)
                 for times in Counter(alpha).values():
@@ -179,10 +204,7 @@ class _PolynomialCore:
                 for i in alpha:
                     column = column * X[:, i]
                 columns.append(column)
-        F = np.column_stack(columns)
-        if self.normalize:
-            F *= _inverse_norms(self._base_diag(X) ** self.power)[:, None]
-        return F
+        return np.column_stack(columns)
 
     def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
         if self.normalize:
@@ -444,52 +466,46 @@ class EnergyKernel(Kernel):
         return True  # moving the origin to c gives (||x - c|| + ||y - c|| - ||x - y||) / 2, the same MMD
 
     def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        # homogeneous of degree 1: compute on X/s, Y/s (s a power of two, exact) and
-        # multiply back, so that no squared norm overflows or underflows on the way
-        s = _homogeneous_scale(X, Y)
-        if s != 1.0:
-            X, Y = X / s, Y / s
-        # ½(a + b − c) with a = ‖x‖, b = ‖y‖, c = ‖x − y‖ is a difference of nearly
-        # equal numbers when one point is far (a point at 10²⁰ gave k = 1.58 where it is
-        # 0.081). Multiplied by a + b + c it is ab + ⟨x, y⟩ = ab(1 + cos θ), so
-        #     k(x, y) = a · b/(a + b + c) · (1 + ⟨x/a, y/b⟩),
-        # whose only difference, 1 + cos θ, errs by ε absolutely: k errs by about
-        # ε·min(a, b), where the difference above errs by ε·max(a, b).
-        a, b = np.sqrt(_row_norms_sq(X)), np.sqrt(_row_norms_sq(Y))
-        out = distances(X, Y)
-        out += a[:, None]
-        out += b[None, :]
-        # a + b + c = 0 only for two zero points, whose value a·b·(…) is 0
-        np.maximum(out, np.finfo(float).tiny, out=out)
-        np.divide(b[None, :], out, out=out)
-        out *= a[:, None]
-        cos = _unit_rows(X, a) @ _unit_rows(Y, b).T
-        np.clip(cos, -1.0, 1.0, out=cos)
-        cos += 1.0
-        out *= cos
-        if s != 1.0:
-            with np.errstate(over="ignore"):
-                out *= s
-        return out
+        # homogeneous of degree 1: computed per block of magnitude groups on data divided
+        # by an exact power of two and scaled back, so that nothing overflows on the way and
+        # one point at 1e200 leaves the ordinary pairs their digits (one scale for the whole
+        # tile had made their norms and distances underflow to 0: every value 0)
+        return homogeneous_pairwise(_energy_values, X, Y, 1)
 
     def compute_diag(self, X: np.ndarray) -> np.ndarray:
-        s = _homogeneous_scale(X)
-        out = np.sqrt(_row_norms_sq(X / s if s != 1.0 else X))
-        if s != 1.0:
-            with np.errstate(over="ignore"):
-                out *= s
-        return out
+        return row_norms(X)
+
+
+def _energy_values(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """½(‖x‖ + ‖y‖ − ‖x − y‖) for data of moderate magnitude (or divided by a power of
+    two: see :meth:`EnergyKernel.compute_gram`).
+
+    With a = ‖x‖, b = ‖y‖, c = ‖x − y‖, ½(a + b − c) is a difference of nearly equal
+    numbers when one point is far (a point at 10²⁰ gave k = 1.58 where it is 0.081).
+    Multiplied by a + b + c it is ab + ⟨x, y⟩ = ab(1 + cos θ), so
+        k(x, y) = a · b/(a + b + c) · (1 + ⟨x/a, y/b⟩),
+    whose only difference, 1 + cos θ, errs by ε absolutely: k errs by about ε·min(a, b),
+    where the difference above errs by ε·max(a, b). The norms are taken row by row
+    without underflow (:func:`row_norms`): a point 1e-200 times the block's largest
+    keeps its norm."""
+    a, b = row_norms(X), row_norms(Y)
+    out = distances(X, Y)
+    out += a[:, None]
+    out += b[None, :]
+    # a + b + c = 0 only for two zero points, whose value a·b·(…) is 0
+    np.maximum(out, np.finfo(float).tiny, out=out)
+    np.divide(b[None, :], out, out=out)
+    out *= a[:, None]
+    cos = _unit_rows(X, a) @ _unit_rows(Y, b).T
+    np.clip(cos, -1.0, 1.0, out=cos)
+    cos += 1.0
+    out *= cos
+    return out
 
 
 def _unit_rows(X: np.ndarray, norms: np.ndarray) -> np.ndarray:
     """The rows of X divided by their norms (a zero row stays zero)."""
     return np.divide(X, norms[:, None], out=np.zeros_like(X, dtype=float), where=norms[:, None] > 0)
-
-
-def _homogeneous_scale(*arrays: np.ndarray) -> float:
-    """1 for moderate data, else the power of two near their magnitude."""
-    scale = magnitude(*arrays)
-    return 1.0 if scale == 0.0 or 1e-100 < scale < 1e100 else power_of_two(scale)
 
 
 @hookimpl

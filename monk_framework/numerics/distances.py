@@ -25,12 +25,14 @@ __all__ = [
     "bracket",
     "distances",
     "exp_scaled_squared_distances",
+    "homogeneous_pairwise",
     "l1_distances",
     "SAFE_MAGNITUDE",
     "magnitude",
     "magnitude_groups",
     "moderate",
     "order_statistics",
+    "row_norms",
     "power_of_two",
     "refined_squared_distances",
     "scaled_distances",
@@ -188,6 +190,30 @@ def _block_scaled(pairwise: Any, X: np.ndarray, Y: np.ndarray, scale: float, sig
     """pairwise(X/s, Y/s) · (s/σ)^power for s the power of two of ``scale``."""
     s = power_of_two(scale)
     return _times_square(pairwise(X / s, Y / s), np.float64(s) / np.float64(sigma), power)
+
+
+def homogeneous_pairwise(pairwise: Any, X: np.ndarray, Y: np.ndarray, degree: int) -> np.ndarray:
+    """``pairwise(X, Y)`` for a function of pairs homogeneous of degree ``degree``
+    (pairwise(tX, tY) = t^degree · pairwise(X, Y) for t > 0, as the energy kernel is with
+    degree 1), on data of any magnitude: computed per block of magnitude groups on data
+    divided by an exact power of two and scaled back (:func:`_scaled`), so that one point
+    at 1e200 leaves the ordinary pairs their digits. Moderate data are passed as given."""
+    return _scaled(pairwise, X, Y, 1.0, degree)
+
+
+def row_norms(X: np.ndarray) -> np.ndarray:
+    """‖x_i‖ for every row, without overflow or underflow on the way: each row divided by
+    the power of two of its largest |coordinate| first (exact), so a row of size 1e-200
+    or 1e200 keeps its digits where Σ x² would leave 0 or inf."""
+    X = np.asarray(X, dtype=np.float64)
+    if not X.size:
+        return np.zeros(len(X))
+    largest = np.abs(X).max(axis=1)
+    exponents = np.frexp(largest)[1] - 1
+    scale = np.where(largest > 0, np.ldexp(1.0, exponents), 1.0)
+    unit = X / scale[:, None]
+    with np.errstate(over="ignore"):
+        return scale * np.sqrt(np.einsum("ij,ij->i", unit, unit))
 
 
 def scaled_distances(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:

@@ -83,29 +83,76 @@ def test_hand_checked_values(name, params, x, y, value):
 
 
 def _energy_in_decimal(x, y) -> float:
-    """½(‖x‖ + ‖y‖ − ‖x − y‖) in 200-digit decimal arithmetic: exact to float64 for the
+    """½(‖x‖ + ‖y‖ − ‖x − y‖) in 500-digit decimal arithmetic: exact to float64 for the
     inputs below, whatever the difference cancels."""
     import decimal
 
     with decimal.localcontext() as ctx:
-        ctx.prec = 200
+        ctx.prec = 500
         D = [decimal.Decimal(float(v)) for v in x], [decimal.Decimal(float(v)) for v in y]
         norm = lambda v: sum((c * c for c in v), decimal.Decimal(0)).sqrt()  # noqa: E731
         return float((norm(D[0]) + norm(D[1]) - norm([a - b for a, b in zip(*D)])) / 2)
 
 
-@pytest.mark.parametrize("far", [1e8, 1e20, 1e60])
+@pytest.mark.parametrize("far", [1e8, 1e20, 1e60, 1e100, 1e160, 1e200])
 def test_the_energy_kernel_keeps_its_digits_between_a_far_point_and_ordinary_ones(far):
     # ½(‖o‖ + ‖y‖ − ‖o − y‖) subtracts numbers near ‖o‖: at 1e20 the difference gave
-    # k(o, (1, 2)) = 1.118 where it is 1.618, and k(o, (-3, 1)) = 1.58 where it is 0.081
+    # k(o, (1, 2)) = 1.118 where it is 1.618, and k(o, (-3, 1)) = 1.58 where it is 0.081.
+    # From 1e100 the data were divided by one power of two near the far point's size, and
+    # the ordinary points' norms and distances underflowed: at 1e200 every value between
+    # points was 0 (and an MMD_U^2 0.43 where it is 0.092)
     gen = np.random.default_rng(11)
     X = np.vstack([[far, 0.0, 0.0], [-far, far / 3, 0.0], gen.normal(size=(6, 3))])
     K = REG.get_kernel("energy").gram(X)
+    np.testing.assert_allclose(REG.get_kernel("energy").diag(X), np.diag(K), rtol=1e-15)
     truth = np.array([[_energy_in_decimal(a, b) for b in X] for a in X])
     # about ε·min(‖x‖, ‖y‖) absolutely: the ordinary points' values to their own digits
-    norms = np.linalg.norm(X, axis=1)
+    norms = np.array([math.hypot(*row) for row in X])  # without the squares that overflow at 1e160
     assert np.all(np.abs(K - truth) <= 1e-13 * np.abs(truth) + 1e-15 * np.minimum.outer(norms, norms))
     assert K[0, 2:] == pytest.approx(truth[0, 2:], rel=1e-12)
+
+
+def _normalised_in_decimal(x, y, scale, offset, power) -> float:
+    """b(x, y)^p / √(b(x, x)^p b(y, y)^p) for b = scale⟨x, y⟩ + offset, in 1500-digit decimals."""
+    import decimal
+
+    with decimal.localcontext() as ctx:
+        ctx.prec = 1500
+        s, c = decimal.Decimal(scale), decimal.Decimal(offset)
+        u, v = [decimal.Decimal(float(t)) for t in x], [decimal.Decimal(float(t)) for t in y]
+        b = lambda p, q: s * sum((i * j for i, j in zip(p, q)), decimal.Decimal(0)) + c  # noqa: E731
+        bxx, byy = b(u, u), b(v, v)
+        if bxx == 0 or byy == 0:
+            return 0.0
+        return float((b(u, v) / (bxx * byy).sqrt()) ** power)
+
+
+@pytest.mark.parametrize("spec, scale, offset, power", [
+    ("linear:normalize=true", 1.0, 0.0, 1), ("quadratic:normalize=true", 1.0, 1.0, 2),
+    ("polynomial:degree=3,scale=0.5,offset=2,normalize=true", 0.5, 2.0, 3),
+    ("polynomial:degree=3,offset=0,normalize=true", 1.0, 0.0, 3)])
+@pytest.mark.parametrize("far", [1e50, 1e200, 1e300])
+def test_normalised_kernels_keep_their_values_beside_a_far_point(spec, scale, offset, power, far):
+    # the data had been divided by one power of two near the far point's size, and the
+    # ordinary points' products underflowed: the built-in kernel then failed its own
+    # contract check ("compute_diag gives k(x_1, x_1) = 1 but compute_gram gives 0")
+    gen = np.random.default_rng(12)
+    X = np.vstack([[far, -far / 3, 0.0], gen.normal(size=(5, 3)), np.zeros((1, 3))])
+    kernel = REG.resolve_kernel(spec)
+    K = kernel.gram(X)
+    truth = np.array([[_normalised_in_decimal(a, b, scale, offset, power) for b in X] for a in X])
+    np.testing.assert_allclose(K, truth, rtol=1e-13, atol=1e-15)
+    F = kernel.features(X)
+    assert F.shape[1] == kernel.feature_count(X)
+    np.testing.assert_allclose(F @ F.T, truth, rtol=1e-12, atol=1e-14)
+    # and a robust test on the bounded kernel gives the same answer with the point at 1e300
+    from monk_framework import robust_test
+
+    Y = gen.normal(0.5, 1.0, size=(30, 3))
+    A = np.vstack([X[:1], gen.normal(size=(29, 3))])
+    near = robust_test(kernel, np.vstack([A[:1] / far * 1e3, A[1:]]), Y, contamination=1, n_permutations=49, rng=0)
+    anywhere = robust_test(kernel, A, Y, contamination=1, n_permutations=49, rng=0)
+    assert anywhere.pvalue == near.pvalue
 
 
 def test_one_dimensional_arrays_are_one_feature_per_point():
