@@ -116,9 +116,13 @@ class Estimator(Configurable):
         """Refuse a sample smaller than :meth:`min_sample_size`, naming it (``name``)."""
         need, why = self.required_size()
         if len(sample) < need:
+            # one point of many features is often a row that was meant as a column
+            width = sample.shape[1] if isinstance(sample, np.ndarray) and sample.ndim == 2 else 0
+            row = (f" {name} is one point of {width} features: if they are {width} points of one feature, transpose "
+                   f"it ({name}.T in Python; one value a line in a file)." if len(sample) == 1 and width >= need else "")
             raise DataError(
                 f"{name} has {len(sample)} point(s) but estimator {self.name!r} needs at "
-                f"least {need:,}{f' ({why})' if why else ''}."
+                f"least {need:,}{f' ({why})' if why else ''}.{row}"
             )
 
     def plugin_label(self) -> str:

@@ -26,6 +26,17 @@ def test_estimate_validates_both_samples(X, Y, message):
         REG.get_estimator("v-stat").estimate(REG.get_kernel("rbf", sigma=1.0), X, Y)
 
 
+def test_one_point_of_many_features_is_told_it_may_be_a_row_meant_as_a_column():
+    # a row vector (a file of one line of values) is one point: the U-statistic needs two
+    row = np.arange(6.0)[None, :]
+    with pytest.raises(DataError, match=r"X has 1 point\(s\) but estimator 'u-stat' needs at least 2 \(.*\)\. X is one "
+                                        r"point of 6 features: if they are 6 points of one feature, transpose it \(X\.T"):
+        REG.get_estimator("u-stat").estimate(REG.get_kernel("rbf", sigma=1.0), row, row + 1)
+    # one point of one feature has nothing to transpose
+    with pytest.raises(DataError, match=r"needs at least 2 \(the U-statistic averages over pairs of distinct points\)\.$"):
+        REG.get_estimator("u-stat").estimate(REG.get_kernel("rbf", sigma=1.0), np.zeros((1, 1)), np.zeros((3, 1)))
+
+
 def test_estimate_rejects_a_non_kernel():
     with pytest.raises(MonkError, match="Expected a Kernel"):
         REG.get_estimator("v-stat").estimate("rbf", np.zeros((2, 1)), np.zeros((2, 1)))
