@@ -22,7 +22,14 @@ from monk_framework.engine.pooled import (
     u_statistic,
     v_statistic,
 )
-from monk_framework.engine.reductions import KernelSums, kernel_sums, loses_to_diagonal
+from monk_framework.engine.reductions import (
+    EXACT_ESTIMATE_POINTS,
+    EXACT_TEST_POINTS,
+    KernelSums,
+    kernel_sums,
+    loses_to_diagonal,
+    warn_lost_to_diagonal,
+)
 
 
 def _sums(kernel: Kernel, X: Sample, Y: Sample, resources: Resources, *, without_diagonal: bool = False) -> KernelSums:
@@ -119,6 +126,8 @@ class UStatistic(_FromSums):
         sums = _sums(kernel, X, Y, resources, without_diagonal=True)
         start = time.perf_counter()
         mmd2 = float(self.mmd2_from_sums(sums, len(X), len(Y)))  # type: ignore[arg-type]
+        if sums.xx_off is None:  # feature sums, kept beyond EXACT_ESTIMATE_POINTS: said if they lost digits
+            warn_lost_to_diagonal(kernel, sums, mmd2, len(X), len(Y), EXACT_ESTIMATE_POINTS)
         if self.root == "clip":
             mmd = math.sqrt(max(mmd2, 0.0))
         else:
@@ -137,7 +146,12 @@ class UStatistic(_FromSums):
         # again without it: exact, at about twice the cost, and only there
         sums = sample_sums(pool, perms)
         values = np.asarray(u_statistic(sums, pool.n, pool.m))
-        if np.any(loses_to_diagonal(sums, values, pool.n, pool.m)):
+        if pool.size > EXACT_TEST_POINTS:
+            # all the kernel values for every batch would take too long: said once a test
+            if "diagonal-said" not in pool.cache:
+                if warn_lost_to_diagonal(pool.kernel, sums, values, pool.n, pool.m, EXACT_TEST_POINTS):
+                    pool.cache["diagonal-said"] = True
+        elif np.any(loses_to_diagonal(sums, values, pool.n, pool.m)):
             values = np.asarray(u_statistic(off_diagonal_sample_sums(pool, perms), pool.n, pool.m))
         return values
 

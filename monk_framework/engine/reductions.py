@@ -4,13 +4,14 @@ kernel sums of two samples, in tiles (or stored, for a kernel computed whole).""
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import attrs
 import numpy as np
 import scipy.sparse as sp
 
-from monk_framework.core.errors import KernelOverflowError
+from monk_framework.core.errors import KernelOverflowError, PrecisionWarning
 from monk_framework.core.kernels import Kernel, feature_sums, paying_features
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
@@ -19,8 +20,16 @@ from monk_framework.engine.gram_sources import GramSource
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.spread import spread_kernel_sums
 
-__all__ = ["DIAGONAL_DOMINANCE", "DIAGONAL_ROUND_OFF_LIMIT", "KernelSums", "block_trace_variances", "kernel_sums",
-           "loses_to_diagonal", "off_diagonal"]
+__all__ = ["DIAGONAL_DOMINANCE", "DIAGONAL_ROUND_OFF_LIMIT", "EXACT_ESTIMATE_POINTS", "EXACT_TEST_POINTS", "KernelSums",
+           "block_trace_variances", "kernel_sums", "loses_to_diagonal", "off_diagonal", "warn_lost_to_diagonal"]
+
+#: pooled points up to which an estimate whose feature sums lose digits to the diagonal
+#: takes the (N + M)² kernel values instead (10⁵ + 10⁵: about 10 s); beyond, it keeps
+#: the fast value and says so (:func:`warn_lost_to_diagonal`)
+EXACT_ESTIMATE_POINTS = 200_000
+#: the same for a test, whose every batch of relabellings is then summed again from all
+#: the kernel values, two products a band (10⁴ + 10⁴ points, B = 1000: about 30 s)
+EXACT_TEST_POINTS = 20_000
 
 #: the relative round-off, of a U-statistic computed as S_xx − tr_x, beyond which its sums
 #: are taken again without the diagonal
@@ -87,7 +96,8 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, w
                 seconds=time.perf_counter() - start, features=True,
             )
         sums = _finite(kernel, sums, sums.max_diag)
-        if not (without_diagonal and loses_to_diagonal(sums, _u_statistic_with_diagonal(sums, n, m), n, m)):
+        if not (without_diagonal and n + m <= EXACT_ESTIMATE_POINTS
+                and loses_to_diagonal(sums, _u_statistic_with_diagonal(sums, n, m), n, m)):
             return sums
         # an unbounded kernel whose k(z, z) dwarfs its values between points (a gross
         # outlier with a polynomial kernel): the tiles, O((N + M)²), but right
@@ -197,3 +207,26 @@ def loses_to_diagonal(sums: Any, mmd2: Any, n: Any, m: Any) -> Any:
         # exact, and the kernel's own warning says what it sees
         lost = (np.minimum(n, m) >= 2) & (scale > 0.0) & (mean_diag > DIAGONAL_DOMINANCE * scale) & (round_off > DIAGONAL_ROUND_OFF_LIMIT * np.abs(mmd2))
     return lost if np.ndim(lost) else bool(lost)
+
+
+def warn_lost_to_diagonal(kernel: Kernel, sums: Any, mmd2: Any, n: int, m: int, limit: int) -> bool:
+    """Warn (:class:`PrecisionWarning`) when MMD_U² = ``mmd2`` came from sums that hold the
+    diagonal and lost digits to it (:func:`loses_to_diagonal`, for any of the values
+    given), because the N + M pooled points exceed ``limit``, beyond which summing all the
+    kernel values without the diagonal would take too long. Returns whether it warned."""
+    lost = np.asarray(loses_to_diagonal(sums, mmd2, n, m))
+    if not lost.any():
+        return False
+    tx, ty = np.maximum(sums.trace_x, 0.0), np.maximum(sums.trace_y, 0.0)
+    round_off = 10.0 * float(np.finfo(float).eps) * (tx / (n * (n - 1)) + ty / (m * (m - 1)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = float(np.max(np.where(lost, round_off / np.abs(mmd2), 0.0)))
+    size = "any size (its value is 0)" if not np.isfinite(ratio) else (
+        f"up to {ratio:.1g} {'times' if ratio >= 1.0 else 'of'} its value")
+    warnings.warn(PrecisionWarning(
+        f"{kernel.spec()} is far larger on the diagonal, k(z, z), than between these points, and the U-statistic, which "
+        f"leaves the diagonal out, can carry a round-off of {size}: summing it without the diagonal would take all "
+        f"({n + m:,})² kernel values, beyond the {limit:,} points where it does. Use the V-statistic (v-stat), which "
+        "keeps the diagonal, a bounded kernel (rbf, laplace), or parameters for the data's scale."
+    ), stacklevel=3)
+    return True

@@ -6,6 +6,7 @@ sums."""
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from fractions import Fraction
 
@@ -204,3 +205,30 @@ def test_ordinary_data_and_a_kernel_that_sees_only_ties_give_the_exact_u_statist
     truth = (math.fsum(Kxx[off]) / (200 * 199) + math.fsum(Kyy[off]) / (200 * 199)
              - 2.0 * math.fsum(Kxy.ravel()) / 200**2)
     assert result.mmd2 == pytest.approx(truth, rel=1e-9, abs=1e-12)
+
+
+def test_beyond_the_size_where_all_kernel_values_pay_the_fast_value_stands_and_is_said(monkeypatch):
+    # the exact sums need all (N + M)^2 kernel values where features sum in O((N + M) D):
+    # at 10^6 points that is hours, so beyond EXACT_ESTIMATE_POINTS (EXACT_TEST_POINTS for
+    # a test, whose every batch would be summed again) the fast value is kept and the
+    # round-off said, once
+    import monk_plugins.classical as classical
+    from monk_framework.engine import reductions
+
+    monkeypatch.setattr(reductions, "EXACT_ESTIMATE_POINTS", 100)
+    monkeypatch.setattr(classical, "EXACT_ESTIMATE_POINTS", 100)
+    monkeypatch.setattr(classical, "EXACT_TEST_POINTS", 100)
+    x, y = _quadratic_data(1e8)
+    truth = _brute_u_statistic(_quadratic, x, y)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = estimate("quadratic", "u-stat", x[:, None], y[:, None])
+        test = permutation_test("quadratic", "u-stat", x[:, None], y[:, None], n_permutations=9, rng=1)
+    said = [str(w.message) for w in seen if issubclass(w.category, PrecisionWarning)]
+    assert abs(result.mmd2 - truth) > 0.1 * abs(truth)  # the fast value, 190 % off
+    assert abs(test.statistic_mmd2 - truth) > 0.1 * abs(truth)
+    assert len(said) == 2 and all(re.match(
+        r"quadratic\(scale=1\.0, offset=1\.0, normalize=False\) is far larger on the diagonal, k\(z, z\), than between "
+        r"these points, and the U-statistic, which leaves the diagonal out, can carry a round-off of up to [\d.e+-]+ "
+        r"(times|of) its value: summing it without the diagonal would take all \(600\)² kernel values, beyond the 100 "
+        r"points where it does\. Use the V-statistic", s) for s in said)
