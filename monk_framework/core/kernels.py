@@ -1373,14 +1373,16 @@ def feature_block_rows(resources: Resources, D: int) -> int:
     return int((resources.budget or CHUNK_BYTES) // (4 * 8 * D))
 
 
-def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources) -> list[np.ndarray] | None:
+def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources,
+                 leave_out: Sequence[np.ndarray] | None = None) -> list[np.ndarray] | None:
     """Σ_i φ(z_i) of each sample in ``parts``, for a kernel whose D features pay (as in
     :func:`paying_features`) but whose feature matrices do not fit the budget: read in
     blocks of rows that take at most a quarter of it, so the sums cost O((N + M) D) in
     any budget, where kernel values cost (N + M)². None when the kernel has no finite
     features, D does not pay, or one row of features does not fit. The features are
     checked as :func:`paying_features` checks them (their width, and their inner products
-    against the kernel's values on the leading points)."""
+    against the kernel's values on the leading points). ``leave_out``: for each part, the
+    indices of points whose features are not added (their rows are set to 0 first)."""
     plan = _feature_plan(kernel, parts)
     if plan is None:
         return None
@@ -1392,13 +1394,17 @@ def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources) 
     leading = [kernel.features(p[:half]) for p in arrays]
     widths = {f.shape[1] for f in leading if len(f)}
     sums = []
-    for p in arrays:
+    for i, p in enumerate(arrays):
         total = np.zeros(D)
+        skip = np.zeros(len(p), dtype=bool)
+        if leave_out is not None:
+            skip[leave_out[i]] = True
         for start in range(0, len(p), rows):
             block = kernel.features(p[start:start + rows])
             widths.add(block.shape[1])
             if block.shape[1] != D:
                 break
+            block[skip[start:start + len(block)]] = 0.0
             total += block.sum(axis=0)
         sums.append(total)
     _check_widths(kernel, first, D, widths)

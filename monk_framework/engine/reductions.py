@@ -12,9 +12,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from monk_framework.core.errors import KernelOverflowError, PrecisionWarning
-from monk_framework.core.kernels import Kernel, feature_sums, paying_features
+from monk_framework.core.kernels import CHUNK_BYTES, Kernel, feature_sums, paying_features
 from monk_framework.core.resources import Resources
-from monk_framework.core.samples import Sample
+from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import in_this_process
 from monk_framework.engine.gram_sources import GramSource
 from monk_framework.engine.kernel_values import gram_matrix
@@ -96,11 +96,14 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, w
                 seconds=time.perf_counter() - start, features=True,
             )
         sums = _finite(kernel, sums, sums.max_diag)
-        if not (without_diagonal and n + m <= EXACT_ESTIMATE_POINTS
-                and loses_to_diagonal(sums, _u_statistic_with_diagonal(sums, n, m), n, m)):
+        if not (without_diagonal and loses_to_diagonal(sums, _u_statistic_with_diagonal(sums, n, m), n, m)):
             return sums
         # an unbounded kernel whose k(z, z) dwarfs its values between points (a gross
-        # outlier with a polynomial kernel): the tiles, O((N + M)²), but right
+        # outlier with a polynomial kernel): its few largest points apart, O((N + M) D)
+        split = _split_off_diagonal(kernel, X, Y, dx, dy, features, resources, sums)
+        if split is not None or n + m > EXACT_ESTIMATE_POINTS:
+            return split if split is not None else sums
+        # more of them than pays: the tiles, O((N + M)²), but right
     # spread over workers (which never receive a Gram matrix), or stored when it fits
     elif resources.spread is None and kernel.computes_gram_whole() and resources.fits(8.0 * (n + m) ** 2):
         # one symmetric Gram matrix of the pooled sample, its three blocks read in place: a
@@ -133,6 +136,73 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, w
         )
     # |k(x, y)| <= the largest k(z, z) for a PSD kernel: the size of the values that overflowed
     return _finite(kernel, sums, sums.max_diag)
+
+
+#: at most this many of the points with the largest k(z, z) are taken apart from the
+#: feature sums (:func:`_split_off_diagonal`): each costs N + M kernel values
+SPLIT_MAX_POINTS = 256
+
+
+def _split_off_diagonal(kernel: Kernel, X: Sample, Y: Sample, dx: np.ndarray, dy: np.ndarray,
+                        features: list[np.ndarray] | None, resources: Resources, sums: KernelSums) -> KernelSums | None:
+    """The U-statistic's sums without the diagonal when feature sums lose digits to it,
+    with the h points of largest k(z, z) taken apart (h = 1, 2, 4, … up to
+    :data:`SPLIT_MAX_POINTS`): the rest's sums from their features, Σ_{i≠j} over them as
+    ‖Σφ‖² − tr, whose diagonal no longer dwarfs anything; the pairs with a point apart
+    from its kernel values (h rows of N + M, in chunks), the diagonal left out before
+    summing. None when even SPLIT_MAX_POINTS points apart leave the rest's round-off
+    above DIAGONAL_ROUND_OFF_LIMIT of the value (or they would be a quarter of the points).
+    """
+    n, m = len(X), len(Y)
+    order = np.argsort(-np.concatenate([dx, dy]), kind="stable")
+    eps = float(np.finfo(float).eps)
+    h = 1
+    while h <= min(SPLIT_MAX_POINTS, (n + m) // 4):
+        apart = order[:h]
+        hx, hy = np.sort(apart[apart < n]), np.sort(apart[apart >= n] - n)
+        keep_x, keep_y = np.ones(n, dtype=bool), np.ones(m, dtype=bool)
+        keep_x[hx], keep_y[hy] = False, False
+        if features is not None:
+            sx, sy = features[0][keep_x].sum(axis=0), features[1][keep_y].sum(axis=0)
+        else:
+            summed = feature_sums(kernel, (X, Y), resources, leave_out=(hx, hy))
+            assert summed is not None  # the same plan that gave the sums
+            sx, sy = summed
+        tx, ty = float(dx[keep_x].sum()), float(dy[keep_y].sum())
+        ax, ay = _rows_apart(kernel, X, hx, X, keep_x), _rows_apart(kernel, Y, hy, Y, keep_y)
+        axy, ayx = _rows_apart(kernel, X, hx, Y, keep_y), _rows_apart(kernel, Y, hy, X, keep_x)
+        with np.errstate(over="ignore", invalid="ignore"):
+            xx_off = float(sx @ sx) - tx + 2.0 * ax[0] + ax[1]
+            yy_off = float(sy @ sy) - ty + 2.0 * ay[0] + ay[1]
+            xy = float(sx @ sy) + axy[0] + ayx[0] + axy[2]
+            mmd2 = xx_off / (n * (n - 1)) + yy_off / (m * (m - 1)) - 2.0 * xy / (n * m)
+            round_off = 10.0 * eps * (max(tx, 0.0) / (n * (n - 1)) + max(ty, 0.0) / (m * (m - 1)))
+        if not all(np.isfinite([xx_off, yy_off, xy])):
+            return None
+        if round_off <= DIAGONAL_ROUND_OFF_LIMIT * abs(mmd2):
+            return attrs.evolve(sums, xy=xy, xx_off=xx_off, yy_off=yy_off)
+        h *= 2
+    return None
+
+
+def _rows_apart(kernel: Kernel, A: Sample, rows: np.ndarray, B: Sample, keep: np.ndarray) -> tuple[float, float, float]:
+    """For the points A[rows] taken apart and the sample B with the mask ``keep`` of the
+    points not apart: (Σ over kept columns, Σ over the columns apart with the diagonal
+    left out, Σ over the columns apart with it), of k(A[rows], B), in chunks of columns.
+    With A and B the same sample the second is Σ_{h≠h'} k(a_h, a_h'); across samples the
+    third is the pairs of points apart on both sides."""
+    if not len(rows):
+        return 0.0, 0.0, 0.0
+    cols = max(1, CHUNK_BYTES // (8 * len(rows)))
+    kept = 0.0
+    for c in range(0, len(B), cols):
+        tile = kernel.gram_tile(take(A, rows), take(B, np.arange(c, min(c + cols, len(B)))))
+        kept += float(tile[:, keep[c:c + cols]].sum())
+    among = kernel.gram_tile(take(A, rows), take(B, np.flatnonzero(~keep)))
+    across = float(among.sum())
+    if among.shape[0] == among.shape[1] and A is B:
+        np.fill_diagonal(among, 0.0)
+    return kept, float(among.sum()), across
 
 
 def _u_statistic_with_diagonal(sums: Any, n: Any, m: Any) -> Any:

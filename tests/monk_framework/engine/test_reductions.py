@@ -207,15 +207,34 @@ def test_ordinary_data_and_a_kernel_that_sees_only_ties_give_the_exact_u_statist
     assert result.mmd2 == pytest.approx(truth, rel=1e-9, abs=1e-12)
 
 
+def test_a_few_far_points_are_taken_apart_from_the_feature_sums_at_any_size(monkeypatch):
+    # features cannot leave the diagonal out; the points with the largest k(z, z) are
+    # summed apart from them instead, O((N + M) D), exact without the (N + M)^2 tiles:
+    # so even with the tiles ruled out (EXACT_ESTIMATE_POINTS lowered) the value is right
+    from monk_framework.engine import reductions
+
+    monkeypatch.setattr(reductions, "EXACT_ESTIMATE_POINTS", 100)
+    rng = np.random.default_rng(6)
+    x, y = rng.normal(size=300), rng.normal(0.3, 1.0, size=300)
+    x[0], x[5], y[7] = 1e8, -3e7, 5e6  # three far points, in both samples
+    truth = _brute_u_statistic(_quadratic, x, y)
+    for budget in (None, "2KB"):  # features whole, and summed in blocks of rows
+        result = _no_precision_warning(lambda budget=budget: estimate("quadratic", "u-stat", x[:, None], y[:, None],
+                                                                      max_memory=budget))
+        assert result.mmd2 == pytest.approx(truth, rel=1e-12)
+        assert result.diagnostics == {"negative_mmd2": False, "root": "clip", "tiled": False, "features": True}
+
+
 def test_beyond_the_size_where_all_kernel_values_pay_the_fast_value_stands_and_is_said(monkeypatch):
-    # the exact sums need all (N + M)^2 kernel values where features sum in O((N + M) D):
-    # at 10^6 points that is hours, so beyond EXACT_ESTIMATE_POINTS (EXACT_TEST_POINTS for
-    # a test, whose every batch would be summed again) the fast value is kept and the
-    # round-off said, once
+    # where the points apart do not suffice (here: none may be taken apart), the exact
+    # sums need all (N + M)^2 kernel values: at 10^6 points that is hours, so beyond
+    # EXACT_ESTIMATE_POINTS (EXACT_TEST_POINTS for a test, whose every batch would be
+    # summed again) the fast value is kept and the round-off said, once
     import monk_plugins.classical as classical
     from monk_framework.engine import reductions
 
     monkeypatch.setattr(reductions, "EXACT_ESTIMATE_POINTS", 100)
+    monkeypatch.setattr(reductions, "SPLIT_MAX_POINTS", 0)
     monkeypatch.setattr(classical, "EXACT_ESTIMATE_POINTS", 100)
     monkeypatch.setattr(classical, "EXACT_TEST_POINTS", 100)
     x, y = _quadratic_data(1e8)
