@@ -16,6 +16,7 @@ from monk_framework.core.samples import Sample
 from monk_framework.engine.pooled import (
     PooledSample,
     SampleSums,
+    far_point_sample_sums,
     off_diagonal_sample_sums,
     relabelling_batch,
     sample_sums,
@@ -23,8 +24,10 @@ from monk_framework.engine.pooled import (
     v_statistic,
 )
 from monk_framework.engine.reductions import (
+    DIAGONAL_ROUND_OFF_LIMIT,
     EXACT_ESTIMATE_POINTS,
     EXACT_TEST_POINTS,
+    SPLIT_MAX_POINTS,
     KernelSums,
     kernel_sums,
     loses_to_diagonal,
@@ -146,12 +149,19 @@ class UStatistic(_FromSums):
         # again without it: exact, at about twice the cost, and only there
         sums = sample_sums(pool, perms)
         values = np.asarray(u_statistic(sums, pool.n, pool.m))
+        if not np.any(loses_to_diagonal(sums, values, pool.n, pool.m)):
+            return values
+        if pool.features is not None or pool.feature_total is not None:
+            # features: the few far points apart, O(size·(D + h)) a relabelling
+            found = _far_points_apart(pool, perms)
+            if found is not None:
+                return found
         if pool.size > EXACT_TEST_POINTS:
             # all the kernel values for every batch would take too long: said once a test
             if "diagonal-said" not in pool.cache:
                 if warn_lost_to_diagonal(pool.kernel, sums, values, pool.n, pool.m, EXACT_TEST_POINTS):
                     pool.cache["diagonal-said"] = True
-        elif np.any(loses_to_diagonal(sums, values, pool.n, pool.m)):
+        else:
             values = np.asarray(u_statistic(off_diagonal_sample_sums(pool, perms), pool.n, pool.m))
         return values
 
@@ -159,6 +169,23 @@ class UStatistic(_FromSums):
         """Σ_{i≠j} k(x_i, x_j)/(N(N−1)) + Σ_{i≠j} k(y_i, y_j)/(M(M−1)) − 2 S_xy/(NM), the
         within sums without the diagonal where given, else S_xx − tr_x and S_yy − tr_y."""
         return np.asarray(u_statistic(sums, n, m))
+
+
+def _far_points_apart(pool: PooledSample, perms: np.ndarray) -> np.ndarray | None:
+    """MMD_U² of every relabelling with the h points of largest k(z, z) apart from the
+    feature sums (:func:`~monk_framework.engine.pooled.far_point_sample_sums`), h = 1, 2,
+    4, … up to SPLIT_MAX_POINTS until every relabelling's bound is below
+    DIAGONAL_ROUND_OFF_LIMIT of its value (the h found is where the next batch starts);
+    None if none suffices."""
+    h = int(pool.cache.get("far-points", 1))
+    while h <= min(SPLIT_MAX_POINTS, pool.size // 4):
+        sums, bound = far_point_sample_sums(pool, perms, h)
+        values = np.asarray(u_statistic(sums, pool.n, pool.m))
+        if np.all(bound <= DIAGONAL_ROUND_OFF_LIMIT * np.abs(values)):
+            pool.cache["far-points"] = h
+            return values
+        h *= 2
+    return None
 
 
 @attrs.frozen(kw_only=True)

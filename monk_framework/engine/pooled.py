@@ -48,6 +48,7 @@ __all__ = [
     "PooledSample",
     "SampleSums",
     "indicator_columns",
+    "far_point_sample_sums",
     "indicator_patterns",
     "off_diagonal_sample_sums",
     "pooled",
@@ -478,3 +479,61 @@ def off_diagonal_sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSum
         yy += np.einsum("ij,ij->j", F[a:b], KF)
     tx, ty = d @ E, d @ F
     return SampleSums(xx=xx + tx, yy=yy + ty, xy=xy, trace_x=tx, trace_y=ty, xx_off=xx, yy_off=yy)
+
+
+def far_point_sample_sums(pool: PooledSample, perms: np.ndarray, h: int) -> tuple[SampleSums, np.ndarray]:
+    """:func:`off_diagonal_sample_sums` for a pool read through the kernel's features
+    (``pool.features``, or ``pool.feature_total`` in blocks of rows), in O(size·(D + h))
+    a relabelling: the h points of largest k(z, z) are taken apart. The rest's sums come
+    from their features, Φ_Lᵀ e_b, with their own diagonal subtracted (it no longer
+    dwarfs anything); the pairs with a point apart from its kernel values k(z_h, ·),
+    evaluated in chunks of columns, its own value left out. Also returns each
+    relabelling's bound on what subtracting the rest's diagonal may cost,
+    10ε(tr_L,x/(N(N − 1)) + tr_L,y/(M(M − 1))), for the caller to check against
+    |MMD_U²|."""
+    perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
+    B, size = perms.shape
+    n, m = pool.n, pool.m
+    d = pool.diag
+    far = np.sort(np.argsort(-d, kind="stable")[:h])
+    E = indicator_columns(perms, n, size)
+    F = 1.0 - E
+    Ez, Fz = E.copy(), F.copy()
+    Ez[far], Fz[far] = 0.0, 0.0  # the rest: every point not apart
+    if pool.features is not None:
+        PE, PF = pool.features.T @ Ez, pool.features.T @ Fz
+    else:
+        X, Y = pool._parts
+        D = len(pool.feature_total)  # type: ignore[arg-type]
+        rows = max(1, feature_block_rows(pool.resources, D))
+        PE, PF = np.zeros((D, B)), np.zeros((D, B))
+        for part, offset in ((X, 0), (Y, n)):
+            for a in range(0, len(part), rows):
+                block = pool.kernel.features(part[a : a + rows])
+                at = slice(offset + a, offset + a + len(block))
+                PE += block.T @ Ez[at]
+                PF += block.T @ Fz[at]
+    # k(z_h, ·) over the rest, times E and F, in chunks of columns
+    cols = max(1, OFF_DIAGONAL_BAND_BYTES // (8 * max(h, 1)))
+    KE, KF = np.zeros((len(far), B)), np.zeros((len(far), B))
+    apart = take(pool.Z, far)
+    for c in range(0, size, cols):
+        stop = min(c + cols, size)
+        tile = pool.kernel.gram_tile(apart, take(pool.Z, np.arange(c, stop)))
+        KE += tile @ Ez[c:stop]
+        KF += tile @ Fz[c:stop]
+    among = pool.kernel.gram_tile(apart, apart)
+    np.fill_diagonal(among, 0.0)
+    eH, fH = E[far], F[far]
+    near_d = d.copy()
+    near_d[far] = 0.0
+    lx, ly = near_d @ E, near_d @ F
+    xx_off = np.einsum("ij,ij->j", PE, PE) - lx + 2.0 * np.einsum("ij,ij->j", eH, KE) + np.einsum("ij,ij->j", eH, among @ eH)
+    yy_off = np.einsum("ij,ij->j", PF, PF) - ly + 2.0 * np.einsum("ij,ij->j", fH, KF) + np.einsum("ij,ij->j", fH, among @ fH)
+    xy = (np.einsum("ij,ij->j", PE, PF) + np.einsum("ij,ij->j", eH, KF) + np.einsum("ij,ij->j", fH, KE)
+          + np.einsum("ij,ij->j", eH, among @ fH))
+    tx, ty = d @ E, d @ F
+    eps = float(np.finfo(float).eps)
+    bound = 10.0 * eps * (np.maximum(lx, 0.0) / (n * (n - 1)) + np.maximum(ly, 0.0) / (m * (m - 1)))
+    sums = SampleSums(xx=xx_off + tx, yy=yy_off + ty, xy=xy, trace_x=tx, trace_y=ty, xx_off=xx_off, yy_off=yy_off)
+    return sums, bound

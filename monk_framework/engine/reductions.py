@@ -21,7 +21,8 @@ from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.spread import spread_kernel_sums
 
 __all__ = ["DIAGONAL_DOMINANCE", "DIAGONAL_ROUND_OFF_LIMIT", "EXACT_ESTIMATE_POINTS", "EXACT_TEST_POINTS", "KernelSums",
-           "block_trace_variances", "kernel_sums", "loses_to_diagonal", "off_diagonal", "warn_lost_to_diagonal"]
+           "SPLIT_MAX_POINTS", "block_trace_variances", "kernel_sums", "loses_to_diagonal", "off_diagonal",
+           "warn_lost_to_diagonal"]
 
 #: pooled points up to which an estimate whose feature sums lose digits to the diagonal
 #: takes the (N + M)² kernel values instead (10⁵ + 10⁵: about 10 s); beyond, it keeps

@@ -225,6 +225,39 @@ def test_a_few_far_points_are_taken_apart_from_the_feature_sums_at_any_size(monk
         assert result.diagnostics == {"negative_mmd2": False, "root": "clip", "tiled": False, "features": True}
 
 
+@pytest.mark.parametrize("budget", [None, 2048])
+def test_a_test_from_features_takes_the_far_points_apart_too(monkeypatch, budget):
+    # every relabelling's sums with the far points apart, against fsum sums, with the
+    # all-kernel-values path ruled out (EXACT_TEST_POINTS lowered): features whole, and
+    # read in blocks of rows under a 2 KB budget
+    import monk_plugins.classical as classical
+    from monk_framework.engine.pooled import far_point_sample_sums
+
+    monkeypatch.setattr(classical, "EXACT_TEST_POINTS", 10)
+    rng = np.random.default_rng(6)
+    x, y = rng.normal(size=(150, 3)), rng.normal(0.3, 1.0, size=(150, 3))
+    # three far points along three axes: their k(z, z) dwarf every mean between points
+    x[0], x[5], y[7] = [1e8, 0, 0], [0, 3e7, 0], [0, 0, 5e6]
+    z = np.vstack([x, y])
+    kernel = REG.resolve_kernel("quadratic")
+    pool = PooledSample(kernel, x, y, resources=Resources.of() if budget is None else Resources(budget=budget))
+    assert (pool.features is not None) == (budget is None) and (pool.feature_total is not None) == (budget is not None)
+    perms = np.vstack([np.arange(300), np.random.default_rng(1).permuted(np.tile(np.arange(300), (5, 1)), axis=1)])
+    fast = sample_sums(pool, perms)
+    assert np.all(loses_to_diagonal(fast, u_statistic(fast, 150, 150), 150, 150))
+
+    def k(a, b):
+        return (math.fsum(a * b) + 1.0) ** 2
+
+    truth = [_brute_u_statistic(k, z[p[:150]], z[p[150:]]) for p in perms]
+    values = _no_precision_warning(lambda: REG.resolve_estimator("u-stat").permuted_statistics(pool, perms, None))
+    np.testing.assert_allclose(values, truth, rtol=1e-10)
+    assert pool.cache["far-points"] == 4  # three far points: 1 and 2 apart did not suffice
+    sums, bound = far_point_sample_sums(pool, perms, 4)
+    np.testing.assert_allclose(u_statistic(sums, 150, 150), truth, rtol=1e-10)
+    assert np.all(bound <= 1e-9 * np.abs(truth))
+
+
 def test_beyond_the_size_where_all_kernel_values_pay_the_fast_value_stands_and_is_said(monkeypatch):
     # where the points apart do not suffice (here: none may be taken apart), the exact
     # sums need all (N + M)^2 kernel values: at 10^6 points that is hours, so beyond
@@ -235,6 +268,7 @@ def test_beyond_the_size_where_all_kernel_values_pay_the_fast_value_stands_and_i
 
     monkeypatch.setattr(reductions, "EXACT_ESTIMATE_POINTS", 100)
     monkeypatch.setattr(reductions, "SPLIT_MAX_POINTS", 0)
+    monkeypatch.setattr(classical, "SPLIT_MAX_POINTS", 0)
     monkeypatch.setattr(classical, "EXACT_ESTIMATE_POINTS", 100)
     monkeypatch.setattr(classical, "EXACT_TEST_POINTS", 100)
     x, y = _quadratic_data(1e8)
