@@ -29,7 +29,7 @@ __all__ = ["DIAGONAL_DOMINANCE", "DIAGONAL_ROUND_OFF_LIMIT", "EXACT_ESTIMATE_POI
 #: the fast value and says so (:func:`warn_lost_to_diagonal`)
 EXACT_ESTIMATE_POINTS = 200_000
 #: the same for a test, whose every batch of relabellings is then summed again from all
-#: the kernel values, two products a band (10⁴ + 10⁴ points, B = 1000: about 30 s)
+#: the kernel values, two products a band (10⁴ + 10⁴ points, B = 1000: 37 s)
 EXACT_TEST_POINTS = 20_000
 
 #: the relative round-off, of a U-statistic computed as S_xx − tr_x, beyond which its sums
