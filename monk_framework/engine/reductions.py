@@ -25,7 +25,7 @@ __all__ = ["DIAGONAL_DOMINANCE", "DIAGONAL_ROUND_OFF_LIMIT", "EXACT_ESTIMATE_POI
            "warn_lost_to_diagonal"]
 
 #: pooled points up to which an estimate whose feature sums lose digits to the diagonal
-#: takes the (N + M)² kernel values instead (10⁵ + 10⁵: about 10 s); beyond, it keeps
+#: takes the (N + M)² kernel values instead (10⁵ + 10⁵: 9–14 s); beyond, it keeps
 #: the fast value and says so (:func:`warn_lost_to_diagonal`)
 EXACT_ESTIMATE_POINTS = 200_000
 #: the same for a test, whose every batch of relabellings is then summed again from all
