@@ -170,8 +170,11 @@ class _PolynomialCore:
 
     def _degrees(self) -> list[tuple[int, float]]:
         """(k, C(p, k) c^(p−k) s^k) for the degrees k of monomials with a nonzero weight."""
-        p, s, c = self.power, self.scale, self.offset
-        pairs = [(k, math.comb(p, k) * c ** (p - k) * s**k) for k in range(p + 1)]
+        p, s, c = self.power, np.float64(self.scale), np.float64(self.offset)
+        # in float64: a weight beyond it is inf (its features are then refused as values
+        # beyond float64, by name), where Python's floats raise OverflowError
+        with np.errstate(over="ignore"):
+            pairs = [(k, float(math.comb(p, k) * c ** (p - k) * s**k)) for k in range(p + 1)]
         return [(k, w) for k, w in pairs if w != 0.0]
 
     def compute_feature_count(self, d: int) -> int:
@@ -189,11 +192,12 @@ class _PolynomialCore:
         # count: multisets of size p of d + 1 coordinates, or of d when c = 0)
         n, d = X.shape
         check_memory(n, self.compute_feature_count(d), what="feature matrix")
-        degrees = self._degrees()
         if self.normalize:
             X = _unit_augmented(X, self.scale, self.offset)
             d = X.shape[1]
             degrees = [(self.power, 1.0)]
+        else:
+            degrees = self._degrees()
         columns = []
         for k, weight in degrees:
             for alpha in combinations_with_replacement(range(d), k):

@@ -155,6 +155,19 @@ def test_normalised_kernels_keep_their_values_beside_a_far_point(spec, scale, of
     assert anywhere.pvalue == near.pvalue
 
 
+@pytest.mark.parametrize("spec", ["quadratic:scale=1e300", "polynomial:degree=5,offset=1e300"])
+def test_extreme_polynomial_weights_are_values_beyond_float64_not_a_plugin_crash(spec):
+    # C(p, k) c^(p-k) s^k overflowed Python's floats: "compute_features failed:
+    # OverflowError", a built-in kernel reported as a failing plugin, even normalised
+    X = np.random.default_rng(2).normal(size=(20, 3))
+    with pytest.raises(KernelOverflowError, match=r"gives non-finite values on these data: inf"):
+        REG.resolve_kernel(spec).features(X)
+    normalised = REG.resolve_kernel(spec + ",normalize=true")
+    F = normalised.features(X)
+    assert F.shape[1] == normalised.feature_count(X)
+    np.testing.assert_allclose(F @ F.T, normalised.gram(X), rtol=1e-12, atol=1e-14)
+
+
 def test_one_dimensional_arrays_are_one_feature_per_point():
     kernel = REG.get_kernel("quadratic")
     K = kernel.gram(np.array([1.0, 2.0]), np.array([3.0]))
