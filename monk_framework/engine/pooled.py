@@ -41,7 +41,7 @@ from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import one_blas_thread
 from monk_framework.engine.gram_sources import FeatureGram, GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
 from monk_framework.engine.kernel_values import gram_matrix
-from monk_framework.engine.reductions import off_diagonal
+from monk_framework.engine.reductions import diagonal_round_off, u_statistic
 from monk_framework.numerics.compiled import PATTERN_POINTS, every_point_patterns, pack_patterns
 
 __all__ = [
@@ -436,14 +436,6 @@ def v_statistic(sums: Any, n: Any, m: Any) -> Any:
     return sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
 
 
-def u_statistic(sums: Any, n: Any, m: Any) -> Any:
-    """MMD_U² = Σ_{i≠j} k(x_i, x_j)/(N(N−1)) + Σ_{i≠j} k(y_i, y_j)/(M(M−1)) − 2 S_xy/(NM)
-    from kernel sums: their sums without the diagonal where given, else S_xx − tr_x and
-    S_yy − tr_y (:func:`~monk_framework.engine.reductions.off_diagonal`)."""
-    xx_off, yy_off = off_diagonal(sums)
-    return xx_off / (n * (n - 1)) + yy_off / (m * (m - 1)) - 2.0 * sums.xy / (n * m)
-
-
 #: bytes of one band of kernel values in :func:`off_diagonal_sample_sums`
 OFF_DIAGONAL_BAND_BYTES = 8 * 1024 * 1024
 
@@ -533,7 +525,6 @@ def far_point_sample_sums(pool: PooledSample, perms: np.ndarray, h: int) -> tupl
     xy = (np.einsum("ij,ij->j", PE, PF) + np.einsum("ij,ij->j", eH, KF) + np.einsum("ij,ij->j", fH, KE)
           + np.einsum("ij,ij->j", eH, among @ fH))
     tx, ty = d @ E, d @ F
-    eps = float(np.finfo(float).eps)
-    bound = 10.0 * eps * (np.maximum(lx, 0.0) / (n * (n - 1)) + np.maximum(ly, 0.0) / (m * (m - 1)))
+    bound = diagonal_round_off(lx, ly, n, m)
     sums = SampleSums(xx=xx_off + tx, yy=yy_off + ty, xy=xy, trace_x=tx, trace_y=ty, xx_off=xx_off, yy_off=yy_off)
     return sums, bound

@@ -21,8 +21,8 @@ from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.spread import spread_kernel_sums
 
 __all__ = ["DIAGONAL_DOMINANCE", "DIAGONAL_ROUND_OFF_LIMIT", "EXACT_ESTIMATE_POINTS", "EXACT_TEST_POINTS", "KernelSums",
-           "SPLIT_MAX_POINTS", "block_trace_variances", "kernel_sums", "loses_to_diagonal", "off_diagonal",
-           "warn_lost_to_diagonal"]
+           "SPLIT_MAX_POINTS", "block_trace_variances", "diagonal_round_off", "kernel_sums", "loses_to_diagonal",
+           "off_diagonal", "u_statistic", "warn_lost_to_diagonal"]
 
 #: pooled points up to which an estimate whose feature sums lose digits to the diagonal
 #: takes the (N + M)² kernel values instead (10⁵ + 10⁵: 9–14 s); beyond, it keeps
@@ -97,7 +97,7 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, w
                 seconds=time.perf_counter() - start, features=True,
             )
         sums = _finite(kernel, sums, sums.max_diag)
-        if not (without_diagonal and loses_to_diagonal(sums, _u_statistic_with_diagonal(sums, n, m), n, m)):
+        if not (without_diagonal and loses_to_diagonal(sums, u_statistic(sums, n, m), n, m)):
             return sums
         # an unbounded kernel whose k(z, z) dwarfs its values between points (a gross
         # outlier with a polynomial kernel): its few largest points apart, O((N + M) D)
@@ -156,7 +156,6 @@ def _split_off_diagonal(kernel: Kernel, X: Sample, Y: Sample, dx: np.ndarray, dy
     """
     n, m = len(X), len(Y)
     order = np.argsort(-np.concatenate([dx, dy]), kind="stable")
-    eps = float(np.finfo(float).eps)
     h = 1
     while h <= min(SPLIT_MAX_POINTS, (n + m) // 4):
         apart = order[:h]
@@ -173,15 +172,14 @@ def _split_off_diagonal(kernel: Kernel, X: Sample, Y: Sample, dx: np.ndarray, dy
         ax, ay = _rows_apart(kernel, X, hx, X, keep_x), _rows_apart(kernel, Y, hy, Y, keep_y)
         axy, ayx = _rows_apart(kernel, X, hx, Y, keep_y), _rows_apart(kernel, Y, hy, X, keep_x)
         with np.errstate(over="ignore", invalid="ignore"):
-            xx_off = float(sx @ sx) - tx + 2.0 * ax[0] + ax[1]
-            yy_off = float(sy @ sy) - ty + 2.0 * ay[0] + ay[1]
-            xy = float(sx @ sy) + axy[0] + ayx[0] + axy[2]
-            mmd2 = xx_off / (n * (n - 1)) + yy_off / (m * (m - 1)) - 2.0 * xy / (n * m)
-            round_off = 10.0 * eps * (max(tx, 0.0) / (n * (n - 1)) + max(ty, 0.0) / (m * (m - 1)))
-        if not all(np.isfinite([xx_off, yy_off, xy])):
+            split = attrs.evolve(sums, xy=float(sx @ sy) + axy[0] + ayx[0] + axy[2],
+                                 xx_off=float(sx @ sx) - tx + 2.0 * ax[0] + ax[1],
+                                 yy_off=float(sy @ sy) - ty + 2.0 * ay[0] + ay[1])
+            mmd2 = u_statistic(split, n, m)
+        if not np.isfinite(np.array([split.xx_off, split.yy_off, split.xy], dtype=float)).all():
             return None
-        if round_off <= DIAGONAL_ROUND_OFF_LIMIT * abs(mmd2):
-            return attrs.evolve(sums, xy=xy, xx_off=xx_off, yy_off=yy_off)
+        if diagonal_round_off(tx, ty, n, m) <= DIAGONAL_ROUND_OFF_LIMIT * abs(mmd2):
+            return split
         h *= 2
     return None
 
@@ -206,16 +204,28 @@ def _rows_apart(kernel: Kernel, A: Sample, rows: np.ndarray, B: Sample, keep: np
     return kept, float(among.sum()), across
 
 
-def _u_statistic_with_diagonal(sums: Any, n: Any, m: Any) -> Any:
-    return (sums.xx - sums.trace_x) / (n * (n - 1)) + (sums.yy - sums.trace_y) / (m * (m - 1)) - 2.0 * sums.xy / (n * m)
-
-
 def off_diagonal(sums: Any) -> tuple[Any, Any]:
     """(Σ_{i≠j} k(x_i, x_j), Σ_{i≠j} k(y_i, y_j)) of kernel sums: ``xx_off`` and ``yy_off``
     where they were summed without the diagonal, else S_xx − tr_x and S_yy − tr_y."""
     xx_off, yy_off = getattr(sums, "xx_off", None), getattr(sums, "yy_off", None)
     return (sums.xx - sums.trace_x if xx_off is None else xx_off,
             sums.yy - sums.trace_y if yy_off is None else yy_off)
+
+
+def u_statistic(sums: Any, n: Any, m: Any) -> Any:
+    """MMD_U² = Σ_{i≠j} k(x_i, x_j)/(N(N−1)) + Σ_{i≠j} k(y_i, y_j)/(M(M−1)) − 2 S_xy/(NM)
+    from kernel sums: their sums without the diagonal where given, else S_xx − tr_x and
+    S_yy − tr_y (:func:`off_diagonal`); elementwise over arrays."""
+    xx_off, yy_off = off_diagonal(sums)
+    return xx_off / (n * (n - 1)) + yy_off / (m * (m - 1)) - 2.0 * sums.xy / (n * m)
+
+
+def diagonal_round_off(trace_x: Any, trace_y: Any, n: Any, m: Any) -> Any:
+    """10 ε (tr_x/(N(N − 1)) + tr_y/(M(M − 1))): the round-off that subtracting these
+    traces from sums holding them may leave in MMD_U² (:func:`loses_to_diagonal`)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 10.0 * float(np.finfo(float).eps) * (
+            np.maximum(trace_x, 0.0) / (n * (n - 1)) + np.maximum(trace_y, 0.0) / (m * (m - 1)))
 
 
 def _finite(kernel: Kernel, sums: KernelSums, largest: float) -> KernelSums:
@@ -269,11 +279,11 @@ def loses_to_diagonal(sums: Any, mmd2: Any, n: Any, m: Any) -> Any:
     sums are then taken again without the diagonal.
     """
     tx, ty = np.maximum(sums.trace_x, 0.0), np.maximum(sums.trace_y, 0.0)
+    round_off = diagonal_round_off(tx, ty, n, m)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.maximum.reduce([np.abs(sums.xx - sums.trace_x) / (n * (n - 1)),
                                    np.abs(sums.yy - sums.trace_y) / (m * (m - 1)), np.abs(sums.xy) / (n * m)])
         mean_diag = (tx + ty) / (n + m)
-        round_off = 10.0 * float(np.finfo(float).eps) * (tx / (n * (n - 1)) + ty / (m * (m - 1)))
         # every value between points 0 (a bandwidth far below the data's scale): the sums are
         # exact, and the kernel's own warning says what it sees
         lost = (np.minimum(n, m) >= 2) & (scale > 0.0) & (mean_diag > DIAGONAL_DOMINANCE * scale) & (round_off > DIAGONAL_ROUND_OFF_LIMIT * np.abs(mmd2))
@@ -288,8 +298,7 @@ def warn_lost_to_diagonal(kernel: Kernel, sums: Any, mmd2: Any, n: int, m: int, 
     lost = np.asarray(loses_to_diagonal(sums, mmd2, n, m))
     if not lost.any():
         return False
-    tx, ty = np.maximum(sums.trace_x, 0.0), np.maximum(sums.trace_y, 0.0)
-    round_off = 10.0 * float(np.finfo(float).eps) * (tx / (n * (n - 1)) + ty / (m * (m - 1)))
+    round_off = diagonal_round_off(sums.trace_x, sums.trace_y, n, m)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = float(np.max(np.where(lost, round_off / np.abs(mmd2), 0.0)))
     size = "any size (its value is 0)" if not np.isfinite(ratio) else (

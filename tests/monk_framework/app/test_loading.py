@@ -65,6 +65,14 @@ def test_csv_with_header_and_tsv(tmp_path):
         ("1,2\nnan,4\n", r"line 2, column 1: a missing value \(.nan.;"),
         ("x,y\n", r"line 1: holds a header row but no data rows"),
         ("\n\n", r"holds no data rows"),
+        # categories, yes-or-no values and thousands separators get the conversion to make
+        ("x,colour\n1.0,red\n2.0,blue\n", r"line 2, column 2: cannot read 'red' as a number\. A vector kernel reads "
+                                           r"numbers: encode a column of categories as numbers first.*pd\.get_dummies"),
+        ("1,TRUE\n2,FALSE\n", r"line 1, column 2: cannot read 'TRUE' as a number\. A yes-or-no value: write it as 1 or 0"),
+        ('"1,000",2\n3,4\n', r"line 1, column 1: cannot read '1,000' as a number\. It looks like a number with ',' "
+                             r"between its thousands.*thousands=','"),
+        ('"-12,345.5",2\n3,4\n', r"cannot read '-12,345\.5' as a number\. It looks like a number with ','"),
+        ("0x1A,2\n3,4\n", r"line 1, column 1: cannot read '0x1A' as a number\.$"),
     ],
 )
 def test_bad_cells_are_reported_with_file_line_and_column(tmp_path, text, message):
@@ -422,23 +430,6 @@ def test_a_semicolon_separated_file_gets_a_hint(tmp_path, text, where):
     path = tmp_path / "x.csv"
     path.write_text(text)
     with pytest.raises(DataFileError, match=rf"{where}.*seem separated by ';'.*decimal=','"):
-        load_sample(path)
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [("x,colour\n1.0,red\n2.0,blue\n", r"line 2, column 2: cannot read 'red' as a number\. A vector kernel reads "
-                                        r"numbers: encode a column of categories as numbers first.*pd\.get_dummies"),
-     ("1,TRUE\n2,FALSE\n", r"line 1, column 2: cannot read 'TRUE' as a number\. A yes-or-no value: write it as 1 or 0"),
-     ('"1,000",2\n3,4\n', r"line 1, column 1: cannot read '1,000' as a number\. It looks like a number with ',' between "
-                          r"its thousands.*thousands=','"),
-     ('"-12,345.5",2\n3,4\n', r"cannot read '-12,345\.5' as a number\. It looks like a number with ','"),
-     ("0x1A,2\n3,4\n", r"line 1, column 1: cannot read '0x1A' as a number\.$")],
-)
-def test_categories_yes_no_values_and_thousands_separators_get_a_hint(tmp_path, text, message):
-    path = tmp_path / "x.csv"
-    path.write_text(text)
-    with pytest.raises(DataFileError, match=message):
         load_sample(path)
 
 

@@ -221,3 +221,9 @@ def test_a_given_gram_matrix_is_never_read_through_features(registry, rng):
     K = kernel.gram(np.vstack([X, Y]))
     pool = PooledSample(kernel, X, Y, resources=Resources(budget=64), gram=K)
     assert pool.features is None and pool.feature_total is None
+    # the sums are the given matrix's, naive
+    perms = np.stack([rng.permutation(50) for _ in range(4)])
+    sums = sample_sums(pool, perms)
+    for b, perm in enumerate(perms):
+        got = (sums.xx[b], sums.yy[b], sums.xy[b], sums.trace_x[b], sums.trace_y[b])
+        np.testing.assert_allclose(got, naive_sums(K, perm, 30), rtol=1e-11, atol=1e-11)
