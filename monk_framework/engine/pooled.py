@@ -402,22 +402,31 @@ def _feature_block_sums(pool: PooledSample, total: np.ndarray, perms: np.ndarray
     tiles of kernel values would cost O(size²·B)). ``total`` is Φᵀ1."""
     B, size = perms.shape
     d = pool.diag
-    X, Y = pool._parts
-    D = len(total)
-    rows = max(1, feature_block_rows(pool.resources, D))
     xx, x1, tx = np.empty(B), np.empty(B), np.empty(B)
     step = relabelling_batch(pool)
     for start in range(0, B, step):
         stop = min(start + step, B)
         E = indicator_columns(perms[start:stop], pool.n, size)
-        P = np.zeros((D, stop - start))
-        for part, offset in ((X, 0), (Y, pool.n)):
-            for a in range(0, len(part), rows):
-                block = pool.kernel.features(part[a : a + rows])
-                P += block.T @ E[offset + a : offset + a + len(block)]
+        (P,) = _features_times(pool, len(total), E)
         xx[start:stop] = np.einsum("ij,ij->j", P, P)
         x1[start:stop], tx[start:stop] = total @ P, d @ E
     return _with_the_rest(pool, xx, x1, tx, float(total @ total), d)
+
+
+def _features_times(pool: PooledSample, D: int, *weights: np.ndarray) -> list[np.ndarray]:
+    """Φᵀ W for each size × B matrix W, with the D features of the pooled points computed
+    block by block (rows of :func:`~monk_framework.core.kernels.feature_block_rows`) and
+    never held whole: for features whose matrix does not fit the budget."""
+    X, Y = pool._parts
+    rows = max(1, feature_block_rows(pool.resources, D))
+    out = [np.zeros((D, W.shape[1])) for W in weights]
+    for part, offset in ((X, 0), (Y, pool.n)):
+        for a in range(0, len(part), rows):
+            block = pool.kernel.features(part[a : a + rows])
+            at = slice(offset + a, offset + a + len(block))
+            for P, W in zip(out, weights):
+                P += block.T @ W[at]
+    return out
 
 
 def _with_the_rest(pool: PooledSample, xx: np.ndarray, x1: np.ndarray, tx: np.ndarray, total: float,
@@ -495,16 +504,7 @@ def far_point_sample_sums(pool: PooledSample, perms: np.ndarray, h: int) -> tupl
     if pool.features is not None:
         PE, PF = pool.features.T @ Ez, pool.features.T @ Fz
     else:
-        X, Y = pool._parts
-        D = len(pool.feature_total)  # type: ignore[arg-type]
-        rows = max(1, feature_block_rows(pool.resources, D))
-        PE, PF = np.zeros((D, B)), np.zeros((D, B))
-        for part, offset in ((X, 0), (Y, n)):
-            for a in range(0, len(part), rows):
-                block = pool.kernel.features(part[a : a + rows])
-                at = slice(offset + a, offset + a + len(block))
-                PE += block.T @ Ez[at]
-                PF += block.T @ Fz[at]
+        PE, PF = _features_times(pool, len(pool.feature_total), Ez, Fz)  # type: ignore[arg-type]
     # k(z_h, ·) over the rest, times E and F, in chunks of columns
     cols = max(1, OFF_DIAGONAL_BAND_BYTES // (8 * max(h, 1)))
     KE, KF = np.zeros((len(far), B)), np.zeros((len(far), B))
