@@ -21,7 +21,9 @@ optional hook the engine may call is checked against its definition: ``sup_diag`
 every value, ``feature_diameter`` every distance between feature vectors,
 ``translation_invariant`` holds under a shift, ``spectral_frequencies`` give the kernel
 by Bochner's theorem (Monte Carlo on 100 pairs), ``gaussian_expectation`` matches
-20 000 draws, ``compute_block_gram`` is WᵀKW.
+20 000 draws, ``compute_block_gram`` is WᵀKW, ``anchored`` gives
+k(a + u, a + v) − k(a + u, a) − k(a, a + v) + k(a, a) (values, diagonal, features; anchored
+twice, at a + b).
 
 :func:`check_estimator` checks that an estimate is reproducible from a seed and
 round-trips through JSON, that a sample below the estimator's minimum size is a clear
@@ -175,6 +177,7 @@ def check_kernel(cls: type[Kernel]) -> None:
         if abs(there - here) > 1e-6 * max(here, 1e-12):
             _fail(label, f"declares shift_free_mmd() but a common shift of the data moves its MMD from {here:.6g} to {there:.6g}.")
     _check_pair_values(kernel, label, Xv, Yv, Kxy)
+    _check_anchored(kernel, label, Xv, Yv, Kxy)
     _check_spectral_frequencies(kernel, label, Xv, Yv, Kxy)
     _check_gaussian_expectation(kernel, label)
 
@@ -231,6 +234,51 @@ def _check_bounds(kernel: Kernel, label: str, K: np.ndarray, Kxy: np.ndarray, d:
 #: frequencies drawn to check spectral_frequencies: the Monte-Carlo error of each value is
 #: at most 1/√(2 · 40 000) ≈ 0.0035 (a cosine's variance is at most 1/2)
 SPECTRAL_DRAWS = 40000
+
+
+def _check_anchored(kernel: Kernel, label: str, X: Sample, Y: Sample, Kxy: np.ndarray) -> None:
+    """The anchored kernel (:meth:`Kernel.anchored`), which every MMD path uses on data far
+    from the origin: on the data moved by −a its values, diagonal and features are
+    k(a + u, a + v) − k(a + u, a) − k(a, a + v) + k(a, a), and anchoring it again at b
+    anchors at a + b. Checked at a point near the sample, where the four values keep
+    their digits."""
+    if kernel.input_kind != "vector":
+        return
+    X, Y = np.asarray(X), np.asarray(Y)
+    a = X[0] + 0.25
+    try:
+        anchored = kernel.checked_anchored(a)
+    except MonkError as exc:
+        _fail(label, f"anchored fails the framework's checks: {exc}")
+    if anchored is None:
+        return
+    if anchored.params() != kernel.params():
+        _fail(label, f"anchored(a) changes the parameters ({anchored.params()} vs {kernel.params()}); the anchor is no parameter.")
+    A = a[None, :]
+
+    def about(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+        return (np.asarray(kernel.compute_gram(P, Q)) - np.asarray(kernel.compute_gram(P, A))
+                - np.asarray(kernel.compute_gram(A, Q)) + np.asarray(kernel.compute_gram(A, A)))
+
+    want, scale = about(X, Y), max(float(np.abs(Kxy).max()), 1e-300)
+    got = np.asarray(anchored.compute_gram(X - a, Y - a), dtype=np.float64)
+    if got.shape != want.shape or np.abs(got - want).max() > RTOL * scale:
+        _fail(label, "anchored(a).compute_gram(X - a, Y - a) is not k(x, y) - k(x, a) - k(a, y) + k(a, a).")
+    diag = np.asarray(anchored.compute_diag(X - a), dtype=np.float64)
+    if diag.shape != (len(X),) or np.abs(diag - np.diagonal(about(X, X))).max() > RTOL * scale:
+        _fail(label, "anchored(a).compute_diag(X - a) is not k(x, x) - 2 k(x, a) + k(a, a).")
+    if type(kernel).has_features:
+        F, G = np.asarray(anchored.features(X - a)), np.asarray(anchored.features(Y - a))
+        if F.shape[0] != len(X) or np.abs(F @ G.T - want).max() > RTOL * scale:
+            _fail(label, "anchored(a).features(X - a) @ anchored(a).features(Y - a).T is not the anchored kernel.")
+    b = np.full_like(a, -0.5)
+    twice = anchored.checked_anchored(b)
+    once = kernel.checked_anchored(a + b)
+    if twice is None or once is None:
+        _fail(label, "anchored(a).anchored(b) or anchored(a + b) is None where anchored(a) is a kernel.")
+    moved_x, moved_y = X - (a + b), Y - (a + b)
+    if np.abs(np.asarray(twice.compute_gram(moved_x, moved_y)) - np.asarray(once.compute_gram(moved_x, moved_y))).max() > RTOL * scale:
+        _fail(label, "anchored(a).anchored(b) is not anchored(a + b): anchoring again must add the anchors.")
 
 
 def _check_spectral_frequencies(kernel: Kernel, label: str, X: Sample, Y: Sample, Kxy: np.ndarray) -> None:

@@ -118,17 +118,73 @@ class LinearKernel(Kernel):
         return float(m1 @ m2)
 
 
+def _anchored_power(W: np.ndarray, lu: np.ndarray, lv: np.ndarray, A: float, p: int) -> np.ndarray:
+    """k_z(u, v) = k(z + u, z + v) − k(z + u, z) − k(z, z + v) + k(z, z) for
+    k(x, y) = (s⟨x, y⟩ + c)^p, from W = s⟨u, v⟩, ℓ(u) = s⟨z, u⟩, ℓ(v) and A = s‖z‖² + c,
+    where k(z + u, z + v) = (A + ℓ(u) + ℓ(v) + W)^p. With B = A + ℓ(u) + ℓ(v),
+
+        k_z(u, v) = [(B + W)^p − B^p] + [(A + ℓ(u) + ℓ(v))^p − (A + ℓ(u))^p − (A + ℓ(v))^p + A^p]
+                  = Σ_{i=1}^{p} C(p, i) B^(p−i) W^i
+                    + Σ_{i, j ≥ 1, i + j ≤ p} p!/(i! j! (p − i − j)!) A^(p−i−j) ℓ(u)^i ℓ(v)^j,
+
+    sums of products that subtract nothing near k(z, z) ≈ A^p: each term is a genuine part
+    of the value. The first sum by Horner's rule in W. ``lu`` and ``lv`` broadcast against W
+    (a column and a row for a tile; two equal vectors for a diagonal)."""
+    if p == 1:
+        return W  # s⟨u, v⟩: the linear kernel's features move with the origin
+    B = (A + lu) + lv
+    acc = W + p * B  # Horner's first step: 1·W + C(p, p − 1) B
+    B_power = B.copy() if p > 2 else B
+    for i in range(p - 2, 0, -1):
+        B_power *= B
+        acc *= W
+        acc += math.comb(p, i) * B_power
+    acc *= W
+    for i in range(1, p):
+        # Σ_j p!/(i! j! (p − i − j)!) A^(p−i−j) ℓ(v)^j, for this power i of ℓ(u) (a row or a vector)
+        inner = sum(
+            math.factorial(p) // (math.factorial(i) * math.factorial(j) * math.factorial(p - i - j)) * A ** (p - i - j) * lv**j
+            for j in range(1, p - i + 1)
+        )
+        acc += lu**i * inner
+    return acc
+
+
 class _PolynomialCore:
     """(scale·⟨x, y⟩ + offset)^power, shared by ``polynomial`` and ``quadratic``.
 
     Normalised, k(x, y)/√(k(x, x) k(y, y)) = [b(x, y)/√(b(x, x) b(y, y))]^power with
     b = scale·⟨x, y⟩ + offset: the base is normalised before the power, so no intermediate
     value overflows.
+
+    Unnormalised, the kernel has an anchored form (:meth:`Kernel.anchored`), which every MMD
+    path uses on data far from the origin: k_z(u, v) = ⟨φ(z + u) − φ(z), φ(z + v) − φ(z)⟩ on
+    the data moved by −z (:func:`_anchored_power`), whose values are as large as the MMD's
+    terms, where k's own values near z are larger by a factor ρ² (ρ: the distance to the
+    origin in spreads).
     """
 
     scale: float
     offset: float
     normalize: bool
+    _anchor: tuple[float, ...]
+
+    def anchored(self, anchor: np.ndarray) -> Any:
+        if self.normalize:
+            return None  # cosines near 1 far from the origin: no form here that keeps their digits
+        start = np.asarray(self._anchor, dtype=np.float64) if self._anchor else 0.0
+        return attrs.evolve(self, anchor=tuple(float(v) for v in anchor + start))  # type: ignore[misc]
+
+    def _anchored_values(self, U: np.ndarray, V: np.ndarray | None) -> np.ndarray:
+        """k_z on the moved data: the tile k_z(U, V), or the diagonal k_z(u, u) when V is None."""
+        z, s = np.asarray(self._anchor, dtype=np.float64), self.scale
+        A = s * float(z @ z) + self.offset
+        lu = s * (U @ z)
+        if V is None:
+            return _anchored_power(s * _row_norms_sq(U), lu, lu, A, self.power)
+        W = U @ V.T
+        W *= s
+        return _anchored_power(W, lu[:, None], s * (V @ z)[None, :], A, self.power)
 
     @property
     def power(self) -> int:
@@ -147,6 +203,8 @@ class _PolynomialCore:
         return self.scale * _row_norms_sq(X) + (self.offset if offset is None else offset)
 
     def compute_gram(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        if self._anchor:
+            return self._anchored_values(X, Y)
         if self.normalize:
             # the base b(x, y) = scale⟨x, y⟩ + offset normalised is the cosine of the rows
             # (√scale·x, √offset), made unit length row by row: finite and exact at any
@@ -166,6 +224,8 @@ class _PolynomialCore:
         if self.normalize:
             # 1 where b(x, x) = scale‖x‖² + offset > 0, computed without squaring x
             return ((self.offset > 0) | (np.abs(X).max(axis=1) > 0) & (self.scale > 0)).astype(np.float64)
+        if self._anchor:
+            return self._anchored_values(X, None)
         return self._base_diag(X) ** self.power
 
     def _degrees(self) -> list[tuple[int, float]]:
@@ -192,11 +252,13 @@ class _PolynomialCore:
         # count: multisets of size p of d + 1 coordinates, or of d when c = 0)
         n, d = X.shape
         check_memory(n, self.compute_feature_count(d), what="feature matrix")
+        anchor = np.asarray(self._anchor, dtype=np.float64) if self._anchor else None
         if self.normalize:
             X = _unit_augmented(X, self.scale, self.offset)
             d = X.shape[1]
             degrees = [(self.power, 1.0)]
         else:
+            # anchored, φ_z(u) = φ(z + u) − φ(z): each monomial's difference (the constant is 0)
             degrees = self._degrees()
         columns = []
         for k, weight in degrees:
@@ -204,15 +266,31 @@ class _PolynomialCore:
                 multinomial = math.factorial(k)
                 for times in Counter(alpha).values():
                     multinomial //= math.factorial(times)
-                column = np.full(n, math.sqrt(weight * multinomial))
-                for i in alpha:
-                    column = column * X[:, i]
+                factor = math.sqrt(weight * multinomial)
+                if anchor is None:
+                    column = np.full(n, factor)
+                    for i in alpha:
+                        column = column * X[:, i]
+                else:
+                    # x^α − z^α for x = z + u, one factor at a time: with D the difference and
+                    # P the anchor's product so far, (D + P)(z_i + u_i) − P z_i = D x_i + P u_i
+                    column, start = np.zeros(n), 1.0
+                    for i in alpha:
+                        column = column * (anchor[i] + X[:, i]) + start * X[:, i]
+                        start *= anchor[i]
+                    column *= factor
                 columns.append(column)
         return np.column_stack(columns)
 
     def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
         if self.normalize:
             raise MonkError("The normalised polynomial kernels have no closed-form MMD between Gaussians.")
+        if self._anchor:
+            # E k_z(U, V) = E k(z + U, z + V) − E k(z + U, z) − E k(z, z + V) + k(z, z)
+            z, none = np.asarray(self._anchor), np.zeros_like(c1)
+            base = attrs.evolve(self, anchor=())  # type: ignore[misc]
+            return float(base.gaussian_expectation(z + m1, c1, z + m2, c2) - base.gaussian_expectation(z + m1, c1, z, none)
+                         - base.gaussian_expectation(z, none, z + m2, c2) + base.gaussian_expectation(z, none, z, none))
         s, c = self.scale, self.offset
         if self.power == 1:
             return float(s * (m1 @ m2) + c)
@@ -237,6 +315,9 @@ class PolynomialKernel(_PolynomialCore, Kernel):
     scale: float = parameter(1.0, doc="the factor s of <x, y>", check=real(gt=0), kind="float")
     offset: float = parameter(1.0, doc="the constant c (>= 0 keeps the kernel PSD)", check=real(ge=0), kind="float")
     normalize: bool = parameter(False, doc=_NORMALIZE_DOC, check=boolean())
+    # the point the kernel is anchored at (Kernel.anchored; none: the kernel as defined),
+    # no parameter: results name the kernel as asked
+    _anchor: tuple[float, ...] = attrs.field(default=(), repr=False)
 
     @property
     def power(self) -> int:
@@ -256,6 +337,9 @@ class QuadraticKernel(_PolynomialCore, Kernel):
     scale: float = parameter(1.0, doc="the factor s of <x, y>", check=real(gt=0), kind="float")
     offset: float = parameter(1.0, doc="the constant c (the paper's 1)", check=real(ge=0), kind="float")
     normalize: bool = parameter(False, doc=_NORMALIZE_DOC, check=boolean())
+    # the point the kernel is anchored at (Kernel.anchored; none: the kernel as defined),
+    # no parameter: results name the kernel as asked
+    _anchor: tuple[float, ...] = attrs.field(default=(), repr=False)
 
     @property
     def power(self) -> int:

@@ -26,7 +26,7 @@ import attrs
 import numpy as np
 
 from monk_framework.app.datasets import DATASETS, default_dataset, get_dataset
-from monk_framework.app.loading import first_data_line, holds_numbers, load_sample
+from monk_framework.app.loading import DATA_SUFFIXES, first_data_line, holds_numbers, load_sample
 from monk_framework.core.errors import DataError, DataFileError, MonkError, ParameterError, UnknownNameError, shown
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
@@ -75,7 +75,7 @@ def parse_assignment(text: str, option: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise ParameterError(f"{option} expects key=value; got {shown(text)}.")
-    return key.strip(), parse_value(value)
+    return key.strip(), parse_value(value, f"{option} {key.strip()}")
 
 
 def _route(params: dict[str, Any], key: str, value: Any) -> None:
@@ -146,7 +146,7 @@ def parse_grid(assignments: Sequence[str], kernel_cls: type[Configurable]) -> di
         items = values.split(",")
         if any(not v.strip() for v in items):
             raise ParameterError(f"--grid {key}: empty value in {shown(values)}.")
-        grid[key] = [parse_value(v) for v in items]
+        grid[key] = [parse_value(v, f"--grid {key}") for v in items]
     return grid
 
 
@@ -240,13 +240,18 @@ def data_kind(x: Path | str | None, dataset: str | None, y: Path | str | None = 
     kind, why = _file_kind(x)
     if y is not None:
         other, why_other = _file_kind(y)
-        if other != kind:
+        # a file of a type the loader does not read (seqs.fa.gz) is refused by its type there
+        if other != kind and _readable_type(x) and _readable_type(y):
             raise ParameterError(
                 f"X ({x}) reads as {kind}s{why} but Y ({y}) as {other}s{why_other}; the two samples must be of one "
                 "kind. Fix the file that is not what you meant (or name a kernel with -k: it reads every .txt file as "
                 "its own kind)."
             )
     return kind
+
+
+def _readable_type(path: Path | str) -> bool:
+    return Path(path).suffix.lower() in DATA_SUFFIXES
 
 
 def _file_kind(path: Path | str) -> tuple[str, str]:

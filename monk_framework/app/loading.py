@@ -37,7 +37,10 @@ from monk_framework.core.errors import DataFileError, ParameterError, ReadWarnin
 from monk_framework.core.params import check_flag
 from monk_framework.core.resources import check_fits, format_bytes
 
-__all__ = ["first_data_line", "holds_numbers", "load_sample"]
+__all__ = ["DATA_SUFFIXES", "first_data_line", "holds_numbers", "load_sample"]
+
+#: the file types :func:`load_sample` reads
+DATA_SUFFIXES = (".csv", ".fa", ".fasta", ".npy", ".tsv", ".txt")
 
 
 def load_sample(
@@ -71,10 +74,10 @@ def load_sample(
         ".npy": _read_npy, ".csv": _read_delimited, ".tsv": _read_delimited,
         ".txt": _read_lines, ".fa": _read_fasta, ".fasta": _read_fasta,
     }
-    if suffix not in readers:
+    if suffix not in DATA_SUFFIXES:
         raise DataFileError(
             str(p), f"unsupported file type {suffix or '(none)'!r}; use one of "
-            + ", ".join(sorted(readers)) + "." + _UNSUPPORTED_HINTS.get(suffix, "")
+            + ", ".join(DATA_SUFFIXES) + "." + _UNSUPPORTED_HINTS.get(suffix, "")
         )
     try:
         if readers[suffix] is _read_fasta:

@@ -175,12 +175,12 @@ class MMDEstimator(Estimator):
         """
         resources = Resources.of(max_memory, backend, progress)
         kernel = self.check_kernel(kernel)
-        Xv, Yv = kernel.mmd_pair(X, Y)
+        view, Xv, Yv = kernel.mmd_view(X, Y)
         self.check_size(Xv, "X")
         self.check_size(Yv, "Y")
         stream, seed = generator(rng)
         start = time.perf_counter()
-        fitted = kernel.fitted(Xv, Yv)
+        fitted = view.fitted(Xv, Yv)
         fitted.check_contract(Xv, Yv)
         core = checked_estimate(self, fitted, Xv, Yv, stream, resources)
         total = time.perf_counter() - start

@@ -52,6 +52,7 @@ from monk_framework.core.samples import (
 )
 
 __all__ = [
+    "ANCHOR_ROUND_OFF",
     "BandRunner",
     "CHUNK_BYTES",
     "COMPOSITES",
@@ -111,6 +112,10 @@ RESOLUTION_POINTS = 4096
 #: the smallest squared feature distance, relative to the kernel's values, below which an
 #: MMD² carries a relative round-off above 10⁻⁶ (ε / 10⁻⁶, ε = 2⁻⁵²)
 RESOLUTION_LIMIT = float(np.finfo(np.float64).eps) / 1e-6
+#: the round-off ε ρ² (data ρ spreads from the origin) beyond which every MMD path reads a
+#: kernel whose MMD depends on the origin anchored at the data (Kernel.mmd_view): ρ above
+#: about 67. Nearer the origin the kernel is used as it is, with the same bits as ever.
+ANCHOR_ROUND_OFF = 1e-12
 
 
 @attrs.frozen(kw_only=True)
@@ -185,30 +190,74 @@ class Kernel(Configurable):
         by one constant vector, φ(x − c) = φ(x) − φ(c) + φ(0) (the unnormalised linear
         kernel, the energy kernel): then every MMD, a norm of a difference of equally
         weighted means, is unchanged by it. The framework uses this to evaluate such a
-        kernel's MMD on centred data (:meth:`mmd_pair`); a kernel that says so wrongly
+        kernel's MMD on centred data (:meth:`mmd_view`); a kernel that says so wrongly
         gets another MMD. False by default."""
         return False
 
-    def mmd_pair(self, X: Any, Y: Any, *, names: tuple[str, str] = ("X", "Y")) -> tuple[Sample, Sample]:
-        """The samples as every MMD estimate and test reads them: :meth:`check_pair`, then,
-        for a kernel whose MMD a common shift leaves unchanged (:meth:`shift_free_mmd`),
-        both moved by the coordinate-wise lower median of the pooled sample.
+    def anchored(self, anchor: np.ndarray) -> Kernel | None:
+        """The kernel about a point a, for the data moved by −a:
+
+            k_a(u, v) = ⟨φ(a + u) − φ(a), φ(a + v) − φ(a)⟩
+                      = k(a + u, a + v) − k(a + u, a) − k(a, a + v) + k(a, a),
+
+        computed so that it keeps its digits where k's values dwarf the MMD (a closed form
+        that subtracts nothing near k(a, a)), or None (the default) when the kernel has
+        none. The feature map moves by the constant vector φ(a), and every MMD is a norm
+        of a difference of means with equal total weights, so every MMD of k on the data
+        equals that of k_a on the data moved by −a. The framework uses it for a kernel
+        whose MMD depends on the origin, on data far from the origin (:meth:`mmd_view`).
+        The answer is a kernel of this class, whose parameters are this kernel's (the
+        anchor is no parameter: results name the kernel as asked), anchored at a point
+        of the data; anchoring it again at b anchors at a + b. The conformance kit checks
+        it against the four values above."""
+        return None
+
+    def checked_anchored(self, anchor: np.ndarray) -> Kernel | None:
+        """:meth:`anchored`, called as plugin code and checked to be None or a kernel of this class."""
+        with plugin_code(self, "anchored"):
+            out = self.anchored(read_only(np.array(anchor, dtype=np.float64)))
+        if out is not None and type(out) is not type(self):
+            raise KernelContractError(
+                f"{self.plugin_label()}: anchored returned {type(out).__name__} {out!r}; it must return None or a "
+                f"kernel of its own class ({type(self).__qualname__})."
+            )
+        return out
+
+    def mmd_view(self, X: Any, Y: Any, *, names: tuple[str, str] = ("X", "Y")) -> tuple[Kernel, Sample, Sample]:
+        """The kernel and the samples as every MMD estimate and test reads them:
+        :meth:`check_pair`, then
+
+        * for a kernel whose MMD a common shift leaves unchanged (:meth:`shift_free_mmd`),
+          both samples moved by the coordinate-wise lower median of the pooled sample;
+        * for a kernel whose MMD depends on the origin, on data far from it (a round-off
+          of ε ρ² above ANCHOR_ROUND_OFF, :meth:`warn_if_far_from_origin`), the kernel
+          anchored at that median (:meth:`anchored`) and the samples moved by it; a
+          kernel with no anchored form is used as it is, with a :class:`PrecisionWarning`.
 
         The MMD is the same in exact arithmetic; in floating point it keeps its digits.
         ⟨x, y⟩ of data near 10⁸ is about 10¹⁶, and the linear kernel's MMD² of order 1
-        was lost in the sums (wrong by a factor 30). The median, unlike the mean, stays
+        was lost in the sums (wrong by a factor 30); the quadratic kernel's MMD² on data
+        10⁹ spreads from the origin was all round-off. The median, unlike the mean, stays
         with the ordinary points when a few are gross outliers; and it is a data value,
         so it becomes exactly 0 and a second call changes nothing."""
         Xv, Yv = self.check_pair(X, Y, names=names)
-        shift_free = self.checked_shift_free()
-        if not shift_free:
-            self.warn_if_far_from_origin(Xv, Yv)
-        if not (shift_free and isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)):
-            return Xv, Yv
+        if not (isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)):
+            return self, Xv, Yv
+        if self.checked_shift_free():
+            kernel = self
+        else:
+            if self._far_from_origin(Xv, Yv, limit=ANCHOR_ROUND_OFF) is None:
+                return self, Xv, Yv
+            anchor = _lower_median(np.concatenate([Xv, Yv]))
+            anchored = self.checked_anchored(anchor) if np.all(np.isfinite(anchor)) else None
+            if anchored is None:
+                self.warn_if_far_from_origin(Xv, Yv)
+                return self, Xv, Yv
+            kernel = anchored
         centre = _lower_median(np.concatenate([Xv, Yv]))
         if not centre.any():
-            return Xv, Yv
-        return read_only(Xv - centre), read_only(Yv - centre)
+            return kernel, Xv, Yv
+        return kernel, read_only(Xv - centre), read_only(Yv - centre)
 
     def centred(self, X: Sample) -> Sample:
         """One validated sample as an embedding estimator may read it to choose its weights:
@@ -241,7 +290,7 @@ class Kernel(Configurable):
         MMD² δ² times smaller (close distributions, means δ spreads apart) carries ε ρ²/δ²
         (measured: 0.17 where ε ρ² = 5e-4), as the warning says. Said once ε ρ² exceeds 10⁻⁶, and only for a kernel
         whose values do move with the origin (checked on 8 of the points), unless its MMD
-        ignores the origin and is read on centred data (:meth:`mmd_pair`). ``clipped``:
+        ignores the origin and is read on centred data (:meth:`mmd_view`). ``clipped``:
         for the kernel's clipped features, which depend on the origin in any case."""
         found = self._far_from_origin(X, Y, clipped=clipped)
         if found is None:
@@ -252,11 +301,15 @@ class Kernel(Configurable):
             f"The data lie {rho:.3g} spreads from the origin, and {what} on the origin: the MMD carries a relative "
             f"round-off of about {min(round_off, 1e300):.1g}, more when the two distributions are close. Subtract a "
             "reference point chosen without these data, or "
-            "use a kernel whose MMD ignores the origin (rbf, laplace, linear, energy)."
+            "use a kernel that keeps its digits here (rbf, laplace, linear, energy; polynomial and quadratic without "
+            "normalize, which are read about a point of the data)."
         ), stacklevel=3)
 
-    def _far_from_origin(self, X: Sample, Y: Sample, *, clipped: bool = False) -> tuple[float, float] | None:
-        """(ρ, ε ρ²) when :meth:`warn_if_far_from_origin` has something to say, else None."""
+    def _far_from_origin(
+        self, X: Sample, Y: Sample, *, clipped: bool = False, limit: float = 1e-6
+    ) -> tuple[float, float] | None:
+        """(ρ, ε ρ²) when ε ρ² exceeds ``limit`` for a kernel whose values move with the
+        origin (:meth:`warn_if_far_from_origin` says so beyond 10⁻⁶), else None."""
         if not (isinstance(X, np.ndarray) and isinstance(Y, np.ndarray)) or type(self).translation_invariant:
             return None
         shift_free = self.checked_shift_free()
@@ -271,7 +324,7 @@ class Kernel(Configurable):
             return None
         rho = distance / spread
         round_off = rho * rho * float(np.finfo(np.float64).eps)
-        if round_off <= 1e-6:
+        if round_off <= limit:
             return None
         if not shift_free:
             # the kernel's own values on a few points, and on them moved to the centre (a
@@ -768,7 +821,7 @@ class Kernel(Configurable):
         gives MMD² = 0), an offset that dwarfs ⟨x, y⟩. Kernels not declared PSD are not
         checked (their ‖φ(z) − φ(z′)‖² is not a distance), nor one sample of a kernel whose
         MMD ignores the origin (an embedding: :meth:`Embedding.distance` reads it centred,
-        as every MMD path reads the pair, :meth:`mmd_pair`).
+        as every MMD path reads the pair, :meth:`mmd_view`).
 
         ``row`` and ``diag`` are the contract check's first Gram row and diagonal, on the
         leading ``known`` points of X and of Y; the row is extended to the rest here."""
@@ -1191,6 +1244,11 @@ class ScaledKernel(_Wrapping):
 
     def shift_free_mmd(self) -> bool:
         return self.kernel.shift_free_mmd()
+
+    def anchored(self, anchor: np.ndarray) -> Kernel | None:
+        # c·k anchored is c times k anchored (a sum or a product of kernels has no anchored form)
+        inner = self.kernel.checked_anchored(anchor)
+        return None if inner is None else attrs.evolve(self, kernel=inner)
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         return self.c * self.kernel.gram_tile(X, Y)

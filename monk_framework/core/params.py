@@ -339,12 +339,14 @@ def not_implemented(obj: Any, method: str) -> NotImplementedError:
     return NotImplementedError(f"{type(obj).__qualname__} must implement {method}().")
 
 
-def parse_value(text: str) -> Any:
+def parse_value(text: str, name: str | None = None) -> Any:
     """Turn a command-line value into a Python value.
 
     ``true``/``false`` become bools, integers ints, other numbers floats; anything
-    else stays a string (validators then say whether it is allowed).
+    else stays a string (validators then say whether it is allowed). ``name``: what the
+    value is given for (``--data-param n``), named in an error.
     """
+    where = f"{name}: " if name else ""
     lowered = text.strip().lower()
     if lowered in {"true", "yes", "on"}:
         return True
@@ -361,11 +363,11 @@ def parse_value(text: str) -> Any:
     # a literal beyond float64 would reach the validators as 0 or inf, which the user never typed
     mantissa = lowered.partition("e")[0]
     if value == 0.0 and any(c in "123456789" for c in mantissa):
-        raise ParameterError(f"{shown(text.strip())} is below float64's smallest positive number (about 4.9e-324): it would be read as 0.")
+        raise ParameterError(f"{where}{shown(text.strip())} is below float64's smallest positive number (about 4.9e-324): it would be read as 0.")
     if math.isinf(value) and "inf" not in lowered:
         sign = "-" if value < 0 else ""
         raise ParameterError(
-            f"{shown(text.strip())} is beyond float64's largest number (about 1.8e308): it would be read as {sign}infinity.")
+            f"{where}{shown(text.strip())} is beyond float64's largest number (about 1.8e308): it would be read as {sign}infinity.")
     return value
 
 
@@ -404,7 +406,7 @@ def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
             if quoted and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
                 params[key.strip()] = value[1:-1]  # a string as repr shows it: 'median'
             else:
-                params[key.strip()] = parse_value(value)
+                params[key.strip()] = parse_value(value, f"{key.strip()} in spec {shown(text)}")
     return name.strip(), params
 
 

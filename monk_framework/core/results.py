@@ -507,11 +507,13 @@ class Embedding(Result):
         (n(n + 1)/2 + m(m + 1)/2 + nm in all) as the tiles finish."""
         self._check_same_kernel(other)
         resources = Resources.of(max_memory, progress=progress)
-        A, B = self.sample, other.sample
-        if self.kernel.checked_shift_free() and math.isclose(float(np.sum(self.weights)), float(np.sum(other.weights)), rel_tol=1e-9):
-            # equal total weights: a common shift moves both embeddings by the same vector,
-            # so the distance is read on the centred samples, where it keeps its digits
-            A, B = self.kernel.mmd_pair(A, B)
+        A, B, kernel = self.sample, other.sample, self.kernel
+        if math.isclose(float(np.sum(self.weights)), float(np.sum(other.weights)), rel_tol=1e-9):
+            # equal total weights: moving the feature map by a constant vector (a common shift
+            # of a shift-free kernel's data, or anchoring far from the origin) moves both
+            # embeddings by the same vector, so the distance is read as an MMD, where it
+            # keeps its digits (Kernel.mmd_view)
+            kernel, A, B = self.kernel.mmd_view(A, B)
         wa, wb = self.weights, other.weights
         n, m = len(A), len(B)
         total = n * (n + 1) / 2.0 + m * (m + 1) / 2.0 + float(n) * m
@@ -521,9 +523,9 @@ class Embedding(Result):
                 return None
             return lambda done: resources.report(before + done, total, "embedding distance")
 
-        sq = (bilinear(self.kernel, A, None, wa, wa, resources=resources, report=told(0.0))
-              + bilinear(self.kernel, B, None, wb, wb, resources=resources, report=told(n * (n + 1) / 2.0))
-              - 2.0 * bilinear(self.kernel, A, B, wa, wb, resources=resources, report=told(total - float(n) * m)))
+        sq = (bilinear(kernel, A, None, wa, wa, resources=resources, report=told(0.0))
+              + bilinear(kernel, B, None, wb, wb, resources=resources, report=told(n * (n + 1) / 2.0))
+              - 2.0 * bilinear(kernel, A, B, wa, wb, resources=resources, report=told(total - float(n) * m)))
         return math.sqrt(max(sq, 0.0))
 
     def _inner(self, other: Embedding, resources: Resources, told: bool = False) -> float:

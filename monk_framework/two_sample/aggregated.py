@@ -51,7 +51,7 @@ from monk_framework.core.randomness import RNGLike, root, seed_of
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
 from monk_framework.core.results import AggregatedTestResult
-from monk_framework.core.samples import take
+from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.pooled import pooled
 from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
@@ -222,9 +222,11 @@ def collection_statistics(
     estimator: MMDEstimator, kernels: Sequence[Kernel], X: Any, Y: Any, n_permutations: int,
     seq: np.random.SeedSequence, *, resources: Resources, backend: Backend | None = None,
     progress: Progress | None = None,
-) -> tuple[np.ndarray, list[Kernel]]:
+) -> tuple[np.ndarray, list[Kernel], list[tuple[Sample, Sample]]]:
     """The (B + 1) × L matrix of every kernel's MMD² on the samples as given (row 0) and
-    on the same B relabellings (rows 1..B), and the kernels as fitted on the pooled sample.
+    on the same B relabellings (rows 1..B), the kernels as fitted on the pooled sample,
+    and the samples as each read them (:meth:`Kernel.mmd_view`: centred, or anchored at a
+    point of the data with the samples moved by it).
 
     Each kernel is one run of the permutation engine with the test's seed sequence
     ``seq``, so relabelling b is the same permutation for every kernel (and the one
@@ -235,13 +237,13 @@ def collection_statistics(
     B, L = int(n_permutations), len(kernels)
     values = np.empty((B + 1, L))
     used: list[Kernel] = []
-    samples = [kernel.mmd_pair(X, Y) for kernel in kernels]  # all of them before any work
-    for ell, (kernel, (Xk, Yk)) in enumerate(zip(kernels, samples)):
+    views = [kernel.mmd_view(X, Y) for kernel in kernels]  # all of them before any work
+    for ell, (kernel, Xk, Yk) in enumerate(views):
         tick = None if progress is None else (lambda done, total, ell=ell: progress(ell * B + done, L * B))
         stats = relabelled_statistics(estimator, kernel, Xk, Yk, B, seq, resources=resources, backend=backend, progress=tick)
         values[0, ell], values[1:, ell] = stats.observed, stats.null
         used.append(stats.kernel)
-    return values, used
+    return values, used, [(Xk, Yk) for _, Xk, Yk in views]
 
 
 def _check_weights(weights: Any, L: int) -> np.ndarray:
@@ -460,7 +462,7 @@ def aggregated_test(
     seq = root(rng)
     seed = seed_of(seq)
 
-    values, used = collection_statistics(est, collection, Xv, Yv, B, seq, resources=resources, backend=backend,
+    values, used, read = collection_statistics(est, collection, Xv, Yv, B, seq, resources=resources, backend=backend,
                                          progress=progress)
     if robust:
         values = np.sqrt(np.maximum(values, 0.0))  # the V-statistic MMD, whose sensitivity is Δ_l
@@ -489,8 +491,8 @@ def aggregated_test(
     if method == "agg":
         S0, S, pvals = agg_scores(values, w)
     else:
-        Z = pooled(Xv, Yv)
-        scales = np.array([pair_square_scale(k, Z, resources) for k in used])
+        # each kernel's values on the samples as it read them, as its statistic's
+        scales = np.array([pair_square_scale(k, pooled(*pair), resources) for k, pair in zip(used, read)])
         temperature = math.sqrt(n * m)
         scores = fuse_scores(values, w, scales, temperature)
         S0, S = float(scores[0]), scores[1:]

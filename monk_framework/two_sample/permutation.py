@@ -110,7 +110,7 @@ def permutation_test(
     alpha = check_level(alpha)
     report_estimate = check_flag(report_estimate, "report_estimate")
     kernel = estimator.check_kernel(kernel)
-    Xv, Yv = kernel.mmd_pair(X, Y)
+    view, Xv, Yv = kernel.mmd_view(X, Y)
     estimator.check_size(Xv, "X")
     estimator.check_size(Yv, "Y")
     # before any kernel evaluation: a B that cannot fit is refused at once
@@ -118,7 +118,7 @@ def permutation_test(
     seq = root(rng)
     seed = seed_of(seq)
     partition = choose_partition(estimator, relabel, len(Xv), len(Yv), stream(seq, "partition"))
-    stats = relabelled_statistics(estimator, kernel, Xv, Yv, int(n_permutations), seq, resources=resources,
+    stats = relabelled_statistics(estimator, view, Xv, Yv, int(n_permutations), seq, resources=resources,
                                   partition=partition, backend=backend, gram=gram, progress=progress)
     mmd2, fitted, null_s = stats.observed, stats.kernel, stats.seconds
     T, null = float(signed_root(mmd2)), signed_root(stats.null)

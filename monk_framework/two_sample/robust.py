@@ -283,9 +283,9 @@ def check_robust_test(
     _check_test_params(n_permutations, alpha, method)
     if estimator is not None:
         check_estimator(estimator)  # before _resolve_method reads its role
-    kernel = _robust_kernel(kernel)
     if not isinstance(contamination, (int, np.integer)) or isinstance(contamination, bool):
         contamination_count(contamination, 2)  # a fraction's range does not depend on N + M
+    kernel = _robust_kernel(kernel)
     blocks_given = not (isinstance(n_blocks, str) and n_blocks == "auto")
     chosen = "mom" if method == "auto" and blocks_given else _resolve_method(method, kernel, estimator)
     if blocks_given and chosen != "mom":
@@ -396,11 +396,12 @@ def robust_test(
     quantile = finite_real(clip_quantile)
     assert quantile is not None
     clip_quantile, alpha = quantile, check_level(alpha)
-    # mom's block statistics are MMDs of the kernel itself (a shift-free one's are read on
-    # centred data, as every MMD is: the same numbers in exact arithmetic, wherever corrupted
-    # points move the centre); a clipped kernel's features depend on the origin
+    # mom's block statistics are MMDs of the kernel itself, read as every MMD is (centred, or
+    # anchored far from the origin: Kernel.mmd_view), the same numbers in exact arithmetic
+    # wherever corrupted points move the centre; a clipped kernel's features depend on the origin
+    view = kernel
     if chosen == "mom":
-        Xv, Yv = kernel.mmd_pair(X, Y)
+        view, Xv, Yv = kernel.mmd_view(X, Y)
     else:
         Xv, Yv = kernel.check_pair(X, Y)
         kernel.warn_if_far_from_origin(Xv, Yv, clipped=chosen == "clip")
@@ -450,7 +451,7 @@ def robust_test(
             null_distribution=null if return_null else None,
             timings={"total_s": time.perf_counter() - start}, **common,
         )
-    pool = PooledSample(kernel, Xv, Yv, resources=resources)
+    pool = PooledSample(view, Xv, Yv, resources=resources)
     Q = auto_blocks(n, m, r) if isinstance(n_blocks, str) and n_blocks == "auto" else _check_blocks(n_blocks, n, m)
     partition = pair_partition(n, m, Q, np.random.default_rng(stream(seq, "partition")))
     counts = _block_exceedances(est, pool, partition, B, null_seq, progress)

@@ -120,7 +120,7 @@ def split_test(
         )
     alpha = check_level(alpha)
     kernel = estimator.check_kernel(kernel)
-    Xv, Yv = kernel.mmd_pair(X, Y)
+    _, Xv, Yv = kernel.mmd_view(X, Y)
     points = grid_points(grid)
     known = {p.name for p in kernel.parameters()}
     for key in (grid or {}):
@@ -132,6 +132,9 @@ def split_test(
     twice = first_repeat([c.spec() for c in candidates])
     if twice is not None:
         raise ParameterError(f"grid gives the kernel {candidates[twice[1]].spec()} more than once; list each value once.")
+    # each grid point read as every MMD is (Kernel.mmd_view: centred, or anchored far from the
+    # origin; a point's parameters may decide which), unless the caller gives the Gram matrices
+    views = [(c, Xv, Yv) for c in candidates] if gram is not None else [c.mmd_view(X, Y) for c in candidates]
     seq = root(rng)
     seed = seed_of(seq)
     split_rng = np.random.default_rng(stream(seq, "split"))
@@ -149,35 +152,36 @@ def split_test(
 
     # part 1: the grid point with the largest statistic (data-dependent rules fitted here)
     tick = time.perf_counter()
-    X1, Y1 = take(Xv, px[0]), take(Yv, py[0])
     tuning: list[dict[str, Any]] = []
     # a grid point's stream is named by the point, so its statistic ignores the rest of the grid
     tune_streams = [stream(seq, "tune", stable_int(jsonable(point))) for point in points]
-    def pool_of(kern: Kernel, stage_index: int) -> PooledSample:
-        Xs, Ys = take(Xv, px[stage_index]), take(Yv, py[stage_index])
+    def pool_of(kern: Kernel, stage_index: int, view: int) -> PooledSample:
+        Xs, Ys = take(views[view][1], px[stage_index]), take(views[view][2], py[stage_index])
         K = None if gram is None else gram(kern, px[stage_index], py[stage_index])
         return PooledSample(kern, Xs, Ys, gram=K, resources=resources)
 
     # progress counts the grid points tuned, then the relabellings of part 2
     total = len(points) + int(n_permutations)
-    for done, (point, cand, point_seq) in enumerate(zip(points, candidates, tune_streams), start=1):
-        fitted = cand if gram is not None else cand.fitted(X1, Y1)
-        T1 = observed_mmd2(estimator, pool_of(fitted, 0), point_seq)
+    fits: list[Kernel] = []
+    for done, (point, (cand, Xc, Yc), point_seq) in enumerate(zip(points, views, tune_streams), start=1):
+        fitted = cand if gram is not None else cand.fitted(take(Xc, px[0]), take(Yc, py[0]))
+        T1 = observed_mmd2(estimator, pool_of(fitted, 0, done - 1), point_seq)
         tuning.append({"params": point, "kernel_params": fitted.params(), "statistic": float(signed_root(T1))})
+        fits.append(fitted)
         if progress is not None:
             progress(done, total)
     scores = [float(t["statistic"]) for t in tuning]
     best = scores.index(max(scores))  # the first of equals
-    chosen = type(kernel).from_params(tuning[best]["kernel_params"])
+    chosen = fits[best]
     tune_s = time.perf_counter() - tick
 
     # part 2: the null quantile from relabellings; part 3: the statistic
     tick = time.perf_counter()
     tick_null = None if progress is None else (lambda done, _: progress(len(points) + done, total))
-    null = signed_root(null_statistics(estimator, pool_of(chosen, 1), int(n_permutations), stream(seq, "calibrate"), tick_null, backend))
+    null = signed_root(null_statistics(estimator, pool_of(chosen, 1, best), int(n_permutations), stream(seq, "calibrate"), tick_null, backend))
     calibrate_s = time.perf_counter() - tick
     tick = time.perf_counter()
-    T = float(signed_root(observed_mmd2(estimator, pool_of(chosen, 2), stream(seq, "test"))))
+    T = float(signed_root(observed_mmd2(estimator, pool_of(chosen, 2, best), stream(seq, "test"))))
     test_s = time.perf_counter() - tick
     q = null_quantile(null, alpha)
     exceed = int(exceedances(null, T))

@@ -271,9 +271,60 @@ class WrongFeatures(FeaturedDot):
         return 2.0 * X
 
 
+@attrs.frozen(kw_only=True)
+class AnchoredSquare(Cauchy):
+    """(<x, y> + 1)^2 with an anchored form computed from its four values (right, if not
+    digit-keeping: what the kit checks is the definition)."""
+
+    name: ClassVar[str] = "anchored-square"
+    _anchor: tuple = ()  # no parameter: a leading underscore
+
+    def _plain(self, X, Y):
+        return (X @ Y.T + 1.0) ** 2
+
+    def compute_gram(self, X, Y):
+        if not self._anchor:
+            return self._plain(X, Y)
+        a = np.asarray(self._anchor)[None, :]
+        P, Q = X + a, Y + a
+        return self._plain(P, Q) - self._plain(P, a) - self._plain(a, Q) + self._plain(a, a)
+
+    def compute_diag(self, X):
+        return np.diagonal(self.compute_gram(X, X)).copy()
+
+    def anchored(self, anchor):
+        start = np.asarray(self._anchor) if self._anchor else 0.0
+        return attrs.evolve(self, anchor=tuple(anchor + start))
+
+
+@attrs.frozen(kw_only=True)
+class AnchorIgnored(AnchoredSquare):
+    name: ClassVar[str] = "anchor-ignored"
+
+    def anchored(self, anchor):
+        return attrs.evolve(self, anchor=())  # the kernel as defined, on moved data: another MMD
+
+
+@attrs.frozen(kw_only=True)
+class AnchorReplaced(AnchoredSquare):
+    name: ClassVar[str] = "anchor-replaced"
+
+    def anchored(self, anchor):
+        return attrs.evolve(self, anchor=tuple(anchor))  # anchoring again forgets the first anchor
+
+
+@attrs.frozen(kw_only=True)
+class AnchorOfAnotherClass(AnchoredSquare):
+    name: ClassVar[str] = "anchor-of-another-class"
+
+    def anchored(self, anchor):
+        return AnchoredSquare(anchor=tuple(anchor))
+
+
 def test_a_true_shift_free_declaration_passes():
     check_kernel(Dot)
     check_kernel(FeaturedDot)
+    check_kernel(AnchoredSquare)
 
 
 @pytest.mark.parametrize(
@@ -297,6 +348,9 @@ def test_a_true_shift_free_declaration_passes():
         (ReusedDiagBuffer, r"compute_diag wrote into the array it had returned before"),
         (WrongFeatures, r"has_features is true but features\(X\) @ features\(Y\).T is not k\(X, Y\)"),
         (MiscountedFeatures, r"compute_feature_count\(\d+\) gives (\d+), but features\(X\) has \d+ columns"),
+        (AnchorIgnored, r"anchored\(a\).compute_gram\(X - a, Y - a\) is not k\(x, y\) - k\(x, a\) - k\(a, y\) \+ k\(a, a\)"),
+        (AnchorReplaced, r"anchored\(a\).anchored\(b\) is not anchored\(a \+ b\)"),
+        (AnchorOfAnotherClass, r"anchored fails the framework's checks: .*anchored returned AnchoredSquare"),
     ],
 )
 def test_broken_kernels_are_caught_by_name(cls, message):

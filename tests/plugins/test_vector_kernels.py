@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+import attrs
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
@@ -577,64 +578,140 @@ def test_the_frame_of_a_shift_free_mmd_is_a_median_data_value_and_is_idempotent(
     gen = np.random.default_rng(8)
     X, Y = gen.normal(size=(9, 2)) + 1e6, gen.normal(size=(6, 2)) + 1e6
     X[0] = 1e300  # a gross outlier does not drag the frame away from the ordinary points
-    Xc, Yc = kernel.mmd_pair(X, Y)
+    _, Xc, Yc = kernel.mmd_view(X, Y)
     Z = np.vstack([Xc, Yc])
     assert np.count_nonzero(Z == 0.0, axis=0).min() >= 1  # the lower median is a data value, now 0
     assert np.abs(np.vstack([Xc[1:], Yc])).max() < 10  # the ordinary points sit near the origin
-    again = kernel.mmd_pair(Xc, Yc)
-    assert again[0] is Xc and again[1] is Yc  # a second call changes nothing
+    again = kernel.mmd_view(Xc, Yc)
+    assert again[0] is kernel and again[1] is Xc and again[2] is Yc  # a second call changes nothing
     assert not Xc.flags.writeable
-    # kernels whose MMD depends on the origin are read as given (with a word on the
-    # round-off of data 1e6 spreads from it)
+    # a translation-invariant kernel is read as given
+    view, Xv, _ = REG.get_kernel("rbf").mmd_view(X[1:], Y)
+    np.testing.assert_array_equal(Xv, X[1:])
+    assert view == REG.get_kernel("rbf")
+    # a polynomial kernel is anchored at the same data value, the samples moved by it; its
+    # parameters (what results report) are the kernel's
+    median = np.sort(np.vstack([X[1:], Y])[:, 0])[(14 - 1) // 2]  # the lower median of 14 points
+    for kernel in (REG.get_kernel("polynomial"), REG.get_kernel("quadratic")):
+        view, Xv, Yv = kernel.mmd_view(X[1:], Y)
+        assert type(view) is type(kernel) and view.params() == kernel.params() and view != kernel
+        assert view._anchor[0] == median and np.count_nonzero(np.vstack([Xv, Yv]) == 0.0, axis=0).min() >= 1
+        assert view.mmd_view(Xv, Yv)[0] is view  # near the origin now: not anchored twice
+    # a kernel whose MMD depends on the origin with no anchored form is read as given, with
+    # a word on the round-off of data 1e6 spreads from it
     from monk_framework import PrecisionWarning
 
-    Xv, _ = REG.get_kernel("rbf").mmd_pair(X[1:], Y)
-    np.testing.assert_array_equal(Xv, X[1:])
-    for kernel in (REG.get_kernel("polynomial"), REG.get_kernel("quadratic"), REG.get_kernel("linear", normalize=True)):
+    for kernel in (REG.get_kernel("linear", normalize=True), REG.get_kernel("quadratic", normalize=True)):
         with pytest.warns(PrecisionWarning, match=r"The data lie 1\.\d+e\+06 spreads from the origin"):
-            Xv, _ = kernel.mmd_pair(X[1:], Y)
+            view, Xv, _ = kernel.mmd_view(X[1:], Y)
+        assert view is kernel
         np.testing.assert_array_equal(Xv, X[1:])
 
 
-def _exact_quadratic_v(X: np.ndarray, Y: np.ndarray) -> float:
-    """The V-statistic of (<x, y> + 1)^2 in rational arithmetic (the data are dyadic)."""
+def _exact_polynomial(X: np.ndarray, Y: np.ndarray, scale: float = 1.0, offset: float = 1.0, p: int = 2) -> tuple[float, float]:
+    """The V- and U-statistics of (scale <x, y> + offset)^p in rational arithmetic (the data
+    are dyadic, so every value is exact)."""
     from fractions import Fraction
 
     Xf = [[Fraction(v) for v in row] for row in X.tolist()]
     Yf = [[Fraction(v) for v in row] for row in Y.tolist()]
+    s, c = Fraction(scale), Fraction(offset)
 
-    def mean(A, B):
-        return sum((sum(p * q for p, q in zip(a, b)) + 1) ** 2 for a in A for b in B) / (len(A) * len(B))
+    def k(a, b):
+        return (s * sum(x * y for x, y in zip(a, b)) + c) ** p
 
-    return float(mean(Xf, Xf) + mean(Yf, Yf) - 2 * mean(Xf, Yf))
+    def total(A, B):
+        return sum(k(a, b) for a in A for b in B)
+
+    n, m = len(Xf), len(Yf)
+    sxx, syy, sxy = total(Xf, Xf), total(Yf, Yf), total(Xf, Yf)
+    txx, tyy = sum(k(a, a) for a in Xf), sum(k(b, b) for b in Yf)
+    v = sxx / n**2 + syy / m**2 - 2 * sxy / (n * m)
+    u = (sxx - txx) / (n * (n - 1)) + (syy - tyy) / (m * (m - 1)) - 2 * sxy / (n * m)
+    return float(v), float(u)
 
 
-def test_an_origin_dependent_kernel_far_from_the_origin_warns_with_its_round_off():
-    # the quadratic kernel's MMD^2 of data near 2^30 came out 700 times too large, silently
+@pytest.mark.parametrize("offset", [2.0**10, 2.0**20, 2.0**30, 2.0**40])
+@pytest.mark.parametrize("params", [{}, {"degree": 3, "scale": 0.5, "offset": 2.0}, {"degree": 1}])
+def test_a_polynomial_kernel_far_from_the_origin_keeps_every_digit(offset, params):
+    # read as given, the quadratic kernel's MMD^2 of data near 2^30 came out 700 times too
+    # large (with a warning); anchored at the data it is exact, without a word
+    import warnings
+
+    from monk_framework import PrecisionWarning, estimate, permutation_test
+    from monk_framework.core.randomness import child, root, stream
+
+    gen = np.random.default_rng(11)
+    X, Y = _on_a_grid(gen, (20, 2)) + offset, _on_a_grid(gen, (16, 2), 0.5) + offset
+    name = "polynomial" if params else "quadratic"
+    kernel = REG.get_kernel(name, **params)
+    v, u = _exact_polynomial(X, Y, kernel.scale, kernel.offset, kernel.power)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionWarning)
+        assert estimate(kernel, "v-stat", X, Y).mmd2 == pytest.approx(v, rel=1e-12)
+        assert estimate(kernel, "u-stat", X, Y).mmd2 == pytest.approx(u, rel=1e-12)
+        for budget in (None, 4096):  # tiles, and features (the U-statistic's diagonal apart)
+            test = permutation_test(kernel, "u-stat", X, Y, n_permutations=9, rng=3, return_null=True, max_memory=budget)
+            assert test.statistic_mmd2 == pytest.approx(u, rel=1e-12)
+            # relabelled statistics, against exact arithmetic on the relabelled samples (the
+            # b-th relabelling is the b-th permutation of the test's "relabel" stream)
+            Z, n = np.vstack([X, Y]), len(X)
+            drawn = np.random.default_rng(child(stream(root(3), "relabel"), 0))
+            for T in test.null_distribution[:3]:
+                P = Z[drawn.permutation(len(Z))]
+                u_b = _exact_polynomial(P[:n], P[n:], kernel.scale, kernel.offset, kernel.power)[1]
+                assert T == pytest.approx(math.copysign(math.sqrt(abs(u_b)), u_b), rel=1e-12)
+        # the MONK estimators with one block and no ridge are the V-statistic, far from the origin too
+        for monk in ("monk-bcd:n_blocks=1,ridge=0", "monk-bcd-fast:n_blocks=1,ridge=0", "monk-embedding-mmd:n_blocks=1"):
+            assert estimate(kernel, monk, X, Y, rng=5).mmd2 == pytest.approx(v, rel=1e-12)
+        # with blocks, MONK reads the kernel about the anchor: the same bits as the anchored
+        # kernel given the moved data directly
+        view, Xv, Yv = kernel.mmd_view(X, Y)
+        got = estimate(kernel, "monk-bcd:n_blocks=3", X, Y, rng=5).mmd2
+        assert got == estimate(view, "monk-bcd:n_blocks=3", Xv, Yv, rng=5).mmd2
+
+
+def test_an_origin_dependent_kernel_with_no_anchored_form_warns_with_its_round_off():
+    # a plugin quadratic kernel without the anchored form is read as given far from the
+    # origin: its MMD^2 of data near 2^30 came out 700 times too large, so it is said
     import warnings
 
     from monk_framework import PrecisionWarning, estimate
+    from monk_plugins.vector_kernels import QuadraticKernel
 
+    @attrs.frozen(kw_only=True)
+    class Unanchored(QuadraticKernel):
+        name = "quadratic-unanchored"
+
+        def anchored(self, anchor):
+            return None
+
+    kernel = Unanchored()
     gen = np.random.default_rng(11)
     X, Y = _on_a_grid(gen, (20, 2)), _on_a_grid(gen, (20, 2), 0.5)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionWarning)  # near the origin: not a word
-        assert estimate("quadratic", "v-stat", X + 1e3, Y + 1e3).mmd2 == pytest.approx(_exact_quadratic_v(X + 1e3, Y + 1e3), rel=1e-8)
+        got = estimate(kernel, "v-stat", X + 1e3, Y + 1e3).mmd2
+        assert got == pytest.approx(_exact_polynomial(X + 1e3, Y + 1e3)[0], rel=1e-8)
     for offset in (2.0**20, 2.0**30):
         with pytest.warns(PrecisionWarning, match=r"relative round-off of about ([0-9.e+-]+)") as record:
-            got = estimate("quadratic", "v-stat", X + offset, Y + offset).mmd2
+            got = estimate(kernel, "v-stat", X + offset, Y + offset).mmd2
         stated = float(re.search(r"round-off of about ([0-9.e+-]+), more when the two distributions are close\.",
                                  str(record[0].message)).group(1))
-        error = abs(got - _exact_quadratic_v(X + offset, Y + offset)) / _exact_quadratic_v(X + offset, Y + offset)
-        assert error <= 100 * stated  # the stated round-off is the error's order, not a loose bound
+        exact = _exact_polynomial(X + offset, Y + offset)[0]
+        assert abs(got - exact) / exact <= 100 * stated  # the stated round-off is the error's order, not a loose bound
     # two close distributions (one coordinate at 1e6 in both, the other N(0, 1) in both):
     # their MMD^2 is far below a spread's, and its round-off far above the figure, as said
     A = np.c_[np.full(40, 1e6), np.round(gen.normal(size=40) * 2**20) / 2**20]
     B = np.c_[np.full(40, 1e6), np.round(gen.normal(size=40) * 2**20) / 2**20]
     with pytest.warns(PrecisionWarning, match=r"round-off of about [0-9.e+-]+, more when the two distributions are close") as record:
-        got = estimate("quadratic", "v-stat", A, B).mmd2
+        got = estimate(kernel, "v-stat", A, B).mmd2
     stated = float(re.search(r"round-off of about ([0-9.e+-]+),", str(record[0].message)).group(1))
-    assert abs(got - _exact_quadratic_v(A, B)) / _exact_quadratic_v(A, B) > 10 * stated
+    assert abs(got - _exact_polynomial(A, B)[0]) / _exact_polynomial(A, B)[0] > 10 * stated
+    # the built-in kernel, anchored, gets it right
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrecisionWarning)
+        assert estimate("quadratic", "v-stat", A, B).mmd2 == pytest.approx(_exact_polynomial(A, B)[0], rel=1e-10)
 
 
 def test_a_translation_invariant_kernel_that_does_not_say_so_gets_no_warning():
