@@ -85,6 +85,11 @@ def test_a_number_beyond_float64_is_refused_as_typed_not_as_0_or_infinity(text, 
         parse_value(text)
     with pytest.raises(ParameterError, match=message):
         parse_spec(f"rbf:sigma={text}")
+    # the parameter it was given for is named first
+    with pytest.raises(ParameterError, match=rf"^sigma in spec 'rbf:sigma={text}': '{text}' is"):
+        parse_spec(f"rbf:sigma={text}")
+    with pytest.raises(ParameterError, match=rf"^--data-param n: '{text}' is"):
+        parse_value(text, "--data-param n")
     # what float64 holds, and the words for its ends, are read as before
     assert parse_value("0e5") == 0.0 and parse_value("5e-324") == 5e-324 and parse_value("-inf") == -float("inf")
 

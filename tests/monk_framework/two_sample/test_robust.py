@@ -90,6 +90,15 @@ def test_contamination_is_a_count_or_a_fraction_below_one_half():
     for bad in (-1, 101, 0.5, 1.5, -0.1, True, "5", float("nan")):
         with pytest.raises(ParameterError, match="contamination"):
             contamination_count(bad, 100)
+    # a contamination that is no count or fraction is named before anything else is asked
+    # of the user (an rbf at the median heuristic would be refused too, for its own reason)
+    from monk_framework import get_registry
+    from monk_framework.two_sample.robust import check_robust_test
+
+    for bad in (float("nan"), 1e30, "five"):
+        with pytest.raises(ParameterError, match=r"^contamination"):
+            check_robust_test(get_registry().get_kernel("rbf"), contamination=bad, method="auto", estimator=None,
+                              n_permutations=99, alpha=0.05)
 
 
 def corrupt(X, Y, positions, values):
