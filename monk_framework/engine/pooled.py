@@ -373,7 +373,7 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
                 xx[start:stop] = pool.source.quadratic_forms(W)
                 x1[start:stop], tx[start:stop] = np.stack([r, d]) @ E
     assert total is not None  # B >= 1
-    return _with_the_rest(pool, xx, x1, tx, total, d)
+    return _with_the_rest(pool, xx, x1, tx, total, d, perms)
 
 
 def _feature_sums(pool: PooledSample, Phi: np.ndarray, perms: np.ndarray) -> SampleSums:
@@ -392,7 +392,7 @@ def _feature_sums(pool: PooledSample, Phi: np.ndarray, perms: np.ndarray) -> Sam
         P = Phi.T @ E
         xx[start:stop] = np.einsum("ij,ij->j", P, P)
         x1[start:stop], tx[start:stop] = s @ P, d @ E
-    return _with_the_rest(pool, xx, x1, tx, total, d)
+    return _with_the_rest(pool, xx, x1, tx, total, d, perms)
 
 
 def _feature_block_sums(pool: PooledSample, total: np.ndarray, perms: np.ndarray) -> SampleSums:
@@ -410,7 +410,7 @@ def _feature_block_sums(pool: PooledSample, total: np.ndarray, perms: np.ndarray
         (P,) = _features_times(pool, len(total), E)
         xx[start:stop] = np.einsum("ij,ij->j", P, P)
         x1[start:stop], tx[start:stop] = total @ P, d @ E
-    return _with_the_rest(pool, xx, x1, tx, float(total @ total), d)
+    return _with_the_rest(pool, xx, x1, tx, float(total @ total), d, perms)
 
 
 def _features_times(pool: PooledSample, D: int, *weights: np.ndarray) -> list[np.ndarray]:
@@ -430,13 +430,17 @@ def _features_times(pool: PooledSample, D: int, *weights: np.ndarray) -> list[np
 
 
 def _with_the_rest(pool: PooledSample, xx: np.ndarray, x1: np.ndarray, tx: np.ndarray, total: float,
-                   d: np.ndarray) -> SampleSums:
+                   d: np.ndarray, perms: np.ndarray) -> SampleSums:
     """Every relabelling's sums from e_bᵀ K e_b, e_bᵀ K 1, its X trace and 1ᵀ K 1."""
     xy = x1 - xx
     yy = total - x1 - xy
     # every relabelling's V-statistic MMD² is a squared norm: negative proves K is not PSD
     vstat = xx / pool.n**2 + yy / pool.m**2 - 2.0 * xy / (pool.n * pool.m)
-    check_squared_norm(pool.kernel, float(vstat.min()), 4.0 * float(d.max()), "the V-statistic MMD^2")
+    worst = int(np.argmin(vstat))
+    # the message names whose MMD² it is: an estimate of the samples as given may be positive
+    as_given = np.array_equal(np.sort(perms[worst, : pool.n]), np.arange(pool.n))
+    what = "the V-statistic MMD^2" + ("" if as_given else " of a relabelling (the pooled points shuffled between X and Y)")
+    check_squared_norm(pool.kernel, float(vstat[worst]), 4.0 * float(d.max()), what)
     return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=float(d.sum()) - tx)
 
 

@@ -96,6 +96,46 @@ def test_a_precomputed_gram_serves_the_permutation_test(rng):
         assert given.statistic == pytest.approx(direct.statistic, rel=1e-12)
 
 
+def test_a_negative_relabelled_v_statistic_is_said_to_be_a_relabellings(rng):
+    # the message said "the V-statistic MMD^2 is -0.035" where the estimate of the samples
+    # as given is positive: it is one relabelling's
+    from typing import ClassVar
+
+    import attrs
+
+    from monk_framework import Kernel, KernelContractError, estimate
+    from monk_framework.numerics.distances import squared_distances
+    from monk_framework.two_sample import permutation_test
+
+    @attrs.frozen(kw_only=True)
+    class Cosine(Kernel):
+        """cos(3|x - y|): symmetric, k(x, x) = 1, |k| <= 1, and not PSD in two dimensions."""
+
+        name: ClassVar[str] = "cosine-distance"
+        summary: ClassVar[str] = "not PSD"
+
+        def compute_gram(self, X, Y):
+            return np.cos(3.0 * np.sqrt(squared_distances(X, Y)))
+
+        def compute_diag(self, X):
+            return np.ones(len(X))
+
+    X, Y = rng.normal(size=(60, 3)), rng.normal(0.3, 1.0, size=(50, 3))
+    kernel = Cosine()
+    found = None
+    for seed in range(20):
+        try:
+            permutation_test(kernel, get_registry().get_estimator("u-stat"), X, Y, n_permutations=99, rng=seed)
+        except KernelContractError as exc:
+            found = str(exc)
+            break
+    assert found is not None
+    if estimate(kernel, "v-stat", X, Y).mmd2 >= 0:
+        assert "the V-statistic MMD^2 of a relabelling (the pooled points shuffled between X and Y) is -" in found
+    else:
+        assert "the V-statistic MMD^2 is -" in found
+
+
 def test_a_precomputed_gram_of_the_wrong_shape_is_refused(rng):
     from monk_framework.core.errors import ParameterError
 
