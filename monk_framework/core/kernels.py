@@ -625,7 +625,7 @@ class Kernel(Configurable):
                 )
             raise KernelOverflowError(
                 f"Kernel {self.spec()} gives non-finite values on these data: inf, a value beyond float64 "
-                "(overflow); rescale the data or change the kernel's parameters."
+                f"(overflow){_overflow_cause(values)}"
             )
         if not sums:
             top = max(hi, -lo)
@@ -1006,6 +1006,33 @@ def _norm(v: np.ndarray) -> float:
     if top == 0.0 or not math.isfinite(top):
         return top
     return top * math.sqrt(float(np.sum((v / top) ** 2)))
+
+
+def _overflow_cause(values: np.ndarray) -> str:
+    """The end of an overflow's message. Where a few points (at most a fifth of the
+    block's) hold every infinite value (their rows of features or entries of a diagonal;
+    their rows and columns of a block of kernel values, each mostly infinite), they are
+    far larger than the others, and no rescaling of the whole sample helps; otherwise
+    rescaling does."""
+    infinite = np.isinf(values)
+    if values.ndim == 2 and values.size:
+        n, m = values.shape
+        total = n if n == m else n + m  # a diagonal block's rows and columns are the same points
+        heavy_rows, heavy_cols = infinite.mean(axis=1) > 0.5, infinite.mean(axis=0) > 0.5
+        few = 0
+        if bool(((infinite & (heavy_rows[:, None] | heavy_cols[None, :])) == infinite).all()):
+            few = int(heavy_rows.sum()) if n == m else int(heavy_rows.sum() + heavy_cols.sum())
+        if not 0 < few <= total // 5 and n >= 20:  # features: the far points' rows, whatever their share of infs
+            few, total = int(infinite.any(axis=1).sum()), n
+        few = few if few <= total // 5 else 0
+    else:
+        few, total = int(infinite.sum()), infinite.size
+        few = few if few <= total // 5 else 0
+    if few:
+        return (f", and only at {few} of the {total} points in this block: points far larger than the others (gross "
+                "outliers?), which no rescaling of the whole sample brings within float64. Remove them, or use a "
+                "bounded kernel (rbf, laplace), or a robust test with clipped features (--contamination R --method clip).")
+    return "; rescale the data or change the kernel's parameters."
 
 
 def check_squared_norm(kernel: Kernel, value: float, scale: float, what: str) -> float:

@@ -53,6 +53,24 @@ def test_polynomial_overflow_is_detected():
         REG.get_kernel("polynomial", degree=60).diag(X)
 
 
+def test_an_overflow_beside_a_few_far_points_is_not_told_to_rescale(rng):
+    # one point at 1e200 among ordinary ones: no rescaling of the sample brings (x.y + 1)^2
+    # within float64, which "rescale the data" had suggested
+    X = rng.normal(size=(40, 2))
+    X[3] = [1e200, 1e200]
+    quadratic = REG.get_kernel("quadratic")
+    far = r"and only at 1 of the 40 points in this block: points far larger than the others \(gross outliers\?\)"
+    with pytest.raises(KernelOverflowError, match=far + r".*bounded kernel \(rbf, laplace\)"):
+        quadratic.gram(X)
+    with pytest.raises(KernelOverflowError, match=r"only at 1 of the 40 points"):
+        quadratic.diag(X)
+    # a scale that overflows everywhere is told to rescale, and a block of one point says nothing of outliers
+    with pytest.raises(KernelOverflowError, match=r"\(overflow\); rescale the data or change the kernel's parameters\.$"):
+        REG.get_kernel("quadratic", scale=1e200).gram(rng.normal(size=(40, 2)))
+    with pytest.raises(KernelOverflowError, match=r"\(overflow\); rescale the data"):
+        quadratic.gram(X[3:4])
+
+
 def test_memory_is_checked_before_allocating(monkeypatch):
     monkeypatch.setattr(resources, "available_memory", lambda: 10 * 2**20)
     with pytest.raises(ResourceError, match=r"A 2000 x 2000 float64 Gram matrix needs 30.5 MiB but only 9.0 MiB \(90% of the 10.0 MiB free\)"):
