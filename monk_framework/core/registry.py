@@ -12,15 +12,21 @@ Registering a plugin from a script with :meth:`Registry.register` raises instead
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib.metadata as metadata
 import inspect
 import os
 import re
-from collections.abc import Mapping
+import signal
+import sys
+import threading
+import warnings
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
+import numpy as np
 import pluggy
 
 from monk_framework.core import hookspecs
@@ -198,6 +204,39 @@ def _chosen(found: DiscoveredEntryPoint, chosen: set[str]) -> bool:
     return dist == OWN_DISTRIBUTION or found.entry_point.name in chosen or dist in {_normalize(c) for c in chosen}
 
 
+
+@contextlib.contextmanager
+def _process_state_kept() -> Iterator[None]:
+    """Around a third-party plugin's import: what its module-level code changes in the
+    process as a whole is put back, so that it cannot change how every other command
+    reads its arguments or reports: the working directory (relative data files would be
+    "no such file"), the warning filters, numpy's floating-point error state, the
+    standard streams, and the handlers of Ctrl-C and SIGTERM."""
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:  # the directory was removed under the process: nothing to put back
+        cwd = None
+    filters = list(warnings.filters)
+    errors = np.geterr()
+    streams = sys.stdout, sys.stderr
+    main = threading.current_thread() is threading.main_thread()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if cwd is not None and os.getcwd() != cwd:
+                os.chdir(cwd)
+        warnings.filters[:] = filters  # type: ignore[index]  # a list at run time
+        mutated = getattr(warnings, "_filters_mutated", None)  # the cache of what the filters decided
+        if mutated is not None:
+            mutated()
+        np.seterr(**errors)
+        sys.stdout, sys.stderr = streams
+        for number, handler in handlers.items():
+            if handler is not None and signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+
 class Registry:
     """Kernels and estimators from every installed plugin, queryable by name.
 
@@ -244,7 +283,8 @@ class Registry:
             if chosen is not None and not _chosen(found, chosen):
                 continue
             try:
-                plugin = found.entry_point.load()
+                with _process_state_kept():
+                    plugin = found.entry_point.load()
             except (Exception, SystemExit) as exc:  # any import failure of third-party code is a problem, not a crash
                 if from_signal_handler(exc):
                     raise  # the program's own timeout, which happened to interrupt an import

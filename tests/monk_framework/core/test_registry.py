@@ -438,3 +438,37 @@ def test_a_kernel_named_where_the_estimator_goes_is_said_to_be_one():
         reg.get_estimator("gaussian")
     with pytest.raises(UnknownNameError, match=r"^Unknown estimator 'u-sta'\. Did you mean 'u-stat'\?"):  # a typo as before
         reg.get_estimator("u-sta")
+
+
+def test_what_a_plugins_import_changes_in_the_process_is_put_back(tmp_path, monkeypatch):
+    # a module that moves the working directory at import had made every relative data
+    # file "no such file" in every command; filters, numpy's error state, the streams and
+    # the Ctrl-C handler are the process's too
+    import signal
+
+    source = """
+    import os, signal, sys, warnings
+    import numpy as np
+    os.chdir("/")
+    warnings.simplefilter("error")
+    np.seterr(all="raise")
+    sys.stdout = open(os.devnull, "w")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """
+    make_distribution(tmp_path, "monk-meddler", {"meddler": "monk_meddler_plugin"}, {"monk_meddler_plugin": source})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    monkeypatch.chdir(tmp_path)
+    before = (list(warnings.filters), np.geterr(), sys.stdout, signal.getsignal(signal.SIGINT))
+    try:
+        registry = Registry()
+        assert "monk_meddler_plugin" in sys.modules  # it was imported, and it registers nothing
+        assert not [p for p in registry.problems() if p.provider.distribution == "monk-meddler"]
+        assert Path.cwd() == tmp_path
+        assert (list(warnings.filters), np.geterr(), sys.stdout, signal.getsignal(signal.SIGINT)) == before
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            warnings.warn("still a warning", UserWarning, stacklevel=1)
+        assert [str(w.message) for w in caught] == ["still a warning"]
+    finally:
+        sys.modules.pop("monk_meddler_plugin", None)
