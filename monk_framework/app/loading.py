@@ -62,8 +62,13 @@ def load_sample(
         raise ParameterError(f"load_sample: kind must be 'vector', 'string' or None; got {shown(kind)}.")
     check_flag(case_sensitive, "load_sample: case_sensitive")
     p = Path(path)
-    if not p.exists():
-        raise DataFileError(str(p), _missing(p))
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EACCES):
+            raise DataFileError(str(p), _missing(p)) from None
+        # a name the system refuses outright (too long), an I/O error
+        raise DataFileError(str(p), f"cannot be read ({exc.strerror or exc}).") from None
     if p.is_dir():
         raise DataFileError(str(p), "is a directory, not a data file.")
     if not p.is_file():
@@ -220,6 +225,16 @@ def _read_delimited(
                 cells = [cell.strip() for cell in row]
                 if not any(cells) or cells[0].startswith("#"):
                     continue
+                if not seen_first and delimiter != " " and row and row[0].strip().lower().startswith("sep="):
+                    # Excel's separator line ("sep=," read as the cells "sep=" and ""): not data
+                    given = row[0].strip()[4:] or (delimiter if len(row) == 2 else "")
+                    if given == delimiter:
+                        continue
+                    raise DataFileError(str(path), f"is Excel's separator line {shown(','.join(row))}: the values are "
+                                        f"separated by {given!r}, where a {path.suffix} file has {delimiter!r}; save it "
+                                        "with ',' between values (a .csv) or tabs (a .tsv)"
+                                        + (", and '.' as the decimal point, e.g. pd.read_csv(path, sep=';', decimal=',', "
+                                           "skiprows=1).to_csv(new_path, index=False)." if given == ";" else "."), line=lineno)
                 if not seen_first:
                     seen_first = True
                     if numbers_text:
@@ -247,8 +262,9 @@ def _read_delimited(
                 if len(cells) != width:
                     # a header read whole, then rows of decimal commas: a semicolon-separated file
                     semicolons = delimiter == "," and _semicolon_numbers(",".join(cells))
+                    commas = delimiter == "\t" and len(cells) == 1 and cells[0].count(",") + 1 == width
                     raise DataFileError(str(path), f"has {len(cells)} columns where line {width_line} has {width}."
-                                        f"{_SEMICOLON_HINT if semicolons else ''}", line=lineno)
+                                        f"{_SEMICOLON_HINT if semicolons else _COMMAS_IN_TSV if commas else ''}", line=lineno)
                 if width_line == lineno and len(cells) > 1 and not cells[-1] and all(cells[:-1]) and delimiter != " ":
                     # the first row ends with the separator, as some writers end every line:
                     # it reads as a column of missing values
@@ -324,6 +340,8 @@ def _rows(handle: Any, delimiter: str) -> Any:
 _SEMICOLON_HINT = (" The values seem separated by ';' (a semicolon-separated file, as spreadsheets with a decimal "
                    "comma write them): save it with ',' between values and '.' as the decimal point, e.g. "
                    "pd.read_csv(path, sep=';', decimal=',').to_csv(new_path, index=False).")
+#: what a .tsv file whose values are separated by commas is told
+_COMMAS_IN_TSV = " The values seem separated by ',': a .tsv file is read with tabs between values; name it .csv."
 #: a number written with ',' between its thousands: 1,000 or -12,345.5
 _THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")
 
@@ -393,6 +411,8 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
             hint = _SEMICOLON_HINT
         elif lookalike_hint(cell):
             hint = lookalike_hint(cell)
+        elif path.suffix.lower() == ".tsv" and "," in cell and all(_cell_value(part) is not None for part in cell.split(",")):
+            hint = _COMMAS_IN_TSV
         elif _blank_separated_numbers(cell):
             hint = (" The values seem separated by tabs or spaces: a .csv file is read with ',' between values; "
                     "name a tab-separated file .tsv, or a file of numbers separated by spaces .txt.")
@@ -410,13 +430,38 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
     return value
 
 
+_EXPORT = "export the sample to .csv (one point a row) or to .npy (np.save) first."
+#: the first bytes of binary formats a data file is often in by mistake: what it is, what
+#: to do ({name}: the file's name, {plain}: a name for the text inside)
+_BINARY_FORMATS = {
+    b"\x1f\x8b": ("gzip-compressed", "decompress it first, e.g. gunzip -c {name} > {plain}"),
+    b"BZh": ("bzip2-compressed", "decompress it first, e.g. bunzip2 -c {name} > {plain}"),
+    b"\xfd7zXZ\x00": ("xz-compressed", "decompress it first, e.g. unxz -c {name} > {plain}"),
+    b"\x28\xb5\x2f\xfd": ("zstd-compressed", "decompress it first, e.g. zstd -dc {name} > {plain}"),
+    b"PK\x03\x04": ("a zip archive (as .xlsx, .ods and .npz files are)", "take the data out of it and " + _EXPORT),
+    b"\xd0\xcf\x11\xe0": ("an old-style Office file (.xls)", _EXPORT),
+    b"\x93NUMPY": ("a NumPy .npy file", "give it a .npy name, which is read as one."),
+    b"PAR1": ("a Parquet file", _EXPORT),
+    b"\x89HDF\r\n\x1a\n": ("an HDF5 file", _EXPORT),
+    b"\x89PNG": ("a PNG image", "give the data file, not a figure."),
+    b"%PDF": ("a PDF document", "give the data file, not a document."),
+}
+
+
 def _not_utf8(path: Path | str, exc: UnicodeDecodeError) -> DataFileError:
     """What to do with a text file that is not UTF-8: UTF-16 (what PowerShell's ``>`` and
     spreadsheets' "Unicode text" write) is named, and otherwise the first line that does
     not decode (the error's own offset counts from the start of a buffer, not the file)."""
     with Path(path).open("rb") as handle:
-        if handle.read(2) in (b"\xff\xfe", b"\xfe\xff"):
+        head = handle.read(8)
+        if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
             return DataFileError(str(path), "is UTF-16 text, not UTF-8; save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8).")
+        for magic, (kind, what_to_do) in _BINARY_FORMATS.items():
+            if head.startswith(magic):
+                name = Path(path).name
+                plain = shlex.quote(f"{Path(name).stem}-text{Path(name).suffix}")
+                return DataFileError(str(path), f"is {kind}, not text (its first bytes say so): "
+                                     + what_to_do.format(name=shlex.quote(name), plain=plain))
         handle.seek(0)
         # in blocks, not lines: a binary file may have no line end for gigabytes
         lines_before, carry = 0, b""

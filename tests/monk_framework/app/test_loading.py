@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -517,3 +519,62 @@ def test_a_table_given_to_a_string_kernel_is_refused_with_what_to_give(tmp_path,
     with pytest.raises(DataFileError, match=rf"seqs\{suffix}: a \{suffix} file is read as numbers .* the kernel takes strings: "
                                             r"give them as a .txt file .* or as FASTA; .* e.g. cut -(d, -)?f2 seqs"):
         load_sample(path, kind="string")
+
+
+@pytest.mark.parametrize("magic, what", [
+    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", "is gzip-compressed, not text"),
+    (b"BZh91AY&SY", "is bzip2-compressed"),
+    (b"\xfd7zXZ\x00\x00", "is xz-compressed"),
+    (b"\x28\xb5\x2f\xfd\x00", "is zstd-compressed"),
+    (b"PK\x03\x04\x14\x00", "is a zip archive (as .xlsx, .ods and .npz files are)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1", "is an old-style Office file (.xls)"),
+    (b"\x93NUMPY\x01\x00", "is a NumPy .npy file, not text"),
+    (b"PAR1\x15\x04", "is a Parquet file"),
+    (b"\x89HDF\r\n\x1a\n", "is an HDF5 file"),
+    (b"\x89PNG\r\n\x1a\n", "is a PNG image"),
+    (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3", "is a PDF document"),
+])
+@pytest.mark.parametrize("name, kind", [("data.csv", None), ("data.tsv", None), ("data.txt", "vector"),
+                                        ("data.txt", "string"), ("data.fa", None)])
+def test_a_binary_file_where_text_is_read_is_named_by_its_first_bytes(tmp_path, magic, what, name, kind):
+    # a gzip file was told to convert itself from Latin-1 (iconv -f LATIN1)
+    path = tmp_path / name
+    path.write_bytes(magic + bytes(range(128, 256)) * 4)
+    with pytest.raises(DataFileError, match=re.escape(f"{name}: {what}") + ".*its first bytes say so") as info:
+        load_sample(path, kind=kind)
+    assert "iconv" not in str(info.value)
+
+
+def test_a_compressed_file_is_told_the_command_that_gives_its_text(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe")
+    with pytest.raises(DataFileError, match=r"decompress it first, e\.g\. gunzip -c x\.csv > x-text\.csv$"):
+        load_sample(path)
+
+
+def test_excels_separator_line_is_skipped_or_explained(tmp_path):
+    rows = "1.5,2.5\n3.5,4.5\n"
+    (tmp_path / "plain.csv").write_text(rows)
+    (tmp_path / "sep.csv").write_text("sep=,\n" + rows)
+    assert np.array_equal(load_sample(tmp_path / "sep.csv"), load_sample(tmp_path / "plain.csv"))
+    (tmp_path / "tab.tsv").write_text("sep=\t\n" + rows.replace(",", "\t"))
+    assert np.array_equal(load_sample(tmp_path / "tab.tsv"), load_sample(tmp_path / "plain.csv"))
+    (tmp_path / "semi.csv").write_text("sep=;\n1,5;2,5\n")
+    with pytest.raises(DataFileError, match=r"semi.csv, line 1: is Excel's separator line 'sep=;': the values are separated "
+                                            r"by ';', where a .csv file has ','.*decimal=','"):
+        load_sample(tmp_path / "semi.csv")
+
+
+def test_a_tsv_file_separated_by_commas_is_told_its_name(tmp_path):
+    hint = r"The values seem separated by ',': a .tsv file is read with tabs between values; name it .csv\.$"
+    (tmp_path / "x.tsv").write_text("1.5,2.5\n3.5,4.5\n")
+    with pytest.raises(DataFileError, match=r"line 2, column 1: cannot read '3.5,4.5' as a number\. " + hint):
+        load_sample(tmp_path / "x.tsv")
+    (tmp_path / "y.tsv").write_text("a\tb\n1.5,2.5\n")  # a header written with tabs, the rows with commas
+    with pytest.raises(DataFileError, match=r"line 2: has 1 columns where line 1 has 2\. " + hint):
+        load_sample(tmp_path / "y.tsv")
+
+
+def test_a_name_the_system_refuses_is_not_called_missing(tmp_path):
+    with pytest.raises(DataFileError, match=r"a{300}\.csv: cannot be read \(File name too long\)"):
+        load_sample(tmp_path / ("a" * 300 + ".csv"))
