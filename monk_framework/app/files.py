@@ -41,8 +41,21 @@ def check_writable(path: Path | str, *, what: str = "the output file", inputs: I
     """Check, before any work, that a file can be written at ``path``: not a directory,
     not one of the ``inputs`` (the data the result would replace), and its directory
     can be created and written (probed with a temporary file). Symbolic links are
-    followed (:func:`followed`): the path returned is the one to write."""
-    given = Path(path)
+    followed (:func:`followed`): the path returned is the one to write. A name given with
+    a trailing separator (``out/``) means a directory, and is refused as one."""
+    if isinstance(path, str) and path.endswith(("/", os.sep)) and not Path(path).is_dir():
+        # Path("out/") is Path("out"): the result would be a file named like the folder meant
+        raise ParameterError(
+            f"{what} {path!r} ends with a separator, so it names a directory; give a file name inside it, e.g. "
+            f"{str(Path(path) / 'result.json')!r}."
+        )
+    try:
+        return _checked_writable(Path(path), what, inputs)
+    except OSError as exc:  # a name the system refuses outright (too long, a component it cannot search)
+        raise ParameterError(f"{what} {str(path)!r} cannot be written: {exc.strerror or exc}.") from None
+
+
+def _checked_writable(given: Path, what: str, inputs: Iterable[Path | str | None]) -> Path:
     if given.suffix.lower() in OTHER_FORMATS:
         # a result file is JSON: out.csv would hold JSON that a spreadsheet cannot read
         raise ParameterError(

@@ -152,9 +152,9 @@ class CellStore:
         self.close()
 
     def open(self) -> None:
-        if self.directory.exists() and not self.directory.is_dir():
-            raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: it is a file, not a directory.")
         try:
+            if self.directory.exists() and not self.directory.is_dir():
+                raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: it is a file, not a directory.")
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: {exc.strerror}.") from exc
@@ -247,7 +247,7 @@ class CellStore:
             return
         _check_regular(path)
         try:
-            found = json.loads(path.read_text(encoding="utf-8"))
+            found = json.loads(path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError, RecursionError) as exc:
             raise MonkError(f"Cannot read {str(path)!r}: {exc}. Use another output directory, or --fresh.") from None
         if not (isinstance(found, dict) and isinstance(found.get("config"), dict) and set(found) == {"experiment", "config"}):

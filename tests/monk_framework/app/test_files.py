@@ -106,3 +106,21 @@ def test_an_existing_file_that_cannot_be_read_is_not_called_a_non_result(tmp_pat
     with pytest.raises(ParameterError, match=r"--output '.*locked.json' exists and cannot be read \(Permission denied\), so "
                                              r"whether it holds a result .* is unknown"):
         check_writable(tmp_path / "locked.json", what="--output")
+
+
+def test_a_name_the_system_refuses_is_a_parameter_error(tmp_path):
+    # os.stat's ENAMETOOLONG had escaped as an internal error
+    with pytest.raises(ParameterError, match=r"--output '.*r{300}\.json' cannot be written: File name too long"):
+        check_writable(str(tmp_path / ("r" * 300 + ".json")), what="--output")
+
+
+def test_a_trailing_separator_names_a_directory(tmp_path):
+    # Path("out/") is Path("out"): the result would have been a file named like the folder
+    given = str(tmp_path / "out") + os.sep
+    with pytest.raises(ParameterError, match=r"ends with a separator, so it names a directory; give a file name inside it, "
+                                             r"e\.g\. '.*out/result\.json'"):
+        check_writable(given)
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ParameterError, match="is a directory; give a file name inside it"):
+        check_writable(given)
