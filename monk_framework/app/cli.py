@@ -166,7 +166,7 @@ class MonkGroup(TyperGroup):
     ) -> Any:
         global STATE
         STATE = _State()
-        with _escaping_what_the_terminal_cannot_encode():
+        with _stdout_for_the_result_only(), _escaping_what_the_terminal_cannot_encode():
             try:
                 with warnings.catch_warnings(), _terminate_as_interrupt():
                     # the library's own warnings (the compiled loops falling back) as one line
@@ -179,10 +179,7 @@ class MonkGroup(TyperGroup):
             except MonkError as exc:
                 code = _fail(str(exc), 1, exc=exc)
             except MemoryError as exc:  # an allocation the budget's checks did not foresee (another process took the room)
-                code = _fail(
-                    f"out of memory ({exc or 'an allocation failed'}). Give --max-memory a smaller budget (the work then "
-                    "runs in tiles that fit), or use fewer points.", 1, exc=exc,
-                )
+                code = _fail(_out_of_memory(exc), 1, exc=exc)
             except (typer.Abort, KeyboardInterrupt):
                 code = 130
             except _OutputFailed as exc:
@@ -264,6 +261,56 @@ def _escaping_what_the_terminal_cannot_encode() -> Any:
 
 
 @contextlib.contextmanager
+def _stdout_for_the_result_only() -> Any:
+    """While a command runs, file descriptor 1 points at stderr, and ``sys.stdout`` at a
+    copy of the real standard output: what compiled code or a plugin writes to the
+    descriptor itself (``os.write(1, ...)``, C's ``printf``), which no redirection of
+    ``sys.stdout`` catches, lands among the messages, never inside the table or the
+    JSON. Only for a process whose ``sys.stdout`` is descriptor 1 (not under a test
+    runner), and only when stderr is open; both come back after."""
+    stream = sys.stdout
+    try:
+        real = stream.fileno() == 1 and stream.isatty() is not None
+    except (AttributeError, OSError, ValueError):  # no descriptor (CliRunner), or closed
+        real = False
+    saved = -1
+    if real:
+        try:
+            os.fstat(2)  # open: else os.dup(1) would take descriptor 2 itself
+            stream.flush()
+            saved = os.dup(1)
+            os.dup2(2, 1)
+        except OSError:  # stderr closed (2>&-), or stdout gone: everything stays where it is
+            if saved >= 0:
+                os.close(saved)
+            saved = -1
+    if saved < 0:
+        yield
+        return
+    result = open(saved, "w", encoding=stream.encoding, errors=stream.errors, closefd=False,  # noqa: SIM115 - restored below
+                  buffering=1 if stream.line_buffering else -1)
+    sys.stdout = result
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            result.flush()
+        _flush_c_streams()  # what C code buffered for descriptor 1 goes to stderr, where it was written
+        sys.stdout = stream
+        with contextlib.suppress(OSError):
+            os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _flush_c_streams() -> None:
+    """fflush(NULL): the C library's buffered output, where there is one to reach."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+
+
+@contextlib.contextmanager
 def _terminate_as_interrupt() -> Any:
     """SIGTERM (what batch schedulers and ``kill`` send) ends a command as Ctrl-C does:
     the same one line, what was saved said, an embedded Dask cluster shut down, exit 130;
@@ -330,21 +377,44 @@ def _one_line_warnings(show: Any) -> Any:
     return one_line
 
 
-def _unexpected(exc: Exception) -> str:
-    """The message of an exception nothing expected: the third-party plugin whose code
-    raised it (the innermost frame of the traceback that is a plugin's), else an
-    internal error of monkfw."""
+def _plugin_frame(exc: BaseException) -> tuple[Any, str] | None:
+    """(provider, function) of the innermost frame of ``exc``'s traceback that is a
+    third-party plugin's code, or None."""
     frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
     try:
         registry = get_registry()
         for frame in reversed(frames):
             provider = registry.provider_of(str(frame.f_globals.get("__name__", "")))
             if provider is not None:
-                return (f"the plugin {provider} failed in {frame.f_code.co_name}: {type(exc).__name__}: {exc} "
-                        "(rerun with --debug for the traceback)")
+                return provider, frame.f_code.co_name
     except Exception:  # noqa: BLE001 - the message of an error must not fail in turn
         pass
+    return None
+
+
+def _unexpected(exc: Exception) -> str:
+    """The message of an exception nothing expected: the third-party plugin whose code
+    raised it (the innermost frame of the traceback that is a plugin's); a file the
+    system refused (an OSError that names it); else an internal error of monkfw."""
+    found = _plugin_frame(exc)
+    if found is not None:
+        return (f"the plugin {found[0]} failed in {found[1]}: {type(exc).__name__}: {exc} "
+                "(rerun with --debug for the traceback)")
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"cannot use {str(exc.filename)!r}: {exc.strerror or exc}."
     return f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+
+
+def _out_of_memory(exc: MemoryError) -> str:
+    """An allocation that failed although the budget's checks let the work start
+    (another process took the room), or a plugin's own MemoryError, named as such."""
+    found = _plugin_frame(exc)
+    what = str(exc) or "an allocation failed"
+    if found is not None:
+        return (f"the plugin {found[0]} ran out of memory in {found[1]} ({what}). Give --max-memory a smaller budget "
+                "(the plugin then gets smaller tiles), or use fewer points.")
+    return (f"out of memory ({what}). Give --max-memory a smaller budget (the work then runs in tiles that fit), or use "
+            "fewer points.")
 
 
 def _usage_error(exc: Exception) -> int:
@@ -472,10 +542,29 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+def _spec_text(text: str) -> str:
+    """A kernel or estimator option's value: an empty one (an unset shell variable, say)
+    is refused by the option's name, before any plugin is looked up."""
+    if not text.strip():
+        raise typer.BadParameter("is empty; give a name, listed by monkfw plugins.")
+    return text
+
+
+def _file_path(text: str) -> Path:
+    """:func:`_path` for a file to write: ``out/`` names a directory, which ``Path``
+    would read as the file ``out``."""
+    path = _path(text)
+    if text.endswith(("/", os.sep)) and not path.is_dir():
+        raise typer.BadParameter(f"{text!r} ends with a separator, so it names a directory; give a file name inside it, "
+                                 f"e.g. {str(path / 'result.json')!r}.")
+    return path
+
+
 # options shared by the commands that take two samples (run, test)
-KernelOption = Annotated[str | None, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins'); default: rbf for vectors "
+KernelOption = Annotated[str | None, typer.Option("--kernel", "-k", parser=_spec_text, help="Kernel name (see 'monkfw plugins'); default: rbf for vectors "
     "(sigma by the median heuristic), ssk for strings.", autocompletion=_complete("kernel"), show_default=False)]
-EstimatorOption = Annotated[str, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))]
+EstimatorOption = Annotated[str, typer.Option("--estimator", "-e", parser=_spec_text, help="Estimator name (see 'monkfw plugins').",
+                                              autocompletion=_complete("estimator"))]
 XOption = Annotated[Path | None, typer.Option("--x", "-x", parser=_path, help="Sample X: .npy, .csv, .tsv or .txt (vectors), .txt or FASTA (strings).")]
 YOption = Annotated[Path | None, typer.Option("--y", "-y", parser=_path, help="Sample Y, in the same formats as --x.")]
 SamplesArgument = Annotated[list[Path] | None, typer.Argument(parser=_path, help="The files of X and Y (the same as --x X --y Y).",
@@ -494,7 +583,7 @@ MaxMemoryOption = Annotated[
     typer.Option("--max-memory", help="Memory the work may hold beyond the data, e.g. 2GB or 512MiB (default: half the "
         "available memory); over it Gram matrices are computed in tiles, with the same numbers.", show_default=False),
 ]
-OutputOption = Annotated[Path | None, typer.Option("--output", "-o", parser=_path, help="Also save the JSON result to this file (written atomically).")]
+OutputOption = Annotated[Path | None, typer.Option("--output", "-o", parser=_file_path, help="Also save the JSON result to this file (written atomically).")]
 
 
 # -- monkfw plugins -----------------------------------------------------------------
@@ -635,7 +724,7 @@ def describe(
 def run(
     files: SamplesArgument = None,
     kernel: KernelOption = None,
-    estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="Estimator name (see 'monkfw plugins'); default: "
+    estimator: Annotated[str | None, typer.Option("--estimator", "-e", parser=_spec_text, help="Estimator name (see 'monkfw plugins'); default: "
         "u-stat.", autocompletion=_complete("estimator"), show_default=False)] = None,
     x: XOption = None,
     y: YOption = None,
@@ -886,11 +975,11 @@ ContaminationOption = Annotated[
 @app.command("test")
 def test_command(
     files: SamplesArgument = None,
-    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help="Kernel name (see 'monkfw plugins'); default: rbf "
+    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", parser=_spec_text, help="Kernel name (see 'monkfw plugins'); default: rbf "
         "for vectors (sigma by the median heuristic), ssk for strings. With --aggregate, repeat it for a collection: a -k "
         "without sigma stands for its family at --bandwidths (or at 10 over the pooled distances).",
         autocompletion=_complete("kernel"), show_default=False)] = None,
-    estimator: Annotated[str | None, typer.Option("--estimator", "-e", help="MMD estimator (see 'monkfw plugins'); default: u-stat "
+    estimator: Annotated[str | None, typer.Option("--estimator", "-e", parser=_spec_text, help="MMD estimator (see 'monkfw plugins'); default: u-stat "
         "(with --contamination: v-stat for dc, u-stat for mom).", autocompletion=_complete("estimator"), show_default=False)] = None,
     x: XOption = None,
     y: YOption = None,
@@ -1085,8 +1174,8 @@ def experiment_command(
     runs: Annotated[int | None, typer.Option("--runs", min=1, max=LARGEST_INT, help="Monte-Carlo runs per setting (default: 100 for exp1, "
         "400 for exp2).", show_default=False)] = None,
     sizes: Annotated[str | None, typer.Option("--sizes", help="Sample sizes N, comma-separated (per sample).", show_default=False)] = None,
-    estimators: Annotated[list[str] | None, typer.Option("--estimator", "-e", help="An estimator spec, e.g. monk-bcd:n_blocks=21 (repeatable; "
-        "replaces the default list).", show_default=False)] = None,
+    estimators: Annotated[list[str] | None, typer.Option("--estimator", "-e", parser=_spec_text, help="An estimator spec, e.g. "
+        "monk-bcd:n_blocks=21 (repeatable; replaces the default list).", show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Master seed: every cell's seed derives from it and the cell's settings.")] = 0,
     fresh: Annotated[bool, typer.Option("--fresh", help="Delete the results already in --out and start over (otherwise a run resumes).")] = False,
     backend: BackendOption = "local",

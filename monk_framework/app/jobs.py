@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -78,6 +79,21 @@ def parse_assignment(text: str, option: str) -> tuple[str, Any]:
     return key.strip(), parse_value(value, f"{option} {key.strip()}")
 
 
+#: one key=value of a spec's list, as `-p n_blocks=61,solver=exact` joins them
+_ASSIGNMENT = re.compile(r"^\s*[A-Za-z_][\w.]*\s*=")
+
+
+def _each_assignment(assignments: Sequence[str]) -> list[str]:
+    """The ``key=value`` items of ``--param`` options; one option may join several with
+    commas, as a spec does (``-p n_blocks=61,solver=exact``), when every part is one (a
+    value with a comma of its own, ``-p sigma=1,2``, stays whole and is refused as a value)."""
+    items: list[str] = []
+    for text in assignments:
+        parts = text.split(",") if isinstance(text, str) else [text]
+        items.extend(parts if len(parts) > 1 and all(_ASSIGNMENT.match(part) for part in parts) else [text])
+    return items
+
+
 def _route(params: dict[str, Any], key: str, value: Any) -> None:
     if key in params:
         raise ParameterError(f"--param {key} is given twice; give each parameter once.")
@@ -95,7 +111,7 @@ def route_params(
     kernel_keys = {p.name for p in kernel_cls.parameters()}
     estimator_keys = {p.name for p in estimator_cls.parameters()}
     routed: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
-    for text in assignments:
+    for text in _each_assignment(assignments):
         key, value = parse_assignment(text, "--param")
         target, _, bare = key.rpartition(".")
         if target:

@@ -301,6 +301,42 @@ def test_running_out_of_memory_unforeseen_is_said_as_such(monkeypatch):
     assert result.exit_code == 1 and "internal error" not in result.stderr
     assert "Error: out of memory (Unable to allocate 2.98 GiB for an array with shape (20000, 20000) and data type " \
         "float64). Give --max-memory a smaller budget" in result.stderr
+    # an empty MemoryError() read "out of memory ()"
+    monkeypatch.setattr(jobs, "run", lambda *args, **kwargs: (_ for _ in ()).throw(MemoryError()))
+    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=30")
+    assert result.exit_code == 1 and "Error: out of memory (an allocation failed). Give --max-memory" in result.stderr
+
+
+def test_a_file_the_system_refuses_is_named_not_an_internal_error(monkeypatch):
+    # an OSError naming a file, from a path no check foresaw (a file removed under the run)
+    from monk_framework.app import jobs
+
+    def gone(*args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", "results/part.tmp")
+
+    monkeypatch.setattr(jobs, "run", gone)
+    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=30")
+    assert result.exit_code == 1 and "internal error" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "Error: cannot use 'results/part.tmp': No such file or directory."
+
+
+def test_one_param_option_may_join_several_as_a_spec_does():
+    joined = invoke("run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=3,n_iter=20,sigma=1", "--data-param", "n=30", "--json")
+    apart = invoke("run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=3", "-p", "n_iter=20", "-p", "sigma=1", "--data-param",
+                   "n=30", "--json")
+    assert joined.exit_code == apart.exit_code == 0, joined.stderr
+    assert json.loads(joined.stdout)["mmd"] == json.loads(apart.stdout)["mmd"]
+    assert json.loads(joined.stdout)["estimator_params"]["n_iter"] == 20
+    # a value with a comma of its own stays one value, refused as such
+    listed = invoke("run", "-k", "rbf", "-p", "sigma=1,2", "--data-param", "n=30")
+    assert listed.exit_code == 2 and "The 'sigma' parameter of RBFKernel must be a float > 0 or 'median'. Got '1,2'" in listed.stderr
+
+
+@pytest.mark.parametrize("option", ["-k", "-e"])
+def test_an_empty_kernel_or_estimator_option_is_named(option):
+    result = invoke("run", option, "", "--data-param", "n=30")
+    name = "--kernel' / '-k'" if option == "-k" else "--estimator' / '-e'"
+    assert result.exit_code == 2 and f"Invalid value for '{name}: is empty; give a name, listed by monkfw plugins" in result.stderr
 
 
 def test_name_completion():
