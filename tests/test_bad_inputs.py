@@ -112,6 +112,11 @@ def _files(root: Path) -> None:
     (root / "trailing.csv").write_text("".join(f"{a!r},{b!r},\n" for a, b in X.tolist()))
     (root / "numbered.fa").write_text(">a\n     1 acgtacgtac gtacgtacgt\n>b\n     1 ttgcaacgtt\n")
     (root / "dna1.fa.gz").write_bytes(b"\x1f\x8b\x08\x00")
+    (root / "gzipped.csv").write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xff\xfe" + bytes(range(256)))
+    (root / "npy.txt").write_bytes((root / "x.npy").read_bytes())
+    (root / "sep-comma.csv").write_text("sep=,\n" + "".join(f"{a!r},{b!r}\n" for a, b in X.tolist()))
+    (root / "sep-semicolon.csv").write_text("sep=;\n" + "".join(f"{a!r};{b!r}\n" for a, b in X.tolist()))
+    (root / "commas.tsv").write_text("".join(f"{a!r},{b!r}\n" for a, b in X.tolist()))
     _results_folders(root)
 
 
@@ -364,6 +369,31 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("kernel-given-as-estimator", ["run", "-e", "rbf", *SMALL], 2, r"'rbf' is a kernel, not an estimator\. Known estimators: "),
     ("output-is-another-file", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "notes.json"], 2, r"--output 'notes.json' exists and is not "
         r"a monkfw result: it would be overwritten"),
+    # a name the system refuses (a component over 255 bytes) was an internal error: OSError
+    ("output-name-too-long", [*RUN, *SMALL, "-o", "r" * 300 + ".json"], 2, r"--output 'r{300}\.json' cannot be written: File "
+        r"name too long"),
+    ("out-name-too-long", ["experiment", "exp1", "--quick", "--out", "o" * 300], 1, r"Cannot create the results directory "
+        r"'o{300}': File name too long"),
+    ("data-name-too-long", [*RUN, "--x", "a" * 300 + ".csv", "--y", "y.npy"], 1, r"a{300}\.csv: cannot be read \(File name "
+        r"too long\)"),
+    # Path("newdir/") is Path("newdir"): the result was written to a file named like the folder
+    ("output-ends-with-separator", [*RUN, *SMALL, "-o", "newdir/"], 2, r"Invalid value for '--output' / '-o': 'newdir/' ends "
+        r"with a separator, so it names a directory; give a file name inside it, e.g. 'newdir/result.json'"),
+    # binary files in a text reader were told to convert from Latin-1 (iconv)
+    ("gzip-named-csv", [*RUN, "--x", "gzipped.csv", "--y", "y.npy"], 1, r"gzipped.csv: is gzip-compressed, not text \(its first "
+        r"bytes say so\): decompress it first, e.g. gunzip -c gzipped.csv > gzipped-text.csv"),
+    ("npy-named-txt", [*RUN, "--x", "npy.txt", "--y", "y.npy"], 1, r"npy.txt: is a NumPy .npy file, not text \(its first bytes say "
+        r"so\): give it a .npy name"),
+    ("excel-separator-line-semicolon", [*RUN, "--x", "sep-semicolon.csv", "--y", "y.npy"], 1, r"sep-semicolon.csv, line 1: is "
+        r"Excel's separator line 'sep=;': the values are separated by ';', where a .csv file has ','"),
+    ("tsv-with-commas", [*RUN, "--x", "commas.tsv", "--y", "y.npy"], 1, r"commas.tsv, line 2, column 1: cannot read .* as a number. "
+        r"The values seem separated by ',': a .tsv file is read with tabs between values; name it .csv"),
+    ("empty-kernel-option", ["run", "-k", "", "-e", "u-stat", *SMALL], 2, r"Invalid value for '--kernel' / '-k': is empty; give a "
+        r"name, listed by monkfw plugins"),
+    # an unbounded kernel's value beside one point at 1e200 overflows: rescaling would not help
+    ("quadratic-gross-outlier-overflow", ["test", "-k", "quadratic", "--method", "mom", "--contamination", "1", "--x",
+        "outlier.npy", "--y", "y.npy", "-B", "19"], 1, r"Kernel quadratic\(.*\) gives non-finite values on these data: inf, a "
+        r"value beyond float64 \(overflow\), and only at 1 of the \d+ points in this block: points far larger than the others"),
 ]
 
 #: (id, arguments): extreme but valid inputs that must give a finite, non-degenerate MMD²
@@ -401,12 +431,17 @@ VALID: list[tuple[str, list[str]]] = [
                                            "y.npy", "-B", "99", "--json"]),
     # two points against two, far apart: 6 splits, so no p-value of the data below 1/6
     ("two-points-against-two", ["test", "--x", "two-x.npy", "--y", "two-y.npy", "-B", "99", "--json"]),
+    # Excel's separator line, when it names the file's own separator, is no data
+    ("excel-separator-line", ["run", "-k", "rbf", "-e", "v-stat", "--x", "sep-comma.csv", "--y", "y.npy", "--json"]),
+    # one -p joining several key=value, as a spec does
+    ("param-joined-with-commas", ["run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=3,n_iter=20", *SMALL, "--json"]),
 ]
 
 
 #: a third-party distribution whose plugins misbehave, installed on PYTHONPATH for
 #: PLUGIN_CASES only; and one whose module fails to import
 HOSTILE_PLUGINS = """
+import os
 import sys
 from typing import ClassVar
 
@@ -548,9 +583,28 @@ class Misfeatured(Scribbler):
         return 2.0 * X
 
 
+@attrs.frozen(kw_only=True)
+class Hungry(Scribbler):
+    name: ClassVar[str] = "hungry"
+    summary: ClassVar[str] = "A kernel whose code runs out of memory."
+
+    def compute_gram(self, X, Y):
+        raise MemoryError()
+
+
+@attrs.frozen(kw_only=True)
+class Descriptor(Scribbler):
+    name: ClassVar[str] = "descriptor"
+    summary: ClassVar[str] = "The linear kernel, writing straight to file descriptor 1 (as C code's printf does)."
+
+    def compute_gram(self, X, Y):
+        os.write(1, b"descriptor: a tile {not json\\n")
+        return X @ Y.T
+
+
 @hookimpl
 def monk_kernels():
-    return [Scribbler, Quitter, NaNKernel, Complexer, BadFit, BadSpec, Lopsided, Misfeatured]
+    return [Scribbler, Quitter, NaNKernel, Complexer, BadFit, BadSpec, Lopsided, Misfeatured, Hungry, Descriptor]
 
 
 @hookimpl
@@ -573,6 +627,9 @@ def _plugin_site(root: Path) -> Path:
     site.mkdir()
     _distribution(site, "monk-hostile", "hostile", "monk_hostile", HOSTILE_PLUGINS)
     _distribution(site, "monk-broken-rq", "rq", "monk_broken_rq", "raise ImportError('scipy.special.rq is gone')\n")
+    # a plugin whose import changes the process's working directory: every relative data
+    # file was "no such file" (the import's changes to the process are put back)
+    _distribution(site, "monk-wanderer", "wanderer", "monk_wanderer", "import os\nos.chdir('/')\n")
     return site
 
 
@@ -613,11 +670,19 @@ PLUGIN_CASES: list[tuple[str, list[str], int, str, dict[str, str]]] = [
      r"Unknown kernel 'scribbler'.*could not be loaded: MONK_LOAD_PLUGINS: 'hostlie' matches no installed plugin's.*"
      r"Did you mean 'hostile'",
      {"MONK_LOAD_PLUGINS": "hostlie"}),
+    # a plugin's own MemoryError was "out of memory ()", named after no one
+    ("plugin-runs-out-of-memory", ["run", "-k", "hungry", "-e", "v-stat", *SMALL], 1,
+     r"the plugin monk-hostile==1.2.3\[hostile\] ran out of memory in compute_gram \(an allocation failed\)", {}),
     ("compiled-switch-typo", [*RUN, *SMALL], 2, r"MONK_COMPILED='fasle' is not a switch: give 0 \(off\) or 1 \(on, the default\)",
      {"MONK_COMPILED": "fasle"}),
 ]
 #: a plugin that prints while it computes: the JSON on stdout stays whole
 PLUGIN_VALID = ("plugin-prints-into-json", ["run", "-k", "rbf", "-e", "chatty", *SMALL, "--json"])
+#: a plugin that writes to file descriptor 1 itself, which no redirection of sys.stdout
+#: catches; with relative data files, beside the plugin whose import changes directory. A
+#: real process: the suite's driver shares one stdout among its cases
+PLUGIN_REAL = ("plugin-writes-to-descriptor-1", ["run", "-k", "descriptor", "-e", "v-stat", "--x", "x.npy", "--y", "y.npy",
+                                                 "--json"])
 
 
 def _far_from_origin() -> tuple[np.ndarray, np.ndarray]:
@@ -924,6 +989,20 @@ def test_a_misbehaving_plugin_gets_a_one_line_error_naming_it(outcomes, case_id,
     assert len(lines) == 1 and re.match(r"Error: " + first_line, lines[0]), result.stderr
 
 
+def test_what_a_plugin_writes_to_descriptor_1_never_reaches_the_json(tmp_path):
+    _files(tmp_path)
+    site = _plugin_site(tmp_path)
+    script = Path(sys.executable).with_name("monkfw")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "monk_framework"]
+    result = subprocess.run([*command, *PLUGIN_REAL[1]], cwd=tmp_path, env={**_env(), "PYTHONPATH": str(site)},
+                            capture_output=True, text=True, timeout=120, preexec_fn=_limit_memory)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    X, Y = np.load(tmp_path / "x.npy"), np.load(tmp_path / "y.npy")
+    assert found["mmd2"] == pytest.approx(float(np.sum((X.mean(0) - Y.mean(0)) ** 2)), rel=1e-12)
+    assert "descriptor: a tile {not json" in result.stderr
+
+
 def test_what_a_plugin_prints_never_reaches_the_json(outcomes):
     result = outcomes[PLUGIN_VALID[0]]
     assert result.returncode == 0, result.stderr
@@ -947,7 +1026,7 @@ def test_the_numbers_the_reliability_page_shows_are_what_the_suite_gives(outcome
 def test_reliability_page_lists_every_case():
     text = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
     listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M))
-    ids = {c[0] for c in CASES} | {v[0] for v in VALID} | {c[0] for c in PLUGIN_CASES} | {PLUGIN_VALID[0]}
+    ids = {c[0] for c in CASES} | {v[0] for v in VALID} | {c[0] for c in PLUGIN_CASES} | {PLUGIN_VALID[0], PLUGIN_REAL[0]}
     assert ids - listed == set(), "cases missing from docs/reliability.md"
     assert listed - ids == set(), "docs/reliability.md lists cases the suite does not run"
     # and the README counts them as they are
