@@ -9,6 +9,7 @@ parameter), 130 interrupted. No traceback unless ``--debug``.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 import threading
@@ -172,6 +173,9 @@ class MonkGroup(TyperGroup):
                     # the library's own warnings (the compiled loops falling back) as one line
                     warnings.showwarning = _one_line_warnings(warnings.showwarning)
                     code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+                    # what is still buffered for stdout is written now, where a full device is one line
+                    if sys.stdout is not None:
+                        _GuardedStdout().flush()
             except typer.TyperException as exc:  # click usage errors (bad option, missing value)
                 code = _usage_error(exc)
             except USAGE_ERRORS as exc:
@@ -270,7 +274,7 @@ def _stdout_for_the_result_only() -> Any:
     runner), and only when stderr is open; both come back after."""
     stream = sys.stdout
     try:
-        real = stream.fileno() == 1 and stream.isatty() is not None
+        real = stream.fileno() == 1
     except (AttributeError, OSError, ValueError):  # no descriptor (CliRunner), or closed
         real = False
     saved = -1
@@ -287,8 +291,11 @@ def _stdout_for_the_result_only() -> Any:
     if saved < 0:
         yield
         return
-    result = open(saved, "w", encoding=stream.encoding, errors=stream.errors, closefd=False,  # noqa: SIM115 - restored below
-                  buffering=1 if stream.line_buffering else -1)
+    # buffered as the stream it stands for (unbuffered under python -u or PYTHONUNBUFFERED)
+    raw = io.FileIO(saved, "w", closefd=False)
+    unbuffered = getattr(stream, "write_through", False) and isinstance(getattr(stream, "buffer", None), io.FileIO)
+    result = io.TextIOWrapper(raw if unbuffered else io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,
+                              line_buffering=stream.line_buffering, write_through=bool(getattr(stream, "write_through", False)))
     sys.stdout = result
     try:
         yield

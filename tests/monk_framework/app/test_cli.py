@@ -212,13 +212,15 @@ def test_a_reader_that_leaves_ends_the_command_quietly_and_a_full_device_is_one_
         left = subprocess.run([*cmd, "-q", *args], stdout=closed, stderr=subprocess.PIPE, text=True, timeout=120)
     assert left.returncode == 141 and left.stderr == "", left.stderr
     if os.path.exists("/dev/full"):
-        with open("/dev/full", "w") as full:
-            saved = tmp_path / "kept.json"
-            done = subprocess.run([*cmd, "-q", *args, *(["-o", str(saved)] if args[0] == "test" else [])], stdout=full,
-                                  stderr=subprocess.PIPE, text=True, timeout=120)
-        assert done.returncode == 1 and done.stderr == "Error: cannot write to standard output: No space left on device.\n"
-        if args[0] == "test":
-            assert json.loads(saved.read_text())["type"] == "permutation-test"  # what -o saved is whole
+        # buffered (a result smaller than the buffer fails only when it is flushed) and not
+        for env in ({k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}, {**os.environ, "PYTHONUNBUFFERED": "1"}):
+            with open("/dev/full", "w") as full:
+                saved = tmp_path / "kept.json"
+                done = subprocess.run([*cmd, "-q", *args, *(["-o", str(saved)] if args[0] == "test" else [])], stdout=full,
+                                      stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+            assert done.returncode == 1 and done.stderr == "Error: cannot write to standard output: No space left on device.\n"
+            if args[0] == "test":
+                assert json.loads(saved.read_text())["type"] == "permutation-test"  # what -o saved is whole
 
 
 def test_a_closed_stdout_is_one_line_and_a_full_stderr_does_not_end_the_work(tmp_path):
