@@ -21,7 +21,8 @@ optional hook the engine may call is checked against its definition: ``sup_diag`
 every value, ``feature_diameter`` every distance between feature vectors,
 ``translation_invariant`` holds under a shift, ``spectral_frequencies`` give the kernel
 by Bochner's theorem (Monte Carlo on 100 pairs), ``gaussian_expectation`` matches
-20 000 draws, ``compute_block_gram`` is WᵀKW, ``anchored`` gives
+20 000 draws, ``compute_block_gram`` is WᵀKW, overrides of ``symmetric_gram`` and
+``rectangular_gram`` give ``compute_gram``'s matrices, ``anchored`` gives
 k(a + u, a + v) − k(a + u, a) − k(a, a + v) + k(a, a) (values, diagonal, features; anchored
 twice, at a + b).
 
@@ -156,6 +157,13 @@ def check_kernel(cls: type[Kernel]) -> None:
         _fail(label, f"gram(X) fails the framework's checks: {exc}")
     if _relative(public, K) > 1e-6:
         _fail(label, "gram(X) differs from compute_gram(X, X).")
+    # and for two samples: an override of rectangular_gram is the engine's whole k(X, Y)
+    try:
+        public_xy = kernel.gram(X, Y)
+    except MonkError as exc:
+        _fail(label, f"gram(X, Y) fails the framework's checks: {exc}")
+    if public_xy.shape != Kxy.shape or _relative(public_xy, Kxy) > 1e-6:
+        _fail(label, "gram(X, Y) differs from compute_gram(X, Y) (an override of rectangular_gram must give the same matrix).")
     # a direct block Gram matrix, where the kernel has one, is W'KW of its own Gram matrix
     W = np.random.default_rng(2).normal(size=(30, 2))
     try:

@@ -197,6 +197,7 @@ class ReusedBuffer(Cauchy):
 
 def test_a_correct_kernel_passes():
     check_kernel(Cauchy)
+    check_kernel(RightWholeGrams)
     check_kernel(RightBlockGram)
     check_kernel(Gauss)
     check_kernel(RightPairs)
@@ -321,6 +322,41 @@ class AnchorOfAnotherClass(AnchoredSquare):
         return AnchoredSquare(anchor=tuple(anchor))
 
 
+@attrs.frozen(kw_only=True)
+class WrongWholeGram(Cauchy):
+    """A faster whole Gram matrix (symmetric_gram) whose off-diagonal values are not the kernel's."""
+
+    name: ClassVar[str] = "wrong-whole-gram"
+
+    def symmetric_gram(self, X, *, run_bands=None):
+        K = self.compute_gram(X, X)
+        return np.where(np.eye(len(X), dtype=bool), K, 0.9 * K)
+
+
+@attrs.frozen(kw_only=True)
+class WrongRectangularGram(Cauchy):
+    """A faster k(X, Y) (rectangular_gram) that is not compute_gram(X, Y)."""
+
+    name: ClassVar[str] = "wrong-rectangular-gram"
+
+    def rectangular_gram(self, X, Y, *, run_bands=None):
+        return 0.9 * self.compute_gram(X, Y)
+
+
+@attrs.frozen(kw_only=True)
+class RightWholeGrams(Cauchy):
+    """Both whole-matrix overrides, computed as the kernel is."""
+
+    name: ClassVar[str] = "right-whole-grams"
+
+    def symmetric_gram(self, X, *, run_bands=None):
+        K = self.compute_gram(X, X)
+        return (K + K.T) / 2
+
+    def rectangular_gram(self, X, Y, *, run_bands=None):
+        return self.compute_gram(X, Y)
+
+
 def test_a_true_shift_free_declaration_passes():
     check_kernel(Dot)
     check_kernel(FeaturedDot)
@@ -351,6 +387,8 @@ def test_a_true_shift_free_declaration_passes():
         (AnchorIgnored, r"anchored\(a\).compute_gram\(X - a, Y - a\) is not k\(x, y\) - k\(x, a\) - k\(a, y\) \+ k\(a, a\)"),
         (AnchorReplaced, r"anchored\(a\).anchored\(b\) is not anchored\(a \+ b\)"),
         (AnchorOfAnotherClass, r"anchored fails the framework's checks: .*anchored returned AnchoredSquare"),
+        (WrongWholeGram, r"gram\(X\) differs from compute_gram\(X, X\)"),
+        (WrongRectangularGram, r"gram\(X, Y\) differs from compute_gram\(X, Y\) \(an override of rectangular_gram"),
     ],
 )
 def test_broken_kernels_are_caught_by_name(cls, message):
