@@ -295,7 +295,7 @@ def _stdout_for_the_result_only() -> Any:
     raw = io.FileIO(saved, "w", closefd=False)
     unbuffered = getattr(stream, "write_through", False) and isinstance(getattr(stream, "buffer", None), io.FileIO)
     result = io.TextIOWrapper(raw if unbuffered else io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,
-                              line_buffering=stream.line_buffering, write_through=bool(getattr(stream, "write_through", False)))
+                              line_buffering=bool(stream.line_buffering), write_through=bool(getattr(stream, "write_through", False)))
     sys.stdout = result
     try:
         yield
