@@ -67,7 +67,7 @@ def test_n_blocks_as_an_array_is_refused_by_name():
         robust_test("rbf:sigma=1", X, Y, contamination=1, method="mom", n_blocks=np.array([3, 5]), rng=0)
 
 
-@pytest.mark.parametrize("value", [1, 0.5, True, object()], ids=repr)
+@pytest.mark.parametrize("value", [1, 0.5, True, object()], ids=["1", "0.5", "True", "an-object"])
 @pytest.mark.parametrize("call", ["robust_test", "aggregated_test"])
 def test_an_estimator_that_is_no_estimator_is_named(call, value):
     # robust_test(estimator=1) was AttributeError: 'int' object has no attribute 'role'
