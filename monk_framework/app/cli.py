@@ -31,7 +31,7 @@ from typer.core import TyperGroup
 from monk_framework.app import jobs
 from monk_framework.app.datasets import DATASETS
 from monk_framework.app.experiments import get_experiment, run_experiment
-from monk_framework.app.files import check_writable, write_atomically
+from monk_framework.app.files import check_writable, directory_name_problem, write_atomically
 from monk_framework.core.errors import DataWarning, MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError, shown
 from monk_framework.core.params import LARGEST_INT, Configurable, parse_spec
 from monk_framework.core.registry import PluginEntry, get_registry
@@ -561,9 +561,9 @@ def _file_path(text: str) -> Path:
     """:func:`_path` for a file to write: ``out/`` names a directory, which ``Path``
     would read as the file ``out``."""
     path = _path(text)
-    if text.endswith(("/", os.sep)) and not path.is_dir():
-        raise typer.BadParameter(f"{text!r} ends with a separator, so it names a directory; give a file name inside it, "
-                                 f"e.g. {str(path / 'result.json')!r}.")
+    problem = directory_name_problem(text)
+    if problem is not None:
+        raise typer.BadParameter(problem)
     return path
 
 

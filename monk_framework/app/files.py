@@ -13,7 +13,7 @@ from typing import Any
 
 from monk_framework.core.errors import MonkError, ParameterError
 
-__all__ = ["check_writable", "followed", "write_atomically", "write_csv_atomically"]
+__all__ = ["check_writable", "directory_name_problem", "followed", "write_atomically", "write_csv_atomically"]
 
 
 def followed(path: Path | str, *, what: str = "the output file") -> Path:
@@ -43,16 +43,23 @@ def check_writable(path: Path | str, *, what: str = "the output file", inputs: I
     can be created and written (probed with a temporary file). Symbolic links are
     followed (:func:`followed`): the path returned is the one to write. A name given with
     a trailing separator (``out/``) means a directory, and is refused as one."""
-    if isinstance(path, str) and path.endswith(("/", os.sep)) and not Path(path).is_dir():
-        # Path("out/") is Path("out"): the result would be a file named like the folder meant
-        raise ParameterError(
-            f"{what} {path!r} ends with a separator, so it names a directory; give a file name inside it, e.g. "
-            f"{str(Path(path) / 'result.json')!r}."
-        )
+    problem = directory_name_problem(path) if isinstance(path, str) else None
+    if problem is not None:
+        raise ParameterError(f"{what} {problem}")
     try:
         return _checked_writable(Path(path), what, inputs)
     except OSError as exc:  # a name the system refuses outright (too long, a component it cannot search)
         raise ParameterError(f"{what} {str(path)!r} cannot be written: {exc.strerror or exc}.") from None
+
+
+def directory_name_problem(text: str) -> str | None:
+    """Why a file name given as ``text`` names a directory, or None: ``out/`` (which
+    ``Path`` would read as the file ``out``, so the result would be a file named like the
+    folder meant) when no such directory exists; an existing one is refused as a directory."""
+    if text.endswith(("/", os.sep)) and not Path(text).is_dir():
+        return (f"{text!r} ends with a separator, so it names a directory; give a file name inside it, e.g. "
+                f"{str(Path(text) / 'result.json')!r}.")
+    return None
 
 
 def _checked_writable(given: Path, what: str, inputs: Iterable[Path | str | None]) -> Path:

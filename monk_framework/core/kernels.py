@@ -1015,20 +1015,16 @@ def _overflow_cause(values: np.ndarray) -> str:
     far larger than the others, and no rescaling of the whole sample helps; otherwise
     rescaling does."""
     infinite = np.isinf(values)
+    few, total = int(infinite.sum()), infinite.size
     if values.ndim == 2 and values.size:
         n, m = values.shape
         total = n if n == m else n + m  # a diagonal block's rows and columns are the same points
         heavy_rows, heavy_cols = infinite.mean(axis=1) > 0.5, infinite.mean(axis=0) > 0.5
-        few = 0
-        if bool(((infinite & (heavy_rows[:, None] | heavy_cols[None, :])) == infinite).all()):
-            few = int(heavy_rows.sum()) if n == m else int(heavy_rows.sum() + heavy_cols.sum())
+        covered = bool(((infinite & (heavy_rows[:, None] | heavy_cols[None, :])) == infinite).all())
+        few = (int(heavy_rows.sum()) if n == m else int(heavy_rows.sum() + heavy_cols.sum())) if covered else 0
         if not 0 < few <= total // 5 and n >= 20:  # features: the far points' rows, whatever their share of infs
             few, total = int(infinite.any(axis=1).sum()), n
-        few = few if few <= total // 5 else 0
-    else:
-        few, total = int(infinite.sum()), infinite.size
-        few = few if few <= total // 5 else 0
-    if few:
+    if 0 < few <= total // 5:
         return (f", and only at {few} of the {total} points in this block: points far larger than the others (gross "
                 "outliers?), which no rescaling of the whole sample brings within float64. Remove them, or use a "
                 "bounded kernel (rbf, laplace), or a robust test with clipped features (--contamination R --method clip).")

@@ -204,7 +204,6 @@ def _chosen(found: DiscoveredEntryPoint, chosen: set[str]) -> bool:
     return dist == OWN_DISTRIBUTION or found.entry_point.name in chosen or dist in {_normalize(c) for c in chosen}
 
 
-
 @contextlib.contextmanager
 def _process_state_kept() -> Iterator[None]:
     """Around a third-party plugin's import: what its module-level code changes in the
@@ -236,6 +235,7 @@ def _process_state_kept() -> Iterator[None]:
         for number, handler in handlers.items():
             if handler is not None and signal.getsignal(number) is not handler:
                 signal.signal(number, handler)
+
 
 class Registry:
     """Kernels and estimators from every installed plugin, queryable by name.

@@ -437,9 +437,10 @@ def _with_the_rest(pool: PooledSample, xx: np.ndarray, x1: np.ndarray, tx: np.nd
     # every relabelling's V-statistic MMD² is a squared norm: negative proves K is not PSD
     vstat = xx / pool.n**2 + yy / pool.m**2 - 2.0 * xy / (pool.n * pool.m)
     worst = int(np.argmin(vstat))
-    # the message names whose MMD² it is: an estimate of the samples as given may be positive
-    as_given = np.array_equal(np.sort(perms[worst, : pool.n]), np.arange(pool.n))
-    what = "the V-statistic MMD^2" + ("" if as_given else " of a relabelling (the pooled points shuffled between X and Y)")
+    what = "the V-statistic MMD^2"
+    if vstat[worst] < 0 and not np.array_equal(np.sort(perms[worst, : pool.n]), np.arange(pool.n)):
+        # whose MMD² it is: the estimate of the samples as given may well be positive
+        what += " of a relabelling (the pooled points shuffled between X and Y)"
     check_squared_norm(pool.kernel, float(vstat[worst]), 4.0 * float(d.max()), what)
     return SampleSums(xx=xx, yy=yy, xy=xy, trace_x=tx, trace_y=float(d.sum()) - tx)
 
