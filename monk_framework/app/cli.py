@@ -759,6 +759,7 @@ def run(
     x, y = _samples(files, x, y)
     if output is not None:
         check_writable(output, what="--output", inputs=(x, y))  # before the work, not after it
+    target = _anchored(output)
     if max_memory is not None:
         parse_memory(max_memory)  # a bad size is refused before any data is read
     check_backend_options(backend, scheduler, workers)
@@ -775,7 +776,7 @@ def run(
         with _backend(backend, scheduler, workers) as runner, _ProgressBar("estimate") as bar:
             result = jobs.run(job, max_memory=max_memory, backend=runner, progress=bar)
         rows = _run_rows(job, result)  # the estimator's diagnostic_rows: plugin code too
-    _deliver(job.payload(result), output, as_json, _table(f"{job.estimator.name} with {job.kernel.name}", rows))
+    _deliver(job.payload(result), output, as_json, _table(f"{job.estimator.name} with {job.kernel.name}", rows), target=target)
 
 
 def _kernel_text(name: str, params: dict[str, Any]) -> str:
@@ -813,13 +814,21 @@ def _table(title: str, rows: list[tuple[str, str]]) -> Table:
     return table
 
 
-def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table: Table, footer: str | None = None) -> None:
-    """Save the result if asked, then print it as JSON or as a table (and a footer line).
-    A save that fails (a full disk) still prints the result before the error: the work
-    is not lost with the file."""
+def _anchored(path: Path | None) -> Path | None:
+    """``path`` made absolute against the working directory the command started in, so
+    that plugin code which changes directory during the work cannot move where a result
+    is saved. Messages keep naming the path as the user gave it."""
+    return None if path is None else Path(os.path.abspath(path))
+
+
+def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table: Table, footer: str | None = None,
+             *, target: Path | None = None) -> None:
+    """Save the result if asked (to ``target``, the anchored ``output``), then print it as
+    JSON or as a table (and a footer line). A save that fails (a full disk) still prints
+    the result before the error: the work is not lost with the file."""
     if output is not None:
         try:
-            write_atomically(output, dumps(payload) + "\n")
+            write_atomically(target if target is not None else output, dumps(payload) + "\n")
         except MonkError:
             _print_result(payload, as_json, table, footer)
             raise
@@ -1037,6 +1046,7 @@ def test_command(
     x, y = _samples(files, x, y)
     if output is not None:
         check_writable(output, what="--output", inputs=(x, y))  # before the work, not after it
+    target = _anchored(output)
     check_backend_options(backend, scheduler, workers)
     if max_memory is not None:
         parse_memory(max_memory)
@@ -1073,7 +1083,7 @@ def test_command(
     else:
         rows, title = _test_rows(result, job.estimator, kernel_text, split), f"Two-sample test: {job.estimator.name} with {job.kernel.name}"
     rows.append(("time", f"{result.timings['total_s']:.3f} s"))
-    _deliver(job.payload(result), output, as_json, _table(title, rows), footer=result.decision)
+    _deliver(job.payload(result), output, as_json, _table(title, rows), footer=result.decision, target=target)
 
 
 def _test_rows(result: Any, est: Any, kernel_text: str, split: bool) -> list[tuple[str, str]]:

@@ -163,7 +163,7 @@ def run_experiment(
         shared = experiment.shared() if todo else None
         for _ in run_cells(cells, type(experiment).cell_fn, store, backend=backend, shared=shared, progress=progress):
             pass
-        files = experiment.report(store.rows(cells), store)
+        files = [store.shown(path) for path in experiment.report(store.rows(cells), store)]
     return ExperimentRun(
         experiment=experiment.name,
         directory=Path(out),

@@ -57,12 +57,12 @@ JOURNAL = "cells.jsonl"
 LOCK = ".lock"
 
 
-def _check_regular(path: Path) -> None:
+def _check_regular(path: Path, *, shown: Path | None = None) -> None:
     """Refuse a results file that is not a regular file: a directory cannot be read as
-    one, and a pipe would block the run forever."""
+    one, and a pipe would block the run forever. ``shown`` names it in the message."""
     if not path.is_file():
         raise MonkError(
-            f"{str(path)!r} is not a regular file (a directory, pipe or device), so it is not a monkfw result. "
+            f"{str(shown if shown is not None else path)!r} is not a regular file (a directory, pipe or device), so it is not a monkfw result. "
             "Use another output directory, or --fresh."
         )
 
@@ -128,7 +128,12 @@ class CellStore:
         self, directory: Path | str, experiment: str, config: Mapping[str, Any], *, fresh: bool = False,
         outputs: Sequence[str] = (),
     ):
+        #: the directory as given, for messages
         self.directory = Path(directory)
+        #: the same, anchored to the working directory at opening: every file operation
+        #: goes through it, so that a cell's code that changes directory cannot move
+        #: where the journal and the report are written
+        self.root = Path(os.path.abspath(self.directory))
         #: the report's files: ``fresh`` deletes them first, so an interrupted fresh start
         #: never leaves old results beside a manifest of the new run
         self.outputs = tuple(outputs)
@@ -153,9 +158,9 @@ class CellStore:
 
     def open(self) -> None:
         try:
-            if self.directory.exists() and not self.directory.is_dir():
+            if self.root.exists() and not self.root.is_dir():
                 raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: it is a file, not a directory.")
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise MonkError(f"Cannot create the results directory {str(self.directory)!r}: {exc.strerror}.") from exc
         self._acquire_lock()
@@ -169,7 +174,7 @@ class CellStore:
                 # either the old run without (some of) its outputs, which the journal
                 # regenerates, or nothing of it
                 for name in (*self.outputs, JOURNAL, MANIFEST):
-                    (self.directory / name).unlink(missing_ok=True)
+                    (self.root / name).unlink(missing_ok=True)
             self._check_manifest()
             self.done = self._read_journal()
         except BaseException:
@@ -190,7 +195,7 @@ class CellStore:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: no advisory lock, one run at a time is on the user
             return
-        lock = self.directory / LOCK
+        lock = self.root / LOCK
         try:
             handle = open(lock, "a+")
         except OSError as exc:
@@ -213,19 +218,19 @@ class CellStore:
         """A directory where a result file goes is never a monkfw result: refused before
         any work (the report would fail only after the whole run) and never deleted."""
         for name in (*self.outputs, JOURNAL, MANIFEST):
-            path = self.directory / name
+            path = self.root / name
             if path.is_dir():
                 raise MonkError(
-                    f"{str(path)!r} is a directory where this run writes a file; it is left alone. Move it, or give "
+                    f"{str(self.shown(path))!r} is a directory where this run writes a file; it is left alone. Move it, or give "
                     "another output directory."
                 )
 
     def _refuse_foreign_outputs(self) -> None:
         """A folder without a manifest that holds files of the report's names holds
         someone else's files: they are never overwritten or deleted."""
-        if (self.directory / MANIFEST).exists():
+        if (self.root / MANIFEST).exists():
             return
-        foreign = [name for name in self.outputs if (self.directory / name).exists()]
+        foreign = [name for name in self.outputs if (self.root / name).exists()]
         if foreign:
             raise MonkError(
                 f"{str(self.directory)!r} has no {MANIFEST} but holds {', '.join(foreign)}: files this run would "
@@ -234,25 +239,25 @@ class CellStore:
             )
 
     def _check_manifest(self) -> None:
-        path = self.directory / MANIFEST
+        path = self.root / MANIFEST
         wanted = {"experiment": self.experiment, "config": self.config}
         if not path.exists():
             self._refuse_foreign_outputs()
-            if (self.directory / JOURNAL).exists():
+            if (self.root / JOURNAL).exists():
                 raise MonkError(
                     f"{str(self.directory)!r} has a journal {JOURNAL} but no {MANIFEST}: its settings are "
                     "unknown, so it is not resumed. Use another output directory, or fresh=True (--fresh)."
                 )
             write_atomically(path, json.dumps(wanted, indent=2, sort_keys=True) + "\n")
             return
-        _check_regular(path)
+        _check_regular(path, shown=self.shown(path))
         try:
             found = json.loads(path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError, RecursionError) as exc:
-            raise MonkError(f"Cannot read {str(path)!r}: {exc}. Use another output directory, or --fresh.") from None
+            raise MonkError(f"Cannot read {str(self.shown(path))!r}: {exc}. Use another output directory, or --fresh.") from None
         if not (isinstance(found, dict) and isinstance(found.get("config"), dict) and set(found) == {"experiment", "config"}):
             raise MonkError(
-                f"{str(path)!r} is not a manifest of a monkfw experiment (a JSON object with 'experiment' and "
+                f"{str(self.shown(path))!r} is not a manifest of a monkfw experiment (a JSON object with 'experiment' and "
                 "'config'). Use another output directory, or --fresh."
             )
         if found == wanted:
@@ -270,16 +275,16 @@ class CellStore:
         )
 
     def _read_journal(self) -> dict[str, dict[str, Any]]:
-        path = self.directory / JOURNAL
+        path = self.root / JOURNAL
         self.lines = {}
         self.count = 0
         if not path.exists():
             return {}
-        _check_regular(path)
+        _check_regular(path, shown=self.shown(path))
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise MonkError(f"Cannot read {str(path)!r}: {exc.strerror or exc}. Use another output directory, or --fresh.") from None
+            raise MonkError(f"Cannot read {str(self.shown(path))!r}: {exc.strerror or exc}. Use another output directory, or --fresh.") from None
         done: dict[str, dict[str, Any]] = {}
         good = 0  # bytes up to the end of the last complete, readable line
         pos = 0
@@ -336,7 +341,7 @@ class CellStore:
         }
         record["sha"] = record_checksum(record)
         line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
-        fd = os.open(self.directory / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.root / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             written = os.write(fd, line)
             if written != len(line):  # pragma: no cover - a full disk
@@ -355,7 +360,12 @@ class CellStore:
         return [row for c in cells for row in self.done[c.key]["rows"]]
 
     def path(self, name: str) -> Path:
-        return self.directory / name
+        """Where the report file ``name`` is written (under :attr:`root`)."""
+        return self.root / name
+
+    def shown(self, path: Path) -> Path:
+        """``path`` under :attr:`root` named as under :attr:`directory`, as the user gave it."""
+        return self.directory / path.relative_to(self.root) if path.is_relative_to(self.root) else path
 
 
 #: fn(cell settings, shared) -> rows of that cell; module-level, for the Dask backend.

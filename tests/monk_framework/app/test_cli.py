@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -876,3 +877,52 @@ def test_a_control_character_in_a_file_name_keeps_the_message_on_one_line(tmp_pa
     shown = name.replace("\n", "\\n").replace("\x1b", "\\x1b").replace("\t", "\\t")
     assert lines[0].endswith(f"{shown}, line 2, column 2: cannot read '1.2.3' as a number.")
     assert "\x1b" not in result.stderr
+
+
+@pytest.fixture
+def wandering_estimator(tmp_path):
+    """A throwaway estimator whose estimate changes the working directory, as careless
+    plugin code might (its import is already guarded by the registry; its calls are not)."""
+    import types
+    from typing import ClassVar
+
+    import attrs
+
+    from monk_framework import Estimate, MMDEstimator, hookimpl
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    @attrs.frozen(kw_only=True)
+    class Wandering(MMDEstimator):
+        name: ClassVar[str] = "wandering"
+        summary: ClassVar[str] = "The V-statistic, computed after a chdir."
+        formula: ClassVar[str] = "||mean k(., x) - mean k(., y)||^2"
+
+        def compute_estimate(self, kernel, X, Y, rng, resources):
+            os.chdir(elsewhere)
+            v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+            return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5)
+
+    plugin = types.ModuleType("wandering")
+    plugin.monk_estimators = hookimpl(lambda: [Wandering])
+    reg = get_registry()
+    reg.register(plugin)
+    try:
+        yield elsewhere
+    finally:
+        reg.unregister(plugin)
+
+
+def test_an_output_is_saved_where_the_user_named_it_though_a_plugin_changed_directory(
+        wandering_estimator, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(home)
+    result = invoke("run", "-k", "rbf", "-e", "wandering", "--data-param", "n=20", "-o", "result.json", "--json")
+    assert result.exit_code == 0, result.output
+    assert os.getcwd() == str(wandering_estimator)  # the plugin did move the process
+    assert "Result saved to result.json." in result.stderr  # named as given
+    saved = json.loads((home / "result.json").read_text())
+    assert saved == json.loads(result.stdout) and saved["estimator"].startswith("wandering")
+    assert not (wandering_estimator / "result.json").exists()

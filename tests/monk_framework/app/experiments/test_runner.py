@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -329,3 +331,23 @@ def test_a_plan_beyond_memory_is_refused_before_it_is_built_or_the_folder_touche
         assert not (tmp_path / name).exists()
         small = get_experiment(name, quick=True)
         assert small.cell_count() == len(small.cells())
+
+
+def test_a_cell_that_changes_directory_cannot_move_the_journal(tmp_path, monkeypatch):
+    """Cells run plugin code; one that calls os.chdir must not send the next records (or
+    the report) to another folder: the store anchors its directory when it opens."""
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(home)
+
+    def wandering(settings, shared):
+        os.chdir(elsewhere)
+        return square(settings, shared)
+
+    with CellStore("out", "toy", {}) as store:
+        list(run_cells(CELLS[:3], wandering, store))
+        assert store.path("results.csv") == home / "out" / "results.csv"
+        assert store.shown(store.path("results.csv")) == Path("out") / "results.csv"  # named as given
+    assert len(journal_keys(home / "out")) == 3
+    assert not (elsewhere / "out").exists()
