@@ -46,7 +46,12 @@ def run_journal(
     with threadpool_limits(1), ProcessPoolExecutor(workers) as pool, journal.open("a") as out:
         futures = [pool.submit(execute, t) for t in tasks]
         for future in as_completed(futures):
-            task, result = future.result()
+            try:
+                task, result = future.result()
+            except BaseException:
+                # fail now, not after every queued task has run (and failed) too
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
             out.write(json.dumps({"task": task, "result": result}) + "\n")
             out.flush()
             finished += 1

@@ -165,3 +165,22 @@ def test_the_dimension_regenerator_puts_each_summary_table_in_place_of_the_pages
     assert [i for i, (a, b) in enumerate(zip(page, out)) if a != b] == [start + 4] and len(out) == len(page)
     with pytest.raises(SystemExit, match="has no table for"):
         tool.dimension_tables(page, ["**quadratic, 7 outliers**", "", *table])
+
+
+# -- the aggregation study -------------------------------------------------------------
+
+
+def test_a_run_of_the_aggregation_study_is_what_aggregated_test_gives():
+    # the study computes MMDAgg and MMD-FUSE from one set of statistics, through the
+    # module's own functions, to save a second pass: its numbers must be the public test's
+    from monk_framework import aggregated_test, permutation_test
+
+    study = _load("aggregation_study", "benchmarks")
+    got = study.one_run("fine", 3, n=60, n_permutations=99)
+    X, Y = study.data("fine", 3, 60)
+    agg = aggregated_test(X, Y, n_permutations=99, rng=3)
+    fuse = aggregated_test(X, Y, method="fuse", n_permutations=99, rng=3)
+    assert got["agg"] == agg.pvalue and got["fuse"] == fuse.pvalue
+    assert got["singles"] == list(agg.kernel_pvalues)
+    assert got["sigmas"] == list(agg.bandwidths)
+    assert got["median"] == permutation_test("rbf", "u-stat", X, Y, n_permutations=99, rng=3).pvalue
