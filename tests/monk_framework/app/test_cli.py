@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -488,15 +489,35 @@ def test_ctrl_c_prints_one_interrupted_line_and_exits_130(command, monkeypatch):
     assert result.stderr.count("Interrupted.") == 1 and "Traceback" not in result.stderr
 
 
+@contextlib.contextmanager
+def _registered_estimator(cls):
+    """``cls`` registered as a throwaway plugin's estimator while the block runs."""
+    import types
+
+    from monk_framework import hookimpl
+
+    plugin = types.ModuleType(cls.name)
+    plugin.monk_estimators = hookimpl(lambda: [cls])
+    reg = get_registry()
+    reg.register(plugin)
+    try:
+        yield cls
+    finally:
+        reg.unregister(plugin)
+
+
+def _v_statistic(kernel, X, Y) -> float:
+    return kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+
+
 @pytest.fixture
 def diagnosing_estimator():
     """A throwaway MMD estimator that declares its own printable diagnostics."""
-    import types
     from typing import ClassVar
 
     import attrs
 
-    from monk_framework import Estimate, MMDEstimator, hookimpl
+    from monk_framework import Estimate, MMDEstimator
 
     @attrs.frozen(kw_only=True)
     class Diagnosing(MMDEstimator):
@@ -505,20 +526,14 @@ def diagnosing_estimator():
         formula: ClassVar[str] = "||mean k(., x) - mean k(., y)||^2"
 
         def compute_estimate(self, kernel, X, Y, rng, resources):
-            v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+            v = _v_statistic(kernel, X, Y)
             return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5, diagnostics={"witness_peak": 4.25, "hidden": 1})
 
         def diagnostic_rows(self, diagnostics, timings):
             return [("witness peak", f"{diagnostics['witness_peak']:.3f}")]
 
-    plugin = types.ModuleType("diagnosing")
-    plugin.monk_estimators = hookimpl(lambda: [Diagnosing])
-    reg = get_registry()
-    reg.register(plugin)
-    try:
+    with _registered_estimator(Diagnosing):
         yield Diagnosing
-    finally:
-        reg.unregister(plugin)
 
 
 def test_a_new_estimator_shows_the_diagnostics_it_declares_without_a_cli_change(diagnosing_estimator):
@@ -883,12 +898,11 @@ def test_a_control_character_in_a_file_name_keeps_the_message_on_one_line(tmp_pa
 def wandering_estimator(tmp_path):
     """A throwaway estimator whose estimate changes the working directory, as careless
     plugin code might (its import is already guarded by the registry; its calls are not)."""
-    import types
     from typing import ClassVar
 
     import attrs
 
-    from monk_framework import Estimate, MMDEstimator, hookimpl
+    from monk_framework import Estimate, MMDEstimator
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -901,17 +915,11 @@ def wandering_estimator(tmp_path):
 
         def compute_estimate(self, kernel, X, Y, rng, resources):
             os.chdir(elsewhere)
-            v = kernel.gram(X).mean() + kernel.gram(Y).mean() - 2 * kernel.gram(X, Y).mean()
+            v = _v_statistic(kernel, X, Y)
             return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5)
 
-    plugin = types.ModuleType("wandering")
-    plugin.monk_estimators = hookimpl(lambda: [Wandering])
-    reg = get_registry()
-    reg.register(plugin)
-    try:
+    with _registered_estimator(Wandering):
         yield elsewhere
-    finally:
-        reg.unregister(plugin)
 
 
 def test_an_output_is_saved_where_the_user_named_it_though_a_plugin_changed_directory(
