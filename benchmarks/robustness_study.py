@@ -230,7 +230,7 @@ def main_tasks(quick: bool, sizes: tuple[int, ...] = (200, 1000)) -> list[dict[s
 
                             runs = _runs(test, n, d, design, shift, kernel)
                             if quick:
-                                runs = 4
+                                runs = 1
                             for run in range(runs):
                                 tasks.append({"part": "main", "n": n, "d": d, "kernel": kernel, "design": design,
                                               "shift": shift, "test": test, "run": run})
@@ -564,10 +564,11 @@ def cli() -> None:
     parser.add_argument("--part", action="append", choices=sorted(DO), help="parts to run (repeatable; default: all)")
     parser.add_argument("--journal", type=Path, default=Path("monk-results/robustness-study.jsonl"))
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="a few runs per cell (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: one run a main cell at N = 200 (unless --sizes), "
+                        "a few runs a cell of the other parts; about a minute")
     parser.add_argument("--summary", action="store_true", help="print the tables from the journal and stop")
     parser.add_argument("--markdown", action="store_true", help="print the docs tables of the main part and stop")
-    parser.add_argument("--sizes", default="200,1000", help="N of the main part, comma-separated")
+    parser.add_argument("--sizes", default=None, help="N of the main part, comma-separated (default 200,1000; 200 with --quick)")
     parser.add_argument("--only", help="run only these tests (names of TESTS, comma-separated)")
     parser.add_argument("--kernels", help="main part: run only these kernels (rbf, quadratic; comma-separated)")
     args = parser.parse_args()
@@ -577,7 +578,7 @@ def cli() -> None:
     if args.markdown:
         markdown(args.journal)
         return
-    sizes = tuple(int(v) for v in args.sizes.split(","))
+    sizes = tuple(int(v) for v in (args.sizes or ("200" if args.quick else "200,1000")).split(","))
     only = set(args.only.split(",")) if args.only else None
     if only and only - set(TESTS):
         parser.error(f"unknown tests: {', '.join(sorted(only - set(TESTS)))}; known: {', '.join(TESTS)}")
