@@ -146,10 +146,11 @@ def two_kernel_run(design: str, run: int, n: int = N, n_permutations: int = B) -
     kernels = [default_kernels(X, Y)[FINE_ORACLE], registry.get_kernel("rbf")]
     values, used, _ = collection_statistics(registry.get_estimator("u-stat"), kernels, X, Y, n_permutations, root(run),
                                             resources=Resources.of(None))
-    pvalues = {}
+    pvalues, singles = {}, None
     for share in TWO_KERNEL_SHARES:
-        S0, S, singles = agg_scores(values, np.array([share, 1.0 - share]))
+        S0, S, singles = agg_scores(values, np.array([share, 1.0 - share]))  # singles: the same at every share
         pvalues[f"{share:g}"] = (1 + int(exceedances(S, S0))) / (1 + n_permutations)
+    assert singles is not None
     return {"agg": pvalues, "singles": singles.tolist(), "sigmas": [k.params()["sigma"] for k in used]}
 
 
@@ -169,31 +170,7 @@ def execute(task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return task, one_run(task["design"], task["run"])
 
 
-def _two_kernel_splits(cells: dict[str, list[dict[str, Any]]]) -> None:
-    """The acceptance pair (within 0.05 of the oracle on ``fine`` and of the median
-    heuristic on ``shift``) for a test told in advance which two kernels matter: it
-    rejects when the oracle kernel of ``fine`` has p <= a or the median-heuristic test has
-    p <= alpha - a (level <= alpha by the union bound). Each split's gaps are read off the
-    same runs; no test over more kernels, without that knowledge, is expected to do better."""
-    fine, shift = cells.get("fine", []), cells.get("shift", [])
-    if len(fine) < 4 or len(shift) < 4:
-        return
-    single = {name: np.array([r["singles"] for r in rows]) for name, rows in (("fine", fine), ("shift", shift))}
-    median = {name: np.array([r["median"] for r in rows]) for name, rows in (("fine", fine), ("shift", shift))}
-    kf = int(np.argmax((single["fine"] <= ALPHA).mean(axis=0)))
-    ref_fine = float((single["fine"][:, kf] <= ALPHA).mean())
-    ref_shift = float((median["shift"] <= ALPHA).mean())
-    print(f"\nTwo kernels known in advance (the oracle of fine, kernel {kf}, at level a; the median heuristic at "
-          f"{ALPHA} - a): fine's oracle has {ref_fine:.3f} at {ALPHA}, shift's median heuristic {ref_shift:.3f}\n")
-    print("| a | power on fine | gap to the oracle | power on shift | gap to the median heuristic | larger gap |")
-    print("|---|---|---|---|---|---|")
-    for a in np.linspace(0.0, ALPHA, 11):
-        power = {name: float(((single[name][:, kf] <= a) | (median[name] <= ALPHA - a)).mean()) for name in single}
-        gaps = ref_fine - power["fine"], ref_shift - power["shift"]
-        print(f"| {a:.3f} | {power['fine']:.3f} | {gaps[0]:+.3f} | {power['shift']:.3f} | {gaps[1]:+.3f} | {max(gaps):+.3f} |")
-
-
-def _two_kernel_aggregation(cells: dict[str, list[dict[str, Any]]], two: dict[str, list[dict[str, Any]]]) -> None:
+def _two_kernel_aggregation(two: dict[str, list[dict[str, Any]]]) -> None:
     """MMDAgg over the two kernels known in advance (``--two-kernels``), at each share of
     the level, against the acceptance pair's references over the same runs."""
     fine, shift = two.get("fine", []), two.get("shift", [])
@@ -255,8 +232,7 @@ def summary(journal: Path) -> None:
         at = [float((P[:, best] <= level).mean()) for level in (0.05, 0.025, 0.015, ALPHA / P.shape[1])]
         agg = np.mean([r["agg"] <= ALPHA for r in rows])
         print(f"| {design} | " + " | ".join(f"{v:.3f}" for v in at) + f" | {crossed:.3f} | {agg:.3f} |")
-    _two_kernel_splits(cells)
-    _two_kernel_aggregation(cells, two)
+    _two_kernel_aggregation(two)
     secs = [r["seconds"] for rows in cells.values() for r in rows]
     if secs:
         print(f"\nmedian seconds per run (20 kernels, both aggregations, B = {B}): {np.median(secs):.2f}")

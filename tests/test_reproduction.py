@@ -184,3 +184,17 @@ def test_a_run_of_the_aggregation_study_is_what_aggregated_test_gives():
     assert got["singles"] == list(agg.kernel_pvalues)
     assert got["sigmas"] == list(agg.bandwidths)
     assert got["median"] == permutation_test("rbf", "u-stat", X, Y, n_permutations=99, rng=3).pvalue
+
+
+def test_a_two_kernel_run_of_the_aggregation_study_is_the_weighted_aggregated_test():
+    from monk_framework import aggregated_test
+    from monk_framework.two_sample.aggregated import default_kernels
+
+    study = _load("aggregation_study", "benchmarks")
+    got = study.two_kernel_run("fine", 3, n=60, n_permutations=99)
+    X, Y = study.data("fine", 3, 60)
+    oracle = default_kernels(X, Y)[study.FINE_ORACLE]
+    for share in (0.3, 0.6):
+        want = aggregated_test(X, Y, [oracle, "rbf"], weights=[share, 1 - share], n_permutations=99, rng=3)
+        assert got["agg"][f"{share:g}"] == want.pvalue
+        assert got["singles"] == list(want.kernel_pvalues)

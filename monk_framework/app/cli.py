@@ -822,13 +822,14 @@ def _anchored(path: Path | None) -> Path | None:
 
 
 def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table: Table, footer: str | None = None,
-             *, target: Path | None = None) -> None:
+             *, target: Path | None) -> None:
     """Save the result if asked (to ``target``, the anchored ``output``), then print it as
     JSON or as a table (and a footer line). A save that fails (a full disk) still prints
     the result before the error: the work is not lost with the file."""
     if output is not None:
+        assert target is not None  # _anchored(output), taken before the work
         try:
-            write_atomically(target if target is not None else output, dumps(payload) + "\n")
+            write_atomically(target, dumps(payload) + "\n")
         except MonkError:
             _print_result(payload, as_json, table, footer)
             raise

@@ -57,12 +57,12 @@ JOURNAL = "cells.jsonl"
 LOCK = ".lock"
 
 
-def _check_regular(path: Path, *, shown: Path | None = None) -> None:
+def _check_regular(path: Path, *, shown: Path) -> None:
     """Refuse a results file that is not a regular file: a directory cannot be read as
     one, and a pipe would block the run forever. ``shown`` names it in the message."""
     if not path.is_file():
         raise MonkError(
-            f"{str(shown if shown is not None else path)!r} is not a regular file (a directory, pipe or device), so it is not a monkfw result. "
+            f"{str(shown)!r} is not a regular file (a directory, pipe or device), so it is not a monkfw result. "
             "Use another output directory, or --fresh."
         )
 
