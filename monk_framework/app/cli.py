@@ -38,7 +38,7 @@ from monk_framework.core.registry import PluginEntry, get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
 from monk_framework.core.results import AggregatedTestResult, RobustTestResult, dumps
 from monk_framework.core.version import __version__
-from monk_framework.engine.backends import check_backend_options, get_backend
+from monk_framework.engine.backends import check_backend_options, get_backend, quiet_cluster_logs
 from monk_framework.numerics.compiled import CompiledLoopsWarning
 
 __all__ = ["app", "main"]
@@ -329,6 +329,7 @@ def _terminate_as_interrupt() -> Any:
         return
 
     def interrupt(signum: int, frame: Any) -> None:
+        quiet_cluster_logs()  # the workers got the signal too: their loss is not news
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)

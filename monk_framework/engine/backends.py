@@ -23,6 +23,7 @@ import os
 import signal
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -33,6 +34,7 @@ from monk_framework.core.resources import REUSE_MMAP_THRESHOLD, REUSE_TRIM_THRES
 __all__ = [
     "Backend", "LocalBackend", "ThreadBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend",
     "for_bands", "in_order", "is_remote", "in_this_process", "on_this_thread", "one_blas_thread", "PARALLEL_MIN_BANDS",
+    "quiet_cluster_logs",
 ]
 
 #: fn(task, shared) -> result; must be a module-level function for the Dask backend.
@@ -349,6 +351,7 @@ class DaskBackend(Backend):
 
                 if quiet:
                     logging.getLogger("distributed").setLevel(logging.ERROR)
+                _drop_lost_scattered_data()
                 import dask
 
                 # dask's default MALLOC_TRIM_THRESHOLD_ also fixes glibc's mmap threshold at
@@ -442,9 +445,7 @@ class DaskBackend(Backend):
             # left through Ctrl-C or an error: the cluster goes down with work in flight,
             # and dask logs every lost piece of it; the user is told what happened in
             # one line, by whoever raised
-            import logging
-
-            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+            _quiet_distributed_logs()
             if self._cluster is not None:
                 with contextlib.suppress(Exception):
                     self.client.run(_quiet_distributed_logs)
@@ -487,6 +488,29 @@ def _drop_the_sync_cancel_race() -> None:
         log.addFilter(_SyncCancelRace())
 
 
+class _LostScatteredData:
+    """A logging filter for the embedded scheduler, which runs in this process: it logs
+    a worker's death as an error when the worker held data shared with the tasks
+    ("caused the cluster to lose scattered data"). What that means for the work is said
+    once, by who can say it: the tasks that needed the data raise :class:`ClusterError`,
+    and when a SIGTERM to the whole process group killed the workers (a batch
+    scheduler's), the interruption's one line; the record would be a second line, or,
+    while this process finishes a long computation before it can handle the signal,
+    the first one. Every other record passes."""
+
+    def filter(self, record: Any) -> bool:
+        return "lose scattered data" not in str(record.msg)
+
+
+def _drop_lost_scattered_data() -> None:
+    """Install :class:`_LostScatteredData` on the scheduler's log, once."""
+    import logging
+
+    log = logging.getLogger("distributed.scheduler")
+    if not any(isinstance(f, _LostScatteredData) for f in log.filters):
+        log.addFilter(_LostScatteredData())
+
+
 class ClusterError(MonkError):
     """The Dask cluster failed under the work: a worker died (killed, or out of memory)
     and took with it what the tasks needed, or the scheduler went away. Nothing computed
@@ -522,11 +546,31 @@ def _cluster_error(exc: BaseException, distributed: Any, backend: DaskBackend) -
     return None
 
 
+def quiet_cluster_logs() -> None:
+    """Say nothing more of Dask's logs in this process below CRITICAL: for a signal
+    handler that ends the work (SIGTERM), to call before it raises.
+
+    A batch scheduler's SIGTERM (``scancel``, ``timeout``) reaches the whole process
+    group, so an embedded cluster's workers die with this process; its scheduler and
+    client, which run here, log each lost worker, scattered datum and result as an
+    error while the interruption unwinds (two to four lines around the one-line
+    "Interrupted."). Silenced when the signal arrives, they lose that race. A no-op
+    while distributed is not imported."""
+    if "distributed" in sys.modules:
+        _quiet_distributed_logs()
+
+
 def _quiet_distributed_logs() -> None:
-    """On a worker of the embedded cluster being shut down after Ctrl-C: no error logs."""
+    """No more Dask logs below CRITICAL in this process (a worker of the embedded cluster
+    being shut down after Ctrl-C, or this one). Dask's logging configuration gives some
+    of distributed's loggers their own level (``distributed.client``: warning), which
+    their parent's would not override: each is set."""
     import logging
 
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("distributed."):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _with_parts(task: Any, fn: TaskFn, *parts: Any) -> Any:

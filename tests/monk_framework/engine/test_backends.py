@@ -137,3 +137,20 @@ def test_the_sync_cancel_race_of_distributed_is_dropped_from_the_log_and_nothing
     assert race.filter(record_of("/env/site-packages/distributed/client.py", "cancel"))  # another error: kept
     assert race.filter(record_of("/env/site-packages/distributed/utils.py", "other"))
     assert race.filter(logging.LogRecord("tornado.application", logging.ERROR, __file__, 1, "plain", None, None))
+
+
+def test_the_embedded_schedulers_word_on_lost_scattered_data_is_dropped_and_nothing_else():
+    # the tasks that needed the data raise ClusterError, and a SIGTERM to the process group
+    # is the interruption's one line: the scheduler's error record would be a second line
+    import logging
+
+    from monk_framework.engine.backends import _LostScatteredData
+
+    def record(msg: str, *args: object) -> logging.LogRecord:
+        return logging.LogRecord("distributed.scheduler", logging.ERROR, __file__, 1, msg, args, None)
+
+    lost = _LostScatteredData()
+    assert not lost.filter(record("Removing worker %r caused the cluster to lose scattered data, which can't be recovered: "
+                                  "%s (stimulus_id=%r)", "tcp://127.0.0.1:1", {"tuple-1"}, "s"))
+    assert lost.filter(record("Couldn't gather keys: %s", {"k": "forgotten"}))
+    assert lost.filter(record("Removing worker %r caused the cluster to lose already computed task(s)", "tcp://127.0.0.1:1"))

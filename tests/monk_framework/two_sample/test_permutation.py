@@ -618,7 +618,8 @@ def test_blas_gets_one_thread_while_drawing_ahead_only_for_few_features(registry
     monkeypatch.setattr(type(kernel), "fit", spying_fit)
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
-        r = permutation_test(kernel, "u-stat", rng.normal(size=(300, d)), rng.normal(size=(300, d)), n_permutations=20, rng=0)
+        # 600 x 200 indices: enough to be drawn ahead (DRAW_AHEAD_MIN_ENTRIES)
+        r = permutation_test(kernel, "u-stat", rng.normal(size=(300, d)), rng.normal(size=(300, d)), n_permutations=200, rng=0)
         assert _blas_threads() == before
     assert seen == ([([1] * len(before), "LocalBackend")] if alone else [(before, "ThreadBackend")])
     assert products and all(p == [1] * len(before) for p in products)
