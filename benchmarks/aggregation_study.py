@@ -10,7 +10,7 @@ B relabellings (``collection_statistics``), the statistics of the default collec
   kernel of the collection with the highest rejection rate over the cell's runs);
 * the U-statistic test with the Gaussian kernel at the median heuristic (same seed).
 
-Designs, N = M = 500:
+Designs, N = M = 500 (``--n`` runs them at another size, in the same journal):
 
 * ``fine``: X uniform on [0, 1]², Y with density 1 + a·sin(2πf·u)·sin(2πf·v) (a = 0.8,
   f = 3): structure at a scale of 1/6 where the median distance is about 0.5;
@@ -154,20 +154,23 @@ def two_kernel_run(design: str, run: int, n: int = N, n_permutations: int = B) -
     return {"agg": pvalues, "singles": singles.tolist(), "sigmas": [k.params()["sigma"] for k in used]}
 
 
-def tasks(quick: bool, designs: tuple[str, ...] = POWER_DESIGNS + NULL_DESIGNS, power_runs: int = POWER_RUNS) -> list[dict[str, Any]]:
+def tasks(quick: bool, designs: tuple[str, ...] = POWER_DESIGNS + NULL_DESIGNS, power_runs: int = POWER_RUNS,
+          n: int = N) -> list[dict[str, Any]]:
     out = []
     for design in designs:
         runs = 3 if quick else (NULL_RUNS if design.endswith("-null") else power_runs)
-        out += [{"design": design, "run": run} for run in range(runs)]
+        # the sample size is in a task only when it is not the study's N (the journal's keys stay)
+        out += [{"design": design, "run": run, **({} if n == N else {"n": n})} for run in range(runs)]
     out.sort(key=lambda t: (t["run"], t["design"]))  # every cell fills in together
     return out
 
 
 def execute(task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    n = task.get("n", N)
     if task.get("kind") == "two-kernels":
-        return task, two_kernel_run(task["design"], task["run"])
-    return task, one_run(task["design"], task["run"])
+        return task, two_kernel_run(task["design"], task["run"], n)
+    return task, one_run(task["design"], task["run"], n)
 
 
 def _two_kernel_aggregation(two: dict[str, list[dict[str, Any]]]) -> None:
@@ -192,14 +195,15 @@ def _two_kernel_aggregation(two: dict[str, list[dict[str, Any]]]) -> None:
         print(f"| {label} | {power_fine:.3f} | {gaps[0]:+.3f} | {power_shift:.3f} | {gaps[1]:+.3f} | {max(gaps):+.3f} |")
 
 
-def summary(journal: Path) -> None:
+def summary(journal: Path, n: int = N) -> None:
     cells: dict[str, list[dict[str, Any]]] = defaultdict(list)
     two: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for line in journal.read_text().splitlines():
         if line.strip():
             rec = json.loads(line)
-            (two if rec["task"].get("kind") == "two-kernels" else cells)[rec["task"]["design"]].append(rec["result"])
-    print(f"Rejection rates at alpha = {ALPHA}, B = {B}, N = M = {N}\n")
+            if rec["task"].get("n", N) == n:
+                (two if rec["task"].get("kind") == "two-kernels" else cells)[rec["task"]["design"]].append(rec["result"])
+    print(f"Rejection rates at alpha = {ALPHA}, B = {B}, N = M = {n}\n")
     print("| design | runs | MMDAgg | MMD-FUSE | median heuristic | best single (hindsight) | its kernel | Bonferroni-free gap |")
     print("|---|---|---|---|---|---|---|---|")
     for design in POWER_DESIGNS + NULL_DESIGNS:
@@ -248,6 +252,7 @@ def cli() -> None:
                         help="run MMDAgg over only the oracle of fine and the median heuristic, on fine and shift")
     parser.add_argument("--designs", default=",".join(POWER_DESIGNS + NULL_DESIGNS),
                         help="comma-separated designs to run (default: all)")
+    parser.add_argument("--n", type=int, default=N, help=f"N = M, the size of each sample (default {N})")
     parser.add_argument("--power-runs", type=int, default=POWER_RUNS,
                         help=f"runs a power cell (default {POWER_RUNS}; runs 0..R-1, so a larger R extends a cell)")
     args = parser.parse_args()
@@ -255,18 +260,20 @@ def cli() -> None:
     unknown = sorted(set(designs) - set(POWER_DESIGNS + NULL_DESIGNS))
     if unknown:
         parser.error(f"unknown designs {unknown}; known: {', '.join(POWER_DESIGNS + NULL_DESIGNS)}")
+    if args.n < 2:
+        parser.error("--n must be at least 2")
     if args.summary:
-        summary(args.journal)
+        summary(args.journal, args.n)
         return
     args.journal.parent.mkdir(parents=True, exist_ok=True)
     done = done_keys(args.journal)
-    planned = tasks(args.quick, designs, args.power_runs)
+    planned = tasks(args.quick, designs, args.power_runs, args.n)
     if args.two_kernels:
         planned = [{**t, "kind": "two-kernels"} for t in planned if t["design"] in ("fine", "shift")]
     todo = [t for t in planned if key(t) not in done]
     print(f"{len(todo)} tasks to run ({len(done)} in the journal)", flush=True)
     run_journal(todo, execute, args.journal, args.workers, report_every=100)
-    summary(args.journal)
+    summary(args.journal, args.n)
 
 
 if __name__ == "__main__":

@@ -186,6 +186,26 @@ def test_a_run_of_the_aggregation_study_is_what_aggregated_test_gives():
     assert got["median"] == permutation_test("rbf", "u-stat", X, Y, n_permutations=99, rng=3).pvalue
 
 
+def test_the_aggregation_study_at_another_size_keeps_its_runs_apart(tmp_path, capsys):
+    # --n: the size travels in the task (so in the journal key) only when it is not the
+    # study's N, a task runs at its size, and the summary of one size reads only its runs
+    import json
+
+    study = _load("aggregation_study", "benchmarks")
+    assert all("n" not in t for t in study.tasks(False, ("fine",), 2))
+    small = study.tasks(False, ("fine", "shift"), 1, n=40)
+    assert sorted((t["design"], t["n"]) for t in small) == [("fine", 40), ("shift", 40)]
+    records = [study.execute({**t, "kind": "two-kernels"}) for t in small]
+    assert records[0][1] == study.two_kernel_run(records[0][0]["design"], 0, 40)
+    journal = tmp_path / "study.jsonl"
+    journal.write_text("".join(json.dumps({"task": task, "result": result}) + "\n" for task, result in records))
+    study.summary(journal, 40)
+    out = capsys.readouterr().out
+    assert "N = M = 40" in out and "MMDAgg over the two kernels only (1 runs a design" in out
+    study.summary(journal)  # at N: none of these runs
+    assert "MMDAgg over the two kernels" not in capsys.readouterr().out
+
+
 def test_a_two_kernel_run_of_the_aggregation_study_is_the_weighted_aggregated_test():
     from monk_framework import aggregated_test
     from monk_framework.two_sample.aggregated import default_kernels
