@@ -322,7 +322,6 @@ def test_check_fits_refuses_beyond_its_share_of_the_available_memory(monkeypatch
     check_fits(2**60, message)  # unknown memory: nothing is refused
 
 
-
 def test_the_memory_probe_is_read_again_once_its_reading_is_older_than_its_lifetime(monkeypatch):
     # one reading serves the checks of one small call; after MEMORY_READING_SECONDS the
     # machine is asked again, and a change in its answer is seen
@@ -344,6 +343,7 @@ def test_the_memory_probe_is_read_again_once_its_reading_is_older_than_its_lifet
     clock[0] -= 1.0  # a clock that went back (it cannot, but) is a stale reading too
     monkeypatch.setattr(resources, "_mem_available", lambda: reads.append(1) or 2**25)
     assert resources.available_memory() == 2**25 and len(reads) == 3
+
 
 @pytest.mark.parametrize("budget", [None, 64, 8 * 7 * 40 * 4])
 def test_a_symmetric_bilinear_form_from_the_upper_triangle_is_the_brute_force_sum(budget):

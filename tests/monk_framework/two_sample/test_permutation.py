@@ -574,6 +574,31 @@ def test_relabellings_drawn_ahead_are_the_same_whatever_the_batches(ahead, bound
     assert np.array_equal(np.concatenate([got[0][1:], *got[1:]]), want)
 
 
+@pytest.mark.parametrize("n, n_permutations, ahead", [(20, 99, False), (300, 200, True)])
+def test_only_a_large_first_draw_runs_in_a_thread_and_either_way_gives_the_same_bits(registry, monkeypatch, n,
+                                                                                       n_permutations, ahead):
+    # below DRAW_AHEAD_MIN_ENTRIES indices the relabellings are drawn when first asked for,
+    # on this thread; the statistic, the p-value and the null are those of the threaded draw
+    import threading
+
+    from monk_framework.engine import relabelling
+
+    g = np.random.default_rng(4)
+    X, Y = g.normal(size=(n, 2)), g.normal(0.2, 1.0, size=(n, 2))
+    started: list[str] = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name) or start(self))
+    run = lambda: permutation_test("rbf", "u-stat", X, Y, n_permutations=n_permutations, rng=7)  # noqa: E731
+    got = run()
+    assert ("monkfw-relabellings" in started) == ahead
+    monkeypatch.setattr(relabelling, "DRAW_AHEAD_MIN_ENTRIES", 0 if not ahead else 10**12)
+    started.clear()
+    other = run()
+    assert ("monkfw-relabellings" in started) != ahead
+    assert (other.statistic, other.pvalue) == (got.statistic, got.pvalue)
+    assert np.array_equal(other.null_distribution, got.null_distribution)
+
+
 def test_relabellings_are_asked_for_in_order():
     from monk_framework.engine.relabelling import GlobalRelabellings
 
