@@ -218,3 +218,17 @@ def test_a_two_kernel_run_of_the_aggregation_study_is_the_weighted_aggregated_te
         want = aggregated_test(X, Y, [oracle, "rbf"], weights=[share, 1 - share], n_permutations=99, rng=3)
         assert got["agg"][f"{share:g}"] == want.pvalue
         assert got["singles"] == list(want.kernel_pvalues)
+
+
+def test_the_aggregation_studys_paired_gap_is_the_mean_difference_and_its_standard_error():
+    # the gaps quoted in docs/testing.md: runs paired, so the error is that of the per-run
+    # differences of the two rejection indicators, not of two independent rates
+    study = _load("aggregation_study", "benchmarks")
+    reference = np.array([1, 1, 1, 0, 1, 0, 1, 1], dtype=bool)
+    test = np.array([1, 0, 1, 0, 1, 1, 0, 1], dtype=bool)
+    diff = np.array([0, 1, 0, 0, 0, -1, 1, 0])  # by hand
+    gap, se = study.paired_gap(reference, test)
+    assert gap == pytest.approx(1 / 8)
+    assert se == pytest.approx(np.sqrt(np.sum((diff - 1 / 8) ** 2) / 7 / 8))
+    # the same indicators on both sides: no gap and no error, however variable the rates
+    assert study.paired_gap(reference, reference) == (0.0, 0.0)
