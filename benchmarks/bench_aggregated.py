@@ -13,6 +13,15 @@ Rows, each the median of ``--repeats`` runs after one warm-up, on the same data:
 * the floor: one GEMM per kernel of the pooled Gram matrix with the B relabelling
   indicators, (N+M) x (N+M) x B, the product a test cannot avoid (ours adds subset sums
   instead of multiplying, so a test can beat it).
+
+``--peer`` adds the published MMDAgg against ours, each at its defaults (10 Gaussian and
+10 Laplace bandwidths, B = 2000), on the same data: kerneltests' ``mmdagg`` (extra
+``bench``), a port of the authors' numpy code, with ``fast=False`` (their code, to the
+bit, by its own account) and its default ``fast=True``. For equal sample sizes both
+calibrate by a wild bootstrap over the N x N matrix k(x_i, x_j) + k(y_i, y_j) −
+k(x_i, y_j) − k(y_i, x_j) with B1 + B2 = 4000 sign vectors (a quarter of the pooled
+matrix, twice the draws); ours by B = 2000 permutations of the pooled sample, each
+kernel's p-value exact.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ def main() -> None:
     parser.add_argument("--permutations", type=int, default=2000)
     parser.add_argument("--kernels", type=int, default=10, help="kernels in all (half Gaussian, half Laplace)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--peer", action="store_true", help="also time kerneltests' MMDAgg against ours, both at defaults")
     args = parser.parse_args()
     n, d, B = args.n, args.d, args.permutations
     g = np.random.default_rng(0)
@@ -60,6 +70,24 @@ def main() -> None:
     print(f"| aggregated_test, fuse ({L} kernels) | {fuse:.2f} s | {fuse / single_sum:.2f} | {fuse / (L * gemm):.2f} |")
     print(f"| {L} GEMMs {size} x {size} x {B} (the floor) | {L * gemm:.2f} s | {L * gemm / single_sum:.2f} | 1.00 |")
     print("columns: time; ratio to the single-kernel tests; ratio to the GEMM floor")
+    if args.peer:
+        peer(X, Y, B, args.repeats)
+
+
+def peer(X: np.ndarray, Y: np.ndarray, B: int, repeats: int) -> None:
+    """Ours against kerneltests' MMDAgg (the authors' protocol), each at its defaults."""
+    from kt.mmdagg import mmdagg
+
+    ours = median_time(lambda: aggregated_test(X, Y, n_permutations=B, rng=1, return_null=False), repeats)
+    fast = median_time(lambda: mmdagg(X, Y, seed=1, fast=True), repeats)
+    exact = median_time(lambda: mmdagg(X, Y, seed=1, fast=False), repeats)
+    agree = aggregated_test(X, Y, n_permutations=B, rng=1).reject == bool(mmdagg(X, Y, seed=1))
+    print(f"\nMMDAgg at defaults (20 kernels), N = M = {len(X)}: the same decision here: {agree}")
+    print("| test | time | / ours |")
+    print("|---|---|---|")
+    print(f"| ours, `aggregated_test(X, Y)` (B = {B} permutations) | {ours:.2f} s | 1.00 |")
+    print(f"| kerneltests `mmdagg(X, Y)` (fast=True; B1 + B2 = 4000 wild bootstrap) | {fast:.2f} s | {fast / ours:.2f} |")
+    print(f"| kerneltests `mmdagg(X, Y, fast=False)` (the authors' code) | {exact:.2f} s | {exact / ours:.2f} |")
 
 
 if __name__ == "__main__":

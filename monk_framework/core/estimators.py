@@ -212,7 +212,8 @@ class MMDEstimator(Estimator):
         Row b of ``perms`` is a permutation of 0..N+M−1 whose first N entries are the
         relabelled X (see :mod:`monk_framework.engine.pooled`); ``rngs[b]`` drives the
         estimator's own randomness for that relabelling. The identity permutation gives
-        the estimate on (X, Y) itself.
+        the estimate on (X, Y) itself. ``perms`` may be read-only (an aggregated test's
+        kernels read the same rows): read it, never write into it.
 
         This default re-runs the estimator's core on each relabelled pair: right for every
         estimator, at the price of its Gram matrices each time. Estimators override it

@@ -45,6 +45,8 @@ from monk_framework.engine.reductions import diagonal_round_off, u_statistic
 from monk_framework.numerics.compiled import PATTERN_POINTS, every_point_patterns, pack_patterns
 
 __all__ = [
+    "SHARED_INDICATORS",
+    "IndicatorMemo",
     "PooledSample",
     "SampleSums",
     "indicator_columns",
@@ -331,6 +333,68 @@ def indicator_patterns(perms: np.ndarray, n: int, size: int) -> np.ndarray:
     return P
 
 
+#: the key of a pool's cache under which an :class:`IndicatorMemo` is shared with the
+#: pools of other kernels tested on the same relabellings
+SHARED_INDICATORS = "shared-indicators"
+
+
+class IndicatorMemo:
+    """The indicator matrices of batches of relabellings that several kernels' tests read
+    (an aggregated test): E (:func:`indicator_columns`) and its packed patterns
+    (:func:`indicator_patterns`) are functions of a batch's rows only, so the first kernel
+    makes them and the others read them, up to ``max_bytes`` in all.
+
+    A batch is known by where its rows lie in ``rows``, the read-only array of every
+    relabelling that the kernels share: rows taken from anywhere else (a copy, another
+    test's) are computed as usual. What is kept is read-only: every kernel sees the same
+    values.
+    """
+
+    def __init__(self, rows: np.ndarray, max_bytes: int):
+        if rows.flags.writeable or rows.dtype != np.int64 or rows.ndim != 2 or not rows.flags.c_contiguous:
+            raise ValueError("IndicatorMemo: rows must be a read-only, C-contiguous int64 matrix")
+        self.rows = rows
+        self._owner = rows if rows.base is None else rows.base
+        self._room = int(max_bytes)
+        self._kept: dict[tuple[Any, ...], np.ndarray] = {}
+
+    def _where(self, perms: np.ndarray) -> tuple[int, int] | None:
+        """(first row, count) of ``perms`` within ``rows``, or None if they are not a
+        contiguous run of its rows."""
+        if perms.base is not self._owner or perms.ndim != 2 or not perms.flags.c_contiguous:
+            return None
+        offset = perms.ctypes.data - self.rows.ctypes.data
+        row_bytes = self.rows.strides[0]
+        if offset < 0 or offset % row_bytes or perms.shape[1] != self.rows.shape[1]:
+            return None
+        first = offset // row_bytes
+        return (first, len(perms)) if first + len(perms) <= len(self.rows) else None
+
+    def _kept_or_made(self, key: tuple[Any, ...] | None, make: Any) -> np.ndarray:
+        if key is None:
+            return make()
+        found = self._kept.get(key)
+        if found is None:
+            found = make()
+            if found.nbytes <= self._room:
+                found.flags.writeable = False
+                self._kept[key] = found
+                self._room -= found.nbytes
+        return found
+
+    def columns(self, perms: np.ndarray, n: int, size: int, *, ones: bool = False, order: str = "C") -> np.ndarray:
+        """:func:`indicator_columns` of ``perms``, made once for every kernel."""
+        where = self._where(perms)
+        key = None if where is None else ("columns", *where, n, size, ones, order)
+        return self._kept_or_made(key, lambda: indicator_columns(perms, n, size, ones=ones, order=order))
+
+    def patterns(self, perms: np.ndarray, n: int, size: int) -> np.ndarray:
+        """:func:`indicator_patterns` of ``perms``, made once for every kernel."""
+        where = self._where(perms)
+        key = None if where is None else ("patterns", *where, n, size)
+        return self._kept_or_made(key, lambda: indicator_patterns(perms, n, size))
+
+
 def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     """The within and across kernel sums of every relabelling in ``perms`` (B × (N+M)).
 
@@ -359,11 +423,14 @@ def sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     # The products with K run on the library's threads (the sources' reductions); the
     # small ones here stay on one BLAS thread, so that OpenBLAS's own threads, which spin
     # for about 0.1 s after each parallel call, stay asleep for the next test.
+    memo: IndicatorMemo | None = pool.cache.get(SHARED_INDICATORS)
+    columns = indicator_columns if memo is None else memo.columns
+    patterns = indicator_patterns if memo is None else memo.patterns
     with one_blas_thread():
         for start in range(0, B, step):
             stop = min(start + step, B)
-            E = indicator_columns(perms[start:stop], pool.n, size, ones=products_only, order=order)
-            W = IndicatorColumns(E, indicator_patterns(perms[start:stop], pool.n, size)) if packable else E
+            E = columns(perms[start:stop], pool.n, size, ones=products_only, order=order)
+            W = IndicatorColumns(E, patterns(perms[start:stop], pool.n, size)) if packable else E
             if r is None:
                 forms, cross = pool.source.forms_and_last(W)
                 xx[start:stop], x1[start:stop] = forms[:-1], cross[:-1]

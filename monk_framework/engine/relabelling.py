@@ -30,7 +30,7 @@ from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import Backend, is_remote, on_this_thread
 from monk_framework.engine.backends import one_blas_thread as blas_on_one_thread
 from monk_framework.engine.partitions import Partition
-from monk_framework.engine.pooled import PooledSample, batch_size
+from monk_framework.engine.pooled import SHARED_INDICATORS, IndicatorMemo, PooledSample, batch_size
 from monk_framework.engine.within_blocks import DRAW_CHUNK, relabellings
 
 __all__ = [
@@ -39,6 +39,8 @@ __all__ = [
     "GlobalRelabellings",
     "Progress",
     "RelabelledStatistics",
+    "SHARED_RELABELLINGS_MAX_BYTES",
+    "SharedRelabellings",
     "check_null_memory",
     "estimator_statistics",
     "few_features",
@@ -90,8 +92,10 @@ class GlobalRelabellings:
     without it.
     """
 
-    def __init__(self, seq: np.random.SeedSequence, size: int):
+    def __init__(self, seq: np.random.SeedSequence, size: int, *, shared: np.ndarray | None = None):
         self.size = size
+        #: every relabelling drawn already, after one identity row (:class:`SharedRelabellings`)
+        self._shared = shared
         self._rng = np.random.default_rng(child(seq, 0))
         self._next = 0  # the first relabelling not handed out yet
         self._thread: threading.Thread | None = None
@@ -161,6 +165,15 @@ class GlobalRelabellings:
         if a != self._next or b < a:
             raise RuntimeError(f"Relabellings are drawn in order: asked for {a}..{b} after {self._next}.")
         self._next = b
+        if self._shared is not None and b < len(self._shared):
+            if lead == 0:
+                return self._shared[1 + a : 1 + b]
+            if lead == 1 and a == 0:
+                return self._shared[: 1 + b]
+            out = np.empty((lead + b - a, self.size), dtype=np.int64)
+            out[:lead] = np.arange(self.size)
+            out[lead:] = self._shared[1 + a : 1 + b]
+            return out
         self._collect()
         ahead = self._ahead
         if ahead is None:
@@ -179,6 +192,55 @@ class GlobalRelabellings:
         if served == have:
             self._ahead = None
         return out
+
+
+#: the most bytes the relabellings an aggregated test shares between its kernels may take,
+#: with the indicator matrices made from them (16 bytes a point a relabelling: its index,
+#: and its 0/1 entry); beyond it (or a quarter of the memory budget) each kernel draws
+#: them again, batch by batch, as a single test does
+SHARED_RELABELLINGS_MAX_BYTES = 256 * 1024 * 1024
+
+
+class SharedRelabellings:
+    """The B global relabellings of a test's seed sequence, drawn once for every kernel
+    of a collection (:func:`monk_framework.two_sample.aggregated.collection_statistics`),
+    with the indicator matrices made from them (:class:`~monk_framework.engine.pooled.IndicatorMemo`).
+
+    Each kernel's test would draw the same rows from the same stream and make the same
+    0/1 matrices from them; at N + M = 1000 and B = 2000 that is 30 ms a kernel, as much as
+    its products with the Gram matrix. Drawn once, they are the rows ``seq``'s
+    :class:`GlobalRelabellings` gives, to the bit, so every statistic is the same.
+    :meth:`of` gives None where they would not fit :data:`SHARED_RELABELLINGS_MAX_BYTES`
+    (or a quarter of the budget): each kernel then draws its own.
+    """
+
+    def __init__(self, seq: np.random.SeedSequence, size: int, n_permutations: int, memo_bytes: int):
+        self.seq, self.size, self.n_permutations = seq, int(size), int(n_permutations)
+        rows = GlobalRelabellings(seq, self.size).rows(0, self.n_permutations, lead=1)
+        rows.flags.writeable = False  # every kernel reads the same rows
+        self.rows = rows
+        self.indicators = IndicatorMemo(rows, memo_bytes)
+
+    @classmethod
+    def of(cls, seq: np.random.SeedSequence, size: int, n_permutations: int, resources: Resources) -> SharedRelabellings | None:
+        """The shared relabellings of ``seq`` (a test's "relabel" stream), or None if
+        they and their indicator matrices would take more than the limit."""
+        need = 16 * (int(n_permutations) + 1) * int(size)
+        room = SHARED_RELABELLINGS_MAX_BYTES if resources.budget is None else min(SHARED_RELABELLINGS_MAX_BYTES,
+                                                                                    resources.budget // 4)
+        if need > room:
+            return None
+        return cls(seq, size, n_permutations, room - 8 * (int(n_permutations) + 1) * int(size))
+
+    def serves(self, seq: np.random.SeedSequence, size: int, n_permutations: int) -> bool:
+        """Whether these are the relabellings a test of ``seq`` on ``size`` points with
+        ``n_permutations`` relabellings draws."""
+        same_seq = seq.entropy == self.seq.entropy and tuple(seq.spawn_key) == tuple(self.seq.spawn_key)
+        return same_seq and size == self.size and n_permutations <= self.n_permutations
+
+    def cursor(self) -> GlobalRelabellings:
+        """A kernel's own reader of the rows, in order from the first."""
+        return GlobalRelabellings(self.seq, self.size, shared=self.rows)
 
 
 #: the first relabellings are drawn ahead, in a thread, only from this many indices on:
@@ -372,6 +434,7 @@ def relabelled_statistics(
     backend: Backend | None = None,
     gram: np.ndarray | None = None,
     progress: Progress | None = None,
+    shared: SharedRelabellings | None = None,
 ) -> RelabelledStatistics:
     """The estimator's MMD² on (X, Y) and on ``n_permutations`` relabellings of the pooled
     sample: globally, or within the blocks of ``partition``.
@@ -384,14 +447,20 @@ def relabelled_statistics(
     a classical statistic's Gram reductions over the workers (``spreads_gram``), or else
     the batches of relabellings. ``resources`` holds the call's memory budget (its
     ``spread`` is ignored: the engine chooses it from ``backend`` as said). The caller
-    checks B first (:func:`check_null_memory`).
+    checks B first (:func:`check_null_memory`). ``shared``: the relabellings of ``seq``
+    drawn once for several kernels (:class:`SharedRelabellings`), read here in place of
+    drawing them again when the test relabels globally in this process.
     """
     remote = is_remote(backend)
     spread = remote and estimator.spreads_gram
     relabel_seq = stream(seq, "relabel")
+    size = len(X) + len(Y)
     drawn = None
-    if partition is None and (spread or not remote):
-        size = len(X) + len(Y)
+    if shared is not None and not (partition is None and not remote and shared.serves(relabel_seq, size, n_permutations)):
+        shared = None
+    if shared is not None:
+        drawn = shared.cursor()
+    elif partition is None and (spread or not remote):
         drawn = GlobalRelabellings(relabel_seq, size)
         ahead = min(int(n_permutations), batch_size(size))
         if ahead * size >= DRAW_AHEAD_MIN_ENTRIES:
@@ -400,6 +469,8 @@ def relabelled_statistics(
         fitted = kernel if gram is not None else kernel.fitted(X, Y)
         spread_gram = spread and partition is None and gram is None
         pool = PooledSample(fitted, X, Y, gram=gram, resources=attrs.evolve(resources.silent(), spread=backend if spread_gram else None))
+        if shared is not None:
+            pool.cache[SHARED_INDICATORS] = shared.indicators
         tick = time.perf_counter()
         # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
         values = null_statistics(estimator, pool, int(n_permutations), relabel_seq, progress,

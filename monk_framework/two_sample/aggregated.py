@@ -47,14 +47,14 @@ from monk_framework.core.errors import DataError, MonkError, ParameterError, sho
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
 from monk_framework.core.params import check_choice, check_flag, first_repeat, spec_label
-from monk_framework.core.randomness import RNGLike, root, seed_of
+from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
 from monk_framework.core.results import AggregatedTestResult
 from monk_framework.core.samples import Sample, take
-from monk_framework.engine.backends import Backend
+from monk_framework.engine.backends import Backend, is_remote
 from monk_framework.engine.pooled import pooled
-from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
+from monk_framework.engine.relabelling import Progress, SharedRelabellings, check_null_memory, relabelled_statistics
 from monk_framework.numerics.distances import scaled_distances, scaled_l1_distances
 from monk_framework.two_sample.common import (
     TIE_RTOL,
@@ -232,15 +232,22 @@ def collection_statistics(
     ``seq``, so relabelling b is the same permutation for every kernel (and the one
     :func:`permutation_test` draws with that seed); the engine keeps each run under the
     memory budget and spreads it over ``backend``. ``progress`` follows all L·B. Every
-    kernel reads (checks) the samples itself, as it takes them.
+    kernel reads (checks) the samples itself, as it takes them. In this process the
+    relabellings, and the indicator matrices made from them, are drawn once for all the
+    kernels when they fit (:class:`~monk_framework.engine.relabelling.SharedRelabellings`):
+    the same rows each kernel would draw.
     """
     B, L = int(n_permutations), len(kernels)
     values = np.empty((B + 1, L))
     used: list[Kernel] = []
     views = [kernel.mmd_view(X, Y) for kernel in kernels]  # all of them before any work
+    shared = None
+    if L > 1 and not is_remote(backend):
+        shared = SharedRelabellings.of(stream(seq, "relabel"), len(views[0][1]) + len(views[0][2]), B, resources)
     for ell, (kernel, Xk, Yk) in enumerate(views):
         tick = None if progress is None else (lambda done, total, ell=ell: progress(ell * B + done, L * B))
-        stats = relabelled_statistics(estimator, kernel, Xk, Yk, B, seq, resources=resources, backend=backend, progress=tick)
+        stats = relabelled_statistics(estimator, kernel, Xk, Yk, B, seq, resources=resources, backend=backend, progress=tick,
+                                      shared=shared)
         values[0, ell], values[1:, ell] = stats.observed, stats.null
         used.append(stats.kernel)
     return values, used, [(Xk, Yk) for _, Xk, Yk in views]

@@ -227,6 +227,39 @@ def test_indicator_patterns_pack_the_indicator_columns_with_a_last_column_of_one
         indicator_patterns(np.array([[0, size]]), 2, size)
 
 
+def test_an_indicator_memo_makes_each_batch_once_and_only_for_its_own_rows():
+    from monk_framework.engine.pooled import IndicatorMemo, indicator_columns, indicator_patterns
+
+    g = np.random.default_rng(5)
+    rows = np.array([g.permutation(10) for _ in range(8)])
+    rows.flags.writeable = False
+    memo = IndicatorMemo(rows, max_bytes=10**6)
+    batch = rows[2:6]
+    E = memo.columns(batch, 4, 10, ones=True, order="F")
+    np.testing.assert_array_equal(E, indicator_columns(batch, 4, 10, ones=True, order="F"))
+    assert E.flags.f_contiguous and not E.flags.writeable
+    assert memo.columns(rows[2:6], 4, 10, ones=True, order="F") is E  # the same rows: made once
+    # other rows or other arguments: made for them
+    plain = memo.columns(rows[2:6], 4, 10)
+    assert plain is not E and np.array_equal(plain, indicator_columns(batch, 4, 10))
+    np.testing.assert_array_equal(memo.columns(rows[3:6], 4, 10), indicator_columns(rows[3:6], 4, 10))
+    P = memo.patterns(batch, 4, 10)
+    assert memo.patterns(rows[2:6], 4, 10) is P and np.array_equal(P, indicator_patterns(batch, 4, 10))
+    # rows that are not a run of the memo's own (a copy, every other row): computed, never kept
+    for elsewhere in (rows[2:6].copy(), rows[::2]):
+        F = memo.columns(elsewhere, 4, 10)
+        assert F.flags.writeable and np.array_equal(F, indicator_columns(elsewhere, 4, 10))
+        assert memo.columns(elsewhere, 4, 10) is not F
+    # a memo over part of an array: rows before its first are not its own
+    part = IndicatorMemo(rows[3:], max_bytes=10**6)
+    assert part.columns(rows[1:4], 4, 10).flags.writeable and not part.columns(rows[4:6], 4, 10).flags.writeable
+    # no room: made every time
+    full = IndicatorMemo(rows, max_bytes=0)
+    assert full.columns(batch, 4, 10) is not full.columns(batch, 4, 10)
+    with pytest.raises(ValueError, match="read-only"):
+        IndicatorMemo(rows.copy(), 100)
+
+
 @pytest.mark.parametrize("name", ["linear", "quadratic"])
 def test_features_beyond_the_budget_are_read_in_blocks_with_the_same_sums(registry, rng, name):
     # a budget too small for the feature matrix (200 x 10 x 8 bytes) but not for a few

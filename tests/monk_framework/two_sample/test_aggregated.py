@@ -71,6 +71,28 @@ def test_every_kernel_is_its_own_permutation_test_on_the_same_relabellings(regis
 
 
 @pytest.mark.parametrize("method", ["agg", "fuse"])
+def test_the_kernels_share_one_draw_of_the_relabellings_and_get_the_same_bits(monkeypatch, method):
+    # drawn once for every kernel, with their indicator matrices made once, or drawn by
+    # each kernel as a single test draws them: the same statistics and null, to the bit
+    from monk_framework.engine import pooled, relabelling
+
+    X, Y = samples(8, n=70, m=45, shift=0.3)
+    kernels = ["rbf:sigma=0.5", "laplace:sigma=2", "energy", "rbf:sigma=3"]
+    made: list[int] = []
+    indicator_columns = pooled.indicator_columns
+    monkeypatch.setattr(pooled, "indicator_columns", lambda *a, **k: made.append(1) or indicator_columns(*a, **k))
+    shared = aggregated_test(X, Y, kernels, method=method, n_permutations=199, rng=3)
+    made_shared = len(made)
+    monkeypatch.setattr(relabelling, "SHARED_RELABELLINGS_MAX_BYTES", 0)
+    made.clear()
+    alone = aggregated_test(X, Y, kernels, method=method, n_permutations=199, rng=3)
+    assert (shared.statistic, shared.pvalue) == (alone.statistic, alone.pvalue)
+    for field in ("kernel_pvalues", "kernel_statistics", "null_distribution"):
+        assert np.array_equal(getattr(shared, field), getattr(alone, field))
+    assert made_shared == 1 and len(made) == len(kernels)  # one batch of 199 relabellings
+
+
+@pytest.mark.parametrize("method", ["agg", "fuse"])
 def test_one_kernel_aggregates_to_the_plain_permutation_test(method):
     for seed in range(5):
         X, Y = samples(seed, shift=0.3 * seed)

@@ -599,6 +599,42 @@ def test_only_a_large_first_draw_runs_in_a_thread_and_either_way_gives_the_same_
     assert np.array_equal(other.null_distribution, got.null_distribution)
 
 
+def test_shared_relabellings_are_the_rows_each_test_would_draw():
+    # an aggregated test draws the relabellings once for all its kernels: the successive
+    # seq-child-0 permutations after one identity row, read-only, served in batches as a
+    # test asks for them (views, or an identity row put in front)
+    from monk_framework.core.randomness import child
+    from monk_framework.core.resources import Resources
+    from monk_framework.engine.relabelling import SharedRelabellings
+
+    seq = np.random.SeedSequence(21)
+    shared = SharedRelabellings.of(seq, 7, 12, Resources.of(None))
+    assert shared is not None
+    ref = np.random.default_rng(child(seq, 0))
+    want = np.array([ref.permutation(7) for _ in range(12)])
+    assert np.array_equal(shared.rows[0], np.arange(7)) and np.array_equal(shared.rows[1:], want)
+    assert not shared.rows.flags.writeable
+    for bounds in ([0, 12], [0, 5, 12], [0, 1, 2, 9, 12]):
+        cursor = shared.cursor()
+        got = [cursor.rows(a, b, lead=1 if a == 0 else 0) for a, b in zip(bounds, bounds[1:])]
+        assert np.array_equal(got[0][0], np.arange(7))
+        assert np.array_equal(np.concatenate([got[0][1:], *got[1:]]), want)
+    cursor = shared.cursor()
+    cursor.rows(0, 3)
+    later = cursor.rows(3, 5, lead=1)
+    assert np.array_equal(later[0], np.arange(7)) and np.array_equal(later[1:], want[3:5])
+    with pytest.raises(RuntimeError, match="in order"):
+        cursor.rows(6, 8)
+    # they serve a test of the same stream, size and at most as many relabellings
+    assert shared.serves(seq, 7, 12) and shared.serves(seq, 7, 5)
+    assert not shared.serves(seq, 8, 12) and not shared.serves(seq, 7, 13)
+    assert not shared.serves(np.random.SeedSequence(22), 7, 12) and not shared.serves(child(seq, 0), 7, 12)
+    # 16 bytes a point a relabelling: beyond a quarter of the budget, none
+    need = 16 * 13 * 7
+    assert SharedRelabellings.of(seq, 7, 12, Resources(budget=4 * need)) is not None
+    assert SharedRelabellings.of(seq, 7, 12, Resources(budget=4 * need - 4)) is None
+
+
 def test_relabellings_are_asked_for_in_order():
     from monk_framework.engine.relabelling import GlobalRelabellings
 
