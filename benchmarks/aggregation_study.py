@@ -23,6 +23,11 @@ Designs, N = M = 500 (``--n`` runs them at another size, in the same journal):
 * null designs (``*-null``): the same X law for both samples, ``fine``, ``blobs`` and
   ``shift``'s, 500 runs each.
 
+``--peer`` runs the published MMDAgg on the same data sets: kerneltests' ``mmdagg`` (extra
+``bench``), a port of its authors' numpy code, at its defaults (10 Laplace and 10
+Gaussian bandwidths of its own grid; for equal sizes a wild bootstrap of B1 = B2 = 2000
+sign vectors), with the run as its seed; the summary sets its rates beside ours, paired.
+
 Every run appends one line to a journal (``--journal``), so an interrupted study resumes,
 and ``--summary`` prints the tables. ``python benchmarks/aggregation_study.py`` runs it
 all (about an hour on 2 cores); ``--quick`` is a smoke run; ``--designs shift
@@ -154,6 +159,16 @@ def two_kernel_run(design: str, run: int, n: int = N, n_permutations: int = B) -
     return {"agg": pvalues, "singles": singles.tolist(), "sigmas": [k.params()["sigma"] for k in used]}
 
 
+def peer_run(design: str, run: int, n: int = N) -> dict[str, Any]:
+    """The published MMDAgg (kerneltests' port of its authors' code) on the run's data."""
+    from kt.mmdagg import mmdagg
+
+    X, Y = data(design, run, n)
+    start = time.perf_counter()
+    reject = bool(mmdagg(X, Y, alpha=ALPHA, seed=run))
+    return {"reject": reject, "seconds": time.perf_counter() - start}
+
+
 def tasks(quick: bool, designs: tuple[str, ...] = POWER_DESIGNS + NULL_DESIGNS, power_runs: int = POWER_RUNS,
           n: int = N) -> list[dict[str, Any]]:
     out = []
@@ -170,6 +185,8 @@ def execute(task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     n = task.get("n", N)
     if task.get("kind") == "two-kernels":
         return task, two_kernel_run(task["design"], task["run"], n)
+    if task.get("kind") == "peer":
+        return task, peer_run(task["design"], task["run"], n)
     return task, one_run(task["design"], task["run"], n)
 
 
@@ -225,14 +242,40 @@ def _paired_gaps(cells: dict[str, list[dict[str, Any]]]) -> None:
         print(f"| {design} | {len(runs)} | " + " | ".join(cols) + " |")
 
 
+def _beside_the_peer(cells: dict[str, list[dict[str, Any]]], peer: dict[tuple[str, int], bool]) -> None:
+    """Our MMDAgg against the published one (``--peer``) over the runs both made."""
+    rows = []
+    for design in POWER_DESIGNS + NULL_DESIGNS:
+        pairs = [(r["agg"] <= ALPHA, peer[(design, r["run"])]) for r in cells.get(design, []) if (design, r["run"]) in peer]
+        if pairs:
+            ours, theirs = (np.array(side) for side in zip(*pairs, strict=True))
+            rows.append((design, len(pairs), ours.mean(), theirs.mean(), *paired_gap(theirs, ours),
+                         float(np.mean(ours == theirs))))
+    if not rows:
+        return
+    print("\nMMDAgg here against the published MMDAgg (kerneltests' port of its authors' code) on the same runs\n")
+    print("| design | runs | ours | published | published − ours (SE) | same decision |")
+    print("|---|---|---|---|---|---|")
+    for design, runs, ours_rate, theirs_rate, gap, se, same in rows:
+        print(f"| {design} | {runs} | {ours_rate:.3f} | {theirs_rate:.3f} | {gap:+.3f} ({se:.3f}) | {same:.3f} |")
+
+
 def summary(journal: Path, n: int = N) -> None:
     cells: dict[str, list[dict[str, Any]]] = defaultdict(list)
     two: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    peer: dict[tuple[str, int], bool] = {}
     for line in journal.read_text().splitlines():
         if line.strip():
             rec = json.loads(line)
-            if rec["task"].get("n", N) == n:
-                (two if rec["task"].get("kind") == "two-kernels" else cells)[rec["task"]["design"]].append(rec["result"])
+            task = rec["task"]
+            if task.get("n", N) != n:
+                continue
+            if task.get("kind") == "peer":
+                peer[(task["design"], task["run"])] = rec["result"]["reject"]
+            elif task.get("kind") == "two-kernels":
+                two[task["design"]].append(rec["result"])
+            else:
+                cells[task["design"]].append({**rec["result"], "run": task["run"]})
     print(f"Rejection rates at alpha = {ALPHA}, B = {B}, N = M = {n}\n")
     print("| design | runs | MMDAgg | MMD-FUSE | median heuristic | best single (hindsight) | its kernel | Bonferroni-free gap |")
     print("|---|---|---|---|---|---|---|---|")
@@ -267,6 +310,7 @@ def summary(journal: Path, n: int = N) -> None:
         agg = np.mean([r["agg"] <= ALPHA for r in rows])
         print(f"| {design} | " + " | ".join(f"{v:.3f}" for v in at) + f" | {crossed:.3f} | {agg:.3f} |")
     _paired_gaps(cells)
+    _beside_the_peer(cells, peer)
     _two_kernel_aggregation(two)
     secs = [r["seconds"] for rows in cells.values() for r in rows]
     if secs:
@@ -281,6 +325,8 @@ def cli() -> None:
     parser.add_argument("--summary", action="store_true")
     parser.add_argument("--two-kernels", action="store_true",
                         help="run MMDAgg over only the oracle of fine and the median heuristic, on fine and shift")
+    parser.add_argument("--peer", action="store_true",
+                        help="run the published MMDAgg (kerneltests, extra bench) on the same data sets")
     parser.add_argument("--designs", default=",".join(POWER_DESIGNS + NULL_DESIGNS),
                         help="comma-separated designs to run (default: all)")
     parser.add_argument("--n", type=int, default=N, help=f"N = M, the size of each sample (default {N})")
@@ -299,8 +345,12 @@ def cli() -> None:
     args.journal.parent.mkdir(parents=True, exist_ok=True)
     done = done_keys(args.journal)
     planned = tasks(args.quick, designs, args.power_runs, args.n)
+    if args.two_kernels and args.peer:
+        parser.error("--two-kernels and --peer are separate runs: give one")
     if args.two_kernels:
         planned = [{**t, "kind": "two-kernels"} for t in planned if t["design"] in ("fine", "shift")]
+    if args.peer:
+        planned = [{**t, "kind": "peer"} for t in planned]
     todo = [t for t in planned if key(t) not in done]
     print(f"{len(todo)} tasks to run ({len(done)} in the journal)", flush=True)
     run_journal(todo, execute, args.journal, args.workers, report_every=100)

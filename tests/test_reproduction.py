@@ -232,3 +232,24 @@ def test_the_aggregation_studys_paired_gap_is_the_mean_difference_and_its_standa
     assert se == pytest.approx(np.sqrt(np.sum((diff - 1 / 8) ** 2) / 7 / 8))
     # the same indicators on both sides: no gap and no error, however variable the rates
     assert study.paired_gap(reference, reference) == (0.0, 0.0)
+
+
+def test_the_aggregation_study_sets_the_published_mmdagg_beside_ours_on_the_same_runs(tmp_path, capsys):
+    # --peer runs are matched to ours by design and run: rates over the runs both made,
+    # their paired difference, and how often the two decisions agree
+    import json
+
+    study = _load("aggregation_study", "benchmarks")
+    ours = {0: 0.001, 1: 0.2, 2: 0.01, 3: 0.03}  # MMDAgg p-values: rejects runs 0, 2, 3
+    theirs = {0: True, 1: True, 2: False}  # run 3 has no peer run: left out
+    lines = [{"task": {"design": "fine", "run": r}, "result": {"agg": p, "fuse": 1.0, "singles": [1.0], "median": 1.0,
+                                                              "sigmas": [1.0], "seconds": 0.1}} for r, p in ours.items()]
+    lines += [{"task": {"design": "fine", "run": r, "kind": "peer"}, "result": {"reject": v, "seconds": 0.1}}
+              for r, v in theirs.items()]
+    journal = tmp_path / "study.jsonl"
+    journal.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    study.summary(journal)
+    out = capsys.readouterr().out
+    # runs 0..2: ours rejects 0 and 2 (2/3), the peer 0 and 1 (2/3); they agree on run 0 only
+    _, se = study.paired_gap(np.array([1, 1, 0]), np.array([1, 0, 1]))
+    assert f"| fine | 3 | 0.667 | 0.667 | +0.000 ({se:.3f}) | 0.333 |" in out
