@@ -250,6 +250,7 @@ def test_the_aggregation_study_sets_the_published_mmdagg_beside_ours_on_the_same
     journal.write_text("".join(json.dumps(line) + "\n" for line in lines))
     study.summary(journal)
     out = capsys.readouterr().out
-    # runs 0..2: ours rejects 0 and 2 (2/3), the peer 0 and 1 (2/3); they agree on run 0 only
-    _, se = study.paired_gap(np.array([1, 1, 0]), np.array([1, 0, 1]))
-    assert f"| fine | 3 | 0.667 | 0.667 | +0.000 ({se:.3f}) | 0.333 |" in out
+    # runs 0..2: ours rejects 0 and 2 (2/3), the peer 0 and 1 (2/3); they agree on run 0 only.
+    # The per-run differences, published − ours, are 0, 1, −1: mean 0, sample standard
+    # deviation 1, so a standard error of 1/√3 = 0.577
+    assert "| fine | 3 | 0.667 | 0.667 | +0.000 (0.577) | 0.333 |" in out
