@@ -123,7 +123,7 @@ def one_run(design: str, run: int, n: int = N, n_permutations: int = B) -> dict[
     F = fuse_scores(values, w, scales, math.sqrt(len(X) * len(Y)))
     p_fuse = (1 + int(exceedances(F[1:], F[0]))) / (1 + n_permutations)
     seconds = time.perf_counter() - start
-    median = permutation_test("rbf", "u-stat", X, Y, n_permutations=n_permutations, rng=run, return_null=False)
+    median = permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=n_permutations, rng=run, return_null=False)
     return {"agg": p_agg, "fuse": p_fuse, "singles": singles.tolist(), "median": median.pvalue,
             "sigmas": [k.params()["sigma"] for k in used], "seconds": seconds}
 

@@ -59,7 +59,7 @@ def main() -> None:
                 gen = np.random.default_rng([run, 2, int(shift * 100)])
                 X, Y = gen.normal(size=(500, 10)), gen.normal(shift, 1.0, size=(500, 10))
                 est = reg.resolve_estimator(f"{spec},feature_seed={run}" if spec.startswith("rff") else spec)
-                rejected += permutation_test(kernel, est, X, Y, n_permutations=200, rng=run).reject
+                rejected += permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=200, rng=run).reject
             rates.append(rejected / 200)
         print(f"| {spec} | {rates[0]:.3f} | {rates[1]:.3f} |")
 

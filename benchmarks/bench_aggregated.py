@@ -53,12 +53,12 @@ def main() -> None:
     blas = ", ".join(f"{i['internal_api']} {i['num_threads']} threads" for i in threadpool_info() if i["user_api"] == "blas")
     print(f"N = M = {n}, d = {d}, B = {B}, {L} kernels; BLAS: {blas}")
 
-    agg = median_time(lambda: aggregated_test(X, Y, kernels, n_permutations=B, rng=1, return_null=False), args.repeats)
+    agg = median_time(lambda: aggregated_test(X, Y, kernels=kernels, n_permutations=B, rng=1, return_null=False), args.repeats)
     singles = [
-        median_time(lambda k=k: permutation_test(k, "u-stat", X, Y, n_permutations=B, rng=1, return_null=False), args.repeats)
+        median_time(lambda k=k: permutation_test(X, Y, kernel=k, estimator="u-stat", n_permutations=B, rng=1, return_null=False), args.repeats)
         for k in kernels
     ]
-    fuse = median_time(lambda: aggregated_test(X, Y, kernels, method="fuse", n_permutations=B, rng=1, return_null=False),
+    fuse = median_time(lambda: aggregated_test(X, Y, kernels=kernels, method="fuse", n_permutations=B, rng=1, return_null=False),
                        args.repeats)
     size = 2 * n
     K = g.standard_normal((size, size))

@@ -27,7 +27,7 @@ def _median_seconds(kernel: str, spec: str, X: np.ndarray, Y: np.ndarray, repeat
     times = []
     for seed in range(repeats):
         start = time.perf_counter()
-        estimate(kernel, spec, X, Y, rng=seed)
+        estimate(X, Y, kernel=kernel, estimator=spec, rng=seed)
         times.append(time.perf_counter() - start)
     return float(np.median(times))
 
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     dims, sizes = ((1, 5), (200,)) if args.quick else ((1, 5, 50), (200, 1000))
-    estimate("quadratic", "monk-embedding-mmd:center=minmax", np.ones((40, 1)), np.zeros((40, 1)))  # compile, warm up
+    estimate(np.ones((40, 1)), np.zeros((40, 1)), kernel="quadratic", estimator="monk-embedding-mmd:center=minmax")  # compile, warm up
     print(f"{'kernel':10s} {'d':>3s} {'N':>5s} {'data':8s} {'minmax':>10s} {'geometric':>10s} {'ratio':>7s}")
     for name in ("rbf", "quadratic"):
         for d in dims:

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from monk_framework import get_registry
-from monk_framework.app.splice import load_splice
 from monk_framework.engine.kernel_values import gram_matrix
+from monk_framework.io.splice import load_splice
 from monk_framework.numerics.compiled import compiled_available, using_compiled
 from monk_framework.two_sample import permutation_test
 
@@ -49,7 +49,7 @@ def workloads(reg: Any) -> list[tuple[str, Callable[[], Any], Callable[[Any], fl
     strings = [s for s in splice["EI"][:766]] + [s for s in splice["IE"][:766]]
 
     def test(kernel: Any, estimator: str, A: Any, B: Any, n: int, **options: Any) -> Callable[[], Any]:
-        return lambda: permutation_test(kernel, reg.get_estimator(estimator), A, B, n_permutations=n, rng=1, **options)
+        return lambda: permutation_test(A, B, kernel=kernel, estimator=reg.get_estimator(estimator), n_permutations=n, rng=1, **options)
 
     def stat(result: Any) -> float:
         return float(result.statistic)

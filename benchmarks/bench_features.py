@@ -76,10 +76,10 @@ def main() -> None:
     print("| kernel | N = M | D | estimate: features | Gram | ratio | test: features | Gram | ratio | test / its floor |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, n, g, X, Y, kernel, D in _cases(args, reg):
-        est_on, est_off = _paired(lambda kernel=kernel: estimate(kernel, "u-stat", X, Y), args.repeats)
+        est_on, est_off = _paired(lambda kernel=kernel: estimate(X, Y, kernel=kernel, estimator="u-stat"), args.repeats)
         B = args.permutations
         test_on, test_off = _paired(
-            lambda kernel=kernel: permutation_test(kernel, "u-stat", X, Y, n_permutations=B, rng=0), args.repeats)
+            lambda kernel=kernel: permutation_test(X, Y, kernel=kernel, estimator="u-stat", n_permutations=B, rng=0), args.repeats)
         # the floor: drawing B relabellings of 2N points, and the product Φᵀ E
         Phi_T = np.asfortranarray(g.normal(size=(D, 2 * n)))
         E = g.integers(0, 2, size=(2 * n, B)).astype(float)
@@ -106,10 +106,10 @@ def _under_budget(args: argparse.Namespace, reg) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, n, _, X, Y, kernel, D in _cases(args, reg):
         def run(kernel=kernel, X=X, Y=Y):
-            return estimate(kernel, "u-stat", X, Y, max_memory=args.budget)
+            return estimate(X, Y, kernel=kernel, estimator="u-stat", max_memory=args.budget)
 
         def test(kernel=kernel, X=X, Y=Y):
-            return permutation_test(kernel, "u-stat", X, Y, n_permutations=B, rng=0, max_memory=args.budget)
+            return permutation_test(X, Y, kernel=kernel, estimator="u-stat", n_permutations=B, rng=0, max_memory=args.budget)
 
         assert run().diagnostics.get("features") is True  # the blocks, not the tiles
         on, off = _paired(run, args.repeats)

@@ -74,8 +74,8 @@ def main() -> None:
         X, Y = rng.normal(size=(n, d)), rng.normal(0.1, 1.0, size=(n, d))
         rbf, energy = reg.get_kernel("rbf", sigma="median"), reg.get_kernel("energy")
         ustat, vstat = reg.get_estimator("u-stat"), reg.get_estimator("v-stat")
-        ours = _median_time(lambda: permutation_test(rbf, ustat, X, Y, n_permutations=B, rng=0), args.repeats)
-        ours_energy = _median_time(lambda: permutation_test(energy, vstat, X, Y, n_permutations=B, rng=0), args.repeats)
+        ours = _median_time(lambda: permutation_test(X, Y, kernel=rbf, estimator=ustat, n_permutations=B, rng=0), args.repeats)
+        ours_energy = _median_time(lambda: permutation_test(X, Y, kernel=energy, estimator=vstat, n_permutations=B, rng=0), args.repeats)
         t_dcor = _once(lambda: dcor.homogeneity.energy_test(X, Y, num_resamples=B, random_state=0))
         reps = args.hyppo_reps
         t_hyppo_part = _once(lambda: MMD(compute_kernel="gaussian").test(X, Y, reps=reps, workers=1, auto=False, random_state=0))
@@ -97,13 +97,13 @@ def main() -> None:
     )
     for name, q, params in cases:
         monk = reg.get_estimator(name, n_blocks=q, **params)
-        t = _median_time(lambda: permutation_test(ssk, monk, X, Y, n_permutations=150, rng=0), 3)
+        t = _median_time(lambda: permutation_test(X, Y, kernel=ssk, estimator=monk, n_permutations=150, rng=0), 3)
         how = ", ".join([f"Q = {q}", *(f"{k} = {v}" for k, v in params.items())])
         print(f"{name} ({how}) test, B = 150, splice EI vs IE 766 + 766, SSK n = 5: {t:.2f} s")
     rng = np.random.default_rng(0)
     Xv, Yv = rng.normal(size=(766, 10)), rng.normal(size=(766, 10))
     monk = reg.get_estimator("monk-bcd")
-    t = _median_time(lambda: permutation_test(reg.get_kernel("rbf", sigma="median"), monk, Xv, Yv, n_permutations=150, rng=0), 3)
+    t = _median_time(lambda: permutation_test(Xv, Yv, kernel=reg.get_kernel("rbf", sigma="median"), estimator=monk, n_permutations=150, rng=0), 3)
     print(f"monk-bcd (Q = 11, T = 100) test, B = 150, vectors 766 + 766, d = 10, RBF: {t:.2f} s")
 
 

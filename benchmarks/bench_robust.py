@@ -61,12 +61,12 @@ def main() -> None:
 
     rows, bases = [], {}
     for label, kernel in (("RBF", rbf), ("quadratic", quad)):
-        base = median_time(lambda: permutation_test(kernel, u, X, Y, n_permutations=B, rng=1), args.repeats)
+        base = median_time(lambda: permutation_test(X, Y, kernel=kernel, estimator=u, n_permutations=B, rng=1), args.repeats)
         bases[label] = base
         rows.append((f"u-stat test, {label}", base, base, floor))
         for method in ("dc",) if label == "RBF" else ("clip", "mom"):
-            result = robust_test(kernel, X, Y, contamination=r, method=method, n_permutations=B, rng=1)
-            t = median_time(lambda: robust_test(kernel, X, Y, contamination=r, method=method, n_permutations=B, rng=1),
+            result = robust_test(X, Y, kernel=kernel, contamination=r, method=method, n_permutations=B, rng=1)
+            t = median_time(lambda: robust_test(X, Y, kernel=kernel, contamination=r, method=method, n_permutations=B, rng=1),
                             args.repeats)
             extra = f", Q = {result.n_blocks}" if method == "mom" else ""
             rows.append((f"robust_test {method}, {label}{extra}", t, base, floor))
@@ -75,22 +75,22 @@ def main() -> None:
                 ("BCD-Fast Q = 21", reg.get_estimator("monk-bcd-fast", n_blocks=21)),
                 ("BCD Q = 11", reg.get_estimator("monk-bcd")),
             ):
-                t = median_time(lambda: permutation_test(kernel, est, X, Y, n_permutations=B, rng=1), args.repeats)
+                t = median_time(lambda: permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=B, rng=1), args.repeats)
                 rows.append((f"{spec}, within blocks", t, base, floor))
                 if spec == "BCD Q = 11":
                     signed = reg.get_estimator("monk-bcd", test_form="signed")
-                    t = median_time(lambda: permutation_test(kernel, signed, X, Y, n_permutations=B, rng=1), args.repeats)
+                    t = median_time(lambda: permutation_test(X, Y, kernel=kernel, estimator=signed, n_permutations=B, rng=1), args.repeats)
                     rows.append((f"{spec}, within blocks, signed", t, base, floor))
                 Bg = args.global_permutations if "BCD Q" in spec else B
                 reps = 1 if "BCD Q" in spec else args.repeats
-                tg = median_time(lambda: permutation_test(kernel, est, X, Y, n_permutations=Bg, rng=1, relabel="global"), reps)
+                tg = median_time(lambda: permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=Bg, rng=1, relabel="global"), reps)
                 scaled = f" (scaled from {Bg})" if Bg != B else ""
                 rows.append((f"{spec}, global{scaled}", tg * B / Bg, base, floor))
     for spec, est in (
         ("embedding MMD Q = 21, trimmed", reg.get_estimator("monk-embedding-mmd", n_blocks=21)),
         ("embedding MMD Q = 21, separate", reg.get_estimator("monk-embedding-mmd", n_blocks=21, test_form="separate")),
     ):
-        t = median_time(lambda: permutation_test(quad, est, X, Y, n_permutations=B, rng=1), args.repeats)
+        t = median_time(lambda: permutation_test(X, Y, kernel=quad, estimator=est, n_permutations=B, rng=1), args.repeats)
         rows.append((f"{spec}, quadratic, within blocks", t, bases["quadratic"], floor))
     print("\n| test | time | vs the u-stat test | vs the GEMM floor |\n|---|---|---|---|")
     for label, t, base, fl in rows:

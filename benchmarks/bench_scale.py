@@ -117,7 +117,7 @@ def _warm_up(case: str, reg, kernel) -> None:
     if case == "ustat-estimate":
         reg.get_estimator("u-stat").estimate(kernel, X, Y, rng=0, max_memory="1MB")
     elif case == "ustat-test":
-        permutation_test(kernel, "u-stat", X, Y, n_permutations=5, rng=0, max_memory="1MB")
+        permutation_test(X, Y, kernel=kernel, estimator="u-stat", n_permutations=5, rng=0, max_memory="1MB")
     elif case == "monk-bcd":
         reg.get_estimator("monk-bcd", n_blocks=5, matrix_free=True, trace=False).estimate(kernel, X, Y, rng=0, max_memory="1MB")
     elif case == "bcd-fast":
@@ -142,7 +142,7 @@ def child(case: str, n: int, workers: int, B: int) -> dict:
         out["entries"] = n * (n + 1) // 2 * 2 + n * n
         out["flop"] = out["entries"] * (2 * D + 3)
     elif case == "ustat-test":
-        r = permutation_test(kernel, "u-stat", X, Y, n_permutations=B, rng=0, max_memory=BLOCK_SIZE, backend=backend)
+        r = permutation_test(X, Y, kernel=kernel, estimator="u-stat", n_permutations=B, rng=0, max_memory=BLOCK_SIZE, backend=backend)
         out.update(statistic=r.statistic, pvalue=r.pvalue)
         S = 2 * n
         out["entries"] = S * (S + 1) // 2
@@ -220,7 +220,7 @@ def everyday(rows: tuple[str, ...]) -> None:
     kernel, est = reg.get_kernel("rbf", sigma="median"), reg.get_estimator("u-stat")
     rng = np.random.default_rng(0)
     K, E = rng.normal(size=(2000, 2000)), rng.normal(size=(2000, 1000))
-    test = lambda: permutation_test(kernel, est, X, Y, n_permutations=1000, rng=0)  # noqa: E731
+    test = lambda: permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=1000, rng=0)  # noqa: E731
     gemm = lambda: K @ E  # noqa: E731
     labels = {
         "loop": "tests back to back (3 rounds of 9), the GEMM back to back",

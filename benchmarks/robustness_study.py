@@ -152,16 +152,16 @@ def run_test(test: str, kernel_name: str, X: np.ndarray, Y: np.ndarray, r: int, 
 
         grid = [math.sqrt(X.shape[1]) * f for f in AGG_GRID]
         kernels = [reg.get_kernel("rbf", sigma=s) for s in grid]
-        res = aggregated_test(X, Y, kernels, contamination=r, n_permutations=B, rng=seed, return_null=False)
+        res = aggregated_test(X, Y, kernels=kernels, contamination=r, n_permutations=B, rng=seed, return_null=False)
         out = {"reject": bool(res.reject), "p": res.pvalue, "certificate": res.certificate}
     elif kind == "robust":
         if spec == "dc-normalized":
             kernel, spec = reg.get_kernel("quadratic", normalize=True), "dc"
-        res = robust_test(kernel, X, Y, contamination=r, method=spec, n_permutations=B, rng=seed)
+        res = robust_test(X, Y, kernel=kernel, contamination=r, method=spec, n_permutations=B, rng=seed)
         out = {"reject": bool(res.reject), "p": res.pvalue, "certificate": res.certificate}
     else:
         name, params = parse_spec(spec)
-        res = permutation_test(kernel, reg.get_estimator(name, **params), X, Y, n_permutations=B, rng=seed, relabel=relabel)
+        res = permutation_test(X, Y, kernel=kernel, estimator=reg.get_estimator(name, **params), n_permutations=B, rng=seed, relabel=relabel)
         out = {"reject": bool(res.reject), "p": res.pvalue}
     out["seconds"] = time.perf_counter() - start
     return out

@@ -42,7 +42,7 @@ def run() -> list[list]:
         g = np.random.default_rng(i)
         X, Y = g.normal(size=(n, d)), g.normal(0.15, 1.0, size=(m, d))
         X[:3] *= 20.0
-        r = permutation_test(reg.get_kernel("rbf", sigma="median"), reg.resolve_estimator(est), X, Y,
+        r = permutation_test(X, Y, kernel=reg.get_kernel("rbf", sigma="median"), estimator=reg.resolve_estimator(est),
                              n_permutations=99, rng=i, relabel=relabel, max_memory=mm)
         out.append([i, d, n, m, est, relabel, mm, r.statistic, r.pvalue])
     return out

@@ -67,7 +67,7 @@ def one_run(task: tuple[str, str, int, int, int, int, int, str]) -> tuple[str, s
         if "shift" in setting:
             Y += 2.0 if setting.endswith("shift2") else 1.0
     name, params = parse_spec(spec)
-    result = permutation_test(kernel, reg.get_estimator(name, **params), X, Y, n_permutations=B, rng=seed, relabel=relabel)
+    result = permutation_test(X, Y, kernel=kernel, estimator=reg.get_estimator(name, **params), n_permutations=B, rng=seed, relabel=relabel)
     return setting, spec, result.reject
 
 

@@ -4,15 +4,12 @@ Kernels and estimators are named by spec, or taken from the registry of installe
 plugins; every entry point takes either::
 
     from monk_framework import estimate, get_registry, permutation_test
-    estimate("rbf:sigma=1", "u-stat", X, Y, rng=0)
-    permutation_test("rbf:sigma=1", "u-stat", X, Y, rng=0)
+    estimate(X, Y, rng=0)                        # rbf at the median heuristic, u-stat
+    permutation_test(X, Y, kernel="rbf:sigma=1", estimator="monk-bcd:n_blocks=11", rng=0)
     reg = get_registry()
     reg.get_estimator("u-stat").estimate(reg.get_kernel("rbf", sigma=1.0), X, Y, rng=0)
 """
 
-from monk_framework.app.jobs import load_result
-from monk_framework.app.loading import load_sample
-from monk_framework.app.splice import load_splice
 from monk_framework.core.errors import (
     DataError,
     DataFileError,
@@ -20,6 +17,7 @@ from monk_framework.core.errors import (
     DuplicateNameError,
     KernelContractError,
     KernelOverflowError,
+    MonkDeprecationWarning,
     MonkError,
     ParameterError,
     PluginError,
@@ -31,12 +29,25 @@ from monk_framework.core.errors import (
 from monk_framework.core.estimators import EmbeddingEstimator, EmbeddingWeights, Estimate, Estimator, MMDEstimator
 from monk_framework.core.hookspecs import hookimpl
 from monk_framework.core.kernels import Kernel, check_squared_norm
+from monk_framework.core.load import load_result
 from monk_framework.core.params import parameter
 from monk_framework.core.registry import PluginEntry, PluginProblem, Provider, Registry, get_registry
 from monk_framework.core.resources import Resources
-from monk_framework.core.results import Embedding, MMDResult, Result
+from monk_framework.core.results import (
+    AggregatedTestResult,
+    Embedding,
+    EmbeddingsResult,
+    MMDResult,
+    PermutationTestResult,
+    Result,
+    RobustTestResult,
+    SplitTestResult,
+    TestResult,
+)
 from monk_framework.core.samples import as_strings, as_vectors
 from monk_framework.core.version import __version__
+from monk_framework.io.loading import load_sample
+from monk_framework.io.splice import load_splice
 from monk_framework.numerics.compiled import set_compiled, using_compiled
 from monk_framework.two_sample import aggregated_test, embed, estimate, permutation_test, robust_test, split_test
 
@@ -45,7 +56,9 @@ __all__ = [
     "DataFileError",
     "DataWarning",
     "DuplicateNameError",
+    "AggregatedTestResult",
     "Embedding",
+    "EmbeddingsResult",
     "EmbeddingEstimator",
     "EmbeddingWeights",
     "Estimate",
@@ -55,18 +68,23 @@ __all__ = [
     "KernelOverflowError",
     "MMDEstimator",
     "MMDResult",
+    "MonkDeprecationWarning",
     "MonkError",
     "ParameterError",
     "PluginEntry",
     "PluginError",
     "PrecisionWarning",
     "ReadWarning",
+    "PermutationTestResult",
     "PluginProblem",
     "Provider",
     "Registry",
     "ResourceError",
     "Resources",
     "Result",
+    "RobustTestResult",
+    "SplitTestResult",
+    "TestResult",
     "UnknownNameError",
     "__version__",
     "aggregated_test",

@@ -1,6 +1,6 @@
 """The package's layers import one way.
 
-``monk_framework`` is built in floors: ``core`` (interfaces), ``numerics``, ``engine``,
+``monk_framework`` is built in floors: ``core`` (interfaces), ``io`` (reading samples), ``numerics``, ``engine``,
 ``two_sample`` (the statistics) and ``app`` (command line, jobs, files, experiments).
 Every import of the package's own modules (at module level or inside a function; only
 imports under ``if TYPE_CHECKING:`` are left out, they never run) goes to the same floor
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "monk_framework"
 #: bottom to top; the top-level ``__init__`` (the public API), ``__main__`` and the
 #: conformance kit ``checks`` stand on top of everything
-FLOORS = ("core", "numerics", "engine", "two_sample", "app")
+FLOORS = ("core", "io", "numerics", "engine", "two_sample", "app")
 TOP = len(FLOORS)
 
 
@@ -176,7 +176,7 @@ def test_the_checks_catch_a_cycle_a_climb_and_a_lazy_import(tangled):
     # a -> b -> (lazily) c -> d -> a; the TYPE_CHECKING import of a is not an edge
     assert graph["pkg.app.c"] == {"pkg.app.d"}
     assert cycles(graph) == [["pkg.app.c", "pkg.app.d", "pkg.core.a", "pkg.core.b"]]
-    assert climbs(graph, "pkg") == ["pkg.core.b (floor 0) imports pkg.app.c (floor 4)"]
+    assert climbs(graph, "pkg") == ["pkg.core.b (floor 0) imports pkg.app.c (floor 5)"]
     assert lazy == ["pkg/core/b.py:2 imports pkg.app.c inside a function"]
 
 

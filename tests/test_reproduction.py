@@ -183,7 +183,7 @@ def test_a_run_of_the_aggregation_study_is_what_aggregated_test_gives():
     assert got["agg"] == agg.pvalue and got["fuse"] == fuse.pvalue
     assert got["singles"] == list(agg.kernel_pvalues)
     assert got["sigmas"] == list(agg.bandwidths)
-    assert got["median"] == permutation_test("rbf", "u-stat", X, Y, n_permutations=99, rng=3).pvalue
+    assert got["median"] == permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=99, rng=3).pvalue
 
 
 def test_the_aggregation_study_at_another_size_keeps_its_runs_apart(tmp_path, capsys):
@@ -215,7 +215,7 @@ def test_a_two_kernel_run_of_the_aggregation_study_is_the_weighted_aggregated_te
     X, Y = study.data("fine", 3, 60)
     oracle = default_kernels(X, Y)[study.FINE_ORACLE]
     for share in (0.3, 0.6):
-        want = aggregated_test(X, Y, [oracle, "rbf"], weights=[share, 1 - share], n_permutations=99, rng=3)
+        want = aggregated_test(X, Y, kernels=[oracle, "rbf:sigma=median"], weights=[share, 1 - share], n_permutations=99, rng=3)
         assert got["agg"][f"{share:g}"] == want.pvalue
         assert got["singles"] == list(want.kernel_pvalues)
 

@@ -40,6 +40,7 @@ from monk_framework.core.results import AggregatedTestResult, RobustTestResult, 
 from monk_framework.core.version import __version__
 from monk_framework.engine.backends import check_backend_options, get_backend, quiet_cluster_logs
 from monk_framework.numerics.compiled import CompiledLoopsWarning
+from monk_framework.two_sample.common import DEFAULT_PERMUTATIONS
 
 __all__ = ["app", "main"]
 
@@ -1005,8 +1006,10 @@ def test_command(
     dataset: DatasetOption = None,
     param: ParamOption = None,
     data_param: DataParamOption = None,
-    permutations: Annotated[int, typer.Option("--permutations", "-B", min=1, max=LARGEST_INT, help="Number of permutations B.")] = 1000,
+    permutations: Annotated[int, typer.Option("--permutations", "-B", min=1, max=LARGEST_INT, help="Number of permutations B.")] = DEFAULT_PERMUTATIONS,
     alpha: Annotated[float, typer.Option("--alpha", help="Level of the test, in (0, 1).")] = 0.05,
+    alternative: Annotated[str, typer.Option("--alternative", help="Permutation test: 'greater' (a large MMD speaks against "
+        "H0), 'less' (samples more alike than relabellings: duplicated or stratified data) or 'two-sided'.")] = "greater",
     relabel: Annotated[str, typer.Option("--relabel", help="Permutation test: 'auto' (within the blocks of a MONK estimator's fixed "
         "partition, else global), 'within-blocks' or 'global'.")] = "auto",
     contamination: ContaminationOption = None,
@@ -1055,6 +1058,7 @@ def test_command(
     options: dict[str, Any] = dict(
         contamination=contamination, split=split, method=method, blocks=blocks, alpha=alpha,
         n_permutations=permutations, relabel=relabel, aggregate=aggregate, bandwidths=bandwidths, clip=clip,
+        alternative=alternative,
     )
     with _plugin_prints_to_stderr():
         with _ProgressBar("data") as reading:  # a large table of numbers takes seconds to read
@@ -1064,10 +1068,9 @@ def test_command(
             )
         for note in job.notes:
             _note(note)
-        # an aggregated test counts every kernel's relabelled statistics, L·B of them; a
-        # split test its grid points, then its relabellings
-        label = "kernels x permutations" if aggregate is not None else ("grid points + permutations" if split else "permutations")
-        with _backend(backend, scheduler, workers) as runner, _ProgressBar(label) as bar:
+        # the library names each stage: permutations; kernels x permutations (L·B relabelled
+        # statistics); grid points, then permutations
+        with _backend(backend, scheduler, workers) as runner, _ProgressBar("test") as bar:
             result = jobs.test(
                 job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
                 max_memory=max_memory,
@@ -1098,7 +1101,8 @@ def _test_rows(result: Any, est: Any, kernel_text: str, split: bool) -> list[tup
         ("kernel", kernel_text),
         ("N, M", f"{result.n_x}, {result.n_y}"),
         ("statistic T", f"{result.statistic:.6g}"),
-        ("null quantile", "none (too few permutations)" if result.null_quantile is None else f"{result.null_quantile:.6g}"),
+        ("null quantile", "none (two-sided: two quantiles)" if getattr(result, "alternative", "") == "two-sided" else
+         "none (too few permutations)" if result.null_quantile is None else f"{result.null_quantile:.6g}"),
     ]
     if not split and result.relabel == "within-blocks" and result.estimate is not None:
         # T is the test-time form on the fixed blocks; the estimate is what monkfw run reports
@@ -1131,8 +1135,7 @@ def _aggregated_rows(result: AggregatedTestResult) -> list[tuple[str, str]]:
         rows.append(("rejected by (*)", f"{len(result.rejecting_kernels)} of {len(result.kernel_specs)} kernels"))
     if result.contamination:
         certificate = result.certificate
-        rows.append(("certificate", _corrupted(certificate) if certificate is not None and certificate >= 0
-                     else "does not reject"))
+        rows.append(("certificate", "does not reject" if certificate is None else _corrupted(certificate)))
     rows.append(("alpha, B", f"{result.alpha:g}, {result.n_permutations}"))
     return rows
 
@@ -1168,7 +1171,7 @@ def _robust_rows(result: Any, kernel_text: str) -> list[tuple[str, str]]:
         ]
     rows += [
         ("p-value", f"{result.pvalue:.4g}"),
-        ("certificate", _corrupted(result.certificate) if result.certificate >= 0 else "does not reject"),
+        ("certificate", "does not reject" if result.certificate is None else _corrupted(result.certificate)),
         ("alpha, B", f"{result.alpha:g}, {result.n_permutations}"),
     ]
     return rows

@@ -22,12 +22,12 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework.app.splice import load_splice
 from monk_framework.core.errors import ParameterError, UnknownNameError
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Check, Configurable, integer, one_of, parameter, real
 from monk_framework.core.randomness import RNGLike, generator
 from monk_framework.core.resources import check_fits
+from monk_framework.io.splice import load_splice
 
 __all__ = ["Dataset", "VectorDataset", "SpliceDataset", "GaussDataset", "GaussOutliersDataset", "ParetoDataset", "DATASETS", "get_dataset", "default_dataset"]
 

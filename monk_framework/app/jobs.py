@@ -17,44 +17,38 @@ so anything it prints can be had in Python::
 from __future__ import annotations
 
 import math
-import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import attrs
 import numpy as np
 
 from monk_framework.app.datasets import DATASETS, default_dataset, get_dataset
-from monk_framework.app.loading import DATA_SUFFIXES, first_data_line, holds_numbers, load_sample
-from monk_framework.core.errors import DataError, DataFileError, MonkError, ParameterError, UnknownNameError, shown
+from monk_framework.core.errors import DataFileError, MonkError, ParameterError, UnknownNameError, shown
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import Configurable, first_repeat, parse_spec, parse_value
+from monk_framework.core.load import load_result
+from monk_framework.core.params import Configurable, first_repeat, parse_spec, parse_value, spec_label
 from monk_framework.core.randomness import root, stream
 from monk_framework.core.registry import Registry, get_registry
 from monk_framework.core.results import (
-    AggregatedTestResult,
-    Embedding,
+    EmbeddingsResult,
     MMDResult,
-    PermutationTestResult,
     Result,
-    RobustTestResult,
-    SplitTestResult,
     TestResult,
-    dict_field,
     jsonable,
-    optional_finite,
-    optional_float,
-    seed_field,
 )
 from monk_framework.core.samples import Sample
+from monk_framework.io.loading import DATA_SUFFIXES, first_data_line, holds_numbers, load_sample
 from monk_framework.two_sample import permutation_test, split_test
 from monk_framework.two_sample.aggregated import METHODS as AGGREGATIONS
-from monk_framework.two_sample.aggregated import N_BANDWIDTHS, aggregated_test, bandwidth_grid, repeated_bandwidth
-from monk_framework.two_sample.common import check_level, check_relabel
+from monk_framework.two_sample.aggregated import N_BANDWIDTHS, aggregated_test, check_aggregated_test, repeated_bandwidth
+from monk_framework.two_sample.common import DEFAULT_ESTIMATOR, DEFAULT_KERNELS, DEFAULT_PERMUTATIONS, check_level
+from monk_framework.two_sample.permutation import check_permutation_test
 from monk_framework.two_sample.robust import check_robust_test, robust_test
+from monk_framework.two_sample.split import check_split_test
 
 __all__ = [
     "Job",
@@ -66,6 +60,7 @@ __all__ = [
     "run",
     "prepare_test",
     "test",
+    "test_call",
     "contamination_value",
     "load_result",
 ]
@@ -234,11 +229,6 @@ def _load_samples(
     return X, Y, {"source": "dataset", "name": ds.name, "params": ds.params(), "seed": seed}, notes
 
 
-#: what ``monkfw run`` and ``monkfw test`` use when no kernel or estimator is named: the
-#: Gaussian kernel at the median heuristic for vectors (as hyppo and alibi-detect), the
-#: subsequence kernel for strings, and the U-statistic (unbiased)
-DEFAULT_KERNELS = {"vector": "rbf", "string": "ssk"}
-DEFAULT_ESTIMATOR = "u-stat"
 
 
 def data_kind(x: Path | str | None, dataset: str | None, y: Path | str | None = None) -> str:
@@ -365,35 +355,6 @@ def prepare(
     return Job(kernel=kern, estimator=est, X=X, Y=Y, seed=seed, data=data, grid=grid_values, notes=notes)
 
 
-@attrs.frozen(kw_only=True)
-class EmbeddingsResult(Result):
-    """The mean embeddings of X (and of Y) by one estimator with one kernel, fitted on
-    X ∪ Y, and ‖μ̂_X − μ̂_Y‖_H, the RKHS distance between them (an MMD estimate)."""
-
-    kind: ClassVar[str] = "embeddings"
-
-    x: Embedding = attrs.field(validator=attrs.validators.instance_of(Embedding))
-    y: Embedding | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Embedding)))
-    distance: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    seed: Any = seed_field()
-    timings: dict[str, float] = dict_field(factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out["x"] = self.x.to_dict()
-        out["y"] = None if self.y is None else self.y.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, registry: Registry | None = None, **context: Any) -> EmbeddingsResult:
-        reg = registry or get_registry()
-        if not isinstance(data, Mapping) or not isinstance(data.get("x"), Mapping):
-            raise DataError("An embeddings result holds the embedding of X under 'x'; this one does not.")
-        x = Embedding.from_dict(data["x"], registry=reg)
-        y = None if data.get("y") is None else Embedding.from_dict(data["y"], registry=reg)
-        return super().from_dict({**data, "x": x, "y": y})
-
-
 def run(
     job: Job, *, max_memory: Any = None, backend: Any = None, progress: Any = None
 ) -> MMDResult | EmbeddingsResult:
@@ -457,9 +418,16 @@ def bandwidth_values(text: str | None) -> list[float] | None:
 def check_test_options(
     *, alpha: float, robust: bool, split: bool, grid: bool, method: str, blocks: int | None,
     aggregate: str | None = None, bandwidths: str | None = None, clip: float | None = None, relabel: str = "auto",
+    alternative: str = "greater",
 ) -> None:
     """Refuse combinations of test options that do not make one test."""
     check_level(alpha, name="--alpha")
+    if alternative != "greater" and (robust or split or aggregate is not None):
+        test = "--contamination" if robust else ("--split" if split else "--aggregate")
+        raise ParameterError(
+            f"--alternative {alternative} is for the permutation test; {test} runs a test whose decision is one-sided "
+            "(a large MMD speaks against H0): leave --alternative out."
+        )
     if grid and not split:
         raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
     if robust and split:
@@ -506,7 +474,8 @@ def prepare_test(
     method: str = "auto",
     blocks: int | None = None,
     alpha: float = 0.05,
-    n_permutations: int = 1000,
+    n_permutations: int = DEFAULT_PERMUTATIONS,
+    alternative: str = "greater",
     relabel: str = "auto",
     grid: Sequence[str] = (),
     aggregate: str | None = None,
@@ -527,10 +496,11 @@ def prepare_test(
     robust = contamination is not None
     check_test_options(
         alpha=alpha, robust=robust, split=split, grid=bool(grid), method=method, blocks=blocks,
-        aggregate=aggregate, bandwidths=bandwidths, clip=clip, relabel=relabel,
+        aggregate=aggregate, bandwidths=bandwidths, clip=clip, relabel=relabel, alternative=alternative,
     )
     if aggregate is not None:
-        return _prepare_aggregated(kernels, estimator, bandwidths=bandwidths, contamination=contamination, **load)
+        return _prepare_aggregated(kernels, estimator, bandwidths=bandwidths, contamination=contamination, method=aggregate,
+                                   n_permutations=n_permutations, alpha=alpha, **load)
     kernel = kernels[0] if kernels else None
     kernel, estimator, notes = with_defaults(
         kernel, estimator, load.get("x"), load.get("dataset"), y=load.get("y"), need_estimator=not robust
@@ -542,15 +512,19 @@ def prepare_test(
         )
 
     def check(kern: Kernel, est: Estimator) -> None:
+        # the library's own validation entrance of the test, before any file is read
         assert isinstance(est, MMDEstimator)
         if contamination is not None:
             check_robust_test(
-                kern, contamination=contamination_value(contamination), method=method,
+                kernel=kern, contamination=contamination_value(contamination), method=method,
                 estimator=est if estimator is not None else None, n_permutations=n_permutations, alpha=alpha,
                 clip=clip, n_blocks="auto" if blocks is None else blocks,
             )
-        elif not split:
-            check_relabel(est, relabel)
+        elif split:
+            check_split_test(kernel=kern, estimator=est, n_permutations=n_permutations, alpha=alpha)
+        else:
+            check_permutation_test(kernel=kern, estimator=est, n_permutations=n_permutations, alpha=alpha,
+                                   alternative=alternative, relabel=relabel)
 
     job = prepare(kernel, estimator or "v-stat", grid=grid, needs_y=True, registry=reg, check=check, **load)
     return attrs.evolve(job, notes=notes + job.notes)
@@ -558,7 +532,7 @@ def prepare_test(
 
 def _prepare_aggregated(
     kernels: Sequence[str], estimator: str | None, *, bandwidths: str | None,
-    contamination: str | int | float | None, **load: Any,
+    contamination: str | int | float | None, method: str, n_permutations: int, alpha: float, **load: Any,
 ) -> Job:
     """The job of ``monkfw test --aggregate``: the data (read as the collection's kernels
     read them), the kernels' specs as given (``aggregated_specs``), and a note saying
@@ -649,43 +623,25 @@ def _prepare_aggregated(
     if "sigma" in routed:
         raise ParameterError("--aggregate takes the kernel's sigma from --bandwidths or from each -k; leave it out of "
                              "--param.")
+    specs = list(kernels)
+    if specs and routed:  # the one -k with its --param: one spec, as Python's kernels= takes it
+        first, given = parse_spec(specs[0])
+        specs[0] = spec_label(first, {**given, **routed})
+    # the library's own validation entrance, before any file is read
+    check_aggregated_test(
+        kernels=specs or None, method=method, estimator=estimator, n_permutations=n_permutations, alpha=alpha,
+        bandwidths=bandwidth_values(bandwidths), contamination=0 if contamination is None else contamination_value(contamination),
+    )
     job = prepare(kernels[0] if kernels else DEFAULT_KERNELS["vector"], estimator, needs_y=True, registry=reg, **load)
-    return attrs.evolve(job, notes=tuple(notes) + job.notes, aggregated_specs=tuple(kernels))
+    return attrs.evolve(job, notes=tuple(notes) + job.notes, aggregated_specs=tuple(specs))
 
 
-def aggregated_kernels(job: Job, bandwidths: str | None) -> list[Kernel] | None:
-    """The collection of ``monkfw test --aggregate``: None (the default one), or each
-    ``-k`` kernel: as given when it fixes sigma or has none, else at every value of
-    ``--bandwidths`` or of the published grid over the pooled distances (L1 distances
-    for a kernel with ``norm='l1'``)."""
-    if not job.aggregated_specs:
-        return None
-    values = bandwidth_values(bandwidths)
-    reg = get_registry()
-    collection: list[Kernel] = []
-    for i, spec in enumerate(job.aggregated_specs):
-        name, given = parse_spec(spec)
-        kernel = job.kernel if i == 0 else reg.get_kernel(name, **given)  # the first carries --param
-        params = kernel.params()
-        if "sigma" not in params or "sigma" in given:
-            collection.append(kernel)
-            continue
-        if values is not None:
-            sigmas = values
-        elif isinstance(job.X, np.ndarray) and isinstance(job.Y, np.ndarray):
-            sigmas = list(bandwidth_grid(job.X, job.Y, metric="l1" if params.get("norm") == "l1" else "l2"))
-        else:
-            raise ParameterError(f"-k {spec} without sigma would read its bandwidths from distances between vectors; "
-                                 "give it sigma=, or --bandwidths.")
-        collection.extend(type(kernel).from_params({**params, "sigma": float(v)}) for v in sigmas)
-    return collection
-
-
-def test(
+def test_call(
     job: Job,
     *,
-    n_permutations: int = 1000,
+    n_permutations: int = DEFAULT_PERMUTATIONS,
     alpha: float = 0.05,
+    alternative: str = "greater",
     relabel: str = "auto",
     contamination: str | int | float | None = None,
     method: str = "auto",
@@ -693,81 +649,41 @@ def test(
     split: bool = False,
     estimator_given: bool = True,
     return_null: bool = False,
-    progress: Callable[[int, int], None] | None = None,
-    backend: Any = None,
-    max_memory: Any = None,
     aggregate: str | None = None,
     bandwidths: str | None = None,
     clip: float | None = None,
-) -> TestResult:
-    """``monkfw test``: an aggregated test with ``aggregate``, a robust test with
-    ``contamination``, the split test with ``split``, else the permutation test, on the
-    job's data with its seed."""
-    common: dict[str, Any] = dict(
-        n_permutations=n_permutations, alpha=alpha, rng=job.seed, return_null=return_null,
-        progress=progress, backend=backend, max_memory=max_memory,
-    )
+) -> tuple[Callable[..., TestResult], dict[str, Any]]:
+    """The library call ``monkfw test`` makes: the test function and its keywords, the
+    samples first, exactly as a Python user writes it (``test(job.X, job.Y, **keywords)``).
+    The command line adds only ``progress``, ``backend`` and ``max_memory``."""
+    common: dict[str, Any] = dict(n_permutations=n_permutations, alpha=alpha, rng=job.seed, return_null=return_null)
     assert isinstance(job.estimator, MMDEstimator)
     if aggregate is not None:
-        fixed = bandwidth_values(bandwidths)
-        return aggregated_test(
-            job.X, job.Y, aggregated_kernels(job, bandwidths), method=aggregate,
-            bandwidths=None if job.aggregated_specs else fixed, estimator=job.estimator,
-            contamination=0 if contamination is None else contamination_value(contamination), **common,
+        return aggregated_test, dict(
+            kernels=list(job.aggregated_specs) or None, bandwidths=bandwidth_values(bandwidths), method=aggregate,
+            estimator=job.estimator, contamination=0 if contamination is None else contamination_value(contamination),
+            **common,
         )
     if contamination is not None:
         if blocks is not None and method == "auto":
             method = "mom"  # --blocks is the number of blocks of mom: asking for it chooses mom
-        return robust_test(
-            job.kernel, job.X, job.Y, contamination=contamination_value(contamination), method=method,
+        return robust_test, dict(
+            kernel=job.kernel, contamination=contamination_value(contamination), method=method,
             estimator=job.estimator if estimator_given else None, clip=clip,
             n_blocks=blocks if blocks is not None else "auto", **common,
         )
     if split:
-        return split_test(job.kernel, job.estimator, job.X, job.Y, grid=job.grid, **common)
+        return split_test, dict(kernel=job.kernel, estimator=job.estimator, grid=job.grid, **common)
     # the estimate monkfw run gives for this seed, next to a within-block test's own T
-    return permutation_test(job.kernel, job.estimator, job.X, job.Y, relabel=relabel, report_estimate=True, **common)
+    return permutation_test, dict(kernel=job.kernel, estimator=job.estimator, alternative=alternative, relabel=relabel,
+                                  report_estimate=True, **common)
 
 
-def _result_classes() -> dict[str, type[Result]]:
-    classes: list[type[Result]] = [
-        MMDResult, Embedding, EmbeddingsResult, PermutationTestResult, SplitTestResult, RobustTestResult,
-        AggregatedTestResult,
-    ]
-    return {cls.kind: cls for cls in classes}
-
-
-def load_result(data: str | os.PathLike[str] | Mapping[str, Any], *, registry: Registry | None = None) -> Result:
-    """Any result the library wrote, by its ``"type"``: its JSON text, the parsed dict, or
-    the path of a file holding it (what ``monkfw ... -o result.json`` saved)."""
-    import json
-
-    source = "JSON text"
-    # a string that is no JSON object but names a file (or looks like a file name) is a path
-    named = isinstance(data, str) and not data.lstrip().startswith("{") and "\n" not in data and (
-        Path(data).is_file() or data.endswith(".json") or os.sep in data)
-    if isinstance(data, os.PathLike) or named:
-        path = Path(data)  # type: ignore[arg-type]
-        source = f"file {str(path)!r}"
-        try:
-            data = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(f"Cannot read the result file {str(path)!r}: {exc}.") from None
-    if isinstance(data, str):
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"Not a JSON result ({source}; load_result takes a result's JSON text, its dict, or the "
-                            f"path of its file): {exc}.") from None
-        except RecursionError:
-            raise DataError(f"Not a JSON result ({source}): its values are nested too deeply to be one.") from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
-        raise DataError("A result is a JSON object with a 'type' (a string); this is not one.")
-    classes = _result_classes()
-    if data["type"] not in classes:
-        raise UnknownNameError("result type:", str(data["type"]), sorted(classes))
-    cls = classes[data["type"]]
-    if cls in (Embedding, EmbeddingsResult):
-        return cls.from_dict(data, registry=registry or get_registry())
-    return cls.from_dict(data)
-
+def test(
+    job: Job, *, progress: Any = None, backend: Any = None, max_memory: Any = None, **options: Any,
+) -> TestResult:
+    """``monkfw test``: an aggregated test with ``aggregate``, a robust test with
+    ``contamination``, the split test with ``split``, else the permutation test, on the
+    job's data with its seed (:func:`test_call` says which call, with which keywords)."""
+    function, keywords = test_call(job, **options)
+    return function(job.X, job.Y, progress=progress, backend=backend, max_memory=max_memory, **keywords)

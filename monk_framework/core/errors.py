@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = [
+    "MonkDeprecationWarning",
     "shown",
     "shown_count",
     "MonkError",
@@ -183,6 +184,11 @@ class KernelContractError(MonkError, ValueError):
 
 class ResourceError(MonkError, MemoryError):
     """A computation would need more memory than the machine has available."""
+
+
+class MonkDeprecationWarning(DeprecationWarning):
+    """A call form or a name that still works for one release, with the new spelling in
+    the message (a DeprecationWarning, so Python's filters treat it as one)."""
 
 
 class PrecisionWarning(UserWarning):

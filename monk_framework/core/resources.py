@@ -30,6 +30,7 @@ import numbers
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from decimal import Decimal
 from time import monotonic
@@ -37,19 +38,23 @@ from typing import Any
 
 import attrs
 
-from monk_framework.core.errors import ParameterError, ResourceError, mark_from_caller, shown
+from monk_framework.core.errors import MonkDeprecationWarning, ParameterError, ResourceError, mark_from_caller, shown
 
 __all__ = [
     "DEFAULT_FRACTION",
     "STORE_SHARE",
+    "ProgressCallback",
     "Resources",
     "available_memory",
     "check_backend",
     "check_fits",
     "check_memory",
     "check_progress",
+    "counting",
     "format_bytes",
+    "outside_stacklevel",
     "parse_memory",
+    "progress_callback",
     "reuse_freed_memory",
 ]
 
@@ -142,6 +147,69 @@ def check_progress(progress: Any, arguments: str = "(done, total)") -> None:
             raise ParameterError(f"progress must accept {count} arguments {arguments}; {progress!r} does not.") from None
         except ValueError:
             pass  # a builtin without a signature: its first call will tell
+
+
+#: what every ``progress=`` callback of the library is called with: how much of the work is
+#: done, its total, and what the work is ("permutations", "kernel values", ...)
+ProgressCallback = Callable[[float, float, str], None]
+
+
+def progress_callback(progress: Any) -> ProgressCallback | None:
+    """A caller's ``progress=`` as the one signature every entry point calls,
+    ``progress(done, total, what)``; None stays None.
+
+    A callable that takes only ``(done, total)`` (the tests' signature before 0.2) still
+    works for one release: it is wrapped, with a DeprecationWarning naming the new
+    signature. Anything else is refused before any work starts."""
+    if progress is None:
+        return None
+    if not callable(progress):
+        raise ParameterError(f"progress must be None or a callable (done, total, what); got {type(progress).__name__}.")
+    try:
+        signature = inspect.signature(progress)
+    except (TypeError, ValueError):
+        return progress  # a builtin without a signature: its first call will tell
+    if _accepts(signature, 3):
+        return progress
+    if _accepts(signature, 2):
+        warnings.warn(
+            "A progress callback with two arguments (done, total) is deprecated; every entry point calls "
+            "progress(done, total, what) (what: the work being counted). Add a third argument.",
+            MonkDeprecationWarning, stacklevel=outside_stacklevel(),
+        )
+        two = progress
+        return lambda done, total, what: two(done, total)
+    raise ParameterError(f"progress must accept 3 arguments (done, total, what); {progress!r} does not.")
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` of a warning raised here that points at the first caller outside
+    this package (the user's line, so Python's default filters show a DeprecationWarning
+    there), however deep inside the package the warning is raised."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = inspect.currentframe()
+    frame, level = (here.f_back if here is not None else None), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _accepts(signature: inspect.Signature, count: int) -> bool:
+    try:
+        signature.bind(*range(count))
+    except TypeError:
+        return False
+    return True
+
+
+def counting(progress: ProgressCallback | None, what: str, offset: float = 0.0,
+             total: float | None = None) -> Callable[[float, float], None] | None:
+    """The engine's two-argument callback ``tick(done, total)`` that reports to ``progress``
+    as ``what``: done shifted by ``offset``, against ``total`` when given (a stage of a
+    larger count). None without a progress callback."""
+    if progress is None:
+        return None
+    return lambda done, of: progress(offset + done, of if total is None else total, what)
 
 
 @attrs.frozen(kw_only=True)

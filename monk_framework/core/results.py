@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Embedding",
+    "EmbeddingsResult",
     "MMDResult",
     "PermutationTestResult",
     "Result",
@@ -164,11 +165,39 @@ def whole(value: Any) -> int:
     raise TypeError(f"{type(value).__name__} is not a whole number")
 
 
+def certificate_value(value: Any) -> int | None:
+    """A certificate: a whole number of points ≥ 0, or None when the test does not reject
+    even without corruption (written −1 before 0.2, read as None)."""
+    if value is None:
+        return None
+    count = whole(value)
+    return None if count == -1 else count
+
+
 def optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-@attrs.frozen(kw_only=True)
+def _short(value: Any) -> str:
+    """A value as ``repr`` shows it, in a few dozen characters at most."""
+    if isinstance(value, np.ndarray):
+        if value.size <= 4:
+            return np.array2string(value, precision=4, separator=", ").join(("array(", ")"))
+        flat = value.reshape(-1)
+        head = ", ".join(f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v) for v in flat[:2])
+        return f"array([{head}, ..., {flat[-1]:.4g}], shape={value.shape})"
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.6g}"
+    if isinstance(value, Result):
+        return f"<{type(value).__name__}>"
+    if isinstance(value, list) and len(value) > 3:
+        head = ", ".join(item if len(item := repr(v)) <= 30 else item[:26] + " ..." + item[-1] for v in value[:2])
+        return f"[{head}, ... ({len(value)} items)]"
+    whole_text = repr(value)
+    return whole_text if len(whole_text) <= 60 else whole_text[:56] + " ..." + whole_text[-1]
+
+
+@attrs.frozen(kw_only=True, repr=False)
 class Result:
     """What every result shares: its JSON form, and back.
 
@@ -182,6 +211,24 @@ class Result:
 
     kind: ClassVar[str] = "result"
     derived: ClassVar[tuple[str, ...]] = ()
+    #: the fields ``repr`` shows (arrays and long values elided, as numpy elides them)
+    repr_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __repr__(self) -> str:
+        """``Name(field=value, ...)`` over :attr:`repr_fields`, at most a few lines: long
+        arrays elided (``array([0.01, 0.02, ..., 0.3], shape=(1000,))``), long values cut;
+        every value is in ``to_dict()``."""
+        items = [f"{name}={_short(getattr(self, name))}" for name in self.repr_fields]
+        lines, line = [], f"{type(self).__name__}("
+        for i, item in enumerate(items):
+            piece = item + (", " if i < len(items) - 1 else ")")
+            if len(line) + len(piece) > 100 and line.strip():
+                lines.append(line.rstrip())
+                line = "    "
+            line += piece
+        if not items:
+            line += ")"
+        return "\n".join([*lines, line])
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.kind}
@@ -252,7 +299,8 @@ def _json_kind(kind: type) -> str:
 
 
 #: what a field's converter reads, in JSON's words
-_CONVERTED_KINDS: dict[Any, str] = {whole: "an integer", float: "a number", optional_float: "a number or null"}
+_CONVERTED_KINDS: dict[Any, str] = {whole: "an integer", float: "a number", optional_float: "a number or null",
+                                    certificate_value: "an integer or null"}
 
 
 def _fault_of(exc: BaseException) -> str:
@@ -289,7 +337,7 @@ def computed_with(estimator: Any, requested: Kernel, used: Kernel, n_x: int, n_y
     }
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class StatisticResult(Result):
     """What every MMD estimate and every two-sample test records, declared once: the
     estimator and the kernel with their parameters (``kernel_params`` as used, e.g. the
@@ -331,7 +379,7 @@ class StatisticResult(Result):
         return "\n".join([self.title, *(f"  {label:<{width}}  {value}" for label, value in rows)])
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class MMDResult(StatisticResult):
     """An estimate of the maximum mean discrepancy between two samples.
 
@@ -341,6 +389,7 @@ class MMDResult(StatisticResult):
     """
 
     kind: ClassVar[str] = "mmd"
+    repr_fields: ClassVar[tuple[str, ...]] = ("mmd", "mmd2", "kernel", "kernel_params", "estimator", "n_x", "n_y")
     title: ClassVar[str] = "MMD estimate"
 
     mmd2: float = attrs.field(converter=float, validator=finite)
@@ -351,7 +400,7 @@ class MMDResult(StatisticResult):
         return [("MMD^2", f"{self.mmd2:.10g}"), ("MMD", f"{self.mmd:.10g}")]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class TestResult(StatisticResult):
     """What every two-sample test result shares, in scipy.stats' names: ``statistic``,
     ``pvalue``, ``null_distribution`` (the relabelled statistics, an array; None only
@@ -368,7 +417,7 @@ class TestResult(StatisticResult):
     reject: bool = attrs.field(validator=flag)
     n_permutations: int = attrs.field(converter=whole, validator=count)
     null_distribution: np.ndarray | None = null_field()
-    alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater",)))
+    alternative: str = attrs.field(default="greater", validator=attrs.validators.in_(("greater", "less", "two-sided")))
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.statistic, self.pvalue))
@@ -436,7 +485,7 @@ def _kernel(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise ParameterError(f"An embedding's kernel must be a Kernel; got {type(value).__name__}.")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class Embedding(Result):
     """An estimate of a kernel mean embedding: μ̂ = Σ_i w_i k(·, x_i).
 
@@ -449,6 +498,7 @@ class Embedding(Result):
     """
 
     kind: ClassVar[str] = "embedding"
+    repr_fields: ClassVar[tuple[str, ...]] = ("kernel", "estimator", "sample", "weights")
 
     kernel: Kernel = attrs.field(validator=_kernel)
     sample: np.ndarray | list[str] = attrs.field(converter=_as_sample, eq=attrs.cmp_using(eq=_sample_eq))
@@ -585,7 +635,7 @@ class Embedding(Result):
         return super().from_dict({**fields, "kernel": kernel})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class PermutationTestResult(TestResult):
     """The outcome of a permutation two-sample test of H₀: P = Q.
 
@@ -597,6 +647,8 @@ class PermutationTestResult(TestResult):
     """
 
     kind: ClassVar[str] = "permutation-test"
+    repr_fields: ClassVar[tuple[str, ...]] = ("statistic", "pvalue", "reject", "alpha", "alternative", "kernel",
+                                              "kernel_params", "estimator", "n_x", "n_y", "n_permutations", "null_distribution")
     title: ClassVar[str] = "Permutation test"
 
     statistic_mmd2: float = attrs.field(converter=float, validator=finite)
@@ -609,25 +661,30 @@ class PermutationTestResult(TestResult):
     @property
     def decision(self) -> str:
         """The decision in words."""
+        side = {"greater": "exceeds", "less": "is below"}.get(self.alternative)
+        against = "" if self.alternative == "greater" else f" ({self.alternative})"
         if self.reject:
+            beyond = (f"; the statistic {self.statistic:.6g} {side} the null quantile {self.null_quantile:.6g}"
+                      if side is not None and self.null_quantile is not None else "")
+            return (f"Reject H0 (same distribution) at level {self.alpha:g}{against}: p = {self.pvalue:.4g} <= "
+                    f"{self.alpha:g}{beyond}.")
+        smallest = (2 if self.alternative == "two-sided" else 1) / (self.n_permutations + 1)
+        if smallest > self.alpha * (1 + 1e-9):
             return (
-                f"Reject H0 (same distribution) at level {self.alpha:g}: p = {self.pvalue:.4g} <= {self.alpha:g}; "
-                f"the statistic {self.statistic:.6g} exceeds the null quantile {self.null_quantile:.6g}."
-            )
-        if self.null_quantile is None:
-            return (
-                f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')}: the smallest "
-                f"attainable p-value is 1/{self.n_permutations + 1}; {_more_permutations(self.alpha)}."
+                f"Cannot reject at level {self.alpha:g}{against} with {_count(self.n_permutations, 'permutation')}: the "
+                f"smallest attainable p-value is {smallest:.3g}; "
+                f"{_more_permutations(self.alpha / (2 if self.alternative == 'two-sided' else 1))}."
             )
         if (too_few := self._too_few_points()) is not None:
             return too_few
+        quantile = f", null quantile {self.null_quantile:.6g}" if self.null_quantile is not None else ""
         return (
-            f"No evidence of a difference at level {self.alpha:g}: p = {self.pvalue:.4g} > {self.alpha:g} "
-            f"(statistic {self.statistic:.6g}, null quantile {self.null_quantile:.6g})."
+            f"No evidence of a difference at level {self.alpha:g}{against}: p = {self.pvalue:.4g} > {self.alpha:g} "
+            f"(statistic {self.statistic:.6g}{quantile})."
         )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class SplitTestResult(TestResult):
     """The outcome of the three-way split test (paper Algorithm 3).
 
@@ -640,6 +697,8 @@ class SplitTestResult(TestResult):
     """
 
     kind: ClassVar[str] = "split-test"
+    repr_fields: ClassVar[tuple[str, ...]] = ("statistic", "pvalue", "reject", "alpha", "null_quantile", "kernel",
+                                              "kernel_params", "estimator", "n_x", "n_y", "n_permutations", "null_distribution")
     title: ClassVar[str] = "Split test (the paper's Algorithm 3)"
 
     grid: dict[str, list[Any]] = dict_field()
@@ -650,7 +709,7 @@ class SplitTestResult(TestResult):
 
     @property
     def decision(self) -> str:
-        chosen = ", ".join(f"{k}={v!r}" for k, v in self.kernel_params.items())
+        chosen = _call_text(self.kernel, self.kernel_params)
         if self.null_quantile is None:
             return (
                 f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')} "
@@ -659,11 +718,11 @@ class SplitTestResult(TestResult):
         verdict = "Reject H0 (same distribution)" if self.reject else "No evidence of a difference"
         return (
             f"{verdict} at level {self.alpha:g}: T - q = {self.excess:.6g} (T = {self.statistic:.6g} on part 3, "
-            f"q = {self.null_quantile:.6g} from part 2; kernel {self.kernel}({chosen}) chosen on part 1)."
+            f"q = {self.null_quantile:.6g} from part 2; kernel {chosen} chosen on part 1)."
         )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class RobustTestResult(TestResult):
     """The outcome of a robust two-sample test of H₀: P = Q under contamination.
 
@@ -673,18 +732,21 @@ class RobustTestResult(TestResult):
     2s(r) in place of 2rΔ (``threshold`` = q̂ + 2s(r)); for "mom" the median block p-value p_(k) and
     P(Binomial(Q, p_(k)) ≥ k − r). ``pvalue`` is valid when at most ``contamination``
     points are corrupted, and ``reject == (pvalue <= alpha)``. ``certificate`` c is the
-    largest budget under which this test still rejects (−1: it does not reject): the
+    largest budget under which this test still rejects (None: it does not reject): the
     rejection stays valid if up to c points were corrupted, and rerunning with the same
     ``n_blocks`` (reported for "mom", also when it was chosen by "auto") and any
     ``contamination`` r ≤ c rejects.
     """
 
     kind: ClassVar[str] = "robust-test"
+    repr_fields: ClassVar[tuple[str, ...]] = ("statistic", "pvalue", "reject", "alpha", "method", "contamination",
+                                              "certificate", "kernel", "kernel_params", "estimator", "n_x", "n_y",
+                                              "n_permutations")
     title: ClassVar[str] = "Robust two-sample test"
 
     method: str = attrs.field(validator=attrs.validators.in_(("dc", "clip", "mom")))
     contamination: int = attrs.field(converter=whole, validator=count)
-    certificate: int = attrs.field(converter=whole, validator=attrs.validators.ge(-1))
+    certificate: int | None = attrs.field(default=None, converter=certificate_value, validator=optional_count)
     #: "dc": the sensitivity Δ, the permutation quantile q̂ and the threshold q̂ + 2rΔ
     sensitivity: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     null_quantile: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
@@ -703,7 +765,8 @@ class RobustTestResult(TestResult):
             *super().summary_rows(),
             ("method", f"{self.method}, valid with up to {self.contamination} corrupted point"
                        f"{'s' if self.contamination != 1 else ''}"),
-            ("certificate", str(self.certificate)),
+            ("certificate", "not rejected" if self.certificate is None else
+             f"valid with up to {_count(self.certificate, 'corrupted point')}"),
         ]
 
     @property
@@ -722,7 +785,7 @@ class RobustTestResult(TestResult):
             )
         if self.method != "mom" and (too_few := self._too_few_points()) is not None:
             return too_few
-        if self.certificate >= 0:
+        if self.certificate is not None:
             return (
                 f"No evidence of a difference at level {self.alpha:g} {guard} ({self.method}: p = "
                 f"{self.pvalue:.4g}); the test would reject with at most {self.certificate} corrupted "
@@ -746,7 +809,7 @@ def _flag_array(value: Any) -> np.ndarray | None:
     return None if value is None else np.asarray(value, dtype=bool).reshape(-1)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class AggregatedTestResult(TestResult):
     """The outcome of an aggregated two-sample test over a collection of kernels.
 
@@ -768,10 +831,12 @@ class AggregatedTestResult(TestResult):
     its p-value is at most α·w_l (``kernel_levels``), ``statistic`` is max_l log(w_l / p_l)
     and ``pvalue`` = min(1, min_l p_l / w_l), valid under any r corrupted points (there is
     no null distribution to return); ``certificate`` is the largest r under which it still
-    rejects (−1: it does not reject).
+    rejects (None: it does not reject).
     """
 
     kind: ClassVar[str] = "aggregated-test"
+    repr_fields: ClassVar[tuple[str, ...]] = ("statistic", "pvalue", "reject", "alpha", "method", "kernel_specs",
+                                              "kernel_pvalues", "estimator", "n_x", "n_y", "n_permutations")
     title: ClassVar[str] = "Aggregated two-sample test"
 
     method: str = attrs.field(validator=attrs.validators.in_(("agg", "fuse")))
@@ -787,7 +852,7 @@ class AggregatedTestResult(TestResult):
     kernel_scales: np.ndarray | None = null_field()
     temperature: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     contamination: int = attrs.field(default=0, converter=whole, validator=count)
-    certificate: int | None = attrs.field(default=None)
+    certificate: int | None = attrs.field(default=None, converter=certificate_value, validator=optional_count)
     #: kernel l's sensitivity Δ_l (robust aggregation)
     sensitivities: np.ndarray | None = null_field()
 
@@ -804,19 +869,60 @@ class AggregatedTestResult(TestResult):
             return []
         return [spec for spec, flag in zip(self.kernel_specs, self.kernel_rejects) if flag]
 
+    @property
+    def collection(self) -> str:
+        """The collection in words: "rbf and laplace at 10 bandwidths each"."""
+        groups: dict[str, list[str]] = {}
+        names = [spec.split(":")[0] for spec in self.kernel_specs]
+        for spec, name, sigma in zip(self.kernel_specs, names, self.bandwidths):
+            # a family by its name; a kernel without a bandwidth by its name when no other has it
+            groups.setdefault(name if sigma is not None or names.count(name) == 1 else spec, []).append(spec)
+        parts, sizes = [], set()
+        for name, specs in groups.items():
+            if len(specs) > 1:
+                parts.append(name)
+                sizes.add(len(specs))
+            else:
+                parts.append(name if self.bandwidths[self.kernel_specs.index(specs[0])] is None else specs[0])
+                sizes.add(0)
+        if len(sizes) == 1 and (size := sizes.pop()) > 0:
+            joined = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+            return f"{joined} at {size} bandwidths{' each' if len(parts) > 1 else ''}"
+        described = [f"{name} at {len(groups[name])} bandwidths" if len(groups[name]) > 1 else name for name in groups]
+        return described[0] if len(described) == 1 else f"{', '.join(described[:-1])} and {described[-1]}"
+
+    @property
+    def most_significant(self) -> str:
+        """The spec of the kernel with the smallest p-value relative to its weight (for
+        MMDAgg, the kernel that drives the decision; the first of equals)."""
+        return self.kernel_specs[int(np.argmin(self.kernel_pvalues / self.weights))]
+
     def _kernel_text(self) -> str:
-        return self.kernel  # the collection's kernel names; every kernel's spec is in kernel_specs
+        return f"{self.collection} ({self._over()})"
 
     def _over(self) -> str:
         count = len(self.kernel_specs)
         return f"{count} kernel{'s' if count != 1 else ''}"
 
     def summary_rows(self) -> list[tuple[str, str]]:
-        rows = [*super().summary_rows(), ("kernels", f"{len(self.kernel_specs)}")]
-        best = int(np.argmin(self.kernel_pvalues))
-        rows.append(("smallest kernel p-value", f"{self.kernel_pvalues[best]:.4g} ({self.kernel_specs[best]})"))
+        name = "MMDAgg" if self.method == "agg" else "MMD-FUSE"
+        best = int(np.argmin(self.kernel_pvalues / self.weights))
+        statistic = "MMD" if self.contamination else "signed MMD"
+        spec, sigma = self.kernel_specs[best], self.bandwidths[best]
+        if sigma is not None:  # σ to 4 digits here; to_dict() has every digit
+            family, _, params = spec.partition(":")
+            spec = f"{family}:{','.join(f'sigma={sigma:.4g}' if p.startswith('sigma=') else p for p in params.split(','))}"
+        rows = [("most significant", f"{spec}: {statistic} {self.kernel_statistics[best]:.4g}, "
+                                     f"its own p = {self.kernel_pvalues[best]:.4g}")]
+        if self.method == "fuse":
+            rows.append(("FUSE statistic", f"{self.statistic:.6g}"))
+        rows += [
+            ("p-value", f"{self.pvalue:.4g} ({name}, for the whole collection; {_count(self.n_permutations, 'relabelling')})"),
+            ("decision", self.decision),
+        ]
         if self.contamination:
-            rows.append(("certificate", str(self.certificate)))
+            rows.append(("certificate", "not rejected" if self.certificate is None else
+                         f"valid with up to {_count(self.certificate, 'corrupted point')}"))
         return rows
 
     @property
@@ -857,3 +963,54 @@ class AggregatedTestResult(TestResult):
             f"No evidence of a difference at level {self.alpha:g}{guard} ({name} over {self._over()}: "
             f"p = {self.pvalue:.4g} > {self.alpha:g})."
         )
+
+
+@attrs.frozen(kw_only=True, repr=False)
+class EmbeddingsResult(Result):
+    """The mean embeddings of X (and of Y) by one estimator with one kernel, fitted on
+    X ∪ Y, and ‖μ̂_X − μ̂_Y‖_H, the RKHS distance between them (an MMD estimate)."""
+
+    kind: ClassVar[str] = "embeddings"
+    repr_fields: ClassVar[tuple[str, ...]] = ("distance", "x", "y")
+
+    x: Embedding = attrs.field(validator=attrs.validators.instance_of(Embedding))
+    y: Embedding | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Embedding)))
+    distance: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    seed: Any = seed_field()
+    timings: dict[str, float] = dict_field(factory=dict)
+
+    def __str__(self) -> str:
+        x = self.x
+        lines = [
+            "Mean embeddings" if self.y is not None else "Mean embedding",
+            f"  kernel     {_call_text(x.kernel.name, x.kernel.params())}",
+            f"  estimator  {_call_text(x.estimator, x.estimator_params)}",
+            f"  X          {len(x.sample)} points, norm {x.norm():.6g}",
+        ]
+        if self.y is not None:
+            lines.append(f"  Y          {len(self.y.sample)} points, norm {self.y.norm():.6g}")
+        if self.distance is not None:
+            lines.append(f"  distance   {self.distance:.6g} (the RKHS distance between them, an MMD estimate)")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["x"] = self.x.to_dict()
+        out["y"] = None if self.y is None else self.y.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, registry: Registry | None = None, **context: Any) -> EmbeddingsResult:
+        """Rebuild the embeddings; their kernel is looked up by name in ``registry``
+        (``monk_framework.load_result`` passes the installed one)."""
+        if registry is None:
+            raise ParameterError(
+                "EmbeddingsResult.from_dict needs the registry to rebuild the kernel: pass "
+                "registry=monk_framework.get_registry(), or use monk_framework.load_result."
+            )
+        reg = registry
+        if not isinstance(data, Mapping) or not isinstance(data.get("x"), Mapping):
+            raise DataError("An embeddings result holds the embedding of X under 'x'; this one does not.")
+        x = Embedding.from_dict(data["x"], registry=reg)
+        y = None if data.get("y") is None else Embedding.from_dict(data["y"], registry=reg)
+        return super().from_dict({**data, "x": x, "y": y})

@@ -5,7 +5,7 @@ points with one feature each); for string kernels a sequence of Python strings.
 Everything that enters the library from a user passes through :func:`as_vectors` or
 :func:`as_strings`, which reject NaN/inf, empty samples and malformed shapes with a
 message that names the sample and the offending point. Reading samples from files is
-the application's work (:mod:`monk_framework.app.loading`).
+the work of :mod:`monk_framework.io.loading`.
 """
 
 from __future__ import annotations

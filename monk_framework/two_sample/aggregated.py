@@ -41,15 +41,16 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 
 from monk_framework.core.errors import DataError, MonkError, ParameterError, shown, shown_count
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel
-from monk_framework.core.params import check_choice, check_flag, first_repeat, spec_label
+from monk_framework.core.params import check_choice, check_flag, first_repeat, parse_spec, spec_label
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
+from monk_framework.core.resources import ProgressCallback, Resources, check_backend, check_fits, counting, progress_callback
 from monk_framework.core.results import AggregatedTestResult
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import Backend, is_remote
@@ -57,6 +58,7 @@ from monk_framework.engine.pooled import pooled
 from monk_framework.engine.relabelling import Progress, SharedRelabellings, check_null_memory, relabelled_statistics
 from monk_framework.numerics.distances import scaled_distances, scaled_l1_distances
 from monk_framework.two_sample.common import (
+    DEFAULT_PERMUTATIONS,
     TIE_RTOL,
     check_estimator,
     check_level,
@@ -64,18 +66,23 @@ from monk_framework.two_sample.common import (
     critical_rank,
     exceedances,
     null_quantile,
+    previous_form,
+    sample_kind,
     signed_root,
 )
 from monk_framework.two_sample.robust import contamination_count, largest_budget, mmd_sensitivity
 
 __all__ = [
     "BANDWIDTH_MAX_POINTS",
+    "KernelFamily",
     "DEFAULT_FAMILIES",
     "METHODS",
     "N_BANDWIDTHS",
     "aggregated_test",
     "agg_scores",
     "bandwidth_grid",
+    "check_aggregated_test",
+    "given_kernels",
     "repeated_bandwidth",
     "collection_statistics",
     "default_kernels",
@@ -309,10 +316,28 @@ def _check_collection_size(B: int, L: int, what: str) -> None:
         "resolves a p-value of 1e-5) or fewer kernels (the published collections have 10 bandwidths a family)."))
 
 
-def _given_kernels(kernels: Any, bandwidths: Any) -> list[Kernel]:
-    """The caller's collection: Kernel objects or specs, looked up in the registry."""
-    if bandwidths is not None:
-        raise ParameterError("bandwidths= sets the grid of the default collection; with kernels= given, leave it out.")
+@attrs.frozen
+class KernelFamily:
+    """A kernel given by a spec without its bandwidth (``"laplace"``, ``"rbf:norm=l1"``):
+    it stands for its family at the collection's bandwidths, ``bandwidths=`` when given,
+    else the grid of :func:`bandwidth_grid` over the pooled distances in its own metric."""
+
+    kernel: Kernel  # the spec's kernel, whose sigma each bandwidth replaces
+    spec: str
+
+    @property
+    def metric(self) -> str:
+        metric = getattr(self.kernel, "distance_metric", "l2")
+        return metric if metric in ("l1", "l2") else "l2"
+
+    def at(self, sigmas: Iterable[float]) -> list[Kernel]:
+        return [type(self.kernel).from_params({**self.kernel.params(), "sigma": float(s)}) for s in sigmas]
+
+
+def given_kernels(kernels: Any) -> list[Kernel | KernelFamily]:
+    """The caller's collection: Kernel objects (used as they are) or specs, looked up in
+    the registry; a spec of a kernel with a bandwidth ``sigma`` that does not set it is
+    a :class:`KernelFamily`, as ``monkfw test --aggregate -k laplace`` reads it."""
     if isinstance(kernels, (str, Kernel)):
         kernels = [kernels]
     if (isinstance(kernels, (Mapping, set, frozenset)) or not isinstance(kernels, Iterable)
@@ -320,17 +345,23 @@ def _given_kernels(kernels: Any, bandwidths: Any) -> list[Kernel]:
         # a dict or a set has no order, and seeded results follow the kernels' order
         raise MonkError(f"kernels must be a list of Kernel objects or specs such as 'rbf:sigma=1'; got {shown(kernels)}.")
     reg = get_registry()
-    out = [reg.resolve_kernel(k) for k in kernels]
+    listed = list(kernels)
+    out: list[Kernel | KernelFamily] = []
+    for item in listed:
+        kernel = reg.resolve_kernel(item)
+        if not isinstance(kernel, Kernel):
+            raise MonkError(f"kernels must be Kernel objects or specs such as 'rbf:sigma=1'; got {type(kernel).__name__}.")
+        if isinstance(item, str) and "sigma" in kernel.params() and "sigma" not in parse_spec(item)[1]:
+            out.append(KernelFamily(kernel=kernel, spec=item))
+        else:
+            out.append(kernel)
     if not out:
         raise ParameterError("kernels must hold at least one kernel.")
-    for k in out:
-        if not isinstance(k, Kernel):
-            raise MonkError(f"kernels must be Kernel objects or specs such as 'rbf:sigma=1'; got {type(k).__name__}.")
-    twice = first_repeat([k.spec() for k in out])
+    twice = first_repeat([k.spec if isinstance(k, KernelFamily) else k.spec() for k in out])
     if twice is not None:
         i, j = twice
         raise ParameterError(
-            f"kernels {i} and {j} are the same kernel, {out[j].spec()}: a repeated kernel only doubles its "
+            f"kernels {i} and {j} are the same, {listed[j]!s}: a repeated kernel only doubles its "
             "weight in the aggregation (give each kernel once, and weights= to weigh them)."
         )
     return out
@@ -350,99 +381,91 @@ def _bandwidth(kernel: Kernel) -> float | None:
     return float(sigma) if isinstance(sigma, (int, float)) and not isinstance(sigma, bool) else None
 
 
+@previous_form("aggregated_test", ("X", "Y", "kernels"), "aggregated_test(X, Y, kernels=[...])",
+               when=lambda args: len(args) > 2)
 def aggregated_test(
     X: Any,
     Y: Any,
-    kernels: Any = None,
     *,
+    kernels: Any = None,
     method: str = "agg",
+    estimator: MMDEstimator | str | None = None,
+    n_permutations: int = DEFAULT_PERMUTATIONS,
     alpha: float = 0.05,
-    n_permutations: int = 2000,
     weights: Any = None,
     n_bandwidths: int = N_BANDWIDTHS,
     bandwidths: Sequence[float] | None = None,
     contamination: int | float = 0,
-    estimator: MMDEstimator | str | None = None,
     rng: RNGLike = None,
-    return_null: bool = True,
-    progress: Progress | None = None,
-    backend: Backend | None = None,
+    progress: ProgressCallback | None = None,
     max_memory: Any = None,
+    backend: Backend | None = None,
+    return_null: bool = True,
 ) -> AggregatedTestResult:
     """A permutation test of H₀: P = Q over a collection of kernels (module docstring).
 
-    ``kernels``: Kernel objects or specs (``"rbf:sigma=0.5"``, a plugin's kernel), or
-    None for the published collection (:func:`default_kernels`: ``n_bandwidths``
-    Gaussian and as many Laplace kernels over the pooled distances, or at the fixed
-    ``bandwidths``). ``method``: "agg" (MMDAgg) or "fuse" (MMD-FUSE). ``weights``: one
-    positive number per kernel (normalised; uniform by default). Every kernel's
-    statistic (``estimator``, the U-statistic by default) comes from the same
-    ``n_permutations`` relabellings through the permutation engine: matrix-free under
-    ``max_memory``, on ``backend``'s workers when given, as :func:`permutation_test` runs.
+    Parameters
+    ----------
+    X, Y : array_like or sequence of str
+        The samples.
+    kernels : list of Kernel or str, optional
+        The collection. A Kernel object, or a spec that sets its bandwidth
+        (``"rbf:sigma=0.5"``) or has none (``"quadratic"``, ``"ssk:n=3"``), is one
+        kernel; a spec of a kernel with a bandwidth that does not set it (``"laplace"``)
+        stands for its family at ``bandwidths``, or at ``n_bandwidths`` over the pooled
+        distances, as ``monkfw test --aggregate -k laplace`` reads it. Default: Gaussian
+        and Laplace (L1) kernels at ``n_bandwidths`` bandwidths each (:func:`default_kernels`).
+    method : {"agg", "fuse"}
+        MMDAgg (Schrab et al., 2023) or MMD-FUSE (Biggs et al., 2023, its authors'
+        statistic).
+    estimator : MMDEstimator or str, optional
+        Each kernel's statistic: the U-statistic by default (the V-statistic with a
+        ``contamination``).
+    n_permutations, alpha, rng, progress, max_memory, backend, return_null
+        As for :func:`~monk_framework.two_sample.permutation_test`; ``progress`` counts
+        every kernel's relabelled statistics, L·B in all.
+    weights : list of float, optional
+        One positive number per kernel (normalised; uniform by default).
+    n_bandwidths : int
+        Bandwidths per family when read from the pooled distances.
+    bandwidths : list of float, optional
+        A fixed grid for every family (robust aggregation needs one).
+    contamination : int or float
+        r > 0 makes the test robust ("agg" only): the kernels must be bounded and fixed
+        before seeing the data, the statistic is the V-statistic MMD, and the p-value
+        stays valid under any r corrupted points; the result carries a certificate.
 
-    ``contamination`` r > 0 makes the test robust ("agg" only): the kernels must be
-    bounded and fixed before seeing the data (numbers for σ, or ``bandwidths`` for the
-    default families), the statistic is the V-statistic MMD, and the p-value stays valid
-    under any r corrupted points; the result carries a certificate.
+    Returns
+    -------
+    AggregatedTestResult
+        The decision, each kernel's statistic and p-value, and (MMDAgg) the kernels
+        that rejected.
     """
     start = time.perf_counter()
-    if isinstance(X, (str, Kernel)) and not isinstance(Y, (str, Kernel)) and kernels is not None:
-        # the other tests take the kernel first; this one takes it third, as it takes many
-        raise ParameterError(
-            "aggregated_test takes the samples first and the kernels third: aggregated_test(X, Y, kernels=[...]) "
-            f"(got a kernel, {X if isinstance(X, str) else X.spec()!r}, as X)."
-        )
+    items, est, report, robust = check_aggregated_test(
+        X, kernels=kernels, method=method, estimator=estimator, n_permutations=n_permutations, alpha=alpha,
+        n_bandwidths=n_bandwidths, bandwidths=bandwidths, contamination=contamination, return_null=return_null,
+        progress=progress, backend=backend,
+    )
     resources = Resources.of(max_memory)
-    check_progress(progress)
-    check_backend(backend)
-    check_choice(method, "method", METHODS)
-    check_flag(return_null, "return_null")
     alpha = check_level(alpha)
-    B = check_permutations(n_permutations)
+    B = int(n_permutations)
     reg = get_registry()
-    robust = not (isinstance(contamination, (int, np.integer)) and not isinstance(contamination, bool) and contamination == 0)
-    if robust and method != "agg":
-        raise ParameterError("contamination= is supported by method='agg' (each kernel's threshold moves by its own 2rΔ); "
-                             "MMD-FUSE's normalisers are not bounded under corruption.")
-    if estimator is None:
-        est = reg.estimator_with_role("v-statistic" if robust else "u-statistic")
-    else:
-        est = check_estimator(reg.resolve_estimator(estimator))
-        if robust and est.role != "v-statistic":
-            raise ParameterError(
-                f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}."
-            )
     grid = _check_grid(n_bandwidths, bandwidths)
-    if kernels is None:
-        planned = len(DEFAULT_FAMILIES) * (int(n_bandwidths) if grid is None else len(grid))
-        _check_collection_size(B, planned, f"n_bandwidths = {n_bandwidths} a family" if grid is None
-                               else f"{len(grid)} bandwidths a family")
-    given = None if kernels is None else _given_kernels(kernels, bandwidths)
-    if given is None and isinstance(X, (list, tuple)) and X and isinstance(X[0], str):
-        raise ParameterError(
-            "The default kernel collection (Gaussian and Laplace kernels) is for numeric vectors; for strings "
-            "pass kernels=, e.g. ['ssk:n=3', 'ssk:n=5']."
-        )
     # the data read as the collection's kernels read them
-    probe = given[0] if given is not None else reg.get_kernel(DEFAULT_FAMILIES[0][0], sigma=1.0)
+    first = items[0] if items is not None else None
+    probe = (first.kernel if isinstance(first, KernelFamily) else first) if first is not None \
+        else reg.get_kernel(DEFAULT_FAMILIES[0][0], sigma=1.0)
     Xv, Yv = probe.check_pair(X, Y)
     n, m = len(Xv), len(Yv)
     if n < 2 or m < 2:
         raise DataError(f"An aggregated test needs at least 2 points in each sample; got N = {n}, M = {m}.")
-    if robust and kernels is None and bandwidths is None:
-        raise ParameterError(
-            "A robust aggregated test needs its bandwidths fixed before seeing the data: corrupted points would "
-            "move a grid read from the pooled distances. Pass bandwidths=[...] (e.g. a geometric grid around the "
-            "scale you expect) or kernels= with numbers."
-        )
-    if given is not None:
-        collection = given
-    else:
+    if items is None:
         assert isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)  # the Gaussian probe read vectors
         collection = default_kernels(Xv, Yv, n_bandwidths=int(n_bandwidths), bandwidths=grid)
+    else:
+        collection = _expanded(items, Xv, Yv, int(n_bandwidths), grid)
     L = len(collection)
-    if given is not None:
-        _check_collection_size(B, L, "kernels=")
     w = _check_weights(weights, L)
     for k in collection:  # every kernel reads the data, not only the first: before any work
         est.check_kernel(k)
@@ -470,7 +493,7 @@ def aggregated_test(
     seed = seed_of(seq)
 
     values, used, read = collection_statistics(est, collection, Xv, Yv, B, seq, resources=resources, backend=backend,
-                                         progress=progress)
+                                               progress=counting(report, "kernels x permutations"))
     if robust:
         values = np.sqrt(np.maximum(values, 0.0))  # the V-statistic MMD, whose sensitivity is Δ_l
     # what every form reports
@@ -521,3 +544,98 @@ def aggregated_test(
         kernel_statistics=signed_root(values[0]), kernel_pvalues=pvals, kernel_rejects=rejects, kernel_levels=levels,
         kernel_scales=scales, temperature=temperature, timings={"total_s": time.perf_counter() - start}, **shared,
     )
+
+
+def check_aggregated_test(
+    X: Any = None, *, kernels: Any = None, method: Any = "agg", estimator: Any = None,
+    n_permutations: Any = DEFAULT_PERMUTATIONS, alpha: Any = 0.05, n_bandwidths: Any = N_BANDWIDTHS, bandwidths: Any = None,
+    contamination: Any = 0, return_null: Any = True, progress: Any = None, backend: Any = None,
+) -> tuple[list[Kernel | KernelFamily] | None, MMDEstimator, ProgressCallback | None, bool]:
+    """Every argument of :func:`aggregated_test` that can be checked without the data,
+    checked once (the command line calls it before reading files). Returns the collection
+    as given (None: the default one), the estimator, the progress callback and whether
+    the test is robust."""
+    if isinstance(X, (str, Kernel)):
+        raise ParameterError(
+            "aggregated_test takes the samples first and the kernels by keyword: aggregated_test(X, Y, kernels=[...]) "
+            f"(got a kernel, {X if isinstance(X, str) else X.spec()!r}, as X)."
+        )
+    report = progress_callback(progress)
+    check_backend(backend)
+    check_choice(method, "method", METHODS)
+    check_flag(return_null, "return_null")
+    check_level(alpha)
+    B = check_permutations(n_permutations)
+    reg = get_registry()
+    robust = not (isinstance(contamination, (int, np.integer)) and not isinstance(contamination, bool) and contamination == 0)
+    if robust and method != "agg":
+        raise ParameterError("contamination= is supported by method='agg' (each kernel's threshold moves by its own 2rΔ); "
+                             "MMD-FUSE's normalisers are not bounded under corruption.")
+    if robust and not isinstance(contamination, (int, np.integer)):
+        contamination_count(contamination, 2)  # a fraction's range does not depend on N + M
+    if estimator is None:
+        est = reg.estimator_with_role("v-statistic" if robust else "u-statistic")
+    else:
+        est = check_estimator(reg.resolve_estimator(estimator))
+        if robust and est.role != "v-statistic":
+            raise ParameterError(
+                f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}."
+            )
+    grid = _check_grid(n_bandwidths, bandwidths)
+    per_family = int(n_bandwidths) if grid is None else len(grid)
+    if kernels is None:
+        if X is not None and sample_kind(X) == "string":
+            raise ParameterError(
+                "The default kernel collection (Gaussian and Laplace kernels) is for numeric vectors; for strings "
+                "pass kernels=, e.g. ['ssk:n=3', 'ssk:n=5']."
+            )
+        if robust and grid is None:
+            raise ParameterError(
+                "A robust aggregated test needs its bandwidths fixed before seeing the data: corrupted points would "
+                "move a grid read from the pooled distances. Pass bandwidths=[...] (e.g. a geometric grid around the "
+                "scale you expect) or kernels= with numbers."
+            )
+        _check_collection_size(B, len(DEFAULT_FAMILIES) * per_family,
+                               f"n_bandwidths = {n_bandwidths} a family" if grid is None else f"{len(grid)} bandwidths a family")
+        return None, est, report, robust
+    items = given_kernels(kernels)
+    families = [k for k in items if isinstance(k, KernelFamily)]
+    if grid is not None and not families:
+        raise ParameterError(
+            "bandwidths= sets the sigma of each kernel given without one (and of the default collection); every kernel "
+            "given here sets its own or has none: leave bandwidths out."
+        )
+    if robust and grid is None and families:
+        raise ParameterError(
+            f"A robust aggregated test needs its bandwidths fixed before seeing the data: {families[0].spec!r} without "
+            "sigma would read them from the pooled distances, which corrupted points move. Give it sigma, or "
+            "bandwidths=[...]."
+        )
+    _check_collection_size(B, len(items) - len(families) + len(families) * per_family, "kernels=")
+    return items, est, report, robust
+
+
+def _expanded(items: Sequence[Kernel | KernelFamily], X: np.ndarray | Any, Y: np.ndarray | Any, n_bandwidths: int,
+              grid: np.ndarray | None) -> list[Kernel]:
+    """The collection: each kernel as given, each family at ``grid`` or at the grid over
+    the pooled distances in its metric; a kernel that comes twice is refused."""
+    out: list[Kernel] = []
+    for item in items:
+        if not isinstance(item, KernelFamily):
+            out.append(item)
+            continue
+        if grid is not None:
+            sigmas = grid
+        elif isinstance(X, np.ndarray) and isinstance(Y, np.ndarray):
+            sigmas = bandwidth_grid(X, Y, n_bandwidths=n_bandwidths, metric=item.metric)
+        else:
+            raise ParameterError(f"kernels: {item.spec!r} without sigma would read its bandwidths from distances between "
+                                 "vectors; give it sigma=, or bandwidths=.")
+        out.extend(item.at(sigmas))
+    twice = first_repeat([k.spec() for k in out])
+    if twice is not None:
+        raise ParameterError(
+            f"The collection holds {out[twice[1]].spec()} twice (a family's grid meets a kernel given with that sigma): "
+            "a repeated kernel only doubles its weight in the aggregation. Drop one, or give weights=."
+        )
+    return out

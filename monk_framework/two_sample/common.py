@@ -11,20 +11,27 @@ q̂ = T_(B−k), k = ⌊α(B + 1)⌋ − 1 (none when k < 0).
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable
-from typing import Any
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
-from monk_framework.core.errors import MonkError, ParameterError, PluginFailure, plugin_code, shown
-from monk_framework.core.estimators import MMDEstimator
+from monk_framework.core.errors import MonkDeprecationWarning, MonkError, ParameterError, PluginFailure, plugin_code, shown
+from monk_framework.core.estimators import Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import check_choice, check_flag, finite_real
 from monk_framework.core.registry import get_registry
+from monk_framework.core.resources import outside_stacklevel
 from monk_framework.engine.partitions import Partition
 
 __all__ = [
+    "ALTERNATIVES",
+    "DEFAULT_ESTIMATOR",
+    "DEFAULT_KERNELS",
+    "DEFAULT_PERMUTATIONS",
     "RELABEL",
     "TIE_RTOL",
     "GramOf",
@@ -35,11 +42,106 @@ __all__ = [
     "check_test_params",
     "choose_partition",
     "critical_rank",
+    "default_kernel",
     "exceedances",
     "null_quantile",
-    "resolve",
+    "permutation_pvalue",
+    "previous_form",
+    "resolve_with_defaults",
+    "sample_kind",
+    "shortfalls",
     "signed_root",
 ]
+
+#: the kernel every test and estimate uses when none is named, by the kind of the samples:
+#: the Gaussian kernel at the median heuristic for vectors (as hyppo and alibi-detect), the
+#: string subsequence kernel for strings. ``monkfw`` uses the same.
+DEFAULT_KERNELS = {"vector": "rbf", "string": "ssk"}
+#: the estimator every test and estimate uses when none is named: the unbiased U-statistic
+DEFAULT_ESTIMATOR = "u-stat"
+#: the relabellings of every permutation-calibrated test when none are named (``-B`` too)
+DEFAULT_PERMUTATIONS = 1000
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def sample_kind(X: Any) -> str:
+    """"string" for a sequence of Python strings (or a numpy array of text), else
+    "vector": which default kernel reads the sample."""
+    if isinstance(X, (list, tuple)) and X and isinstance(X[0], str):
+        return "string"
+    if isinstance(X, np.ndarray) and X.dtype.kind in "US":
+        return "string"
+    return "vector"
+
+
+def default_kernel(X: Any) -> Kernel:
+    """The kernel of :data:`DEFAULT_KERNELS` for samples like ``X``, from the registry."""
+    return get_registry().get_kernel(DEFAULT_KERNELS[sample_kind(X)])
+
+
+def resolve_with_defaults(kernel: Any, estimator: Any, X: Any, *, default_estimator: bool = True) -> tuple[Any, Any]:
+    """The kernel and the estimator of a call, objects or specs looked up in the registry;
+    None takes the default (:data:`DEFAULT_KERNELS` by the kind of ``X``,
+    :data:`DEFAULT_ESTIMATOR`; with ``default_estimator=False`` a None estimator stays
+    None, for a test that chooses it by its method)."""
+    for what, given in (("kernel", kernel), ("estimator", estimator)):
+        if _looks_like_data(given):
+            raise ParameterError(
+                f"{what} must be a {what} object or a spec such as "
+                f"{'rbf:sigma=1' if what == 'kernel' else 'u-stat'!r}; got {_data_kind(given)}, which looks like a sample "
+                "(the samples come first: f(X, Y, kernel=..., estimator=...))."
+            )
+    reg = get_registry()
+    kern = default_kernel(X) if kernel is None else reg.resolve_kernel(kernel)
+    if estimator is None:
+        est = reg.resolve_estimator(DEFAULT_ESTIMATOR) if default_estimator else None
+    else:
+        est = reg.resolve_estimator(estimator)
+    return kern, est
+
+
+def _names_a_model(obj: Any) -> bool:
+    """A kernel or an estimator (an object or its spec): never a sample."""
+    return isinstance(obj, (str, Kernel, Estimator))
+
+
+def previous_form(name: str, old: Sequence[str], new: str, *, positional_data: int = 2,
+                  when: Callable[[tuple[Any, ...]], bool] | None = None) -> Callable[[_F], _F]:
+    """Accept, for one release, the call form before 0.2, with a DeprecationWarning naming
+    the new one; the numbers are the same.
+
+    ``old`` names the previous positional parameters in order (e.g. ``("kernel",
+    "estimator", "X", "Y")``); the previous form is recognised by ``when(args)``, by
+    default a first positional argument that is a kernel or an estimator (an object or a
+    spec string), which no sample can be. ``new`` is the call to write instead."""
+    detect = when or (lambda args: bool(args) and _names_a_model(args[0]))
+
+    def decorate(func: _F) -> _F:
+        @functools.wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not detect(args):
+                return func(*args, **kwargs)
+            if len(args) > len(old):
+                raise ParameterError(f"{name} takes at most {positional_data} positional arguments (the samples); got "
+                                     f"{len(args)}. Write {new}.")
+            given = dict(zip(old, args))
+            for key in given:
+                if key in kwargs:
+                    raise ParameterError(f"{name} got {key} both by position and by keyword; write {new}.")
+            why = ("everything after the samples goes by keyword" if old[0] == "X" else
+                   "the samples come first, everything else by keyword")
+            warnings.warn(
+                f"{name}({', '.join(old[:len(args)])}, ...) is deprecated and will be removed in the release after "
+                f"0.2: {why}. Write {new}.",
+                MonkDeprecationWarning, stacklevel=outside_stacklevel(),
+            )
+            return func(**given, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return decorate
+
 
 #: how a permutation test relabels: "auto" (within blocks for estimators with a fixed
 #: partition, else globally), "within-blocks" or "global".
@@ -74,33 +176,37 @@ def exceedances(null: np.ndarray, threshold: float, axis: int | None = None) -> 
     return np.count_nonzero(null >= threshold - TIE_RTOL * abs(threshold), axis=axis)
 
 
+#: the alternatives of :func:`~monk_framework.two_sample.permutation_test`, in scipy's words
+ALTERNATIVES = ("greater", "less", "two-sided")
+
+
+def shortfalls(null: np.ndarray, threshold: float) -> Any:
+    """#{b : T_b ≤ threshold}, ties up to :data:`TIE_RTOL` of |threshold| included."""
+    return np.count_nonzero(null <= threshold + TIE_RTOL * abs(threshold))
+
+
+def permutation_pvalue(null: np.ndarray, T: float, alternative: str) -> float:
+    """The permutation p-value of T against its B relabelled values, as scipy's
+    ``permutation_test`` defines it: (1 + #{T_b ≥ T}) / (1 + B) for "greater" (a large
+    MMD speaks against H₀), (1 + #{T_b ≤ T}) / (1 + B) for "less" (the samples are more
+    alike than relabellings: duplicated or stratified data), and min(1, twice the smaller
+    of the two) for "two-sided"."""
+    B = len(null)
+    greater = (1 + int(exceedances(null, T))) / (1 + B)
+    if alternative == "greater":
+        return greater
+    less = (1 + int(shortfalls(null, T))) / (1 + B)
+    if alternative == "less":
+        return less
+    return min(1.0, 2.0 * min(greater, less))
+
+
 def null_quantile(null: np.ndarray, alpha: float) -> float | None:
     """q̂ = T_(B−k): T > q̂ exactly when the p-value is at most α (None when it never is)."""
     k = critical_rank(len(null), alpha)
     if k < 0:
         return None
     return float(np.sort(null)[len(null) - 1 - k])
-
-
-def resolve(kernel: Any, estimator: Any, *, form: str | None = None) -> tuple[Any, Any]:
-    """A kernel and an estimator as given, or looked up by spec (``"rbf:sigma=2"``,
-    ``"monk-bcd:n_blocks=21"``) in the registry of installed plugins.
-
-    ``form`` is how the caller is called (e.g. ``"estimate(kernel, estimator, X, Y)"``):
-    a sample where the kernel or the estimator goes (the samples put first, as
-    :func:`aggregated_test` takes them) is then refused with that form."""
-    if form is not None:
-        for what, given in (("kernel", kernel), ("estimator", estimator)):
-            if _looks_like_data(given):
-                name = form.split("(")[0]
-                raise ParameterError(
-                    f"{name} takes the kernel first: {form} (got {_data_kind(given)} where the {what} goes: "
-                    "a sample? Several kernels at once are aggregated_test(X, Y, kernels=[...]))."
-                )
-    if isinstance(kernel, str) or isinstance(estimator, str):
-        reg = get_registry()
-        return reg.resolve_kernel(kernel), (estimator if estimator is None else reg.resolve_estimator(estimator))
-    return kernel, estimator
 
 
 def check_level(alpha: Any, *, name: str = "alpha") -> float:

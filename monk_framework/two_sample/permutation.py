@@ -35,81 +35,107 @@ import numpy as np
 
 from monk_framework.core.estimators import MMDEstimator, checked_estimate
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import check_flag
+from monk_framework.core.params import check_choice, check_flag
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
-from monk_framework.core.resources import Resources, check_backend, check_progress
+from monk_framework.core.resources import ProgressCallback, Resources, check_backend, counting, progress_callback
 from monk_framework.core.results import PermutationTestResult, computed_with
 from monk_framework.engine.backends import Backend
-from monk_framework.engine.relabelling import Progress, check_null_memory, relabelled_statistics
+from monk_framework.engine.relabelling import check_null_memory, relabelled_statistics
 from monk_framework.two_sample.common import (
+    ALTERNATIVES,
+    DEFAULT_PERMUTATIONS,
     check_level,
+    check_relabel,
     check_test_params,
     choose_partition,
     critical_rank,
     exceedances,
     null_quantile,
-    resolve,
+    permutation_pvalue,
+    previous_form,
+    resolve_with_defaults,
+    shortfalls,
     signed_root,
 )
 
-__all__ = ["permutation_test"]
+__all__ = ["check_permutation_test", "permutation_test"]
 
+@previous_form("permutation_test", ("kernel", "estimator", "X", "Y"), "permutation_test(X, Y, kernel=..., estimator=...)")
 def permutation_test(
-    kernel: Kernel,
-    estimator: MMDEstimator,
     X: Any,
     Y: Any,
     *,
-    n_permutations: int = 1000,
+    kernel: Kernel | str | None = None,
+    estimator: MMDEstimator | str | None = None,
+    n_permutations: int = DEFAULT_PERMUTATIONS,
     alpha: float = 0.05,
+    alternative: str = "greater",
     rng: RNGLike = None,
-    return_null: bool = True,
-    progress: Progress | None = None,
-    gram: np.ndarray | None = None,
-    backend: Backend | None = None,
-    relabel: str = "auto",
-    report_estimate: bool = False,
+    progress: ProgressCallback | None = None,
     max_memory: Any = None,
+    backend: Backend | None = None,
+    return_null: bool = True,
+    relabel: str = "auto",
+    gram: np.ndarray | None = None,
+    report_estimate: bool = False,
 ) -> PermutationTestResult:
-    """Permutation test of H₀: P = Q with any kernel and any MMD estimator (objects, or
-    specs such as ``"rbf"`` and ``"monk-bcd:n_blocks=21"``).
+    """Permutation test of H₀: P = Q with any kernel and any MMD estimator.
 
-    p = (1 + #{T_b ≥ T}) / (1 + B) over B random relabellings of the pooled sample; the
-    pooled Gram matrix is computed once, or given as ``gram`` (the Gram matrix of
-    [X; Y], e.g. a slice of one precomputed over a whole data set; the kernel is then
-    only named in the result). ``progress(done, total)`` is called as the null sample
-    grows; ``backend`` (:mod:`monk_framework.engine.backends`, e.g. Dask) spreads the work over
-    its workers, with the same result as in this process: for the classical statistics
-    the tiles of the pooled Gram reductions (:mod:`monk_framework.engine.spread`; the
-    workers receive the data, never a Gram matrix), for the others the batches of
-    relabellings. See the module docstring for the statistic
-    and q̂.
+    p = (1 + #{T_b ≥ T}) / (1 + B) over B random relabellings of the pooled sample, T
+    the estimator's statistic (module docstring); the pooled Gram matrix is computed once.
 
-    ``relabel``: "auto" relabels within the blocks of the estimator's fixed partition when
-    it has one (MONK estimators with a number of blocks) and globally otherwise;
-    "within-blocks" insists on it; "global" permutes the whole pooled sample (the
-    comparison). A within-block test computes every statistic on one partition, so
-    estimators that reshuffle their blocks (BCD, BCD-Fast's iterations) run their
-    test-time form without reshuffles (docs/testing.md says what that changes).
+    Parameters
+    ----------
+    X, Y : array_like or sequence of str
+        The samples, ``(N, d)`` and ``(M, d)`` arrays (or lists of strings).
+    kernel : Kernel or str, optional
+        An object or a spec such as ``"rbf:sigma=1"``; default ``"rbf"`` with σ by the
+        median heuristic of the pooled sample (``"ssk"`` for strings).
+    estimator : MMDEstimator or str, optional
+        An object or a spec such as ``"monk-bcd:n_blocks=21"``; default ``"u-stat"``.
+    n_permutations : int
+        B, the number of relabellings (default 1000, as ``monkfw test -B``).
+    alpha : float
+        The level: ``reject == (pvalue <= alpha)``.
+    alternative : {"greater", "less", "two-sided"}
+        "greater" (default): a large MMD speaks against H₀. "less": the samples are
+        more alike than relabellings of them (duplicated or stratified data), with p =
+        (1 + #{T_b ≤ T}) / (1 + B); "two-sided": twice the smaller of the two, at most 1.
+    rng : int, SeedSequence or Generator, optional
+        The seed of every random choice (relabellings, partition, estimator).
+    progress : callable, optional
+        ``progress(done, total, what)``, called as the relabellings advance (and as the
+        bands of one large pass of the Gram matrix do).
+    max_memory : int or str, optional
+        Bytes beyond the data (e.g. ``"2GB"``); over it the pooled Gram matrix is used in
+        tiles computed on the fly, with the same statistic and p-value.
+    backend : Backend, optional
+        Spreads the work over a backend's workers (e.g. Dask), with the same result.
+    return_null : bool
+        Keep the B relabelled statistics in ``null_distribution``.
+    relabel : {"auto", "within-blocks", "global"}
+        "auto" relabels within the blocks of the estimator's fixed partition when it has
+        one (MONK estimators with a number of blocks), so an outlier stays in its block,
+        and globally otherwise.
+    gram : ndarray, optional
+        The Gram matrix of [X; Y], precomputed (the kernel is then only named).
+    report_estimate : bool
+        Also record ``estimate``, the estimator's MMD estimate with the same seed, for a
+        within-block test (whose T is the estimator's form on one fixed partition).
 
-    ``max_memory`` (bytes, or e.g. ``"2GB"``) bounds the memory beyond the data
-    (:mod:`monk_framework.core.resources`): over it the pooled Gram matrix is used in tiles
-    computed on the fly, with the same statistic and p-value.
-
-    ``report_estimate``: also record ``estimate``, the estimator's MMD estimate with the
-    same seed, ``estimator.estimate(kernel, X, Y, rng=seed).mmd``, for a within-block test
-    (one more estimate); with global relabelling T is that estimate, and ``estimate``
-    stays None.
+    Returns
+    -------
+    PermutationTestResult
+        ``statistic``, ``pvalue``, ``null_distribution``, ``reject``, and the kernel and
+        estimator used; unpacks as ``statistic, pvalue = result``.
     """
     start = time.perf_counter()
+    kernel, estimator, report = check_permutation_test(
+        X, kernel=kernel, estimator=estimator, n_permutations=n_permutations, alpha=alpha, alternative=alternative,
+        relabel=relabel, return_null=return_null, report_estimate=report_estimate, progress=progress, backend=backend,
+    )
+    alpha = check_level(alpha)  # checked above; a Decimal or a numpy float read as a float
     resources = Resources.of(max_memory)
-    check_progress(progress)
-    check_backend(backend)  # a name such as 'dask' would run here, silently
-    kernel, estimator = resolve(kernel, estimator, form="permutation_test(kernel, estimator, X, Y)")
-    estimator = check_test_params(estimator, n_permutations, alpha, return_null)
-    alpha = check_level(alpha)
-    report_estimate = check_flag(report_estimate, "report_estimate")
-    kernel = estimator.check_kernel(kernel)
     view, Xv, Yv = kernel.mmd_view(X, Y)
     estimator.check_size(Xv, "X")
     estimator.check_size(Yv, "Y")
@@ -119,19 +145,20 @@ def permutation_test(
     seed = seed_of(seq)
     partition = choose_partition(estimator, relabel, len(Xv), len(Yv), stream(seq, "partition"))
     stats = relabelled_statistics(estimator, view, Xv, Yv, int(n_permutations), seq, resources=resources,
-                                  partition=partition, backend=backend, gram=gram, progress=progress)
+                                  partition=partition, backend=backend, gram=gram,
+                                  progress=counting(report, "permutations"))
     mmd2, fitted, null_s = stats.observed, stats.kernel, stats.seconds
     T, null = float(signed_root(mmd2)), signed_root(stats.null)
-    exceed = int(exceedances(null, T))
-    q = null_quantile(null, alpha)
+    pvalue = permutation_pvalue(null, T, alternative)
     return PermutationTestResult(
         **computed_with(estimator, kernel, fitted, len(Xv), len(Yv), seed),
         statistic=T,
         statistic_mmd2=mmd2,
-        pvalue=(1 + exceed) / (1 + n_permutations),
-        null_quantile=q,
+        pvalue=pvalue,
+        null_quantile=_critical_value(null, alpha, alternative),
         alpha=float(alpha),
-        reject=exceed <= critical_rank(int(n_permutations), alpha),
+        alternative=alternative,
+        reject=_rejects(null, T, alpha, alternative),
         n_permutations=int(n_permutations),
         null_distribution=null if return_null else None,
         timings={"null_s": null_s, "total_s": time.perf_counter() - start},  # null_s includes T
@@ -140,6 +167,47 @@ def permutation_test(
         # with global relabelling T is that estimate already: no second computation
         estimate=_same_seed_estimate(estimator, fitted, Xv, Yv, seq, resources) if report_estimate and partition is not None else None,
     )
+
+
+def check_permutation_test(
+    X: Any = None, *, kernel: Any = None, estimator: Any = None, n_permutations: Any = DEFAULT_PERMUTATIONS,
+    alpha: Any = 0.05, alternative: Any = "greater", relabel: Any = "auto", return_null: Any = True,
+    report_estimate: Any = False, progress: Any = None, backend: Any = None,
+) -> tuple[Kernel, MMDEstimator, ProgressCallback | None]:
+    """Every argument of :func:`permutation_test` that can be checked without the data,
+    checked once (the command line calls it before reading files): the kernel and the
+    estimator (defaults by the kind of ``X``), B, α, the alternative, the relabelling and
+    the callbacks. Returns the kernel, the estimator and the progress callback."""
+    report = progress_callback(progress)
+    check_backend(backend)  # a name such as 'dask' would run here, silently
+    kernel, estimator = resolve_with_defaults(kernel, estimator, X)
+    estimator = check_test_params(estimator, n_permutations, alpha, return_null)
+    check_choice(alternative, "alternative", ALTERNATIVES)
+    check_flag(report_estimate, "report_estimate")
+    check_relabel(estimator, relabel)
+    return estimator.check_kernel(kernel), estimator, report
+
+
+def _rejects(null: np.ndarray, T: float, alpha: float, alternative: str) -> bool:
+    """p ≤ α, counted in relabellings as :func:`critical_rank` counts them (so that 0.05 ·
+    1000 is 50, not 50.000000000000007): at most k relabellings as extreme as T."""
+    B = len(null)
+    if alternative == "greater":
+        return int(exceedances(null, T)) <= critical_rank(B, alpha)
+    if alternative == "less":
+        return int(shortfalls(null, T)) <= critical_rank(B, alpha)
+    return min(int(exceedances(null, T)), int(shortfalls(null, T))) <= critical_rank(B, alpha / 2)
+
+
+def _critical_value(null: np.ndarray, alpha: float, alternative: str) -> float | None:
+    """q̂ with ``reject == (T > q̂)`` for "greater", ``reject == (T < q̂)`` for "less"
+    (None when no p-value can reach α, and for "two-sided", which has two)."""
+    if alternative == "greater":
+        return null_quantile(null, alpha)
+    if alternative == "less":
+        k = critical_rank(len(null), alpha)
+        return None if k < 0 else float(np.sort(null)[k])
+    return None
 
 
 def _same_seed_estimate(

@@ -48,7 +48,7 @@ from monk_framework.core.kernels import RADIUS_RANGE, ClippedKernel, Kernel
 from monk_framework.core.params import check_choice, check_flag, finite_real
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import Resources, check_backend, check_progress
+from monk_framework.core.resources import ProgressCallback, Resources, check_backend, counting, progress_callback
 from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
@@ -62,6 +62,7 @@ from monk_framework.engine.relabelling import (
 )
 from monk_framework.engine.within_blocks import relabellings, within_block_sums
 from monk_framework.two_sample.common import (
+    DEFAULT_PERMUTATIONS,
     TIE_RTOL,
     check_estimator,
     check_level,
@@ -69,7 +70,8 @@ from monk_framework.two_sample.common import (
     critical_rank,
     exceedances,
     null_quantile,
-    resolve,
+    previous_form,
+    resolve_with_defaults,
 )
 
 __all__ = [
@@ -273,14 +275,19 @@ def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
 
 
 def check_robust_test(
-    kernel: Any, *, contamination: Any, method: str, estimator: Any, n_permutations: Any, alpha: Any,
-    clip: Any = None, clip_quantile: Any = CLIP_QUANTILE, n_blocks: Any = "auto",
-) -> tuple[str, MMDEstimator]:
-    """Validate what :func:`robust_test` can check before seeing the data; return the method
-    ("dc", "clip" or "mom") and the estimator it will use. The CLI calls it before reading files.
-    With ``method="auto"``, a number of blocks asks for mom, the one method that has blocks."""
-    kernel, estimator = resolve(kernel, estimator, form="robust_test(kernel, X, Y, contamination=r)")
+    X: Any = None, *, kernel: Any = None, contamination: Any, method: Any = "auto", estimator: Any = None,
+    n_permutations: Any = DEFAULT_PERMUTATIONS, alpha: Any = 0.05, clip: Any = None, clip_quantile: Any = CLIP_QUANTILE,
+    n_blocks: Any = "auto", return_null: Any = True, progress: Any = None, backend: Any = None,
+) -> tuple[Kernel, str, MMDEstimator, ProgressCallback | None]:
+    """Every argument of :func:`robust_test` that can be checked without the data, checked
+    once (the command line calls it before reading files). Returns the kernel, the method
+    ("dc", "clip" or "mom"), the estimator it will use and the progress callback. With
+    ``method="auto"``, a number of blocks asks for mom, the one method that has blocks."""
+    report = progress_callback(progress)
+    check_backend(backend)  # a name such as 'dask' would run here, silently
+    kernel, estimator = resolve_with_defaults(kernel, estimator, X, default_estimator=False)
     _check_test_params(n_permutations, alpha, method)
+    check_flag(return_null, "return_null")
     if estimator is not None:
         check_estimator(estimator)  # before _resolve_method reads its role
     if not isinstance(contamination, (int, np.integer)) or isinstance(contamination, bool):
@@ -291,7 +298,7 @@ def check_robust_test(
     if blocks_given and chosen != "mom":
         raise ParameterError(f"n_blocks (--blocks) sets the blocks of method='mom'; the test runs method={chosen!r}, which has none.")
     _check_clip(clip, clip_quantile, chosen)
-    return chosen, _default_estimator(chosen, estimator)
+    return kernel, chosen, _default_estimator(chosen, estimator), report
 
 
 def _robust_kernel(kernel: Any) -> Kernel:
@@ -345,52 +352,69 @@ def _default_estimator(method: str, estimator: Any) -> MMDEstimator:
     return estimator
 
 
+@previous_form("robust_test", ("kernel", "X", "Y"), "robust_test(X, Y, contamination=r, kernel=...)")
 def robust_test(
-    kernel: Kernel,
     X: Any,
     Y: Any,
     *,
     contamination: int | float,
-    alpha: float = 0.05,
-    n_permutations: int = 1000,
+    kernel: Kernel | str | None = None,
+    estimator: MMDEstimator | str | None = None,
     method: str = "auto",
-    estimator: MMDEstimator | None = None,
     n_blocks: int | str = "auto",
+    n_permutations: int = DEFAULT_PERMUTATIONS,
+    alpha: float = 0.05,
     rng: RNGLike = None,
-    return_null: bool = True,
-    progress: Progress | None = None,
-    backend: Backend | None = None,
+    progress: ProgressCallback | None = None,
     max_memory: Any = None,
+    backend: Backend | None = None,
+    return_null: bool = True,
     clip: float | None = None,
     clip_quantile: float = CLIP_QUANTILE,
 ) -> RobustTestResult:
     """A two-sample test whose level is at most α with up to ``contamination`` corrupted points.
 
-    ``contamination`` is a number of points r, or a fraction of N + M below 1/2; the
-    corrupted values may be anything, chosen after seeing the data. ``method``: "dc"
-    (dcMMD, bounded kernels), "clip" (dcMMD on the kernel's clipped features, any kernel),
-    "mom" (median of block p-values, any kernel) or "auto" (dc when the kernel is bounded,
-    clip otherwise, mom with a U-statistic ``estimator``: the study in docs/robustness.md
-    measured each to be the more powerful there). ``estimator``: the statistic, v-stat for
-    "dc" and "clip", u-stat (default) or v-stat for "mom", computed inside every block.
-    ``n_blocks``: Q of "mom" ("auto": :func:`auto_blocks`; a number with method "auto"
-    chooses mom). ``clip``: the radius c of
-    "clip" in the kernel's feature norm √k(x, x), fixed without these data; by default the
-    ``clip_quantile`` of the pooled norms, whose movement under corruption the test
-    accounts for (:class:`ClipRadius`). The kernel must be fixed before seeing the data
-    (no ``sigma="median"``). ``progress(done, total)`` follows the relabellings;
-    ``backend`` runs dcMMD's batches (:mod:`monk_framework.engine.backends`).
+    Parameters
+    ----------
+    X, Y : array_like or sequence of str
+        The samples, of which up to ``contamination`` points may have been replaced by
+        anything, chosen after seeing the data.
+    contamination : int or float
+        r, a number of points, or a fraction of N + M below 1/2.
+    kernel : Kernel or str, optional
+        Fixed before seeing the data (the corrupted points would move a hyperparameter
+        read from them). Default: ``"rbf"`` with σ by the median heuristic made robust
+        (module docstring).
+    estimator : MMDEstimator or str, optional
+        The statistic: v-stat for "dc" and "clip" (the default), u-stat or v-stat for
+        "mom", computed inside every block.
+    method : {"auto", "dc", "clip", "mom"}
+        "dc" (dcMMD, bounded kernels), "clip" (dcMMD on the kernel's clipped features,
+        any kernel), "mom" (median of block p-values; deprecated) or "auto" (dc when the
+        kernel is bounded, clip otherwise).
+    n_blocks : int or "auto"
+        Q of "mom".
+    n_permutations, alpha, rng, progress, max_memory, backend, return_null
+        As for :func:`~monk_framework.two_sample.permutation_test`.
+    clip : float, optional
+        The radius c of "clip" in the kernel's feature norm √k(x, x), fixed without these
+        data; by default the ``clip_quantile`` of the pooled norms, whose movement under
+        corruption the test accounts for (:class:`ClipRadius`).
+
+    Returns
+    -------
+    RobustTestResult
+        With ``certificate``: the largest number of corrupted points under which the
+        rejection stays a level-α decision (None when it does not reject).
     """
     start = time.perf_counter()
-    resources = Resources.of(max_memory)
-    check_progress(progress)
-    check_backend(backend)  # a name such as 'dask' would run here, silently
-    kernel, estimator = resolve(kernel, estimator, form="robust_test(kernel, X, Y, contamination=r)")
-    chosen, est = check_robust_test(
-        kernel, contamination=contamination, method=method, estimator=estimator,
+    kernel, chosen, est, report = check_robust_test(
+        X, kernel=kernel, contamination=contamination, method=method, estimator=estimator,
         n_permutations=n_permutations, alpha=alpha, clip=clip, clip_quantile=clip_quantile, n_blocks=n_blocks,
+        return_null=return_null, progress=progress, backend=backend,
     )
-    check_flag(return_null, "return_null")
+    resources = Resources.of(max_memory)
+    tick = counting(report, "permutations")
     # checked above: finite reals, read as floats (a Decimal would not mix with them)
     clip = None if clip is None else finite_real(clip)
     quantile = finite_real(clip_quantile)
@@ -436,7 +460,7 @@ def robust_test(
             )
         # the engine's entrance, as the permutation test: relabellings drawn while the Gram
         # matrix is computed, T from the first batch's pass
-        stats = relabelled_statistics(est, used, Xv, Yv, B, seq, resources=resources, backend=backend, progress=progress)
+        stats = relabelled_statistics(est, used, Xv, Yv, B, seq, resources=resources, backend=backend, progress=tick)
         T = math.sqrt(max(stats.observed, 0.0))
         null = np.sqrt(np.maximum(stats.null, 0.0))
         k = critical_rank(B, alpha)
@@ -454,7 +478,7 @@ def robust_test(
     pool = PooledSample(view, Xv, Yv, resources=resources)
     Q = auto_blocks(n, m, r) if isinstance(n_blocks, str) and n_blocks == "auto" else _check_blocks(n_blocks, n, m)
     partition = pair_partition(n, m, Q, np.random.default_rng(stream(seq, "partition")))
-    counts = _block_exceedances(est, pool, partition, B, null_seq, progress)
+    counts = _block_exceedances(est, pool, partition, B, null_seq, tick)
     pvalues = (1.0 + counts) / (1.0 + B)
     p = median_pvalue(pvalues, r)
     order = median_position(Q) + 1

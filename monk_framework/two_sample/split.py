@@ -23,7 +23,7 @@ from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import first_repeat
 from monk_framework.core.randomness import RNGLike, root, seed_of, stable_int, stream
-from monk_framework.core.resources import Resources, check_backend, check_fits, check_progress
+from monk_framework.core.resources import ProgressCallback, Resources, check_backend, check_fits, counting, progress_callback
 from monk_framework.core.results import (
     SplitTestResult,
     computed_with,
@@ -32,19 +32,21 @@ from monk_framework.core.results import (
 from monk_framework.core.samples import take
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.pooled import PooledSample
-from monk_framework.engine.relabelling import Progress, check_null_memory, null_statistics, observed_mmd2
+from monk_framework.engine.relabelling import check_null_memory, null_statistics, observed_mmd2
 from monk_framework.two_sample.common import (
+    DEFAULT_PERMUTATIONS,
     GramOf,
     check_level,
     check_test_params,
     critical_rank,
     exceedances,
     null_quantile,
-    resolve,
+    previous_form,
+    resolve_with_defaults,
     signed_root,
 )
 
-__all__ = ["grid_points", "split_test", "three_parts"]
+__all__ = ["check_split_test", "grid_points", "split_test", "three_parts"]
 
 
 def three_parts(n: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -79,55 +81,61 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
+@previous_form("split_test", ("kernel", "estimator", "X", "Y"), "split_test(X, Y, kernel=..., estimator=..., grid=...)")
 def split_test(
-    kernel: Kernel,
-    estimator: MMDEstimator,
     X: Any,
     Y: Any,
     *,
+    kernel: Kernel | str | None = None,
+    estimator: MMDEstimator | str | None = None,
     grid: Mapping[str, Sequence[Any]] | None = None,
-    n_permutations: int = 150,
+    n_permutations: int = DEFAULT_PERMUTATIONS,
     alpha: float = 0.05,
     rng: RNGLike = None,
-    return_null: bool = True,
-    progress: Progress | None = None,
-    gram: GramOf | None = None,
-    backend: Backend | None = None,
+    progress: ProgressCallback | None = None,
     max_memory: Any = None,
+    backend: Backend | None = None,
+    return_null: bool = True,
+    gram: GramOf | None = None,
 ) -> SplitTestResult:
     """The three-way split test of the paper's Algorithm 3 (see the module docstring).
 
-    ``grid`` maps kernel parameter names to candidate values, e.g.
-    ``{"sigma": [0.5, 1, 2]}`` or ``{"n": [3, 5], "lam": [0.5, 0.8]}``; the kernel's
-    other parameters stay as given.
+    Parameters
+    ----------
+    X, Y : array_like or sequence of str
+        The samples.
+    kernel, estimator : object or spec, optional
+        As for :func:`~monk_framework.two_sample.permutation_test` (defaults: ``"rbf"``
+        at the median heuristic, ``"ssk"`` for strings; ``"u-stat"``).
+    grid : dict, optional
+        Kernel parameter names to candidate values, tried on part 1, e.g.
+        ``{"sigma": [0.5, 1, 2]}`` or ``{"n": [3, 5], "lam": [0.5, 0.8]}``; the kernel's
+        other parameters stay as given.
+    n_permutations : int
+        B, the relabellings of part 2 (default 1000; the paper's Experiment 2 uses 150).
+    alpha, rng, progress, max_memory, backend, return_null
+        As for :func:`~monk_framework.two_sample.permutation_test`; ``progress(done,
+        total, what)`` counts the grid points tuned on part 1, then the relabellings.
+    gram : callable, optional
+        ``gram(kernel, ix, iy)``: the Gram matrix of [X[ix]; Y[iy]] for a candidate
+        kernel, so that Gram matrices precomputed once over a whole data set serve every
+        run (the paper's Experiment 2); data-dependent rules are then not fitted.
 
-    ``gram(kernel, ix, iy)``, if given, returns the Gram matrix of [X[ix]; Y[iy]] for a
-    candidate kernel, so that Gram matrices precomputed once over a whole data set serve
-    every run (the paper's Experiment 2); data-dependent rules are then not fitted.
-    ``backend`` runs the batches of relabellings of part 2. ``progress(done, total)``
-    counts the grid points tuned on part 1, then the relabellings of part 2.
+    Returns
+    -------
+    SplitTestResult
+        T on part 3, q̂ from part 2, ``excess`` = T − q̂ (the paper's Figure 2) and the
+        grid point chosen on part 1.
     """
     start = time.perf_counter()
+    kernel, estimator, report = check_split_test(
+        X, kernel=kernel, estimator=estimator, grid=grid, n_permutations=n_permutations, alpha=alpha,
+        return_null=return_null, progress=progress, backend=backend, gram=gram,
+    )
+    alpha = check_level(alpha)  # checked above; a Decimal or a numpy float read as a float
     resources = Resources.of(max_memory)
-    check_progress(progress)
-    check_backend(backend)  # a name such as 'dask' would run here, silently
-    kernel, estimator = resolve(kernel, estimator, form="split_test(kernel, estimator, X, Y)")
-    estimator = check_test_params(estimator, n_permutations, alpha, return_null)
-    if gram is not None and not callable(gram):
-        raise ParameterError(
-            f"gram must be a function gram(kernel, ix, iy) giving the Gram matrix of [X[ix]; Y[iy]] (each stage "
-            f"of a split test has its own points), or None; got {shown(gram)}."
-        )
-    alpha = check_level(alpha)
-    kernel = estimator.check_kernel(kernel)
     _, Xv, Yv = kernel.mmd_view(X, Y)
     points = grid_points(grid)
-    known = {p.name for p in kernel.parameters()}
-    for key in (grid or {}):
-        if key not in known:
-            raise ParameterError(
-                f"grid: kernel {kernel.name!r} has no parameter {key!r} (it has {', '.join(sorted(known)) or 'none'})."
-            )
     candidates = [type(kernel).from_params({**kernel.params(), **point}) for point in points]
     twice = first_repeat([c.spec() for c in candidates])
     if twice is not None:
@@ -168,8 +176,8 @@ def split_test(
         T1 = observed_mmd2(estimator, pool_of(fitted, 0, done - 1), point_seq)
         tuning.append({"params": point, "kernel_params": fitted.params(), "statistic": float(signed_root(T1))})
         fits.append(fitted)
-        if progress is not None:
-            progress(done, total)
+        if report is not None:
+            report(done, total, "grid points, then permutations")
     scores = [float(t["statistic"]) for t in tuning]
     best = scores.index(max(scores))  # the first of equals
     chosen = fits[best]
@@ -177,7 +185,7 @@ def split_test(
 
     # part 2: the null quantile from relabellings; part 3: the statistic
     tick = time.perf_counter()
-    tick_null = None if progress is None else (lambda done, _: progress(len(points) + done, total))
+    tick_null = counting(report, "grid points, then permutations", offset=len(points), total=total)
     null = signed_root(null_statistics(estimator, pool_of(chosen, 1, best), int(n_permutations), stream(seq, "calibrate"), tick_null, backend))
     calibrate_s = time.perf_counter() - tick
     tick = time.perf_counter()
@@ -203,5 +211,32 @@ def split_test(
         null_distribution=null if return_null else None,
         timings={"tune_s": tune_s, "calibrate_s": calibrate_s, "test_s": test_s, "total_s": time.perf_counter() - start},
     )
+
+
+def check_split_test(
+    X: Any = None, *, kernel: Any = None, estimator: Any = None, grid: Any = None, n_permutations: Any = DEFAULT_PERMUTATIONS,
+    alpha: Any = 0.05, return_null: Any = True, progress: Any = None, backend: Any = None, gram: Any = None,
+) -> tuple[Kernel, MMDEstimator, ProgressCallback | None]:
+    """Every argument of :func:`split_test` that can be checked without the data, checked
+    once (the command line calls it before reading files). Returns the kernel, the
+    estimator and the progress callback."""
+    report = progress_callback(progress)
+    check_backend(backend)  # a name such as 'dask' would run here, silently
+    kernel, estimator = resolve_with_defaults(kernel, estimator, X)
+    estimator = check_test_params(estimator, n_permutations, alpha, return_null)
+    if gram is not None and not callable(gram):
+        raise ParameterError(
+            f"gram must be a function gram(kernel, ix, iy) giving the Gram matrix of [X[ix]; Y[iy]] (each stage "
+            f"of a split test has its own points), or None; got {shown(gram)}."
+        )
+    kernel = estimator.check_kernel(kernel)
+    grid_points(grid)
+    known = {p.name for p in kernel.parameters()}
+    for key in (grid or {}):
+        if key not in known:
+            raise ParameterError(
+                f"grid: kernel {kernel.name!r} has no parameter {key!r} (it has {', '.join(sorted(known)) or 'none'})."
+            )
+    return kernel, estimator, report
 
 

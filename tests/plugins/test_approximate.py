@@ -63,9 +63,9 @@ def test_a_test_with_features_detects_a_shift_and_keeps_its_level():
     k = REG.get_kernel("rbf", sigma=2.0)
     gen = np.random.default_rng(0)
     A, B = gen.normal(size=(300, 5)), gen.normal(0.4, 1.0, size=(300, 5))
-    assert permutation_test(k, "rff:n_features=500", A, B, n_permutations=199, rng=0).reject
-    null = [permutation_test(k, "rff:n_features=200", *np.split(np.random.default_rng(s).normal(size=(200, 2)), 2),
-                             n_permutations=99, rng=s).pvalue for s in range(40)]
+    assert permutation_test(A, B, kernel=k, estimator="rff:n_features=500", n_permutations=199, rng=0).reject
+    null = [permutation_test(*np.split(np.random.default_rng(s).normal(size=(200, 2)), 2), kernel=k,
+                             estimator="rff:n_features=200", n_permutations=99, rng=s).pvalue for s in range(40)]
     # p-values of an exact permutation test are super-uniform under H0
     assert np.mean(np.array(null) <= 0.05) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 40)
 
@@ -105,7 +105,7 @@ def test_the_incomplete_u_statistic_is_unbiased_for_the_u_statistic_expectation(
     # and a test with it runs and rejects a clear shift
     gen = np.random.default_rng(1)
     A, B = gen.normal(size=(200, 2)), gen.normal(1.0, 1.0, size=(200, 2))
-    assert permutation_test(k, "incomplete-u:n_pairs=5000", A, B, n_permutations=99, rng=0).reject
+    assert permutation_test(A, B, kernel=k, estimator="incomplete-u:n_pairs=5000", n_permutations=99, rng=0).reject
 
 
 @pytest.mark.parametrize("norm", ["l2", "l1"])

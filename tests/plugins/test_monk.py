@@ -60,7 +60,7 @@ def test_a_ridge_beyond_the_kernels_values_is_refused_by_name(registry, name):
         with pytest.raises(ParameterError, match=rf"'{name}': ridge = .* exceeds the kernel's largest k\(x, x\) = 1 "):
             registry.get_estimator(name, ridge=ridge).estimate(rbf, X, Y, rng=0)
         with pytest.raises(ParameterError, match="ridge"):  # and in a within-block test, on its partition
-            permutation_test(rbf, registry.get_estimator(name, ridge=ridge), X, Y, n_permutations=9, rng=0)
+            permutation_test(X, Y, kernel=rbf, estimator=registry.get_estimator(name, ridge=ridge), n_permutations=9, rng=0)
     assert registry.get_estimator(name, ridge=1.0).estimate(rbf, X, Y, rng=0).mmd > 0  # up to k(x, x) itself
 
 
@@ -176,9 +176,9 @@ def test_a_budget_beyond_the_machine_goes_matrix_free_rather_than_fail(registry,
     from monk_framework import estimate
 
     X, Y = _samples(150, 110, d=3, seed=5)
-    stored = estimate("rbf:sigma=1", "monk-bcd:n_iter=5", X, Y, rng=3)
+    stored = estimate(X, Y, kernel="rbf:sigma=1", estimator="monk-bcd:n_iter=5", rng=3)
     monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 200_000)  # the Gram needs 540 kB
-    free = estimate("rbf:sigma=1", "monk-bcd:n_iter=5", X, Y, rng=3, max_memory="1TB")
+    free = estimate(X, Y, kernel="rbf:sigma=1", estimator="monk-bcd:n_iter=5", rng=3, max_memory="1TB")
     assert free.diagnostics["matrix_free"] and not stored.diagnostics["matrix_free"]
     assert free.mmd == pytest.approx(stored.mmd, rel=1e-10)
 
@@ -557,7 +557,7 @@ def _contaminated_null_rejections(registry, estimator, forms, *, dim, tag, **par
             g = np.random.default_rng([seed, tag])
             X, Y = g.normal(size=(100, dim)), g.normal(size=(100, dim))
             X[:5] = 2000.0
-            rejections += permutation_test(kernel, est, X, Y, n_permutations=39, rng=seed).reject
+            rejections += permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=39, rng=seed).reject
         rates[form] = rejections / 60
     return rates
 
@@ -920,7 +920,7 @@ def test_median_of_means_embedding_weights_keep_their_digits_far_from_the_origin
 
     gen = np.random.default_rng(13)
     X = np.round(gen.normal(size=(200, 3)) * 2**20) / 2**20
-    near, far = embed(kernel, estimator, X, rng=0), embed(kernel, estimator, X + 2.0**30, rng=0)
+    near, far = embed(X, kernel=kernel, estimator=estimator, rng=0), embed(X + 2.0**30, kernel=kernel, estimator=estimator, rng=0)
     np.testing.assert_array_equal(far.weights, near.weights)
     assert far.weights.sum() == pytest.approx(1.0, abs=1e-12)
 
@@ -933,8 +933,8 @@ def test_median_of_means_embedding_weights_keep_their_digits_far_from_the_origin
         raw = Uncentred().embed(get_registry().get_kernel(kernel), X + 2.0**30, rng=0)
         assert np.abs(raw.weights - near.weights).max() > 1e-3  # what the raw frame gives
         Y = X + np.array([0.3, 0.0, 0.0])
-        apart = embed(kernel, estimator, Y, rng=1).distance(near)
-        assert embed(kernel, estimator, Y + 1e8, rng=1).distance(embed(kernel, estimator, X + 1e8, rng=0)) == (
+        apart = embed(Y, kernel=kernel, estimator=estimator, rng=1).distance(near)
+        assert embed(Y + 1e8, kernel=kernel, estimator=estimator, rng=1).distance(embed(X + 1e8, kernel=kernel, estimator=estimator, rng=0)) == (
             pytest.approx(apart, rel=1e-6))
 
 

@@ -151,8 +151,8 @@ def test_normalised_kernels_keep_their_values_beside_a_far_point(spec, scale, of
 
     Y = gen.normal(0.5, 1.0, size=(30, 3))
     A = np.vstack([X[:1], gen.normal(size=(29, 3))])
-    near = robust_test(kernel, np.vstack([A[:1] / far * 1e3, A[1:]]), Y, contamination=1, n_permutations=49, rng=0)
-    anywhere = robust_test(kernel, A, Y, contamination=1, n_permutations=49, rng=0)
+    near = robust_test(np.vstack([A[:1] / far * 1e3, A[1:]]), Y, kernel=kernel, contamination=1, n_permutations=49, rng=0)
+    anywhere = robust_test(A, Y, kernel=kernel, contamination=1, n_permutations=49, rng=0)
     assert anywhere.pvalue == near.pvalue
 
 
@@ -526,7 +526,7 @@ def test_a_gross_outlier_changes_an_estimate_by_its_bounded_share_only():
     truth = Kxx.mean() + Kyy.mean() - 2 * Kxy.mean()
     assert REG.get_estimator("v-stat").estimate(kernel, X, Y).mmd2 == pytest.approx(truth, rel=1e-12)
     for method in ("dc", "mom"):
-        assert robust_test(kernel, X, Y, contamination=1, method=method, n_permutations=199, rng=1).reject, method
+        assert robust_test(X, Y, kernel=kernel, contamination=1, method=method, n_permutations=199, rng=1).reject, method
 
 
 def _on_a_grid(gen: np.random.Generator, shape: tuple[int, int], shift: float = 0.0) -> np.ndarray:
@@ -549,8 +549,8 @@ def test_a_shift_free_mmd_keeps_its_digits_far_from_the_origin(spec, estimator):
     rbf = REG.get_kernel("rbf", sigma=1.0)
     kernel = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy,
               "linear + rbf": linear + rbf}[spec]
-    near = estimate(kernel, estimator, X, Y, rng=3).mmd2
-    far = estimate(kernel, estimator, X + 2.0**30, Y + 2.0**30, rng=3).mmd2
+    near = estimate(X, Y, kernel=kernel, estimator=estimator, rng=3).mmd2
+    far = estimate(X + 2.0**30, Y + 2.0**30, kernel=kernel, estimator=estimator, rng=3).mmd2
     assert far == near
     if estimator == "v-stat":
         linear = float(np.sum((X.mean(0) - Y.mean(0)) ** 2))
@@ -568,9 +568,9 @@ def test_the_distance_of_two_mean_embeddings_keeps_its_digits_far_from_the_origi
 
     gen = np.random.default_rng(9)
     X, Y = _on_a_grid(gen, (40, 2)), _on_a_grid(gen, (30, 2), 0.5)
-    near = embed(spec, "mean", X).distance(embed(spec, "mean", Y))
-    far = embed(spec, "mean", X + 2.0**30).distance(embed(spec, "mean", Y + 2.0**30))
-    assert far == near == pytest.approx(estimate(spec, "v-stat", X, Y).mmd, rel=1e-12)
+    near = embed(X, kernel=spec, estimator="mean").distance(embed(Y, kernel=spec, estimator="mean"))
+    far = embed(X + 2.0**30, kernel=spec, estimator="mean").distance(embed(Y + 2.0**30, kernel=spec, estimator="mean"))
+    assert far == near == pytest.approx(estimate(X, Y, kernel=spec, estimator="v-stat").mmd, rel=1e-12)
 
 
 def test_the_frame_of_a_shift_free_mmd_is_a_median_data_value_and_is_idempotent():
@@ -648,10 +648,10 @@ def test_a_polynomial_kernel_far_from_the_origin_keeps_every_digit(offset, param
     v, u = _exact_polynomial(X, Y, kernel.scale, kernel.offset, kernel.power)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionWarning)
-        assert estimate(kernel, "v-stat", X, Y).mmd2 == pytest.approx(v, rel=1e-12)
-        assert estimate(kernel, "u-stat", X, Y).mmd2 == pytest.approx(u, rel=1e-12)
+        assert estimate(X, Y, kernel=kernel, estimator="v-stat").mmd2 == pytest.approx(v, rel=1e-12)
+        assert estimate(X, Y, kernel=kernel, estimator="u-stat").mmd2 == pytest.approx(u, rel=1e-12)
         for budget in (None, 4096):  # tiles, and features (the U-statistic's diagonal apart)
-            test = permutation_test(kernel, "u-stat", X, Y, n_permutations=9, rng=3, return_null=True, max_memory=budget)
+            test = permutation_test(X, Y, kernel=kernel, estimator="u-stat", n_permutations=9, rng=3, return_null=True, max_memory=budget)
             assert test.statistic_mmd2 == pytest.approx(u, rel=1e-12)
             # relabelled statistics, against exact arithmetic on the relabelled samples (the
             # b-th relabelling is the b-th permutation of the test's "relabel" stream)
@@ -663,12 +663,12 @@ def test_a_polynomial_kernel_far_from_the_origin_keeps_every_digit(offset, param
                 assert T == pytest.approx(math.copysign(math.sqrt(abs(u_b)), u_b), rel=1e-12)
         # the MONK estimators with one block and no ridge are the V-statistic, far from the origin too
         for monk in ("monk-bcd:n_blocks=1,ridge=0", "monk-bcd-fast:n_blocks=1,ridge=0", "monk-embedding-mmd:n_blocks=1"):
-            assert estimate(kernel, monk, X, Y, rng=5).mmd2 == pytest.approx(v, rel=1e-12)
+            assert estimate(X, Y, kernel=kernel, estimator=monk, rng=5).mmd2 == pytest.approx(v, rel=1e-12)
         # with blocks, MONK reads the kernel about the anchor: the same bits as the anchored
         # kernel given the moved data directly
         view, Xv, Yv = kernel.mmd_view(X, Y)
-        got = estimate(kernel, "monk-bcd:n_blocks=3", X, Y, rng=5).mmd2
-        assert got == estimate(view, "monk-bcd:n_blocks=3", Xv, Yv, rng=5).mmd2
+        got = estimate(X, Y, kernel=kernel, estimator="monk-bcd:n_blocks=3", rng=5).mmd2
+        assert got == estimate(Xv, Yv, kernel=view, estimator="monk-bcd:n_blocks=3", rng=5).mmd2
 
 
 def test_an_origin_dependent_kernel_with_no_anchored_form_warns_with_its_round_off():
@@ -691,11 +691,11 @@ def test_an_origin_dependent_kernel_with_no_anchored_form_warns_with_its_round_o
     X, Y = _on_a_grid(gen, (20, 2)), _on_a_grid(gen, (20, 2), 0.5)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionWarning)  # near the origin: not a word
-        got = estimate(kernel, "v-stat", X + 1e3, Y + 1e3).mmd2
+        got = estimate(X + 1e3, Y + 1e3, kernel=kernel, estimator="v-stat").mmd2
         assert got == pytest.approx(_exact_polynomial(X + 1e3, Y + 1e3)[0], rel=1e-8)
     for offset in (2.0**20, 2.0**30):
         with pytest.warns(PrecisionWarning, match=r"relative round-off of about ([0-9.e+-]+)") as record:
-            got = estimate(kernel, "v-stat", X + offset, Y + offset).mmd2
+            got = estimate(X + offset, Y + offset, kernel=kernel, estimator="v-stat").mmd2
         stated = float(re.search(r"round-off of about ([0-9.e+-]+), more when the two distributions are close\.",
                                  str(record[0].message)).group(1))
         exact = _exact_polynomial(X + offset, Y + offset)[0]
@@ -705,13 +705,13 @@ def test_an_origin_dependent_kernel_with_no_anchored_form_warns_with_its_round_o
     A = np.c_[np.full(40, 1e6), np.round(gen.normal(size=40) * 2**20) / 2**20]
     B = np.c_[np.full(40, 1e6), np.round(gen.normal(size=40) * 2**20) / 2**20]
     with pytest.warns(PrecisionWarning, match=r"round-off of about [0-9.e+-]+, more when the two distributions are close") as record:
-        got = estimate(kernel, "v-stat", A, B).mmd2
+        got = estimate(A, B, kernel=kernel, estimator="v-stat").mmd2
     stated = float(re.search(r"round-off of about ([0-9.e+-]+),", str(record[0].message)).group(1))
     assert abs(got - _exact_polynomial(A, B)[0]) / _exact_polynomial(A, B)[0] > 10 * stated
     # the built-in kernel, anchored, gets it right
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionWarning)
-        assert estimate("quadratic", "v-stat", A, B).mmd2 == pytest.approx(_exact_polynomial(A, B)[0], rel=1e-10)
+        assert estimate(A, B, kernel="quadratic", estimator="v-stat").mmd2 == pytest.approx(_exact_polynomial(A, B)[0], rel=1e-10)
 
 
 def test_a_translation_invariant_kernel_that_does_not_say_so_gets_no_warning():
@@ -732,7 +732,7 @@ def test_a_translation_invariant_kernel_that_does_not_say_so_gets_no_warning():
     X, Y = gen.normal(size=(20, 2)), gen.normal(size=(20, 2))
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionWarning)
-        got = estimate(Cauchy(), "v-stat", X + 1e9, Y + 1e9).mmd2
+        got = estimate(X + 1e9, Y + 1e9, kernel=Cauchy(), estimator="v-stat").mmd2
     Xs, Ys = (X + 1e9) - 1e9, (Y + 1e9) - 1e9  # the data as float64 holds them, moved back exactly
     cauchy = lambda A, B: 1.0 / (1.0 + cdist(A, B, "sqeuclidean"))  # noqa: E731
     assert got == pytest.approx(cauchy(Xs, Xs).mean() + cauchy(Ys, Ys).mean() - 2 * cauchy(Xs, Ys).mean(), rel=1e-9)

@@ -35,12 +35,12 @@ from monk_framework.app.experiments.base import (
 )
 from monk_framework.app.experiments.report import exp2_report
 from monk_framework.app.experiments.runner import Cell, CellStore
-from monk_framework.app.splice import load_splice
 from monk_framework.core.errors import ParameterError
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import parse_spec, spec_label
 from monk_framework.core.randomness import stable_int
 from monk_framework.core.registry import get_registry
+from monk_framework.io.splice import load_splice
 from monk_framework.two_sample import split_test
 from monk_framework.two_sample.split import grid_points
 
@@ -218,7 +218,7 @@ def exp2_cell(settings: dict[str, Any], shared: dict[str, Any]) -> list[dict[str
         name, params = parse_spec(text)
         tick = time.perf_counter()
         result = split_test(
-            kernel, mmd_estimator(text, "Experiment 2"), X, Y, grid=grid,
+            X, Y, kernel=kernel, estimator=mmd_estimator(text, "Experiment 2"), grid=grid,
             n_permutations=int(settings["n_permutations"]), alpha=float(settings["alpha"]),
             rng=np.random.SeedSequence(seed, spawn_key=(stable_int(panel), n, run, 1)), gram=gram,
         )

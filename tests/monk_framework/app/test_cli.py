@@ -560,7 +560,7 @@ def test_run_and_test_report_the_statistic_python_gives_for_the_same_seed():
     python = est.estimate(kernel, X, Y, rng=3)
     assert ran["mmd2"] == python.mmd2 and ran["mmd"] == python.mmd
     assert tested["statistic_mmd2"] == python.mmd2 and tested["estimate"] is None  # T is the estimate
-    assert tested["statistic"] == permutation_test(kernel, est, X, Y, n_permutations=19, rng=3, relabel="global").statistic
+    assert tested["statistic"] == permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=19, rng=3, relabel="global").statistic
 
 
 def test_plugins_table_keeps_providers_whole_at_80_columns_and_marks_embedding_estimators():
@@ -663,7 +663,7 @@ def test_long_work_writes_plain_progress_lines_when_stderr_is_not_a_terminal(mon
     assert lines and re.fullmatch(r"estimate: iterations \(Q = 11\) \d+/40 \(\d+%\), \d+ s elapsed(, about \d+ s left)?", lines[0])
     json.loads(ran.stdout)  # the result stays whole
     tested = invoke("test", "-k", "rbf", "-p", "sigma=1", "-e", "u-stat", "--data-param", "n=50", "-B", "200", "--json")
-    assert tested.exit_code == 0 and re.search(r"^permutations \d+/200 \(\d+%\)", tested.stderr, flags=re.M)
+    assert tested.exit_code == 0 and re.search(r"^test: permutations \d+/200 \(\d+%\)", tested.stderr, flags=re.M)
     quiet = invoke("test", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=50", "-B", "200", "--json", "-q")
     assert quiet.exit_code == 0 and quiet.stderr.strip() == ""
     # between the lines, at least PLAIN_PROGRESS_EVERY seconds (none at all in a short job)
@@ -681,7 +681,7 @@ def test_one_seed_gives_the_same_bits_in_run_and_python_and_the_test_agrees_to_r
     ran = json.loads(invoke("run", *args).stdout)
     tested = json.loads(invoke("test", *args, "--relabel", "global", "-B", "19").stdout)
     X, Y = get_dataset("gauss", n=80).sample(4)
-    python = estimate("rbf", estimator, X, Y, rng=4)
+    python = estimate(X, Y, kernel="rbf", estimator=estimator, rng=4)
     assert ran["mmd2"] == python.mmd2 and ran["mmd"] == python.mmd
     assert tested["statistic_mmd2"] == pytest.approx(python.mmd2, rel=1e-13, abs=0)
 
@@ -794,7 +794,7 @@ def test_a_width_nobody_reads_still_draws_the_result(columns):
     X, Y = get_dataset("gauss", n=30).sample(0)
     from monk_framework import estimate
 
-    assert float(shown.group(1)) == pytest.approx(estimate("rbf:sigma=1", "u-stat", X, Y, rng=0).mmd2, rel=1e-9)
+    assert float(shown.group(1)) == pytest.approx(estimate(X, Y, kernel="rbf:sigma=1", estimator="u-stat", rng=0).mmd2, rel=1e-9)
 
 
 def test_shell_completion_ends_as_click_ends_it_not_as_a_plugins_exit():
@@ -859,7 +859,8 @@ def test_a_save_that_fails_still_prints_the_result_before_the_error(monkeypatch,
 def test_reading_a_large_table_of_numbers_shows_progress(monkeypatch, tmp_path):
     # a CSV of 80 MB took 5 s to read without a word (800 MB: nearly a minute)
     from monk_framework import load_sample
-    from monk_framework.app import cli, loading
+    from monk_framework.app import cli
+    from monk_framework.io import loading
 
     monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.0)
     monkeypatch.setattr(loading, "READ_REPORT_CHARS", 1000)

@@ -31,7 +31,7 @@ def test_permutation_test_states_the_decision_and_matches_the_library():
     data = json.loads(invoke("test", "-k", "rbf", "-e", "u-stat", "-B", "199", "--seed", "3", "--json", "--null").stdout)
     X, Y = get_dataset("gauss").sample(3)
     reg = get_registry()
-    direct = permutation_test(reg.get_kernel("rbf"), reg.get_estimator("u-stat"), X, Y, n_permutations=199, rng=3)
+    direct = permutation_test(X, Y, kernel=reg.get_kernel("rbf"), estimator=reg.get_estimator("u-stat"), n_permutations=199, rng=3)
     assert data["type"] == "permutation-test" and data["pvalue"] == direct.pvalue
     assert data["statistic"] == pytest.approx(direct.statistic, rel=1e-14)
     assert len(data["null_distribution"]) == 199 and data["data"]["name"] == "gauss"
@@ -161,7 +161,7 @@ def test_robust_test_reports_its_certificate_and_matches_the_library():
     assert "certificate" in result.stdout and "stays valid if up to" in result.stdout
     data = json.loads(invoke("test", "-k", "rbf", "-p", "sigma=1", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "199", "--json").stdout)
     X, Y = get_dataset("gauss-outliers").sample(0)
-    direct = robust_test(get_registry().get_kernel("rbf", sigma=1.0), X, Y, contamination=10, n_permutations=199, rng=0)
+    direct = robust_test(X, Y, kernel=get_registry().get_kernel("rbf", sigma=1.0), contamination=10, n_permutations=199, rng=0)
     assert data["type"] == "robust-test" and data["method"] == "dc" and data["contamination"] == 10
     assert (data["pvalue"], data["certificate"], data["reject"]) == (direct.pvalue, direct.certificate, direct.reject)
     # a fraction of N + M = 400 points, and mom with a chosen number of blocks

@@ -59,7 +59,7 @@ def test_unknown_dataset_and_parameter():
 
 def test_splice_loader_counts_and_checksum():
     from monk_framework import load_splice
-    from monk_framework.app.splice import SPLICE_COUNTS
+    from monk_framework.io.splice import SPLICE_COUNTS
 
     everything = load_splice(("EI", "IE", "N"), drop_ambiguous=False)
     assert {c: len(v) for c, v in everything.items()} == SPLICE_COUNTS["all"] == {"EI": 767, "IE": 768, "N": 1655}
@@ -76,7 +76,7 @@ def test_splice_loader_counts_and_checksum():
 
 def test_splice_checksum_is_enforced(monkeypatch, tmp_path):
     from monk_framework import DataFileError
-    from monk_framework.app import splice
+    from monk_framework.io import splice
 
     monkeypatch.setattr(splice, "SPLICE_SHA256", "0" * 64)
     splice._records.cache_clear()

@@ -70,13 +70,13 @@ def test_embeddings_with_different_kernels_cannot_be_compared(rng):
     from monk_framework import ParameterError, embed
 
     Y = rng.normal(size=(7, 1))
-    ex, ey = embed("rbf", "mean", X), embed("rbf", "mean", Y)
+    ex, ey = embed(X, kernel="rbf", estimator="mean"), embed(Y, kernel="rbf", estimator="mean")
     with pytest.raises(ParameterError, match=r"different kernels .* sigma='median' is resolved on each embedded sample apart") as info:
         ex.distance(ey)
     spec = str(info.value).split("e.g. embed(")[1].split(", ...)")[0].strip("'")
-    assert embed(spec, "mean", X).kernel == ex.kernel
+    assert embed(X, kernel=spec, estimator="mean").kernel == ex.kernel
     with pytest.raises(ParameterError, match="different kernels") as info:
-        a.inner(embed("laplace:sigma=1", "mean", X))
+        a.inner(embed(X, kernel="laplace:sigma=1", estimator="mean"))
     assert "resolved on each" not in str(info.value)  # another kernel: no bandwidth to blame
     # what is no embedding is named: it was "AttributeError: 'NoneType' object has no attribute 'kernel'"
     for other in (None, X):
@@ -128,10 +128,10 @@ def test_every_result_round_trips_through_json_and_load_result():
         est.estimate(kernel, X, Y, rng=1),
         emb,
         EmbeddingsResult(x=emb, y=emb, distance=0.0, seed=1),
-        permutation_test(kernel, est, X, Y, n_permutations=19, rng=1, return_null=True),
-        split_test(kernel, est, X, Y, grid={"sigma": [1.0, 2.0]}, n_permutations=19, rng=1, return_null=True),
-        robust_test(kernel, X, Y, contamination=1, method="dc", n_permutations=19, rng=1, return_null=True),
-        robust_test(kernel, X, Y, contamination=1, method="mom", n_permutations=19, rng=1),
+        permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=19, rng=1, return_null=True),
+        split_test(X, Y, kernel=kernel, estimator=est, grid={"sigma": [1.0, 2.0]}, n_permutations=19, rng=1, return_null=True),
+        robust_test(X, Y, kernel=kernel, contamination=1, method="dc", n_permutations=19, rng=1, return_null=True),
+        robust_test(X, Y, kernel=kernel, contamination=1, method="mom", n_permutations=19, rng=1),
     ]
     for result in results:
         text = result.to_json()
@@ -151,7 +151,7 @@ def test_load_result_reads_the_file_a_command_saved(tmp_path):
     from monk_framework.two_sample import permutation_test
 
     gen = np.random.default_rng(2)
-    result = permutation_test("rbf", "u-stat", gen.normal(size=(20, 2)), gen.normal(size=(20, 2)), n_permutations=19, rng=0)
+    result = permutation_test(gen.normal(size=(20, 2)), gen.normal(size=(20, 2)), kernel="rbf", estimator="u-stat", n_permutations=19, rng=0)
     path = tmp_path / "result.json"
     path.write_text(result.to_json())
     assert load_result(str(path)) == result and load_result(path) == result
@@ -172,7 +172,7 @@ def test_a_damaged_result_is_refused_naming_the_field_never_blaming_a_computatio
     from monk_framework.two_sample import permutation_test
 
     gen = np.random.default_rng(4)
-    good = json.loads(permutation_test("rbf:sigma=1", "u-stat", gen.normal(size=(20, 2)), gen.normal(size=(20, 2)),
+    good = json.loads(permutation_test(gen.normal(size=(20, 2)), gen.normal(size=(20, 2)), kernel="rbf:sigma=1", estimator="u-stat",
                                        n_permutations=19, rng=0).to_json())
     for field in good:
         for bad in (None, "abc", float("nan"), [1], {"a": 1}, float("inf")):
@@ -217,7 +217,7 @@ def test_test_results_follow_scipy_names():
 
     gen = np.random.default_rng(0)
     X, Y = gen.normal(size=(20, 1)), gen.normal(size=(20, 1))
-    result = permutation_test(REG.get_kernel("rbf", sigma=1.0), REG.get_estimator("u-stat"), X, Y,
+    result = permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=REG.get_estimator("u-stat"),
                               n_permutations=19, rng=0, return_null=True)
     statistic, pvalue = result
     assert (statistic, pvalue) == (result.statistic, result.pvalue) and result.alternative == "greater"
@@ -234,7 +234,7 @@ def test_a_result_with_an_invalid_field_cannot_be_built(field, value):
 
     gen = np.random.default_rng(0)
     X, Y = gen.normal(size=(20, 1)), gen.normal(size=(20, 1))
-    result = permutation_test(REG.get_kernel("rbf", sigma=1.0), REG.get_estimator("u-stat"), X, Y, n_permutations=19, rng=0)
+    result = permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=REG.get_estimator("u-stat"), n_permutations=19, rng=0)
     with pytest.raises((MonkError, TypeError, ValueError)):
         attrs.evolve(result, **{field: value})
 
@@ -249,10 +249,10 @@ def test_every_result_has_one_base_and_a_short_summary():
     monk = REG.get_estimator("monk-bcd", n_blocks=5)
     outcomes = [
         monk.estimate(rbf, X, Y, rng=0),  # its trace and blocks stay out of the summary
-        permutation_test(rbf, monk, X, Y, n_permutations=19, rng=1),
-        split_test(REG.get_kernel("rbf"), REG.get_estimator("u-stat"), X, Y, grid={"sigma": [1.0, 2.0]}, n_permutations=19, rng=1),
-        robust_test(REG.get_kernel("rbf", sigma=1.0), X, Y, contamination=1, method="dc", n_permutations=19, rng=1),
-        robust_test(REG.get_kernel("quadratic"), X, Y, contamination=1, method="mom", n_permutations=19, rng=1),
+        permutation_test(X, Y, kernel=rbf, estimator=monk, n_permutations=19, rng=1),
+        split_test(X, Y, kernel=REG.get_kernel("rbf"), estimator=REG.get_estimator("u-stat"), grid={"sigma": [1.0, 2.0]}, n_permutations=19, rng=1),
+        robust_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=1, method="dc", n_permutations=19, rng=1),
+        robust_test(X, Y, kernel=REG.get_kernel("quadratic"), contamination=1, method="mom", n_permutations=19, rng=1),
     ]
     for result in outcomes:
         assert isinstance(result, results.StatisticResult) and type(result).__module__ == "monk_framework.core.results"

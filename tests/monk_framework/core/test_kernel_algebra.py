@@ -44,8 +44,8 @@ def test_bounds_follow_the_parts():
     assert (rbf + lap).sup_diag() == 2.0 and (rbf * lap).sup_diag() == 1.0 and (3 * rbf).sup_diag() == 3.0
     assert (rbf + quad).sup_diag() is None and (rbf * lap).nonnegative and not (rbf + REG.get_kernel("linear")).nonnegative
     # the dc robust test uses the bound: 3 * rbf has sensitivity sqrt(3) times rbf's
-    a = robust_test(rbf, X, Y, contamination=1, method="dc", n_permutations=19, rng=0)
-    b = robust_test(3 * rbf, X, Y, contamination=1, method="dc", n_permutations=19, rng=0)
+    a = robust_test(X, Y, kernel=rbf, contamination=1, method="dc", n_permutations=19, rng=0)
+    b = robust_test(X, Y, kernel=3 * rbf, contamination=1, method="dc", n_permutations=19, rng=0)
     assert b.sensitivity == pytest.approx(np.sqrt(3) * a.sensitivity, rel=1e-12)
     assert b.statistic == pytest.approx(np.sqrt(3) * a.statistic, rel=1e-12)
 
@@ -70,7 +70,7 @@ def test_results_with_a_combined_kernel_round_trip_and_tests_run():
     emb = REG.get_estimator("mean").embed(k, X)
     assert load_result(emb.to_json()) == emb
     assert kernel_from_spec(k.name, k.params()) == k
-    result = permutation_test(k, REG.get_estimator("monk-bcd-fast", n_blocks=5), X, Y, n_permutations=19, rng=0)
+    result = permutation_test(X, Y, kernel=k, estimator=REG.get_estimator("monk-bcd-fast", n_blocks=5), n_permutations=19, rng=0)
     assert 0 < result.pvalue <= 1 and isinstance(k, SumKernel) and isinstance(k.left, ProductKernel)
 
 

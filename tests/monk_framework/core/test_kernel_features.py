@@ -42,7 +42,7 @@ def test_an_estimate_from_features_is_the_gram_matrix_sum(spec, estimator):
     gen = np.random.default_rng(7)
     X, Y = gen.normal(size=(240, 3)), gen.normal(0.2, 1.3, size=(200, 3))
     kernel = REG.resolve_kernel(spec)
-    result = estimate(kernel, estimator, X, Y)
+    result = estimate(X, Y, kernel=kernel, estimator=estimator)
     assert result.diagnostics.get("features") is True
     assert result.mmd2 == pytest.approx(_brute(kernel, X, Y, estimator), rel=1e-12, abs=1e-15)
 
@@ -52,12 +52,12 @@ def test_features_are_used_only_where_they_pay():
     gen = np.random.default_rng(8)
     kernel = REG.get_kernel("quadratic")
     assert kernel.features(np.zeros((1, 3))).shape == (1, 10) and FEATURES_PAY == 16
-    few = estimate(kernel, "u-stat", gen.normal(size=(70, 3)), gen.normal(size=(80, 3)))
-    many = estimate(kernel, "u-stat", gen.normal(size=(80, 3)), gen.normal(size=(80, 3)))
+    few = estimate(gen.normal(size=(70, 3)), gen.normal(size=(80, 3)), kernel=kernel, estimator="u-stat")
+    many = estimate(gen.normal(size=(80, 3)), gen.normal(size=(80, 3)), kernel=kernel, estimator="u-stat")
     assert "features" not in few.diagnostics and many.diagnostics["features"] is True
     # nor for a kernel without them
     X, Y = gen.normal(size=(400, 3)), gen.normal(size=(400, 3))
-    assert "features" not in estimate("rbf", "u-stat", X, Y).diagnostics
+    assert "features" not in estimate(X, Y, kernel="rbf", estimator="u-stat").diagnostics
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -70,11 +70,11 @@ def test_over_the_budget_an_estimate_sums_the_features_in_blocks(spec, estimator
     kernel = REG.resolve_kernel(spec)
     D = kernel.feature_count(X)
     for budget in (8 * 790 * D - 1, 4 * 8 * D * 7, 4 * 8 * D):  # Φ just too large; 7 rows a block; 1 row a block
-        result = estimate(kernel, estimator, X, Y, max_memory=budget)
+        result = estimate(X, Y, kernel=kernel, estimator=estimator, max_memory=budget)
         assert result.diagnostics.get("features") is True and result.diagnostics["tiled"] is False
         assert result.mmd2 == pytest.approx(_brute(kernel, X, Y, estimator), rel=1e-11, abs=1e-14)
     # below one row of features a block: the tiles, as before
-    tiles = estimate(kernel, estimator, X, Y, max_memory=4 * 8 * D - 1)
+    tiles = estimate(X, Y, kernel=kernel, estimator=estimator, max_memory=4 * 8 * D - 1)
     assert "features" not in tiles.diagnostics
     assert tiles.mmd2 == pytest.approx(_brute(kernel, X, Y, estimator), rel=1e-11, abs=1e-14)
 
@@ -84,9 +84,9 @@ def test_over_the_budget_an_estimate_sums_the_features_in_blocks(spec, estimator
 def test_a_test_from_features_has_the_gram_matrix_statistics(spec, estimator, without_features):
     gen = np.random.default_rng(9)
     X, Y = gen.normal(size=(150, 2)), gen.normal(0.25, 1.0, size=(170, 2))
-    fast = permutation_test(spec, estimator, X, Y, n_permutations=199, rng=3, return_null=True)
+    fast = permutation_test(X, Y, kernel=spec, estimator=estimator, n_permutations=199, rng=3, return_null=True)
     without_features()
-    slow = permutation_test(spec, estimator, X, Y, n_permutations=199, rng=3, return_null=True)
+    slow = permutation_test(X, Y, kernel=spec, estimator=estimator, n_permutations=199, rng=3, return_null=True)
     scale = np.abs(slow.null_distribution).max()
     np.testing.assert_allclose(fast.null_distribution, slow.null_distribution, rtol=1e-10, atol=1e-12 * scale)
     assert fast.statistic_mmd2 == pytest.approx(slow.statistic_mmd2, rel=1e-10)
@@ -130,9 +130,9 @@ class MisfeaturedKernel(Kernel):
 def test_features_that_disagree_with_the_kernel_are_refused_by_name():
     gen = np.random.default_rng(11)
     X, Y = gen.normal(size=(200, 2)), gen.normal(size=(200, 2))
-    for run in (lambda: estimate(MisfeaturedKernel(), "u-stat", X, Y),
-                lambda: estimate(MisfeaturedKernel(), "u-stat", X, Y, max_memory=1000),  # summed in blocks
-                lambda: permutation_test(MisfeaturedKernel(), "v-stat", X, Y, n_permutations=19, rng=0)):
+    for run in (lambda: estimate(X, Y, kernel=MisfeaturedKernel(), estimator="u-stat"),
+                lambda: estimate(X, Y, kernel=MisfeaturedKernel(), estimator="u-stat", max_memory=1000),  # summed in blocks
+                lambda: permutation_test(X, Y, kernel=MisfeaturedKernel(), estimator="v-stat", n_permutations=19, rng=0)):
         with pytest.raises(KernelContractError, match=r"kernel 'misfeatured' \(.*MisfeaturedKernel\): its features disagree "
                            r"with its kernel values: <features\([xy]_\d+\), features\([xy]_\d+\)> = .* where k\([xy]_\d+, [xy]_\d+\) = "):
             run()
@@ -143,7 +143,7 @@ def test_a_million_points_take_seconds_not_the_hours_of_their_gram_matrix():
     # a product of sums (the sums of 1, x and x² for the quadratic kernel at d = 1)
     gen = np.random.default_rng(12)
     X, Y = gen.normal(size=(10**6, 1)), gen.normal(0.1, 1.0, size=(10**6, 1))
-    result = estimate("quadratic", "v-stat", X, Y)
+    result = estimate(X, Y, kernel="quadratic", estimator="v-stat")
     # (xy + 1)² = x²y² + 2xy + 1: MMD_V² = (m2x − m2y)² + 2 (m1x − m1y)²
     m1x, m1y, m2x, m2y = X.mean(), Y.mean(), (X**2).mean(), (Y**2).mean()
     assert result.diagnostics["features"] is True
@@ -169,9 +169,9 @@ def test_combinations_of_kernels_with_features_have_features(name, without_featu
     assert kernel.has_features
     np.testing.assert_allclose(kernel.features(X) @ kernel.features(Y).T, kernel.gram(X, Y), rtol=1e-12,
                                atol=1e-12 * np.abs(kernel.gram(X, Y)).max())
-    fast = estimate(kernel, "v-stat", X, Y)
+    fast = estimate(X, Y, kernel=kernel, estimator="v-stat")
     without_features()
-    slow = estimate(kernel, "v-stat", X, Y)
+    slow = estimate(X, Y, kernel=kernel, estimator="v-stat")
     assert fast.diagnostics["features"] is True and "features" not in slow.diagnostics
     assert fast.mmd2 == pytest.approx(slow.mmd2, rel=1e-12)
 
@@ -194,9 +194,9 @@ def test_the_robust_clip_test_reads_the_features_with_the_same_p_value(without_f
     X, Y = gen.normal(size=(400, 3)), gen.normal(size=(400, 3))
     X[:, 0] += 0.35
     X[:5] = 300.0 / np.sqrt(3)
-    fast = robust_test("quadratic", X, Y, contamination=5, method="clip", n_permutations=199, rng=2)
+    fast = robust_test(X, Y, kernel="quadratic", contamination=5, method="clip", n_permutations=199, rng=2)
     without_features()
-    slow = robust_test("quadratic", X, Y, contamination=5, method="clip", n_permutations=199, rng=2)
+    slow = robust_test(X, Y, kernel="quadratic", contamination=5, method="clip", n_permutations=199, rng=2)
     assert fast.pvalue == slow.pvalue and fast.certificate == slow.certificate
     assert fast.statistic == pytest.approx(slow.statistic, rel=1e-10)
 
@@ -224,7 +224,7 @@ def test_a_kernel_with_more_features_than_points_never_computes_them(monkeypatch
         raise AssertionError("features were computed")
 
     monkeypatch.setattr(type(kernel), "compute_features", never)
-    result = estimate(kernel, "u-stat", X, X[::-1] + 0.01)
+    result = estimate(X, X[::-1] + 0.01, kernel=kernel, estimator="u-stat")
     assert "features" not in result.diagnostics and np.isfinite(result.mmd2)
 
 
@@ -243,7 +243,7 @@ def test_a_plugin_feature_count_that_is_no_count_is_refused_by_name(count, said)
     X = np.random.default_rng(16).normal(size=(200, 2))
     with pytest.raises(KernelContractError, match=rf"kernel 'counting' .*: compute_feature_count\(2\) returned {re.escape(said)}; it "
                        r"must return the number of features a point has"):
-        estimate(Counting(), "v-stat", X, X + 1)
+        estimate(X, X + 1, kernel=Counting(), estimator="v-stat")
 
 
 @pytest.mark.parametrize("spec", ["linear", "quadratic", "linear:normalize=true"])
@@ -253,9 +253,9 @@ def test_an_embeddings_norm_distance_and_values_come_from_features(spec, without
 
     gen = np.random.default_rng(17)
     X, Y, Z = gen.normal(size=(400, 3)), gen.normal(0.3, 1.0, size=(300, 3)), gen.normal(size=(50, 3))
-    mx, my = embed(spec, "mean", X), embed(spec, "mean", Y)
+    mx, my = embed(X, kernel=spec, estimator="mean"), embed(Y, kernel=spec, estimator="mean")
     fast = mx.distance(my), mx.norm(), mx.inner(my), mx.evaluate(Z)
-    assert fast[0] == pytest.approx(estimate(spec, "v-stat", X, Y).mmd, rel=1e-10)
+    assert fast[0] == pytest.approx(estimate(X, Y, kernel=spec, estimator="v-stat").mmd, rel=1e-10)
     without_features()
     slow = mx.distance(my), mx.norm(), mx.inner(my), mx.evaluate(Z)
     for a, b in zip(fast[:3], slow[:3]):
@@ -279,4 +279,4 @@ def test_a_plugin_feature_count_that_is_not_the_features_width_is_refused_by_nam
     for budget in (None, 1000):  # the features whole, and summed in blocks over the budget
         with pytest.raises(KernelContractError, match=r"kernel 'undercounting' .*: compute_feature_count\(2\) gives 1 features "
                            r"a point, but compute_features gives 2; they must agree\."):
-            estimate(Undercounting(), "v-stat", X, X + 1, max_memory=budget)
+            estimate(X, X + 1, kernel=Undercounting(), estimator="v-stat", max_memory=budget)

@@ -208,10 +208,10 @@ def test_a_direct_pair_formula_is_held_to_the_contract_of_gram_tile(fault, error
     X, Y = gen.normal(size=(40, 2)), gen.normal(size=(40, 2))
     kept = X.copy()
     with pytest.raises(getattr(monk_framework, error), match=message):
-        monk_framework.estimate(FaultyPairs(fault=fault), "incomplete-u:n_pairs=40", X, Y, rng=0)
+        monk_framework.estimate(X, Y, kernel=FaultyPairs(fault=fault), estimator="incomplete-u:n_pairs=40", rng=0)
     assert np.array_equal(X, kept)  # the caller's data are untouched
-    good = monk_framework.estimate(FaultyPairs(), "incomplete-u:n_pairs=40", X, Y, rng=0).mmd2
-    blocks = monk_framework.estimate(FaultyKernel(), "incomplete-u:n_pairs=40", X, Y, rng=0).mmd2
+    good = monk_framework.estimate(X, Y, kernel=FaultyPairs(), estimator="incomplete-u:n_pairs=40", rng=0).mmd2
+    blocks = monk_framework.estimate(X, Y, kernel=FaultyKernel(), estimator="incomplete-u:n_pairs=40", rng=0).mmd2
     assert good == pytest.approx(blocks, rel=1e-12, abs=1e-15)
 
 
@@ -301,7 +301,7 @@ def test_a_permutation_test_refuses_a_kernel_that_is_not_psd():
     from monk_framework.two_sample import permutation_test
 
     with pytest.raises(KernelContractError, match="the V-statistic MMD\\^2 is -0.5"):
-        permutation_test(BoxKernel(), REG.get_estimator("u-stat"), BOX_X, BOX_Y, n_permutations=5, rng=0)
+        permutation_test(BOX_X, BOX_Y, kernel=BoxKernel(), estimator=REG.get_estimator("u-stat"), n_permutations=5, rng=0)
 
 
 def test_check_squared_norm_allows_round_off_and_refuses_a_real_negative():
@@ -462,7 +462,7 @@ def test_every_estimator_and_test_refuses_a_faulty_kernel_alike(fault, message, 
             REG.get_estimator(name).estimate(kernel, X, Y, rng=0, max_memory=max_memory)
     for name in ("u-stat", "monk-bcd-fast", "monk-embedding-mmd"):  # global and within-block relabelling
         with pytest.raises(KernelContractError, match=message):
-            permutation_test(kernel, REG.get_estimator(name), X, Y, n_permutations=9, rng=0, max_memory=max_memory)
+            permutation_test(X, Y, kernel=kernel, estimator=REG.get_estimator(name), n_permutations=9, rng=0, max_memory=max_memory)
     with pytest.raises(KernelContractError, match=message):
         REG.get_estimator("monk-embedding").embed(kernel, X, rng=0)
 
@@ -494,12 +494,12 @@ def test_values_too_large_to_sum_are_refused_on_every_path(registry):
     for budget in (None, 1):  # stored Gram matrices, and tiles computed on the fly
         for est in ("u-stat", "v-stat", "monk-bcd", "incomplete-u"):
             with pytest.raises(KernelOverflowError, match=message):
-                estimate(big, est, X, Y, max_memory=budget, rng=0)
+                estimate(X, Y, kernel=big, estimator=est, max_memory=budget, rng=0)
         with pytest.raises(KernelOverflowError, match=message):
-            permutation_test(big, "u-stat", X, Y, n_permutations=9, max_memory=budget)
+            permutation_test(X, Y, kernel=big, estimator="u-stat", n_permutations=9, max_memory=budget)
     # below the limit the values are summed exactly as the kernel's, scaled
-    ok = estimate(1e290 * registry.get_kernel("rbf", sigma=1.0), "u-stat", X, Y).mmd2
-    assert ok == pytest.approx(1e290 * estimate(registry.get_kernel("rbf", sigma=1.0), "u-stat", X, Y).mmd2, rel=1e-12)
+    ok = estimate(X, Y, kernel=1e290 * registry.get_kernel("rbf", sigma=1.0), estimator="u-stat").mmd2
+    assert ok == pytest.approx(1e290 * estimate(X, Y, kernel=registry.get_kernel("rbf", sigma=1.0), estimator="u-stat").mmd2, rel=1e-12)
     assert VALUE_LIMIT * 2.0**40 < np.finfo(np.float64).max
 
 
@@ -520,14 +520,14 @@ def test_a_kernel_that_barely_varies_on_the_data_warns_that_its_digits_are_lost(
     for sigma in (1.0, 1e3):  # quiet, and the value holds its digits
         with warnings.catch_warnings():
             warnings.simplefilter("error", PrecisionWarning)
-            got = estimate(f"rbf:sigma={sigma}", "v-stat", X, Y).mmd2
+            got = estimate(X, Y, kernel=f"rbf:sigma={sigma}", estimator="v-stat").mmd2
         assert abs(got - _exact_rbf_v(X, Y, sigma)) <= 1e-6 * _exact_rbf_v(X, Y, sigma)
     for sigma in (1e7, 1e8):  # the warning, and a value off by more than it allows quietly
         with pytest.warns(PrecisionWarning, match=r"varies by only .* relative round-off of at least"):
-            got = estimate(f"rbf:sigma={sigma}", "v-stat", X, Y).mmd2
+            got = estimate(X, Y, kernel=f"rbf:sigma={sigma}", estimator="v-stat").mmd2
         assert abs(got - _exact_rbf_v(X, Y, sigma)) > 1e-6 * _exact_rbf_v(X, Y, sigma)
     with pytest.warns(PrecisionWarning, match=r"rbf\(sigma=1e\+300\) cannot tell these distinct points apart"):
-        assert estimate("rbf:sigma=1e300", "v-stat", X, Y).mmd2 == 0.0
+        assert estimate(X, Y, kernel="rbf:sigma=1e300", estimator="v-stat").mmd2 == 0.0
 
 
 def test_an_offset_that_dwarfs_the_inner_products_warns_instead_of_a_silent_negative_v_statistic():
@@ -537,7 +537,7 @@ def test_an_offset_that_dwarfs_the_inner_products_warns_instead_of_a_silent_nega
     X, Y = gen.normal(size=(60, 3)), gen.normal(0.5, 1.0, size=(50, 3))
     # (⟨x, y⟩ + c)² has values near 10³⁶ and an MMD² near 2c‖μ_X − μ_Y‖² ≈ 10¹⁷: it came out −3·10²⁰
     with pytest.warns(PrecisionWarning, match="quadratic.*offset=1e\\+18.*cannot tell these distinct points apart"):
-        estimate("quadratic:offset=1e18", "v-stat", X, Y)
+        estimate(X, Y, kernel="quadratic:offset=1e18", estimator="v-stat")
 
 
 def test_no_resolution_warning_for_a_repeated_point_a_centred_pair_or_a_test_on_ordinary_data():
@@ -550,11 +550,11 @@ def test_no_resolution_warning_for_a_repeated_point_a_centred_pair_or_a_test_on_
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionWarning)
         # one point repeated: every MMD is 0, rightly
-        assert estimate("rbf:sigma=1", "v-stat", np.ones((20, 2)), np.ones((10, 2))).mmd2 == 0.0
+        assert estimate(np.ones((20, 2)), np.ones((10, 2)), kernel="rbf:sigma=1", estimator="v-stat").mmd2 == 0.0
         # the linear kernel's values near 10¹⁶ are read on centred data (and so is an embedding's distance)
-        assert estimate("linear", "v-stat", X + 1e8, Y + 1e8).mmd2 > 0
-        embed("linear", "mean", X + 1e8)
-        permutation_test("rbf", "u-stat", X, Y, n_permutations=19, rng=0)
+        assert estimate(X + 1e8, Y + 1e8, kernel="linear", estimator="v-stat").mmd2 > 0
+        embed(X + 1e8, kernel="linear", estimator="mean")
+        permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=19, rng=0)
 
 
 def test_a_kernel_that_is_zero_between_every_two_distinct_points_warns_that_it_sees_only_ties():
@@ -570,27 +570,27 @@ def test_a_kernel_that_is_zero_between_every_two_distinct_points_warns_that_it_s
         with pytest.warns(PrecisionWarning, match=r"is 0 between every two distinct points of the 62 checked \(62 distinct "
                                                   r"values\): an MMD with it counts equal points only, so on data without "
                                                   r"repeated values it sees the diagonal"):
-            got = estimate(spec, "v-stat", X, Y).mmd2
+            got = estimate(X, Y, kernel=spec, estimator="v-stat").mmd2
         assert got == pytest.approx(1 / 40 + 1 / 30, rel=1e-12)  # the diagonal alone: ties, not data
     with pytest.warns(PrecisionWarning, match=r"rbf\(sigma=1e-06\) is 0 between"):
-        assert permutation_test("rbf:sigma=1e-6", "u-stat", X, Y, n_permutations=19, rng=0).pvalue == 1.0
+        assert permutation_test(X, Y, kernel="rbf:sigma=1e-6", estimator="u-stat", n_permutations=19, rng=0).pvalue == 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrecisionWarning)
         # a bandwidth at which only some pairs are 0, and ties with a blind kernel: no warning
-        estimate("rbf:sigma=0.05", "v-stat", X, Y)
-        estimate("rbf:sigma=1e-3", "v-stat", np.ones((20, 2)), np.ones((10, 2)))
+        estimate(X, Y, kernel="rbf:sigma=0.05", estimator="v-stat")
+        estimate(np.ones((20, 2)), np.ones((10, 2)), kernel="rbf:sigma=1e-3", estimator="v-stat")
         # categories: one-hot vectors are 0 apart under the linear kernel (and a tiny
         # bandwidth), and the MMD is the distance of the category frequencies, rightly
         cats = np.eye(3)
         A, B = cats[gen.integers(0, 3, 40)], cats[gen.choice(3, 30, p=[0.6, 0.2, 0.2])]
         truth = float(np.sum((A.mean(0) - B.mean(0)) ** 2))
         for spec in ("linear", "rbf:sigma=1e-3"):
-            assert estimate(spec, "v-stat", A, B).mmd2 == pytest.approx(truth, rel=1e-12)
+            assert estimate(A, B, kernel=spec, estimator="v-stat").mmd2 == pytest.approx(truth, rel=1e-12)
         # the energy kernel between two points, one at the origin: 0 apart, and a right MMD
         # (half the energy distance 2|x - y| = 2 sqrt(2))
-        assert estimate("energy", "v-stat", -np.zeros((20, 2)), np.ones((15, 2))).mmd2 == pytest.approx(math.sqrt(2))
+        assert estimate(-np.zeros((20, 2)), np.ones((15, 2)), kernel="energy", estimator="v-stat").mmd2 == pytest.approx(math.sqrt(2))
         # strings that share no subsequence of the kernel's length: 0, rightly
-        estimate("ssk:n=10", "v-stat", ["ACGTACGTAC", "TTTTTTTTTT"] * 3, ["AAAAAAAAAA", "ACACACACAC"] * 3)
+        estimate(["ACGTACGTAC", "TTTTTTTTTT"] * 3, ["AAAAAAAAAA", "ACACACACAC"] * 3, kernel="ssk:n=10", estimator="v-stat")
 
 
 def test_a_test_with_a_kernel_that_cannot_resolve_the_data_warns():
@@ -599,7 +599,7 @@ def test_a_test_with_a_kernel_that_cannot_resolve_the_data_warns():
     gen = np.random.default_rng(24)
     X, Y = gen.normal(size=(40, 2)), gen.normal(3.0, 1.0, size=(30, 2))
     with pytest.warns(PrecisionWarning, match="cannot tell these distinct points apart"):
-        permutation_test("rbf:sigma=1e300", "u-stat", X, Y, n_permutations=19, rng=0)
+        permutation_test(X, Y, kernel="rbf:sigma=1e300", estimator="u-stat", n_permutations=19, rng=0)
 
 
 @pytest.mark.parametrize(
@@ -731,8 +731,8 @@ def test_a_kernel_that_keeps_its_answers_gets_the_numbers_of_one_that_does_not(k
     for estimator in ["u-stat", "v-stat", "monk-bcd", "monk-bcd-fast"]:
         for budget in [None, "200KB"]:
             for mine, theirs in zip(kept, fresh):
-                got = monk_framework.estimate(mine, estimator, X, Y, rng=0, max_memory=budget).mmd2
-                want = monk_framework.estimate(theirs, estimator, X, Y, rng=0, max_memory=budget).mmd2
+                got = monk_framework.estimate(X, Y, kernel=mine, estimator=estimator, rng=0, max_memory=budget).mmd2
+                want = monk_framework.estimate(X, Y, kernel=theirs, estimator=estimator, rng=0, max_memory=budget).mmd2
                 assert got == pytest.approx(want, rel=1e-12, abs=1e-15), (estimator, budget, mine.spec())
     if keep == "memo":
         assert _KEPT
@@ -790,10 +790,10 @@ def test_a_plugins_whole_gram_matrix_is_checked_as_its_tiles_are(fault, error, m
     gen = np.random.default_rng(2)
     X, Y = gen.normal(size=(40, 2)), gen.normal(size=(40, 2)) + 0.3
     for run in (lambda: WholeKernel(fault=fault).gram(np.vstack([X, Y])),
-                lambda: monk_framework.estimate(WholeKernel(fault=fault), "u-stat", X, Y),
-                lambda: monk_framework.permutation_test(WholeKernel(fault=fault), "u-stat", X, Y, n_permutations=9)):
+                lambda: monk_framework.estimate(X, Y, kernel=WholeKernel(fault=fault), estimator="u-stat"),
+                lambda: monk_framework.permutation_test(X, Y, kernel=WholeKernel(fault=fault), estimator="u-stat", n_permutations=9)):
         with pytest.raises(getattr(errors, error), match=message):
             run()
-    whole = monk_framework.estimate(WholeKernel(), "u-stat", X, Y).mmd2
-    tiles = monk_framework.estimate(get_registry().get_kernel("rbf", sigma=1.0), "u-stat", X, Y).mmd2
+    whole = monk_framework.estimate(X, Y, kernel=WholeKernel(), estimator="u-stat").mmd2
+    tiles = monk_framework.estimate(X, Y, kernel=get_registry().get_kernel("rbf", sigma=1.0), estimator="u-stat").mmd2
     assert whole == pytest.approx(tiles, rel=1e-12)

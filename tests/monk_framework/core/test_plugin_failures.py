@@ -105,7 +105,7 @@ def test_a_kernel_that_writes_into_its_inputs_is_named_and_the_callers_data_are_
     X, Y = _data()
     before = X.copy(), Y.copy()
     for run in (lambda: Scribbler().gram(X, Y), lambda: REG.get_estimator("v-stat").estimate(Scribbler(), X, Y),
-                lambda: permutation_test(Scribbler(), "u-stat", X, Y, n_permutations=9)):
+                lambda: permutation_test(X, Y, kernel=Scribbler(), estimator="u-stat", n_permutations=9)):
         with pytest.raises(PluginFailure, match=r"kernel 'scribbler' \(.*Scribbler\): compute_gram failed: ValueError: "
                            r".*read-only.*copy before writing"):
             run()
@@ -242,7 +242,7 @@ def test_a_negative_mmd_passes_as_the_signed_root_of_a_negative_mmd2():
 def test_a_tests_relabelled_statistics_are_checked_whatever_estimator_gives_them(kind, message):
     X, Y = _data()
     with pytest.raises(PluginFailure, match=r"estimator 'bad-null' .*permuted_statistics " + message):
-        permutation_test(REG.get_kernel("linear"), BadNull(kind=kind), X, Y, n_permutations=9)
+        permutation_test(X, Y, kernel=REG.get_kernel("linear"), estimator=BadNull(kind=kind), n_permutations=9)
 
 
 @attrs.frozen(kw_only=True)
@@ -345,7 +345,7 @@ def test_a_shift_free_declaration_that_is_not_a_bool_or_raises_is_named(answer, 
 
     gen = np.random.default_rng(0)
     with pytest.raises(MonkError, match=message):
-        estimate(Declares(), "v-stat", gen.normal(size=(10, 2)), gen.normal(size=(10, 2)))
+        estimate(gen.normal(size=(10, 2)), gen.normal(size=(10, 2)), kernel=Declares(), estimator="v-stat")
 
 
 @attrs.frozen(kw_only=True)
@@ -399,7 +399,7 @@ def test_a_fit_that_returns_no_fitted_kernel_is_named_on_every_path(answer, mess
     calls = [
         lambda: REG.get_estimator("u-stat").estimate(BadFit(answer=answer), X, Y),
         lambda: REG.get_estimator("mean").embed(BadFit(answer=answer), X),
-        lambda: permutation_test(BadFit(answer=answer), REG.get_estimator("u-stat"), X, Y, n_permutations=19, rng=0),
+        lambda: permutation_test(X, Y, kernel=BadFit(answer=answer), estimator=REG.get_estimator("u-stat"), n_permutations=19, rng=0),
     ]
     for call in calls:
         with pytest.raises(KernelContractError, match=r"kernel 'bad-fit' .*" + message):
@@ -555,11 +555,11 @@ def test_a_robust_tests_block_statistics_are_checked_as_every_estimator_answer_i
     gen = np.random.default_rng(0)
     X, Y = gen.normal(size=(200, 2)), gen.normal(size=(200, 2))
     with pytest.raises(PluginFailure, match=r"estimator 'block-sums' .*" + message):
-        robust_test(REG.get_kernel("rbf", sigma=1.0), X, Y, contamination=2, method="mom",
+        robust_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=2, method="mom",
                     estimator=BlockSums(fault=fault), n_permutations=50, rng=0)
-    fine = robust_test(REG.get_kernel("rbf", sigma=1.0), X, Y, contamination=2, method="mom",
+    fine = robust_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=2, method="mom",
                        estimator=BlockSums(fault="none"), n_permutations=50, rng=0)
-    ustat = robust_test(REG.get_kernel("rbf", sigma=1.0), X, Y, contamination=2, method="mom",
+    ustat = robust_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=2, method="mom",
                         estimator=REG.get_estimator("u-stat"), n_permutations=50, rng=0)
     assert fine.pvalue == ustat.pvalue and not fine.reject
 
@@ -610,9 +610,9 @@ def test_a_plugins_fixed_partition_is_checked_before_a_test_relabels_within_it(f
     gen = np.random.default_rng(1)
     X, Y = gen.normal(size=(30, 2)), gen.normal(size=(24, 2))
     with pytest.raises(PluginFailure, match=r"estimator 'own-partition' .*" + message):
-        permutation_test(REG.get_kernel("rbf", sigma=1.0), OwnPartition(fault=fault), X, Y, n_permutations=19,
+        permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=OwnPartition(fault=fault), n_permutations=19,
                          relabel="within-blocks", rng=0)
-    fine = permutation_test(REG.get_kernel("rbf", sigma=1.0), OwnPartition(), X, Y, n_permutations=19,
+    fine = permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=OwnPartition(), n_permutations=19,
                             relabel="within-blocks", rng=0)
     assert fine.relabel == "within-blocks" and fine.n_blocks == 3 and 0 < fine.pvalue <= 1
 
@@ -647,7 +647,7 @@ def test_a_plugins_minimum_size_is_checked_where_it_is_read(answer, message):
     # each of these was a TypeError from the framework's own code (an internal error)
     X, Y = _data()
     for run in (lambda: OddMinimum(answer=answer).estimate(REG.get_kernel("linear"), X, Y),
-                lambda: permutation_test(REG.get_kernel("linear"), OddMinimum(answer=answer), X, Y, n_permutations=9)):
+                lambda: permutation_test(X, Y, kernel=REG.get_kernel("linear"), estimator=OddMinimum(answer=answer), n_permutations=9)):
         with pytest.raises(PluginFailure, match=r"estimator 'odd-minimum' .*" + message):
             run()
     with pytest.raises(MonkError, match=r"X has 4 point\(s\) but estimator 'odd-minimum' needs at least 5 \(five\)"):

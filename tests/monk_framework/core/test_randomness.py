@@ -60,7 +60,7 @@ def test_the_same_seed_gives_the_same_monk_statistic_in_estimate_and_test():
     for spec in ("monk-bcd", "monk-bcd-fast", "monk-embedding-mmd"):
         est = REG.get_estimator(spec, n_blocks=5)
         estimate = est.estimate(kernel, X, Y, rng=3)
-        test = permutation_test(kernel, est, X, Y, n_permutations=9, rng=3, relabel="global")
+        test = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=9, rng=3, relabel="global")
         assert test.statistic == pytest.approx(np.sign(estimate.mmd2) * np.sqrt(abs(estimate.mmd2)), rel=1e-12)
         assert test.seed == estimate.seed == 3
 
@@ -79,12 +79,12 @@ def test_a_grid_point_statistic_does_not_depend_on_the_rest_of_the_grid():
     kernel = REG.get_kernel("rbf", sigma=1.0)
     est = REG.get_estimator("monk-bcd-fast", n_blocks=3)
     X, Y = get_dataset("gauss", n=60).sample(0)
-    small = split_test(kernel, est, X, Y, grid={"sigma": [2.0]}, n_permutations=19, rng=1)
-    large = split_test(kernel, est, X, Y, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=19, rng=1)
+    small = split_test(X, Y, kernel=kernel, estimator=est, grid={"sigma": [2.0]}, n_permutations=19, rng=1)
+    large = split_test(X, Y, kernel=kernel, estimator=est, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=19, rng=1)
     by_point = {item["params"]["sigma"]: item["statistic"] for item in large.tuning}
     assert small.tuning[0]["statistic"] == by_point[2.0]
     # the randomised estimator does draw: another seed moves the statistic
-    other = split_test(kernel, est, X, Y, grid={"sigma": [2.0]}, n_permutations=19, rng=2)
+    other = split_test(X, Y, kernel=kernel, estimator=est, grid={"sigma": [2.0]}, n_permutations=19, rng=2)
     assert other.tuning[0]["statistic"] != small.tuning[0]["statistic"]
 
 

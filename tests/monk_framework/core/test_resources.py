@@ -137,12 +137,12 @@ def _calls():
     calls["embed"] = lambda mm: monk.embed(rbf, X, max_memory=mm)
     # (an embedding's norm and distance choose nothing: always row tiles, sized by the budget)
     calls["embedding witness"] = lambda mm: mean.embed(rbf, X).evaluate(Y, max_memory=mm)
-    calls["permutation u-stat"] = lambda mm: permutation_test(rbf, "u-stat", X, Y, n_permutations=20, rng=1, max_memory=mm)
+    calls["permutation u-stat"] = lambda mm: permutation_test(X, Y, kernel=rbf, estimator="u-stat", n_permutations=20, rng=1, max_memory=mm)
     calls["permutation monk-bcd"] = lambda mm: permutation_test(
-        rbf, REG.get_estimator("monk-bcd", n_blocks=3, n_iter=5), X, Y, n_permutations=5, rng=1, max_memory=mm
+        X, Y, kernel=rbf, estimator=REG.get_estimator("monk-bcd", n_blocks=3, n_iter=5), n_permutations=5, rng=1, max_memory=mm
     )
-    calls["split"] = lambda mm: split_test(rbf, "u-stat", X, Y, n_permutations=20, rng=1, max_memory=mm)
-    calls["robust dc"] = lambda mm: robust_test(rbf, X, Y, contamination=1, method="dc", n_permutations=20, rng=1, max_memory=mm)
+    calls["split"] = lambda mm: split_test(X, Y, kernel=rbf, estimator="u-stat", n_permutations=20, rng=1, max_memory=mm)
+    calls["robust dc"] = lambda mm: robust_test(X, Y, kernel=rbf, contamination=1, method="dc", n_permutations=20, rng=1, max_memory=mm)
     return calls
 
 
@@ -217,9 +217,9 @@ def test_classical_estimates_over_the_budget_equal_the_stored_path(monkeypatch, 
 def test_a_forced_tiled_test_gives_the_stored_statistic_and_p_value(estimator, relabel):
     gen = np.random.default_rng(4)
     X, Y = gen.normal(size=(60, 2)), gen.normal(0.4, 1.0, size=(60, 2))
-    args = ("rbf:sigma=1", estimator, X, Y)
-    stored = permutation_test(*args, n_permutations=99, rng=2, relabel=relabel)
-    tiled = permutation_test(*args, n_permutations=99, rng=2, relabel=relabel, max_memory="8kB")
+    args = dict(kernel="rbf:sigma=1", estimator=estimator)
+    stored = permutation_test(X, Y, **args, n_permutations=99, rng=2, relabel=relabel)
+    tiled = permutation_test(X, Y, **args, n_permutations=99, rng=2, relabel=relabel, max_memory="8kB")
     assert tiled.statistic == pytest.approx(stored.statistic, rel=1e-10)
     assert tiled.pvalue == stored.pvalue and tiled.reject == stored.reject
 
@@ -227,11 +227,11 @@ def test_a_forced_tiled_test_gives_the_stored_statistic_and_p_value(estimator, r
 def test_split_and_robust_tests_take_the_budget_too():
     gen = np.random.default_rng(5)
     X, Y = gen.normal(size=(60, 2)), gen.normal(0.5, 1.0, size=(60, 2))
-    a = split_test("rbf:sigma=1", "u-stat", X, Y, n_permutations=49, rng=1)
-    b = split_test("rbf:sigma=1", "u-stat", X, Y, n_permutations=49, rng=1, max_memory="8kB")
+    a = split_test(X, Y, kernel="rbf:sigma=1", estimator="u-stat", n_permutations=49, rng=1)
+    b = split_test(X, Y, kernel="rbf:sigma=1", estimator="u-stat", n_permutations=49, rng=1, max_memory="8kB")
     assert b.statistic == pytest.approx(a.statistic, rel=1e-10) and b.pvalue == a.pvalue
-    c = robust_test("rbf:sigma=1", X, Y, contamination=2, n_permutations=49, rng=1)
-    d = robust_test("rbf:sigma=1", X, Y, contamination=2, n_permutations=49, rng=1, max_memory="8kB")
+    c = robust_test(X, Y, kernel="rbf:sigma=1", contamination=2, n_permutations=49, rng=1)
+    d = robust_test(X, Y, kernel="rbf:sigma=1", contamination=2, n_permutations=49, rng=1, max_memory="8kB")
     assert d.statistic == pytest.approx(c.statistic, rel=1e-10) and d.pvalue == c.pvalue
 
 
@@ -272,10 +272,10 @@ def test_reuse_freed_memory_keeps_every_number_and_says_whether_it_applied(regis
 
     g = np.random.default_rng(4)
     X, Y = g.normal(size=(60, 3)), g.normal(size=(50, 3))
-    before = permutation_test(registry.get_kernel("rbf"), registry.get_estimator("u-stat"), X, Y, n_permutations=99, rng=1)
+    before = permutation_test(X, Y, kernel=registry.get_kernel("rbf"), estimator=registry.get_estimator("u-stat"), n_permutations=99, rng=1)
     applied = reuse_freed_memory()
     assert applied == sys.platform.startswith("linux")
-    after = permutation_test(registry.get_kernel("rbf"), registry.get_estimator("u-stat"), X, Y, n_permutations=99, rng=1)
+    after = permutation_test(X, Y, kernel=registry.get_kernel("rbf"), estimator=registry.get_estimator("u-stat"), n_permutations=99, rng=1)
     assert (after.statistic, after.pvalue) == (before.statistic, before.pvalue)
 
 
@@ -287,12 +287,12 @@ def test_every_long_call_refuses_a_progress_that_is_not_callable_before_any_work
 
     X = np.random.default_rng(0).normal(size=(20, 2))
     calls = {
-        "permutation_test": lambda: permutation_test("rbf", "u-stat", X, X + 1, n_permutations=9, progress=3),
-        "split_test": lambda: split_test("rbf", "u-stat", X, X + 1, n_permutations=9, progress=3),
-        "robust_test": lambda: robust_test("rbf:sigma=1", X, X + 1, contamination=1, n_permutations=9, progress=3),
+        "permutation_test": lambda: permutation_test(X, X + 1, kernel="rbf", estimator="u-stat", n_permutations=9, progress=3),
+        "split_test": lambda: split_test(X, X + 1, kernel="rbf", estimator="u-stat", n_permutations=9, progress=3),
+        "robust_test": lambda: robust_test(X, X + 1, kernel="rbf:sigma=1", contamination=1, n_permutations=9, progress=3),
         "aggregated_test": lambda: aggregated_test(X, X + 1, n_permutations=9, progress=3),
-        "estimate": lambda: estimate("rbf", "u-stat", X, X + 1, progress=3),
-        "embed": lambda: embed("rbf", "mean", X, progress=3),
+        "estimate": lambda: estimate(X, X + 1, kernel="rbf", estimator="u-stat", progress=3),
+        "embed": lambda: embed(X, kernel="rbf", estimator="mean", progress=3),
         "run_experiment": lambda: run_experiment(Exp1(), tmp_path / "out", progress=3),
     }
     for call in calls.values():
@@ -301,11 +301,11 @@ def test_every_long_call_refuses_a_progress_that_is_not_callable_before_any_work
     assert not (tmp_path / "out").exists()  # refused before the output folder was touched
     # a callable that cannot take the arguments it will be given fails there too, not at its first report
     with pytest.raises(ParameterError, match=r"progress must accept 3 arguments \(done, total, what\)"):
-        estimate("rbf", "u-stat", X, X + 1, progress=lambda done: None)
-    with pytest.raises(ParameterError, match=r"progress must accept 2 arguments \(done, total\)"):
-        permutation_test("rbf", "u-stat", X, X + 1, n_permutations=9, progress=lambda: None)
-    estimate("rbf", "u-stat", X, X + 1, progress=lambda *args: None)  # any signature that binds them is taken
-    estimate("rbf", "u-stat", X, X + 1, progress=print)  # and a builtin
+        estimate(X, X + 1, kernel="rbf", estimator="u-stat", progress=lambda done: None)
+    with pytest.raises(ParameterError, match=r"progress must accept 3 arguments \(done, total, what\)"):
+        permutation_test(X, X + 1, kernel="rbf", estimator="u-stat", n_permutations=9, progress=lambda: None)
+    estimate(X, X + 1, kernel="rbf", estimator="u-stat", progress=lambda *args: None)  # any signature that binds them is taken
+    estimate(X, X + 1, kernel="rbf", estimator="u-stat", progress=print)  # and a builtin
 
 
 def test_check_fits_refuses_beyond_its_share_of_the_available_memory(monkeypatch):

@@ -516,7 +516,7 @@ def test_monk_estimates_over_the_budget_from_features_equal_the_stored_ones(spec
     gen = np.random.default_rng(23)
     X, Y = gen.normal(size=(600, 2)), gen.normal(0.2, 1.0, size=(600, 2))
     X[:4] = 40.0
-    stored = estimate("quadratic", spec, X, Y, rng=5)
-    featured = estimate("quadratic", spec, X, Y, rng=5, max_memory="2MB")
+    stored = estimate(X, Y, kernel="quadratic", estimator=spec, rng=5)
+    featured = estimate(X, Y, kernel="quadratic", estimator=spec, rng=5, max_memory="2MB")
     assert featured.diagnostics["features"] is True and featured.diagnostics["matrix_free"] is True
     assert featured.mmd2 == pytest.approx(stored.mmd2, rel=1e-10)

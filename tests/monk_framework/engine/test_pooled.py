@@ -90,8 +90,8 @@ def test_a_precomputed_gram_serves_the_permutation_test(rng):
     kernel = reg.get_kernel("rbf", sigma=1.3)
     K = kernel.gram(np.vstack([X, Y]))
     for est in (reg.get_estimator("u-stat"), reg.get_estimator("monk-bcd-fast", n_blocks=5)):
-        direct = permutation_test(kernel, est, X, Y, n_permutations=60, rng=2, return_null=True)
-        given = permutation_test(kernel, est, X, Y, n_permutations=60, rng=2, return_null=True, gram=K)
+        direct = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=60, rng=2, return_null=True)
+        given = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=60, rng=2, return_null=True, gram=K)
         np.testing.assert_allclose(given.null_distribution, direct.null_distribution, rtol=1e-12, atol=1e-14)
         assert given.statistic == pytest.approx(direct.statistic, rel=1e-12)
 
@@ -125,12 +125,12 @@ def test_a_negative_relabelled_v_statistic_is_said_to_be_a_relabellings(rng):
     found = None
     for seed in range(20):
         try:
-            permutation_test(kernel, get_registry().get_estimator("u-stat"), X, Y, n_permutations=99, rng=seed)
+            permutation_test(X, Y, kernel=kernel, estimator=get_registry().get_estimator("u-stat"), n_permutations=99, rng=seed)
         except KernelContractError as exc:
             found = str(exc)
             break
     assert found is not None
-    assert estimate(kernel, "v-stat", X, Y).mmd2 > 0  # the samples as given: a positive V-statistic
+    assert estimate(X, Y, kernel=kernel, estimator="v-stat").mmd2 > 0  # the samples as given: a positive V-statistic
     assert "the V-statistic MMD^2 of a relabelling (the pooled points shuffled between X and Y) is -" in found
 
 
@@ -161,7 +161,7 @@ def test_a_precomputed_gram_breaking_the_contract_is_refused_as_given_not_blamed
     for G, message in ((asym, r"not symmetric: K\[4, 30\] = 0.0\d+ but K\[30, 4\] = "), (negative, r"K\[25, 25\] = -0.5 < 0"),
                        (beyond, r"\|K\[3, 29\]\| = 1.5 exceeds sqrt\(K\[3, 3\] K\[29, 29\]\) = 1 \(Cauchy-Schwarz\)")):
         with pytest.raises(ParameterError, match="The precomputed Gram matrix is not"):
-            permutation_test("rbf", "u-stat", X, Y, gram=G, n_permutations=9, rng=0)
+            permutation_test(X, Y, kernel="rbf", estimator="u-stat", gram=G, n_permutations=9, rng=0)
         with pytest.raises(ParameterError, match=message):
             PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=G, resources=Resources.of())
     PooledSample(get_registry().get_kernel("rbf", sigma=1.0), X, Y, gram=K, resources=Resources.of())  # the true one passes
@@ -181,9 +181,9 @@ def test_a_matrix_free_test_evaluates_the_kernel_once_for_t_the_null_and_the_ker
 
     monkeypatch.setattr(gram_sources.MatrixFreeGram, "band_results", counted)
     X, Y = rng.normal(size=(30, 2)), rng.normal(size=(25, 2))
-    forced = permutation_test("rbf", "u-stat", X, Y, n_permutations=50, rng=1, max_memory="8kB")
+    forced = permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=50, rng=1, max_memory="8kB")
     assert walks == ["forms_and_last"]
-    stored = permutation_test("rbf", "u-stat", X, Y, n_permutations=50, rng=1)
+    stored = permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=50, rng=1)
     assert forced.pvalue == stored.pvalue and forced.statistic == pytest.approx(stored.statistic, rel=1e-10)
 
 
@@ -280,8 +280,8 @@ def test_features_beyond_the_budget_are_read_in_blocks_with_the_same_sums(regist
     # and a test gives the p-value of the default budget, its statistic to round-off
     from monk_framework import permutation_test
 
-    wide = permutation_test(name, "u-stat", X, Y, n_permutations=99, rng=4)
-    tight = permutation_test(name, "u-stat", X, Y, n_permutations=99, rng=4, max_memory="2KB")
+    wide = permutation_test(X, Y, kernel=name, estimator="u-stat", n_permutations=99, rng=4)
+    tight = permutation_test(X, Y, kernel=name, estimator="u-stat", n_permutations=99, rng=4, max_memory="2KB")
     assert tight.pvalue == wide.pvalue
     assert tight.statistic_mmd2 == pytest.approx(wide.statistic_mmd2, rel=1e-10)
 

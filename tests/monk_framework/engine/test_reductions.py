@@ -69,10 +69,10 @@ def test_an_exponential_kernel_whose_diagonal_dwarfs_the_rest_gives_the_exact_u_
     truth = _brute_u_statistic(_exponential, x, y)
     X, Y = x[:, None], y[:, None]
     # tiles (the default for this kernel) and stored within a budget: no warning, the value
-    result = _no_precision_warning(lambda: estimate("exponential:sigma=0.2", "u-stat", X, Y, max_memory=budget))
+    result = _no_precision_warning(lambda: estimate(X, Y, kernel="exponential:sigma=0.2", estimator="u-stat", max_memory=budget))
     assert result.mmd2 == pytest.approx(truth, rel=1e-12)
     # a test's statistic from its stored (or, under 1 KB, matrix-free) pooled Gram matrix
-    test = _no_precision_warning(lambda: permutation_test("exponential:sigma=0.2", "u-stat", X, Y, n_permutations=19,
+    test = _no_precision_warning(lambda: permutation_test(X, Y, kernel="exponential:sigma=0.2", estimator="u-stat", n_permutations=19,
                                                           rng=0, max_memory=budget))
     assert test.statistic_mmd2 == pytest.approx(truth, rel=1e-12)
 
@@ -87,9 +87,9 @@ def test_one_gross_outlier_with_the_quadratic_kernel_keeps_the_u_statistic_right
     x, y = _quadratic_data(far)
     truth = _brute_u_statistic(_quadratic, x, y)
     X, Y = x[:, None], y[:, None]
-    result = _no_precision_warning(lambda: estimate("quadratic", "u-stat", X, Y, max_memory=budget))
+    result = _no_precision_warning(lambda: estimate(X, Y, kernel="quadratic", estimator="u-stat", max_memory=budget))
     assert result.mmd2 == pytest.approx(truth, rel=1e-9)
-    test = _no_precision_warning(lambda: permutation_test("quadratic", "u-stat", X, Y, n_permutations=9, rng=1,
+    test = _no_precision_warning(lambda: permutation_test(X, Y, kernel="quadratic", estimator="u-stat", n_permutations=9, rng=1,
                                                           max_memory=budget))
     assert test.statistic_mmd2 == pytest.approx(truth, rel=1e-9)
 
@@ -111,9 +111,9 @@ def test_the_energy_kernel_with_a_point_at_1e20_gives_the_exact_u_statistic():
     truth = float(sum(_energy(a, b) for i, a in enumerate(fx) for j, b in enumerate(fx) if i != j) / (n * (n - 1))
                   + sum(_energy(a, b) for i, a in enumerate(fy) for j, b in enumerate(fy) if i != j) / (m * (m - 1))
                   - 2 * sum(_energy(a, b) for a in fx for b in fy) / (n * m))
-    result = _no_precision_warning(lambda: estimate("energy", "u-stat", x[:, None], y[:, None]))
+    result = _no_precision_warning(lambda: estimate(x[:, None], y[:, None], kernel="energy", estimator="u-stat"))
     assert result.mmd2 == pytest.approx(truth, rel=1e-10)
-    test = _no_precision_warning(lambda: permutation_test("energy", "u-stat", x[:, None], y[:, None], n_permutations=9,
+    test = _no_precision_warning(lambda: permutation_test(x[:, None], y[:, None], kernel="energy", estimator="u-stat", n_permutations=9,
                                                           rng=2))
     assert test.statistic_mmd2 == pytest.approx(truth, rel=1e-10)
 
@@ -185,7 +185,7 @@ def test_block_sums_of_a_robust_test_leave_the_diagonal_out():
         truth = _brute_u_statistic(_quadratic, x[labels[:300] == q], y[labels[300:] == q])
         assert values[q] == pytest.approx(truth, rel=1e-9)
     # and the test runs on them without a word
-    _no_precision_warning(lambda: robust_test(kernel, X, Y, contamination=0, estimator=REG.resolve_estimator("u-stat"),
+    _no_precision_warning(lambda: robust_test(X, Y, kernel=kernel, contamination=0, estimator=REG.resolve_estimator("u-stat"),
                                               method="mom", n_blocks=3, n_permutations=19, rng=0))
 
 
@@ -196,7 +196,7 @@ def test_ordinary_data_and_a_kernel_that_sees_only_ties_give_the_exact_u_statist
     X, Y = rng.normal(size=(200, 3)), rng.normal(0.2, 1.0, size=(200, 3))
     with warnings.catch_warnings(record=True):  # rbf at 1e-200 says what it sees
         warnings.simplefilter("always")
-        result = estimate(kernel, "u-stat", X, Y)
+        result = estimate(X, Y, kernel=kernel, estimator="u-stat")
     # the off-diagonal values summed without their diagonal, from the Gram matrix of the
     # kernel as fitted (a kernel 0 between every two points: exactly 0)
     fitted = REG.resolve_kernel(kernel).fitted(X, Y)
@@ -219,7 +219,7 @@ def test_a_few_far_points_are_taken_apart_from_the_feature_sums_at_any_size(monk
     x[0], x[5], y[7] = 1e8, -3e7, 5e6  # three far points, in both samples
     truth = _brute_u_statistic(_quadratic, x, y)
     for budget in (None, "2KB"):  # features whole, and summed in blocks of rows
-        result = _no_precision_warning(lambda budget=budget: estimate("quadratic", "u-stat", x[:, None], y[:, None],
+        result = _no_precision_warning(lambda budget=budget: estimate(x[:, None], y[:, None], kernel="quadratic", estimator="u-stat",
                                                                       max_memory=budget))
         assert result.mmd2 == pytest.approx(truth, rel=1e-12)
         assert result.diagnostics == {"negative_mmd2": False, "root": "clip", "tiled": False, "features": True}
@@ -275,8 +275,8 @@ def test_beyond_the_size_where_all_kernel_values_pay_the_fast_value_stands_and_i
     truth = _brute_u_statistic(_quadratic, x, y)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        result = estimate("quadratic", "u-stat", x[:, None], y[:, None])
-        test = permutation_test("quadratic", "u-stat", x[:, None], y[:, None], n_permutations=9, rng=1)
+        result = estimate(x[:, None], y[:, None], kernel="quadratic", estimator="u-stat")
+        test = permutation_test(x[:, None], y[:, None], kernel="quadratic", estimator="u-stat", n_permutations=9, rng=1)
     said = [str(w.message) for w in seen if issubclass(w.category, PrecisionWarning)]
     assert abs(result.mmd2 - truth) > 0.1 * abs(truth)  # the fast value, 190 % off
     assert abs(test.statistic_mmd2 - truth) > 0.1 * abs(truth)

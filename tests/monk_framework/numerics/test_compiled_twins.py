@@ -152,7 +152,7 @@ def _seeded_tests(registry):
     ]
     out = []
     for name, options in cases:
-        result = permutation_test(rbf, registry.get_estimator(name), X, Y, n_permutations=99, rng=7, **options)
+        result = permutation_test(X, Y, kernel=rbf, estimator=registry.get_estimator(name), n_permutations=99, rng=7, **options)
         out.append((result.statistic, result.pvalue))
     return out
 

@@ -20,10 +20,10 @@ RNG = np.random.default_rng(0)
 X, Y = RNG.normal(size=(24, 2)), RNG.normal(0.5, 1.0, size=(24, 2))
 
 CALLS = {
-    "permutation_test": lambda **kw: permutation_test("rbf:sigma=1", "u-stat", X, Y, n_permutations=19, rng=0, **kw),
-    "robust_test": lambda **kw: robust_test("rbf:sigma=1", X, Y, contamination=1, n_permutations=19, rng=0, **kw),
+    "permutation_test": lambda **kw: permutation_test(X, Y, kernel="rbf:sigma=1", estimator="u-stat", n_permutations=19, rng=0, **kw),
+    "robust_test": lambda **kw: robust_test(X, Y, kernel="rbf:sigma=1", contamination=1, n_permutations=19, rng=0, **kw),
     "aggregated_test": lambda **kw: aggregated_test(X, Y, bandwidths=[0.5, 1.0], n_permutations=79, rng=0, **kw),
-    "split_test": lambda **kw: split_test("rbf", "u-stat", X, Y, n_permutations=19, rng=0, **kw),
+    "split_test": lambda **kw: split_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=19, rng=0, **kw),
 }
 
 #: what a yes-or-no argument is sometimes given: truthiness read "false" as yes, and an
@@ -64,7 +64,7 @@ def test_a_named_option_of_another_kind_lists_the_options(call, argument, value)
 
 def test_n_blocks_as_an_array_is_refused_by_name():
     with pytest.raises(ParameterError, match=r"n_blocks must be 'auto' or an int >= 1; got array"):
-        robust_test("rbf:sigma=1", X, Y, contamination=1, method="mom", n_blocks=np.array([3, 5]), rng=0)
+        robust_test(X, Y, kernel="rbf:sigma=1", contamination=1, method="mom", n_blocks=np.array([3, 5]), rng=0)
 
 
 @pytest.mark.parametrize("value", [1, 0.5, True, object()], ids=["1", "0.5", "True", "an-object"])

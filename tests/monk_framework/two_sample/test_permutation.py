@@ -99,8 +99,8 @@ def plain_v(registry):
 def test_estimators_without_a_shortcut_get_the_default_loop(registry, rng, plain_v):
     X, Y = rng.normal(size=(15, 2)), rng.normal(0.4, 1.0, size=(12, 2))
     kernel = registry.get_kernel("rbf", sigma="median")
-    ours = permutation_test(kernel, plain_v, X, Y, n_permutations=40, rng=8, return_null=True)
-    batched = permutation_test(kernel, registry.get_estimator("v-stat"), X, Y, n_permutations=40, rng=8, return_null=True)
+    ours = permutation_test(X, Y, kernel=kernel, estimator=plain_v, n_permutations=40, rng=8, return_null=True)
+    batched = permutation_test(X, Y, kernel=kernel, estimator=registry.get_estimator("v-stat"), n_permutations=40, rng=8, return_null=True)
     # the same seed gives the same relabellings, so the same null sample and p-value
     np.testing.assert_allclose(ours.null_distribution, batched.null_distribution, rtol=1e-10)
     assert ours.pvalue == batched.pvalue
@@ -111,7 +111,7 @@ def test_p_value_quantile_and_decision_agree(registry, rng):
     X, Y = rng.normal(size=(25, 1)), rng.normal(0.7, 1.0, size=(20, 1))
     kernel = registry.get_kernel("rbf", sigma=1.0)
     for B, alpha in [(99, 0.05), (19, 0.05), (18, 0.05), (200, 0.1), (57, 0.29)]:
-        r = permutation_test(kernel, registry.get_estimator("u-stat"), X, Y, n_permutations=B, alpha=alpha, rng=1, return_null=True)
+        r = permutation_test(X, Y, kernel=kernel, estimator=registry.get_estimator("u-stat"), n_permutations=B, alpha=alpha, rng=1, return_null=True)
         null = np.array(r.null_distribution)
         assert len(null) == B
         assert r.pvalue == (1 + np.sum(null >= r.statistic)) / (1 + B)
@@ -144,7 +144,7 @@ def test_seeds_reproduce_and_batching_does_not_matter(registry, rng, monkeypatch
     X, Y = rng.normal(size=(20, 2)), rng.normal(size=(20, 2))
     kernel = registry.get_kernel("rbf", sigma=1.0)
     run = lambda name, seed: permutation_test(  # noqa: E731
-        kernel, registry.get_estimator(name, **({"n_iter": 10, "n_blocks": 5} if "monk" in name else {})), X, Y,
+        X, Y, kernel=kernel, estimator=registry.get_estimator(name, **({"n_iter": 10, "n_blocks": 5} if "monk" in name else {})),
         n_permutations=30, rng=seed, return_null=True,
     )
     for name in ("u-stat", "monk-bcd"):
@@ -172,10 +172,10 @@ def test_outliers_fool_the_u_statistic_test_but_not_monk(registry):
         rng = np.random.default_rng(seed)
         X, Y = rng.normal(size=(100, 1)), rng.normal(size=(100, 1))
         X[:5] = 2000.0
-        u_rejects += permutation_test(kernel, registry.get_estimator("u-stat"), X, Y, n_permutations=200, rng=seed).reject
-        monk_rejects += permutation_test(kernel, monk, X, Y, n_permutations=40, rng=seed).reject
+        u_rejects += permutation_test(X, Y, kernel=kernel, estimator=registry.get_estimator("u-stat"), n_permutations=200, rng=seed).reject
+        monk_rejects += permutation_test(X, Y, kernel=kernel, estimator=monk, n_permutations=40, rng=seed).reject
         # a real shift, with the outliers still there, is detected by MONK
-        monk_detects += permutation_test(kernel, monk, X, Y + 2.5, n_permutations=40, rng=seed).reject
+        monk_detects += permutation_test(X, Y + 2.5, kernel=kernel, estimator=monk, n_permutations=40, rng=seed).reject
     assert u_rejects >= 6 and monk_rejects <= 2 and monk_detects >= 9
 
 
@@ -189,7 +189,7 @@ def test_with_outliers_in_the_smaller_sample_the_u_statistic_test_always_rejects
         rng = np.random.default_rng(seed)
         X, Y = rng.normal(size=(100, 1)), rng.normal(size=(200, 1))
         X[:5] = 2000.0
-        p_values.append(permutation_test(kernel, u, X, Y, n_permutations=200, rng=seed).pvalue)
+        p_values.append(permutation_test(X, Y, kernel=kernel, estimator=u, n_permutations=200, rng=seed).pvalue)
     assert max(p_values) <= 0.03
 
 
@@ -203,14 +203,15 @@ def test_the_exact_bcd_fast_test_keeps_its_level_under_outliers_and_sees_a_shift
         rng = np.random.default_rng(seed)
         X, Y = rng.normal(size=(150, 1)), rng.normal(size=(150, 1))
         X[:5] = 2000.0
-        false_rejects += permutation_test(kernel, fast, X, Y, n_permutations=100, rng=seed).reject
-        detects += permutation_test(kernel, fast, X, Y + 1.5, n_permutations=100, rng=seed).reject
+        false_rejects += permutation_test(X, Y, kernel=kernel, estimator=fast, n_permutations=100, rng=seed).reject
+        detects += permutation_test(X, Y + 1.5, kernel=kernel, estimator=fast, n_permutations=100, rng=seed).reject
     assert false_rejects <= 2 and detects >= 9
 
 
 def test_result_round_trips_through_json(registry, rng):
     X, Y = rng.normal(size=(10, 2)), rng.normal(size=(12, 2))
-    r = permutation_test(registry.get_kernel("rbf", sigma=1.0), registry.get_estimator("v-stat"), X, Y, n_permutations=9, rng=0, return_null=True)
+    r = permutation_test(X, Y, kernel=registry.get_kernel("rbf", sigma=1.0), estimator=registry.get_estimator("v-stat"),
+                         n_permutations=9, rng=0, return_null=True)
     import json
 
     data = json.loads(r.to_json())
@@ -222,23 +223,23 @@ def test_bad_test_parameters_are_named(registry, rng):
     X, Y = rng.normal(size=(10, 2)), rng.normal(size=(10, 2))
     kernel, est = registry.get_kernel("rbf", sigma=1.0), registry.get_estimator("u-stat")
     with pytest.raises(ParameterError, match="n_permutations"):
-        permutation_test(kernel, est, X, Y, n_permutations=0)
+        permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=0)
     with pytest.raises(ParameterError, match="alpha"):
-        permutation_test(kernel, est, X, Y, alpha=1.5)
+        permutation_test(X, Y, kernel=kernel, estimator=est, alpha=1.5)
     with pytest.raises(MonkError, match="MMD estimator"):
-        permutation_test(kernel, registry.get_estimator("mean"), X, Y)
+        permutation_test(X, Y, kernel=kernel, estimator=registry.get_estimator("mean"))
     with pytest.raises(MonkError, match="Expected a Kernel"):
-        split_test(3.0, est, X, Y)
+        split_test(X, Y, kernel=3.0, estimator=est)
     with pytest.raises(MonkError, match="needs at least"):
-        permutation_test(kernel, registry.get_estimator("monk-bcd", n_blocks=11), X, Y)
+        permutation_test(X, Y, kernel=kernel, estimator=registry.get_estimator("monk-bcd", n_blocks=11))
     with pytest.raises(ParameterError, match="no parameter 'bandwidth'"):
-        split_test(kernel, est, X, Y, grid={"bandwidth": [1, 2]})
+        split_test(X, Y, kernel=kernel, estimator=est, grid={"bandwidth": [1, 2]})
     with pytest.raises(ParameterError, match="non-empty list"):
-        split_test(kernel, est, X, Y, grid={"sigma": []})
+        split_test(X, Y, kernel=kernel, estimator=est, grid={"sigma": []})
     with pytest.raises(ParameterError, match=r"grid gives the kernel rbf\(sigma=1.0\) more than once"):
-        split_test(kernel, est, X, Y, grid={"sigma": [1, 2, 1.0]})  # tuned twice: only time lost
+        split_test(X, Y, kernel=kernel, estimator=est, grid={"sigma": [1, 2, 1.0]})  # tuned twice: only time lost
     with pytest.raises(MonkError, match="three parts"):
-        split_test(kernel, registry.get_estimator("monk-bcd", n_blocks=3), X, Y)
+        split_test(X, Y, kernel=kernel, estimator=registry.get_estimator("monk-bcd", n_blocks=3))
 
 
 # -- the split test ------------------------------------------------------------------------
@@ -273,7 +274,7 @@ def test_split_test_tunes_calibrates_and_tests_on_disjoint_parts(registry):
     Y = 100.0 + np.arange(25, dtype=float)[:, None]
     RecordingVStatistic.calls.clear()
     grid = {"sigma": [1.0, 10.0, 100.0]}
-    r = split_test(registry.get_kernel("rbf", sigma=1.0), RecordingVStatistic(), X, Y, grid=grid, n_permutations=20, rng=3)
+    r = split_test(X, Y, kernel=registry.get_kernel("rbf", sigma=1.0), estimator=RecordingVStatistic(), grid=grid, n_permutations=20, rng=3)
     parts = {name: (set(p["x"]), set(p["y"])) for name, p in r.parts.items()}
     # three disjoint parts of (nearly) equal size that cover both samples
     for i, (ix, iy) in enumerate(parts.values()):
@@ -301,7 +302,7 @@ def test_split_test_fits_data_dependent_rules_on_part_one_only(registry, rng):
     from monk_framework.engine.median_heuristic import median_distance
 
     X, Y = rng.normal(size=(30, 2)), rng.normal(1.0, 1.0, size=(30, 2))
-    r = split_test(registry.get_kernel("rbf", sigma="median"), registry.get_estimator("u-stat"), X, Y, n_permutations=19, rng=0)
+    r = split_test(X, Y, kernel=registry.get_kernel("rbf", sigma="median"), estimator=registry.get_estimator("u-stat"), n_permutations=19, rng=0)
     ix, iy = r.parts["tune"]["x"], r.parts["tune"]["y"]
     assert r.kernel_params["sigma"] == pytest.approx(median_distance(np.vstack([X[ix], Y[iy]])), rel=1e-12)
     assert r.kernel_params_requested == {"sigma": "median"}
@@ -313,7 +314,7 @@ def test_split_test_on_strings_with_a_grid_over_n_and_lambda(registry):
     seqs = load_splice(("EI", "IE"))
     X, Y = seqs["EI"][:90], seqs["IE"][:90]
     r = split_test(
-        registry.get_kernel("ssk"), registry.get_estimator("u-stat"), X, Y,
+        X, Y, kernel=registry.get_kernel("ssk"), estimator=registry.get_estimator("u-stat"),
         grid={"n": [2, 3], "lam": [0.5, 0.9]}, n_permutations=50, rng=1,
     )
     assert [t["params"] for t in r.tuning] == [
@@ -330,22 +331,23 @@ def test_a_split_test_grid_is_checked_before_its_combinations_are_made(registry,
     X, Y = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
     kernel, est = registry.get_kernel("polynomial"), registry.get_estimator("u-stat")
     with pytest.raises(ParameterError, match=r"grid must map kernel parameter names to lists of values.*got list"):
-        split_test(kernel, est, X, Y, grid=[("degree", [1, 2])])  # it was an AttributeError
+        split_test(X, Y, kernel=kernel, estimator=est, grid=[("degree", [1, 2])])  # it was an AttributeError
     # three keys of 10^4 values: 10^12 combinations, refused before itertools.product runs
     monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 8 * 2**30)
     values = list(range(1, 10**4 + 1))
     with pytest.raises(ResourceError, match=r"grid: 10000 x 10000 x 10000 = 1,000,000,000,000 combinations to tune need"):
-        split_test(kernel, est, X, Y, grid={"degree": values, "scale": values, "offset": values})
+        split_test(X, Y, kernel=kernel, estimator=est, grid={"degree": values, "scale": values, "offset": values})
 
 
 def test_split_test_progress_counts_the_grid_points_then_the_relabellings(registry, rng):
     X, Y = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
     seen: list[tuple[int, int]] = []
-    args = (registry.get_kernel("rbf", sigma=1.0), registry.get_estimator("u-stat"), X, Y)
-    r = split_test(*args, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=40, rng=3, progress=lambda d, t: seen.append((d, t)))
+    args = dict(kernel=registry.get_kernel("rbf", sigma=1.0), estimator=registry.get_estimator("u-stat"))
+    r = split_test(X, Y, **args, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=40, rng=3,
+                   progress=lambda d, t, what: seen.append((d, t)))
     assert seen[:3] == [(1, 43), (2, 43), (3, 43)] and seen[-1] == (43, 43)
     assert all(t == 43 for _, t in seen) and [d for d, _ in seen] == sorted(d for d, _ in seen)
-    quiet = split_test(*args, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=40, rng=3)
+    quiet = split_test(X, Y, **args, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=40, rng=3)
     assert quiet.pvalue == r.pvalue and quiet.statistic == r.statistic  # progress changes no number
 
 
@@ -387,19 +389,19 @@ def test_monk_estimators_relabel_within_blocks_by_default(registry, rng):
     X, Y = rng.normal(size=(30, 2)), rng.normal(size=(26, 2))
     kernel = registry.get_kernel("rbf", sigma=1.0)
     fast = registry.get_estimator("monk-bcd-fast", n_blocks=5, solver="exact")
-    within = permutation_test(kernel, fast, X, Y, n_permutations=20, rng=1)
+    within = permutation_test(X, Y, kernel=kernel, estimator=fast, n_permutations=20, rng=1)
     assert (within.relabel, within.n_blocks) == ("within-blocks", 5)
-    glob = permutation_test(kernel, fast, X, Y, n_permutations=20, rng=1, relabel="global")
+    glob = permutation_test(X, Y, kernel=kernel, estimator=fast, n_permutations=20, rng=1, relabel="global")
     assert (glob.relabel, glob.n_blocks) == ("global", None)
-    u = permutation_test(kernel, registry.get_estimator("u-stat"), X, Y, n_permutations=20, rng=1)
+    u = permutation_test(X, Y, kernel=kernel, estimator=registry.get_estimator("u-stat"), n_permutations=20, rng=1)
     assert u.relabel == "global"
     lepski = registry.get_estimator("monk-bcd", n_blocks="auto", n_iter=5)
-    assert permutation_test(kernel, lepski, X, Y, n_permutations=5, rng=1).relabel == "global"
+    assert permutation_test(X, Y, kernel=kernel, estimator=lepski, n_permutations=5, rng=1).relabel == "global"
     for est in (registry.get_estimator("u-stat"), lepski):
         with pytest.raises(ParameterError, match="within-blocks"):
-            permutation_test(kernel, est, X, Y, n_permutations=5, relabel="within-blocks")
+            permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=5, relabel="within-blocks")
     with pytest.raises(ParameterError, match="relabel"):
-        permutation_test(kernel, fast, X, Y, n_permutations=5, relabel="inside")
+        permutation_test(X, Y, kernel=kernel, estimator=fast, n_permutations=5, relabel="inside")
 
 
 @pytest.mark.parametrize(
@@ -417,7 +419,7 @@ def test_within_block_null_is_the_estimator_on_relabelled_samples_with_the_fixed
     n, m = 33, 29
     X, Y = rng.normal(size=(n, 1)), rng.normal(0.3, 1.0, size=(m, 1))
     kernel, est = registry.get_kernel("quadratic"), registry.get_estimator(name, **params)
-    result = permutation_test(kernel, est, X, Y, n_permutations=70, rng=9, return_null=True)
+    result = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=70, rng=9, return_null=True)
     seq = np.random.SeedSequence(9)
     _, null_seq = seq.spawn(2)
     part = est.fixed_partition(n, m, np.random.default_rng(seq.spawn(1)[0]))
@@ -441,12 +443,12 @@ def test_within_block_relabellings_do_not_depend_on_batches_or_on_b(registry, rn
 
     part, seq = pair_partition(40, 40, 11, rng), np.random.SeedSequence(5)
     np.testing.assert_array_equal(relabellings(part, 40, 100, 230, seq), relabellings(part, 40, 0, 300, seq)[100:230])
-    long = permutation_test(kernel, est, X, Y, n_permutations=300, rng=2, return_null=True)
-    short = permutation_test(kernel, est, X, Y, n_permutations=130, rng=2, return_null=True)
+    long = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=300, rng=2, return_null=True)
+    short = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=130, rng=2, return_null=True)
     # the same relabellings; only BLAS round-off differs with the batch shape
     np.testing.assert_allclose(short.null_distribution, long.null_distribution[:130], rtol=1e-12)
     monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 8 * 80 * 64)  # one draw chunk per batch
-    again = permutation_test(kernel, est, X, Y, n_permutations=300, rng=2, return_null=True)
+    again = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=300, rng=2, return_null=True)
     np.testing.assert_allclose(again.null_distribution, long.null_distribution, rtol=1e-12)
     assert again.pvalue == long.pvalue
 
@@ -460,7 +462,7 @@ def test_within_block_test_is_exact_on_clean_exchangeable_data(registry):
     for seed in range(300):
         g = np.random.default_rng([seed, 77])
         X, Y = g.standard_t(3, size=(25, 1)), g.standard_t(3, size=(25, 1))
-        rejections += permutation_test(kernel, est, X, Y, n_permutations=19, alpha=0.05, rng=seed).reject
+        rejections += permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=19, alpha=0.05, rng=seed).reject
     assert abs(rejections / 300 - 0.05) <= 2.5 * np.sqrt(0.05 * 0.95 / 300)
 
 
@@ -474,8 +476,8 @@ def test_gauss_outliers_example_rejects_only_with_within_block_relabelling(regis
     kernel, bcd = registry.get_kernel("quadratic"), registry.get_estimator("monk-bcd")
     for seed in (0, 1):
         X, Y = get_dataset("gauss-outliers").sample(seed)
-        assert permutation_test(kernel, bcd, X, Y, n_permutations=100, rng=seed).reject
-        glob = permutation_test(kernel, bcd, X, Y, n_permutations=100, rng=seed, relabel="global")
+        assert permutation_test(X, Y, kernel=kernel, estimator=bcd, n_permutations=100, rng=seed).reject
+        glob = permutation_test(X, Y, kernel=kernel, estimator=bcd, n_permutations=100, rng=seed, relabel="global")
         assert not glob.reject and glob.null_quantile > 100 * glob.statistic
 
 
@@ -490,11 +492,11 @@ def test_a_number_of_permutations_that_cannot_fit_is_refused_before_any_kernel_w
     monkeypatch.setattr("monk_framework.core.resources.available_memory", lambda: 2**30)
     X, Y = rng.normal(size=(30, 1)), rng.normal(size=(30, 1))
     with pytest.raises(ResourceError, match=r"n_permutations \(-B\) = 100,000,000 needs about 5.96 GiB.*1/\(B \+ 1\)"):
-        permutation.permutation_test(kernel, registry.get_estimator("monk-bcd"), X, Y, n_permutations=10**8)
+        permutation.permutation_test(X, Y, kernel=kernel, estimator=registry.get_estimator("monk-bcd"), n_permutations=10**8)
     with pytest.raises(ResourceError, match="n_permutations"):
-        robust_test(kernel, X, Y, contamination=1, method="dc", n_permutations=10**8)
+        robust_test(X, Y, kernel=kernel, contamination=1, method="dc", n_permutations=10**8)
     with pytest.raises(ResourceError, match="n_permutations"):
-        split_test(kernel, registry.get_estimator("u-stat"), X, Y, n_permutations=10**8)
+        split_test(X, Y, kernel=kernel, estimator=registry.get_estimator("u-stat"), n_permutations=10**8)
     assert calls == []  # refused before the Gram matrix
 
 
@@ -503,14 +505,14 @@ def test_tests_accept_kernels_and_estimators_by_name(registry):
 
     gen = np.random.default_rng(2)
     X, Y = gen.normal(size=(40, 2)), gen.normal(0.5, 1.0, size=(40, 2))
-    by_name = permutation_test("rbf:sigma=1.5", "monk-bcd-fast:n_blocks=5", X, Y, n_permutations=19, rng=0)
-    by_object = permutation_test(registry.get_kernel("rbf", sigma=1.5), registry.get_estimator("monk-bcd-fast", n_blocks=5),
-                                 X, Y, n_permutations=19, rng=0)
+    by_name = permutation_test(X, Y, kernel="rbf:sigma=1.5", estimator="monk-bcd-fast:n_blocks=5", n_permutations=19, rng=0)
+    by_object = permutation_test(X, Y, kernel=registry.get_kernel("rbf", sigma=1.5),
+                                 estimator=registry.get_estimator("monk-bcd-fast", n_blocks=5), n_permutations=19, rng=0)
     assert attrs.evolve(by_name, timings={}) == attrs.evolve(by_object, timings={})
-    assert split_test("gaussian", "u-stat", X, Y, n_permutations=19, rng=0).kernel == "rbf"
-    assert robust_test("rbf:sigma=1", X, Y, contamination=1, estimator="v-stat", n_permutations=19, rng=0).method == "dc"
+    assert split_test(X, Y, kernel="gaussian", estimator="u-stat", n_permutations=19, rng=0).kernel == "rbf"
+    assert robust_test(X, Y, kernel="rbf:sigma=1", contamination=1, estimator="v-stat", n_permutations=19, rng=0).method == "dc"
     with pytest.raises(MonkError, match="Unknown estimator 'u-stats'"):
-        permutation_test("rbf", "u-stats", X, Y)
+        permutation_test(X, Y, kernel="rbf", estimator="u-stats")
 
 
 @pytest.mark.parametrize("name", ["u-stat", "v-stat"])
@@ -528,7 +530,7 @@ def test_relabellings_that_tie_t_in_exact_arithmetic_all_count(registry, name, m
     kernel = registry.get_kernel("rbf", sigma=1.7)
     B = 300
     for seed in range(5):
-        r = permutation_test(kernel, name, X, Y, n_permutations=B, rng=seed, max_memory=budget)
+        r = permutation_test(X, Y, kernel=kernel, estimator=name, n_permutations=B, rng=seed, max_memory=budget)
         perm_rng = np.random.default_rng(stream(root(seed), "relabel").spawn(2)[0])
         sets = [frozenset(perm_rng.permutation(8)[:4].tolist()) for _ in range(B)]
         ties = sum(s in ({0, 1, 2, 3}, {4, 5, 6, 7}) for s in sets)
@@ -543,7 +545,7 @@ def test_relabellings_are_drawn_as_successive_permutations(registry, rng):
 
     X, Y = rng.normal(size=(9, 2)), rng.normal(size=(6, 2))
     kernel = registry.get_kernel("rbf", sigma=1.0)
-    got = permutation_test(kernel, "v-stat", X, Y, n_permutations=40, rng=3, return_null=True).null_distribution
+    got = permutation_test(X, Y, kernel=kernel, estimator="v-stat", n_permutations=40, rng=3, return_null=True).null_distribution
     perm_rng = np.random.default_rng(stream(root(3), "relabel").spawn(2)[0])
     K = kernel.gram(np.vstack([X, Y]))
     want = []
@@ -588,7 +590,7 @@ def test_only_a_large_first_draw_runs_in_a_thread_and_either_way_gives_the_same_
     started: list[str] = []
     start = threading.Thread.start
     monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name) or start(self))
-    run = lambda: permutation_test("rbf", "u-stat", X, Y, n_permutations=n_permutations, rng=7)  # noqa: E731
+    run = lambda: permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=n_permutations, rng=7)  # noqa: E731
     got = run()
     assert ("monkfw-relabellings" in started) == ahead
     monkeypatch.setattr(relabelling, "DRAW_AHEAD_MIN_ENTRIES", 0 if not ahead else 10**12)
@@ -680,7 +682,7 @@ def test_blas_gets_one_thread_while_drawing_ahead_only_for_few_features(registry
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
         # 600 x 200 indices: enough to be drawn ahead (DRAW_AHEAD_MIN_ENTRIES)
-        r = permutation_test(kernel, "u-stat", rng.normal(size=(300, d)), rng.normal(size=(300, d)), n_permutations=200, rng=0)
+        r = permutation_test(rng.normal(size=(300, d)), rng.normal(size=(300, d)), kernel=kernel, estimator="u-stat", n_permutations=200, rng=0)
         assert _blas_threads() == before
     assert seen == ([([1] * len(before), "LocalBackend")] if alone else [(before, "ThreadBackend")])
     assert products and all(p == [1] * len(before) for p in products)
@@ -699,17 +701,17 @@ def test_blas_threads_come_back_when_the_fit_fails(registry, rng, monkeypatch):
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
         with pytest.raises(ParameterError, match="the fit failed"):
-            permutation_test(kernel, "u-stat", rng.normal(size=(10, 2)), rng.normal(size=(10, 2)), n_permutations=20, rng=0)
+            permutation_test(rng.normal(size=(10, 2)), rng.normal(size=(10, 2)), kernel=kernel, estimator="u-stat", n_permutations=20, rng=0)
         assert _blas_threads() == before
 
 
 def test_a_level_no_permutation_count_reaches_is_said_without_an_absurd_count():
     gen = np.random.default_rng(5)
     X, Y = gen.normal(size=(20, 2)), gen.normal(size=(20, 2))
-    few = permutation_test("rbf", "u-stat", X, Y, n_permutations=10, rng=0)
+    few = permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=10, rng=0)
     assert not few.reject and "the smallest attainable p-value is 1/11; use at least 19." in few.decision
     for alpha in (1e-300, 1e-320, 5e-324):  # 1/alpha overflows below about 5.6e-309 (an internal error)
-        tiny = permutation_test("rbf", "u-stat", X, Y, n_permutations=10, alpha=alpha, rng=0)
+        tiny = permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=10, alpha=alpha, rng=0)
         assert "use a larger alpha (no practical number of permutations reaches this one)" in tiny.decision
 
 
@@ -726,10 +728,10 @@ def test_exact_numbers_are_numbers_for_every_test_parameter(registry):
     X, Y = gen.normal(size=(60, 2)), gen.normal(size=(60, 2)) + 0.5
     rbf, est = registry.get_kernel("rbf", sigma=1.0), registry.get_estimator("u-stat")
     runs = {
-        "permutation": lambda a: permutation_test(rbf, est, X, Y, n_permutations=39, rng=0, alpha=a),
-        "split": lambda a: split_test(rbf, est, X, Y, n_permutations=39, rng=0, alpha=a),
+        "permutation": lambda a: permutation_test(X, Y, kernel=rbf, estimator=est, n_permutations=39, rng=0, alpha=a),
+        "split": lambda a: split_test(X, Y, kernel=rbf, estimator=est, n_permutations=39, rng=0, alpha=a),
         "aggregated": lambda a: aggregated_test(X, Y, n_permutations=39, rng=0, alpha=a),
-        "robust": lambda a: robust_test(rbf, X, Y, contamination=1, n_permutations=39, rng=0, alpha=a),
+        "robust": lambda a: robust_test(X, Y, kernel=rbf, contamination=1, n_permutations=39, rng=0, alpha=a),
     }
     for name, run in runs.items():
         plain = run(0.05)
@@ -738,8 +740,8 @@ def test_exact_numbers_are_numbers_for_every_test_parameter(registry):
             assert (got.statistic, got.pvalue, got.reject) == (plain.statistic, plain.pvalue, plain.reject), name
             assert type(got.alpha) is float and got.alpha == 0.05, name
     quadratic = registry.get_kernel("quadratic")
-    plain = robust_test(quadratic, X, Y, contamination=3, clip=5.0, clip_quantile=0.75, n_permutations=39, rng=0)
-    exact = robust_test(quadratic, X, Y, contamination=Fraction(1, 40), clip=Decimal("5"), clip_quantile=Fraction(3, 4),
+    plain = robust_test(X, Y, kernel=quadratic, contamination=3, clip=5.0, clip_quantile=0.75, n_permutations=39, rng=0)
+    exact = robust_test(X, Y, kernel=quadratic, contamination=Fraction(1, 40), clip=Decimal("5"), clip_quantile=Fraction(3, 4),
                         n_permutations=39, rng=0)
     assert exact.contamination == 3 and exact.pvalue == plain.pvalue
     assert registry.get_kernel("rbf", sigma=Decimal("0.5")) == registry.get_kernel("rbf", sigma=0.5)
@@ -752,11 +754,11 @@ def _exact_pvalue(kernel, X, Y):
     from monk_framework import estimate
 
     Z, n = np.vstack([X, Y]), len(X)
-    observed = estimate(kernel, "v-stat", X, Y).mmd2
+    observed = estimate(X, Y, kernel=kernel, estimator="v-stat").mmd2
     values = []
     for chosen in combinations(range(len(Z)), n):
         rest = [i for i in range(len(Z)) if i not in chosen]
-        values.append(estimate(kernel, "v-stat", Z[list(chosen)], Z[rest]).mmd2)
+        values.append(estimate(Z[list(chosen)], Z[rest], kernel=kernel, estimator="v-stat").mmd2)
     return np.mean(np.asarray(values) >= observed - 1e-12), len(values)
 
 
@@ -771,23 +773,23 @@ def test_samples_too_small_to_reject_say_so_instead_of_no_evidence(n, m, splits)
     assert count == splits and exact >= 1 / splits > 0.05
     said = (rf"No evidence of a difference at level 0.05, and none is possible with N = {n} and M = {m}: the {n + m} "
             rf"points split into {n} and {m} in only {splits} ways, .* has no permutation p-value below 1/{splits} = ")
-    result = permutation_test("rbf:sigma=1", "v-stat", X, Y, n_permutations=999, rng=0)
+    result = permutation_test(X, Y, kernel="rbf:sigma=1", estimator="v-stat", n_permutations=999, rng=0)
     assert not result.reject and result.pvalue >= 1 / splits - 0.05
     assert re.match(said, result.decision), result.decision
     if n > 1:  # the aggregated and robust tests need two points a sample
         assert re.match(said, aggregated_test(X, Y, rng=0).decision)
-        assert re.match(said, robust_test("rbf:sigma=1", X, Y, contamination=0, rng=0).decision)
+        assert re.match(said, robust_test(X, Y, kernel="rbf:sigma=1", contamination=0, rng=0).decision)
 
 
 def test_samples_just_large_enough_keep_the_usual_decision():
     # N = 1, M = 19: 20 splits, 1/20 = alpha, a rejection is possible and is made
     gen = np.random.default_rng(32)
     X, Y = gen.normal(size=(1, 2)) + 30, gen.normal(size=(19, 2))
-    result = permutation_test("rbf:sigma=1", "v-stat", X, Y, n_permutations=999, rng=0)
+    result = permutation_test(X, Y, kernel="rbf:sigma=1", estimator="v-stat", n_permutations=999, rng=0)
     assert result.reject and result.decision.startswith("Reject H0")
     # N = M = 3 (20 splits) at alpha = 0.01: too few for that level only
     X, Y = gen.normal(size=(3, 2)), gen.normal(size=(3, 2)) + 30
-    assert "none is possible" not in permutation_test("rbf:sigma=1", "v-stat", X, Y, n_permutations=999, rng=0).decision
-    strict = permutation_test("rbf:sigma=1", "v-stat", X, Y, alpha=0.01, n_permutations=999, rng=0).decision
+    assert "none is possible" not in permutation_test(X, Y, kernel="rbf:sigma=1", estimator="v-stat", n_permutations=999, rng=0).decision
+    strict = permutation_test(X, Y, kernel="rbf:sigma=1", estimator="v-stat", alpha=0.01, n_permutations=999, rng=0).decision
     assert strict.startswith("No evidence of a difference at level 0.01, and none is possible with N = 3 and M = 3")
     assert "1/20 = 0.05" in strict

@@ -60,8 +60,8 @@ def test_permutation_batches_on_dask_equal_local(dask_backend, estimator, rng):
     reg = get_registry()
     X, Y = rng.normal(size=(90, 2)), rng.normal(0.3, 1.0, size=(70, 2))
     kernel, est = reg.get_kernel("rbf", sigma=1.0), reg.get_estimator(estimator[0], **estimator[1])
-    local = permutation_test(kernel, est, X, Y, n_permutations=120, rng=4, return_null=True)
-    remote = permutation_test(kernel, est, X, Y, n_permutations=120, rng=4, return_null=True, backend=dask_backend)
+    local = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=120, rng=4, return_null=True)
+    remote = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=120, rng=4, return_null=True, backend=dask_backend)
     # same relabellings, same streams; BLAS threads may differ, and the u-stat spreads the
     # tiles of a matrix-free Gram matrix over the workers (its sums in another order): round-off only
     np.testing.assert_allclose(remote.null_distribution, local.null_distribution, rtol=1e-10, atol=1e-12)
@@ -72,9 +72,9 @@ def test_permutation_batches_on_dask_equal_local(dask_backend, estimator, rng):
 def test_split_test_calibration_on_dask_equals_local(dask_backend, rng):
     reg = get_registry()
     X, Y = rng.normal(size=(90, 1)), rng.normal(0.5, 1.0, size=(90, 1))
-    args = (reg.get_kernel("rbf", sigma=1.0), reg.get_estimator("u-stat"), X, Y)
-    local = split_test(*args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True)
-    remote = split_test(*args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True, backend=dask_backend)
+    args = dict(kernel=reg.get_kernel("rbf", sigma=1.0), estimator=reg.get_estimator("u-stat"))
+    local = split_test(X, Y, **args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True)
+    remote = split_test(X, Y, **args, grid={"sigma": [0.5, 2.0]}, n_permutations=60, rng=1, return_null=True, backend=dask_backend)
     np.testing.assert_allclose(remote.null_distribution, local.null_distribution, rtol=1e-10, atol=1e-12)
     assert remote.reject == local.reject and remote.kernel_params == local.kernel_params
 
@@ -139,9 +139,9 @@ def test_one_test_spreads_its_gram_tiles_and_equals_the_stored_test(dask_backend
     _spread_tiles_small(monkeypatch)
     X, Y = rng.normal(size=(200, 2)), rng.normal(0.3, 1.0, size=(180, 2))
     kw = dict(n_permutations=60, rng=5, return_null=True)
-    stored = permutation_test("rbf", "u-stat", X, Y, **kw)
-    spread = permutation_test("rbf", "u-stat", X, Y, backend=dask_backend, **kw)
-    forced = permutation_test("rbf", "u-stat", X, Y, max_memory="64kB", **kw)
+    stored = permutation_test(X, Y, kernel="rbf", estimator="u-stat", **kw)
+    spread = permutation_test(X, Y, kernel="rbf", estimator="u-stat", backend=dask_backend, **kw)
+    forced = permutation_test(X, Y, kernel="rbf", estimator="u-stat", max_memory="64kB", **kw)
     for other in (spread, forced):
         assert other.statistic == pytest.approx(stored.statistic, rel=1e-10)
         np.testing.assert_allclose(other.null_distribution, stored.null_distribution, rtol=1e-10, atol=1e-12)

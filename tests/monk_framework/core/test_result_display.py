@@ -1,0 +1,69 @@
+"""Results that read well: ``repr`` a few lines (what a notebook shows), ``print`` a
+summary of at most 15 lines, for every result class, whatever the sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import monk_framework as mf
+from monk_framework.app import jobs
+
+
+def _data(n: int = 400, m: int = 300, seed: int = 0):
+    gen = np.random.default_rng(seed)
+    return gen.normal(size=(n, 2)), gen.normal(0.3, 1.0, size=(m, 2))
+
+
+def _results():
+    X, Y = _data()
+    job = jobs.prepare("rbf:sigma=1", "mean", x=None, dataset="gauss", data_params=["n=40"])
+    yield "mmd", mf.estimate(X, Y, rng=0)
+    yield "embedding", mf.embed(X)
+    yield "embeddings", jobs.run(job)
+    yield "permutation", mf.permutation_test(X, Y, n_permutations=2000, rng=0)
+    yield "within-blocks", mf.permutation_test(X, Y, estimator="monk-bcd:n_blocks=11", n_permutations=99, rng=0,
+                                               report_estimate=True)
+    yield "split", mf.split_test(X, Y, grid={"sigma": [0.5, 1, 2, 4]}, n_permutations=199, rng=0)
+    yield "dc", mf.robust_test(X, Y, contamination=3, kernel="rbf:sigma=1", rng=0)
+    yield "clip", mf.robust_test(X, Y, contamination=3, kernel="quadratic", method="clip", rng=0)
+    yield "agg", mf.aggregated_test(X, Y, rng=0)
+    yield "fuse", mf.aggregated_test(X, Y, method="fuse", rng=0)
+    yield "robust agg", mf.aggregated_test(X, Y, bandwidths=[0.25, 0.5, 1, 2, 4, 8], contamination=2, rng=0)
+
+
+@pytest.mark.parametrize(("name", "result"), list(_results()), ids=[n for n, _ in _results()])
+def test_repr_is_a_few_lines_and_print_a_summary(name, result):
+    text, summary = repr(result), str(result)
+    assert len(text.splitlines()) <= 10 and len(text) <= 1000, text
+    assert text.startswith(type(result).__name__ + "(") and text.endswith(")")
+    assert len(summary.splitlines()) <= 15, summary
+    assert "-1" not in summary.split()  # no sentinel numbers
+
+
+def test_a_null_distribution_is_elided_in_repr_and_whole_in_the_result():
+    X, Y = _data(60, 50)
+    result = mf.permutation_test(X, Y, n_permutations=5000, rng=0)
+    assert "shape=(5000,)" in repr(result) and len(result.null_distribution) == 5000
+
+
+def test_an_aggregated_summary_names_its_collection_and_the_kernel_that_matters():
+    X, Y = _data()
+    result = mf.aggregated_test(X, Y, rng=0)
+    summary = str(result)
+    assert "rbf and laplace at 10 bandwidths each (20 kernels)" in summary
+    best = result.most_significant
+    assert best in result.kernel_specs and f"{best.split(':')[0]}:sigma=" in summary
+    assert "most significant" in summary and "its own p = " in summary
+    assert "6.9" not in summary  # no log(B + 1) score posing as a statistic
+
+
+def test_a_robust_result_that_does_not_reject_says_so_without_a_number():
+    gen = np.random.default_rng(1)
+    X, Y = gen.normal(size=(60, 1)), gen.normal(size=(60, 1))
+    result = mf.robust_test(X, Y, contamination=5, kernel="rbf:sigma=1", rng=0)
+    assert not result.reject and result.certificate is None
+    assert "certificate  not rejected" in str(result)
+    assert mf.RobustTestResult.from_json(result.to_json()) == result
+    old = {**result.to_dict(), "certificate": -1}  # a file written before 0.2
+    assert mf.RobustTestResult.from_dict(old).certificate is None
