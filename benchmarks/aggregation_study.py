@@ -107,7 +107,7 @@ def one_run(design: str, run: int, n: int = N, n_permutations: int = B) -> dict[
     from monk_framework.core.randomness import root
     from monk_framework.core.resources import Resources
     from monk_framework.engine.pooled import pooled
-    from monk_framework.two_sample.aggregated import agg_scores, collection_statistics, default_kernels, fuse_scores, pair_square_scale
+    from monk_framework.two_sample.aggregated import agg_scores, collection_statistics, default_kernels, fuse_normaliser, fuse_scores
     from monk_framework.two_sample.common import exceedances
 
     X, Y = data(design, run, n)
@@ -119,8 +119,9 @@ def one_run(design: str, run: int, n: int = N, n_permutations: int = B) -> dict[
     values, used, read = collection_statistics(est, kernels, X, Y, n_permutations, root(run), resources=Resources.of(None))
     S0, S, singles = agg_scores(values, w)
     p_agg = (1 + int(exceedances(S, S0))) / (1 + n_permutations)
-    scales = np.array([pair_square_scale(k, pooled(*pair), Resources.of(None)) for k, pair in zip(used, read, strict=True)])
-    F = fuse_scores(values, w, scales, math.sqrt(len(X) * len(Y)))
+    small = min(len(X), len(Y))
+    scales = np.array([fuse_normaliser(k, pooled(*pair), small, Resources.of(None)) for k, pair in zip(used, read, strict=True)])
+    F = fuse_scores(values, w, scales, float(small * (small - 1)))
     p_fuse = (1 + int(exceedances(F[1:], F[0]))) / (1 + n_permutations)
     seconds = time.perf_counter() - start
     median = permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=n_permutations, rng=run, return_null=False)

@@ -165,6 +165,10 @@ def whole(value: Any) -> int:
     raise TypeError(f"{type(value).__name__} is not a whole number")
 
 
+def _optional_floats(value: Any) -> list[float] | None:
+    return None if value is None else [float(v) for v in value]
+
+
 def certificate_value(value: Any) -> int | None:
     """A certificate: a whole number of points ≥ 0, or None when the test does not reject
     even without corruption (written −1 before 0.2, read as None)."""
@@ -672,7 +676,7 @@ class PermutationTestResult(TestResult):
         if smallest > self.alpha * (1 + 1e-9):
             return (
                 f"Cannot reject at level {self.alpha:g}{against} with {_count(self.n_permutations, 'permutation')}: the "
-                f"smallest attainable p-value is {smallest:.3g}; "
+                f"smallest attainable p-value is {2 if self.alternative == 'two-sided' else 1}/{self.n_permutations + 1}; "
                 f"{_more_permutations(self.alpha / (2 if self.alternative == 'two-sided' else 1))}."
             )
         if (too_few := self._too_few_points()) is not None:
@@ -755,6 +759,9 @@ class RobustTestResult(TestResult):
     #: have moved it (0 for a radius given by the caller)
     clip_radius: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
     clip_slack: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
+    #: "dc" with the median heuristic: the bandwidths the uncorrupted data's (snapped) median
+    #: heuristic could give; the test rejects only when it rejects at each of them
+    bandwidths: list[float] | None = attrs.field(default=None, converter=_optional_floats)
     #: "mom": the number of blocks Q, the order k of the median and every block's p-value
     n_blocks: int | None = attrs.field(default=None, validator=optional_count)
     order: int | None = attrs.field(default=None, validator=optional_count)
@@ -819,7 +826,8 @@ class AggregatedTestResult(TestResult):
     (up to the 1/(B + 1) grid). Kernel l rejects when log(L·w_l / p_l) exceeds the
     null quantile q̂ of S, i.e. when p_l < L·w_l·exp(−q̂) (``kernel_levels``), and the
     test rejects exactly when one kernel does. ``method`` "fuse" (MMD-FUSE):
-    ``statistic`` is the soft maximum (1/λ) log Σ_l w_l exp(λ·MMD²_l / N_l) and
+    ``statistic`` is its authors' log Σ_l w_l exp(λ·MMD²_l / N_l) (λ = n(n − 1),
+    n = min(N, M); N_l in ``kernel_scales``) and
     ``pvalue`` its permutation p-value; it makes no per-kernel decision
     (``kernel_rejects`` is None).
 

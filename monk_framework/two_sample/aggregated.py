@@ -21,10 +21,10 @@ p-value #{i : S_i ≥ S_0} / (B + 1).
   l has p_l ≤ u·w_l" with u the largest level whose permutation estimate of
   P(any kernel rejects) stays ≤ α, computed from the same relabellings exactly instead
   of by bisection on a second set.
-* ``method="fuse"`` (MMD-FUSE, Biggs, Schrab & Gretton, NeurIPS 2023):
-  S_i = (1/λ) log Σ_l w_l exp(λ·V_il / N_l), with V the unbiased MMD², N_l the
-  permutation-invariant scale √(Σ_{i≠j} k_l(z_i, z_j)² / (P(P − 1))) of the pooled
-  sample (P = N + M points) and λ = √(NM).
+* ``method="fuse"`` (MMD-FUSE, Biggs, Schrab & Gretton, NeurIPS 2023), as its authors'
+  code computes it: S_i = log Σ_l w_l exp(λ·V_il / N_l), with V the unbiased MMD²,
+  n = min(N, M), λ = n(n − 1) and N_l = √(Σ_{i≠j} k_l(z_i, z_j)² / (n(n − 1))) over the
+  pooled sample, a permutation-invariant normaliser (:func:`fuse_normaliser`).
 
 **Robust aggregation** (``contamination=r``, bounded kernels fixed before the data).
 Each kernel's V-statistic MMD moves by at most Δ_l = D_l / min(N, M) per corrupted
@@ -86,6 +86,7 @@ __all__ = [
     "repeated_bandwidth",
     "collection_statistics",
     "default_kernels",
+    "fuse_normaliser",
     "fuse_scores",
     "robust_pvalues",
 ]
@@ -197,10 +198,20 @@ def _bonferroni_certificate(values: np.ndarray, deltas: np.ndarray, weights: np.
 
 
 def fuse_scores(values: np.ndarray, weights: np.ndarray, scales: np.ndarray, temperature: float) -> np.ndarray:
-    """MMD-FUSE's soft maximum (1/λ) log Σ_l w_l exp(λ·V_il / N_l) of every row of ``values``."""
+    """MMD-FUSE's statistic log Σ_l w_l exp(λ·V_il / N_l) of every row of ``values``, as its
+    authors compute it (a log-sum-exp, without the 1/λ of the paper's soft maximum, which
+    leaves every p-value as it is)."""
     z = temperature * values / scales[None, :] + np.log(weights)[None, :]
     top = z.max(axis=1)
-    return (top + np.log(np.exp(z - top[:, None]).sum(axis=1))) / temperature
+    return top + np.log(np.exp(z - top[:, None]).sum(axis=1))
+
+
+def fuse_normaliser(kernel: Kernel, Z: Any, n: int, resources: Resources) -> float:
+    """N_l = √(Σ_{i≠j} k(z_i, z_j)² / (n(n − 1))), the sum over every ordered pair of the
+    pooled sample and n = min(N, M): the normaliser of MMD-FUSE's authors' code, which
+    with λ = n(n − 1) makes λ·V/N_l = n(n − 1)·V·√(n(n − 1)) / √(Σ_{i≠j} k²)."""
+    size = len(Z)
+    return pair_square_scale(kernel, Z, resources) * math.sqrt(size * (size - 1) / (n * (n - 1)))
 
 
 def pair_square_scale(kernel: Kernel, Z: Any, resources: Resources) -> float:
@@ -522,8 +533,9 @@ def aggregated_test(
         S0, S, pvals = agg_scores(values, w)
     else:
         # each kernel's values on the samples as it read them, as its statistic's
-        scales = np.array([pair_square_scale(k, pooled(*pair), resources) for k, pair in zip(used, read)])
-        temperature = math.sqrt(n * m)
+        small = min(n, m)
+        scales = np.array([fuse_normaliser(k, pooled(*pair), small, resources) for k, pair in zip(used, read)])
+        temperature = float(small * (small - 1))
         scores = fuse_scores(values, w, scales, temperature)
         S0, S = float(scores[0]), scores[1:]
         pvals = np.array([_upper_counts(values[:, ell], values[:1, ell])[0] for ell in range(L)]) / (B + 1)

@@ -36,19 +36,35 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError, PluginFailure, plugin_code, shown
+from monk_framework.core.errors import (
+    DataError,
+    MonkDeprecationWarning,
+    MonkError,
+    ParameterError,
+    PluginFailure,
+    plugin_code,
+    shown,
+)
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import RADIUS_RANGE, ClippedKernel, Kernel
 from monk_framework.core.params import check_choice, check_flag, finite_real
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import ProgressCallback, Resources, check_backend, counting, progress_callback
+from monk_framework.core.resources import (
+    ProgressCallback,
+    Resources,
+    check_backend,
+    counting,
+    outside_stacklevel,
+    progress_callback,
+)
 from monk_framework.core.results import RobustTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
@@ -61,6 +77,7 @@ from monk_framework.engine.relabelling import (
     within_block_batch,
 )
 from monk_framework.engine.within_blocks import relabellings, within_block_sums
+from monk_framework.two_sample.bandwidth import MedianBandwidth, reads_its_bandwidth, unbounded
 from monk_framework.two_sample.common import (
     DEFAULT_PERMUTATIONS,
     TIE_RTOL,
@@ -298,13 +315,26 @@ def check_robust_test(
     if blocks_given and chosen != "mom":
         raise ParameterError(f"n_blocks (--blocks) sets the blocks of method='mom'; the test runs method={chosen!r}, which has none.")
     _check_clip(clip, clip_quantile, chosen)
+    if chosen == "mom":
+        warnings.warn(
+            "method='mom' (the median of block p-values) is deprecated and will be removed in the release after 0.2: "
+            "in every design measured it had less power than dc (bounded kernels) and clip (any kernel), and no "
+            "power at all in many (0 of 150 runs at N = M = 500 and 2000 where dc had 0.57 and 0.90). Use "
+            "method='dc' or 'clip' (with the V-statistic, estimator=None).",
+            MonkDeprecationWarning, stacklevel=outside_stacklevel(),
+        )
+    if reads_its_bandwidth(kernel) and chosen != "dc":
+        raise ParameterError(
+            f"{kernel.spec()} reads its bandwidth from the data: robust_test accounts for what corrupted points do to "
+            f"the median heuristic with method='dc' (the test runs method={chosen!r}). Use method='dc', or give sigma."
+        )
     return kernel, chosen, _default_estimator(chosen, estimator), report
 
 
 def _robust_kernel(kernel: Any) -> Kernel:
     if not isinstance(kernel, Kernel):
         raise MonkError(f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}.")
-    if not kernel.is_fitted:
+    if not kernel.is_fitted and not reads_its_bandwidth(kernel):
         raise ParameterError(
             f"robust_test needs a kernel fixed before seeing the data; {kernel.spec()} resolves a "
             "hyperparameter from the sample, which the corrupted points would move (so the level "
@@ -443,6 +473,9 @@ def robust_test(
     common: dict[str, Any] = dict(
         alpha=float(alpha), contamination=r, n_permutations=B, **computed_with(est, kernel, kernel, n, m, seed),
     )
+    if reads_its_bandwidth(kernel):
+        return _median_heuristic_dc(kernel, est, Xv, Yv, r, B, seq, float(alpha), resources=resources, backend=backend,
+                                    tick=tick, return_null=bool(return_null), start=start, seed=seed)
     if chosen != "mom":
         radius = clip_radius(kernel, Xv, Yv, clip=clip, quantile=clip_quantile) if chosen == "clip" else None
         used = kernel if radius is None else ClippedKernel(c=radius.radius, kernel=kernel)
@@ -487,6 +520,55 @@ def robust_test(
         method="mom", statistic=float(np.sort(pvalues)[order - 1]), pvalue=p, reject=p <= alpha,
         certificate=certificate, n_blocks=Q, order=order, block_pvalues=pvalues,
         timings={"total_s": time.perf_counter() - start}, **common,
+    )
+
+
+def _median_heuristic_dc(
+    kernel: Kernel, est: MMDEstimator, Xv: Any, Yv: Any, r: int, B: int, seq: np.random.SeedSequence, alpha: float, *,
+    resources: Resources, backend: Backend | None, tick: Any, return_null: bool, start: float, seed: Any,
+) -> RobustTestResult:
+    """dcMMD with the bandwidth of the median heuristic, made robust (:mod:`.bandwidth`):
+    it rejects only when dcMMD rejects at every bandwidth the uncorrupted data's snapped
+    median heuristic could have given, all with the same relabellings."""
+    n, m = len(Xv), len(Yv)
+    bandwidth = MedianBandwidth.of(Xv, Yv, kernel.distance_metric)  # type: ignore[attr-defined]
+    Z = pooled(Xv, Yv)
+    k = critical_rank(B, alpha)
+    at: dict[float, tuple[Kernel, float, np.ndarray, float]] = {}
+
+    def statistics(sigma: float) -> tuple[Kernel, float, np.ndarray, float]:
+        """The kernel at σ, its V-statistic MMD, its B relabelled MMDs and its Δ (computed once)."""
+        if sigma not in at:
+            fixed = type(kernel).from_params({**kernel.params(), "sigma": sigma})
+            stats = relabelled_statistics(est, fixed, Xv, Yv, B, seq, resources=resources, backend=backend, progress=tick)
+            delta = mmd_sensitivity(fixed, n, m, Z)
+            assert delta is not None  # the kernel declares its bound at any σ (checked before)
+            at[sigma] = (fixed, math.sqrt(max(stats.observed, 0.0)), np.sqrt(np.maximum(stats.null, 0.0)), delta)
+        return at[sigma]
+
+    def exceeding(sigma: float, c: int) -> int:
+        _, T, null, delta = statistics(sigma)
+        return int(exceedances(null, T - 2 * c * delta))
+
+    def rejects(c: int) -> bool:
+        sigmas = bandwidth.candidates(c)
+        # the candidates already computed first: a failing one ends the check without another pass
+        return sigmas is not None and all(exceeding(s, c) <= k for s in sorted(sigmas, key=lambda s: s not in at))
+
+    sigmas = bandwidth.candidates(r)
+    if sigmas is None:
+        raise unbounded(kernel, r, bandwidth)
+    chosen = bandwidth.observed()
+    used, T, null, delta = statistics(chosen)
+    worst = max(exceeding(s, r) for s in sigmas)
+    q = null_quantile(null, alpha)
+    certificate = largest_budget(rejects, n + m)
+    return RobustTestResult(
+        method="dc", statistic=T, pvalue=(1 + worst) / (1 + B), reject=worst <= k,
+        certificate=certificate, sensitivity=delta, null_quantile=q,
+        threshold=None if q is None else q + 2 * r * delta, bandwidths=sigmas,
+        null_distribution=null if return_null else None, alpha=alpha, contamination=r, n_permutations=B,
+        timings={"total_s": time.perf_counter() - start}, **computed_with(est, kernel, used, n, m, seed),
     )
 
 

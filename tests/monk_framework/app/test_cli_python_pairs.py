@@ -37,6 +37,8 @@ PAIRS = [
      lambda X, Y: mf.permutation_test(X, Y, estimator="monk-bcd-fast:n_blocks=5", n_permutations=99, rng=0)),
     (["test", "--split", "--grid", "sigma=0.5,1,2", "-B", "99"],
      lambda X, Y: mf.split_test(X, Y, grid={"sigma": [0.5, 1, 2]}, n_permutations=99, rng=0)),
+    # no kernel: rbf at the median heuristic, made robust, on both sides
+    (["test", "--contamination", "3"], lambda X, Y: mf.robust_test(X, Y, contamination=3, rng=0)),
     (["test", "--contamination", "3", "-k", "rbf", "-p", "sigma=1"],
      lambda X, Y: mf.robust_test(X, Y, contamination=3, kernel="rbf:sigma=1", rng=0)),
     (["test", "--contamination", "0.02", "-k", "quadratic", "--method", "clip", "-B", "199"],

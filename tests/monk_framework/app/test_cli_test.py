@@ -88,7 +88,7 @@ def test_split_test_with_a_grid():
         (["--contamination", "lots"], "--contamination takes a count"),
         (["--contamination", "0.7"], "fraction must lie in [0, 1/2)"),
         (["--contamination", "3", "--split"], "different tests"),
-        (["--contamination", "3", "-p", "sigma=median"], "fixed before seeing the data"),
+        (["--contamination", "3", "-p", "sigma=median", "--method", "clip"], "reads its bandwidth from the data"),
         (["--contamination", "3", "-k", "quadratic", "--method", "dc"], "needs a bounded kernel"),
         (["--contamination", "3", "-e", "monk-bcd"], "mmd2_from_sums"),
         (["--contamination", "3", "--method", "mom", "--blocks", "1000", "--dataset", "gauss"], "n_blocks"),

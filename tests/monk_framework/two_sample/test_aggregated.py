@@ -51,7 +51,7 @@ def test_fuse_scores_and_scale_match_their_definitions(registry):
     g = np.random.default_rng(1)
     values, w = g.normal(size=(9, 3)), np.array([0.5, 0.25, 0.25])
     scales, lam = np.array([0.3, 1.0, 2.0]), 7.0
-    brute = [math.log(sum(w[ell] * math.exp(lam * values[i, ell] / scales[ell]) for ell in range(3))) / lam for i in range(9)]
+    brute = [math.log(sum(w[ell] * math.exp(lam * values[i, ell] / scales[ell]) for ell in range(3))) for i in range(9)]
     assert np.allclose(fuse_scores(values, w, scales, lam), brute)
     kernel = registry.get_kernel("rbf", sigma=0.8)
     Z = g.normal(size=(23, 2))
@@ -59,6 +59,48 @@ def test_fuse_scores_and_scale_match_their_definitions(registry):
     off = K[~np.eye(23, dtype=bool)]
     tiny = Resources.of(8 * 23 * 3)  # three rows a band
     assert pair_square_scale(kernel, Z, tiny) == pytest.approx(math.sqrt(np.mean(off**2)), rel=1e-12)
+
+
+def _published_fuse(X, Y, grams):
+    """MMD-FUSE's statistic as its authors' code defines it (Biggs, Schrab & Gretton, 2023;
+    the package mmdfuse), written out from its definitions with loops: the larger sample
+    first (m points), the smaller n; each kernel's diagonal set to 0; its value
+    [Σ_XX k·(n − m + 1)(n − 1)/(m(m − 1)) + Σ_YY k·(m − n + 1)/m + Σ (v_i v_j k_ij)·(n − 1)/m]
+    / √(Σ_ij k_ij²) · √(n(n − 1)), with v = +1 on X and −1 on Y; then the log of the mean of
+    their exponentials (equal weights, lambda_multiplier = 1)."""
+    if len(Y) > len(X):
+        X, Y = Y, X
+        grams = [K[np.r_[len(Y):len(K), 0:len(Y)]][:, np.r_[len(Y):len(K), 0:len(Y)]] for K in grams]
+    m, n = len(X), len(Y)
+    values = []
+    for K in grams:
+        K = K.copy()
+        np.fill_diagonal(K, 0.0)
+        size = m + n
+        sign = [1.0] * m + [-1.0] * n
+        xx = sum(K[i, j] for i in range(m) for j in range(m))
+        yy = sum(K[i, j] for i in range(m, size) for j in range(m, size))
+        signed = sum(sign[i] * sign[j] * K[i, j] for i in range(size) for j in range(size))
+        unscaled_std = math.sqrt(sum(K[i, j] ** 2 for i in range(size) for j in range(size)))
+        value = (xx * (n - m + 1) * (n - 1) / (m * (m - 1)) + yy * (m - n + 1) / m + signed * (n - 1) / m)
+        values.append(value / unscaled_std * math.sqrt(n * (n - 1)))
+    return math.log(sum(math.exp(v) for v in values) / len(values)), values
+
+
+@pytest.mark.parametrize(("n", "m"), [(12, 12), (9, 14), (15, 8)])
+def test_fuse_is_its_authors_statistic_on_shared_data(registry, n, m):
+    g = np.random.default_rng(n * m)
+    X, Y = g.normal(size=(n, 2)), g.normal(0.6, 1.0, size=(m, 2))
+    specs = ["rbf:sigma=0.5", "rbf:sigma=1.5", "laplace:sigma=1.0,norm=l1", "laplace:sigma=3.0,norm=l1"]
+    grams = [registry.resolve_kernel(spec).gram(np.vstack([X, Y])) for spec in specs]
+    result = aggregated_test(X, Y, kernels=specs, method="fuse", n_permutations=19, rng=0)
+    statistic, exponents = _published_fuse(X, Y, grams)
+    assert result.statistic == pytest.approx(statistic, rel=1e-10)
+    small = min(n, m)
+    assert result.temperature == small * (small - 1)
+    # the audit's finding, fixed: each kernel's exponent is the authors', not (n - 1)/2 times smaller
+    mmd2 = result.kernel_statistics ** 2 * np.sign(result.kernel_statistics)
+    np.testing.assert_allclose(result.temperature * mmd2 / result.kernel_scales, exponents, rtol=1e-9)
 
 
 def test_every_kernel_is_its_own_permutation_test_on_the_same_relabellings(registry):
@@ -258,7 +300,7 @@ def test_result_round_trips_and_prints():
     one = aggregated_test(X, Y, kernels=["rbf:sigma=1"], n_permutations=99, rng=1)
     assert "(MMDAgg over 1 kernel: p = " in one.decision
     fuse = aggregated_test(X, Y, n_permutations=99, rng=1, method="fuse")
-    assert fuse.kernel_rejects is None and fuse.rejecting_kernels == [] and fuse.temperature == pytest.approx(math.sqrt(60 * 50))
+    assert fuse.kernel_rejects is None and fuse.rejecting_kernels == [] and fuse.temperature == 50 * 49
     assert len(fuse.kernel_scales) == 20
 
 
