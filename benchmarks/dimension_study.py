@@ -23,7 +23,7 @@ Every run is seeded by its index and the cell, so a cell gives the same numbers 
 invocation; a journal (JSON lines) lets an interrupted study resume, and ``--summary``
 prints the median and interquartile range of the error of every estimator in every
 cell, then each default setting against its alternative by median |error| (the tables
-of docs/reproduction.md). ``--only LABELS --journal J`` runs some estimators into a
+of docs/studies/reproduction.md). ``--only LABELS --journal J`` runs some estimators into a
 supplement journal, and ``--merge J`` adds a supplement to the summary run by run. ``--quick`` runs 3 runs a cell at N = 200 (a smoke run).
 """
 

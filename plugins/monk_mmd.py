@@ -15,7 +15,7 @@ median computed at the last iteration, before that iteration's update (``"before
 the pseudo-code outputs the median of the final c (``"final"``). ``"auto"`` follows the
 variant. Beyond one dimension the two differ (by 0.55 in median |error| with the quadratic kernel and
 outliers at d = 10, N = 200), and the published reading is the closer to the truth in
-most cells of the dimension study (docs/reproduction.md), so the default variant keeps it.
+most cells of the dimension study (docs/studies/reproduction.md), so the default variant keeps it.
 
 BCD-Fast also has ``solver="exact"``: the sup of its objective on one partition is
 med_q ‖d_q‖, the median of the block V-statistics, so no iteration is needed. It fixes

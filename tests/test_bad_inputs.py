@@ -8,7 +8,7 @@ that no traceback and no "internal error" appear (that path is for real bugs onl
 Cases that must *succeed* on extreme but valid input check that the number printed is
 finite and not the 0 an overflow would give. Each process runs under an address-space
 limit (``ulimit -v``) of 2 GiB, so a case that allocates in proportion to a user number
-fails here instead of passing on a large machine. docs/reliability.md lists the same
+fails here instead of passing on a large machine. docs/studies/reliability.md lists the same
 cases (a test keeps the two in step).
 """
 
@@ -1013,7 +1013,7 @@ def test_what_a_plugin_prints_never_reaches_the_json(outcomes):
 def test_the_numbers_the_reliability_page_shows_are_what_the_suite_gives(outcomes, case_id, args):
     # the page's MMD² of numbers-in-a-txt-file and csv-with-byte-order-mark had drifted when
     # the suite's files changed (0.0887693 where the suite gave 0.10985)
-    text = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "studies" / "reliability.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith(f"| `{case_id}` |"))
     shown = row.rsplit("|", 2)[1]
     result = json.loads(outcomes[case_id].stdout)
@@ -1024,11 +1024,11 @@ def test_the_numbers_the_reliability_page_shows_are_what_the_suite_gives(outcome
 
 
 def test_reliability_page_lists_every_case():
-    text = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "studies" / "reliability.md").read_text()
     listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M))
     ids = {c[0] for c in CASES} | {v[0] for v in VALID} | {c[0] for c in PLUGIN_CASES} | {PLUGIN_VALID[0], PLUGIN_REAL[0]}
-    assert ids - listed == set(), "cases missing from docs/reliability.md"
-    assert listed - ids == set(), "docs/reliability.md lists cases the suite does not run"
+    assert ids - listed == set(), "cases missing from docs/studies/reliability.md"
+    assert listed - ids == set(), "docs/studies/reliability.md lists cases the suite does not run"
     # and the README counts them as they are
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"a suite of {len(ids)} cases run through the real command line" in readme
@@ -1050,7 +1050,7 @@ def _says(shown: str, printed: str) -> bool:
 
 def test_the_reliability_page_shows_what_each_error_case_gives(outcomes):
     # a row that no longer says what the command prints misleads a reader who looks up a message
-    text = (Path(__file__).resolve().parents[1] / "docs" / "reliability.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "studies" / "reliability.md").read_text()
     rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| .* \| \d+ \| (Error: .*?) \|$", text, flags=re.M))
     stale = []
     for case_id in [c[0] for c in CASES] + [c[0] for c in PLUGIN_CASES]:

@@ -136,8 +136,8 @@ def test_testing_page_aggregated_example_runs(capsys):
 @pytest.mark.slow  # 6 s: an experiment through the page's example (.ci/run runs it)
 def test_reproduction_page_example_runs(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the example writes into monk-results/
-    block = code_blocks(DOCS / "reproduction.md")[0]
-    exec(compile(block, "docs/reproduction.md", "exec"), {})
+    block = code_blocks(DOCS / "studies" / "reproduction.md")[0]
+    exec(compile(block, "docs/studies/reproduction.md", "exec"), {})
     out = capsys.readouterr().out
     assert out.startswith("180 180 0 ")
     assert (tmp_path / "monk-results" / "my-exp1" / "exp1.png").exists()
@@ -150,9 +150,9 @@ def test_cli_console_examples_print_what_the_docs_show():
 
     from typer.testing import CliRunner
 
-    text = (DOCS / "cli.md").read_text()
-    blocks = code_blocks(DOCS / "cli.md", "console")
-    assert blocks, "docs/cli.md lost its console examples"
+    text = (DOCS / "studies" / "cli-examples.md").read_text()
+    blocks = code_blocks(DOCS / "studies" / "cli-examples.md", "console")
+    assert blocks, "docs/studies/cli-examples.md lost its console examples"
     runner = CliRunner()
     for block in blocks:
         for chunk in block.split("$ ")[1:]:
@@ -186,11 +186,11 @@ def test_readme_command_examples_work_as_pasted(monkeypatch):
 
 
 #: the pages whose python blocks have a test of their own (they need files or a module)
-RUN_ELSEWHERE = {"plugins.md", "reproduction.md", "testing.md", "README.md"}
+RUN_ELSEWHERE = {"plugins.md", "studies/reproduction.md", "testing.md", "getting-started.md", "README.md"}
 
 
 def _pages_with_python() -> list[str]:
-    return sorted(p.name for p in DOCS.glob("*.md") if code_blocks(p))
+    return sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md") if "_build" not in p.parts and code_blocks(p))
 
 
 @pytest.mark.parametrize("page", [p for p in _pages_with_python() if p not in RUN_ELSEWHERE])
@@ -215,3 +215,62 @@ def test_the_docs_are_for_users():
         assert not re.findall(r"tcp://(?:\d+\.){3}\d+", text), f"docs/{page.name} names a real address"
     assert len((DOCS / "performance.md").read_text().splitlines()) <= 250
     assert (ROOT / "benchmarks" / "RESULTS.md").exists()
+
+
+def test_the_getting_started_page_runs_and_is_short(tmp_path, monkeypatch, capsys):
+    page = DOCS / "getting-started.md"
+    assert len(page.read_text().split()) <= 800
+    monkeypatch.chdir(tmp_path)  # its plot is saved where it runs
+    namespace: dict = {}
+    for block in code_blocks(page):
+        exec(compile(block, "docs/getting-started.md", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "Permutation test" in out and "MMD = " in out and (tmp_path / "witness.png").stat().st_size > 1000
+    # the output shown on the page is what the code prints
+    for shown in ("u-stat: 0.374 clean, 57.315 dirty", "monk-bcd-fast:n_blocks=11: 0.927 clean, 0.817 dirty"):
+        assert shown in out and shown in page.read_text()
+
+
+@pytest.mark.slow
+def test_the_docs_and_the_api_reference_build_without_warnings(tmp_path):
+    import subprocess
+
+    build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS),
+                            str(tmp_path / "html")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-5000:]
+    api = (tmp_path / "html" / "api.html").read_text()
+    for name in ("permutation_test", "aggregated_test", "robust_test", "split_test", "estimate", "embed"):
+        assert f'id="monk_framework.{name}"' in api, name
+
+
+@pytest.mark.slow  # a pip install and two processes: about 15 s
+def test_the_plugin_example_installs_as_written_and_works_in_a_robust_test(tmp_path):
+    import subprocess
+
+    text = (DOCS / "plugins.md").read_text()
+    module = re.search(r"<!-- example: monk_cauchy\.py -->\n```python\n(.*?)```", text, flags=re.S)
+    project = re.search(r"<!-- example: pyproject\.toml -->\n```toml\n(.*?)```", text, flags=re.S)
+    assert module and project, "docs/plugins.md lost its example plugin or its pyproject.toml"
+    (tmp_path / "monk_cauchy.py").write_text(module.group(1))
+    (tmp_path / "pyproject.toml").write_text(project.group(1))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]  # as written: pip install .
+    subprocess.run([*pip, str(tmp_path)], check=True, capture_output=True)
+    try:
+        listed = subprocess.run([str(Path(sys.executable).with_name("monkfw")), "plugins", "--json"], capture_output=True,
+                                text=True, check=True)
+        assert "cauchy" in listed.stdout and "monk-cauchy==0.1.0" in listed.stdout
+        code = ("import numpy as np; from monk_framework import robust_test; g = np.random.default_rng(0); "
+                "r = robust_test(g.normal(size=(80, 2)), g.normal(1.0, 1.0, size=(80, 2)), kernel='cauchy:sigma=2', "
+                "contamination=2, n_permutations=99, rng=0); print(r.method, r.reject)")
+        ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert ran.stdout.split() == ["dc", "True"], ran.stdout + ran.stderr
+    finally:
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-q", "-y", "monk-cauchy"], capture_output=True)
+
+
+
+def test_the_guide_pages_can_be_read_in_one_sitting():
+    # studies and proofs live under docs/studies/; a guide page answers one question
+    for page in DOCS.glob("*.md"):
+        words = len(page.read_text().split())
+        assert words <= (800 if page.name == "getting-started.md" else 2500), f"{page.name}: {words} words"

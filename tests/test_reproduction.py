@@ -1,4 +1,4 @@
-"""docs/reproduction.md stays in step with the code: a few of its table cells, recomputed.
+"""docs/studies/reproduction.md stays in step with the code: a few of its table cells, recomputed.
 
 The page's Experiment 1 table gives the median ln|MMD̂ − MMD| over 100 runs of each
 setting; a cell here reruns those 100 cells of the experiment (seed 0) for one estimator
@@ -17,7 +17,7 @@ import pytest
 from monk_framework.app.experiments.exp1 import exp1_cell
 from monk_framework.app.experiments.report import LOG_FLOOR
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "reproduction.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "studies" / "reproduction.md"
 SIZES = (400, 800, 1200, 1600, 2000)
 
 

@@ -17,7 +17,7 @@ human to read:
 - **good**: everything else.
 
 The report (``report.md``, ``report.json``) lists every case with its command, exit code
-and first error line. The families are those of docs/reliability.md; the cases are new
+and first error line. The families are those of docs/studies/reliability.md; the cases are new
 ones, not the bad-input suite's, so the audit tests what the suite has not pinned.
 This is a tool for the team, not part of the test suite: it takes a few minutes.
 """

@@ -1,4 +1,4 @@
-"""Rewrite the output under every ``$ monkfw ...`` line of docs/cli.md's console blocks.
+"""Rewrite the output under every ``$ monkfw ...`` line of docs/studies/cli-examples.md's console blocks.
 
 Run after a change to what the CLI prints; tests/test_docs.py checks the page against
 the CLI line by line (at 88 columns, the time rows aside)::
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from monk_framework.app.cli import app
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "studies" / "cli-examples.md"
 
 
 def regenerate(block: str) -> str:

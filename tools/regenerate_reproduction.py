@@ -1,4 +1,4 @@
-"""Rewrite the numbers of docs/reproduction.md's Experiment 1 and 2 tables from a run.
+"""Rewrite the numbers of docs/studies/reproduction.md's Experiment 1 and 2 tables from a run.
 
 Run the two commands the page gives, then::
 
@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "reproduction.md"
+PAGE = ROOT / "docs" / "studies" / "reproduction.md"
 MINUS = "\u2212"
 
 #: the page's row labels -> the runs' names

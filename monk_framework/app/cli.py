@@ -31,6 +31,7 @@ from typer.core import TyperGroup
 from monk_framework.app import jobs
 from monk_framework.app.datasets import DATASETS
 from monk_framework.app.experiments import get_experiment, run_experiment
+from monk_framework.app.experiments.runner import saved_cells
 from monk_framework.app.files import check_writable, directory_name_problem, write_atomically
 from monk_framework.core.errors import DataWarning, MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError, shown
 from monk_framework.core.params import LARGEST_INT, Configurable, parse_spec
@@ -854,8 +855,11 @@ def _print_result(payload: dict[str, Any], as_json: bool, table: Table, footer: 
 
 
 #: seconds between two plain progress lines (stderr not a terminal: a log file, a batch
-#: job, CI), and before the first: a job shorter than this prints none
-PLAIN_PROGRESS_EVERY = 5.0
+#: job, CI): a line once this has passed at the next report, so that with reports a few
+#: tenths of a second apart the lines are at most 5 s apart
+PLAIN_PROGRESS_EVERY = 4.5
+#: seconds before the first plain line: a job shorter than this prints none
+PLAIN_PROGRESS_FIRST = 2.0
 
 
 def _counts(done: float, total: float) -> str:
@@ -898,6 +902,7 @@ class _ProgressBar:
         #: warm-up its first step may carry (threads starting, a matrix's pages faulted in)
         self.first_report: tuple[float, float] | None = None
         self.last_line = self.started
+        self.lines = 0  # plain lines printed
         self.lock = threading.Lock()  # the engine reports from its threads too
 
     def __enter__(self) -> _ProgressBar:
@@ -943,9 +948,10 @@ class _ProgressBar:
 
     def _line(self, done: float, total: float) -> None:
         now = time.monotonic()
-        if STATE.quiet or now - self.last_line < PLAIN_PROGRESS_EVERY:
+        wait = PLAIN_PROGRESS_EVERY if self.lines else PLAIN_PROGRESS_FIRST
+        if STATE.quiet or now - self.last_line < wait:
             return
-        self.last_line = now
+        self.last_line, self.lines = now, self.lines + 1
         share = done / total if total else 1.0
         left = ""
         first_at, first_done = self.first_report or (now, done)
@@ -1218,26 +1224,21 @@ def experiment_command(
         overrides["estimators"] = tuple(estimators)
     exp = get_experiment(name, quick=quick, **overrides)
     directory = out if out is not None else Path("monk-results") / (f"{name}-quick" if quick else name)
-    with _backend(backend, scheduler, workers) as runner, _ProgressBar(f"{name} cells") as bar, \
-            _plugin_prints_to_stderr():
-        finished = [0]  # the most finished cells seen, old and new
-
-        def counted(done: int, total: int) -> None:
-            finished[0] = max(finished[0], done)
-            bar(done, total)
+    with _backend(backend, scheduler, workers) as runner, _ProgressBar(name) as bar, _plugin_prints_to_stderr():
 
         again = "the same command again without --fresh (with it, the saved cells are deleted)" if fresh else "the same command again"
         try:
-            done = run_experiment(exp, directory, backend=runner, fresh=fresh, progress=counted)
+            done = run_experiment(exp, directory, backend=runner, fresh=fresh, progress=bar)
         except KeyboardInterrupt:
             bar.progress.stop()
             _note(f"Interrupted. Every finished cell is saved in {directory / 'cells.jsonl'}; run {again} to resume.")
             STATE.interrupted_said = True
             raise typer.Exit(130) from None
         except Exception:
-            if finished[0]:
+            finished = saved_cells(directory)
+            if finished:
                 # a failure part-way (a lost Dask worker, memory): what is done is kept
-                STATE.after_error = (f"The {finished[0]:,} finished cell{'s are' if finished[0] != 1 else ' is'} saved in "
+                STATE.after_error = (f"The {finished:,} finished cell{'s are' if finished != 1 else ' is'} saved in "
                                      f"{directory / 'cells.jsonl'}; once the error is fixed, {again} resumes.")
             raise
     _note(

@@ -594,7 +594,7 @@ class Embedding(Result):
         if not isinstance(other, Embedding):
             raise ParameterError(
                 f"inner and distance take another Embedding; got {type(other).__name__}. (To evaluate this embedding "
-                "at points, use evaluate(Z); to compare two samples, estimate(kernel, estimator, X, Y).)"
+                "at points, use evaluate(Z); to compare two samples, estimate(X, Y, kernel=...).)"
             )
         if self.kernel != other.kernel:
             hint = ""
@@ -602,7 +602,7 @@ class Embedding(Result):
                 # the common case: embed() resolved the kernel's 'median' bandwidth on each
                 # sample apart, so two embeddings made the same way have different kernels
                 hint = (" A bandwidth such as sigma='median' is resolved on each embedded sample apart: for embeddings "
-                        f"you compare, fix it first, e.g. embed({self.kernel.spec()!r}, ...) for both.")
+                        f"you compare, fix it first, e.g. embed(X, kernel={self.kernel.spec()!r}) for both.")
             raise ParameterError(
                 f"The embeddings use different kernels ({self.kernel.spec()} vs "
                 f"{other.kernel.spec()}); their inner product is undefined.{hint}"
@@ -896,7 +896,7 @@ class AggregatedTestResult(TestResult):
         if len(sizes) == 1 and (size := sizes.pop()) > 0:
             joined = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
             return f"{joined} at {size} bandwidths{' each' if len(parts) > 1 else ''}"
-        described = [f"{name} at {len(groups[name])} bandwidths" if len(groups[name]) > 1 else name for name in groups]
+        described = [f"{part} at {len(specs)} bandwidths" if len(specs) > 1 else part for part, specs in zip(parts, groups.values())]
         return described[0] if len(described) == 1 else f"{', '.join(described[:-1])} and {described[-1]}"
 
     @property

@@ -74,6 +74,9 @@ class GramSource:
 
     n: int
     kernel_s: float = 0.0
+    #: told the share of a walk through the bands done (0 to 1) after each band: one pass
+    #: over a large matrix-free K takes seconds, and a test reports within it
+    on_band: Callable[[float], None] | None = None
 
     def band(self, start: int, stop: int) -> np.ndarray:
         """Rows start:stop of K, columns start: (the upper band of a row chunk)."""
@@ -97,10 +100,22 @@ class GramSource:
         for start, stop in self.band_bounds():
             yield start, stop, band_reduction(op, self.band(start, stop), start, stop, W)
 
+    def walk(self, op: str, W: Any) -> Iterator[tuple[int, int, Any]]:
+        """:meth:`band_results`, telling :attr:`on_band` the share of the upper triangle's
+        kernel values done after each band."""
+        if self.on_band is None:
+            yield from self.band_results(op, W)
+            return
+        total, done = self.n * (self.n + 1) / 2.0, 0.0
+        for start, stop, share in self.band_results(op, W):
+            yield start, stop, share
+            done += (stop - start) * (self.n - start) - (stop - start) * (stop - start - 1) / 2.0
+            self.on_band(min(1.0, done / total))
+
     def row_sums(self) -> np.ndarray:
         """K 1, in symmetric bands."""
         out = np.zeros(self.n)
-        for start, stop, (own, later) in self.band_results("row_sums", None):
+        for start, stop, (own, later) in self.walk("row_sums", None):
             out[start:stop] += own
             out[stop:] += later  # the part right of the diagonal square sums into later rows
         return out
@@ -108,7 +123,7 @@ class GramSource:
     def matvec(self, w: np.ndarray) -> np.ndarray:
         """K w for a dense vector (or n × B matrix) w, in symmetric bands."""
         out = np.zeros((self.n, *w.shape[1:]))
-        for start, stop, (own, later) in self.band_results("matvec", w):
+        for start, stop, (own, later) in self.walk("matvec", w):
             out[start:stop] += own
             out[stop:] += later
         return out
@@ -123,7 +138,7 @@ class GramSource:
         and a matrix-free source evaluates each tile of K once for all B columns.
         """
         out = np.zeros(E.shape[1])
-        for _, _, part in self.band_results("quadratic_forms", E):
+        for _, _, part in self.walk("quadratic_forms", E):
             out += part
         return out
 
@@ -138,7 +153,7 @@ class GramSource:
         R right of it (K is symmetric: R's transpose is the lower part).
         """
         forms, cross = np.zeros(W.shape[1]), np.zeros(W.shape[1])
-        for _, _, (f, c) in self.band_results("forms_and_last", W):
+        for _, _, (f, c) in self.walk("forms_and_last", W):
             forms += f
             cross += c
         return forms, cross
@@ -146,7 +161,7 @@ class GramSource:
     def block_gram(self, W: sp.csr_array | np.ndarray) -> np.ndarray:
         """G = Wᵀ K W for an n × Q weight matrix (sparse or dense), from the upper bands of K only."""
         G = np.zeros((W.shape[1], W.shape[1]))
-        for _, _, part in self.band_results("block_gram", W):
+        for _, _, part in self.walk("block_gram", W):
             G += part
         return G
 

@@ -136,6 +136,9 @@ class PooledSample:
         #: reductions that a test reuses across its batches of relabellings (e.g. the
         #: within-block Gram matrices of its partition); they live as long as the pool
         self.cache: dict[str, Any] = {}
+        #: told the share (0 to 1) of each walk through the source's bands, while a test
+        #: listens (:func:`~monk_framework.engine.relabelling.null_statistics`)
+        self.band_listener: Any = None
         if gram is not None:
             self._use_gram(gram)
             self.cache["features"] = None  # the caller's Gram matrix is read, not the kernel's features
@@ -186,7 +189,12 @@ class PooledSample:
     def source(self) -> GramSource:
         if self._source is None:
             self._source = gram_source(self.kernel, self.Z, resources=self.resources, matrix_free=self.matrix_free)
+            self._source.on_band = self._band_done
         return self._source
+
+    def _band_done(self, share: float) -> None:
+        if self.band_listener is not None:
+            self.band_listener(share)
 
     @property
     def features(self) -> np.ndarray | None:

@@ -265,6 +265,20 @@ def few_features(X: Any) -> bool:
     return not isinstance(X, np.ndarray) or X.ndim < 2 or X.shape[1] <= DRAW_AHEAD_MAX_FEATURES
 
 
+def _within_batch(progress: Progress, start: int, stop: int, total: int) -> Callable[[float], None]:
+    """A band listener that reports relabellings start..stop as the bands of their pass
+    are done (whole relabellings, never going back when a batch walks K again)."""
+    reached = [start]
+
+    def told(share: float) -> None:
+        done = start + int(share * (stop - start))
+        if done > reached[0] and done < stop:
+            reached[0] = done
+            progress(done, total)
+
+    return told
+
+
 def null_statistics(
     estimator: MMDEstimator,
     pool: PooledSample,
@@ -315,6 +329,9 @@ def null_statistics(
         # drawn batch by batch: memory stays at one batch of permutations
         for done in range(0, n_permutations, step):
             stop = min(done + step, n_permutations)
+            if progress is not None:
+                # a batch over a large matrix-free K is one long pass: reported band by band
+                pool.band_listener = _within_batch(progress, done, stop, n_permutations)
             if done == 0 and observed is not None and partition is None:
                 streams = ChildStreams(est_seq, done, stop, first=observed)
                 values = estimator_statistics(estimator, pool, draw(done, stop, lead=1), streams)
@@ -322,6 +339,7 @@ def null_statistics(
             else:
                 out[done:stop] = _batch_statistics((estimator, draw(done, stop), est_seq, done, stop, partition), pool)
             if progress is not None:
+                pool.band_listener = None
                 progress(stop, n_permutations)
         if observed is not None:
             return np.concatenate([[observed_mmd2(estimator, pool, observed, partition) if first is None else first], out])

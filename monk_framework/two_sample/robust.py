@@ -110,10 +110,10 @@ __all__ = [
 METHODS = ("auto", "clip", "dc", "mom")
 #: "clip" without a radius: c is this quantile of the pooled feature norms √k(z, z)
 #: (the median: of 0.5, 0.75, 0.9 and 0.95 the most powerful at N = M = 200 and as
-#: powerful as any at 1000, docs/robustness.md; a higher quantile widens the margin)
+#: powerful as any at 1000, docs/studies/robustness.md; a higher quantile widens the margin)
 CLIP_QUANTILE = 0.5
 #: "mom" with n_blocks="auto": Q ≈ MOM_BLOCKS_PER_ROOT · √min(N, M), at least 4r + 1
-#: (measured best among 21..251 blocks at N = 200 and 1000; docs/robustness.md).
+#: (measured best among 21..251 blocks at N = 200 and 1000; docs/studies/robustness.md).
 MOM_BLOCKS_PER_ROOT = 2.0
 
 
@@ -356,7 +356,7 @@ def _resolve_method(method: str, kernel: Kernel, estimator: MMDEstimator | None)
         if estimator is not None and estimator.role != "v-statistic":
             return "mom"
         # measured: with a bounded kernel dcMMD is the more powerful, with an unbounded one
-        # dcMMD on its clipped features (docs/robustness.md)
+        # dcMMD on its clipped features (docs/studies/robustness.md)
         return "dc" if bounded else "clip"
     if method == "dc" and not bounded:
         raise ParameterError(

@@ -276,11 +276,11 @@ def test_monk_embedding_objective_is_certified_against_a_brute_force_block_gram(
 
 
 #: BCD-Fast as the authors run it is biased down, and with the RBF kernel its error stops
-#: decreasing with N (docs/reproduction.md, Experiment 1, claim 2: the coefficients kept
+#: decreasing with N (docs/studies/reproduction.md, Experiment 1, claim 2: the coefficients kept
 #: across reshuffles, the last reshuffle two iterations before the end); its exact solver
 #: is the consistent one. Strict: if the default ever becomes consistent, this says so.
 _AUTHORS_BCD_FAST_RBF = pytest.mark.xfail(
-    strict=True, reason="the authors' BCD-Fast schedule is biased with RBF (docs/reproduction.md, claim 2)"
+    strict=True, reason="the authors' BCD-Fast schedule is biased with RBF (docs/studies/reproduction.md, claim 2)"
 )
 
 

@@ -17,7 +17,7 @@ from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import LARGEST_INT, first_repeat, parse_spec
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import check_fits, check_progress
+from monk_framework.core.resources import check_fits, progress_callback
 from monk_framework.engine.backends import Backend
 
 __all__ = [
@@ -122,6 +122,13 @@ class Experiment:
     def cell_fn(settings: dict[str, Any], shared: Any) -> list[dict[str, Any]]:
         raise NotImplementedError
 
+    def cell_cost(self, settings: dict[str, Any]) -> float:
+        """How much work a cell is, relative to the others (its time left is weighted by
+        it): N² for the paper's experiments, whose cells are dominated by Gram matrices
+        and their passes; 1 by default."""
+        n = settings.get("n")
+        return float(n) ** 2 if isinstance(n, int) and n > 0 else 1.0
+
     def shared(self) -> Any:
         """What every cell reads (computed once, sent once to each worker)."""
         return None
@@ -150,18 +157,22 @@ def run_experiment(
     *,
     backend: Backend | None = None,
     fresh: bool = False,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[float, float, str], None] | None = None,
 ) -> ExperimentRun:
-    """Run (or resume) ``experiment`` in directory ``out``, then write its report there."""
+    """Run (or resume) ``experiment`` in directory ``out``, then write its report there.
+    ``progress(done, total, what)`` hears the work done in percent, each cell weighted by
+    :meth:`Experiment.cell_cost`, finished cells of an earlier run included."""
     start = time.perf_counter()
-    check_progress(progress)
+    report = progress_callback(progress)
     experiment.check_plan_size()  # before the cells are built or the directory touched
     cells = experiment.cells()
     with CellStore(out, experiment.name, experiment.config(), fresh=fresh, outputs=experiment.outputs) as store:
         resumed = sum(c.key in store.done for c in cells)
         todo = len(cells) - resumed
         shared = experiment.shared() if todo else None
-        for _ in run_cells(cells, type(experiment).cell_fn, store, backend=backend, shared=shared, progress=progress):
+        costs = [experiment.cell_cost(c.settings) for c in cells]
+        for _ in run_cells(cells, type(experiment).cell_fn, store, backend=backend, shared=shared, progress=report,
+                           costs=costs):
             pass
         files = [store.shown(path) for path in experiment.report(store.rows(cells), store)]
     return ExperimentRun(

@@ -13,7 +13,7 @@ only (the normalised one too), so a slice equals the Gram matrix of the subsampl
 
 Sequences: the bundled UCI file holds 767 EI and 768 IE sequences; by default the 5 EI
 and 3 IE ones with IUPAC ambiguity codes are dropped (762 + 765). The paper reports 766
-per class without saying how they were chosen (see docs/reproduction.md).
+per class without saying how they were chosen (see docs/studies/reproduction.md).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -50,7 +51,7 @@ from monk_framework.core.errors import MonkError
 from monk_framework.core.results import jsonable
 from monk_framework.engine.backends import Backend, LocalBackend, one_blas_thread
 
-__all__ = ["Cell", "CellStore", "run_cells", "cell_key", "record_checksum"]
+__all__ = ["Cell", "CellStore", "run_cells", "cell_key", "record_checksum", "saved_cells"]
 
 MANIFEST = "manifest.json"
 JOURNAL = "cells.jsonl"
@@ -390,6 +391,19 @@ class _Timed:
         return rows, time.perf_counter() - start
 
 
+def saved_cells(directory: Path | str) -> int:
+    """The finished cells a journal holds (its complete lines), for a message after a
+    failure: 0 when there is none."""
+    path = Path(directory) / "cells.jsonl"
+    try:
+        if not path.is_file():  # a pipe or a device is never opened: opening a pipe waits for a writer
+            return 0
+        with open(path, "rb") as journal:
+            return sum(1 for line in journal if line.endswith(b"\n") and line.strip())
+    except OSError:
+        return 0
+
+
 def run_cells(
     cells: Sequence[Cell],
     fn: CellFn,
@@ -397,10 +411,15 @@ def run_cells(
     *,
     backend: Backend | None = None,
     shared: Any = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[float, float, str], None] | None = None,
+    costs: Sequence[float] | None = None,
 ) -> Iterator[Cell]:
     """Run the cells not in the journal yet, appending each as it finishes; yields each
-    newly finished cell. ``progress(done, total)`` counts finished cells, old and new."""
+    newly finished cell. ``progress(done, total, what)`` counts finished cells, old and
+    new; with ``costs`` (one positive number a cell, e.g. N² for a cell whose work grows
+    as N²) it counts the work done in percent, each cell weighted by its cost, so that a
+    time left measured from the rate holds when cells of different sizes alternate or a
+    resumed run has the small ones done already."""
     backend = backend or LocalBackend()
     store.check_plan(cells)
     seen: set[str] = set()
@@ -411,12 +430,18 @@ def run_cells(
         seen.add(cell.key)
         if cell.key not in store.done:
             todo.append(cell)
-    total, done = len(cells), len(cells) - len(todo)
+    weights = [1.0] * len(cells) if costs is None else [float(c) for c in costs]
+    if len(weights) != len(cells) or not all(math.isfinite(w) and w > 0 for w in weights):
+        raise MonkError(f"run_cells: costs must be one positive finite number a cell ({len(cells)}); got {len(weights)}.")
+    weight = {cell.key: w for cell, w in zip(cells, weights)}
+    scale, what = (1.0, "cells") if costs is None else (100.0 / sum(weights), "work in % (cells weighted by their cost)")
+    total = len(cells) if costs is None else 100.0
+    done = scale * sum(weight[c.key] for c in cells if c.key in store.done)
     if progress is not None:
-        progress(done, total)
+        progress(done, total, what)
     for i, (rows, seconds) in backend.as_completed(_Timed(fn), [c.settings for c in todo], shared):
         store.append(todo[i], rows, seconds)
-        done += 1
+        done += scale * weight[todo[i].key]
         if progress is not None:
-            progress(done, total)
+            progress(min(done, total), total, what)
         yield todo[i]

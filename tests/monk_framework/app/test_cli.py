@@ -657,6 +657,7 @@ def test_long_work_writes_plain_progress_lines_when_stderr_is_not_a_terminal(mon
     from monk_framework.app import cli
 
     monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_FIRST", 0.0)
     ran = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "-p", "n_iter=40", "--data-param", "n=100", "--json")
     assert ran.exit_code == 0, ran.output
     lines = [line for line in ran.stderr.splitlines() if line.startswith("estimate: iterations (Q = 11)")]
@@ -668,6 +669,7 @@ def test_long_work_writes_plain_progress_lines_when_stderr_is_not_a_terminal(mon
     assert quiet.exit_code == 0 and quiet.stderr.strip() == ""
     # between the lines, at least PLAIN_PROGRESS_EVERY seconds (none at all in a short job)
     monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 3600.0)
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_FIRST", 3600.0)
     assert "permutations" not in invoke("test", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=50", "-B", "200").stderr
 
 
@@ -744,6 +746,7 @@ def test_a_stage_whose_first_report_comes_late_is_timed_from_the_stage_before(mo
     console = Console(stderr=False, file=__import__("io").StringIO(), width=200)
     monkeypatch.setattr(cli, "stderr", console)
     monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_FIRST", 0.0)
     bar = cli._ProgressBar("estimate")
     assert bar.plain  # a StringIO is not a terminal
     clock[0] = 107.0
@@ -863,6 +866,7 @@ def test_reading_a_large_table_of_numbers_shows_progress(monkeypatch, tmp_path):
     from monk_framework.io import loading
 
     monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(cli, "PLAIN_PROGRESS_FIRST", 0.0)
     monkeypatch.setattr(loading, "READ_REPORT_CHARS", 1000)
     X = np.random.default_rng(0).normal(size=(500, 3))
     np.savetxt(tmp_path / "x.csv", X, delimiter=",")

@@ -85,3 +85,5 @@ def test_the_aggregated_families_are_read_alike_and_counted():
     assert len(result.kernel_specs) == 11 and result.kernel_specs[-1].startswith("quadratic")
     np.testing.assert_array_equal(result.bandwidths[:10], grid)
     assert result.collection == "laplace at 10 bandwidths and quadratic"
+    mixed = mf.aggregated_test(X, Y, kernels=["laplace", "rbf:sigma=0.1"], n_permutations=19, rng=0)
+    assert mixed.collection == "laplace at 10 bandwidths and rbf:sigma=0.1"

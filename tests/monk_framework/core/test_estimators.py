@@ -73,7 +73,7 @@ def test_embeddings_with_different_kernels_cannot_be_compared(rng):
     ex, ey = embed(X, kernel="rbf", estimator="mean"), embed(Y, kernel="rbf", estimator="mean")
     with pytest.raises(ParameterError, match=r"different kernels .* sigma='median' is resolved on each embedded sample apart") as info:
         ex.distance(ey)
-    spec = str(info.value).split("e.g. embed(")[1].split(", ...)")[0].strip("'")
+    spec = str(info.value).split("e.g. embed(X, kernel=")[1].split(") for both")[0].strip("'")
     assert embed(X, kernel=spec, estimator="mean").kernel == ex.kernel
     with pytest.raises(ParameterError, match="different kernels") as info:
         a.inner(embed(X, kernel="laplace:sigma=1", estimator="mean"))

@@ -793,3 +793,17 @@ def test_samples_just_large_enough_keep_the_usual_decision():
     strict = permutation_test(X, Y, kernel="rbf:sigma=1", estimator="v-stat", alpha=0.01, n_permutations=999, rng=0).decision
     assert strict.startswith("No evidence of a difference at level 0.01, and none is possible with N = 3 and M = 3")
     assert "1/20 = 0.05" in strict
+
+
+def test_one_long_pass_over_a_matrix_free_gram_matrix_reports_band_by_band(rng):
+    # 20 000 + 20 000 points once showed "permutations 0/1,000" for 38 s: one batch of
+    # relabellings is one pass over K, so the pass itself reports, band by band
+    X, Y = rng.normal(size=(900, 2)), rng.normal(0.2, 1.0, size=(900, 2))
+    seen: list[tuple[int, int, str]] = []
+    tiled = permutation_test(X, Y, kernel="rbf:sigma=1", n_permutations=200, rng=1, max_memory="2MB",
+                             progress=lambda done, total, what: seen.append((done, total, what)))
+    inside = [done for done, total, _ in seen if 0 < done < 200]
+    assert len(inside) >= 3 and inside == sorted(inside)  # whole relabellings, never going back
+    assert seen[0][0] == 0 and seen[-1][0] == 200 and {what for *_, what in seen} == {"permutations"}
+    stored = permutation_test(X, Y, kernel="rbf:sigma=1", n_permutations=200, rng=1)
+    assert tiled.pvalue == stored.pvalue  # listening changes no number

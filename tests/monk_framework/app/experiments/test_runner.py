@@ -352,3 +352,40 @@ def test_a_cell_that_changes_directory_cannot_move_the_journal(tmp_path, monkeyp
         assert store.shown(store.path("results.csv")) == Path("out") / "results.csv"  # named as given
     assert len(journal_keys(home / "out")) == 3
     assert not (elsewhere / "out").exists()
+
+
+def test_progress_weighs_each_cell_by_its_cost_and_carries_over_a_resume(tmp_path):
+    # cells run small first: counted by cells, 11 of 12 done would read 92 % with 60 % of
+    # the work left; weighted by cost, the share is the work's, and a resume starts where
+    # the killed run stood
+    costs = [float((c.settings["i"] + 1) ** 2) for c in CELLS]
+    total = sum(costs)
+    heard: list[tuple[float, float, str]] = []
+    with CellStore(tmp_path, "toy", {"n": 12}) as store, pytest.raises(Boom):
+        for _ in run_cells(CELLS, FailAfter(6), store, progress=lambda d, t, w: heard.append((d, t, w)), costs=costs):
+            pass
+    assert heard[0] == (0.0, 100.0, "work in % (cells weighted by their cost)")
+    assert heard[-1][0] == pytest.approx(100 * sum(costs[:6]) / total)  # 91 of 650: 14 %, not 6 of 12
+    resumed: list[float] = []
+    with CellStore(tmp_path, "toy", {"n": 12}) as store:
+        list(run_cells(CELLS, square, store, progress=lambda d, t, w: resumed.append(d), costs=costs))
+    assert resumed[0] == pytest.approx(heard[-1][0]) and resumed[-1] == pytest.approx(100.0)
+    assert all(a <= b for a, b in zip(resumed, resumed[1:]))
+    counted: list[float] = []
+    with CellStore(tmp_path / "plain", "toy", {"n": 12}) as store:
+        list(run_cells(CELLS[:3], square, store, progress=lambda d, t, w: counted.append((d, t, w))))
+    assert counted[-1] == (3, 3, "cells")  # without costs: cells
+    with CellStore(tmp_path / "bad", "toy", {"n": 12}) as store, pytest.raises(MonkError, match="costs must be"):
+        list(run_cells(CELLS[:2], square, store, costs=[1.0, 0.0]))
+
+
+def test_saved_cells_counts_complete_lines_and_never_opens_a_pipe(tmp_path):
+    from monk_framework.app.experiments.runner import saved_cells
+
+    assert saved_cells(tmp_path) == 0
+    (tmp_path / JOURNAL).write_bytes(b'{"a": 1}\n{"b": 2}\n{"torn')
+    assert saved_cells(tmp_path) == 2
+    piped = tmp_path / "piped"
+    piped.mkdir()
+    os.mkfifo(piped / JOURNAL)  # opening it would wait for a writer forever
+    assert saved_cells(piped) == 0
