@@ -1,4 +1,4 @@
-"""Power and level of the aggregated tests: the study behind docs/testing.md's
+"""Power and level of the aggregated tests: the study behind docs/studies/tests.md's
 "Aggregated tests" section.
 
 Not a speed benchmark: a seeded Monte-Carlo study. Every run computes, from one set of

@@ -1,4 +1,4 @@
-"""Level and power of two-sample tests under contamination: the study behind docs/testing.md.
+"""Level and power of two-sample tests under contamination: the study behind docs/studies/robustness.md.
 
 Not a speed benchmark: a seeded Monte-Carlo study. Every run appends one line per test to
 a journal (``--journal``, JSON lines), so an interrupted study resumes where it stopped

@@ -1,6 +1,6 @@
 """Level and robustness of the permutation tests: rejection rates over seeded runs.
 
-Not a speed benchmark: a Monte-Carlo study whose output is recorded in docs/testing.md.
+Not a speed benchmark: a Monte-Carlo study whose output is recorded in docs/studies/tests.md.
 
 * **level**: X, Y ~ N(0, 1) (the same law), N = M = 100, RBF with the median
   heuristic, B = 100 permutations (exact level 5/101), α = 0.05, 500 runs per
@@ -34,7 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 LEVEL_ESTIMATORS = ("u-stat", "monk-bcd", "monk-bcd-fast", "monk-bcd-fast:solver=exact")
-#: robustness also at larger Q (see docs/testing.md for why Q matters here)
+#: robustness also at larger Q (see docs/studies/tests.md for why Q matters here)
 ROBUST_ESTIMATORS = (
     "u-stat",
     "monk-bcd", "monk-bcd:n_blocks=21", "monk-bcd:n_blocks=41",

@@ -221,7 +221,7 @@ def test_a_two_kernel_run_of_the_aggregation_study_is_the_weighted_aggregated_te
 
 
 def test_the_aggregation_studys_paired_gap_is_the_mean_difference_and_its_standard_error():
-    # the gaps quoted in docs/testing.md: runs paired, so the error is that of the per-run
+    # the gaps quoted in docs/studies/tests.md: runs paired, so the error is that of the per-run
     # differences of the two rejection indicators, not of two independent rates
     study = _load("aggregation_study", "benchmarks")
     reference = np.array([1, 1, 1, 0, 1, 0, 1, 1], dtype=bool)

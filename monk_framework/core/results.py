@@ -370,7 +370,10 @@ class StatisticResult(Result):
         return []
 
     def _kernel_text(self) -> str:
-        return _call_text(self.kernel, self.kernel_params)
+        rules = [key for key, value in self.kernel_params_requested.items()
+                 if value == "median" and self.kernel_params.get(key) != "median"]
+        chosen = f" ({', '.join(rules)} by the median heuristic)" if rules else ""
+        return _call_text(self.kernel, self.kernel_params) + chosen
 
     def __str__(self) -> str:
         rows = [
@@ -767,6 +770,13 @@ class RobustTestResult(TestResult):
     order: int | None = attrs.field(default=None, validator=optional_count)
     block_pvalues: np.ndarray | None = null_field()
 
+    def _kernel_text(self) -> str:
+        if self.bandwidths is None:
+            return super()._kernel_text()
+        count = len(self.bandwidths)
+        return (f"{_call_text(self.kernel, self.kernel_params)} (sigma by the median heuristic made robust; "
+                f"{'the one candidate' if count == 1 else f'rejects only at each of {count} candidates'})")
+
     def summary_rows(self) -> list[tuple[str, str]]:
         return [
             *super().summary_rows(),
@@ -993,10 +1003,10 @@ class EmbeddingsResult(Result):
             "Mean embeddings" if self.y is not None else "Mean embedding",
             f"  kernel     {_call_text(x.kernel.name, x.kernel.params())}",
             f"  estimator  {_call_text(x.estimator, x.estimator_params)}",
-            f"  X          {len(x.sample)} points, norm {x.norm():.6g}",
+            f"  X          {len(x.sample)} points",
         ]
-        if self.y is not None:
-            lines.append(f"  Y          {len(self.y.sample)} points, norm {self.y.norm():.6g}")
+        if self.y is not None:  # no norms here: each is a pass over a Gram matrix
+            lines.append(f"  Y          {len(self.y.sample)} points")
         if self.distance is not None:
             lines.append(f"  distance   {self.distance:.6g} (the RKHS distance between them, an MMD estimate)")
         return "\n".join(lines)

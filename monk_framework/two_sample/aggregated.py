@@ -5,7 +5,7 @@ scale. An aggregated test computes the MMD of every kernel of a collection k_1..
 (by default Gaussian and Laplace kernels at bandwidths spread over the pooled pairwise
 distances, :func:`default_kernels`) on the samples and on the *same* B relabellings, and
 calibrates one decision over all of them by those relabellings, so its level holds
-without splitting the data. docs/testing.md has the proofs.
+without splitting the data. docs/studies/tests.md has the proofs.
 
 Write V_0 for the kernels' statistics on the samples as given and V_1..V_B for those of
 B uniformly random relabellings of the pooled sample (each a vector over the L kernels).

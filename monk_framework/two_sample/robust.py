@@ -3,7 +3,7 @@
 Setting: X ~ P and Y ~ Q, but at most r of the N + M points have been replaced by
 arbitrary values, which may be chosen after seeing the data (and the test's partition).
 :func:`robust_test` keeps P(reject) ≤ α under H₀: P = Q for every such corruption.
-Two methods, both exact for finite samples (docs/testing.md has the proofs):
+Two methods, both exact for finite samples (docs/studies/tests.md has the proofs):
 
 * ``"dc"`` (dcMMD, Schrab & Kim, AISTATS 2025), for bounded kernels. Replacing one point
   moves the V-statistic MMD = ‖μ̂_X − μ̂_Y‖_H by at most Δ = D / min(N, M), D the kernel's
@@ -25,11 +25,16 @@ Two methods, both exact for finite samples (docs/testing.md has the proofs):
   τ-quantile of the pooled feature norms √k(z, z); since r corrupted points move that
   quantile within the observed order statistics of ranks j ± r, and moving c by ε moves
   every MMD by at most ε·(the share of points beyond the smaller radius, X's and Y's), the
-  test widens dcMMD's margin by that much (docs/testing.md has the proof).
+  test widens dcMMD's margin by that much (docs/studies/tests.md has the proof).
 
 **Certificate.** Every result reports the largest number of corrupted points under which
-the same test (same partition, same relabellings) still rejects at α: −1 when it does not
-reject even without corruption.
+the same test (same partition, same relabellings) still rejects at α: None when it does
+not reject even without corruption (the internal helpers count −1 for that).
+
+**Default kernel.** Without one, and for any kernel whose ``sigma`` is "median", dcMMD at
+the median heuristic made robust (:mod:`monk_framework.two_sample.bandwidth`): it rejects
+only when dcMMD rejects at every bandwidth the uncorrupted data's snapped median
+heuristic could give.
 """
 
 from __future__ import annotations

@@ -538,7 +538,7 @@ def test_bcd_symmetric_test_keeps_its_level_where_the_signed_one_does_not(regist
     # five identical outliers in X, the quadratic kernel, the same law for the inliers: the
     # signed form lets f put all five spoiled blocks at the top of the observed statistic,
     # while relabellings put the outliers on both sides, so T beats its null far too often
-    # (0.36 over 300 runs at N = 200, Q = 11, docs/testing.md; here 0.32 against 0.05); the
+    # (0.36 over 300 runs at N = 200, Q = 11, docs/studies/tests.md; here 0.32 against 0.05); the
     # symmetric form ranks the spoiled blocks at the top of |<f, d_q>| in T and in every
     # relabelling alike
     rates = _contaminated_null_rejections(registry, "monk-bcd", ("signed", "symmetric"), dim=1, tag=15, n_iter=30)
@@ -660,7 +660,7 @@ def test_embedding_mmd_trimmed_test_keeps_its_level_where_the_separate_one_does_
     # five identical outliers of X, quadratic kernel: the separate embeddings are pulled by
     # the outliers' blocks, all towards X's side in the observed sample and to both sides
     # in relabellings (0.58 false rejections over 500 runs at N = 200, d = 10,
-    # docs/testing.md); the trimmed form leaves the outliers' blocks out of every statistic
+    # docs/studies/tests.md); the trimmed form leaves the outliers' blocks out of every statistic
     rates = _contaminated_null_rejections(
         registry, "monk-embedding-mmd", ("separate", "trimmed"), dim=5, tag=16, n_blocks=21
     )

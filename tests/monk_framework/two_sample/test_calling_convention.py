@@ -32,6 +32,8 @@ def test_every_entry_point_runs_with_its_defaults_and_says_which_it_chose():
     assert mf.split_test(X, Y, grid={"sigma": [0.5, 1.0]}, rng=0).n_permutations == 1000
     agg = mf.aggregated_test(X, Y, rng=0)
     assert agg.n_permutations == 1000 and len(agg.kernel_specs) == 20
+    robust = mf.robust_test(X, Y, contamination=5, rng=0)  # rbf at the median heuristic, made robust
+    assert (robust.kernel, robust.method, robust.estimator) == ("rbf", "dc", "v-stat") and robust.bandwidths
     assert mf.estimate(X, Y).estimator == "u-stat"
     assert mf.embed(X).estimator == "mean"
     strings = ["ACGTAC", "ACGGTA", "TTGACA", "GATTAC"] * 3

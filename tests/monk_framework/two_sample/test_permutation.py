@@ -162,7 +162,7 @@ def test_seeds_reproduce_and_batching_does_not_matter(registry, rng, monkeypatch
 def test_outliers_fool_the_u_statistic_test_but_not_monk(registry):
     # X and Y from one Gaussian, five of X's points moved to 2000 (quadratic kernel).
     # Relabellings keep all five outliers on one side with probability 2/32, so the
-    # U-statistic's p-value sits near 1/32 and it rejects in most runs (docs/testing.md
+    # U-statistic's p-value sits near 1/32 and it rejects in most runs (docs/studies/tests.md
     # has the rates over 1000 runs); BCD-Fast relabelled within its 21 blocks leaves the
     # outliers' blocks out of the median in T and in every relabelled statistic.
     kernel = registry.get_kernel("quadratic")
@@ -195,7 +195,7 @@ def test_with_outliers_in_the_smaller_sample_the_u_statistic_test_always_rejects
 
 def test_the_exact_bcd_fast_test_keeps_its_level_under_outliers_and_sees_a_shift(registry):
     # the exact BCD-Fast statistic, med_q ||d_q||, leaves the five outliers' blocks out of
-    # the median (within blocks, the test-time form of both solvers); docs/testing.md has
+    # the median (within blocks, the test-time form of both solvers); docs/studies/tests.md has
     # the rates over 1000 runs
     kernel, fast = registry.get_kernel("quadratic"), registry.get_estimator("monk-bcd-fast", solver="exact")
     false_rejects = detects = 0
@@ -455,7 +455,7 @@ def test_within_block_relabellings_do_not_depend_on_batches_or_on_b(registry, rn
 
 def test_within_block_test_is_exact_on_clean_exchangeable_data(registry):
     # B = 19: under H0 the p-value is uniform on {1/20, ..., 1}, so P(p <= 0.05) = 0.05;
-    # over 300 seeded runs the rate lies within 2.5 standard errors (docs/testing.md has
+    # over 300 seeded runs the rate lies within 2.5 standard errors (docs/studies/tests.md has
     # the 500-run study)
     kernel, est = registry.get_kernel("quadratic"), registry.get_estimator("monk-bcd-fast", n_blocks=5, solver="exact")
     rejections = 0

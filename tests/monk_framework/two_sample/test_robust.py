@@ -275,7 +275,7 @@ def test_mom_with_one_block_is_the_u_statistic_permutation_test(registry, rng):
 
 
 def test_clean_level_and_power(registry):
-    # 150 seeded runs each (the 500-run study is in docs/testing.md)
+    # 150 seeded runs each (the 500-run study is in docs/studies/tests.md)
     rbf, quad = registry.get_kernel("rbf", sigma=1.0), registry.get_kernel("quadratic")
     null_dc = null_mom = power_dc = power_mom = 0
     for seed in range(150):
