@@ -188,13 +188,22 @@ class PooledSample:
     @property
     def source(self) -> GramSource:
         if self._source is None:
-            self._source = gram_source(self.kernel, self.Z, resources=self.resources, matrix_free=self.matrix_free)
+            # a stored Gram matrix's build is one long step too: told to the band listener
+            told = attrs.evolve(self.resources, progress=self._gram_built)
+            self._source = gram_source(self.kernel, self.Z, resources=told, matrix_free=self.matrix_free)
             self._source.on_band = self._band_done
         return self._source
 
     def _band_done(self, share: float) -> None:
         if self.band_listener is not None:
             self.band_listener(share)
+
+    def _gram_built(self, done: float, total: float, what: str) -> None:
+        """The Gram matrix's build reported as the pool's resources report it, and to the
+        band listener as a share."""
+        self.resources.report(done, total, what)
+        if self.band_listener is not None and total:
+            self.band_listener(min(1.0, done / total))
 
     @property
     def features(self) -> np.ndarray | None:

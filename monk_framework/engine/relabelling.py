@@ -289,6 +289,7 @@ def null_statistics(
     partition: Partition | None = None,
     observed: np.random.SeedSequence | None = None,
     drawn: GlobalRelabellings | None = None,
+    building: Progress | None = None,
 ) -> np.ndarray:
     """T_1..T_B of B random relabellings of ``pool`` (mmd2 values), batch by batch.
 
@@ -305,15 +306,20 @@ def null_statistics(
     batches anywhere, in any order. ``drawn``: the global relabellings of ``seq``,
     when the caller has started drawing them ahead (:class:`GlobalRelabellings`). The
     caller has checked B with :func:`check_null_memory` before any kernel work.
+    ``building(share, 1)`` hears a stored Gram matrix being built, before the batches.
     """
     remote = is_remote(backend)
     # the children seq.spawn(2) gives on a fresh sequence, whoever asked for them before
     perm_seq, est_seq = child(seq, 0), child(seq, 1)
     globally = drawn if drawn is not None else GlobalRelabellings(seq, pool.size)
+    if building is not None and not remote:
+        # choosing the batch may build a stored Gram matrix: a stage of its own, in shares
+        pool.band_listener = lambda share: building(share, 1.0)  # type: ignore[arg-type]
     if partition is None:
         step = max(1, int(estimator.permutation_batch(pool)))
     else:
         step = within_block_batch(pool, n_permutations)
+    pool.band_listener = None
 
     def draw(a: int, b: int, lead: int = 0) -> np.ndarray:
         """Relabellings a..b, after ``lead`` identity rows (global relabelling only)."""
@@ -453,6 +459,7 @@ def relabelled_statistics(
     gram: np.ndarray | None = None,
     progress: Progress | None = None,
     shared: SharedRelabellings | None = None,
+    building: Progress | None = None,
 ) -> RelabelledStatistics:
     """The estimator's MMD² on (X, Y) and on ``n_permutations`` relabellings of the pooled
     sample: globally, or within the blocks of ``partition``.
@@ -493,7 +500,7 @@ def relabelled_statistics(
         # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
         values = null_statistics(estimator, pool, int(n_permutations), relabel_seq, progress,
                                  None if spread_gram else backend, partition, observed=stream(seq, "estimate"),
-                                 drawn=drawn)
+                                 drawn=drawn, building=building)
         seconds = time.perf_counter() - tick
     finally:
         if drawn is not None:  # on any error too: BLAS gets its threads back

@@ -146,7 +146,7 @@ def permutation_test(
     partition = choose_partition(estimator, relabel, len(Xv), len(Yv), stream(seq, "partition"))
     stats = relabelled_statistics(estimator, view, Xv, Yv, int(n_permutations), seq, resources=resources,
                                   partition=partition, backend=backend, gram=gram,
-                                  progress=counting(report, "permutations"))
+                                  progress=counting(report, "permutations"), building=counting(report, "Gram matrix"))
     mmd2, fitted, null_s = stats.observed, stats.kernel, stats.seconds
     T, null = float(signed_root(mmd2)), signed_root(stats.null)
     pvalue = permutation_pvalue(null, T, alternative)

@@ -498,7 +498,8 @@ def robust_test(
             )
         # the engine's entrance, as the permutation test: relabellings drawn while the Gram
         # matrix is computed, T from the first batch's pass
-        stats = relabelled_statistics(est, used, Xv, Yv, B, seq, resources=resources, backend=backend, progress=tick)
+        stats = relabelled_statistics(est, used, Xv, Yv, B, seq, resources=resources, backend=backend, progress=tick,
+                                      building=counting(report, "Gram matrix"))
         T = math.sqrt(max(stats.observed, 0.0))
         null = np.sqrt(np.maximum(stats.null, 0.0))
         k = critical_rank(B, alpha)

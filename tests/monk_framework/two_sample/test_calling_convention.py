@@ -79,7 +79,8 @@ def test_a_two_argument_progress_still_works_for_a_release():
     with pytest.warns(MonkDeprecationWarning, match=r"progress\(done, total, what\)"):
         old = mf.permutation_test(X, Y, n_permutations=50, rng=0, progress=lambda d, t: seen.append((d, t)))
     new = mf.permutation_test(X, Y, n_permutations=50, rng=0, progress=lambda d, t, what: seen3.append((d, t, what)))
-    assert seen and seen == [(d, t) for d, t, _ in seen3] and {w for *_, w in seen3} == {"permutations"}
+    assert seen and seen == [(d, t) for d, t, _ in seen3] and {w for *_, w in seen3} == {"Gram matrix", "permutations"}
+    assert seen3[-1] == (50, 50, "permutations")  # the stored Gram matrix first, a stage of its own
     assert old.pvalue == new.pvalue
 
 

@@ -805,5 +805,11 @@ def test_one_long_pass_over_a_matrix_free_gram_matrix_reports_band_by_band(rng):
     inside = [done for done, total, _ in seen if 0 < done < 200]
     assert len(inside) >= 3 and inside == sorted(inside)  # whole relabellings, never going back
     assert seen[0][0] == 0 and seen[-1][0] == 200 and {what for *_, what in seen} == {"permutations"}
-    stored = permutation_test(X, Y, kernel="rbf:sigma=1", n_permutations=200, rng=1)
+    heard: list[tuple[float, float, str]] = []
+    stored = permutation_test(X, Y, kernel="rbf:sigma=1", n_permutations=200, rng=1,
+                              progress=lambda done, total, what: heard.append((done, total, what)))
     assert tiled.pvalue == stored.pvalue  # listening changes no number
+    # a stored Gram matrix is built before the first batch: a stage of its own, in shares
+    building = [done for done, _, what in heard if what == "Gram matrix"]
+    assert len(building) >= 2 and building == sorted(building) and building[-1] == 1.0
+    assert heard[-1] == (200, 200, "permutations")
