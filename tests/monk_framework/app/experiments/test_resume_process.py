@@ -141,8 +141,9 @@ def test_an_interruption_under_dask_is_one_line_and_exit_130(tmp_path, command, 
     os.killpg(proc.pid, signum)  # as a terminal's Ctrl-C, or scancel, does: the whole group
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("No data given", "exp1 cells",
-                                                                                         "permutations"))]
+    # progress lines ("exp1: work ...", "test: permutations ...") and notes aside
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("No data given", "exp1:",
+                                                                                         "test:"))]
     assert len(lines) == 1 and lines[0].startswith("Interrupted."), err
     if command == "experiment":
         assert journal.read_bytes().count(b"\n") >= 5  # nothing lost
