@@ -125,8 +125,14 @@ def one_run(design: str, run: int, n: int = N, n_permutations: int = B) -> dict[
     p_fuse = (1 + int(exceedances(F[1:], F[0]))) / (1 + n_permutations)
     seconds = time.perf_counter() - start
     median = permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=n_permutations, rng=run, return_null=False)
-    return {"agg": p_agg, "fuse": p_fuse, "singles": singles.tolist(), "median": median.pvalue,
-            "sigmas": [k.params()["sigma"] for k in used], "seconds": seconds}
+    return {
+        "agg": p_agg,
+        "fuse": p_fuse,
+        "singles": singles.tolist(),
+        "median": median.pvalue,
+        "sigmas": [k.params()["sigma"] for k in used],
+        "seconds": seconds,
+    }
 
 
 #: the kernel of the default collection (its second Gaussian bandwidth) with the highest
@@ -150,8 +156,7 @@ def two_kernel_run(design: str, run: int, n: int = N, n_permutations: int = B) -
     X, Y = data(design, run, n)
     registry = get_registry()
     kernels = [default_kernels(X, Y)[FINE_ORACLE], registry.get_kernel("rbf")]
-    values, used, _ = collection_statistics(registry.get_estimator("u-stat"), kernels, X, Y, n_permutations, root(run),
-                                            resources=Resources.of(None))
+    values, used, _ = collection_statistics(registry.get_estimator("u-stat"), kernels, X, Y, n_permutations, root(run), resources=Resources.of(None))
     pvalues, singles = {}, None
     for share in TWO_KERNEL_SHARES:
         S0, S, singles = agg_scores(values, np.array([share, 1.0 - share]))  # singles: the same at every share
@@ -170,8 +175,7 @@ def peer_run(design: str, run: int, n: int = N) -> dict[str, Any]:
     return {"reject": reject, "seconds": time.perf_counter() - start}
 
 
-def tasks(quick: bool, designs: tuple[str, ...] = POWER_DESIGNS + NULL_DESIGNS, power_runs: int = POWER_RUNS,
-          n: int = N) -> list[dict[str, Any]]:
+def tasks(quick: bool, designs: tuple[str, ...] = POWER_DESIGNS + NULL_DESIGNS, power_runs: int = POWER_RUNS, n: int = N) -> list[dict[str, Any]]:
     out = []
     for design in designs:
         runs = 3 if quick else (NULL_RUNS if design.endswith("-null") else power_runs)
@@ -200,10 +204,11 @@ def _two_kernel_aggregation(two: dict[str, list[dict[str, Any]]]) -> None:
     runs = min(len(fine), len(shift))
     ref_fine = float(np.mean([r["singles"][0] <= ALPHA for r in fine]))
     ref_shift = float(np.mean([r["singles"][1] <= ALPHA for r in shift]))
-    print(f"\nMMDAgg over the two kernels only ({runs} runs a design; the oracle of fine has {ref_fine:.3f} there at "
-          f"{ALPHA}, the median heuristic {ref_shift:.3f} on shift)\n")
-    print("| weight of fine's oracle kernel | power on fine | gap to the oracle | power on shift | "
-          "gap to the median heuristic | larger gap |")
+    print(
+        f"\nMMDAgg over the two kernels only ({runs} runs a design; the oracle of fine has {ref_fine:.3f} there at "
+        f"{ALPHA}, the median heuristic {ref_shift:.3f} on shift)\n"
+    )
+    print("| weight of fine's oracle kernel | power on fine | gap to the oracle | power on shift | gap to the median heuristic | larger gap |")
     print("|---|---|---|---|---|---|")
     for share in TWO_KERNEL_SHARES:
         label = f"{share:g}"
@@ -250,8 +255,7 @@ def _beside_the_peer(cells: dict[str, list[dict[str, Any]]], peer: dict[tuple[st
         pairs = [(r["agg"] <= ALPHA, peer[(design, r["run"])]) for r in cells.get(design, []) if (design, r["run"]) in peer]
         if pairs:
             ours, theirs = (np.array(side) for side in zip(*pairs, strict=True))
-            rows.append((design, len(pairs), ours.mean(), theirs.mean(), *paired_gap(theirs, ours),
-                         float(np.mean(ours == theirs))))
+            rows.append((design, len(pairs), ours.mean(), theirs.mean(), *paired_gap(theirs, ours), float(np.mean(ours == theirs))))
     if not rows:
         return
     print("\nMMDAgg here against the published MMDAgg (kerneltests' port of its authors' code) on the same runs\n")
@@ -291,12 +295,13 @@ def summary(journal: Path, n: int = N) -> None:
         best = int(np.argmax(singles))
         family = "Gaussian" if best < len(singles) // 2 else "Laplace"
         sigma = np.median([r["sigmas"][best] for r in rows])
-        print(f"| {design} | {len(rows)} | {agg:.3f} | {fuse:.3f} | {med:.3f} | {singles[best]:.3f} | "
-              f"{family}, sigma ~ {sigma:.3g} | {singles[best] - agg:+.3f} |")
+        print(
+            f"| {design} | {len(rows)} | {agg:.3f} | {fuse:.3f} | {med:.3f} | {singles[best]:.3f} | "
+            f"{family}, sigma ~ {sigma:.3g} | {singles[best] - agg:+.3f} |"
+        )
     # where the gap comes from: the oracle kernel at the level MMDAgg leaves each kernel
     # (about 0.015), and the oracle chosen on the other half of the runs (selection bias)
-    print("\n| design | oracle at 0.05 | oracle at 0.025 | oracle at 0.015 | oracle at 0.0025 (Bonferroni) | "
-          "oracle chosen on the other half | MMDAgg |")
+    print("\n| design | oracle at 0.05 | oracle at 0.025 | oracle at 0.015 | oracle at 0.0025 (Bonferroni) | oracle chosen on the other half | MMDAgg |")
     print("|---|---|---|---|---|---|---|")
     for design in POWER_DESIGNS:
         rows = cells.get(design, [])
@@ -324,15 +329,13 @@ def cli() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--summary", action="store_true")
-    parser.add_argument("--two-kernels", action="store_true",
-                        help="run MMDAgg over only the oracle of fine and the median heuristic, on fine and shift")
-    parser.add_argument("--peer", action="store_true",
-                        help="run the published MMDAgg (kerneltests, extra bench) on the same data sets")
-    parser.add_argument("--designs", default=",".join(POWER_DESIGNS + NULL_DESIGNS),
-                        help="comma-separated designs to run (default: all)")
+    parser.add_argument("--two-kernels", action="store_true", help="run MMDAgg over only the oracle of fine and the median heuristic, on fine and shift")
+    parser.add_argument("--peer", action="store_true", help="run the published MMDAgg (kerneltests, extra bench) on the same data sets")
+    parser.add_argument("--designs", default=",".join(POWER_DESIGNS + NULL_DESIGNS), help="comma-separated designs to run (default: all)")
     parser.add_argument("--n", type=int, default=N, help=f"N = M, the size of each sample (default {N})")
-    parser.add_argument("--power-runs", type=int, default=POWER_RUNS,
-                        help=f"runs a power cell (default {POWER_RUNS}; runs 0..R-1, so a larger R extends a cell)")
+    parser.add_argument(
+        "--power-runs", type=int, default=POWER_RUNS, help=f"runs a power cell (default {POWER_RUNS}; runs 0..R-1, so a larger R extends a cell)"
+    )
     args = parser.parse_args()
     designs = tuple(d.strip() for d in args.designs.split(",") if d.strip())
     unknown = sorted(set(designs) - set(POWER_DESIGNS + NULL_DESIGNS))

@@ -55,11 +55,9 @@ def main() -> None:
 
     agg = median_time(lambda: aggregated_test(X, Y, kernels=kernels, n_permutations=B, rng=1, return_null=False), args.repeats)
     singles = [
-        median_time(lambda k=k: permutation_test(X, Y, kernel=k, estimator="u-stat", n_permutations=B, rng=1, return_null=False), args.repeats)
-        for k in kernels
+        median_time(lambda k=k: permutation_test(X, Y, kernel=k, estimator="u-stat", n_permutations=B, rng=1, return_null=False), args.repeats) for k in kernels
     ]
-    fuse = median_time(lambda: aggregated_test(X, Y, kernels=kernels, method="fuse", n_permutations=B, rng=1, return_null=False),
-                       args.repeats)
+    fuse = median_time(lambda: aggregated_test(X, Y, kernels=kernels, method="fuse", n_permutations=B, rng=1, return_null=False), args.repeats)
     size = 2 * n
     K = g.standard_normal((size, size))
     E = (g.uniform(size=(size, B)) < 0.5).astype(float)

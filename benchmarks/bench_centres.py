@@ -51,8 +51,7 @@ def main() -> None:
                         X[-5:], Y[-5:] = 2000.0, 4000.0
                     t_min = _median_seconds(kernel, "monk-embedding-mmd:center=minmax", X, Y, args.repeats)
                     t_geo = _median_seconds(kernel, "monk-embedding-mmd:center=geometric", X, Y, args.repeats)
-                    print(f"{name:10s} {d:3d} {n:5d} {data:8s} {t_min * 1e3:8.1f}ms {t_geo * 1e3:8.1f}ms {t_min / t_geo:7.1f}",
-                          flush=True)
+                    print(f"{name:10s} {d:3d} {n:5d} {data:8s} {t_min * 1e3:8.1f}ms {t_geo * 1e3:8.1f}ms {t_min / t_geo:7.1f}", flush=True)
 
 
 if __name__ == "__main__":

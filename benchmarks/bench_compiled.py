@@ -56,12 +56,13 @@ def workloads(reg: Any) -> list[tuple[str, Callable[[], Any], Callable[[Any], fl
 
     return [
         ("RBF Gram matrix, N = 4000, d = 10", lambda: gram_matrix(rbf, X4000), lambda K: float(K.sum())),
-        ("u-stat test, N = M = 1000, B = 1000 (median heuristic)",
-         test(reg.get_kernel("rbf", sigma="median"), "u-stat", X, Y, 1000), stat),
+        ("u-stat test, N = M = 1000, B = 1000 (median heuristic)", test(reg.get_kernel("rbf", sigma="median"), "u-stat", X, Y, 1000), stat),
         ("u-stat test, N = M = 5000, B = 100, matrix-free", test(rbf, "u-stat", Xl, Yl, 100, max_memory="64MB"), stat),
-        ("monk-bcd-fast exact, N = M = 10^5, Q = 101",
-         lambda: reg.get_estimator("monk-bcd-fast", solver="exact", n_blocks=101).estimate(rbf, Xb, Yb, rng=0),
-         lambda r: float(r.mmd2)),
+        (
+            "monk-bcd-fast exact, N = M = 10^5, Q = 101",
+            lambda: reg.get_estimator("monk-bcd-fast", solver="exact", n_blocks=101).estimate(rbf, Xb, Yb, rng=0),
+            lambda r: float(r.mmd2),
+        ),
         ("SSK n = 5 Gram matrix, 1532 splice sequences", lambda: gram_matrix(ssk, strings), lambda K: float(K.sum())),
     ]
 

@@ -78,15 +78,16 @@ def main() -> None:
     for name, n, g, X, Y, kernel, D in _cases(args, reg):
         est_on, est_off = _paired(lambda kernel=kernel: estimate(X, Y, kernel=kernel, estimator="u-stat"), args.repeats)
         B = args.permutations
-        test_on, test_off = _paired(
-            lambda kernel=kernel: permutation_test(X, Y, kernel=kernel, estimator="u-stat", n_permutations=B, rng=0), args.repeats)
+        test_on, test_off = _paired(lambda kernel=kernel: permutation_test(X, Y, kernel=kernel, estimator="u-stat", n_permutations=B, rng=0), args.repeats)
         # the floor: drawing B relabellings of 2N points, and the product Φᵀ E
         Phi_T = np.asfortranarray(g.normal(size=(D, 2 * n)))
         E = g.integers(0, 2, size=(2 * n, B)).astype(float)
         draw = np.random.default_rng(0)
         floor = _best(lambda: [draw.permutation(2 * n) for _ in range(B)], args.repeats) + _best(lambda: Phi_T @ E, args.repeats)
-        print(f"| {name} | {n} | {D} | {est_on * 1e3:.2f} ms | {est_off * 1e3:.1f} ms | **{est_off / est_on:.0f}×** | "
-              f"{test_on * 1e3:.1f} ms | {test_off * 1e3:.0f} ms | **{test_off / test_on:.0f}×** | {test_on / floor:.1f} |")
+        print(
+            f"| {name} | {n} | {D} | {est_on * 1e3:.2f} ms | {est_off * 1e3:.1f} ms | **{est_off / est_on:.0f}×** | "
+            f"{test_on * 1e3:.1f} ms | {test_off * 1e3:.0f} ms | **{test_off / test_on:.0f}×** | {test_on / floor:.1f} |"
+        )
 
 
 def _cases(args: argparse.Namespace, reg):
@@ -101,10 +102,13 @@ def _cases(args: argparse.Namespace, reg):
 
 def _under_budget(args: argparse.Namespace, reg) -> None:
     B = args.permutations
-    print(f"| kernel | N = M | D | estimate under {args.budget}: features in blocks | Gram tiles | ratio | features / floor "
-          f"| test (B = {B}): features in blocks | Gram tiles | ratio |")
+    print(
+        f"| kernel | N = M | D | estimate under {args.budget}: features in blocks | Gram tiles | ratio | features / floor "
+        f"| test (B = {B}): features in blocks | Gram tiles | ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, n, _, X, Y, kernel, D in _cases(args, reg):
+
         def run(kernel=kernel, X=X, Y=Y):
             return estimate(X, Y, kernel=kernel, estimator="u-stat", max_memory=args.budget)
 
@@ -115,8 +119,10 @@ def _under_budget(args: argparse.Namespace, reg) -> None:
         on, off = _paired(run, args.repeats)
         floor = _best(lambda kernel=kernel: (kernel.features(X).sum(axis=0), kernel.features(Y).sum(axis=0)), args.repeats)
         test_on, test_off = _paired(test, args.repeats)
-        print(f"| {name} | {n} | {D} | {on * 1e3:.1f} ms | {off * 1e3:.0f} ms | **{off / on:.0f}×** | {on / floor:.1f} "
-              f"| {test_on * 1e3:.0f} ms | {test_off:.1f} s | **{test_off / test_on:.0f}×** |")
+        print(
+            f"| {name} | {n} | {D} | {on * 1e3:.1f} ms | {off * 1e3:.0f} ms | **{off / on:.0f}×** | {on / floor:.1f} "
+            f"| {test_on * 1e3:.0f} ms | {test_off:.1f} s | **{test_off / test_on:.0f}×** |"
+        )
 
 
 if __name__ == "__main__":

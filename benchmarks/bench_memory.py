@@ -52,8 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     reg = get_registry()
     est, kernel = reg.get_estimator("u-stat"), reg.get_kernel("rbf", sigma=3.0)
-    print("| N = M, d = 10 | three stored Gram matrices | tiles (the estimate) | tiles / stored | peak stored | peak tiles "
-          "| relative difference |")
+    print("| N = M, d = 10 | three stored Gram matrices | tiles (the estimate) | tiles / stored | peak stored | peak tiles | relative difference |")
     print("|---|---|---|---|---|---|---|")
     for n in (500, 2000, 4000, 8000):
         gen = np.random.default_rng(n)
@@ -62,15 +61,16 @@ def main() -> None:
         def stored() -> float:
             # what the estimate did within the budget before: the engine's Gram matrices, summed
             Kxx, Kyy, Kxy = gram_matrix(kernel, X), gram_matrix(kernel, Y), gram_matrix(kernel, X, Y)
-            return float((Kxx.sum() - np.trace(Kxx)) / (n * (n - 1)) + (Kyy.sum() - np.trace(Kyy)) / (n * (n - 1))
-                         - 2.0 * Kxy.sum() / (n * n))
+            return float((Kxx.sum() - np.trace(Kxx)) / (n * (n - 1)) + (Kyy.sum() - np.trace(Kyy)) / (n * (n - 1)) - 2.0 * Kxy.sum() / (n * n))
 
         result = est.estimate(kernel, X, Y)
         assert result.diagnostics["tiled"]
         t_stored, m_stored = _timed(stored, args.repeats)
         t_tiled, m_tiled = _timed(lambda: est.estimate(kernel, X, Y), args.repeats)
-        print(f"| {n} | {t_stored:.3f} s | {t_tiled:.3f} s | {t_tiled / t_stored:.2f} | {m_stored / 2**20:.0f} MiB | "
-              f"{m_tiled / 2**20:.0f} MiB | {abs(result.mmd2 - stored()) / abs(result.mmd2):.1e} |")
+        print(
+            f"| {n} | {t_stored:.3f} s | {t_tiled:.3f} s | {t_tiled / t_stored:.2f} | {m_stored / 2**20:.0f} MiB | "
+            f"{m_tiled / 2**20:.0f} MiB | {abs(result.mmd2 - stored()) / abs(result.mmd2):.1e} |"
+        )
     if args.big:
         big(args.big)
     if args.embedding:
@@ -95,7 +95,9 @@ def big(n: int) -> None:
     )
     limit = 4 * 10**9
     child = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
     )
     if child.returncode != 0:
@@ -103,9 +105,11 @@ def big(n: int) -> None:
         raise SystemExit(1)
     out = json.loads(child.stdout)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
-    print(f"\nN = M = {n}, d = 10, under ulimit -v 4 GB: {out['seconds']:.1f} s, tiled = {out['tiled']}, "
-          f"peak resident {peak:.2f} GiB (data {2 * n * 10 * 8 / 2**30:.3f} GiB); GEMM floor of its "
-          f"{pairs:.2e} pair terms at {rate / 1e9:.0f} GFLOP/s: {floor:.1f} s, ratio {out['seconds'] / floor:.1f}")
+    print(
+        f"\nN = M = {n}, d = 10, under ulimit -v 4 GB: {out['seconds']:.1f} s, tiled = {out['tiled']}, "
+        f"peak resident {peak:.2f} GiB (data {2 * n * 10 * 8 / 2**30:.3f} GiB); GEMM floor of its "
+        f"{pairs:.2e} pair terms at {rate / 1e9:.0f} GFLOP/s: {floor:.1f} s, ratio {out['seconds'] / floor:.1f}"
+    )
 
 
 def embedding_distance(sizes: list[int], repeats: int) -> None:
@@ -114,8 +118,7 @@ def embedding_distance(sizes: list[int], repeats: int) -> None:
     from monk_framework import Embedding
 
     kernel = get_registry().get_kernel("rbf", sigma=1.0)
-    print("\n| embedding distance, N = M, d = 3 | stored Gram matrices | row tiles | tiles / stored | peak stored "
-          "| peak tiles | relative difference |")
+    print("\n| embedding distance, N = M, d = 3 | stored Gram matrices | row tiles | tiles / stored | peak stored | peak tiles | relative difference |")
     print("|---|---|---|---|---|---|---|")
     for n in sizes:
         gen = np.random.default_rng(n)
@@ -130,8 +133,7 @@ def embedding_distance(sizes: list[int], repeats: int) -> None:
         t_stored, m_stored = _timed(stored, repeats)
         t_tiles, m_tiles = _timed(lambda: ex.distance(ey), repeats)
         diff = abs(ex.distance(ey) ** 2 - stored()) / stored()
-        print(f"| {n} | {t_stored:.2f} s | {t_tiles:.2f} s | {t_tiles / t_stored:.2f} | {m_stored / 2**20:.0f} MiB | "
-              f"{m_tiles / 2**20:.0f} MiB | {diff:.1e} |")
+        print(f"| {n} | {t_stored:.2f} s | {t_tiles:.2f} s | {t_tiles / t_stored:.2f} | {m_stored / 2**20:.0f} MiB | {m_tiles / 2**20:.0f} MiB | {diff:.1e} |")
 
 
 if __name__ == "__main__":

@@ -30,8 +30,7 @@ from monk_framework.core.kernels import PAIR_BLOCK, Kernel
 
 def blocks(kernel: Kernel, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """The default of ``Kernel.pair_values`` without a direct formula: Gram-block diagonals."""
-    return np.concatenate([np.diagonal(kernel.gram_tile(A[a : a + PAIR_BLOCK], B[a : a + PAIR_BLOCK]))
-                           for a in range(0, len(A), PAIR_BLOCK)])
+    return np.concatenate([np.diagonal(kernel.gram_tile(A[a : a + PAIR_BLOCK], B[a : a + PAIR_BLOCK])) for a in range(0, len(A), PAIR_BLOCK)])
 
 
 def main() -> None:
@@ -53,8 +52,9 @@ def main() -> None:
             direct = median_time(lambda k=kernel, A=A, B=B: k.pair_values(A, B), args.repeats)
             default = median_time(lambda k=kernel, A=A, B=B: blocks(k, A, B), max(1, args.repeats // 2))
             assert np.allclose(kernel.pair_values(A[:1000], B[:1000]), blocks(kernel, A[:1000], B[:1000]), rtol=1e-12)
-            print(f"| {spec} | {L:,} | {direct * 1e3:.1f} ms | {default * 1e3:.0f} ms | {default / direct:.0f}x | "
-                  f"{floor * 1e3:.1f} ms | {direct / floor:.2f} |")
+            print(
+                f"| {spec} | {L:,} | {direct * 1e3:.1f} ms | {default * 1e3:.0f} ms | {default / direct:.0f}x | {floor * 1e3:.1f} ms | {direct / floor:.2f} |"
+            )
 
 
 if __name__ == "__main__":

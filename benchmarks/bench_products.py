@@ -69,8 +69,10 @@ def main() -> None:
     got = np.zeros((q, args.rows))
     add_indicator_product(got, RT, P, offset)
     error = float(np.abs(got.T - want).max() / np.abs(want).max())
-    print(f"tile {args.rows} × {args.points}, {q} columns ([E, 1], B = {args.B}), one core; GEMM rate {rate / 1e9:.1f} GFLOP/s, "
-          f"floor {flop / rate * 1e3:.2f} ms; subset sums against OpenBLAS: {error:.1e} relative")
+    print(
+        f"tile {args.rows} × {args.points}, {q} columns ([E, 1], B = {args.B}), one core; GEMM rate {rate / 1e9:.1f} GFLOP/s, "
+        f"floor {flop / rate * 1e3:.2f} ms; subset sums against OpenBLAS: {error:.1e} relative"
+    )
     print("| way | time | GFLOP/s of the product | time / floor | time / subset sums |")
     print("|---|---|---|---|---|")
     for name, t in best.items():

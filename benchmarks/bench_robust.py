@@ -66,8 +66,7 @@ def main() -> None:
         rows.append((f"u-stat test, {label}", base, base, floor))
         for method in ("dc",) if label == "RBF" else ("clip", "mom"):
             result = robust_test(X, Y, kernel=kernel, contamination=r, method=method, n_permutations=B, rng=1)
-            t = median_time(lambda: robust_test(X, Y, kernel=kernel, contamination=r, method=method, n_permutations=B, rng=1),
-                            args.repeats)
+            t = median_time(lambda: robust_test(X, Y, kernel=kernel, contamination=r, method=method, n_permutations=B, rng=1), args.repeats)
             extra = f", Q = {result.n_blocks}" if method == "mom" else ""
             rows.append((f"robust_test {method}, {label}{extra}", t, base, floor))
         if label == "quadratic":

@@ -185,9 +185,11 @@ def _report(row: dict, R: float, e: float) -> str:
     floor_flop = row["flop"] / R
     floor_exp = floor_flop + row["entries"] * e / CORES
     where = f"Dask, {row['workers']} worker{'s' if row['workers'] > 1 else ''}" if row["workers"] else "this process"
-    return (f"| {row['case']} | {row['n']:,} + {row['n']:,} | {where} | {row['seconds']:.1f} s | {row['entries']:.3g} | "
-            f"{floor_flop:.1f} s | {row['seconds'] / floor_flop:.2f} | {floor_exp:.1f} s | {row['seconds'] / floor_exp:.2f} | "
-            f"{row['peak_bytes'] / 1e9:.2f} GB |")
+    return (
+        f"| {row['case']} | {row['n']:,} + {row['n']:,} | {where} | {row['seconds']:.1f} s | {row['entries']:.3g} | "
+        f"{floor_flop:.1f} s | {row['seconds'] / floor_flop:.2f} | {floor_exp:.1f} s | {row['seconds'] / floor_exp:.2f} | "
+        f"{row['peak_bytes'] / 1e9:.2f} GB |"
+    )
 
 
 # -- the everyday test --------------------------------------------------------------------------
@@ -250,8 +252,7 @@ def everyday(rows: tuple[str, ...]) -> None:
                 t_gemm.append(clock(gemm))
         a, g = statistics.median(t_test), statistics.median(t_gemm)
         r = test()
-        print(f"| 1000 | 1000 | {labels[row]} | {a * 1e3:.1f} ms | {g * 1e3:.1f} ms | {a / g:.2f} | {2 * a / g:.2f} | {r.pvalue:.4g} |",
-              flush=True)
+        print(f"| 1000 | 1000 | {labels[row]} | {a * 1e3:.1f} ms | {g * 1e3:.1f} ms | {a / g:.2f} | {2 * a / g:.2f} | {r.pvalue:.4g} |", flush=True)
 
 
 def everyday_all() -> None:
@@ -276,8 +277,10 @@ def model(R: float, e: float, scale: float, measured: list[dict]) -> None:
     E = runs[10]["entries"]
     b = (runs[100]["seconds"] - runs[10]["seconds"]) / (E * 90)
     a = runs[10]["seconds"] / E - b * 11
-    print(f"\nFitted on 1-worker tests at N = M = {n:,} (B = 10: {runs[10]['seconds']:.1f} s, B = 100: "
-          f"{runs[100]['seconds']:.1f} s): a = {a * 1e9:.2f} ns per entry and pass, b = {b * 1e9:.3f} ns per entry and column.")
+    print(
+        f"\nFitted on 1-worker tests at N = M = {n:,} (B = 10: {runs[10]['seconds']:.1f} s, B = 100: "
+        f"{runs[100]['seconds']:.1f} s): a = {a * 1e9:.2f} ns per entry and pass, b = {b * 1e9:.3f} ns per entry and column."
+    )
     print("\n| N = M | workers | model | measured | measured / model |")
     print("|---|---|---|---|---|")
     for row in measured:
@@ -289,8 +292,10 @@ def model(R: float, e: float, scale: float, measured: list[dict]) -> None:
     budget = 12e9  # half of this machine's 24 GB per worker host
     per_pass = max(1, int(budget // (4 * 8 * S)))
     passes = math.ceil(101 / per_pass)
-    print(f"\n10⁷ + 10⁷ points, B = 100 ({passes} passes over the kernel: E of {per_pass} relabellings per pass "
-          f"within a {budget / 1e9:.0f} GB budget; the data, 1.6 GB, on every worker):")
+    print(
+        f"\n10⁷ + 10⁷ points, B = 100 ({passes} passes over the kernel: E of {per_pass} relabellings per pass "
+        f"within a {budget / 1e9:.0f} GB budget; the data, 1.6 GB, on every worker):"
+    )
     print("\n| workers | model |")
     print("|---|---|")
     for k in (1, 2, 16, 64, 256):
@@ -341,8 +346,7 @@ def main() -> None:
     if tests:
         same = all(r["pvalue"] == tests[0]["pvalue"] for r in tests)
         spread = max(abs(r["statistic"] - tests[0]["statistic"]) / abs(tests[0]["statistic"]) for r in tests)
-        print(f"\nThe 10⁵ tests: the same p-value everywhere: {same} ({tests[0]['pvalue']:.4g}); statistics within "
-              f"{spread:.1e} relative.")
+        print(f"\nThe 10⁵ tests: the same p-value everywhere: {same} ({tests[0]['pvalue']:.4g}); statistics within {spread:.1e} relative.")
         ones = {r["workers"]: r["seconds"] for r in tests}
         if 1 in ones and 2 in ones:
             print(f"Dask speedup, 2 workers over 1: {ones[1] / ones[2]:.2f}x.")

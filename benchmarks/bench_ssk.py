@@ -130,9 +130,11 @@ def long_strings() -> None:
     short = 2000
     ts = strkernels_seconds_per_pair(short, n) * (length / short) ** 2 * pairs
     print(f"{count} random DNA strings of {length} letters, n = {n}, lambda = 0.5 (normalised Gram matrix)")
-    print(f"  ssk {t:.2f} s ({mem:.0f} MiB); compiled loops off (numpy reference, the same bits) {tp:.2f} s "
-          f"({tp / t:.1f}x); strkernels ~{ts / 3600:.0f} h (pairs of {short} letters, x{(length / short) ** 2:.0f} "
-          f"a pair, {pairs} pairs: {ts / t:.0f}x)")
+    print(
+        f"  ssk {t:.2f} s ({mem:.0f} MiB); compiled loops off (numpy reference, the same bits) {tp:.2f} s "
+        f"({tp / t:.1f}x); strkernels ~{ts / 3600:.0f} h (pairs of {short} letters, x{(length / short) ** 2:.0f} "
+        f"a pair, {pairs} pairs: {ts / t:.0f}x)"
+    )
 
 
 def main() -> None:
@@ -153,8 +155,7 @@ def main() -> None:
     scale = (N * (N + 1)) / (len(subset) * (len(subset) + 1))
     pairs = N * (N + 1) // 2
     print(f"{N} EI + IE splice sequences (766 + 766, length 60, ambiguity codes kept), lambda = 0.5")
-    print(f"{'n':>2} {'ours (s)':>9} {'MiB':>6} {'ours cum. (s)':>13} {'MiB':>6} {'strkernels (s)':>15} {'MiB':>6} "
-          f"{'ratio':>7} {'recursion (s, extrap.)':>23}")
+    print(f"{'n':>2} {'ours (s)':>9} {'MiB':>6} {'ours cum. (s)':>13} {'MiB':>6} {'strkernels (s)':>15} {'MiB':>6} {'ratio':>7} {'recursion (s, extrap.)':>23}")
     for n in [int(v) for v in args.levels.split(",")]:
         t, mem, K = measure(ours, strings, n, False)
         tc, memc, Kc = measure(ours, strings, n, True)
@@ -164,8 +165,7 @@ def main() -> None:
         ts_full = ts * scale
         tref = reference_seconds_per_pair(strings, n) * pairs
         mark = "*" if args.quick else ""
-        print(f"{n:>2} {t:9.3f} {mem:6.0f} {tc:13.3f} {memc:6.0f} {ts_full:14.1f}{mark} {mems:6.0f} "
-              f"{ts_full / tc:7.0f}x {tref:23.0f}")
+        print(f"{n:>2} {t:9.3f} {mem:6.0f} {tc:13.3f} {memc:6.0f} {ts_full:14.1f}{mark} {mems:6.0f} {ts_full / tc:7.0f}x {tref:23.0f}")
     if args.quick:
         print("* extrapolated from 400 sequences by (N(N+1))/(400*401)")
     rng = np.random.default_rng(1)

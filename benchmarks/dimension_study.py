@@ -121,7 +121,7 @@ def tasks(quick: bool, sizes: tuple[int, ...], only: str | None = None) -> list[
     runs = 3 if quick else 100
     out = []
     for run in range(runs):
-        for n in ((200,) if quick else sizes):
+        for n in (200,) if quick else sizes:
             for d in DIMENSIONS:
                 for kernel in KERNELS:
                     for data in DATA:
@@ -197,8 +197,7 @@ def load(journals: list[Path]) -> tuple[dict[tuple, dict[str, np.ndarray]], dict
         for label, err in errors.items():
             cells[cell][label].append(err)
     order = sorted(cells, key=lambda c: (KERNELS.index(c[0]), DATA.index(c[1]), c[2], c[3]))
-    return ({c: {k: np.asarray(v) for k, v in cells[c].items()} for c in order},
-            {c: float(np.median(truths[c])) for c in order})
+    return ({c: {k: np.asarray(v) for k, v in cells[c].items()} for c in order}, {c: float(np.median(truths[c])) for c in order})
 
 
 def summary(journals: list[Path]) -> None:
@@ -234,8 +233,7 @@ def bcd_clean(cells: dict[tuple, dict[str, np.ndarray]]) -> None:
     """monk-bcd's median |error| in every clean cell: its default reading (the published
     one, which variant='authors' reports) against the final f and the exact solver."""
     labels = ("monk-bcd@authors", "monk-bcd@final", "monk-bcd:solver=exact")
-    print("\n**monk-bcd, clean cells: median |error|** (the default reads the published value, "
-          "as variant='authors' does)\n")
+    print("\n**monk-bcd, clean cells: median |error|** (the default reads the published value, as variant='authors' does)\n")
     print("| kernel | N, d | default = variant='authors' | final f | exact solver |")
     print("|---|---|---|---|---|")
     for cell, values in cells.items():
@@ -254,14 +252,16 @@ def defaults(cells: dict[tuple, dict[str, np.ndarray]]) -> None:
     print("|---|---|---|---|---|")
     for setting, default, other in CHOICES:
         for data in DATA:
-            ratios = [float(np.median(np.abs(v[default])) / np.median(np.abs(v[other])))
-                      for c, v in cells.items() if c[1] == data and default in v and other in v]
+            ratios = [
+                float(np.median(np.abs(v[default])) / np.median(np.abs(v[other]))) for c, v in cells.items() if c[1] == data and default in v and other in v
+            ]
             if not ratios:
                 continue
             closer = sum(r <= 1.0 for r in ratios)
             mean = math.exp(float(np.mean(np.log(ratios))))
-            print(f"| {setting}: {TITLES[default]} vs {TITLES[other]} | {data} | {closer} of {len(ratios)} "
-                  f"| {mean:.2f} | {min(ratios):.2f}–{max(ratios):.2f} |")
+            print(
+                f"| {setting}: {TITLES[default]} vs {TITLES[other]} | {data} | {closer} of {len(ratios)} | {mean:.2f} | {min(ratios):.2f}–{max(ratios):.2f} |"
+            )
 
 
 def check_truth(n: int = 2000, reps: int = 20) -> None:
@@ -279,17 +279,14 @@ def check_truth(n: int = 2000, reps: int = 20) -> None:
                 truths.append(float(data_set("clean", n, d).true_mmd(kernel)) ** 2)
                 values.append(u.estimate(kernel, X, Y).mmd2)
             mean, se = float(np.mean(values)), float(np.std(values, ddof=1) / math.sqrt(reps))
-            print(f"d = {d:2d} {name:<11} closed form {np.mean(truths):.5f}  U-statistic {mean:.5f} ± {se:.5f}"
-                  f"  ({(mean - np.mean(truths)) / se:+.1f} SE)")
+            print(f"d = {d:2d} {name:<11} closed form {np.mean(truths):.5f}  U-statistic {mean:.5f} ± {se:.5f}  ({(mean - np.mean(truths)) / se:+.1f} SE)")
 
 
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--journal", type=Path, default=Path("monk-results/dimension-study.jsonl"))
-    parser.add_argument("--only", default=None, help="run only these estimator labels (comma-separated), "
-                        "e.g. a supplement into its own --journal")
-    parser.add_argument("--merge", type=Path, action="append", default=[],
-                        help="more journals to merge run by run into the summary")
+    parser.add_argument("--only", default=None, help="run only these estimator labels (comma-separated), e.g. a supplement into its own --journal")
+    parser.add_argument("--merge", type=Path, action="append", default=[], help="more journals to merge run by run into the summary")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="3 runs a cell at N = 200")
     parser.add_argument("--sizes", default="200,1000", help="N = M values, comma-separated")

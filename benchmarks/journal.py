@@ -35,7 +35,11 @@ def done_keys(journal: Path) -> set[str]:
 
 
 def run_journal(
-    tasks: list[Task], execute: Callable[[Task], tuple[Task, Any]], journal: Path, workers: int, report_every: int,
+    tasks: list[Task],
+    execute: Callable[[Task], tuple[Task, Any]],
+    journal: Path,
+    workers: int,
+    report_every: int,
 ) -> None:
     """Run ``execute`` on every task over ``workers`` processes (one BLAS thread each),
     appending each result to ``journal`` as it finishes."""

@@ -35,8 +35,7 @@ def main() -> None:
         np.savetxt(folder / "x.csv", gen.normal(size=(args.n, args.d)), delimiter=",")
         np.savetxt(folder / "y.csv", gen.normal(0.1, 1.0, size=(args.n, args.d)), delimiter=",")
         monkfw = Path(sys.executable).with_name("monkfw")
-        command = [str(monkfw), "test", str(folder / "x.csv"), str(folder / "y.csv"), "-k", "rbf", "-p", "sigma=1",
-                   "-B", str(args.B), "--json", *args.args]
+        command = [str(monkfw), "test", str(folder / "x.csv"), str(folder / "y.csv"), "-k", "rbf", "-p", "sigma=1", "-B", str(args.B), "--json", *args.args]
         start = time.monotonic()
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert process.stderr is not None
@@ -48,8 +47,10 @@ def main() -> None:
         end = time.monotonic() - start
         progress = [t for t in stamps]
         gaps = np.diff([0.0, *progress, end]) if progress else np.array([end])
-        print(f"exit {process.returncode}; {len(progress)} lines; first at {progress[0] if progress else float('nan'):.2f} s; "
-              f"largest gap {gaps.max():.2f} s (up to the result at {end:.2f} s)")
+        print(
+            f"exit {process.returncode}; {len(progress)} lines; first at {progress[0] if progress else float('nan'):.2f} s; "
+            f"largest gap {gaps.max():.2f} s (up to the result at {end:.2f} s)"
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -59,8 +59,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("null", "power"), help="run only the null or the power designs")
     args = parser.parse_args()
     print(f"N = M = {args.n}, r = {args.r}, B = {args.B}, {args.runs} runs a design (seeds 0..{args.runs - 1})")
-    print(f"{'design':34s} {'robust_test':>12s} {'(SE)':>7s} {'oracle sigma':>13s} {'permutation_test':>17s} "
-          f"{'candidates':>11s} {'s/run':>6s}")
+    print(f"{'design':34s} {'robust_test':>12s} {'(SE)':>7s} {'oracle sigma':>13s} {'permutation_test':>17s} {'candidates':>11s} {'s/run':>6s}")
     for design in DESIGNS:
         if args.only is not None and (DESIGNS[design][0] > 0) != (args.only == "power"):
             continue

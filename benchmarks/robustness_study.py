@@ -98,8 +98,17 @@ AGG_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)
 EXPENSIVE = {"bcd:global"}
 #: a few milliseconds per test: more runs, so that 0.07 is told apart from 0.05
 CHEAP = {
-    "u-stat", "dc", "clip", "dc-normalized", "mom", "bcd-fast:within", "bcd-fast-21:within", "bcd-fast-41:within",
-    "emb-mmd:within", "emb-mmd-21:within", "emb-mmd-41:within",
+    "u-stat",
+    "dc",
+    "clip",
+    "dc-normalized",
+    "mom",
+    "bcd-fast:within",
+    "bcd-fast-21:within",
+    "bcd-fast-41:within",
+    "emb-mmd:within",
+    "emb-mmd-21:within",
+    "emb-mmd-41:within",
 }
 #: the symmetric BCD's level cells get 500 runs at both sizes (a rate near 0.07 is the question)
 SYMMETRIC_BCD = {"bcd-sym:within", "bcd-sym-21:within", "bcd-sym-41:within"}
@@ -232,8 +241,7 @@ def main_tasks(quick: bool, sizes: tuple[int, ...] = (200, 1000)) -> list[dict[s
                             if quick:
                                 runs = 1
                             for run in range(runs):
-                                tasks.append({"part": "main", "n": n, "d": d, "kernel": kernel, "design": design,
-                                              "shift": shift, "test": test, "run": run})
+                                tasks.append({"part": "main", "n": n, "d": d, "kernel": kernel, "design": design, "shift": shift, "test": test, "run": run})
     return tasks
 
 
@@ -279,8 +287,14 @@ def do_sk(task: dict[str, Any]) -> dict[str, Any]:
 # -- the gauss-outliers data set at its defaults -----------------------------------------
 
 GO_TESTS = (
-    "bcd-fast-21:within", "bcd-fast-21:global", "bcd-fast:within", "bcd:within", "bcd-sym:within",
-    "emb-mmd-separate:within", "emb-mmd:within", "emb-mmd-21:within",
+    "bcd-fast-21:within",
+    "bcd-fast-21:global",
+    "bcd-fast:within",
+    "bcd:within",
+    "bcd-sym:within",
+    "emb-mmd-separate:within",
+    "emb-mmd:within",
+    "emb-mmd-21:within",
 )
 
 
@@ -373,8 +387,7 @@ QP_TESTS = ("clip", "mom", "dc-normalized", "u-stat")
 
 def qp_tasks(quick: bool) -> list[dict[str, Any]]:
     runs = 3 if quick else 200
-    return [{"part": "quadratic-power", "test": t, "shift": sh, "run": s}
-            for s in range(runs) for sh in (False, True) for t in QP_TESTS]
+    return [{"part": "quadratic-power", "test": t, "shift": sh, "run": s} for s in range(runs) for sh in (False, True) for t in QP_TESTS]
 
 
 def do_qp(task: dict[str, Any]) -> dict[str, Any]:
@@ -390,8 +403,7 @@ def do_qp(task: dict[str, Any]) -> dict[str, Any]:
 # -- running and summarising --------------------------------------------------------------
 
 DO = {"main": do_main, "schrab-kim": do_sk, "gauss-outliers": do_go, "mom-variants": do_mv, "quadratic-power": do_qp}
-TASKS = {"main": main_tasks, "schrab-kim": sk_tasks, "gauss-outliers": go_tasks, "mom-variants": mv_tasks,
-         "quadratic-power": qp_tasks}
+TASKS = {"main": main_tasks, "schrab-kim": sk_tasks, "gauss-outliers": go_tasks, "mom-variants": mv_tasks, "quadratic-power": qp_tasks}
 
 
 def execute(task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -400,14 +412,20 @@ def execute(task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def run(
-    parts: list[str], journal: Path, workers: int, quick: bool, sizes: tuple[int, ...], only: set[str] | None = None,
+    parts: list[str],
+    journal: Path,
+    workers: int,
+    quick: bool,
+    sizes: tuple[int, ...],
+    only: set[str] | None = None,
     kernels: set[str] | None = None,
 ) -> None:
     done = done_keys(journal)
     tasks = [
-        t for p in parts for t in (main_tasks(quick, sizes) if p == "main" else TASKS[p](quick))
-        if key(t) not in done and (only is None or t.get("test") in only)
-        and (kernels is None or t.get("kernel", "quadratic") in kernels)
+        t
+        for p in parts
+        for t in (main_tasks(quick, sizes) if p == "main" else TASKS[p](quick))
+        if key(t) not in done and (only is None or t.get("test") in only) and (kernels is None or t.get("kernel", "quadratic") in kernels)
     ]
     # N = 200 first (its tables fill in first), then Schrab & Kim, then N = 1000; within
     # each, run by run, so that a study stopped early has every cell partly filled
@@ -494,7 +512,7 @@ def summary(journal: Path) -> None:
             print(f"N = {n}, shift {shift}: {line}")
             for Q in (21, 31, 41, 61, 81):
                 ks = results[0].get(f"k-th p-value Q={Q}", {})
-                rates = {k: np.mean([r[f'k-th p-value Q={Q}'][k] for r in results]) for k in ks}
+                rates = {k: np.mean([r[f"k-th p-value Q={Q}"][k] for r in results]) for k in ks}
                 best = max(rates, key=rates.get) if rates else None
                 if best:
                     print(f"   Q = {Q}: best fixed k = {best} ({rates[best]:.2f}); median k = {Q - (Q - 1) // 2} ({rates[str(Q - (Q - 1) // 2)]:.2f})")
@@ -564,8 +582,11 @@ def cli() -> None:
     parser.add_argument("--part", action="append", choices=sorted(DO), help="parts to run (repeatable; default: all)")
     parser.add_argument("--journal", type=Path, default=Path("monk-results/robustness-study.jsonl"))
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: one run a main cell at N = 200 (unless --sizes), "
-                        "a few runs a cell of the other parts; about a minute")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: one run a main cell at N = 200 (unless --sizes), a few runs a cell of the other parts; about a minute",
+    )
     parser.add_argument("--summary", action="store_true", help="print the tables from the journal and stop")
     parser.add_argument("--markdown", action="store_true", help="print the docs tables of the main part and stop")
     parser.add_argument("--sizes", default=None, help="N of the main part, comma-separated (default 200,1000; 200 with --quick)")

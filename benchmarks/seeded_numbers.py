@@ -21,15 +21,18 @@ import sys
 import numpy as np
 
 ESTIMATORS = (
-    ("u-stat", "global"), ("v-stat", "global"), ("monk-bcd:n_blocks=5", "within-blocks"), ("monk-bcd:n_blocks=5", "global"),
-    ("monk-bcd-fast:n_blocks=5", "within-blocks"), ("monk-embedding-mmd:n_blocks=5", "within-blocks"),
+    ("u-stat", "global"),
+    ("v-stat", "global"),
+    ("monk-bcd:n_blocks=5", "within-blocks"),
+    ("monk-bcd:n_blocks=5", "global"),
+    ("monk-bcd-fast:n_blocks=5", "within-blocks"),
+    ("monk-embedding-mmd:n_blocks=5", "within-blocks"),
     ("monk-bcd-fast:n_blocks=5,solver=exact", "global"),
 )
 
 
 def cases() -> list[tuple[int, int, int, str, str, str | None]]:
-    return [(d, n, m, est, relabel, mm) for d in (1, 4, 10) for n, m in ((60, 50), (300, 260))
-            for est, relabel in ESTIMATORS for mm in (None, "1MB")]
+    return [(d, n, m, est, relabel, mm) for d in (1, 4, 10) for n, m in ((60, 50), (300, 260)) for est, relabel in ESTIMATORS for mm in (None, "1MB")]
 
 
 def run() -> list[list]:
@@ -42,8 +45,9 @@ def run() -> list[list]:
         g = np.random.default_rng(i)
         X, Y = g.normal(size=(n, d)), g.normal(0.15, 1.0, size=(m, d))
         X[:3] *= 20.0
-        r = permutation_test(X, Y, kernel=reg.get_kernel("rbf", sigma="median"), estimator=reg.resolve_estimator(est),
-                             n_permutations=99, rng=i, relabel=relabel, max_memory=mm)
+        r = permutation_test(
+            X, Y, kernel=reg.get_kernel("rbf", sigma="median"), estimator=reg.resolve_estimator(est), n_permutations=99, rng=i, relabel=relabel, max_memory=mm
+        )
         out.append([i, d, n, m, est, relabel, mm, r.statistic, r.pvalue])
     return out
 
@@ -52,8 +56,7 @@ def compare(a: list[list], b: list[list]) -> str:
     same = sum(x[7] == y[7] for x, y in zip(a, b))
     worst = max(abs(x[7] - y[7]) / max(abs(x[7]), 1e-300) for x, y in zip(a, b))
     changed = [(x, y) for x, y in zip(a, b) if x[8] != y[8]]
-    lines = [f"{len(a)} tests: {same} statistics the same bits, the others within {worst:.3g} relative; "
-             f"{len(changed)} p-values changed"]
+    lines = [f"{len(a)} tests: {same} statistics the same bits, the others within {worst:.3g} relative; {len(changed)} p-values changed"]
     lines += [f"  {x} -> p = {y[8]}" for x, y in changed]
     return "\n".join(lines)
 

@@ -37,9 +37,15 @@ LEVEL_ESTIMATORS = ("u-stat", "monk-bcd", "monk-bcd-fast", "monk-bcd-fast:solver
 #: robustness also at larger Q (see docs/studies/tests.md for why Q matters here)
 ROBUST_ESTIMATORS = (
     "u-stat",
-    "monk-bcd", "monk-bcd:n_blocks=21", "monk-bcd:n_blocks=41",
-    "monk-bcd-fast", "monk-bcd-fast:n_blocks=21", "monk-bcd-fast:n_blocks=41",
-    "monk-bcd-fast:solver=exact", "monk-bcd-fast:n_blocks=21,solver=exact", "monk-bcd-fast:n_blocks=41,solver=exact",
+    "monk-bcd",
+    "monk-bcd:n_blocks=21",
+    "monk-bcd:n_blocks=41",
+    "monk-bcd-fast",
+    "monk-bcd-fast:n_blocks=21",
+    "monk-bcd-fast:n_blocks=41",
+    "monk-bcd-fast:solver=exact",
+    "monk-bcd-fast:n_blocks=21,solver=exact",
+    "monk-bcd-fast:n_blocks=41,solver=exact",
 )
 ROBUST_SETTINGS = ("outliers", "outliers+shift", "shift", "outliers+shift2", "shift2")
 #: run only when named in --settings: outliers in both samples at the same positions

@@ -105,4 +105,3 @@ __all__ = [
     "split_test",
     "using_compiled",
 ]
-

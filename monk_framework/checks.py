@@ -195,17 +195,19 @@ def _check_fresh_arrays(kernel: Kernel, label: str, X: Sample, Y: Sample) -> Non
     ``compute_gram`` and ``compute_diag`` from several threads at once and keeps a tile
     while the next is computed, so an output buffer reused across calls would be written
     by one call while another's values are still being read."""
-    others = kernel.check_pair(sample_for(kernel.input_kind, len(X), 11, shift=1.0),
-                               sample_for(kernel.input_kind, len(Y), 12, shift=-1.0))
+    others = kernel.check_pair(sample_for(kernel.input_kind, len(X), 11, shift=1.0), sample_for(kernel.input_kind, len(Y), 12, shift=-1.0))
     for method, first_args, then_args in (("compute_gram", (X, Y), others), ("compute_diag", (X,), others[:1])):
         hook = getattr(kernel, method)
         first = hook(*first_args)
         kept = np.array(first, dtype=np.float64, copy=True)
         hook(*then_args)
         if not np.array_equal(np.asarray(first, dtype=np.float64), kept):
-            _fail(label, f"{method} wrote into the array it had returned before (a reused output buffer?): the "
-                         f"framework calls {method} from several threads at once and keeps what it returns, so each "
-                         "call must return a new array.")
+            _fail(
+                label,
+                f"{method} wrote into the array it had returned before (a reused output buffer?): the "
+                f"framework calls {method} from several threads at once and keeps what it returns, so each "
+                "call must return a new array.",
+            )
 
 
 def _check_pair_values(kernel: Kernel, label: str, X: Sample, Y: Sample, Kxy: np.ndarray) -> None:
@@ -265,8 +267,12 @@ def _check_anchored(kernel: Kernel, label: str, X: Sample, Y: Sample, Kxy: np.nd
     A = a[None, :]
 
     def about(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
-        return (np.asarray(kernel.compute_gram(P, Q)) - np.asarray(kernel.compute_gram(P, A))
-                - np.asarray(kernel.compute_gram(A, Q)) + np.asarray(kernel.compute_gram(A, A)))
+        return (
+            np.asarray(kernel.compute_gram(P, Q))
+            - np.asarray(kernel.compute_gram(P, A))
+            - np.asarray(kernel.compute_gram(A, Q))
+            + np.asarray(kernel.compute_gram(A, A))
+        )
 
     want, scale = about(X, Y), max(float(np.abs(Kxy).max()), 1e-300)
     got = np.asarray(anchored.compute_gram(X - a, Y - a), dtype=np.float64)
@@ -294,8 +300,7 @@ def _check_spectral_frequencies(kernel: Kernel, label: str, X: Sample, Y: Sample
     translation-invariant kernel draws; checked by Monte Carlo on 10 × 10 pairs (the
     random Fourier features of ``rff`` are built from them)."""
     try:
-        omega = kernel.spectral_frequencies(np.asarray(X).shape[1], SPECTRAL_DRAWS, np.random.default_rng(7)) \
-            if kernel.input_kind == "vector" else None
+        omega = kernel.spectral_frequencies(np.asarray(X).shape[1], SPECTRAL_DRAWS, np.random.default_rng(7)) if kernel.input_kind == "vector" else None
     except MonkError:
         return  # not available for these parameters (e.g. a fitted bandwidth missing)
     if omega is None:
@@ -303,8 +308,10 @@ def _check_spectral_frequencies(kernel: Kernel, label: str, X: Sample, Y: Sample
     omega = np.asarray(omega, dtype=np.float64)
     d = np.asarray(X).shape[1]
     if omega.shape != (SPECTRAL_DRAWS, d) or not np.isfinite(omega).all():
-        _fail(label, f"spectral_frequencies(d={d}, n_features={SPECTRAL_DRAWS}) must return {SPECTRAL_DRAWS} finite rows of "
-                     f"{d} frequencies; got shape {omega.shape}.")
+        _fail(
+            label,
+            f"spectral_frequencies(d={d}, n_features={SPECTRAL_DRAWS}) must return {SPECTRAL_DRAWS} finite rows of {d} frequencies; got shape {omega.shape}.",
+        )
     again = np.asarray(kernel.spectral_frequencies(d, SPECTRAL_DRAWS, np.random.default_rng(7)))
     if not np.array_equal(omega, again):
         _fail(label, "spectral_frequencies gives different frequencies from the same rng: draw them from rng only.")
@@ -315,8 +322,11 @@ def _check_spectral_frequencies(kernel: Kernel, label: str, X: Sample, Y: Sample
     worst = float(np.abs(approx - Kxy[:10, :10]).max())
     # 0.025 is seven Monte-Carlo standard errors of one value
     if worst > 0.025 * max(scale, 1e-300):
-        _fail(label, f"spectral_frequencies do not give the kernel: k(x, x) E cos(w'(x - y)) differs from k(x, y) by "
-                     f"up to {worst:.3g} over 100 pairs (Bochner's theorem; random Fourier features would be biased).")
+        _fail(
+            label,
+            f"spectral_frequencies do not give the kernel: k(x, x) E cos(w'(x - y)) differs from k(x, y) by "
+            f"up to {worst:.3g} over 100 pairs (Bochner's theorem; random Fourier features would be biased).",
+        )
 
 
 def _check_gaussian_expectation(kernel: Kernel, label: str) -> None:
@@ -370,8 +380,7 @@ def check_estimator(cls: type[Estimator], *, kernel: Kernel | None = None) -> No
         if MMDResult.from_json(a.to_json()) != a:
             _fail(label, "its result does not round-trip through JSON (diagnostics must be JSON values).")
         rows = est.diagnostic_rows(a.diagnostics, a.timings)
-        if not (isinstance(rows, list) and all(isinstance(r, tuple) and len(r) == 2 and all(isinstance(t, str) for t in r)
-                                               for r in rows)):
+        if not (isinstance(rows, list) and all(isinstance(r, tuple) and len(r) == 2 and all(isinstance(t, str) for t in r) for r in rows)):
             _fail(label, "diagnostic_rows must return a list of (label, text) pairs of strings.")
         _check_test_hooks(est, kernel, X, Y, a.mmd2, label)
     else:
@@ -425,27 +434,34 @@ def _check_test_hooks(est: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, m
     got = np.asarray(est.permuted_statistics(pool, perms, streams()), dtype=np.float64)
     want = np.array([est.compute_estimate(fitted, *pool.relabelled(p), rng, resources).mmd2 for p, rng in zip(perms, streams())])
     if got.shape != want.shape or _relative(got, want) > 1e-8:
-        _fail(label, "permuted_statistics(pool, perms, rngs) differs from compute_estimate on the relabelled samples "
-                     "with the same rng: a permutation test would not test this estimator.")
+        _fail(
+            label,
+            "permuted_statistics(pool, perms, rngs) differs from compute_estimate on the relabelled samples "
+            "with the same rng: a permutation test would not test this estimator.",
+        )
     if not 1 <= int(est.permutation_batch(pool)):
         _fail(label, "permutation_batch(pool) must be at least 1.")
     sums = sample_sums(pool, perms[:1])
     from_sums = est.mmd2_from_sums(sums, n, m)
     if from_sums is not None and abs(float(np.asarray(from_sums).ravel()[0]) - mmd2) > 1e-8 * max(abs(mmd2), 1e-12):
-        _fail(label, f"mmd2_from_sums of the samples' kernel sums gives {float(np.asarray(from_sums).ravel()[0]):.10g}, "
-                     f"but the estimate is {mmd2:.10g}; robust tests compute it inside every block.")
+        _fail(
+            label,
+            f"mmd2_from_sums of the samples' kernel sums gives {float(np.asarray(from_sums).ravel()[0]):.10g}, "
+            f"but the estimate is {mmd2:.10g}; robust tests compute it inside every block.",
+        )
     if est.role is not None:
         classical = {"v-statistic": v_statistic, "u-statistic": u_statistic}.get(est.role)
         if classical is None:
             _fail(label, f"role must be 'v-statistic', 'u-statistic' or None; got {est.role!r}.")
         expected = float(np.asarray(classical(sums, n, m)).ravel()[0])
         if abs(expected - mmd2) > 1e-8 * max(abs(expected), 1e-12):
-            _fail(label, f"declares role {est.role!r} but estimates MMD^2 = {mmd2:.10g} where that statistic is "
-                         f"{expected:.10g}; tests built on the role would use it.")
+            _fail(
+                label,
+                f"declares role {est.role!r} but estimates MMD^2 = {mmd2:.10g} where that statistic is {expected:.10g}; tests built on the role would use it.",
+            )
     partition = est.fixed_partition(n, m, np.random.default_rng(9))
     if partition is not None:
-        sizes = None if not isinstance(partition, Partition) or partition.y_labels is None else (
-            len(partition.x_labels), len(partition.y_labels))
+        sizes = None if not isinstance(partition, Partition) or partition.y_labels is None else (len(partition.x_labels), len(partition.y_labels))
         if sizes != (n, m):
             _fail(label, f"fixed_partition({n}, {m}, rng) must return a Partition of the {n} + {m} points.")
         first = np.asarray(est.partition_statistics(pool, partition, perms, streams()), dtype=np.float64)
@@ -489,4 +505,3 @@ def _gaussian_kernel_class() -> type[Kernel]:
 
 def _Gaussian() -> Kernel:
     return _gaussian_kernel_class()()
-

@@ -61,19 +61,14 @@ class RandomFourierMMD(MMDEstimator):
     """MMD of D random Fourier features of a translation-invariant kernel."""
 
     name: ClassVar[str] = "rff"
-    summary: ClassVar[str] = (
-        "MMD from D random Fourier features of a translation-invariant kernel (rbf, laplace): "
-        "O((N+M) D) per statistic."
-    )
+    summary: ClassVar[str] = "MMD from D random Fourier features of a translation-invariant kernel (rbf, laplace): O((N+M) D) per statistic."
     formula: ClassVar[str] = (
         "phi(x) = sqrt(2 k(0) / D) cos(W x + b), W ~ the kernel's spectral density, b ~ U[0, 2 pi]; "
         "MMD_U^2 (statistic='u') or MMD_V^2 ('v') of the features: k(x, y) ~ phi(x)^T phi(y)"
     )
 
     n_features: int = parameter(1000, doc="D, the number of random features", check=integer(ge=1), kind="int")
-    statistic: str = parameter(
-        "u", doc="'u' (the unbiased MMD_U^2 of the features) or 'v' (MMD_V^2)", check=one_of("u", "v")
-    )
+    statistic: str = parameter("u", doc="'u' (the unbiased MMD_U^2 of the features) or 'v' (MMD_V^2)", check=one_of("u", "v"))
     feature_seed: int = parameter(
         0,
         doc="seed of the random features: part of the estimator, so every relabelling of a test uses the same ones",
@@ -89,10 +84,7 @@ class RandomFourierMMD(MMDEstimator):
         before any data are read."""
         kernel = super().check_kernel(kernel)
         if not kernel.translation_invariant:
-            raise ParameterError(
-                f"Estimator 'rff' needs a translation-invariant kernel (such as rbf or laplace); "
-                f"kernel {kernel.name!r} is not one."
-            )
+            raise ParameterError(f"Estimator 'rff' needs a translation-invariant kernel (such as rbf or laplace); kernel {kernel.name!r} is not one.")
         return kernel
 
     def frequencies(self, kernel: Kernel, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -108,8 +100,7 @@ class RandomFourierMMD(MMDEstimator):
             W = kernel.spectral_frequencies(d, self.n_features, gen)
         if W is None:
             raise ParameterError(
-                f"Estimator 'rff' needs a translation-invariant kernel (such as rbf or laplace); "
-                f"kernel {kernel.name!r} has no spectral density."
+                f"Estimator 'rff' needs a translation-invariant kernel (such as rbf or laplace); kernel {kernel.name!r} has no spectral density."
             )
         W = np.asarray(W, dtype=np.float64)
         if W.shape != (self.n_features, d) or not np.isfinite(W).all():
@@ -127,9 +118,13 @@ class RandomFourierMMD(MMDEstimator):
         Z = np.asarray(Z)
         D = self.n_features
         # the features of Z and the frequencies, before either is drawn
-        check_fits(8 * D * (len(Z) + Z.shape[1] + 1), lambda need, avail, _: (
-            f"Estimator 'rff': n_features = {D:,} random features of {len(Z):,} points need about {need}, but only "
-            f"{avail} of memory are available; use fewer features (the error falls like 1/sqrt(D))."))
+        check_fits(
+            8 * D * (len(Z) + Z.shape[1] + 1),
+            lambda need, avail, _: (
+                f"Estimator 'rff': n_features = {D:,} random features of {len(Z):,} points need about {need}, but only "
+                f"{avail} of memory are available; use fewer features (the error falls like 1/sqrt(D))."
+            ),
+        )
         W, b, scale = self.frequencies(kernel, Z)
         out = Z @ W.T
         out += b
@@ -137,20 +132,22 @@ class RandomFourierMMD(MMDEstimator):
         out *= scale
         return out
 
-    def compute_estimate(
-        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
-    ) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
         start = time.perf_counter()
         Fx, Fy = self.features(kernel, X), self.features(kernel, Y)
         sx, sy = Fx.sum(axis=0), Fy.sum(axis=0)
         sums = _FeatureSums(
-            xx=float(sx @ sx), yy=float(sy @ sy), xy=float(sx @ sy),
-            trace_x=float(np.einsum("ij,ij->", Fx, Fx)), trace_y=float(np.einsum("ij,ij->", Fy, Fy)),
+            xx=float(sx @ sx),
+            yy=float(sy @ sy),
+            xy=float(sx @ sy),
+            trace_x=float(np.einsum("ij,ij->", Fx, Fx)),
+            trace_y=float(np.einsum("ij,ij->", Fy, Fy)),
         )
         mmd2 = float(self._feature_mmd2(sums, len(X), len(Y)))
         mmd = math.sqrt(max(mmd2, 0.0))
         return Estimate(
-            mmd2=mmd2, mmd=mmd,
+            mmd2=mmd2,
+            mmd=mmd,
             diagnostics={"n_features": self.n_features, "statistic": self.statistic, "feature_seed": self.feature_seed},
             timings={"features_s": time.perf_counter() - start},
         )
@@ -173,8 +170,11 @@ class RandomFourierMMD(MMDEstimator):
         SY = total[None, :] - SX
         tx = E @ norms
         sums = _FeatureSums(
-            xx=np.einsum("ij,ij->i", SX, SX), yy=np.einsum("ij,ij->i", SY, SY), xy=np.einsum("ij,ij->i", SX, SY),
-            trace_x=tx, trace_y=total_norm - tx,
+            xx=np.einsum("ij,ij->i", SX, SX),
+            yy=np.einsum("ij,ij->i", SY, SY),
+            xy=np.einsum("ij,ij->i", SX, SY),
+            trace_x=tx,
+            trace_y=total_norm - tx,
         )
         return np.asarray(self._feature_mmd2(sums, pool.n, pool.m))
 
@@ -219,16 +219,18 @@ class IncompleteU(MMDEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return 2, "pairs of distinct points"
 
-    def compute_estimate(
-        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
-    ) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
         start = time.perf_counter()
         n, m, L = len(X), len(Y), self.n_pairs
         # six index arrays, the two samples of pairs of one kind at a time, and their values
         width = X.shape[1] if isinstance(X, np.ndarray) and X.ndim == 2 else 1
-        check_fits(L * (6 * 8 + 2 * 8 * width + 8), lambda need, avail, _: (
-            f"Estimator 'incomplete-u': n_pairs = {L:,} pairs of each kind need about {need}, but only {avail} of "
-            "memory are available; use fewer pairs (its standard error falls like 1/sqrt(n_pairs))."))
+        check_fits(
+            L * (6 * 8 + 2 * 8 * width + 8),
+            lambda need, avail, _: (
+                f"Estimator 'incomplete-u': n_pairs = {L:,} pairs of each kind need about {need}, but only {avail} of "
+                "memory are available; use fewer pairs (its standard error falls like 1/sqrt(n_pairs))."
+            ),
+        )
         ix, jx = _distinct_pairs(n, L, rng)
         iy, jy = _distinct_pairs(m, L, rng)
         a, b = rng.integers(0, n, L), rng.integers(0, m, L)
@@ -237,7 +239,9 @@ class IncompleteU(MMDEstimator):
         kxy = _pair_values(kernel, X, Y, a, b).mean()
         mmd2 = float(kxx + kyy - 2.0 * kxy)
         return Estimate(
-            mmd2=mmd2, mmd=math.sqrt(max(mmd2, 0.0)), diagnostics={"n_pairs": L},
+            mmd2=mmd2,
+            mmd=math.sqrt(max(mmd2, 0.0)),
+            diagnostics={"n_pairs": L},
             timings={"pairs_s": time.perf_counter() - start},
         )
 

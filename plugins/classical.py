@@ -74,14 +74,9 @@ class VStatistic(_FromSums):
     name: ClassVar[str] = "v-stat"
     role: ClassVar[str | None] = "v-statistic"
     summary: ClassVar[str] = "V-statistic MMD: distance between the empirical mean embeddings."
-    formula: ClassVar[str] = (
-        "MMD_V^2 = 1/N^2 sum_ij k(x_i,x_j) + 1/M^2 sum_ij k(y_i,y_j) - 2/(NM) sum_ij k(x_i,y_j); "
-        "MMD = sqrt(max(MMD_V^2, 0))"
-    )
+    formula: ClassVar[str] = "MMD_V^2 = 1/N^2 sum_ij k(x_i,x_j) + 1/M^2 sum_ij k(y_i,y_j) - 2/(NM) sum_ij k(x_i,y_j); MMD = sqrt(max(MMD_V^2, 0))"
 
-    def compute_estimate(
-        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
-    ) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
         sums = _sums(kernel, X, Y, resources)
         start = time.perf_counter()
         mmd2 = float(self.mmd2_from_sums(sums, len(X), len(Y)))  # type: ignore[arg-type]
@@ -113,17 +108,14 @@ class UStatistic(_FromSums):
 
     root: str = parameter(
         "clip",
-        doc="how MMD_U^2 < 0 becomes an MMD: 'clip' gives 0 (a distance), "
-        "'signed' gives -sqrt(|MMD_U^2|) (keeps the information, for error plots)",
+        doc="how MMD_U^2 < 0 becomes an MMD: 'clip' gives 0 (a distance), 'signed' gives -sqrt(|MMD_U^2|) (keeps the information, for error plots)",
         check=one_of("clip", "signed"),
     )
 
     def min_sample_size(self) -> tuple[int, str]:
         return 2, "the U-statistic averages over pairs of distinct points"
 
-    def compute_estimate(
-        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
-    ) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
         # the sums within X and within Y added up without the diagonal, which an unbounded
         # kernel's k(z, z) can dwarf (engine.reductions.loses_to_diagonal)
         sums = _sums(kernel, X, Y, resources, without_diagonal=True)
@@ -138,8 +130,7 @@ class UStatistic(_FromSums):
         return Estimate(
             mmd2=mmd2,
             mmd=mmd,
-            diagnostics={"negative_mmd2": bool(mmd2 < 0), "root": self.root, "tiled": sums.tiled,
-                         **({"features": True} if sums.features else {})},
+            diagnostics={"negative_mmd2": bool(mmd2 < 0), "root": self.root, "tiled": sums.tiled, **({"features": True} if sums.features else {})},
             timings={"gram_s": sums.seconds, "estimate_s": time.perf_counter() - start},
         )
 
@@ -196,9 +187,7 @@ class MeanEmbedding(EmbeddingEstimator):
     summary: ClassVar[str] = "Empirical mean embedding: equal weights 1/N (the V-statistic's embedding)."
     formula: ClassVar[str] = "mu_hat = 1/N sum_i k(., x_i)"
 
-    def compute_embedding(
-        self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources
-    ) -> EmbeddingWeights:
+    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources) -> EmbeddingWeights:
         return EmbeddingWeights(weights=np.full(len(X), 1.0 / len(X)))
 
 

@@ -98,8 +98,7 @@ class _BlockEmbedding(EmbeddingEstimator):
 
     n_blocks: int | str = parameter(
         11,
-        doc="Q, the number of blocks (odd, 1 <= Q <= N/2), or 'auto' for Lepski's choice "
-        "on the grid 1, 3, 7, 15, ...",
+        doc="Q, the number of blocks (odd, 1 <= Q <= N/2), or 'auto' for Lepski's choice on the grid 1, 3, 7, 15, ...",
         check=integer_or("auto", ge=1),
         kind="int",
     )
@@ -114,9 +113,7 @@ class _BlockEmbedding(EmbeddingEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return blocks_min_sample_size(self.n_blocks)
 
-    def compute_embedding(
-        self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources
-    ) -> EmbeddingWeights:
+    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources) -> EmbeddingWeights:
         start = time.perf_counter()
         src = gram_source(kernel, X, resources=resources)
         if self.n_blocks != "auto":
@@ -149,14 +146,11 @@ class _BlockEmbedding(EmbeddingEstimator):
             timings={"gram_s": src.kernel_s, "solve_s": total - src.kernel_s},
         )
 
-    def _weights(
-        self, src: GramSource, n: int, n_blocks: int, rng: np.random.Generator, resources: Resources
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    def _weights(self, src: GramSource, n: int, n_blocks: int, rng: np.random.Generator, resources: Resources) -> tuple[np.ndarray, dict[str, Any]]:
         labels = random_partition(n, n_blocks, rng)
         part, W = _partition_weights(labels, n_blocks)
         M = src.block_gram(W)
-        found = block_center(M, self.center, lambda done, most: resources.report(
-            done, most, f"minmax centre (Q = {n_blocks}), iterations (at most)"))
+        found = block_center(M, self.center, lambda done, most: resources.report(done, most, f"minmax centre (Q = {n_blocks}), iterations (at most)"))
         weights = found.beta[labels] * part.mean_weights()
         return weights, {"n_blocks": n_blocks, "center": self.center, "block_weights": found.beta.tolist(), **found.diagnostics}
 
@@ -190,8 +184,7 @@ class GeometricMoM(_BlockEmbedding):
     name: ClassVar[str] = "geometric-mom"
     summary: ClassVar[str] = "Geometric median-of-means embedding: the geometric median of the block means."
     formula: ClassVar[str] = (
-        "mu_hat = argmin_u sum_q ||u - mu_{S_q}|| (Weiszfeld's iteration in the span of the block "
-        "means, Minsker 2015). Q = 1 is the empirical mean embedding."
+        "mu_hat = argmin_u sum_q ||u - mu_{S_q}|| (Weiszfeld's iteration in the span of the block means, Minsker 2015). Q = 1 is the empirical mean embedding."
     )
     center: ClassVar[str] = "geometric"
 
@@ -250,17 +243,12 @@ class MonkEmbeddingMMD(MMDEstimator):
     def min_sample_size(self) -> tuple[int, str]:
         return blocks_min_sample_size(self.n_blocks)
 
-    def compute_estimate(
-        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
-    ) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
         return self._estimate_from(kernel, gram_source(kernel, pooled(X, Y), resources=resources), len(X), len(Y), rng)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Each relabelling reads its block means from a permuted view of the pooled Gram matrix."""
-        return np.array([
-            self._estimate_from(pool.kernel, pool.permuted_source(perm), pool.n, pool.m, rng).mmd2
-            for perm, rng in zip(perms, rngs)
-        ])
+        return np.array([self._estimate_from(pool.kernel, pool.permuted_source(perm), pool.n, pool.m, rng).mmd2 for perm, rng in zip(perms, rngs)])
 
     def fixed_partition(self, n: int, m: int, rng: np.random.Generator) -> Partition:
         """X and Y each cut into Q blocks (the estimator's own draws); block q pairs S_q with T_q."""
@@ -268,9 +256,7 @@ class MonkEmbeddingMMD(MMDEstimator):
         check_n_blocks(Q, {"X": n, "Y": m}, estimator=self.name)
         return Partition(Q, random_partition(n, Q, rng), random_partition(m, Q, rng))
 
-    def partition_statistics(
-        self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any
-    ) -> np.ndarray:
+    def partition_statistics(self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """The test's statistic of every relabelling, on the test's partition.
 
         ``test_form="trimmed"`` (the default): both embeddings are the mean of the same

@@ -93,9 +93,7 @@ class _Context(PooledSample):
     """What one estimate shares across grid values of Q: the two samples and the pooled
     sample's Gram source, diagonal and row sums (K 1, the start of BCD), each made once."""
 
-    def __init__(
-        self, kernel: Kernel, X: Sample, Y: Sample, matrix_free: bool | str, resources: Resources, **known: Any
-    ):
+    def __init__(self, kernel: Kernel, X: Sample, Y: Sample, matrix_free: bool | str, resources: Resources, **known: Any):
         super().__init__(kernel, X, Y, matrix_free=matrix_free, resources=resources, **known)
         self.X, self.Y = X, Y
         #: a relabelling's view of a pooled Gram matrix (permutation tests), if any
@@ -170,7 +168,8 @@ class _MonkMMD(MMDEstimator):
             fix = (
                 "Give ridge=0 (or a value well below k(x, x)), or rescale the data: ridge=auto is the authors' absolute "
                 "1e-5, made for kernels whose values are near 1."
-                if self.ridge == "auto" else "Use a value well below k(x, x), or ridge=auto."
+                if self.ridge == "auto"
+                else "Use a value well below k(x, x), or ridge=auto."
             )
             raise ParameterError(
                 f"Estimator {self.name!r}: ridge = {self.resolved_ridge:.6g} exceeds the kernel's largest k(x, x) = "
@@ -210,9 +209,7 @@ class _MonkMMD(MMDEstimator):
     def _context(self, kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> _Context:
         return _Context(kernel, X, Y, "auto", resources)
 
-    def compute_estimate(
-        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
-    ) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
         return self._estimate_in(self._context(kernel, X, Y, resources), rng)
 
     def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
@@ -292,8 +289,15 @@ class _MonkMMD(MMDEstimator):
         return rows
 
     def _result(
-        self, objective: float, n_blocks: int, part: Any, block: int, values: np.ndarray,
-        trace: list[float] | None, extra: dict[str, Any], timings: dict[str, float],
+        self,
+        objective: float,
+        n_blocks: int,
+        part: Any,
+        block: int,
+        values: np.ndarray,
+        trace: list[float] | None,
+        extra: dict[str, Any],
+        timings: dict[str, float],
     ) -> Estimate:
         diagnostics: dict[str, Any] = {
             "n_blocks": n_blocks,
@@ -318,9 +322,7 @@ class MonkBCD(_MonkMMD):
     """MONK MMD by block coordinate descent (paper Algorithm 1), optionally polished exactly."""
 
     name: ClassVar[str] = "monk-bcd"
-    summary: ClassVar[str] = (
-        "MONK MMD (paper Eq. 6) by block coordinate descent (Algorithm 1); robust to outliers."
-    )
+    summary: ClassVar[str] = "MONK MMD (paper Eq. 6) by block coordinate descent (Algorithm 1); robust to outliers."
     formula: ClassVar[str] = (
         "MMD_MONK = sup_{||f||<=1} med_q <f, mu_{S_q}(x) - mu_{T_q}(y)>; BCD: each iteration "
         "reshuffles the Q blocks, finds the median block q_m of <f, d_q> and moves f towards "
@@ -424,10 +426,7 @@ class MonkBCD(_MonkMMD):
         timings = {"gram_s": kernel_s, "iterate_s": total - kernel_s}
         return self._result(objective, n_blocks, part, block, values, trace, extra, timings)
 
-
-    def partition_statistics(
-        self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any
-    ) -> np.ndarray:
+    def partition_statistics(self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Algorithm 1 with every iteration on the test's partition, for all relabellings at once.
 
         On a fixed partition f stays in span{f₀, d_1..d_Q} (f₀ the normalised all-ones start),
@@ -454,9 +453,7 @@ class MonkBCD(_MonkMMD):
         ridge = self.resolved_ridge
         if ridge:
             G = G + ridge * np.diag(1.0 / nx + 1.0 / ny)
-        check_squared_norm(
-            pool.kernel, float(np.einsum("bqq->bq", G).min()), 4.0 * (float(pool.diag.max()) + ridge), "a block's ||d_q||^2"
-        )
+        check_squared_norm(pool.kernel, float(np.einsum("bqq->bq", G).min()), 4.0 * (float(pool.diag.max()) + ridge), "a block's ||d_q||^2")
         values = _ones_start_values(pool, partition, perms, ridge)
         symmetric = self.test_form == "symmetric"
         rows = np.arange(len(perms))
@@ -499,9 +496,7 @@ def _ones_start_values(pool: PooledSample, partition: Partition, perms: np.ndarr
     """
     r = pool.row_sums
     dmax = float(pool.diag.max()) + ridge
-    start = check_squared_norm(
-        pool.kernel, float(r.sum()) + ridge * pool.size, pool.size**2 * dmax, "1'(K + eps I)1, the squared norm of the all-ones start"
-    )
+    start = check_squared_norm(pool.kernel, float(r.sum()) + ridge * pool.size, pool.size**2 * dmax, "1'(K + eps I)1, the squared norm of the all-ones start")
     norm0 = np.sqrt(max(start, 1e-300))
     labels = partition.pooled_labels()
     Q = partition.n_blocks
@@ -509,10 +504,7 @@ def _ones_start_values(pool: PooledSample, partition: Partition, perms: np.ndarr
     out = np.empty((len(perms), Q))
     for b, perm in enumerate(perms):
         xi, yi = perm[: pool.n], perm[pool.n :]
-        out[b] = (
-            np.bincount(labels[xi], weights=r[xi], minlength=Q) / nx
-            - np.bincount(labels[yi], weights=r[yi], minlength=Q) / ny
-        ) / norm0
+        out[b] = (np.bincount(labels[xi], weights=r[xi], minlength=Q) / nx - np.bincount(labels[yi], weights=r[yi], minlength=Q) / ny) / norm0
     return out
 
 
@@ -528,9 +520,7 @@ class MonkBCDFast(_MonkMMD):
     """MONK MMD by BCD-Fast (paper Algorithm 2): witnesses restricted to each block."""
 
     name: ClassVar[str] = "monk-bcd-fast"
-    summary: ClassVar[str] = (
-        "MONK MMD by BCD-Fast (Algorithm 2): per-block witnesses, only within-block Gram matrices."
-    )
+    summary: ClassVar[str] = "MONK MMD by BCD-Fast (Algorithm 2): per-block witnesses, only within-block Gram matrices."
     formula: ClassVar[str] = (
         "Each block q has its own witness f_q in the span of its points, ||f_q|| <= 1; the "
         "objective med_q <f_q, d_q> is at most med_q ||d_q|| (the block V-statistics). "
@@ -656,8 +646,12 @@ class MonkBCDFast(_MonkMMD):
             values = final
         # else: the block values of the last iteration, before its update (the published code)
         objective = float(median_value(values))
-        extra = {"solver": "bcd", "partitions": len(starts), "reshuffle_every": self.reshuffle_every,
-                 "block_vstat_median": float(median_value(np.sqrt(stats.v_v)))}
+        extra = {
+            "solver": "bcd",
+            "partitions": len(starts),
+            "reshuffle_every": self.reshuffle_every,
+            "block_vstat_median": float(median_value(np.sqrt(stats.v_v))),
+        }
         total = time.perf_counter() - start
         timings = {"gram_s": gram_s, "iterate_s": total - gram_s}
         return self._result(objective, n_blocks, part, median_block(values), values, trace, extra, timings)
@@ -681,10 +675,7 @@ class MonkBCDFast(_MonkMMD):
         timings = {"gram_s": gram_s, "iterate_s": time.perf_counter() - start - gram_s}
         return self._result(objective, n_blocks, part, median_block(values), values, [objective], extra, timings)
 
-
-    def partition_statistics(
-        self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any
-    ) -> np.ndarray:
+    def partition_statistics(self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """The sup of BCD-Fast's objective on the test's partition, med_q ‖d_q‖, for every relabelling.
 
         This is the test-time form for both solvers. On one partition Algorithm 2 reaches
@@ -744,14 +735,21 @@ def _block_sums(ctx: _Context, part: Any, what: str) -> tuple[np.ndarray, np.nda
     """A_q, B_q, C_q from each block's own Gram matrix, never the pooled one
     (:func:`monk_framework.engine.within_blocks.block_kernel_sums`)."""
     return block_kernel_sums(
-        ctx.kernel, ctx.X, ctx.Y, part.x_labels, part.y_labels, part.n_blocks, ctx.diag[: ctx.n], ctx.diag[ctx.n :],
-        resources=ctx.resources, cache=ctx.cache, what=what,
+        ctx.kernel,
+        ctx.X,
+        ctx.Y,
+        part.x_labels,
+        part.y_labels,
+        part.n_blocks,
+        ctx.diag[: ctx.n],
+        ctx.diag[ctx.n :],
+        resources=ctx.resources,
+        cache=ctx.cache,
+        what=what,
     )
 
 
-def _shared_block_sums(
-    shared: PermutedGram, n: int, parts: list[Any]
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _shared_block_sums(shared: PermutedGram, n: int, parts: list[Any]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """A_q, B_q, C_q of every partition from one product K W of the stored pooled K.
 
     Column 2Q·p + q of W indicates X's part of block q in partition p, column

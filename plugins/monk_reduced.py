@@ -265,9 +265,7 @@ def sup_median_local(G: np.ndarray, beta0: np.ndarray, *, max_rounds: int = 100)
     return _finish(G, best_beta, active, "local-search", evaluated)
 
 
-def bcd_fixed(
-    G: np.ndarray, n_iter: int, *, variant: str, beta0: np.ndarray, step_decay: float = 1e-3
-) -> tuple[np.ndarray, list[float]]:
+def bcd_fixed(G: np.ndarray, n_iter: int, *, variant: str, beta0: np.ndarray, step_decay: float = 1e-3) -> tuple[np.ndarray, list[float]]:
     """Algorithm 1 on a fixed partition, in the coordinates β of f = Σ β_q d_q.
 
     Each iteration finds the median block q_m of (Gβ)_q and moves towards its
@@ -359,9 +357,7 @@ class MinmaxCenter:
     exact_oracle: bool
 
 
-def minmax_center(
-    points: np.ndarray, *, tol: float = 1e-6, max_iter: int = 300, report: Callable[[int, int], None] | None = None
-) -> MinmaxCenter:
+def minmax_center(points: np.ndarray, *, tol: float = 1e-6, max_iter: int = 300, report: Callable[[int, int], None] | None = None) -> MinmaxCenter:
     """Solve min_u max_w med_q(‖u − a_q‖² − ‖w − a_q‖²) (paper Eq. 3 in block coordinates).
 
     With h = w − u the inner maximum is D(u)², D(u) = max_{‖e‖≤1} med_q ⟨e, a_q − u⟩

@@ -288,9 +288,7 @@ def unsort(K: np.ndarray, row_order: np.ndarray, col_order: np.ndarray) -> np.nd
     return out
 
 
-def feature_gram_levels(
-    X: FeatureTables, Y: FeatureTables | None, levels: Sequence[int]
-) -> dict[int, np.ndarray]:
+def feature_gram_levels(X: FeatureTables, Y: FeatureTables | None, levels: Sequence[int]) -> dict[int, np.ndarray]:
     """K_k = Φ_k(X) Φ_k(Y)ᵀ for each level, in column chunks of the feature matrices."""
     out: dict[int, np.ndarray] = {}
     n_y = X.n if Y is None else Y.n

@@ -135,15 +135,18 @@ def _dense_memory_ok(ls: np.ndarray, lt: np.ndarray, lam: float) -> None:
         return
     cells = int((ls[dense] * lt[dense]).max())
     worst = int(np.flatnonzero(dense)[np.argmax(ls[dense] * lt[dense])])
-    check_fits(3 * 8 * cells * pair_threads(), lambda need, avail, _: (
-        f"The string subsequence kernel of two strings of lengths {int(ls[worst])} and {int(lt[worst])} needs "
-        f"{need} for its dynamic programme; only {avail} are available."), share=0.9)
+    check_fits(
+        3 * 8 * cells * pair_threads(),
+        lambda need, avail, _: (
+            f"The string subsequence kernel of two strings of lengths {int(ls[worst])} and {int(lt[worst])} needs "
+            f"{need} for its dynamic programme; only {avail} are available."
+        ),
+        share=0.9,
+    )
 
 
 @_loops.loop(parallel=True)
-def _pairs(
-    xf, xo, yf, yo, order, cols, starts, dealt, dealt_starts, n, lam, size, limit, max_len, out
-):  # pragma: no cover - compiled
+def _pairs(xf, xo, yf, yo, order, cols, starts, dealt, dealt_starts, n, lam, size, limit, max_len, out):  # pragma: no cover - compiled
     log_inv = -math.log(lam) if lam < 1.0 else 0.0
     for w in prange(len(dealt_starts) - 1):
         for d in range(dealt_starts[w], dealt_starts[w + 1]):

@@ -113,7 +113,7 @@ def _shared_count(Hx: np.ndarray, Hy: np.ndarray, sym: bool) -> int:
     step = max(1, COUNT_BAND_BYTES // (8 * len(iy)))
     total = 0
     for start in range(0, len(ix), step):
-        shared = (A[start:start + step] @ B.T) > 0
+        shared = (A[start : start + step] @ B.T) > 0
         if sym:  # pairs i <= j: the band's rows are start.., its columns 0..
             shared &= np.arange(len(iy))[None, :] >= np.arange(start, start + len(shared))[:, None]
         total += int(shared.sum())
@@ -152,9 +152,7 @@ def _shared_pairs(X: Sequence[str], Y: Sequence[str] | None, rare: set[str]) -> 
     return rows.astype(np.int64), cols.astype(np.int64)
 
 
-def ssk_levels(
-    X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: float
-) -> tuple[dict[int, np.ndarray], Plan]:
+def ssk_levels(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: float) -> tuple[dict[int, np.ndarray], Plan]:
     """Unnormalised Gram matrices K_k(X, Y) for each k in ``levels``, exactly.
 
     One plan serves every level, so a grid over n (or the cumulative kernel) reuses
@@ -182,7 +180,12 @@ PAIRS_PER_BAND = 20_000
 
 
 def _ssk_levels(
-    X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: float, *, with_self: bool,
+    X: Sequence[str],
+    Y: Sequence[str] | None,
+    levels: Sequence[int],
+    lam: float,
+    *,
+    with_self: bool,
     run_bands: BandRunner = in_turn,
 ) -> tuple[dict[int, np.ndarray], Plan, tuple[dict[int, np.ndarray], dict[int, np.ndarray]] | None]:
     """The work of :func:`ssk_levels`: the pair programme runs in bands of rows of X
@@ -231,8 +234,14 @@ def _ssk_levels(
 
 
 def _pair_values(
-    cx: core.Codes, cy: core.Codes, rows: np.ndarray, cols: np.ndarray, n: int, lam: float,
-    run_bands: BandRunner, n_rows: int,
+    cx: core.Codes,
+    cy: core.Codes,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    n: int,
+    lam: float,
+    run_bands: BandRunner,
+    n_rows: int,
 ) -> np.ndarray:
     """``pair_levels`` of the pairs, in bands of consecutive rows of about
     :data:`PAIRS_PER_BAND` pairs, run by ``run_bands`` (a band's rows are whole)."""
@@ -249,12 +258,12 @@ def _pair_values(
         start = stop
 
     def band(start: int, stop: int) -> np.ndarray:
-        picked = order[firsts[start]:firsts[stop]]
+        picked = order[firsts[start] : firsts[stop]]
         return pairs_ssk.pair_levels(cx, cy, rows[picked], cols[picked], n, lam)
 
     values = np.empty((len(rows), n))
     for (start, stop), part in zip(bands, run_bands(band, bands)):
-        values[order[firsts[start]:firsts[stop]]] = part
+        values[order[firsts[start] : firsts[stop]]] = part
     return values
 
 
@@ -268,8 +277,13 @@ def ssk_self_levels(X: Sequence[str], levels: Sequence[int], lam: float) -> dict
 
 
 def _self_levels(
-    X: Sequence[str], T: core.FeatureTables | None, codes: core.Codes | None, rare: set[str],
-    letters: Sequence[str], levels: Sequence[int], lam: float,
+    X: Sequence[str],
+    T: core.FeatureTables | None,
+    codes: core.Codes | None,
+    rare: set[str],
+    letters: Sequence[str],
+    levels: Sequence[int],
+    lam: float,
 ) -> dict[int, np.ndarray]:
     """K_k(s, s): the feature row norms of ``T`` (the main alphabet's tables, if any), and
     the pair programme for the strings holding a letter in ``rare`` (``codes``: X already
@@ -293,10 +307,7 @@ class SubsequenceKernel(Kernel):
     """String subsequence kernel K_n(s, t) = Σ_{u ∈ Σⁿ} φ_u(s) φ_u(t), φ_u(s) = Σ_{i: s[i]=u} λ^{l(i)}."""
 
     name: ClassVar[str] = "ssk"
-    summary: ClassVar[str] = (
-        "String subsequence kernel (Lodhi et al. 2002): gapped common subsequences of length n, "
-        "decayed by lam per spanned letter; exact."
-    )
+    summary: ClassVar[str] = "String subsequence kernel (Lodhi et al. 2002): gapped common subsequences of length n, decayed by lam per spanned letter; exact."
     formula: ClassVar[str] = (
         "K_n(s, t) = sum_{u in A^n} phi_u(s) phi_u(t), phi_u(s) = sum_{i: s[i] = u} lam^(i_n - i_1 + 1); "
         "normalize: K(s,t)/sqrt(K(s,s) K(t,t)); cumulative: K_1 + ... + K_n before normalising"
@@ -308,11 +319,14 @@ class SubsequenceKernel(Kernel):
     n: int = parameter(5, doc="subsequence length n >= 1", check=integer(ge=1), kind="int")
     lam: float = parameter(0.5, doc="decay lambda in (0, 1] per letter spanned", check=real(gt=0, le=1), kind="float")
     normalize: bool = parameter(
-        True, doc="divide by sqrt(K(s,s) K(t,t)) (a string with no subsequence of length n gets 0)",
+        True,
+        doc="divide by sqrt(K(s,s) K(t,t)) (a string with no subsequence of length n gets 0)",
         check=boolean(),
     )
     cumulative: bool = parameter(
-        False, doc="sum K_1..K_n before normalising (shogun's convention)", check=boolean(),
+        False,
+        doc="sum K_1..K_n before normalising (shogun's convention)",
+        check=boolean(),
     )
 
     def __attrs_post_init__(self) -> None:
@@ -338,8 +352,10 @@ class SubsequenceKernel(Kernel):
         longest = max(len(x) for x in Xs)
         if longest == 0:
             # no n helps: "Use n <= 0" would name a value the kernel refuses
-            raise DataError(f"Every string of {name} is empty: they have no subsequences, so every kernel value with "
-                            f"{name} would be 0. Check how {name} was made (a column of empty cells?).")
+            raise DataError(
+                f"Every string of {name} is empty: they have no subsequences, so every kernel value with "
+                f"{name} would be 0. Check how {name} was made (a column of empty cells?)."
+            )
         if longest < need:
             raise ParameterError(
                 f"The 'n' parameter of SubsequenceKernel is {self.n}, but every string of {name} is shorter "
@@ -351,16 +367,21 @@ class SubsequenceKernel(Kernel):
             # such a string's features are all 0: every short string is the same point to the
             # kernel, k = 0 with everything, whatever its letters
             many = len(short) != 1
-            warnings.warn(DataWarning(
-                f"{len(short):,} of the {len(Xs):,} strings of {name} {'are' if many else 'is'} shorter than n = {need} "
-                f"(the shortest has {min(short)} character{'s' if min(short) != 1 else ''}): with no subsequence of that "
-                + ("length, they get the feature 0: the kernel sees them as one and the same point, orthogonal to every "
-                   "string (k = 0), whatever their letters." if many else
-                   "length, it gets the feature 0: the kernel sees it as orthogonal to every string (k = 0), whatever its "
-                   "letters.")
-                + " Use a smaller n, cumulative=True (which counts every length up to n), or drop "
-                + ("them." if many else "it.")
-            ), stacklevel=2)
+            warnings.warn(
+                DataWarning(
+                    f"{len(short):,} of the {len(Xs):,} strings of {name} {'are' if many else 'is'} shorter than n = {need} "
+                    f"(the shortest has {min(short)} character{'s' if min(short) != 1 else ''}): with no subsequence of that "
+                    + (
+                        "length, they get the feature 0: the kernel sees them as one and the same point, orthogonal to every "
+                        "string (k = 0), whatever their letters."
+                        if many
+                        else "length, it gets the feature 0: the kernel sees it as orthogonal to every string (k = 0), whatever its letters."
+                    )
+                    + " Use a smaller n, cumulative=True (which counts every length up to n), or drop "
+                    + ("them." if many else "it.")
+                ),
+                stacklevel=2,
+            )
         return Xs
 
     @property

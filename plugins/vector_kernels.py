@@ -42,8 +42,7 @@ def _row_norms_sq(X: np.ndarray) -> np.ndarray:
 
 
 _NORMALIZE_DOC = (
-    "divide by sqrt(k(x, x) k(y, y)): the cosine of the feature vectors, a bounded kernel "
-    "(|k| <= 1) that robust_test(method='dc') can use; 0 where k(x, x) = 0"
+    "divide by sqrt(k(x, x) k(y, y)): the cosine of the feature vectors, a bounded kernel (|k| <= 1) that robust_test(method='dc') can use; 0 where k(x, x) = 0"
 )
 
 
@@ -143,8 +142,7 @@ def _anchored_power(W: np.ndarray, lu: np.ndarray, lv: np.ndarray, A: float, p: 
     for i in range(1, p):
         # Σ_j p!/(i! j! (p − i − j)!) A^(p−i−j) ℓ(v)^j, for this power i of ℓ(u) (a row or a vector)
         inner = sum(
-            math.factorial(p) // (math.factorial(i) * math.factorial(j) * math.factorial(p - i - j)) * A ** (p - i - j) * lv**j
-            for j in range(1, p - i + 1)
+            math.factorial(p) // (math.factorial(i) * math.factorial(j) * math.factorial(p - i - j)) * A ** (p - i - j) * lv**j for j in range(1, p - i + 1)
         )
         acc += lu**i * inner
     return acc
@@ -289,8 +287,12 @@ class _PolynomialCore:
             # E k_z(U, V) = E k(z + U, z + V) − E k(z + U, z) − E k(z, z + V) + k(z, z)
             z, none = np.asarray(self._anchor), np.zeros_like(c1)
             base = attrs.evolve(self, anchor=())  # type: ignore[misc]
-            return float(base.gaussian_expectation(z + m1, c1, z + m2, c2) - base.gaussian_expectation(z + m1, c1, z, none)
-                         - base.gaussian_expectation(z, none, z + m2, c2) + base.gaussian_expectation(z, none, z, none))
+            return float(
+                base.gaussian_expectation(z + m1, c1, z + m2, c2)
+                - base.gaussian_expectation(z + m1, c1, z, none)
+                - base.gaussian_expectation(z, none, z + m2, c2)
+                + base.gaussian_expectation(z, none, z, none)
+            )
         s, c = self.scale, self.offset
         if self.power == 1:
             return float(s * (m1 @ m2) + c)
@@ -381,10 +383,7 @@ class _BandwidthCore:
         return self.metric
 
 
-_SIGMA_DOC = (
-    "the bandwidth σ > 0, or 'median' (the default, as in hyppo and alibi-detect) for the median "
-    "pairwise distance of the pooled sample"
-)
+_SIGMA_DOC = "the bandwidth σ > 0, or 'median' (the default, as in hyppo and alibi-detect) for the median pairwise distance of the pooled sample"
 
 
 @attrs.frozen(kw_only=True)
@@ -448,8 +447,7 @@ class LaplaceKernel(_BandwidthCore, Kernel):
     sigma: float | str = parameter("median", doc=_SIGMA_DOC + " (in the chosen norm)", check=real_or("median", gt=0), kind="float")
     norm: str = parameter(
         "l2",
-        doc="the norm of x - y: 'l2' (Euclidean, the default) or 'l1' (the sum of absolute "
-        "differences, scikit-learn's laplacian_kernel with gamma = 1/sigma)",
+        doc="the norm of x - y: 'l2' (Euclidean, the default) or 'l1' (the sum of absolute differences, scikit-learn's laplacian_kernel with gamma = 1/sigma)",
         check=one_of("l2", "l1"),
     )
 

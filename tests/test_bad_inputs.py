@@ -95,8 +95,7 @@ def _files(root: Path) -> None:
     # what a spreadsheet with a decimal comma writes when it quotes every cell
     (root / "quoted-semicolons.csv").write_text("".join(f'"{a:.3f}";"{b:.3f}"\n'.replace(".", ",") for a, b in X.tolist()))
     # what a word processor writes for '-': the typographic minus sign
-    (root / "minus-sign.csv").write_text("".join(f"{a:.3f},{b:.3f}\n".replace("-", "\u2212") for a, b in X.tolist()),
-                                         encoding="utf-8")
+    (root / "minus-sign.csv").write_text("".join(f"{a:.3f},{b:.3f}\n".replace("-", "\u2212") for a, b in X.tolist()), encoding="utf-8")
     # Fortran's exponent letter: not numbers to Python, so a .txt file of strings
     (root / "fortran.txt").write_text("".join(f"{a:.6E} {b:.6E}\n".replace("E", "D") for a, b in X.tolist()))
     (root / "bom.csv").write_text("".join(f"{a!r},{b!r}\n" for a, b in X.tolist()), encoding="utf-8-sig")
@@ -162,8 +161,13 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("unknown-command", ["estimate"], 2, r"No such command 'estimate'"),
     ("unknown-option", [*RUN, *SMALL, "--sigma", "2"], 2, r"No such option: --sigma"),
     ("option-twice", [*RUN, *SMALL, "-k", "laplace"], 2, r"--kernel/-k was given 2 times \('rbf', 'laplace'\); it takes one value"),
-    ("kernels-without-aggregate", [*TEST, *SMALL, "-k", "laplace"], 2, r"-k was given 2 times \(rbf, laplace\): a test uses one "
-        r"kernel. Several kernels make an aggregated test: add --aggregate agg"),
+    (
+        "kernels-without-aggregate",
+        [*TEST, *SMALL, "-k", "laplace"],
+        2,
+        r"-k was given 2 times \(rbf, laplace\): a test uses one "
+        r"kernel. Several kernels make an aggregated test: add --aggregate agg",
+    ),
     ("unknown-kernel", ["run", "-k", "rbff", "-e", "u-stat"], 2, r"Unknown kernel 'rbff'.*Did you mean 'rbf'"),
     ("unknown-estimator", ["run", "-k", "rbf", "-e", "monk"], 2, r"Unknown estimator 'monk'"),
     ("unknown-dataset", [*RUN, "-d", "gaus"], 2, r"Unknown dataset 'gaus'.*Did you mean 'gauss'"),
@@ -171,18 +175,36 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("param-without-value", [*RUN, *SMALL, "-p", "sigma"], 2, r"--param.*key=value"),
     ("negative-sigma", [*RUN, *SMALL, "-p", "sigma=-1"], 2, r"'sigma' parameter of RBFKernel must be a float > 0"),
     ("text-sigma", [*RUN, *SMALL, "-p", "sigma=wide"], 2, r"'sigma'.*Got 'wide'"),
-    ("sigma-below-float64", [*RUN, *SMALL, "-p", "sigma=1e-400"], 2, r"--param sigma: '1e-400' is below float64's smallest positive number \(about "
-        r"4.9e-324\): it would be read as 0"),
+    (
+        "sigma-below-float64",
+        [*RUN, *SMALL, "-p", "sigma=1e-400"],
+        2,
+        r"--param sigma: '1e-400' is below float64's smallest positive number \(about "
+        r"4.9e-324\): it would be read as 0",
+    ),
     ("nan-sigma", [*RUN, *SMALL, "-p", "sigma=nan"], 2, r"'sigma'.*must be a float > 0"),
     ("zero-blocks", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=0"], 2, r"'n_blocks'.*>= 1"),
-    ("too-many-blocks", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=40"], 1, r"X has 30 point\(s\) but estimator 'monk-bcd' needs at "
-        r"least 80 \(n_blocks=40"),
+    (
+        "too-many-blocks",
+        ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_blocks=40"],
+        1,
+        r"X has 30 point\(s\) but estimator 'monk-bcd' needs at "
+        r"least 80 \(n_blocks=40",
+    ),
     ("bad-variant", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "variant=fast"], 2, r"'variant'.*'authors', 'paper'"),
     ("bad-report", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "report=last"], 2, r"'report'.*'before-update', 'final'"),
-    ("ridge-beyond-the-kernel", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "ridge=1e300"], 2,
-        r"Estimator 'monk-bcd': ridge = 1e\+300 exceeds the kernel's largest k\(x, x\) = 1 on these data"),
-    ("authors-ridge-on-small-values", ["run", "-k", "linear", "-e", "monk-bcd-fast", "--x", "small-units-x.npy", "--y",
-        "small-units-y.npy"], 2, r"ridge = 1e-05 exceeds the kernel's largest k\(x, x\) = .*ridge=auto is the authors' absolute 1e-5"),
+    (
+        "ridge-beyond-the-kernel",
+        ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "ridge=1e300"],
+        2,
+        r"Estimator 'monk-bcd': ridge = 1e\+300 exceeds the kernel's largest k\(x, x\) = 1 on these data",
+    ),
+    (
+        "authors-ridge-on-small-values",
+        ["run", "-k", "linear", "-e", "monk-bcd-fast", "--x", "small-units-x.npy", "--y", "small-units-y.npy"],
+        2,
+        r"ridge = 1e-05 exceeds the kernel's largest k\(x, x\) = .*ridge=auto is the authors' absolute 1e-5",
+    ),
     ("bad-degree", ["run", "-k", "polynomial", "-e", "u-stat", *SMALL, "-p", "degree=2.5"], 2, r"'degree'.*int >= 1"),
     ("zero-permutations", [*TEST, *SMALL, "-B", "0"], 2, r"Invalid value for '--permutations' / '-B'"),
     ("alpha-above-one", [*TEST, *SMALL, "--alpha", "2"], 2, r"--alpha must be a number in \(0, 1\); got 2.0"),
@@ -192,38 +214,79 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("negative-contamination", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "-1"], 2, r"contamination must lie between 0 and the 60 points"),
     ("half-contamination", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "0.7"], 2, r"contamination as a fraction must lie in \[0, 1/2\)"),
     ("bad-max-memory", [*RUN, *SMALL, "--max-memory", "lots"], 2, r"max_memory: cannot read 'lots'"),
-    ("unknown-memory-unit", [*RUN, *SMALL, "--max-memory", "2XB"], 2,
-     r"max_memory: unknown unit 'XB' in '2XB'; the units are B, KB, MB, GB, TB, PB"),
+    ("unknown-memory-unit", [*RUN, *SMALL, "--max-memory", "2XB"], 2, r"max_memory: unknown unit 'XB' in '2XB'; the units are B, KB, MB, GB, TB, PB"),
     ("negative-max-memory", [*RUN, *SMALL, "--max-memory", "-2GB"], 2, r"max_memory must be more than 0 bytes; got '-2GB'"),
     # a count past int64 reached a float conversion deep in the work (internal error: OverflowError)
-    ("count-past-int64", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_iter=100000000000000000000"], 2,
-     r"The 'n_iter' parameter of MonkBCD must be an int >= 1\. Got 100000000000000000000 instead\. An int parameter is "
-     r"at most 2\^63 - 1"),
-    ("flag-given-as-a-number", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "trace=1"], 2,
-     r"The 'trace' parameter of MonkBCD must be one of 'auto', True, False\. Got 1 instead"),
-    ("permutations-past-int64", [*TEST, *SMALL, "-B", "100000000000000000000"], 2,
-     r"Invalid value for '--permutations' / '-B': Input should be less than or equal to 9223372036854775807"),
+    (
+        "count-past-int64",
+        ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_iter=100000000000000000000"],
+        2,
+        r"The 'n_iter' parameter of MonkBCD must be an int >= 1\. Got 100000000000000000000 instead\. An int parameter is "
+        r"at most 2\^63 - 1",
+    ),
+    (
+        "flag-given-as-a-number",
+        ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "trace=1"],
+        2,
+        r"The 'trace' parameter of MonkBCD must be one of 'auto', True, False\. Got 1 instead",
+    ),
+    (
+        "permutations-past-int64",
+        [*TEST, *SMALL, "-B", "100000000000000000000"],
+        2,
+        r"Invalid value for '--permutations' / '-B': Input should be less than or equal to 9223372036854775807",
+    ),
     ("bad-aggregate", ["test", *SMALL, "--aggregate", "max"], 2, r"--aggregate must be one of agg, fuse; got 'max'"),
-    ("zero-bandwidth", ["test", *SMALL, "--aggregate", "agg", "--bandwidths", "0,1"], 2,
-     r"--bandwidths takes positive finite numbers; got '0,1'"),
-    ("robust-aggregate-without-bandwidths", ["test", *SMALL, "--aggregate", "agg", "--contamination", "2"], 2,
-     r"--aggregate with --contamination needs --bandwidths fixed before seeing the data"),
-    ("negative-clip", ["test", "-k", "quadratic", *SMALL, "--contamination", "2", "--clip", "-1"], 2,
-     r"clip must be a radius > 0 \(a finite number\); got -1.0"),
-    ("huge-n-pairs", [*RUN[:3], "-e", "incomplete-u", *SMALL, "-p", "n_pairs=1000000000000"], 1,
-     r"Estimator 'incomplete-u': n_pairs = 1,000,000,000,000 pairs of each kind need about"),
-    ("huge-n-features", [*RUN[:3], "-e", "rff", *SMALL, "-p", "n_features=1000000000000"], 1,
-     r"Estimator 'rff': n_features = 1,000,000,000,000 random features of 30 points need about"),
-    ("huge-clip", ["test", "-k", "quadratic", *SMALL, "--contamination", "2", "--clip", "1e300"], 2,
-     r"clip must be a radius whose square is within float64's range"),
-    ("aggregate-with-sigma", ["test", *SMALL, "--aggregate", "agg", "-p", "sigma=1"], 2,
-     r"--param sigma: --aggregate without -k uses the default collection"),
-    ("aggregate-with-relabel", ["test", *SMALL, "--aggregate", "agg", "--relabel", "global"], 2,
-     r"--relabel chooses how a one-kernel permutation test relabels; --aggregate relabels"),
-    ("robust-with-relabel", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "2", "--relabel", "global"], 2,
-     r"--relabel chooses how the permutation test relabels; --contamination runs another test"),
-    ("dc-with-blocks", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "2", "--method", "dc", "--blocks", "5"], 2,
-     r"n_blocks \(--blocks\) sets the blocks of method='mom'; the test runs method='dc'"),
+    ("zero-bandwidth", ["test", *SMALL, "--aggregate", "agg", "--bandwidths", "0,1"], 2, r"--bandwidths takes positive finite numbers; got '0,1'"),
+    (
+        "robust-aggregate-without-bandwidths",
+        ["test", *SMALL, "--aggregate", "agg", "--contamination", "2"],
+        2,
+        r"--aggregate with --contamination needs --bandwidths fixed before seeing the data",
+    ),
+    (
+        "negative-clip",
+        ["test", "-k", "quadratic", *SMALL, "--contamination", "2", "--clip", "-1"],
+        2,
+        r"clip must be a radius > 0 \(a finite number\); got -1.0",
+    ),
+    (
+        "huge-n-pairs",
+        [*RUN[:3], "-e", "incomplete-u", *SMALL, "-p", "n_pairs=1000000000000"],
+        1,
+        r"Estimator 'incomplete-u': n_pairs = 1,000,000,000,000 pairs of each kind need about",
+    ),
+    (
+        "huge-n-features",
+        [*RUN[:3], "-e", "rff", *SMALL, "-p", "n_features=1000000000000"],
+        1,
+        r"Estimator 'rff': n_features = 1,000,000,000,000 random features of 30 points need about",
+    ),
+    (
+        "huge-clip",
+        ["test", "-k", "quadratic", *SMALL, "--contamination", "2", "--clip", "1e300"],
+        2,
+        r"clip must be a radius whose square is within float64's range",
+    ),
+    ("aggregate-with-sigma", ["test", *SMALL, "--aggregate", "agg", "-p", "sigma=1"], 2, r"--param sigma: --aggregate without -k uses the default collection"),
+    (
+        "aggregate-with-relabel",
+        ["test", *SMALL, "--aggregate", "agg", "--relabel", "global"],
+        2,
+        r"--relabel chooses how a one-kernel permutation test relabels; --aggregate relabels",
+    ),
+    (
+        "robust-with-relabel",
+        [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "2", "--relabel", "global"],
+        2,
+        r"--relabel chooses how the permutation test relabels; --contamination runs another test",
+    ),
+    (
+        "dc-with-blocks",
+        [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "2", "--method", "dc", "--blocks", "5"],
+        2,
+        r"n_blocks \(--blocks\) sets the blocks of method='mom'; the test runs method='dc'",
+    ),
     ("text-contamination", [*TEST, *SMALL, "--contamination", "some"], 2, r"--contamination takes a count"),
     ("grid-without-split", [*TEST, *SMALL, "--grid", "sigma=1,2"], 2, r"--grid chooses hyperparameters on part 1 of the split test: add --split"),
     ("grid-unknown-key", [*TEST, *SMALL, "--split", "--grid", "sgma=1,2"], 2, r"Unknown parameter of kernel 'rbf' \(in --grid\): 'sgma'"),
@@ -237,53 +300,106 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("trace-not-iterative", [*RUN, *SMALL, "--trace"], 2, r"--trace: estimator 'u-stat' is not iterative"),
     ("test-with-embedding", ["test", "-k", "rbf", "-e", "mean", *SMALL], 2, r"'mean' estimates mean embeddings, not MMD"),
     ("string-kernel-on-vectors", ["run", "-k", "ssk", "-e", "u-stat", "--x", "x.npy", "--y", "y.npy"], 1, r"X holds numbers, but kernel 'ssk' needs strings"),
-    ("vector-kernel-on-strings", ["run", "-k", "rbf", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa"], 1, r"X holds strings, but kernel 'rbf' needs "
-        r"numeric vectors"),
+    (
+        "vector-kernel-on-strings",
+        ["run", "-k", "rbf", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa"],
+        1,
+        r"X holds strings, but kernel 'rbf' needs "
+        r"numeric vectors",
+    ),
     ("negative-seed", [*RUN, *SMALL, "--seed", "-1"], 2, r"Invalid value for '--seed'"),
     ("unknown-backend", [*TEST, *SMALL, "--backend", "spark"], 2, r"Unknown backend 'spark': choose one of local, dask"),
     ("bad-scheduler", [*TEST, *SMALL, "--backend", "dask", "--scheduler", "notanaddress"], 2, r"scheduler address 'notanaddress' \(--scheduler\) is not valid"),
-    ("scheduler-port-out-of-range", [*TEST, *SMALL, "--backend", "dask", "--scheduler", "tcp://scheduler-host:99999"], 2,
-     r"scheduler address 'tcp://scheduler-host:99999' \(--scheduler\) has port 99999; a TCP port is 1 to 65535"),
+    (
+        "scheduler-port-out-of-range",
+        [*TEST, *SMALL, "--backend", "dask", "--scheduler", "tcp://scheduler-host:99999"],
+        2,
+        r"scheduler address 'tcp://scheduler-host:99999' \(--scheduler\) has port 99999; a TCP port is 1 to 65535",
+    ),
     ("unknown-experiment", ["experiment", "exp3"], 2, r"Unknown experiment 'exp3'"),
     ("sizes-text", ["experiment", "exp1", "--sizes", "abc", "--out", "e1"], 2, r"--sizes takes comma-separated integers"),
     ("sizes-zero", ["experiment", "exp1", "--sizes", "0,5", "--out", "e2"], 2, r"sizes must be positive"),
     ("experiment-bad-spec", ["experiment", "exp1", "--quick", "-e", "monk-bcd:n_blocks", "--out", "e3"], 2, r"Bad parameter 'n_blocks'"),
-    ("experiment-unknown-estimator", ["experiment", "exp1", "--quick", "-e", "monk-bdc", "--out", "e4"], 2, r"Unknown estimator 'monk-bdc'. Did you mean "
-        r"'monk-bcd'"),
+    (
+        "experiment-unknown-estimator",
+        ["experiment", "exp1", "--quick", "-e", "monk-bdc", "--out", "e4"],
+        2,
+        r"Unknown estimator 'monk-bdc'. Did you mean "
+        r"'monk-bcd'",
+    ),
     ("journal-nan", ["experiment", "exp1", "--quick", "--out", "jnan"], 1, r"'jnan/cells.jsonl', line 1: it holds a number that is not finite"),
     ("journal-1e400", ["experiment", "exp1", "--quick", "--out", "jbig"], 1, r"'jbig/cells.jsonl', line 1: it holds a number that is not finite"),
     ("journal-deeply-nested", ["experiment", "exp1", "--quick", "--out", "jdeep"], 1, r"'jdeep/cells.jsonl', line 1: not a journal record"),
     ("manifest-wrong-shape", ["experiment", "exp1", "--quick", "--out", "mshape"], 1, r"'mshape/manifest.json' is not a manifest of a monkfw experiment"),
-    ("journal-is-a-directory", ["experiment", "exp1", "--quick", "--out", "jdir", "--fresh"], 1,
-     r"'jdir/cells.jsonl' is a directory where this run writes a file; it is left alone"),
-    ("journal-is-a-pipe", ["experiment", "exp1", "--quick", "--out", "jfifo"], 1,
-     r"'jfifo/cells.jsonl' is not a regular file \(a directory, pipe or device\), so it is not a monkfw result"),
-    ("manifest-is-a-pipe", ["experiment", "exp1", "--quick", "--out", "mfifo"], 1,
-     r"'mfifo/manifest.json' is not a regular file \(a directory, pipe or device\), so it is not a monkfw result"),
+    (
+        "journal-is-a-directory",
+        ["experiment", "exp1", "--quick", "--out", "jdir", "--fresh"],
+        1,
+        r"'jdir/cells.jsonl' is a directory where this run writes a file; it is left alone",
+    ),
+    (
+        "journal-is-a-pipe",
+        ["experiment", "exp1", "--quick", "--out", "jfifo"],
+        1,
+        r"'jfifo/cells.jsonl' is not a regular file \(a directory, pipe or device\), so it is not a monkfw result",
+    ),
+    (
+        "manifest-is-a-pipe",
+        ["experiment", "exp1", "--quick", "--out", "mfifo"],
+        1,
+        r"'mfifo/manifest.json' is not a regular file \(a directory, pipe or device\), so it is not a monkfw result",
+    ),
     ("lock-is-a-directory", ["experiment", "exp1", "--quick", "--out", "lockdir"], 1, r"results directory 'lockdir' \(its lock file .lock is a directory\)"),
     ("foreign-results-csv", ["experiment", "exp1", "--quick", "--out", "mine", "--fresh"], 1, r"'mine' has no manifest.json but holds results.csv"),
     ("csv-first-value-missing", [*RUN, "--x", "lead-missing.csv", "--y", "y.npy"], 1, r"lead-missing.csv, line 1, column 1: a missing value"),
-    ("ssk-n-beyond-every-string", ["run", "-k", "ssk", "-e", "u-stat", "--x", "short.fa", "--y", "dna1.fa", "-p", "n=5"], 2,
-     r"'n' parameter of SubsequenceKernel is 5, but every string of X is shorter \(the longest has 3 characters\)"),
-    ("runs-beyond-memory", ["experiment", "exp1", "--quick", "--runs", "1000000000000", "--out", "e6"], 1,
-     r"exp1: [\d,]+ cells \(1,000,000,000,000 runs \(--runs\) for each of 18 settings\) need about"),
-    ("workers-beyond-memory", [*RUN, *SMALL, "--backend", "dask", "--workers", "1000000"], 1,
-     r"--workers 1,000,000 starts 1,000,000 worker processes of about"),
-    ("reshuffles-beyond-memory", ["run", "-k", "rbf", "-e", "monk-bcd-fast", *SMALL, "-p", "n_iter=100000000", "-p", "reshuffle_every=1"], 1,
-     r"monk-bcd-fast: n_iter=100,000,000 with reshuffle_every=1 draws 100,000,000 partitions of 60 points"),
-    ("trace-beyond-memory", ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_iter=1000000000000", "-p", "trace=true"], 1,
-     r"monk-bcd: trace=True with n_iter=1,000,000,000,000 records 1,000,000,000,001 values"),
+    (
+        "ssk-n-beyond-every-string",
+        ["run", "-k", "ssk", "-e", "u-stat", "--x", "short.fa", "--y", "dna1.fa", "-p", "n=5"],
+        2,
+        r"'n' parameter of SubsequenceKernel is 5, but every string of X is shorter \(the longest has 3 characters\)",
+    ),
+    (
+        "runs-beyond-memory",
+        ["experiment", "exp1", "--quick", "--runs", "1000000000000", "--out", "e6"],
+        1,
+        r"exp1: [\d,]+ cells \(1,000,000,000,000 runs \(--runs\) for each of 18 settings\) need about",
+    ),
+    (
+        "workers-beyond-memory",
+        [*RUN, *SMALL, "--backend", "dask", "--workers", "1000000"],
+        1,
+        r"--workers 1,000,000 starts 1,000,000 worker processes of about",
+    ),
+    (
+        "reshuffles-beyond-memory",
+        ["run", "-k", "rbf", "-e", "monk-bcd-fast", *SMALL, "-p", "n_iter=100000000", "-p", "reshuffle_every=1"],
+        1,
+        r"monk-bcd-fast: n_iter=100,000,000 with reshuffle_every=1 draws 100,000,000 partitions of 60 points",
+    ),
+    (
+        "trace-beyond-memory",
+        ["run", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-p", "n_iter=1000000000000", "-p", "trace=true"],
+        1,
+        r"monk-bcd: trace=True with n_iter=1,000,000,000,000 records 1,000,000,000,001 values",
+    ),
     ("experiment-out-is-a-file", ["experiment", "exp1", "--quick", "--out", "blocker"], 1, r"results directory 'blocker': it is a file, not a directory"),
     # -- data files ---------------------------------------------------------------------
     ("missing-file", [*RUN, "--x", "nope.npy", "--y", "y.npy"], 1, r"nope.npy: no such file"),
     ("symlink-loop-as-file", [*RUN, "--x", "loop.npy", "--y", "y.npy"], 1, r"loop.npy: is a loop of symbolic links, not a data file"),
-    ("dangling-symlink-as-file", [*RUN, "--x", "dangling.npy", "--y", "y.npy"], 1,
-     r"dangling.npy: is a symbolic link to 'gone.npy', which does not exist"),
+    ("dangling-symlink-as-file", [*RUN, "--x", "dangling.npy", "--y", "y.npy"], 1, r"dangling.npy: is a symbolic link to 'gone.npy', which does not exist"),
     ("output-symlink-loop", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "loop.json"], 2, r"--output 'loop.json' is a loop of symbolic links"),
-    ("csv-separated-by-tabs", [*RUN, "--x", "tabs.csv", "--y", "y.npy"], 1,
-     r"tabs.csv, line 1, column 1: cannot read .* as a number. The values seem separated by tabs or spaces"),
-    ("complex-npy", [*RUN, "--x", "complex.npy", "--y", "y.npy"], 1,
-     r"X must be a numeric array; got dtype complex128 \(complex numbers are not vectors of reals"),
+    (
+        "csv-separated-by-tabs",
+        [*RUN, "--x", "tabs.csv", "--y", "y.npy"],
+        1,
+        r"tabs.csv, line 1, column 1: cannot read .* as a number. The values seem separated by tabs or spaces",
+    ),
+    (
+        "complex-npy",
+        [*RUN, "--x", "complex.npy", "--y", "y.npy"],
+        1,
+        r"X must be a numeric array; got dtype complex128 \(complex numbers are not vectors of reals",
+    ),
     ("directory-as-file", [*RUN, "--x", "adir", "--y", "y.npy"], 1, r"adir: is a directory"),
     ("fifo-as-file", [*RUN, "--x", "pipe.csv", "--y", "y.npy"], 1, r"pipe.csv: is not a regular file"),
     ("unknown-suffix", [*RUN, "--x", "data.xlsx", "--y", "y.npy"], 1, r"unsupported file type '.xlsx'"),
@@ -300,31 +416,78 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("npy-three-dimensional", [*RUN, "--x", "cube.npy", "--y", "y.npy"], 1, r"X has 3 dimensions \(shape \(4, 3, 2\)\)"),
     ("npy-nan", [*RUN, "--x", "nan.npy", "--y", "y.npy"], 1, r"X contains NaN at point 0, feature 1"),
     ("dimension-mismatch", [*RUN, "--x", "x.npy", "--y", "y3.npy"], 1, r"X has 2 feature\(s\) per point but Y has 3"),
-    ("too-few-points", ["run", "-k", "rbf", "-e", "monk-bcd", "--x", "tiny.npy", "--y", "y.npy"], 1, r"X has 3 point\(s\) but estimator 'monk-bcd' needs "
-        r"at least 22"),
+    (
+        "too-few-points",
+        ["run", "-k", "rbf", "-e", "monk-bcd", "--x", "tiny.npy", "--y", "y.npy"],
+        1,
+        r"X has 3 point\(s\) but estimator 'monk-bcd' needs "
+        r"at least 22",
+    ),
     ("txt-empty", ["run", "-k", "ssk", "-e", "u-stat", "--x", "empty.txt", "--y", "dna1.fa"], 1, r"empty.txt: holds no strings"),
-    ("fasta-no-header", ["run", "-k", "ssk", "-e", "u-stat", "--x", "noheader.fa", "--y", "dna1.fa"], 1, r"noheader.fa, line 1: sequence data before the "
-        r"first '>'"),
-    ("fasta-empty-record", ["run", "-k", "ssk", "-e", "u-stat", "--x", "nosequence.fa", "--y", "dna1.fa"], 1, r"nosequence.fa, line 3: FASTA record has a header "  # noqa: E501 - one case per line
-        r"but no sequence"),
+    (
+        "fasta-no-header",
+        ["run", "-k", "ssk", "-e", "u-stat", "--x", "noheader.fa", "--y", "dna1.fa"],
+        1,
+        r"noheader.fa, line 1: sequence data before the "
+        r"first '>'",
+    ),
+    (
+        "fasta-empty-record",
+        ["run", "-k", "ssk", "-e", "u-stat", "--x", "nosequence.fa", "--y", "dna1.fa"],
+        1,
+        r"nosequence.fa, line 3: FASTA record has a header "  # noqa: E501 - one case per line
+        r"but no sequence",
+    ),
     ("fasta-gt-in-sequence", ["run", "-k", "ssk", "-e", "u-stat", "--x", "gt.fa", "--y", "dna1.fa"], 1, r"gt.fa, line 2, column 3: '>' inside a sequence line"),
-    ("fasta-odd-character", ["run", "-k", "ssk", "-e", "u-stat", "--x", "hash.fa", "--y", "dna1.fa"], 1,
-     r"hash.fa, line 4, column 3: the character '#' \(U\+0023\) inside a sequence line"),
+    (
+        "fasta-odd-character",
+        ["run", "-k", "ssk", "-e", "u-stat", "--x", "hash.fa", "--y", "dna1.fa"],
+        1,
+        r"hash.fa, line 4, column 3: the character '#' \(U\+0023\) inside a sequence line",
+    ),
     # -- numbers at the edges of float64 ----------------------------------------------
-    ("exponential-tiny-sigma", ["run", "-k", "exponential", "-e", "u-stat", *SMALL, "-p", "sigma=1e-300"], 1, r"is too large here.*Use sigma >= "
-        r"[0-9.]+(e[-+]\d+)? or rescale"),
-    ("polynomial-overflow", ["run", "-k", "polynomial", "-e", "u-stat", "--x", "big1.npy", "--y", "big2.npy"], 1, r"Kernel polynomial\(degree=3.*gives non-finite "  # noqa: E501 - one case per line
-        r"values"),
+    (
+        "exponential-tiny-sigma",
+        ["run", "-k", "exponential", "-e", "u-stat", *SMALL, "-p", "sigma=1e-300"],
+        1,
+        r"is too large here.*Use sigma >= "
+        r"[0-9.]+(e[-+]\d+)? or rescale",
+    ),
+    (
+        "polynomial-overflow",
+        ["run", "-k", "polynomial", "-e", "u-stat", "--x", "big1.npy", "--y", "big2.npy"],
+        1,
+        r"Kernel polynomial\(degree=3.*gives non-finite "  # noqa: E501 - one case per line
+        r"values",
+    ),
     # binary data: most pairs tie, so the median heuristic is 0; the median of the others is offered
-    ("median-sigma-binary-data", [*TEST, "--x", "binary-x.npy", "--y", "binary-y.npy"], 1,
-     r"The median heuristic gives sigma = 0: more than half of the pooled pairwise distances are zero \(many repeated "
-     r"points: \d+% of the pairs\)\. Pass sigma explicitly, for instance the median of the nonzero distances: sigma=1\."),
-    ("median-sigma-overflow", ["run", "-k", "rbf", "-e", "u-stat", "--x", "huge.npy", "--y", "huge.npy", "-p", "sigma=median"], 1, r"median heuristic overflows "  # noqa: E501 - one case per line
-        r"float64"),
-    ("ssk-lam-underflows", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=3", "-p", "lam=1e-300"], 2, r"SubsequenceKernel with n = 3 and lam = "  # noqa: E501 - one case per line
-        r"1e-300: lam\^\(2n\) underflows float64"),
-    ("ssk-n-beyond-lam", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=1000000000"], 2,
-     r"SubsequenceKernel with n = 1,000,000,000 and lam = 0.5: .* Use n <= 511"),
+    (
+        "median-sigma-binary-data",
+        [*TEST, "--x", "binary-x.npy", "--y", "binary-y.npy"],
+        1,
+        r"The median heuristic gives sigma = 0: more than half of the pooled pairwise distances are zero \(many repeated "
+        r"points: \d+% of the pairs\)\. Pass sigma explicitly, for instance the median of the nonzero distances: sigma=1\.",
+    ),
+    (
+        "median-sigma-overflow",
+        ["run", "-k", "rbf", "-e", "u-stat", "--x", "huge.npy", "--y", "huge.npy", "-p", "sigma=median"],
+        1,
+        r"median heuristic overflows "  # noqa: E501 - one case per line
+        r"float64",
+    ),
+    (
+        "ssk-lam-underflows",
+        ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=3", "-p", "lam=1e-300"],
+        2,
+        r"SubsequenceKernel with n = 3 and lam = "  # noqa: E501 - one case per line
+        r"1e-300: lam\^\(2n\) underflows float64",
+    ),
+    (
+        "ssk-n-beyond-lam",
+        ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa", "--y", "dna2.fa", "-p", "n=1000000000"],
+        2,
+        r"SubsequenceKernel with n = 1,000,000,000 and lam = 0.5: .* Use n <= 511",
+    ),
     # -- sizes beyond memory ------------------------------------------------------------
     ("permutations-beyond-memory", [*TEST, *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\) = 1,000,000,000 needs about"),
     ("monk-permutations-beyond-memory", ["test", "-k", "rbf", "-e", "monk-bcd", *SMALL, "-B", "1000000000"], 1, r"n_permutations \(-B\)"),
@@ -334,66 +497,180 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("output-is-a-directory", [*RUN, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),
     ("output-unwritable", [*RUN, *SMALL, "-o", "blocker/out.json"], 2, r"--output 'blocker/out.json' cannot be written: 'blocker' is a file, not a directory"),
     ("output-is-a-pipe", [*RUN, *SMALL, "-o", "pipe.json"], 2, r"--output 'pipe.json' is not a regular file \(a device, pipe or socket\)"),
-    ("output-named-csv", [*RUN, *SMALL, "-o", "result.csv"], 2, r"--output 'result.csv' names a .csv file, but a result is saved "
-        r"as JSON; name it 'result.json'"),
+    (
+        "output-named-csv",
+        [*RUN, *SMALL, "-o", "result.csv"],
+        2,
+        r"--output 'result.csv' names a .csv file, but a result is saved "
+        r"as JSON; name it 'result.json'",
+    ),
     ("data-param-twice", [*RUN, *SMALL, "--data-param", "n=40"], 2, r"--data-param n is given twice"),
     ("param-twice", [*RUN, *SMALL, "-p", "sigma=1", "-p", "sigma=2"], 2, r"--param sigma is given twice"),
     ("test-output-is-a-directory", [*TEST, *SMALL, "-o", "adir"], 2, r"--output 'adir' is a directory"),
-    ("output-is-the-data", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "data.json"], 2, r"--output 'data.json' is the data file 'x.npy': "
-        r"the result would overwrite the data"),
+    (
+        "output-is-the-data",
+        [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "data.json"],
+        2,
+        r"--output 'data.json' is the data file 'x.npy': "
+        r"the result would overwrite the data",
+    ),
     ("empty-out", ["experiment", "exp1", "--quick", "--out", ""], 2, r"Invalid value for '--out': is empty; give a path"),
     ("max-memory-beyond-float64", [*RUN, *SMALL, "--max-memory", "1e400"], 2, r"max_memory must be a finite number of bytes; got '1e400'"),
     ("sizes-twice", ["experiment", "exp1", "--quick", "--sizes", "30,40,30", "--out", "e7"], 2, r"Experiment 1 sizes list 30 more than once"),
-    ("spec-param-twice", ["run", "-k", "rbf:sigma=1,sigma=2", "-e", "u-stat", *SMALL], 2, r"Parameter 'sigma' is given twice in spec "
-        r"'rbf:sigma=1,sigma=2'"),
-    ("csv-semicolons", [*RUN, "--x", "semicolons.csv", "--y", "y.npy"], 1, r"semicolons.csv, line 1, column 1: cannot read .* The values seem "
-        r"separated by ';'"),
-    ("csv-quoted-semicolons", [*RUN, "quoted-semicolons.csv", "y.npy"], 1, r"quoted-semicolons.csv, line 1, column 1: cannot read .* The "
-        r"values seem separated by ';'"),
-    ("csv-typographic-minus", [*RUN, "minus-sign.csv", "y.npy"], 1, r"minus-sign.csv, line \d+, column \d: cannot read "
-        r"'\u2212[0-9.]+' as a number. It holds '\u2212' \(U\+2212, the typographic minus sign\), which only looks like part"),
-    ("txt-of-strings-beside-vectors", ["run", "fortran.txt", "y.npy"], 2, r"X \(fortran.txt\) reads as strings \(a .txt file is strings, "
-        r"one a line, unless its first data line is numbers: '.*D-?\+?.*' is not\) but Y \(y.npy\) as vectors"),
-    ("npy-truncated", [*RUN, "--x", "cut.npy", "--y", "y.npy"], 1, r"cut.npy: its header claims an array of shape \(30, 2\) \(480 bytes\) but "
-        r"the file holds only 176 bytes"),
-    ("csv-trailing-separator", [*RUN, "--x", "trailing.csv", "--y", "y.npy"], 1, r"trailing.csv, line 1, column 3: the line ends "
-        r"with ',', so its last value is missing: if every line does, the file has a trailing separator"),
-    ("fasta-position-numbers", ["run", "-k", "ssk", "-e", "u-stat", "--x", "numbered.fa", "--y", "dna1.fa"], 1, r"numbered.fa, line 2, "
-        r"column 6: the digit '1' inside a sequence line"),
-    ("compressed-fasta", ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa.gz", "--y", "dna1.fa"], 1, r"dna1.fa.gz: unsupported file "
-        r"type '.gz'; .* It is compressed: decompress it first"),
+    (
+        "spec-param-twice",
+        ["run", "-k", "rbf:sigma=1,sigma=2", "-e", "u-stat", *SMALL],
+        2,
+        r"Parameter 'sigma' is given twice in spec "
+        r"'rbf:sigma=1,sigma=2'",
+    ),
+    (
+        "csv-semicolons",
+        [*RUN, "--x", "semicolons.csv", "--y", "y.npy"],
+        1,
+        r"semicolons.csv, line 1, column 1: cannot read .* The values seem "
+        r"separated by ';'",
+    ),
+    (
+        "csv-quoted-semicolons",
+        [*RUN, "quoted-semicolons.csv", "y.npy"],
+        1,
+        r"quoted-semicolons.csv, line 1, column 1: cannot read .* The "
+        r"values seem separated by ';'",
+    ),
+    (
+        "csv-typographic-minus",
+        [*RUN, "minus-sign.csv", "y.npy"],
+        1,
+        r"minus-sign.csv, line \d+, column \d: cannot read "
+        r"'\u2212[0-9.]+' as a number. It holds '\u2212' \(U\+2212, the typographic minus sign\), which only looks like part",
+    ),
+    (
+        "txt-of-strings-beside-vectors",
+        ["run", "fortran.txt", "y.npy"],
+        2,
+        r"X \(fortran.txt\) reads as strings \(a .txt file is strings, "
+        r"one a line, unless its first data line is numbers: '.*D-?\+?.*' is not\) but Y \(y.npy\) as vectors",
+    ),
+    (
+        "npy-truncated",
+        [*RUN, "--x", "cut.npy", "--y", "y.npy"],
+        1,
+        r"cut.npy: its header claims an array of shape \(30, 2\) \(480 bytes\) but "
+        r"the file holds only 176 bytes",
+    ),
+    (
+        "csv-trailing-separator",
+        [*RUN, "--x", "trailing.csv", "--y", "y.npy"],
+        1,
+        r"trailing.csv, line 1, column 3: the line ends "
+        r"with ',', so its last value is missing: if every line does, the file has a trailing separator",
+    ),
+    (
+        "fasta-position-numbers",
+        ["run", "-k", "ssk", "-e", "u-stat", "--x", "numbered.fa", "--y", "dna1.fa"],
+        1,
+        r"numbered.fa, line 2, "
+        r"column 6: the digit '1' inside a sequence line",
+    ),
+    (
+        "compressed-fasta",
+        ["run", "-k", "ssk", "-e", "u-stat", "--x", "dna1.fa.gz", "--y", "dna1.fa"],
+        1,
+        r"dna1.fa.gz: unsupported file "
+        r"type '.gz'; .* It is compressed: decompress it first",
+    ),
     # no kernel named: the default is chosen by the files' kinds, and a file of a type no
     # reader takes must be refused by its type, not called "vectors" against the FASTA file
-    ("compressed-fasta-default-kernel", ["run", "--x", "dna1.fa.gz", "--y", "dna1.fa"], 1, r"dna1.fa.gz: unsupported "
-        r"file type '.gz'; .* It is compressed: decompress it first"),
+    (
+        "compressed-fasta-default-kernel",
+        ["run", "--x", "dna1.fa.gz", "--y", "dna1.fa"],
+        1,
+        r"dna1.fa.gz: unsupported "
+        r"file type '.gz'; .* It is compressed: decompress it first",
+    ),
     ("kernel-given-as-estimator", ["run", "-e", "rbf", *SMALL], 2, r"'rbf' is a kernel, not an estimator\. Known estimators: "),
-    ("output-is-another-file", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "notes.json"], 2, r"--output 'notes.json' exists and is not "
-        r"a monkfw result: it would be overwritten"),
+    (
+        "output-is-another-file",
+        [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "notes.json"],
+        2,
+        r"--output 'notes.json' exists and is not "
+        r"a monkfw result: it would be overwritten",
+    ),
     # a name the system refuses (a component over 255 bytes) was an internal error: OSError
-    ("output-name-too-long", [*RUN, *SMALL, "-o", "r" * 300 + ".json"], 2, r"--output 'r{300}\.json' cannot be written: File "
-        r"name too long"),
-    ("out-name-too-long", ["experiment", "exp1", "--quick", "--out", "o" * 300], 1, r"Cannot create the results directory "
-        r"'o{300}': File name too long"),
-    ("data-name-too-long", [*RUN, "--x", "a" * 300 + ".csv", "--y", "y.npy"], 1, r"a{300}\.csv: cannot be read \(File name "
-        r"too long\)"),
+    (
+        "output-name-too-long",
+        [*RUN, *SMALL, "-o", "r" * 300 + ".json"],
+        2,
+        r"--output 'r{300}\.json' cannot be written: File "
+        r"name too long",
+    ),
+    (
+        "out-name-too-long",
+        ["experiment", "exp1", "--quick", "--out", "o" * 300],
+        1,
+        r"Cannot create the results directory "
+        r"'o{300}': File name too long",
+    ),
+    (
+        "data-name-too-long",
+        [*RUN, "--x", "a" * 300 + ".csv", "--y", "y.npy"],
+        1,
+        r"a{300}\.csv: cannot be read \(File name "
+        r"too long\)",
+    ),
     # Path("newdir/") is Path("newdir"): the result was written to a file named like the folder
-    ("output-ends-with-separator", [*RUN, *SMALL, "-o", "newdir/"], 2, r"Invalid value for '--output' / '-o': 'newdir/' ends "
-        r"with a separator, so it names a directory; give a file name inside it, e.g. 'newdir/result.json'"),
+    (
+        "output-ends-with-separator",
+        [*RUN, *SMALL, "-o", "newdir/"],
+        2,
+        r"Invalid value for '--output' / '-o': 'newdir/' ends "
+        r"with a separator, so it names a directory; give a file name inside it, e.g. 'newdir/result.json'",
+    ),
     # binary files in a text reader were told to convert from Latin-1 (iconv)
-    ("gzip-named-csv", [*RUN, "--x", "gzipped.csv", "--y", "y.npy"], 1, r"gzipped.csv: is gzip-compressed, not text \(its first "
-        r"bytes say so\): decompress it first, e.g. gunzip -c gzipped.csv > gzipped-text.csv"),
-    ("npy-named-txt", [*RUN, "--x", "npy.txt", "--y", "y.npy"], 1, r"npy.txt: is a NumPy .npy file, not text \(its first bytes say "
-        r"so\): give it a .npy name"),
-    ("excel-separator-line-semicolon", [*RUN, "--x", "sep-semicolon.csv", "--y", "y.npy"], 1, r"sep-semicolon.csv, line 1: is "
-        r"Excel's separator line 'sep=;': the values are separated by ';', where a .csv file has ','"),
-    ("tsv-with-commas", [*RUN, "--x", "commas.tsv", "--y", "y.npy"], 1, r"commas.tsv, line 2, column 1: cannot read .* as a number. "
-        r"The values seem separated by ',': a .tsv file is read with tabs between values; name it .csv"),
-    ("empty-kernel-option", ["run", "-k", "", "-e", "u-stat", *SMALL], 2, r"Invalid value for '--kernel' / '-k': is empty; give a "
-        r"name, listed by monkfw plugins"),
+    (
+        "gzip-named-csv",
+        [*RUN, "--x", "gzipped.csv", "--y", "y.npy"],
+        1,
+        r"gzipped.csv: is gzip-compressed, not text \(its first "
+        r"bytes say so\): decompress it first, e.g. gunzip -c gzipped.csv > gzipped-text.csv",
+    ),
+    (
+        "npy-named-txt",
+        [*RUN, "--x", "npy.txt", "--y", "y.npy"],
+        1,
+        r"npy.txt: is a NumPy .npy file, not text \(its first bytes say "
+        r"so\): give it a .npy name",
+    ),
+    (
+        "excel-separator-line-semicolon",
+        [*RUN, "--x", "sep-semicolon.csv", "--y", "y.npy"],
+        1,
+        r"sep-semicolon.csv, line 1: is "
+        r"Excel's separator line 'sep=;': the values are separated by ';', where a .csv file has ','",
+    ),
+    (
+        "tsv-with-commas",
+        [*RUN, "--x", "commas.tsv", "--y", "y.npy"],
+        1,
+        r"commas.tsv, line 2, column 1: cannot read .* as a number. "
+        r"The values seem separated by ',': a .tsv file is read with tabs between values; name it .csv",
+    ),
+    (
+        "empty-kernel-option",
+        ["run", "-k", "", "-e", "u-stat", *SMALL],
+        2,
+        r"Invalid value for '--kernel' / '-k': is empty; give a "
+        r"name, listed by monkfw plugins",
+    ),
     # an unbounded kernel's value beside one point at 1e200 overflows: rescaling would not help
-    ("quadratic-gross-outlier-overflow", ["test", "-k", "quadratic", "--method", "mom", "--contamination", "1", "--x",
-        "outlier.npy", "--y", "y.npy", "-B", "19"], 1, r"Kernel quadratic\(.*\) gives non-finite values on these data: inf, a "
-        r"value beyond float64 \(overflow\), and only at 1 of the \d+ points in this block: points far larger than the others"),
+    (
+        "quadratic-gross-outlier-overflow",
+        ["test", "-k", "quadratic", "--method", "mom", "--contamination", "1", "--x", "outlier.npy", "--y", "y.npy", "-B", "19"],
+        1,
+        r"Kernel quadratic\(.*\) gives non-finite values on these data: inf, a "
+        r"value beyond float64 \(overflow\), and only at 1 of the \d+ points in this block: points far larger than the others",
+    ),
 ]
 
 #: (id, arguments): extreme but valid inputs that must give a finite, non-degenerate MMD²
@@ -413,22 +690,20 @@ VALID: list[tuple[str, list[str]]] = [
     ("linear-far-from-origin", ["run", "-k", "linear", "-e", "v-stat", "--x", "far-x.npy", "--y", "far-y.npy", "--json"]),
     ("energy-far-from-origin", ["run", "-k", "energy", "-e", "u-stat", "--x", "far-x.npy", "--y", "far-y.npy", "--json"]),
     ("quadratic-far-from-origin", ["run", "-k", "quadratic", "-e", "v-stat", "--x", "far-x.npy", "--y", "far-y.npy", "--json"]),
-    ("normalised-quadratic-far-from-origin", ["run", "-k", "quadratic", "-p", "normalize=true", "-e", "v-stat", "--x", "far-x.npy",
-                                              "--y", "far-y.npy", "--json"]),
+    (
+        "normalised-quadratic-far-from-origin",
+        ["run", "-k", "quadratic", "-p", "normalize=true", "-e", "v-stat", "--x", "far-x.npy", "--y", "far-y.npy", "--json"],
+    ),
     ("rbf-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("laplace-one-gross-outlier", ["run", "-k", "laplace", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "-p", "sigma=1", "--json"]),
     ("rbf-median-one-gross-outlier", ["run", "-k", "rbf", "-e", "v-stat", "--x", "outlier.npy", "--y", "y.npy", "--json"]),
     ("aggregate-one-gross-outlier", ["test", "--aggregate", "agg", "--x", "outlier.npy", "--y", "y.npy", "-B", "99", "--json"]),
-    ("clip-outlier-beyond-float64", ["test", "-k", "quadratic", "--contamination", "1", "--x", "outlier.npy", "--y", "y.npy",
-                                     "-B", "99", "--json"]),
+    ("clip-outlier-beyond-float64", ["test", "-k", "quadratic", "--contamination", "1", "--x", "outlier.npy", "--y", "y.npy", "-B", "99", "--json"]),
     # one point whose k(z, z) dwarfs every value between points: the U-statistic sums
     # without the diagonal (it had subtracted it, and kept only its digits)
-    ("quadratic-u-stat-far-outlier", ["run", "-k", "quadratic", "-e", "u-stat", "--x", "outlier1e8.npy", "--y", "y.npy",
-                                      "--json"]),
-    ("energy-u-stat-far-outlier", ["run", "-k", "energy", "-e", "u-stat", "--x", "outlier1e20.npy", "--y", "y.npy",
-                                   "--json"]),
-    ("quadratic-u-stat-test-far-outlier", ["test", "-k", "quadratic", "-e", "u-stat", "--x", "outlier1e8.npy", "--y",
-                                           "y.npy", "-B", "99", "--json"]),
+    ("quadratic-u-stat-far-outlier", ["run", "-k", "quadratic", "-e", "u-stat", "--x", "outlier1e8.npy", "--y", "y.npy", "--json"]),
+    ("energy-u-stat-far-outlier", ["run", "-k", "energy", "-e", "u-stat", "--x", "outlier1e20.npy", "--y", "y.npy", "--json"]),
+    ("quadratic-u-stat-test-far-outlier", ["test", "-k", "quadratic", "-e", "u-stat", "--x", "outlier1e8.npy", "--y", "y.npy", "-B", "99", "--json"]),
     # two points against two, far apart: 6 splits, so no p-value of the data below 1/6
     ("two-points-against-two", ["test", "--x", "two-x.npy", "--y", "two-y.npy", "-B", "99", "--json"]),
     # Excel's separator line, when it names the file's own separator, is no data
@@ -636,53 +911,113 @@ def _plugin_site(root: Path) -> Path:
 #: (id, arguments, exit code, regex of the first stderr line, environment): a plugin's faults
 #: where they happen, run with the plugins above installed
 PLUGIN_CASES: list[tuple[str, list[str], int, str, dict[str, str]]] = [
-    ("plugin-writes-into-its-input", ["run", "-k", "scribbler", "-e", "v-stat", *SMALL], 1,
-     r"kernel 'scribbler' \(monk_hostile.Scribbler\): compute_gram failed: ValueError: .*read-only.*copy before writing", {}),
-    ("plugin-ends-the-process", ["run", "-k", "quitter", "-e", "v-stat", *SMALL], 1,
-     r"kernel 'quitter' \(monk_hostile.Quitter\): compute_gram tried to end the process \(sys.exit\(3\)\)", {}),
-    ("plugin-gives-nan", ["run", "-k", "nan-kernel", "-e", "v-stat", *SMALL], 1,
-     r"Kernel nan-kernel\(\) \(monk_hostile.NaNKernel\) gives non-finite values on these data: NaN, the result of an "
-     r"undefined operation", {}),
-    ("plugin-negative-mmd", ["run", "-k", "rbf", "-e", "negative", *SMALL], 1,
-     r"estimator 'negative' \(monk_hostile.Negative\): compute_estimate returned MMD = -0.5 with MMD\^2 = 0.25", {}),
-    ("plugin-gives-complex-values", ["run", "-k", "complexer", "-e", "v-stat", *SMALL], 1,
-     r"kernel 'complexer' \(monk_hostile.Complexer\): compute_gram returned complex values \(dtype complex128\)", {}),
-    ("plugin-fit-returns-no-kernel", ["run", "-k", "bad-fit", "-e", "v-stat", *SMALL], 1,
-     r"kernel 'bad-fit' \(monk_hostile.BadFit\): fit returned str 'fitted!'; it must return a Kernel", {}),
-    ("plugin-fails-outside-its-hooks", ["run", "-k", "bad-spec", "-e", "v-stat", *SMALL], 1,
-     r"the plugin monk-hostile==1.2.3\[hostile\] failed in spec: RuntimeError: spec boom", {}),
-    ("plugin-diagnostics-not-json", ["run", "-k", "rbf", "-e", "diagnosing", *SMALL, "--json"], 1,
-     r"estimator 'diagnosing' \(monk_hostile.Diagnosing\): compute_estimate returned diagnostics\['callback'\] = "
-     r"<built-in function print>, which a results file cannot hold", {}),
+    (
+        "plugin-writes-into-its-input",
+        ["run", "-k", "scribbler", "-e", "v-stat", *SMALL],
+        1,
+        r"kernel 'scribbler' \(monk_hostile.Scribbler\): compute_gram failed: ValueError: .*read-only.*copy before writing",
+        {},
+    ),
+    (
+        "plugin-ends-the-process",
+        ["run", "-k", "quitter", "-e", "v-stat", *SMALL],
+        1,
+        r"kernel 'quitter' \(monk_hostile.Quitter\): compute_gram tried to end the process \(sys.exit\(3\)\)",
+        {},
+    ),
+    (
+        "plugin-gives-nan",
+        ["run", "-k", "nan-kernel", "-e", "v-stat", *SMALL],
+        1,
+        r"Kernel nan-kernel\(\) \(monk_hostile.NaNKernel\) gives non-finite values on these data: NaN, the result of an "
+        r"undefined operation",
+        {},
+    ),
+    (
+        "plugin-negative-mmd",
+        ["run", "-k", "rbf", "-e", "negative", *SMALL],
+        1,
+        r"estimator 'negative' \(monk_hostile.Negative\): compute_estimate returned MMD = -0.5 with MMD\^2 = 0.25",
+        {},
+    ),
+    (
+        "plugin-gives-complex-values",
+        ["run", "-k", "complexer", "-e", "v-stat", *SMALL],
+        1,
+        r"kernel 'complexer' \(monk_hostile.Complexer\): compute_gram returned complex values \(dtype complex128\)",
+        {},
+    ),
+    (
+        "plugin-fit-returns-no-kernel",
+        ["run", "-k", "bad-fit", "-e", "v-stat", *SMALL],
+        1,
+        r"kernel 'bad-fit' \(monk_hostile.BadFit\): fit returned str 'fitted!'; it must return a Kernel",
+        {},
+    ),
+    (
+        "plugin-fails-outside-its-hooks",
+        ["run", "-k", "bad-spec", "-e", "v-stat", *SMALL],
+        1,
+        r"the plugin monk-hostile==1.2.3\[hostile\] failed in spec: RuntimeError: spec boom",
+        {},
+    ),
+    (
+        "plugin-diagnostics-not-json",
+        ["run", "-k", "rbf", "-e", "diagnosing", *SMALL, "--json"],
+        1,
+        r"estimator 'diagnosing' \(monk_hostile.Diagnosing\): compute_estimate returned diagnostics\['callback'\] = "
+        r"<built-in function print>, which a results file cannot hold",
+        {},
+    ),
     # a NaN counted as below the observed value rejected null data at p = 5e-19
-    ("plugin-block-statistics-nan", ["test", "-k", "rbf", "-p", "sigma=1", "-e", "nan-blocks", *SMALL, "--contamination", "1",
-                                     "--method", "mom", "-B", "19"], 1,
-     r"estimator 'nan-blocks' \(monk_hostile.NaNBlocks\): mmd2_from_sums returned nan for these kernel sums", {}),
-    ("plugin-whole-gram-asymmetric", ["run", "-k", "lopsided", "-e", "u-stat", *SMALL], 1,
-     r"kernel 'lopsided' \(monk_hostile.Lopsided\) is not symmetric", {}),
+    (
+        "plugin-block-statistics-nan",
+        ["test", "-k", "rbf", "-p", "sigma=1", "-e", "nan-blocks", *SMALL, "--contamination", "1", "--method", "mom", "-B", "19"],
+        1,
+        r"estimator 'nan-blocks' \(monk_hostile.NaNBlocks\): mmd2_from_sums returned nan for these kernel sums",
+        {},
+    ),
+    ("plugin-whole-gram-asymmetric", ["run", "-k", "lopsided", "-e", "u-stat", *SMALL], 1, r"kernel 'lopsided' \(monk_hostile.Lopsided\) is not symmetric", {}),
     # the classical sums read a kernel's features: MMD² 4 times the kernel's own
-    ("plugin-features-disagree", ["run", "-k", "misfeatured", "-e", "u-stat", *SMALL], 1,
-     r"kernel 'misfeatured' \(monk_hostile.Misfeatured\): its features disagree with its kernel values", {}),
-    ("plugin-failed-import-named", ["run", "-k", "rq", "-e", "u-stat", *SMALL], 2,
-     r"Unknown kernel 'rq'.*could not be loaded: monk-broken-rq==1.2.3\[rq\]: failed to import 'monk_broken_rq': "
-     r"ImportError: scipy.special.rq is gone", {}),
-    ("load-plugins-typo", ["run", "-k", "scribbler", "-e", "v-stat", *SMALL], 2,
-     r"Unknown kernel 'scribbler'.*could not be loaded: MONK_LOAD_PLUGINS: 'hostlie' matches no installed plugin's.*"
-     r"Did you mean 'hostile'",
-     {"MONK_LOAD_PLUGINS": "hostlie"}),
+    (
+        "plugin-features-disagree",
+        ["run", "-k", "misfeatured", "-e", "u-stat", *SMALL],
+        1,
+        r"kernel 'misfeatured' \(monk_hostile.Misfeatured\): its features disagree with its kernel values",
+        {},
+    ),
+    (
+        "plugin-failed-import-named",
+        ["run", "-k", "rq", "-e", "u-stat", *SMALL],
+        2,
+        r"Unknown kernel 'rq'.*could not be loaded: monk-broken-rq==1.2.3\[rq\]: failed to import 'monk_broken_rq': "
+        r"ImportError: scipy.special.rq is gone",
+        {},
+    ),
+    (
+        "load-plugins-typo",
+        ["run", "-k", "scribbler", "-e", "v-stat", *SMALL],
+        2,
+        r"Unknown kernel 'scribbler'.*could not be loaded: MONK_LOAD_PLUGINS: 'hostlie' matches no installed plugin's.*"
+        r"Did you mean 'hostile'",
+        {"MONK_LOAD_PLUGINS": "hostlie"},
+    ),
     # a plugin's own MemoryError was "out of memory ()", named after no one
-    ("plugin-runs-out-of-memory", ["run", "-k", "hungry", "-e", "v-stat", *SMALL], 1,
-     r"the plugin monk-hostile==1.2.3\[hostile\] ran out of memory in compute_gram \(an allocation failed\)", {}),
-    ("compiled-switch-typo", [*RUN, *SMALL], 2, r"MONK_COMPILED='fasle' is not a switch: give 0 \(off\) or 1 \(on, the default\)",
-     {"MONK_COMPILED": "fasle"}),
+    (
+        "plugin-runs-out-of-memory",
+        ["run", "-k", "hungry", "-e", "v-stat", *SMALL],
+        1,
+        r"the plugin monk-hostile==1.2.3\[hostile\] ran out of memory in compute_gram \(an allocation failed\)",
+        {},
+    ),
+    ("compiled-switch-typo", [*RUN, *SMALL], 2, r"MONK_COMPILED='fasle' is not a switch: give 0 \(off\) or 1 \(on, the default\)", {"MONK_COMPILED": "fasle"}),
 ]
 #: a plugin that prints while it computes: the JSON on stdout stays whole
 PLUGIN_VALID = ("plugin-prints-into-json", ["run", "-k", "rbf", "-e", "chatty", *SMALL, "--json"])
 #: a plugin that writes to file descriptor 1 itself, which no redirection of sys.stdout
 #: catches; with relative data files, beside the plugin whose import changes directory. A
 #: real process: the suite's driver shares one stdout among its cases
-PLUGIN_REAL = ("plugin-writes-to-descriptor-1", ["run", "-k", "descriptor", "-e", "v-stat", "--x", "x.npy", "--y", "y.npy",
-                                                 "--json"])
+PLUGIN_REAL = ("plugin-writes-to-descriptor-1", ["run", "-k", "descriptor", "-e", "v-stat", "--x", "x.npy", "--y", "y.npy", "--json"])
 
 
 def _far_from_origin() -> tuple[np.ndarray, np.ndarray]:
@@ -715,13 +1050,17 @@ def _far_outlier_truth(case_id: str) -> float:
     with decimal.localcontext() as ctx:
         ctx.prec = 60
         if energy:
+
             def k(a, b):  # noqa: E306
                 norm = lambda v: sum((c * c for c in v), decimal.Decimal(0)).sqrt()  # noqa: E731
                 return (norm(a) + norm(b) - norm([p - q for p, q in zip(a, b)])) / 2
+
             num = decimal.Decimal
         else:
+
             def k(a, b):  # noqa: E306
                 return (sum(p * q for p, q in zip(a, b)) + 1) ** 2
+
             num = Fraction
         A = [[num(float(c)) for c in row] for row in X]
         B = [[num(float(c)) for c in row] for row in Y]
@@ -826,23 +1165,32 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("monkfw")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "monk_framework"]
     return subprocess.run(
-        [*command, *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=120, preexec_fn=_limit_memory,
+        [*command, *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_memory,
     )
 
 
-def _run_many(
-    jobs: list[tuple[str, list[str]]], cwd: Path, env: dict[str, str] | None = None
-) -> dict[str, subprocess.CompletedProcess[str]]:
+def _run_many(jobs: list[tuple[str, list[str]]], cwd: Path, env: dict[str, str] | None = None) -> dict[str, subprocess.CompletedProcess[str]]:
     """Several cases in one process under the same memory limit, through the driver
     (``env``: variables added to the process's environment)."""
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER], cwd=cwd, env={**_env(), **(env or {})}, input=json.dumps(jobs),
-        capture_output=True, text=True, timeout=600, preexec_fn=_limit_memory,
+        [sys.executable, "-c", DRIVER],
+        cwd=cwd,
+        env={**_env(), **(env or {})},
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=_limit_memory,
     )
     assert done.returncode == 0, done.stderr
     return {
-        case_id: subprocess.CompletedProcess(args, code, stdout, stderr)
-        for (case_id, code, stdout, stderr), (_, args) in zip(json.loads(done.stdout), jobs)
+        case_id: subprocess.CompletedProcess(args, code, stdout, stderr) for (case_id, code, stdout, stderr), (_, args) in zip(json.loads(done.stdout), jobs)
     }
 
 
@@ -865,8 +1213,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.C
     with ThreadPoolExecutor(max_workers=2) as pool:
         results: dict[str, subprocess.CompletedProcess[str]] = {}
         runs = [pool.submit(_run_many, chunk, root) for chunk in chunks]
-        runs += [pool.submit(_run_many, cases, root, {"PYTHONPATH": str(site), **json.loads(env)})
-                 for env, cases in by_env.items()]
+        runs += [pool.submit(_run_many, cases, root, {"PYTHONPATH": str(site), **json.loads(env)}) for env, cases in by_env.items()]
         for run in runs:
             results.update(run.result())
     return results
@@ -914,13 +1261,13 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
     if case_id == "two-points-against-two":
         found = json.loads(result.stdout)
         assert not found["reject"] and found["pvalue"] >= 1 / 6
-        assert found["decision"].startswith("No evidence of a difference at level 0.05, and none is possible with N = 2 "
-                                            "and M = 2: the 4 points split into 2 and 2 in only 6 ways")
+        assert found["decision"].startswith(
+            "No evidence of a difference at level 0.05, and none is possible with N = 2 and M = 2: the 4 points split into 2 and 2 in only 6 ways"
+        )
         return
     if case_id.endswith("far-outlier"):
         found = json.loads(result.stdout)
-        assert found["statistic_mmd2" if args[0] == "test" else "mmd2"] == pytest.approx(_far_outlier_truth(case_id),
-                                                                                          rel=1e-9)
+        assert found["statistic_mmd2" if args[0] == "test" else "mmd2"] == pytest.approx(_far_outlier_truth(case_id), rel=1e-9)
         assert "Warning" not in result.stderr, result.stderr
         return
     if args[0] == "test":
@@ -945,8 +1292,9 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
         assert "Warning:" not in result.stderr
     elif case_id == "normalised-quadratic-far-from-origin":
         # a cosine cannot be anchored: its lost digits are said, once
-        assert re.search(r"^Warning: The data lie 1\.\d+e\+09 spreads from the origin, and quadratic.* depends on the origin",
-                         result.stderr, flags=re.M), result.stderr
+        assert re.search(r"^Warning: The data lie 1\.\d+e\+09 spreads from the origin, and quadratic.* depends on the origin", result.stderr, flags=re.M), (
+            result.stderr
+        )
         assert result.stderr.count("Warning:") == 1
     elif case_id.endswith("far-from-origin"):
         # the MMD of the data moved back to the origin (exactly), from its closed form; the
@@ -955,8 +1303,11 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
 
         X, Y = (Z - 2.0**30 for Z in _far_from_origin())
         n, m = len(X), len(Y)
-        truth = (float(np.sum((X.mean(0) - Y.mean(0)) ** 2)) if case_id.startswith("linear") else
-                 (2 * cdist(X, Y).mean() - cdist(X, X).sum() / (n * (n - 1)) - cdist(Y, Y).sum() / (m * (m - 1))) / 2)
+        truth = (
+            float(np.sum((X.mean(0) - Y.mean(0)) ** 2))
+            if case_id.startswith("linear")
+            else (2 * cdist(X, Y).mean() - cdist(X, X).sum() / (n * (n - 1)) - cdist(Y, Y).sum() / (m * (m - 1))) / 2
+        )
         assert mmd2 == pytest.approx(truth, rel=1e-10)
     elif case_id in ("rbf-sigma-beyond-the-data", "quadratic-offset-dwarfs-the-data"):
         # a kernel that cannot tell the points apart gives its number with the warning
@@ -965,14 +1316,12 @@ def test_extreme_but_valid_input_gives_a_finite_nonzero_number(outcomes, case_id
     elif case_id == "rbf-sigma-1e-200":
         # every value between points underflows: the diagonal's 1/N + 1/M, and the warning
         assert mmd2 == pytest.approx(1 / 30 + 1 / 30, rel=1e-12)
-        assert re.search(r"^Warning: rbf\(sigma=1e-200\) is 0 between every two distinct points of the 60 checked",
-                         result.stderr, flags=re.M), result.stderr
+        assert re.search(r"^Warning: rbf\(sigma=1e-200\) is 0 between every two distinct points of the 60 checked", result.stderr, flags=re.M), result.stderr
     elif case_id == "csv-with-pandas-default-names":
         # the header pandas writes without an index was the point (0, 1): the same points
         # as bom.csv now, and the guess said
         assert mmd2 == json.loads(outcomes["csv-with-byte-order-mark"].stdout)["mmd2"]
-        assert re.search(r"^Warning: pandas-names.csv: line 1 \(0,1\) is read as pandas' default column names",
-                         result.stderr, flags=re.M), result.stderr
+        assert re.search(r"^Warning: pandas-names.csv: line 1 \(0,1\) is read as pandas' default column names", result.stderr, flags=re.M), result.stderr
     elif "gross-outlier" in case_id:
         # one point at 1e200 moves a bounded kernel's MMD² by its bounded share only
         assert mmd2 == pytest.approx(_outlier_truth(case_id), rel=1e-12)
@@ -994,8 +1343,15 @@ def test_what_a_plugin_writes_to_descriptor_1_never_reaches_the_json(tmp_path):
     site = _plugin_site(tmp_path)
     script = Path(sys.executable).with_name("monkfw")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "monk_framework"]
-    result = subprocess.run([*command, *PLUGIN_REAL[1]], cwd=tmp_path, env={**_env(), "PYTHONPATH": str(site)},
-                            capture_output=True, text=True, timeout=120, preexec_fn=_limit_memory)
+    result = subprocess.run(
+        [*command, *PLUGIN_REAL[1]],
+        cwd=tmp_path,
+        env={**_env(), "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_memory,
+    )
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     X, Y = np.load(tmp_path / "x.npy"), np.load(tmp_path / "y.npy")

@@ -92,6 +92,7 @@ class TestKernelConformance:
         with pytest.raises(DataError, match=message):
             cls().fit(sample(cls.input_kind, 5, 0)).gram(value)
 
+
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.name)
 @pytest.mark.parametrize("kernel_name", ["rbf", "quadratic"])
 class TestEstimatorConformance:

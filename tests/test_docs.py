@@ -235,8 +235,9 @@ def test_the_getting_started_page_runs_and_is_short(tmp_path, monkeypatch, capsy
 def test_the_docs_and_the_api_reference_build_without_warnings(tmp_path):
     import subprocess
 
-    build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS),
-                            str(tmp_path / "html")], capture_output=True, text=True)
+    build = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(tmp_path / "html")], capture_output=True, text=True
+    )
     assert build.returncode == 0, build.stderr[-5000:]
     api = (tmp_path / "html" / "api.html").read_text()
     for name in ("permutation_test", "aggregated_test", "robust_test", "split_test", "estimate", "embed"):
@@ -256,17 +257,17 @@ def test_the_plugin_example_installs_as_written_and_works_in_a_robust_test(tmp_p
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]  # as written: pip install .
     subprocess.run([*pip, str(tmp_path)], check=True, capture_output=True)
     try:
-        listed = subprocess.run([str(Path(sys.executable).with_name("monkfw")), "plugins", "--json"], capture_output=True,
-                                text=True, check=True)
+        listed = subprocess.run([str(Path(sys.executable).with_name("monkfw")), "plugins", "--json"], capture_output=True, text=True, check=True)
         assert "cauchy" in listed.stdout and "monk-cauchy==0.1.0" in listed.stdout
-        code = ("import numpy as np; from monk_framework import robust_test; g = np.random.default_rng(0); "
-                "r = robust_test(g.normal(size=(80, 2)), g.normal(1.0, 1.0, size=(80, 2)), kernel='cauchy:sigma=2', "
-                "contamination=2, n_permutations=99, rng=0); print(r.method, r.reject)")
+        code = (
+            "import numpy as np; from monk_framework import robust_test; g = np.random.default_rng(0); "
+            "r = robust_test(g.normal(size=(80, 2)), g.normal(1.0, 1.0, size=(80, 2)), kernel='cauchy:sigma=2', "
+            "contamination=2, n_permutations=99, rng=0); print(r.method, r.reject)"
+        )
         ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert ran.stdout.split() == ["dc", "True"], ran.stdout + ran.stderr
     finally:
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-q", "-y", "monk-cauchy"], capture_output=True)
-
 
 
 def test_the_guide_pages_can_be_read_in_one_sitting():

@@ -207,8 +207,7 @@ def third_party_imports(path: Path) -> list[tuple[str, int, bool]]:
 
     tree = ast.parse(path.read_text(), filename=str(path))
     skip = _type_checking_nodes(tree)
-    in_functions = {id(inner) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    for inner in ast.walk(node)}
+    in_functions = {id(inner) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) for inner in ast.walk(node)}
     own = {PACKAGE, "monk_plugins", "plugins"}
     found = []
     for node in ast.walk(tree):

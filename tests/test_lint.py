@@ -1,5 +1,5 @@
-"""ruff and mypy, as configured in pyproject.toml, pass on the whole tree (the CI runs the
-test suite, so it runs them)."""
+"""ruff (lint and format) and mypy, as configured in pyproject.toml, pass on the whole
+tree (the CI runs the test suite, so it runs them)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize(
     "tool",
     # mypy takes 10-25 s on a cold cache: among the slow checks, which .ci/run runs too
-    [["ruff", "check", "."], pytest.param(["mypy"], marks=pytest.mark.slow)],
-    ids=["ruff", "mypy"],
+    [["ruff", "check", "."], ["ruff", "format", "--check", "."], pytest.param(["mypy"], marks=pytest.mark.slow)],
+    ids=["ruff", "ruff-format", "mypy"],
 )
 def test_tree_passes(tool):
     result = subprocess.run([sys.executable, "-m", *tool], cwd=ROOT, capture_output=True, text=True)

@@ -39,8 +39,7 @@ def page_cell(panel: str, estimator: str, n: int) -> float:
 def recomputed(setting: str, kernel: str, estimator: str, n: int, runs: int = 100) -> float:
     logs = []
     for run in range(runs):
-        settings = {"experiment": "exp1", "seed": 0, "setting": setting, "kernel": kernel, "n": n, "run": run, "d": 1,
-                    "estimators": [estimator]}
+        settings = {"experiment": "exp1", "seed": 0, "setting": setting, "kernel": kernel, "n": n, "run": run, "d": 1, "estimators": [estimator]}
         (row,) = exp1_cell(settings)
         logs.append(max(row["log_error"], LOG_FLOOR))
     return float(np.median(logs))
@@ -67,7 +66,7 @@ def test_monk_cells_of_the_experiment_1_table_are_what_the_code_gives(panel, set
 def embedding_cell(panel: str, n: int) -> float:
     """The number the page's opt-in mean-embedding MMD table gives for a panel and N."""
     text = PAGE.read_text(encoding="utf-8")
-    table = text[text.index("| panel | median ln-error, N = 400 |"):]
+    table = text[text.index("| panel | median ln-error, N = 400 |") :]
     for line in table.splitlines()[2:]:
         if not line.startswith("| "):
             break
@@ -121,7 +120,7 @@ def dimension_cell(title: str, cell: str, column: str) -> str:
     lines = PAGE.read_text(encoding="utf-8").splitlines()
     start = lines.index(f"**{title}**")
     header = [p.strip() for p in lines[start + 2].strip().strip("|").split("|")]
-    for line in lines[start + 4:]:
+    for line in lines[start + 4 :]:
         if not line.startswith("|"):
             break
         parts = [p.strip() for p in line.strip().strip("|").split("|")]
@@ -132,8 +131,7 @@ def dimension_cell(title: str, cell: str, column: str) -> str:
 
 def recomputed_dimension_cell(kernel: str, data: str, n: int, d: int, label: str) -> str:
     study = _load("dimension_study", "benchmarks")
-    errors = [study.one_run({"n": n, "d": d, "kernel": kernel, "data": data, "run": run, "only": label})["errors"][label]
-              for run in range(100)]
+    errors = [study.one_run({"n": n, "d": d, "kernel": kernel, "data": data, "run": run, "only": label})["errors"][label] for run in range(100)]
     q1, median, q3 = np.percentile(errors, [25, 50, 75])
     return f"{median:+.3f} [{q1:+.3f}, {q3:+.3f}]"
 
@@ -156,7 +154,7 @@ def test_the_dimension_regenerator_puts_each_summary_table_in_place_of_the_pages
     page = PAGE.read_text(encoding="utf-8").split("\n")
     # a summary as the study prints it: its titles, its tables (here the page's own)
     start = page.index("**quadratic, clean**")
-    table = page[start + 2:start + 15]
+    table = page[start + 2 : start + 15]
     assert table[0].startswith(tool.DIMENSION_HEADER) and len(table) == 13
     summary = ["Median error", "", "**quadratic, clean**", "", *table, ""]
     assert tool.dimension_tables(page, summary) == page  # the page in step: unchanged
@@ -242,10 +240,11 @@ def test_the_aggregation_study_sets_the_published_mmdagg_beside_ours_on_the_same
     study = _load("aggregation_study", "benchmarks")
     ours = {0: 0.001, 1: 0.2, 2: 0.01, 3: 0.03}  # MMDAgg p-values: rejects runs 0, 2, 3
     theirs = {0: True, 1: True, 2: False}  # run 3 has no peer run: left out
-    lines = [{"task": {"design": "fine", "run": r}, "result": {"agg": p, "fuse": 1.0, "singles": [1.0], "median": 1.0,
-                                                              "sigmas": [1.0], "seconds": 0.1}} for r, p in ours.items()]
-    lines += [{"task": {"design": "fine", "run": r, "kind": "peer"}, "result": {"reject": v, "seconds": 0.1}}
-              for r, v in theirs.items()]
+    lines = [
+        {"task": {"design": "fine", "run": r}, "result": {"agg": p, "fuse": 1.0, "singles": [1.0], "median": 1.0, "sigmas": [1.0], "seconds": 0.1}}
+        for r, p in ours.items()
+    ]
+    lines += [{"task": {"design": "fine", "run": r, "kind": "peer"}, "result": {"reject": v, "seconds": 0.1}} for r, v in theirs.items()]
     journal = tmp_path / "study.jsonl"
     journal.write_text("".join(json.dumps(line) + "\n" for line in lines))
     study.summary(journal)

@@ -199,7 +199,7 @@ def write_files(root: Path) -> None:
 # ---------------------------------------------------------------------------------------
 # plugin distributions (entry points of fake installed packages)
 
-PLUGIN_SOURCE = '''
+PLUGIN_SOURCE = """
 from typing import ClassVar
 import os, sys, time, warnings
 import attrs
@@ -386,7 +386,7 @@ def monk_kernels():
 @hookimpl
 def monk_estimators():
     return [Strange]
-'''
+"""
 
 #: import-time faults, each its own distribution: (dist name, entry name, module source)
 IMPORT_FAULTS = {
@@ -394,9 +394,7 @@ IMPORT_FAULTS = {
     "syntax-error": "def broken(:\n    pass\n",
     "chdir-at-import": "import os\nos.chdir('/')\n",
     "warnings-as-errors": "import warnings\nwarnings.simplefilter('error')\n",
-    "hook-returns-text": (
-        "from monk_framework import hookimpl\n\n@hookimpl\ndef monk_kernels():\n    return ['rbf']\n"
-    ),
+    "hook-returns-text": ("from monk_framework import hookimpl\n\n@hookimpl\ndef monk_kernels():\n    return ['rbf']\n"),
     "hook-returns-instance": (
         "from monk_framework import hookimpl\nfrom monk_plugins.vector_kernels import RBFKernel\n\n"
         "class Mine(RBFKernel):\n    name = 'mine-rbf'\n\n@hookimpl\ndef monk_kernels():\n    return [Mine()]\n"
@@ -441,8 +439,7 @@ def write_plugins(root: Path) -> dict[str, Path]:
 
 def write_results(root: Path) -> None:
     base = root / "exp-base"
-    subprocess.run([*MONKFW, "-q", "experiment", "exp1", "--quick", "--runs", "1", "--out", str(base)], cwd=root,
-                   check=True, capture_output=True)
+    subprocess.run([*MONKFW, "-q", "experiment", "exp1", "--quick", "--runs", "1", "--out", str(base)], cwd=root, check=True, capture_output=True)
     journal = (base / "cells.jsonl").read_text().splitlines(keepends=True)
 
     def folder(name: str) -> Path:
@@ -601,8 +598,7 @@ def journal_intact(folder: str, args: list[str]) -> Callable[[subprocess.Complet
                     json.loads(line)
                 except ValueError:
                     return f"journal line {i} is not JSON after the interruption"
-        again = subprocess.run([*MONKFW, "-q", *[a for a in args if a != "--fresh"]], cwd=cwd, capture_output=True,
-                               text=True, timeout=TIMEOUT)
+        again = subprocess.run([*MONKFW, "-q", *[a for a in args if a != "--fresh"]], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT)
         if again.returncode != 0:
             return f"the resume failed: {again.stderr.strip().splitlines()[-1:]}"
         return None
@@ -675,29 +671,75 @@ case("backend-dask-workers-zero", "usage", [*RUN, *SMALL, "--backend", "dask", "
 case("scheduler-without-dask", "usage", [*RUN, *SMALL, "--scheduler", "tcp://127.0.0.1:8786"], says=("scheduler",))
 case("workers-without-dask", "usage", [*RUN, *SMALL, "--workers", "2"], says=("workers",))
 
+
 # -- data files ----------------------------------------------------------------------------
 def _run_files(x: str, y: str = "y.npy", kernel: str = "rbf:sigma=1", est: str = "v-stat") -> list[str]:
     return ["run", "-k", kernel, "-e", est, "--x", x, "--y", y, *J]
 
 
-for name in ["crlf.csv", "cr-only.csv", "plus-signs.csv", "leading-dots.csv", "spaces-around.csv",
-             "blank-lines-inside.csv", "no-final-newline.csv", "quoted-numbers.csv", "f16.npy", "f32.npy", "i8.npy",
-             "bool.npy", "big-endian.npy", "fortran.npy", "nums.txt", "nums-blank-lines.txt", "subnormal.npy",
-             "complex-real.npy", "longdouble.npy", "neg-zero.npy", "two.npy"]:
+for name in [
+    "crlf.csv",
+    "cr-only.csv",
+    "plus-signs.csv",
+    "leading-dots.csv",
+    "spaces-around.csv",
+    "blank-lines-inside.csv",
+    "no-final-newline.csv",
+    "quoted-numbers.csv",
+    "f16.npy",
+    "f32.npy",
+    "i8.npy",
+    "bool.npy",
+    "big-endian.npy",
+    "fortran.npy",
+    "nums.txt",
+    "nums-blank-lines.txt",
+    "subnormal.npy",
+    "complex-real.npy",
+    "longdouble.npy",
+    "neg-zero.npy",
+    "two.npy",
+]:
     case(f"reads-{name}", "data", _run_files(name), expect="either", check=json_parses)
-for name, words in [("hex-floats.csv", ("0x",)), ("na-cells.csv", ("NA",)), ("nan-word.csv", ("nan",)),
-                    ("empty-middle-cell.csv", ("line 41",)), ("one-column.csv", ("feature",)),
-                    ("one-row.csv", ()), ("wide-row.csv", ("point",)), ("comment-line.csv", ("#",)),
-                    ("header-row.csv", ()), ("index-column.csv", ()), ("commas-in-tsv.tsv", ("comma",)),
-                    ("gzip-named-csv.csv", ("compress",)), ("infinity-word.csv", ("Infinity",)),
-                    ("huge-cell.csv", ("1e400",)), ("tiny-cell.csv", ("1e-400",)), ("nul-bytes.csv", ()),
-                    ("latin1-header.csv", ()), ("excel-sep.csv", ("sep",)), ("u64-huge.npy", ()),
-                    ("scalar.npy", ()), ("zero-rows.npy", ("no points",)), ("zero-cols.npy", ()), ("one-d.npy", ()),
-                    ("structured.npy", ()), ("strings.npy", ()), ("datetimes.npy", ()), ("npz-named-npy.npy", ("npz",)),
-                    ("archive.npz", ("npz",)), ("inf.npy", ("inf",)), ("int-near-2-62.npy", ()),
-                    ("notes.md", (".md",)), ("no-suffix", ()), ("sub", ("directory",)),
-                    ("a-file/x.npy", ()), ("does-not-exist.npy", ("no such file",)), ("strings.txt", ()),
-                    ("a.fa", ())]:
+for name, words in [
+    ("hex-floats.csv", ("0x",)),
+    ("na-cells.csv", ("NA",)),
+    ("nan-word.csv", ("nan",)),
+    ("empty-middle-cell.csv", ("line 41",)),
+    ("one-column.csv", ("feature",)),
+    ("one-row.csv", ()),
+    ("wide-row.csv", ("point",)),
+    ("comment-line.csv", ("#",)),
+    ("header-row.csv", ()),
+    ("index-column.csv", ()),
+    ("commas-in-tsv.tsv", ("comma",)),
+    ("gzip-named-csv.csv", ("compress",)),
+    ("infinity-word.csv", ("Infinity",)),
+    ("huge-cell.csv", ("1e400",)),
+    ("tiny-cell.csv", ("1e-400",)),
+    ("nul-bytes.csv", ()),
+    ("latin1-header.csv", ()),
+    ("excel-sep.csv", ("sep",)),
+    ("u64-huge.npy", ()),
+    ("scalar.npy", ()),
+    ("zero-rows.npy", ("no points",)),
+    ("zero-cols.npy", ()),
+    ("one-d.npy", ()),
+    ("structured.npy", ()),
+    ("strings.npy", ()),
+    ("datetimes.npy", ()),
+    ("npz-named-npy.npy", ("npz",)),
+    ("archive.npz", ("npz",)),
+    ("inf.npy", ("inf",)),
+    ("int-near-2-62.npy", ()),
+    ("notes.md", (".md",)),
+    ("no-suffix", ()),
+    ("sub", ("directory",)),
+    ("a-file/x.npy", ()),
+    ("does-not-exist.npy", ("no such file",)),
+    ("strings.txt", ()),
+    ("a.fa", ()),
+]:
     case(f"file-{name.replace('/', '-')}", "data", _run_files(name), expect="either", says=words, check=json_parses)
 case("long-file-name", "data", _run_files("long-name-" + "n" * 240 + ".csv"), expect="ok", check=json_parses)
 case("same-file-twice", "data", _run_files("x.npy", "x.npy"), expect="either", check=json_parses)
@@ -705,55 +747,98 @@ case("dimension-differs", "data", _run_files("x.npy", "wide-few.npy"), says=("fe
 case("wide-few-points", "data", _run_files("wide-few.npy", "wide-few-y.npy", kernel="rbf"), expect="either", check=json_parses)
 case("constant-median", "data", _run_files("constant.npy", "constant.npy", kernel="rbf"), says=("median",))
 case("mixed-magnitudes-rbf", "data", _run_files("mixed-magnitudes.npy", kernel="rbf"), expect="either", check=json_parses)
-case("mixed-magnitudes-quadratic", "data", _run_files("mixed-magnitudes.npy", kernel="quadratic", est="u-stat"),
-     expect="either", check=json_parses)
-case("two-against-thousand", "data", ["test", "-k", "rbf", "--x", "two.npy", "--y", "many.npy", "-B", "99", *J],
-     expect="either", check=json_parses)
-for name, words in [("strings-crlf.txt", ()), ("strings-empty-line.txt", ("line",)), ("strings-unicode.txt", ("Ω",)),
-                    ("strings-spaces.txt", ()), ("strings-one-char.txt", ("n",)), ("crlf.fa", ()),
-                    ("header-only.fa", ()), ("stop-codon.fa", ("*",)), ("gaps.fa", ("-",)), ("ambiguous-n.fa", ()),
-                    ("spaces-in-sequence.fa", ()), ("bom.fa", ()), ("protein.fa", ()), ("duplicate-names.fa", ()),
-                    ("empty.fa", ("empty",)), ("semicolon-comment.fa", (";",)), ("x.fa.gz", ("gz",)),
-                    ("strings.npy", ())]:
+case("mixed-magnitudes-quadratic", "data", _run_files("mixed-magnitudes.npy", kernel="quadratic", est="u-stat"), expect="either", check=json_parses)
+case("two-against-thousand", "data", ["test", "-k", "rbf", "--x", "two.npy", "--y", "many.npy", "-B", "99", *J], expect="either", check=json_parses)
+for name, words in [
+    ("strings-crlf.txt", ()),
+    ("strings-empty-line.txt", ("line",)),
+    ("strings-unicode.txt", ("Ω",)),
+    ("strings-spaces.txt", ()),
+    ("strings-one-char.txt", ("n",)),
+    ("crlf.fa", ()),
+    ("header-only.fa", ()),
+    ("stop-codon.fa", ("*",)),
+    ("gaps.fa", ("-",)),
+    ("ambiguous-n.fa", ()),
+    ("spaces-in-sequence.fa", ()),
+    ("bom.fa", ()),
+    ("protein.fa", ()),
+    ("duplicate-names.fa", ()),
+    ("empty.fa", ("empty",)),
+    ("semicolon-comment.fa", (";",)),
+    ("x.fa.gz", ("gz",)),
+    ("strings.npy", ()),
+]:
     y = "b.fa" if name.endswith((".fa", ".gz")) else "strings-y.txt"
-    case(f"strings-{name}", "data", ["run", "-k", "ssk", "-p", "n=2", "-e", "u-stat", "--x", name, "--y", y, *J],
-         expect="either", says=words, check=json_parses)
+    case(
+        f"strings-{name}", "data", ["run", "-k", "ssk", "-p", "n=2", "-e", "u-stat", "--x", name, "--y", y, *J], expect="either", says=words, check=json_parses
+    )
 case("ssk-n-zero", "data", ["run", "-k", "ssk", "-p", "n=0", "--x", "a.fa", "--y", "b.fa"], says=("n",))
 case("ssk-lam-zero", "data", ["run", "-k", "ssk", "-p", "lam=0", "--x", "a.fa", "--y", "b.fa"], says=("lam",))
-case("ssk-lam-one", "data", ["run", "-k", "ssk", "-p", "lam=1", "--x", "a.fa", "--y", "b.fa", *J], expect="either",
-     check=json_parses)
+case("ssk-lam-one", "data", ["run", "-k", "ssk", "-p", "lam=1", "--x", "a.fa", "--y", "b.fa", *J], expect="either", check=json_parses)
 case("ssk-lam-above-one", "data", ["run", "-k", "ssk", "-p", "lam=1.5", "--x", "a.fa", "--y", "b.fa"], says=("lam",))
-case("ssk-n-beyond-splice", "data", ["run", "-k", "ssk", "-p", "n=100", "-d", "splice-ei-ie", "--data-param", "n=20"],
-     says=("n",))
-case("ssk-dna-against-protein", "data", ["run", "-k", "ssk", "-p", "n=2", "--x", "a.fa", "--y", "protein.fa", *J],
-     expect="either", check=json_parses)
+case("ssk-n-beyond-splice", "data", ["run", "-k", "ssk", "-p", "n=100", "-d", "splice-ei-ie", "--data-param", "n=20"], says=("n",))
+case("ssk-dna-against-protein", "data", ["run", "-k", "ssk", "-p", "n=2", "--x", "a.fa", "--y", "protein.fa", *J], expect="either", check=json_parses)
 case("rbf-on-splice", "data", ["run", "-k", "rbf", "-d", "splice-ei-ie"], says=("string",))
 case("ssk-on-pareto", "data", ["run", "-k", "ssk", "-d", "pareto"], says=("vector",))
 
 # -- numbers that must be right ------------------------------------------------------------
-case("rbf-v-gross-outlier", "numbers", _run_files("outlier-1e250.npy"), expect="ok",
-     check=same_as(_run_files("outlier-1e10.npy"), "mmd2"))
-case("laplace-v-gross-outlier", "numbers", _run_files("outlier-1e250.npy", kernel="laplace:sigma=1"), expect="ok",
-     check=same_as(_run_files("outlier-1e10.npy", kernel="laplace:sigma=1"), "mmd2"))
-case("rbf-u-gross-outlier", "numbers", _run_files("outlier-1e250.npy", est="u-stat"), expect="ok",
-     check=same_as(_run_files("outlier-1e10.npy", est="u-stat"), "mmd2"))
-case("rbf-bcd-gross-outlier", "numbers", _run_files("outlier-1e250.npy", est="monk-bcd:n_blocks=5"), expect="ok",
-     check=same_as(_run_files("outlier-1e10.npy", est="monk-bcd:n_blocks=5"), "mmd"))
-case("rbf-bcd-fast-gross-outlier", "numbers", _run_files("outlier-1e250.npy", est="monk-bcd-fast:n_blocks=5"), expect="ok",
-     check=same_as(_run_files("outlier-1e10.npy", est="monk-bcd-fast:n_blocks=5"), "mmd"))
-case("rbf-embedding-gross-outlier", "numbers", _run_files("outlier-1e250.npy", est="monk-embedding-mmd:n_blocks=5"),
-     expect="ok", check=same_as(_run_files("outlier-1e10.npy", est="monk-embedding-mmd:n_blocks=5"), "mmd", rtol=1e-6))
-case("rbf-median-gross-outlier", "numbers", _run_files("outlier-1e250.npy", kernel="rbf"), expect="ok",
-     check=median_of_ordinary)
+case("rbf-v-gross-outlier", "numbers", _run_files("outlier-1e250.npy"), expect="ok", check=same_as(_run_files("outlier-1e10.npy"), "mmd2"))
+case(
+    "laplace-v-gross-outlier",
+    "numbers",
+    _run_files("outlier-1e250.npy", kernel="laplace:sigma=1"),
+    expect="ok",
+    check=same_as(_run_files("outlier-1e10.npy", kernel="laplace:sigma=1"), "mmd2"),
+)
+case(
+    "rbf-u-gross-outlier",
+    "numbers",
+    _run_files("outlier-1e250.npy", est="u-stat"),
+    expect="ok",
+    check=same_as(_run_files("outlier-1e10.npy", est="u-stat"), "mmd2"),
+)
+case(
+    "rbf-bcd-gross-outlier",
+    "numbers",
+    _run_files("outlier-1e250.npy", est="monk-bcd:n_blocks=5"),
+    expect="ok",
+    check=same_as(_run_files("outlier-1e10.npy", est="monk-bcd:n_blocks=5"), "mmd"),
+)
+case(
+    "rbf-bcd-fast-gross-outlier",
+    "numbers",
+    _run_files("outlier-1e250.npy", est="monk-bcd-fast:n_blocks=5"),
+    expect="ok",
+    check=same_as(_run_files("outlier-1e10.npy", est="monk-bcd-fast:n_blocks=5"), "mmd"),
+)
+case(
+    "rbf-embedding-gross-outlier",
+    "numbers",
+    _run_files("outlier-1e250.npy", est="monk-embedding-mmd:n_blocks=5"),
+    expect="ok",
+    check=same_as(_run_files("outlier-1e10.npy", est="monk-embedding-mmd:n_blocks=5"), "mmd", rtol=1e-6),
+)
+case("rbf-median-gross-outlier", "numbers", _run_files("outlier-1e250.npy", kernel="rbf"), expect="ok", check=median_of_ordinary)
 case("rbf-v-truth", "numbers", _run_files("x.npy"), expect="ok", check=numpy_truth(_files_v("x.npy", "y.npy", 1.0), "mmd2"))
-case("rbf-tiny-scale", "numbers", _run_files("x-tiny.npy", "y-tiny.npy", kernel="rbf:sigma=1e-200"), expect="ok",
-     check=same_as(_run_files("x.npy"), "mmd2"))
-case("rbf-vast-scale", "numbers", _run_files("x-vast.npy", "y-vast.npy", kernel="rbf:sigma=1e200"), expect="ok",
-     check=same_as(_run_files("x.npy"), "mmd2"))
-case("laplace-vast-scale", "numbers", _run_files("x-vast.npy", "y-vast.npy", kernel="laplace:sigma=1e200"), expect="ok",
-     check=same_as(_run_files("x.npy", kernel="laplace:sigma=1"), "mmd2"))
-case("rbf-median-vast-scale", "numbers", _run_files("x-vast.npy", "y-vast.npy", kernel="rbf"), expect="ok",
-     check=same_as(_run_files("x.npy", kernel="rbf"), "mmd2"))
+case("rbf-tiny-scale", "numbers", _run_files("x-tiny.npy", "y-tiny.npy", kernel="rbf:sigma=1e-200"), expect="ok", check=same_as(_run_files("x.npy"), "mmd2"))
+case("rbf-vast-scale", "numbers", _run_files("x-vast.npy", "y-vast.npy", kernel="rbf:sigma=1e200"), expect="ok", check=same_as(_run_files("x.npy"), "mmd2"))
+case(
+    "laplace-vast-scale",
+    "numbers",
+    _run_files("x-vast.npy", "y-vast.npy", kernel="laplace:sigma=1e200"),
+    expect="ok",
+    check=same_as(_run_files("x.npy", kernel="laplace:sigma=1"), "mmd2"),
+)
+case(
+    "rbf-median-vast-scale",
+    "numbers",
+    _run_files("x-vast.npy", "y-vast.npy", kernel="rbf"),
+    expect="ok",
+    check=same_as(_run_files("x.npy", kernel="rbf"), "mmd2"),
+)
+
+
 def scaled_by(other: list[str], key: str, factor: float) -> Callable[[subprocess.CompletedProcess[str], Path], str | None]:
     """The case's number must be ``factor`` times that of another command (a homogeneity)."""
 
@@ -766,122 +851,258 @@ def scaled_by(other: list[str], key: str, factor: float) -> Callable[[subprocess
 
 
 # the energy kernel is homogeneous of degree 1: MMD² scales with the data
-case("energy-vast-scale", "numbers", _run_files("x-vast.npy", "y-vast.npy", kernel="energy", est="u-stat"), expect="ok",
-     check=scaled_by(_run_files("x.npy", kernel="energy", est="u-stat"), "mmd2", 1e200))
-case("energy-tiny-scale", "numbers", _run_files("x-tiny.npy", "y-tiny.npy", kernel="energy", est="v-stat"), expect="ok",
-     check=scaled_by(_run_files("x.npy", kernel="energy", est="v-stat"), "mmd2", 1e-200))
-case("linear-shift", "numbers", _run_files("x-shifted.npy", "y-shifted.npy", kernel="linear", est="u-stat"), expect="ok",
-     check=same_as(_run_files("x.npy", kernel="linear", est="u-stat"), "mmd2", rtol=1e-6))
-case("energy-shift", "numbers", _run_files("x-shifted.npy", "y-shifted.npy", kernel="energy", est="u-stat"), expect="ok",
-     check=same_as(_run_files("x.npy", kernel="energy", est="u-stat"), "mmd2", rtol=1e-6))
-case("rbf-shift", "numbers", _run_files("x-shifted.npy", "y-shifted.npy"), expect="ok",
-     check=same_as(_run_files("x.npy"), "mmd2", rtol=1e-6))
-case("bcd-one-block-is-v", "numbers", _run_files("x.npy", est="monk-bcd:n_blocks=1"), expect="ok",
-     check=lambda p, cwd: (None if abs(_json_number(p, "mmd") ** 2 - _files_v("x.npy", "y.npy", 1.0)(cwd)) < 1e-4
-                           else "MONK BCD with one block is not the V-statistic"))
-case("robust-dc-gross-outlier-rejects", "numbers", ["test", "-k", "rbf:sigma=1", "--x", "robust-x.npy", "--y",
-     "robust-y.npy", "--contamination", "1", "-B", "199", *J], expect="ok", check=below("pvalue", 0.05))
-case("robust-clip-gross-outlier-rejects", "numbers", ["test", "-k", "quadratic", "--x", "robust-x.npy", "--y",
-     "robust-y.npy", "--contamination", "1", "-B", "199", *J], expect="ok", check=below("pvalue", 0.05))
-case("permutation-gross-outlier-rejects", "numbers", ["test", "-k", "rbf:sigma=1", "--x", "robust-x.npy", "--y",
-     "robust-y.npy", "-B", "199", *J], expect="ok", check=below("pvalue", 0.05))
-case("aggregate-gross-outlier-rejects", "numbers", ["test", "--aggregate", "agg", "--x", "robust-x.npy", "--y",
-     "robust-y.npy", "-B", "199", *J], expect="ok", check=below("pvalue", 0.05))
-case("fuse-gross-outlier-rejects", "numbers", ["test", "--aggregate", "fuse", "--x", "robust-x.npy", "--y",
-     "robust-y.npy", "-B", "199", *J], expect="ok", check=below("pvalue", 0.05))
-case("split-gross-outlier", "numbers", ["test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "sigma=0.5,1,2", "--x",
-     "robust-x.npy", "--y", "robust-y.npy", "-B", "99", *J], expect="ok", check=json_parses)
-case("mom-gross-outlier", "numbers", ["test", "-k", "quadratic", "--method", "mom", "--x", "robust-x.npy", "--y",
-     "robust-y.npy", "--contamination", "1", "-B", "199", *J], expect="either", says=("gross outliers",), check=json_parses)
-case("tiny-budget-same-number", "numbers", [*_run_files("x.npy", est="u-stat"), "--max-memory", "2KB"], expect="ok",
-     check=same_as(_run_files("x.npy", est="u-stat"), "mmd2", rtol=1e-12))
-case("tiny-budget-test", "numbers", ["test", "-k", "rbf:sigma=1", "--x", "x.npy", "--y", "y.npy", "-B", "99",
-     "--max-memory", "2KB", *J], expect="ok",
-     check=same_as(["test", "-k", "rbf:sigma=1", "--x", "x.npy", "--y", "y.npy", "-B", "99", *J], "pvalue", rtol=0))
+case(
+    "energy-vast-scale",
+    "numbers",
+    _run_files("x-vast.npy", "y-vast.npy", kernel="energy", est="u-stat"),
+    expect="ok",
+    check=scaled_by(_run_files("x.npy", kernel="energy", est="u-stat"), "mmd2", 1e200),
+)
+case(
+    "energy-tiny-scale",
+    "numbers",
+    _run_files("x-tiny.npy", "y-tiny.npy", kernel="energy", est="v-stat"),
+    expect="ok",
+    check=scaled_by(_run_files("x.npy", kernel="energy", est="v-stat"), "mmd2", 1e-200),
+)
+case(
+    "linear-shift",
+    "numbers",
+    _run_files("x-shifted.npy", "y-shifted.npy", kernel="linear", est="u-stat"),
+    expect="ok",
+    check=same_as(_run_files("x.npy", kernel="linear", est="u-stat"), "mmd2", rtol=1e-6),
+)
+case(
+    "energy-shift",
+    "numbers",
+    _run_files("x-shifted.npy", "y-shifted.npy", kernel="energy", est="u-stat"),
+    expect="ok",
+    check=same_as(_run_files("x.npy", kernel="energy", est="u-stat"), "mmd2", rtol=1e-6),
+)
+case("rbf-shift", "numbers", _run_files("x-shifted.npy", "y-shifted.npy"), expect="ok", check=same_as(_run_files("x.npy"), "mmd2", rtol=1e-6))
+case(
+    "bcd-one-block-is-v",
+    "numbers",
+    _run_files("x.npy", est="monk-bcd:n_blocks=1"),
+    expect="ok",
+    check=lambda p, cwd: (
+        None if abs(_json_number(p, "mmd") ** 2 - _files_v("x.npy", "y.npy", 1.0)(cwd)) < 1e-4 else "MONK BCD with one block is not the V-statistic"
+    ),
+)
+case(
+    "robust-dc-gross-outlier-rejects",
+    "numbers",
+    ["test", "-k", "rbf:sigma=1", "--x", "robust-x.npy", "--y", "robust-y.npy", "--contamination", "1", "-B", "199", *J],
+    expect="ok",
+    check=below("pvalue", 0.05),
+)
+case(
+    "robust-clip-gross-outlier-rejects",
+    "numbers",
+    ["test", "-k", "quadratic", "--x", "robust-x.npy", "--y", "robust-y.npy", "--contamination", "1", "-B", "199", *J],
+    expect="ok",
+    check=below("pvalue", 0.05),
+)
+case(
+    "permutation-gross-outlier-rejects",
+    "numbers",
+    ["test", "-k", "rbf:sigma=1", "--x", "robust-x.npy", "--y", "robust-y.npy", "-B", "199", *J],
+    expect="ok",
+    check=below("pvalue", 0.05),
+)
+case(
+    "aggregate-gross-outlier-rejects",
+    "numbers",
+    ["test", "--aggregate", "agg", "--x", "robust-x.npy", "--y", "robust-y.npy", "-B", "199", *J],
+    expect="ok",
+    check=below("pvalue", 0.05),
+)
+case(
+    "fuse-gross-outlier-rejects",
+    "numbers",
+    ["test", "--aggregate", "fuse", "--x", "robust-x.npy", "--y", "robust-y.npy", "-B", "199", *J],
+    expect="ok",
+    check=below("pvalue", 0.05),
+)
+case(
+    "split-gross-outlier",
+    "numbers",
+    ["test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "sigma=0.5,1,2", "--x", "robust-x.npy", "--y", "robust-y.npy", "-B", "99", *J],
+    expect="ok",
+    check=json_parses,
+)
+case(
+    "mom-gross-outlier",
+    "numbers",
+    ["test", "-k", "quadratic", "--method", "mom", "--x", "robust-x.npy", "--y", "robust-y.npy", "--contamination", "1", "-B", "199", *J],
+    expect="either",
+    says=("gross outliers",),
+    check=json_parses,
+)
+case(
+    "tiny-budget-same-number",
+    "numbers",
+    [*_run_files("x.npy", est="u-stat"), "--max-memory", "2KB"],
+    expect="ok",
+    check=same_as(_run_files("x.npy", est="u-stat"), "mmd2", rtol=1e-12),
+)
+case(
+    "tiny-budget-test",
+    "numbers",
+    ["test", "-k", "rbf:sigma=1", "--x", "x.npy", "--y", "y.npy", "-B", "99", "--max-memory", "2KB", *J],
+    expect="ok",
+    check=same_as(["test", "-k", "rbf:sigma=1", "--x", "x.npy", "--y", "y.npy", "-B", "99", *J], "pvalue", rtol=0),
+)
 
 # -- every option and parameter sized by memory or time ------------------------------------
-case("bandwidths-many", "memory", ["test", "--aggregate", "agg", "--bandwidths", ",".join(["1"] * 3 + [f"{1 + i / 1e4:g}" for i in range(9000)]),
-     *SMALL, "-B", "99"], says=("bandwidth",))
-case("grid-many", "memory", ["test", "-k", "rbf", "--split", "--grid", "sigma=" + ",".join(f"{1 + i / 1e4:g}" for i in range(9000)),
-     *SMALL, "-B", "9"], expect="either")
+case(
+    "bandwidths-many",
+    "memory",
+    ["test", "--aggregate", "agg", "--bandwidths", ",".join(["1"] * 3 + [f"{1 + i / 1e4:g}" for i in range(9000)]), *SMALL, "-B", "99"],
+    says=("bandwidth",),
+)
+case(
+    "grid-many",
+    "memory",
+    ["test", "-k", "rbf", "--split", "--grid", "sigma=" + ",".join(f"{1 + i / 1e4:g}" for i in range(9000)), *SMALL, "-B", "9"],
+    expect="either",
+)
 case("sizes-huge", "memory", ["experiment", "exp1", "--quick", "--sizes", "1000000000", "--out", "exp-huge"], says=("memory",))
-case("sizes-many", "memory", ["experiment", "exp1", "--quick", "--sizes", ",".join(str(100 + i) for i in range(5000)),
-     "--out", "exp-many"], expect="either", timeout=30)
+case(
+    "sizes-many",
+    "memory",
+    ["experiment", "exp1", "--quick", "--sizes", ",".join(str(100 + i) for i in range(5000)), "--out", "exp-many"],
+    expect="either",
+    timeout=30,
+)
 # mom streams its relabellings (counts per block, no null kept): progress, an estimate, Ctrl-C
-case("robust-permutations-huge", "memory", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "1", "-B", "1000000000000"],
-     expect="either", signal_after=10.0)
-case("robust-dc-permutations-huge", "memory", ["test", "-k", "rbf:sigma=1", *SMALL, "--contamination", "1", "-B",
-     "1000000000000"], says=("memory",))
-case("aggregate-permutations-huge", "memory", ["test", "--aggregate", "agg", *SMALL, "-B", "1000000000000"],
-     says=("memory",))
-case("split-permutations-huge", "memory", ["test", "-k", "rbf", "--split", "--grid", "sigma=1,2", *SMALL, "-B",
-     "1000000000000"], says=("memory",))
-case("blocks-huge", "memory", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "1", "--method", "mom", "--blocks",
-     "1000000000"], says=("blocks",))
-case("n-iter-huge-trace", "memory", ["run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_iter=1000000000000", *SMALL, "--trace"],
-     says=("trace",))
+case("robust-permutations-huge", "memory", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "1", "-B", "1000000000000"], expect="either", signal_after=10.0)
+case("robust-dc-permutations-huge", "memory", ["test", "-k", "rbf:sigma=1", *SMALL, "--contamination", "1", "-B", "1000000000000"], says=("memory",))
+case("aggregate-permutations-huge", "memory", ["test", "--aggregate", "agg", *SMALL, "-B", "1000000000000"], says=("memory",))
+case("split-permutations-huge", "memory", ["test", "-k", "rbf", "--split", "--grid", "sigma=1,2", *SMALL, "-B", "1000000000000"], says=("memory",))
+case("blocks-huge", "memory", [*TEST, *SMALL, "-p", "sigma=1", "--contamination", "1", "--method", "mom", "--blocks", "1000000000"], says=("blocks",))
+case("n-iter-huge-trace", "memory", ["run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_iter=1000000000000", *SMALL, "--trace"], says=("trace",))
 case("lepski-max-huge", "memory", ["run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=auto", *SMALL], expect="either")
-case("exact-solver-many-blocks", "memory", ["run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=61,solver=exact", "-d",
-     "gauss", "--data-param", "n=400"], expect="either", timeout=60)
+case(
+    "exact-solver-many-blocks",
+    "memory",
+    ["run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=61,solver=exact", "-d", "gauss", "--data-param", "n=400"],
+    expect="either",
+    timeout=60,
+)
 case("ssk-n-huge", "memory", ["run", "-k", "ssk", "-p", "n=1000000000", "--x", "a.fa", "--y", "b.fa"], says=("n",))
 case("dataset-d-huge", "memory", ["run", "-d", "gauss", "--data-param", "d=1000000000"], says=("memory",))
-case("dataset-m-huge", "memory", ["run", "-d", "gauss", "--data-param", "n=10", "--data-param", "m=10000000000"],
-     says=("memory",))
+case("dataset-m-huge", "memory", ["run", "-d", "gauss", "--data-param", "n=10", "--data-param", "m=10000000000"], says=("memory",))
 case("splice-n-huge", "memory", ["run", "-k", "ssk", "-d", "splice-ei-ie", "--data-param", "n=100000"], says=("n",))
-case("rff-features-huge", "memory", ["run", "-k", "rbf", "-e", "rff", "-p", "n_features=1000000000000", *SMALL],
-     says=("memory",))
+case("rff-features-huge", "memory", ["run", "-k", "rbf", "-e", "rff", "-p", "n_features=1000000000000", *SMALL], says=("memory",))
 case("workers-huge", "memory", [*RUN, *SMALL, "--backend", "dask", "--workers", "1000000"], says=("workers",))
 
 # -- plugins ---------------------------------------------------------------------------------
 AUDIT = {"MONK_AUDIT_SITE": "audit"}
-for kname, words in [("lists", ()), ("wrong-shape", ("shape",)), ("flat", ("shape",)), ("objects", ()),
-                     ("matrix", ()), ("infinite", ("inf",)), ("vast", ()), ("negative-diag", ("negative",)),
-                     ("out-of-memory", ("out of memory",)), ("recursive", ("recursion",)), ("sets-errors", ()),
-                     ("bad-bound", ("sup_diag",)), ("string-bound", ("sup_diag",)), ("changes", ())]:
+for kname, words in [
+    ("lists", ()),
+    ("wrong-shape", ("shape",)),
+    ("flat", ("shape",)),
+    ("objects", ()),
+    ("matrix", ()),
+    ("infinite", ("inf",)),
+    ("vast", ()),
+    ("negative-diag", ("negative",)),
+    ("out-of-memory", ("out of memory",)),
+    ("recursive", ("recursion",)),
+    ("sets-errors", ()),
+    ("bad-bound", ("sup_diag",)),
+    ("string-bound", ("sup_diag",)),
+    ("changes", ()),
+]:
     for est in ("v-stat", "u-stat", "monk-bcd-fast:n_blocks=3"):
-        case(f"plugin-{kname}-{est.split(':')[0]}", "plugins", ["run", "-k", kname, "-e", est, *SMALL, *J], env=AUDIT,
-             expect="either", says=words, check=json_parses)
-    case(f"plugin-{kname}-test", "plugins", ["test", "-k", kname, "-e", "u-stat", *SMALL, "-B", "19", *J], env=AUDIT,
-         expect="either", says=words, check=json_parses)
-    case(f"plugin-{kname}-robust", "plugins", ["test", "-k", kname, *SMALL, "-B", "19", "--contamination", "1", *J],
-         env=AUDIT, expect="either", says=words, check=json_parses)
-case("plugin-raw-stdout-json", "plugins", ["run", "-k", "raw-stdout", "-e", "u-stat", *SMALL, *J], env=AUDIT, expect="ok",
-     check=json_parses)
-case("plugin-raw-stdout-test-json", "plugins", ["test", "-k", "raw-stdout", *SMALL, "-B", "19", *J], env=AUDIT,
-     expect="ok", check=json_parses)
-case("plugin-slow-progress", "plugins", ["run", "-k", "slow", "-e", "u-stat", "-d", "gauss", "--data-param", "n=3000",
-     "--max-memory", "200KB"], env=AUDIT, expect="either", signal_after=8.0)
+        case(
+            f"plugin-{kname}-{est.split(':')[0]}",
+            "plugins",
+            ["run", "-k", kname, "-e", est, *SMALL, *J],
+            env=AUDIT,
+            expect="either",
+            says=words,
+            check=json_parses,
+        )
+    case(
+        f"plugin-{kname}-test",
+        "plugins",
+        ["test", "-k", kname, "-e", "u-stat", *SMALL, "-B", "19", *J],
+        env=AUDIT,
+        expect="either",
+        says=words,
+        check=json_parses,
+    )
+    case(
+        f"plugin-{kname}-robust",
+        "plugins",
+        ["test", "-k", kname, *SMALL, "-B", "19", "--contamination", "1", *J],
+        env=AUDIT,
+        expect="either",
+        says=words,
+        check=json_parses,
+    )
+case("plugin-raw-stdout-json", "plugins", ["run", "-k", "raw-stdout", "-e", "u-stat", *SMALL, *J], env=AUDIT, expect="ok", check=json_parses)
+case("plugin-raw-stdout-test-json", "plugins", ["test", "-k", "raw-stdout", *SMALL, "-B", "19", *J], env=AUDIT, expect="ok", check=json_parses)
+case(
+    "plugin-slow-progress",
+    "plugins",
+    ["run", "-k", "slow", "-e", "u-stat", "-d", "gauss", "--data-param", "n=3000", "--max-memory", "200KB"],
+    env=AUDIT,
+    expect="either",
+    signal_after=8.0,
+)
 case("plugin-interrupting", "plugins", ["run", "-k", "interrupting", "-e", "u-stat", *SMALL], env=AUDIT, expect="either")
 for mode in ("string", "array", "none", "bool", "vast", "thing"):
-    case(f"estimator-returns-{mode}", "plugins", ["run", "-k", "rbf", "-e", f"strange:mode={mode}", *SMALL, *J], env=AUDIT,
-         expect="either", check=json_parses)
+    case(f"estimator-returns-{mode}", "plugins", ["run", "-k", "rbf", "-e", f"strange:mode={mode}", *SMALL, *J], env=AUDIT, expect="either", check=json_parses)
 #: import faults that `monkfw plugins` must report (the others load, with what they changed put back)
-REPORTED_FAULTS = ("exits-at-import", "syntax-error", "hook-returns-text", "hook-returns-instance", "duplicate-builtin",
-                   "misspelled-hook")
+REPORTED_FAULTS = ("exits-at-import", "syntax-error", "hook-returns-text", "hook-returns-instance", "duplicate-builtin", "misspelled-hook")
 for fault in IMPORT_FAULTS:
-    case(f"import-{fault}", "plugins", ["run", "-k", "rbf", "-e", "u-stat", *SMALL, *J], env={"MONK_AUDIT_SITE": fault},
-         expect="either", check=json_parses)
-    case(f"import-{fault}-plugins", "plugins", ["plugins"], env={"MONK_AUDIT_SITE": fault}, expect="either",
-         check=says_in_output(f"audit-{fault}") if fault in REPORTED_FAULTS else None)
-case("import-chdir-relative-files", "plugins", ["run", "--x", "x.npy", "--y", "y.npy", "-o", "chdir.json", *J],
-     env={"MONK_AUDIT_SITE": "chdir-at-import"}, expect="ok", check=same_as(["run", "--x", "x.npy", "--y", "y.npy", *J], "mmd2"))
+    case(f"import-{fault}", "plugins", ["run", "-k", "rbf", "-e", "u-stat", *SMALL, *J], env={"MONK_AUDIT_SITE": fault}, expect="either", check=json_parses)
+    case(
+        f"import-{fault}-plugins",
+        "plugins",
+        ["plugins"],
+        env={"MONK_AUDIT_SITE": fault},
+        expect="either",
+        check=says_in_output(f"audit-{fault}") if fault in REPORTED_FAULTS else None,
+    )
+case(
+    "import-chdir-relative-files",
+    "plugins",
+    ["run", "--x", "x.npy", "--y", "y.npy", "-o", "chdir.json", *J],
+    env={"MONK_AUDIT_SITE": "chdir-at-import"},
+    expect="ok",
+    check=same_as(["run", "--x", "x.npy", "--y", "y.npy", *J], "mmd2"),
+)
 case("load-plugins-empty", "plugins", [*RUN, *SMALL, *J], env={"MONK_LOAD_PLUGINS": ""}, expect="either", check=json_parses)
-case("load-plugins-commas", "plugins", [*RUN, *SMALL, *J], env={"MONK_LOAD_PLUGINS": ",,"}, expect="either",
-     check=json_parses)
-case("load-plugins-only-audit", "plugins", ["run", "-k", "rbf", "-e", "u-stat", *SMALL], env={**AUDIT, "MONK_LOAD_PLUGINS":
-     "audit-kernels"}, expect="either")
-case("compiled-off", "plugins", [*RUN, *SMALL, *J], env={"MONK_COMPILED": "0"}, expect="ok",
-     check=same_as([*RUN, *SMALL, *J], "mmd2", rtol=1e-12))
+case("load-plugins-commas", "plugins", [*RUN, *SMALL, *J], env={"MONK_LOAD_PLUGINS": ",,"}, expect="either", check=json_parses)
+case("load-plugins-only-audit", "plugins", ["run", "-k", "rbf", "-e", "u-stat", *SMALL], env={**AUDIT, "MONK_LOAD_PLUGINS": "audit-kernels"}, expect="either")
+case("compiled-off", "plugins", [*RUN, *SMALL, *J], env={"MONK_COMPILED": "0"}, expect="ok", check=same_as([*RUN, *SMALL, *J], "mmd2", rtol=1e-12))
 
 # -- results folders and output files --------------------------------------------------------
 EXP = ["experiment", "exp1", "--quick", "--runs", "1", "--out"]
-for folder, expect in [("exp-crlf-journal", "either"), ("exp-journal-swapped", "err"), ("exp-journal-dup", "either"),
-                       ("exp-journal-long-line", "err"), ("exp-journal-zero", "err"), ("exp-manifest-zero", "err"),
-                       ("exp-manifest-list", "err"), ("exp-manifest-extra-key", "err"), ("exp-manifest-config-types", "err"),
-                       ("exp-manifest-bom", "either"), ("exp-journal-binary", "either"), ("exp-journal-only-newlines", "either"),
-                       ("exp-summary-dir", "err"), ("exp-figure-dir", "err"), ("exp-manifest-dir", "err"),
-                       ("exp-user-summary", "err"), ("exp-journal-truncated-mid", "either"),
-                       ("exp-journal-record-edited", "err")]:
+for folder, expect in [
+    ("exp-crlf-journal", "either"),
+    ("exp-journal-swapped", "err"),
+    ("exp-journal-dup", "either"),
+    ("exp-journal-long-line", "err"),
+    ("exp-journal-zero", "err"),
+    ("exp-manifest-zero", "err"),
+    ("exp-manifest-list", "err"),
+    ("exp-manifest-extra-key", "err"),
+    ("exp-manifest-config-types", "err"),
+    ("exp-manifest-bom", "either"),
+    ("exp-journal-binary", "either"),
+    ("exp-journal-only-newlines", "either"),
+    ("exp-summary-dir", "err"),
+    ("exp-figure-dir", "err"),
+    ("exp-manifest-dir", "err"),
+    ("exp-user-summary", "err"),
+    ("exp-journal-truncated-mid", "either"),
+    ("exp-journal-record-edited", "err"),
+]:
     case(f"results-{folder[4:]}", "results", [*EXP, folder], expect=expect)
 case("results-fresh-on-foreign", "results", [*EXP, "exp-user-summary", "--fresh"], says=("summary.csv",))
 case("out-under-a-file", "results", [*EXP, "a-file/out"], says=("a-file",))
@@ -890,8 +1111,7 @@ case("out-name-too-long", "results", [*EXP, "o" * 300], says=("long",))
 case("output-to-dev-full", "results", [*RUN, *SMALL, "-o", "/dev/full"], says=("/dev/full",))
 case("stdout-is-full-json", "results", [*RUN, *SMALL, *J], stdout_to="/dev/full", says=("No space left",))
 case("stdout-is-full-table", "results", [*RUN, *SMALL], stdout_to="/dev/full", says=("No space left",))
-case("stdout-is-full-test-saved", "results", [*TEST, *SMALL, "-B", "99", "-o", "full-kept.json"], stdout_to="/dev/full",
-     says=("No space left",), check=None)
+case("stdout-is-full-test-saved", "results", [*TEST, *SMALL, "-B", "99", "-o", "full-kept.json"], stdout_to="/dev/full", says=("No space left",), check=None)
 case("stdout-is-full-experiment", "results", [*EXP, "exp-full-stdout"], stdout_to="/dev/full", says=("No space left",))
 case("output-to-dev-null", "results", [*RUN, *SMALL, "-o", "/dev/null"], expect="either")
 case("output-in-missing-dir", "results", [*RUN, *SMALL, "-o", "no/such/dir/r.json"], expect="either")
@@ -899,13 +1119,17 @@ case("output-trailing-slash", "results", [*RUN, *SMALL, "-o", "newdir/"], expect
 case("output-over-data", "results", [*RUN, "--x", "x.npy", "--y", "y.npy", "-o", "y.npy"], says=("y.npy",))
 case("output-name-too-long", "results", [*RUN, *SMALL, "-o", "r" * 300 + ".json"], says=("long",))
 INTERRUPTED = ["experiment", "exp1", "--quick", "--runs", "20", "--out", "exp-interrupted"]
-case("interrupt-experiment", "results", INTERRUPTED, expect="either", signal_after=3.0,
-     check=journal_intact("exp-interrupted", INTERRUPTED))
+case("interrupt-experiment", "results", INTERRUPTED, expect="either", signal_after=3.0, check=journal_intact("exp-interrupted", INTERRUPTED))
 FRESH = ["experiment", "exp1", "--quick", "--runs", "20", "--out", "exp-fresh-int", "--fresh"]
 case("interrupt-fresh-experiment", "results", FRESH, expect="either", signal_after=3.0, check=journal_intact("exp-fresh-int", FRESH))
-case("interrupt-test-with-output", "results", ["test", "-k", "rbf", "-d", "gauss", "--data-param", "n=3000", "-B", "100000",
-     "-o", "int-test.json"], expect="either", signal_after=6.0,
-     check=lambda p, cwd: "a partial result file was left" if (cwd / "int-test.json").exists() and p.returncode else None)
+case(
+    "interrupt-test-with-output",
+    "results",
+    ["test", "-k", "rbf", "-d", "gauss", "--data-param", "n=3000", "-B", "100000", "-o", "int-test.json"],
+    expect="either",
+    signal_after=6.0,
+    check=lambda p, cwd: "a partial result file was left" if (cwd / "int-test.json").exists() and p.returncode else None,
+)
 DASK = ["experiment", "exp1", "--quick", "--runs", "20", "--backend", "dask", "--out", "exp-dask-int"]
 case("interrupt-dask-experiment", "results", DASK, expect="either", signal_after=12.0, check=journal_intact("exp-dask-int", DASK))
 
@@ -915,51 +1139,80 @@ case("spec-shown-form-unclosed", "usage", ["run", "-k", "rbf(sigma=1", "-e", "u-
 case("spec-shown-form", "usage", ["run", "-k", "rbf(sigma=1)", "-e", "u-stat", *SMALL, *J], expect="ok", check=json_parses)
 case("spec-param-twice", "usage", ["run", "-k", "rbf:sigma=1,sigma=2", "-e", "u-stat", *SMALL], says=("twice",))
 case("spec-and-param-clash", "usage", ["run", "-k", "rbf:sigma=1", "-p", "sigma=2", "-e", "u-stat", *SMALL], says=("sigma",))
-case("param-joined-with-commas", "usage", ["run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=5,n_iter=20", *SMALL, *J],
-     expect="ok", check=json_parses)
+case("param-joined-with-commas", "usage", ["run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=5,n_iter=20", *SMALL, *J], expect="ok", check=json_parses)
 case("param-list-value", "usage", [*RUN, *SMALL, "-p", "sigma=1,2"], says=("sigma",))
-for name, value in [("d-zero", "d=0"), ("n-negative", "n=-1"), ("std-zero", "std_x=0"), ("std-negative", "std_y=-1"),
-                    ("mean-inf", "mean_x=inf"), ("mean-nan", "mean_y=nan"), ("n-float", "n=30.5"), ("m-text", "m=many")]:
+for name, value in [
+    ("d-zero", "d=0"),
+    ("n-negative", "n=-1"),
+    ("std-zero", "std_x=0"),
+    ("std-negative", "std_y=-1"),
+    ("mean-inf", "mean_x=inf"),
+    ("mean-nan", "mean_y=nan"),
+    ("n-float", "n=30.5"),
+    ("m-text", "m=many"),
+]:
     case(f"data-param-{name}", "usage", ["run", "-d", "gauss", "--data-param", value], says=(value.split("=")[0],))
-for name, value in [("empty-item", "0.1,,1"), ("text", "a,b"), ("beyond-float64", "1,1e400"), ("negative", "-1,1"),
-                    ("single", "1")]:
-    case(f"bandwidths-{name}", "usage", ["test", "--aggregate", "agg", "--bandwidths", value, *SMALL, "-B", "99", *J],
-         expect="ok" if name == "single" else "err", says=() if name == "single" else ("bandwidth",), check=json_parses)
-for name, value in [("empty", "sigma="), ("text", "sigma=a"), ("ssk-float-n", "n=1.5"), ("unknown-key", "foo=1"),
-                    ("no-equals", "sigma")]:
+for name, value in [("empty-item", "0.1,,1"), ("text", "a,b"), ("beyond-float64", "1,1e400"), ("negative", "-1,1"), ("single", "1")]:
+    case(
+        f"bandwidths-{name}",
+        "usage",
+        ["test", "--aggregate", "agg", "--bandwidths", value, *SMALL, "-B", "99", *J],
+        expect="ok" if name == "single" else "err",
+        says=() if name == "single" else ("bandwidth",),
+        check=json_parses,
+    )
+for name, value in [("empty", "sigma="), ("text", "sigma=a"), ("ssk-float-n", "n=1.5"), ("unknown-key", "foo=1"), ("no-equals", "sigma")]:
     kernel = "ssk" if name.startswith("ssk") else "rbf"
     data = ["-d", "splice-ei-ie", "--data-param", "n=40"] if kernel == "ssk" else SMALL
-    case(f"grid-{name}", "usage", ["test", "-k", kernel, "--split", "--grid", value, *data, "-B", "19"],
-         says=(value.split("=")[0],))
+    case(f"grid-{name}", "usage", ["test", "-k", kernel, "--split", "--grid", value, *data, "-B", "19"], says=(value.split("=")[0],))
 for name, value in [("empty-item", "100,,200"), ("negative", "-5"), ("float", "1e3"), ("zero", "0"), ("text", "big")]:
-    case(f"sizes-{name}", "usage", ["experiment", "exp1", "--quick", "--sizes", value, "--out", f"exp-sizes-{name}"],
-         says=("sizes",))
-case("experiment-estimator-twice", "usage", ["experiment", "exp1", "--quick", "-e", "u-stat", "-e", "u-stat", "--out",
-     "exp-twice"], says=("u-stat",))
-case("experiment-estimator-kernel-name", "usage", ["experiment", "exp1", "--quick", "-e", "rbf", "--out", "exp-rbf"],
-     says=("rbf",))
-case("exp2-sizes-too-small", "usage", ["experiment", "exp2", "--quick", "--sizes", "2", "--out", "exp2-small"],
-     says=("size",))
-case("exp2-sizes-too-large", "usage", ["experiment", "exp2", "--quick", "--sizes", "5000", "--out", "exp2-large"],
-     says=("size",))
-case("split-too-few-points", "usage", ["test", "-k", "rbf", "--split", "--grid", "sigma=1,2", "-d", "gauss", "--data-param",
-     "n=4", "-B", "19"], expect="either")
+    case(f"sizes-{name}", "usage", ["experiment", "exp1", "--quick", "--sizes", value, "--out", f"exp-sizes-{name}"], says=("sizes",))
+case("experiment-estimator-twice", "usage", ["experiment", "exp1", "--quick", "-e", "u-stat", "-e", "u-stat", "--out", "exp-twice"], says=("u-stat",))
+case("experiment-estimator-kernel-name", "usage", ["experiment", "exp1", "--quick", "-e", "rbf", "--out", "exp-rbf"], says=("rbf",))
+case("exp2-sizes-too-small", "usage", ["experiment", "exp2", "--quick", "--sizes", "2", "--out", "exp2-small"], says=("size",))
+case("exp2-sizes-too-large", "usage", ["experiment", "exp2", "--quick", "--sizes", "5000", "--out", "exp2-large"], says=("size",))
+case(
+    "split-too-few-points", "usage", ["test", "-k", "rbf", "--split", "--grid", "sigma=1,2", "-d", "gauss", "--data-param", "n=4", "-B", "19"], expect="either"
+)
 case("alpha-half-one-permutation", "usage", [*TEST, *SMALL, "--alpha", "0.5", "-B", "1", *J], expect="ok", check=json_parses)
-case("identical-samples-test", "numbers", ["test", "-k", "rbf:sigma=1", "--x", "x.npy", "--y", "x.npy", "-B", "199", *J],
-     expect="ok", check=lambda p, cwd: None if _json_number(p, "pvalue") > 0.5 else "identical samples rejected")
-case("constant-samples-fixed-sigma", "numbers", ["test", "-k", "rbf:sigma=1", "--x", "constant.npy", "--y", "constant.npy",
-     "-B", "99", *J], expect="ok", check=lambda p, cwd: None if _json_number(p, "pvalue") == 1.0 else "p < 1 on equal points")
-case("duplicated-points-u", "numbers", ["run", "-k", "rbf:sigma=1", "-e", "u-stat", "--x", "x.npy", "--y", "x.npy", *J],
-     expect="ok", check=lambda p, cwd: (None if abs(_json_number(p, "mmd2") + 2 * (1 - _rbf_mean_off(cwd)) / 40) < 1e-12
-                                        else f"MMD_U^2 of a sample against itself is {_json_number(p, 'mmd2')!r}"))
+case(
+    "identical-samples-test",
+    "numbers",
+    ["test", "-k", "rbf:sigma=1", "--x", "x.npy", "--y", "x.npy", "-B", "199", *J],
+    expect="ok",
+    check=lambda p, cwd: None if _json_number(p, "pvalue") > 0.5 else "identical samples rejected",
+)
+case(
+    "constant-samples-fixed-sigma",
+    "numbers",
+    ["test", "-k", "rbf:sigma=1", "--x", "constant.npy", "--y", "constant.npy", "-B", "99", *J],
+    expect="ok",
+    check=lambda p, cwd: None if _json_number(p, "pvalue") == 1.0 else "p < 1 on equal points",
+)
+case(
+    "duplicated-points-u",
+    "numbers",
+    ["run", "-k", "rbf:sigma=1", "-e", "u-stat", "--x", "x.npy", "--y", "x.npy", *J],
+    expect="ok",
+    check=lambda p, cwd: (
+        None
+        if abs(_json_number(p, "mmd2") + 2 * (1 - _rbf_mean_off(cwd)) / 40) < 1e-12
+        else f"MMD_U^2 of a sample against itself is {_json_number(p, 'mmd2')!r}"
+    ),
+)
 
 
 # -- outside parties ---------------------------------------------------------------------------
-for address, words in [("tcp://no-such-host.invalid:8786", ("no-such-host",)), ("tcp://[::1]:1", ("::1",)),
-                       ("tcp://127.0.0.1", ("port",)), ("tcp://:8786", ("host",)), ("8786", ()),
-                       ("tcp://127.0.0.1:8786/path", ()), ("tcp://user@127.0.0.1:1", ())]:
-    case(f"scheduler-{re.sub(r'[^a-z0-9]+', '-', address)}", "outside", [*RUN, *SMALL, "--backend", "dask", "--scheduler",
-         address], says=words, timeout=60)
+for address, words in [
+    ("tcp://no-such-host.invalid:8786", ("no-such-host",)),
+    ("tcp://[::1]:1", ("::1",)),
+    ("tcp://127.0.0.1", ("port",)),
+    ("tcp://:8786", ("host",)),
+    ("8786", ()),
+    ("tcp://127.0.0.1:8786/path", ()),
+    ("tcp://user@127.0.0.1:1", ()),
+]:
+    case(f"scheduler-{re.sub(r'[^a-z0-9]+', '-', address)}", "outside", [*RUN, *SMALL, "--backend", "dask", "--scheduler", address], says=words, timeout=60)
 
 
 # ---------------------------------------------------------------------------------------
@@ -980,8 +1233,7 @@ def run_case(c: Case, cwd: Path, sites: dict[str, Path]) -> dict:
     env["COLUMNS"] = "200"
     start = time.monotonic()
     sink = open(c.stdout_to, "w") if c.stdout_to else None  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*MONKFW, *c.args], cwd=cwd, env=env, stdout=sink or subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=_limit)
+    proc = subprocess.Popen([*MONKFW, *c.args], cwd=cwd, env=env, stdout=sink or subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_limit)
     timed_out = False
     try:
         if c.signal_after is not None:
@@ -1002,9 +1254,19 @@ def run_case(c: Case, cwd: Path, sites: dict[str, Path]) -> dict:
     p = subprocess.CompletedProcess(proc.args, proc.returncode, out or "", err)
     grade, why = grade_case(c, p, cwd, timed_out)
     errors = [line for line in err.splitlines() if line.startswith("Error")]
-    return {"id": c.id, "family": c.family, "args": c.args, "env": c.env, "rc": p.returncode, "seconds": round(seconds, 2),
-            "grade": grade, "why": why, "error": errors[0] if errors else "", "stderr_tail": err.strip().splitlines()[-3:],
-            "stdout_head": p.stdout[:200]}
+    return {
+        "id": c.id,
+        "family": c.family,
+        "args": c.args,
+        "env": c.env,
+        "rc": p.returncode,
+        "seconds": round(seconds, 2),
+        "grade": grade,
+        "why": why,
+        "error": errors[0] if errors else "",
+        "stderr_tail": err.strip().splitlines()[-3:],
+        "stdout_head": p.stdout[:200],
+    }
 
 
 def grade_case(c: Case, p: subprocess.CompletedProcess[str], cwd: Path, timed_out: bool) -> tuple[str, str]:

@@ -201,8 +201,7 @@ def main(exp1_dir: str, exp2_dir: str) -> None:
 
     def cells2(panel: str, estimator: str, i: int) -> str:
         r = summary2[(PANELS[panel], EXP2_ESTIMATORS[estimator], EXP2_SIZES[i])]
-        return (f"{number(float(r['mean_excess']), 3, sign=True)} ± {float(r['std_excess']):.3f}, "
-                f"{float(r['rejection_rate']):.3f}")
+        return f"{number(float(r['mean_excess']), 3, sign=True)} ± {float(r['std_excess']):.3f}, {float(r['rejection_rate']):.3f}"
 
     lines = PAGE.read_text(encoding="utf-8").split("\n")
     lines = rewrite_rows(lines, "| panel | estimator | N = 400 |", cells1)

@@ -45,6 +45,7 @@ from monk_framework.two_sample.common import DEFAULT_PERMUTATIONS
 
 __all__ = ["app", "main"]
 
+
 class _OutputFailed(Exception):
     """Standard output cannot take what the command writes: its reader left (a broken
     pipe, ``monkfw ... | head``) or its device is full (``> /dev/full``)."""
@@ -198,8 +199,9 @@ class MonkGroup(TyperGroup):
                 if _raised_in(exc, (typer, *(m for m in (sys.modules.get("click"),) if m is not None))):
                     return _exit(exc.code if isinstance(exc.code, int) else 0, standalone_mode)
                 code = _fail(
-                    f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). "
-                    "Rerun with --debug for the traceback.", 1, exc=exc,
+                    f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). Rerun with --debug for the traceback.",
+                    1,
+                    exc=exc,
                 )
             except Exception as exc:  # a bug (ours, or a plugin's outside the guarded hooks): one line unless --debug
                 code = _fail(_unexpected(exc), 1, exc=exc)
@@ -238,7 +240,7 @@ def _values_given(names: Sequence[str], args: Sequence[str]) -> list[str]:
             if token == name and i + 1 < len(args):
                 values.append(args[i + 1])
             elif name.startswith("--") and token.startswith(name + "="):
-                values.append(token[len(name) + 1:])
+                values.append(token[len(name) + 1 :])
             elif len(name) == 2 and not token.startswith("--") and token.startswith(name) and len(token) > 2:
                 values.append(token[2:])  # -krbf
     return values
@@ -296,8 +298,13 @@ def _stdout_for_the_result_only() -> Any:
     # buffered as the stream it stands for (unbuffered under python -u or PYTHONUNBUFFERED)
     raw = io.FileIO(saved, "w", closefd=False)
     unbuffered = getattr(stream, "write_through", False) and isinstance(getattr(stream, "buffer", None), io.FileIO)
-    result = io.TextIOWrapper(raw if unbuffered else io.BufferedWriter(raw), encoding=stream.encoding, errors=stream.errors,
-                              line_buffering=bool(stream.line_buffering), write_through=bool(getattr(stream, "write_through", False)))
+    result = io.TextIOWrapper(
+        raw if unbuffered else io.BufferedWriter(raw),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        line_buffering=bool(stream.line_buffering),
+        write_through=bool(getattr(stream, "write_through", False)),
+    )
     sys.stdout = result
     try:
         yield
@@ -377,8 +384,7 @@ def _one_line_warnings(show: Any) -> Any:
     PrecisionWarning, ReadWarning and DataWarning as one "Warning: ..." line on stderr and leaves every other warning
     to ``show``."""
 
-    def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
-                 line: str | None = None) -> None:
+    def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
         if issubclass(category, (CompiledLoopsWarning, PrecisionWarning, ReadWarning, DataWarning)):
             stderr.print(_one_line(f"Warning: {message}"), markup=False)
         else:
@@ -408,8 +414,7 @@ def _unexpected(exc: Exception) -> str:
     system refused (an OSError that names it); else an internal error of monkfw."""
     found = _plugin_frame(exc)
     if found is not None:
-        return (f"the plugin {found[0]} failed in {found[1]}: {type(exc).__name__}: {exc} "
-                "(rerun with --debug for the traceback)")
+        return f"the plugin {found[0]} failed in {found[1]}: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"cannot use {str(exc.filename)!r}: {exc.strerror or exc}."
     return f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
@@ -421,10 +426,11 @@ def _out_of_memory(exc: MemoryError) -> str:
     found = _plugin_frame(exc)
     what = str(exc) or "an allocation failed"
     if found is not None:
-        return (f"the plugin {found[0]} ran out of memory in {found[1]} ({what}). Give --max-memory a smaller budget "
-                "(the plugin then gets smaller tiles), or use fewer points.")
-    return (f"out of memory ({what}). Give --max-memory a smaller budget (the work then runs in tiles that fit), or use "
-            "fewer points.")
+        return (
+            f"the plugin {found[0]} ran out of memory in {found[1]} ({what}). Give --max-memory a smaller budget "
+            "(the plugin then gets smaller tiles), or use fewer points."
+        )
+    return f"out of memory ({what}). Give --max-memory a smaller budget (the work then runs in tiles that fit), or use fewer points."
 
 
 def _usage_error(exc: Exception) -> int:
@@ -571,27 +577,45 @@ def _file_path(text: str) -> Path:
 
 
 # options shared by the commands that take two samples (run, test)
-KernelOption = Annotated[str | None, typer.Option("--kernel", "-k", parser=_spec_text, help="Kernel name (see 'monkfw plugins'); default: rbf for vectors "
-    "(sigma by the median heuristic), ssk for strings.", autocompletion=_complete("kernel"), show_default=False)]
-EstimatorOption = Annotated[str, typer.Option("--estimator", "-e", parser=_spec_text, help="Estimator name (see 'monkfw plugins').",
-                                              autocompletion=_complete("estimator"))]
+KernelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kernel",
+        "-k",
+        parser=_spec_text,
+        help="Kernel name (see 'monkfw plugins'); default: rbf for vectors (sigma by the median heuristic), ssk for strings.",
+        autocompletion=_complete("kernel"),
+        show_default=False,
+    ),
+]
+EstimatorOption = Annotated[
+    str, typer.Option("--estimator", "-e", parser=_spec_text, help="Estimator name (see 'monkfw plugins').", autocompletion=_complete("estimator"))
+]
 XOption = Annotated[Path | None, typer.Option("--x", "-x", parser=_path, help="Sample X: .npy, .csv, .tsv or .txt (vectors), .txt or FASTA (strings).")]
 YOption = Annotated[Path | None, typer.Option("--y", "-y", parser=_path, help="Sample Y, in the same formats as --x.")]
-SamplesArgument = Annotated[list[Path] | None, typer.Argument(parser=_path, help="The files of X and Y (the same as --x X --y Y).",
-                                                               show_default=False)]
+SamplesArgument = Annotated[list[Path] | None, typer.Argument(parser=_path, help="The files of X and Y (the same as --x X --y Y).", show_default=False)]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Hide notes and progress on stderr (as monkfw -q).")]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors (as monkfw --debug).")]
-CaseOption = Annotated[bool, typer.Option("--case-sensitive", help="Keep the case of FASTA sequences (by default they are upper-cased: lowercase "
-    "marks soft-masked residues, not other letters).")]
+CaseOption = Annotated[
+    bool,
+    typer.Option(
+        "--case-sensitive", help="Keep the case of FASTA sequences (by default they are upper-cased: lowercase marks soft-masked residues, not other letters)."
+    ),
+]
 DatasetOption = Annotated[str | None, typer.Option("--dataset", "-d", help="Built-in data set (see 'monkfw datasets').", autocompletion=_complete("dataset"))]
-ParamOption = Annotated[list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable); prefix "
-    "kernel. or estimator. to choose.")]
+ParamOption = Annotated[
+    list[str] | None, typer.Option("--param", "-p", help="key=value for the kernel or estimator (repeatable); prefix kernel. or estimator. to choose.")
+]
 DataParamOption = Annotated[list[str] | None, typer.Option("--data-param", help="key=value for the data set, e.g. n=500 (repeatable).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 MaxMemoryOption = Annotated[
     str | None,
-    typer.Option("--max-memory", help="Memory the work may hold beyond the data, e.g. 2GB or 512MiB (default: half the "
-        "available memory); over it Gram matrices are computed in tiles, with the same numbers.", show_default=False),
+    typer.Option(
+        "--max-memory",
+        help="Memory the work may hold beyond the data, e.g. 2GB or 512MiB (default: half the "
+        "available memory); over it Gram matrices are computed in tiles, with the same numbers.",
+        show_default=False,
+    ),
 ]
 OutputOption = Annotated[Path | None, typer.Option("--output", "-o", parser=_file_path, help="Also save the JSON result to this file (written atomically).")]
 
@@ -634,11 +658,13 @@ def plugins(
     _quiet(quiet, debug)
     reg = get_registry()
     if as_json:
-        _print_json({
-            "kernels": [e.to_dict() for e in reg.kernels()],
-            "estimators": [e.to_dict() for e in reg.estimators()],
-            "problems": [p.to_dict() for p in reg.problems()],
-        })
+        _print_json(
+            {
+                "kernels": [e.to_dict() for e in reg.kernels()],
+                "estimators": [e.to_dict() for e in reg.estimators()],
+                "problems": [p.to_dict() for p in reg.problems()],
+            }
+        )
         return
     for table in _entries_tables("Kernels", reg.kernels()) + _entries_tables("Estimators", reg.estimators()):
         stdout.print(table)
@@ -684,8 +710,7 @@ def _describe_dict(cls: type[Configurable], provider: str) -> dict[str, Any]:
 
 @app.command()
 def describe(
-    name: Annotated[str, typer.Argument(help="A kernel, estimator or data set name (or a spec, e.g. rbf:sigma=2).",
-                                        autocompletion=_complete("any"))],
+    name: Annotated[str, typer.Argument(help="A kernel, estimator or data set name (or a spec, e.g. rbf:sigma=2).", autocompletion=_complete("any"))],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
     quiet: QuietOption = False,
     debug: DebugOption = False,
@@ -734,8 +759,17 @@ def describe(
 def run(
     files: SamplesArgument = None,
     kernel: KernelOption = None,
-    estimator: Annotated[str | None, typer.Option("--estimator", "-e", parser=_spec_text, help="Estimator name (see 'monkfw plugins'); default: "
-        "u-stat.", autocompletion=_complete("estimator"), show_default=False)] = None,
+    estimator: Annotated[
+        str | None,
+        typer.Option(
+            "--estimator",
+            "-e",
+            parser=_spec_text,
+            help="Estimator name (see 'monkfw plugins'); default: u-stat.",
+            autocompletion=_complete("estimator"),
+            show_default=False,
+        ),
+    ] = None,
     x: XOption = None,
     y: YOption = None,
     case_sensitive: CaseOption = False,
@@ -746,8 +780,9 @@ def run(
     as_json: JsonOption = False,
     output: OutputOption = None,
     max_memory: MaxMemoryOption = None,
-    trace: Annotated[bool, typer.Option("--trace", help="Record the objective at every iteration (estimators with a "
-        "'trace' parameter, e.g. monk-bcd).")] = False,
+    trace: Annotated[
+        bool, typer.Option("--trace", help="Record the objective at every iteration (estimators with a 'trace' parameter, e.g. monk-bcd).")
+    ] = False,
     backend: BackendOption = "local",
     scheduler: SchedulerOption = None,
     workers: WorkersOption = None,
@@ -771,8 +806,17 @@ def run(
         assert estimator is not None
         with _ProgressBar("data") as reading:  # a large table of numbers takes seconds to read
             job = jobs.prepare(
-                kernel, estimator, params=param or [], x=x, y=y, dataset=dataset, data_params=data_param or [],
-                seed=seed, case_sensitive=case_sensitive, trace=trace, progress=reading,
+                kernel,
+                estimator,
+                params=param or [],
+                x=x,
+                y=y,
+                dataset=dataset,
+                data_params=data_param or [],
+                seed=seed,
+                case_sensitive=case_sensitive,
+                trace=trace,
+                progress=reading,
             )
         for note in (*notes, *job.notes):
             _note(note)
@@ -790,12 +834,15 @@ def _run_rows(job: jobs.Job, result: Any) -> list[tuple[str, str]]:
     est = job.estimator
     if isinstance(result, jobs.EmbeddingsResult):
         emb_x, emb_y = result.x, result.y
-        rows = [("estimator", est.spec()), ("kernel", emb_x.kernel.spec()), ("N", str(len(emb_x.weights))),
-                ("||mu_X||", f"{emb_x.norm():.10g}"),
-                *est.report_rows(emb_x.diagnostics, emb_x.timings)]
+        rows = [
+            ("estimator", est.spec()),
+            ("kernel", emb_x.kernel.spec()),
+            ("N", str(len(emb_x.weights))),
+            ("||mu_X||", f"{emb_x.norm():.10g}"),
+            *est.report_rows(emb_x.diagnostics, emb_x.timings),
+        ]
         if emb_y is not None:
-            rows += [("M", str(len(emb_y.weights))), ("||mu_Y||", f"{emb_y.norm():.10g}"),
-                     ("||mu_X - mu_Y||", f"{result.distance:.10g}")]
+            rows += [("M", str(len(emb_y.weights))), ("||mu_Y||", f"{emb_y.norm():.10g}"), ("||mu_X - mu_Y||", f"{result.distance:.10g}")]
         return rows
     return [
         ("estimator", est.spec()),
@@ -824,8 +871,7 @@ def _anchored(path: Path | None) -> Path | None:
     return None if path is None else Path(os.path.abspath(path))
 
 
-def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table: Table, footer: str | None = None,
-             *, target: Path | None) -> None:
+def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table: Table, footer: str | None = None, *, target: Path | None) -> None:
     """Save the result if asked (to ``target``, the anchored ``output``), then print it as
     JSON or as a table (and a footer line). A save that fails (a full disk) still prints
     the result before the error: the work is not lost with the file."""
@@ -863,13 +909,15 @@ PLAIN_PROGRESS_FIRST = 2.0
 
 
 def _counts(done: float, total: float) -> str:
-    """"done/total" for a bar, large counts shortened (the characters of a file read, the
+    """ "done/total" for a bar, large counts shortened (the characters of a file read, the
     kernel values of a Gram matrix): 16.8M/70.7M rather than 16777279/70674009."""
+
     def short(value: float) -> str:
         for size, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
             if total >= size:
                 return f"{value / size:.1f}{unit}"
         return f"{int(value):,}" if float(value).is_integer() else f"{value:.1f}"
+
     return f"{short(done)}/{short(total)}"
 
 
@@ -888,9 +936,13 @@ class _ProgressBar:
 
         self.plain = not stderr.is_terminal
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}", style="progress.download"),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[count]}", style="progress.download"),
             TimeRemainingColumn(),
-            console=stderr, transient=True, disable=STATE.quiet or self.plain,
+            console=stderr,
+            transient=True,
+            disable=STATE.quiet or self.plain,
         )
         self.label = label
         self.what: str | None = None
@@ -931,8 +983,7 @@ class _ProgressBar:
             return
         if self.task is None:
             self.progress.__enter__()
-            self.task = self.progress.add_task(self.label if what is None else f"{self.label}: {what}", total=total,
-                                               count=_counts(done, total))
+            self.task = self.progress.add_task(self.label if what is None else f"{self.label}: {what}", total=total, count=_counts(done, total))
         self.progress.update(self.task, completed=done, total=total, count=_counts(done, total))
 
     @staticmethod
@@ -940,8 +991,7 @@ class _ProgressBar:
         """A span read at a glance: "42 s", "12 min", "5.2 h", "3.1 days", and past ten
         years "more than ten years" (n_iter = 10**18 once read "about 4965338753307636888
         s left")."""
-        for limit, unit, size, digits in ((90, "s", 1, 0), (90 * 60, "min", 60, 0), (48 * 3600, "h", 3600, 1),
-                                          (3650 * 86400, "days", 86400, 1)):
+        for limit, unit, size, digits in ((90, "s", 1, 0), (90 * 60, "min", 60, 0), (48 * 3600, "h", 3600, 1), (3650 * 86400, "days", 86400, 1)):
             if seconds < limit:
                 return f"{seconds / size:.{digits}f} {unit}"
         return "more than ten years"
@@ -963,8 +1013,7 @@ class _ProgressBar:
             left = f", about {self._duration((now - self.stage_started) * (1 - share) / share)} left"
         count = f"{int(done):,}/{int(total):,}" if float(done).is_integer() and float(total).is_integer() else ""
         stage = self.label if self.what is None else f"{self.label}: {self.what}"
-        stderr.print(f"{stage}{' ' + count if count else ''} ({100 * share:.0f}%), {self._duration(now - self.started)} elapsed{left}",
-                     markup=False)
+        stderr.print(f"{stage}{' ' + count if count else ''} ({100 * share:.0f}%), {self._duration(now - self.started)} elapsed{left}", markup=False)
 
 
 BackendOption = Annotated[
@@ -977,8 +1026,13 @@ SchedulerOption = Annotated[
 ]
 WorkersOption = Annotated[
     int | None,
-    typer.Option("--workers", min=1, max=LARGEST_INT, help="With --backend dask and no --scheduler: worker processes of the "
-        "LocalCluster (default: one per core).", show_default=False),
+    typer.Option(
+        "--workers",
+        min=1,
+        max=LARGEST_INT,
+        help="With --backend dask and no --scheduler: worker processes of the LocalCluster (default: one per core).",
+        show_default=False,
+    ),
 ]
 
 
@@ -1000,12 +1054,30 @@ ContaminationOption = Annotated[
 @app.command("test")
 def test_command(
     files: SamplesArgument = None,
-    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", parser=_spec_text, help="Kernel name (see 'monkfw plugins'); default: rbf "
-        "for vectors (sigma by the median heuristic), ssk for strings. With --aggregate, repeat it for a collection: a -k "
-        "without sigma stands for its family at --bandwidths (or at 10 over the pooled distances).",
-        autocompletion=_complete("kernel"), show_default=False)] = None,
-    estimator: Annotated[str | None, typer.Option("--estimator", "-e", parser=_spec_text, help="MMD estimator (see 'monkfw plugins'); default: u-stat "
-        "(with --contamination: v-stat for dc, u-stat for mom).", autocompletion=_complete("estimator"), show_default=False)] = None,
+    kernel: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kernel",
+            "-k",
+            parser=_spec_text,
+            help="Kernel name (see 'monkfw plugins'); default: rbf "
+            "for vectors (sigma by the median heuristic), ssk for strings. With --aggregate, repeat it for a collection: a -k "
+            "without sigma stands for its family at --bandwidths (or at 10 over the pooled distances).",
+            autocompletion=_complete("kernel"),
+            show_default=False,
+        ),
+    ] = None,
+    estimator: Annotated[
+        str | None,
+        typer.Option(
+            "--estimator",
+            "-e",
+            parser=_spec_text,
+            help="MMD estimator (see 'monkfw plugins'); default: u-stat (with --contamination: v-stat for dc, u-stat for mom).",
+            autocompletion=_complete("estimator"),
+            show_default=False,
+        ),
+    ] = None,
     x: XOption = None,
     y: YOption = None,
     case_sensitive: CaseOption = False,
@@ -1014,27 +1086,73 @@ def test_command(
     data_param: DataParamOption = None,
     permutations: Annotated[int, typer.Option("--permutations", "-B", min=1, max=LARGEST_INT, help="Number of permutations B.")] = DEFAULT_PERMUTATIONS,
     alpha: Annotated[float, typer.Option("--alpha", help="Level of the test, in (0, 1).")] = 0.05,
-    alternative: Annotated[str, typer.Option("--alternative", help="Permutation test: 'greater' (a large MMD speaks against "
-        "H0), 'less' (samples more alike than relabellings: duplicated or stratified data) or 'two-sided'.")] = "greater",
-    relabel: Annotated[str, typer.Option("--relabel", help="Permutation test: 'auto' (within the blocks of a MONK estimator's fixed "
-        "partition, else global), 'within-blocks' or 'global'.")] = "auto",
+    alternative: Annotated[
+        str,
+        typer.Option(
+            "--alternative",
+            help="Permutation test: 'greater' (a large MMD speaks against "
+            "H0), 'less' (samples more alike than relabellings: duplicated or stratified data) or 'two-sided'.",
+        ),
+    ] = "greater",
+    relabel: Annotated[
+        str,
+        typer.Option(
+            "--relabel", help="Permutation test: 'auto' (within the blocks of a MONK estimator's fixed partition, else global), 'within-blocks' or 'global'."
+        ),
+    ] = "auto",
     contamination: ContaminationOption = None,
-    method: Annotated[str, typer.Option("--method", help="With --contamination: 'auto', 'dc' (dcMMD, bounded kernels), 'clip' "
-        "(dcMMD on clipped features, any kernel) or 'mom' (median of block p-values, any kernel).")] = "auto",
-    clip: Annotated[float | None, typer.Option("--clip", help="With --contamination and clip: the radius c of the clipped "
-        "features, in sqrt(k(x, x)) units, fixed without these data (default: the median pooled norm, "
-        "accounted for in the guarantee).", show_default=False)] = None,
-    aggregate: Annotated[str | None, typer.Option("--aggregate", help="An aggregated test over many kernels: 'agg' (MMDAgg) or "
-        "'fuse' (MMD-FUSE); default kernels: Gaussian and Laplace at 10 bandwidths each. With --contamination: "
-        "robust aggregation (agg, fixed --bandwidths).", show_default=False)] = None,
-    bandwidths: Annotated[str | None, typer.Option("--bandwidths", help="With --aggregate: the bandwidths sigma, e.g. "
-        "0.25,0.5,1,2 (of each -k kernel without sigma, or of the default Gaussian and Laplace kernels).", show_default=False)] = None,
-    blocks: Annotated[int | None, typer.Option("--blocks", min=1, max=LARGEST_INT, help="With --contamination and mom: the "
-        "number of blocks Q (default: about 2 sqrt(min(N, M)), at least 4R + 1).", show_default=False)] = None,
-    split: Annotated[bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null "
-        "quantile on part 2, statistic on part 3.")] = False,
-    grid: Annotated[list[str] | None, typer.Option("--grid", help="With --split: kernel hyperparameter values to try on part 1, "
-        "key=v1,v2,... (repeatable).")] = None,
+    method: Annotated[
+        str,
+        typer.Option(
+            "--method",
+            help="With --contamination: 'auto', 'dc' (dcMMD, bounded kernels), 'clip' "
+            "(dcMMD on clipped features, any kernel) or 'mom' (median of block p-values, any kernel).",
+        ),
+    ] = "auto",
+    clip: Annotated[
+        float | None,
+        typer.Option(
+            "--clip",
+            help="With --contamination and clip: the radius c of the clipped "
+            "features, in sqrt(k(x, x)) units, fixed without these data (default: the median pooled norm, "
+            "accounted for in the guarantee).",
+            show_default=False,
+        ),
+    ] = None,
+    aggregate: Annotated[
+        str | None,
+        typer.Option(
+            "--aggregate",
+            help="An aggregated test over many kernels: 'agg' (MMDAgg) or "
+            "'fuse' (MMD-FUSE); default kernels: Gaussian and Laplace at 10 bandwidths each. With --contamination: "
+            "robust aggregation (agg, fixed --bandwidths).",
+            show_default=False,
+        ),
+    ] = None,
+    bandwidths: Annotated[
+        str | None,
+        typer.Option(
+            "--bandwidths",
+            help="With --aggregate: the bandwidths sigma, e.g. 0.25,0.5,1,2 (of each -k kernel without sigma, or of the default Gaussian and Laplace kernels).",
+            show_default=False,
+        ),
+    ] = None,
+    blocks: Annotated[
+        int | None,
+        typer.Option(
+            "--blocks",
+            min=1,
+            max=LARGEST_INT,
+            help="With --contamination and mom: the number of blocks Q (default: about 2 sqrt(min(N, M)), at least 4R + 1).",
+            show_default=False,
+        ),
+    ] = None,
+    split: Annotated[
+        bool, typer.Option("--split", help="The paper's three-way split test (Algorithm 3): tune on part 1, null quantile on part 2, statistic on part 3.")
+    ] = False,
+    grid: Annotated[
+        list[str] | None, typer.Option("--grid", help="With --split: kernel hyperparameter values to try on part 1, key=v1,v2,... (repeatable).")
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every random choice (data set draw, split, permutations, blocks).")] = 0,
     null: Annotated[bool, typer.Option("--null", help="Include the B permuted statistics in the JSON result.")] = False,
     as_json: JsonOption = False,
@@ -1062,15 +1180,33 @@ def test_command(
     if max_memory is not None:
         parse_memory(max_memory)
     options: dict[str, Any] = dict(
-        contamination=contamination, split=split, method=method, blocks=blocks, alpha=alpha,
-        n_permutations=permutations, relabel=relabel, aggregate=aggregate, bandwidths=bandwidths, clip=clip,
+        contamination=contamination,
+        split=split,
+        method=method,
+        blocks=blocks,
+        alpha=alpha,
+        n_permutations=permutations,
+        relabel=relabel,
+        aggregate=aggregate,
+        bandwidths=bandwidths,
+        clip=clip,
         alternative=alternative,
     )
     with _plugin_prints_to_stderr():
         with _ProgressBar("data") as reading:  # a large table of numbers takes seconds to read
             job = jobs.prepare_test(
-                kernel, estimator, grid=grid or [], params=param or [], x=x, y=y, dataset=dataset,
-                data_params=data_param or [], seed=seed, case_sensitive=case_sensitive, progress=reading, **options,
+                kernel,
+                estimator,
+                grid=grid or [],
+                params=param or [],
+                x=x,
+                y=y,
+                dataset=dataset,
+                data_params=data_param or [],
+                seed=seed,
+                case_sensitive=case_sensitive,
+                progress=reading,
+                **options,
             )
         for note in job.notes:
             _note(note)
@@ -1078,7 +1214,12 @@ def test_command(
         # statistics); grid points, then permutations
         with _backend(backend, scheduler, workers) as runner, _ProgressBar("test") as bar:
             result = jobs.test(
-                job, **options, estimator_given=estimator is not None, return_null=null, progress=bar, backend=runner,
+                job,
+                **options,
+                estimator_given=estimator is not None,
+                return_null=null,
+                progress=bar,
+                backend=runner,
                 max_memory=max_memory,
             )
 
@@ -1107,8 +1248,14 @@ def _test_rows(result: Any, est: Any, kernel_text: str, split: bool) -> list[tup
         ("kernel", kernel_text),
         ("N, M", f"{result.n_x}, {result.n_y}"),
         ("statistic T", f"{result.statistic:.6g}"),
-        ("null quantile", "none (two-sided: two quantiles)" if getattr(result, "alternative", "") == "two-sided" else
-         "none (too few permutations)" if result.null_quantile is None else f"{result.null_quantile:.6g}"),
+        (
+            "null quantile",
+            "none (two-sided: two quantiles)"
+            if getattr(result, "alternative", "") == "two-sided"
+            else "none (too few permutations)"
+            if result.null_quantile is None
+            else f"{result.null_quantile:.6g}",
+        ),
     ]
     if not split and result.relabel == "within-blocks" and result.estimate is not None:
         # T is the test-time form on the fixed blocks; the estimate is what monkfw run reports
@@ -1152,8 +1299,7 @@ def _corrupted(count: int) -> str:
 
 def _robust_rows(result: Any, kernel_text: str) -> list[tuple[str, str]]:
     rows = [
-        ("method", {"dc": "dcMMD (bounded kernel)", "clip": "dcMMD on clipped features",
-                    "mom": "median of block p-values"}[result.method]),
+        ("method", {"dc": "dcMMD (bounded kernel)", "clip": "dcMMD on clipped features", "mom": "median of block p-values"}[result.method]),
         ("estimator", result.estimator),
         ("kernel", kernel_text),
         ("N, M", f"{result.n_x}, {result.n_y}"),
@@ -1167,8 +1313,7 @@ def _robust_rows(result: Any, kernel_text: str) -> list[tuple[str, str]]:
             ("MMD (V-statistic)", f"{result.statistic:.6g}"),
             ("sensitivity", f"{result.sensitivity:.6g} per corrupted point"),
             ("null quantile", "none (too few permutations)" if result.null_quantile is None else f"{result.null_quantile:.6g}"),
-            ("threshold q + margin" if result.method == "clip" else "threshold q + 2R delta",
-             "n/a" if result.threshold is None else f"{result.threshold:.6g}"),
+            ("threshold q + margin" if result.method == "clip" else "threshold q + 2R delta", "n/a" if result.threshold is None else f"{result.threshold:.6g}"),
         ]
     else:
         rows += [
@@ -1197,13 +1342,27 @@ def _int_list(text: str | None, option: str) -> tuple[int, ...] | None:
 def experiment_command(
     name: Annotated[str, typer.Argument(help="exp1 (paper Figure 1: estimation error) or exp2 (Figure 2: split test on splice DNA).", show_default=False)],
     quick: Annotated[bool, typer.Option("--quick", help="A reduced grid that runs in well under a minute.")] = False,
-    out: Annotated[Path | None, typer.Option("--out", parser=_path, help="Directory of the results, journal and figures (default: "
-        "monk-results/NAME, or NAME-quick).", show_default=False)] = None,
-    runs: Annotated[int | None, typer.Option("--runs", min=1, max=LARGEST_INT, help="Monte-Carlo runs per setting (default: 100 for exp1, "
-        "400 for exp2).", show_default=False)] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", parser=_path, help="Directory of the results, journal and figures (default: monk-results/NAME, or NAME-quick).", show_default=False
+        ),
+    ] = None,
+    runs: Annotated[
+        int | None,
+        typer.Option("--runs", min=1, max=LARGEST_INT, help="Monte-Carlo runs per setting (default: 100 for exp1, 400 for exp2).", show_default=False),
+    ] = None,
     sizes: Annotated[str | None, typer.Option("--sizes", help="Sample sizes N, comma-separated (per sample).", show_default=False)] = None,
-    estimators: Annotated[list[str] | None, typer.Option("--estimator", "-e", parser=_spec_text, help="An estimator spec, e.g. "
-        "monk-bcd:n_blocks=21 (repeatable; replaces the default list).", show_default=False)] = None,
+    estimators: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--estimator",
+            "-e",
+            parser=_spec_text,
+            help="An estimator spec, e.g. monk-bcd:n_blocks=21 (repeatable; replaces the default list).",
+            show_default=False,
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Master seed: every cell's seed derives from it and the cell's settings.")] = 0,
     fresh: Annotated[bool, typer.Option("--fresh", help="Delete the results already in --out and start over (otherwise a run resumes).")] = False,
     backend: BackendOption = "local",
@@ -1225,7 +1384,6 @@ def experiment_command(
     exp = get_experiment(name, quick=quick, **overrides)
     directory = out if out is not None else Path("monk-results") / (f"{name}-quick" if quick else name)
     with _backend(backend, scheduler, workers) as runner, _ProgressBar(name) as bar, _plugin_prints_to_stderr():
-
         again = "the same command again without --fresh (with it, the saved cells are deleted)" if fresh else "the same command again"
         try:
             done = run_experiment(exp, directory, backend=runner, fresh=fresh, progress=bar)
@@ -1238,12 +1396,13 @@ def experiment_command(
             finished = saved_cells(directory)
             if finished:
                 # a failure part-way (a lost Dask worker, memory): what is done is kept
-                STATE.after_error = (f"The {finished:,} finished cell{'s are' if finished != 1 else ' is'} saved in "
-                                     f"{directory / 'cells.jsonl'}; once the error is fixed, {again} resumes.")
+                STATE.after_error = (
+                    f"The {finished:,} finished cell{'s are' if finished != 1 else ' is'} saved in "
+                    f"{directory / 'cells.jsonl'}; once the error is fixed, {again} resumes."
+                )
             raise
     _note(
-        f"{name}: {done.cells} cells ({done.computed} computed now, {done.resumed} from an earlier run) "
-        f"in {done.seconds:.1f} s on the {runner.name} backend."
+        f"{name}: {done.cells} cells ({done.computed} computed now, {done.resumed} from an earlier run) in {done.seconds:.1f} s on the {runner.name} backend."
     )
     for path in done.files:
         stdout.print(str(path), markup=False)

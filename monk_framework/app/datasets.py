@@ -31,6 +31,7 @@ from monk_framework.io.splice import load_splice
 
 __all__ = ["Dataset", "VectorDataset", "SpliceDataset", "GaussDataset", "GaussOutliersDataset", "ParetoDataset", "DATASETS", "get_dataset", "default_dataset"]
 
+
 def _optional_size(none_means: str) -> Check:
     """A sample size (an int >= 1, at most numpy's largest), or None for ``none_means``."""
     size = integer(ge=1)
@@ -65,8 +66,7 @@ class Dataset(Configurable):
             bad = int(np.count_nonzero(~np.isfinite(X))) + int(np.count_nonzero(~np.isfinite(Y)))
             if bad:
                 raise ParameterError(
-                    f"Data set {self.spec()} drew {bad:,} values beyond float64 (inf): its parameters make numbers too "
-                    "large to hold; change them."
+                    f"Data set {self.spec()} drew {bad:,} values beyond float64 (inf): its parameters make numbers too large to hold; change them."
                 )
         return X, Y
 
@@ -89,9 +89,13 @@ class VectorDataset(Dataset):
 
     def _check_memory(self) -> None:
         # X and Y, and one temporary of the larger while it is drawn
-        check_fits(8 * self.d * (self.n + self.size_y + max(self.n, self.size_y)), lambda need, avail, _: (
-            f"Data set {self.spec()}: drawing X and Y (n = {self.n:,}, m = {self.size_y:,}, d = {self.d:,}) needs "
-            f"about {need}, but only {avail} of memory are available; use a smaller n, m or d."))
+        check_fits(
+            8 * self.d * (self.n + self.size_y + max(self.n, self.size_y)),
+            lambda need, avail, _: (
+                f"Data set {self.spec()}: drawing X and Y (n = {self.n:,}, m = {self.size_y:,}, d = {self.d:,}) needs "
+                f"about {need}, but only {avail} of memory are available; use a smaller n, m or d."
+            ),
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -113,8 +117,10 @@ class GaussDataset(VectorDataset):
     def true_mmd(self, kernel: Kernel) -> float:
         eye = np.eye(self.d)
         mmd2 = kernel.gaussian_mmd2(
-            np.full(self.d, self.mean_x), self.std_x**2 * eye,
-            np.full(self.d, self.mean_y), self.std_y**2 * eye,
+            np.full(self.d, self.mean_x),
+            self.std_x**2 * eye,
+            np.full(self.d, self.mean_y),
+            self.std_y**2 * eye,
         )
         return math.sqrt(max(mmd2, 0.0))
 
@@ -170,14 +176,15 @@ class SpliceDataset(Dataset):
     classes: ClassVar[tuple[str, str]] = ("EI", "IE")
 
     n: int | None = parameter(  # type: ignore[assignment]
-        None, doc="sequences in X (default: as many as the classes allow, equal sizes)",
-        check=_optional_size("as many as the classes allow"), kind="int",
+        None,
+        doc="sequences in X (default: as many as the classes allow, equal sizes)",
+        check=_optional_size("as many as the classes allow"),
+        kind="int",
     )
     m: int | None = parameter(None, doc="sequences in Y (default: n)", check=_OPTIONAL_SIZE, kind="int")
     ambiguous: str = parameter(
         "drop",
-        doc="sequences with IUPAC ambiguity codes (N, D, R, S; 15 in the file): 'drop' them, "
-        "or 'keep' them as letters of their own",
+        doc="sequences with IUPAC ambiguity codes (N, D, R, S; 15 in the file): 'drop' them, or 'keep' them as letters of their own",
         check=one_of("drop", "keep"),
     )
 
@@ -256,10 +263,7 @@ class SpliceIEIE(SpliceDataset):
     classes: ClassVar[tuple[str, str]] = ("IE", "IE")
 
 
-DATASETS: dict[str, type[Dataset]] = {
-    cls.name: cls
-    for cls in (GaussDataset, GaussOutliersDataset, ParetoDataset, SpliceEIIE, SpliceEIEI, SpliceIEIE)
-}
+DATASETS: dict[str, type[Dataset]] = {cls.name: cls for cls in (GaussDataset, GaussOutliersDataset, ParetoDataset, SpliceEIIE, SpliceEIEI, SpliceIEIE)}
 
 
 def get_dataset(name: str, /, **params: Any) -> Dataset:

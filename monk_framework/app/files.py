@@ -33,8 +33,31 @@ def followed(path: Path | str, *, what: str = "the output file") -> Path:
 
 
 #: file name suffixes of other formats than a result's JSON, refused for --output
-OTHER_FORMATS = frozenset({".csv", ".tsv", ".txt", ".npy", ".npz", ".png", ".pdf", ".svg", ".fa", ".fasta", ".xlsx",
-                           ".xls", ".parquet", ".pkl", ".pickle", ".yaml", ".yml", ".toml", ".h5", ".hdf5", ".md"})
+OTHER_FORMATS = frozenset(
+    {
+        ".csv",
+        ".tsv",
+        ".txt",
+        ".npy",
+        ".npz",
+        ".png",
+        ".pdf",
+        ".svg",
+        ".fa",
+        ".fasta",
+        ".xlsx",
+        ".xls",
+        ".parquet",
+        ".pkl",
+        ".pickle",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".h5",
+        ".hdf5",
+        ".md",
+    }
+)
 
 
 def check_writable(path: Path | str, *, what: str = "the output file", inputs: Iterable[Path | str | None] = ()) -> Path:
@@ -57,24 +80,19 @@ def directory_name_problem(text: str) -> str | None:
     ``Path`` would read as the file ``out``, so the result would be a file named like the
     folder meant) when no such directory exists; an existing one is refused as a directory."""
     if text.endswith(("/", os.sep)) and not Path(text).is_dir():
-        return (f"{text!r} ends with a separator, so it names a directory; give a file name inside it, e.g. "
-                f"{str(Path(text) / 'result.json')!r}.")
+        return f"{text!r} ends with a separator, so it names a directory; give a file name inside it, e.g. {str(Path(text) / 'result.json')!r}."
     return None
 
 
 def _checked_writable(given: Path, what: str, inputs: Iterable[Path | str | None]) -> Path:
     if given.suffix.lower() in OTHER_FORMATS:
         # a result file is JSON: out.csv would hold JSON that a spreadsheet cannot read
-        raise ParameterError(
-            f"{what} {str(given)!r} names a {given.suffix} file, but a result is saved as JSON; name it "
-            f"{str(given.with_suffix('.json'))!r}."
-        )
+        raise ParameterError(f"{what} {str(given)!r} names a {given.suffix} file, but a result is saved as JSON; name it {str(given.with_suffix('.json'))!r}.")
     path = followed(given, what=what)
     for source in inputs:
         if source is not None and path.exists() and Path(source).exists() and os.path.samefile(path, source):
             raise ParameterError(
-                f"{what} {str(given)!r} is the data file {str(source)!r}: the result would overwrite the data. "
-                "Give another file name, e.g. 'result.json'."
+                f"{what} {str(given)!r} is the data file {str(source)!r}: the result would overwrite the data. Give another file name, e.g. 'result.json'."
             )
     if path.is_dir():
         raise ParameterError(f"{what} {str(given)!r} is a directory; give a file name inside it, e.g. {str(given / 'result.json')!r}.")

@@ -95,9 +95,7 @@ def _route(params: dict[str, Any], key: str, value: Any) -> None:
     params[key] = value
 
 
-def route_params(
-    assignments: Sequence[str], kernel_cls: type[Configurable], estimator_cls: type[Configurable]
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def route_params(assignments: Sequence[str], kernel_cls: type[Configurable], estimator_cls: type[Configurable]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Send each ``key=value`` to the kernel or the estimator by parameter name.
 
     ``kernel.key=value`` / ``estimator.key=value`` choose explicitly when both have the
@@ -126,9 +124,7 @@ def route_params(
             _route(routed[key in estimator_keys], key, value)
         else:
             known = sorted(kernel_keys | estimator_keys)
-            raise UnknownNameError(
-                f"parameter for kernel {kernel_cls.name!r} and estimator {estimator_cls.name!r}:", key, known
-            )
+            raise UnknownNameError(f"parameter for kernel {kernel_cls.name!r} and estimator {estimator_cls.name!r}:", key, known)
     return routed
 
 
@@ -143,9 +139,7 @@ def parse_grid(assignments: Sequence[str], kernel_cls: type[Configurable]) -> di
             raise ParameterError(f"--grid expects key=v1,v2,...; got {shown(text)}.")
         target, _, bare = key.rpartition(".")
         if target == "estimator":
-            raise ParameterError(
-                f"--grid {key}: the split test tunes kernel parameters only; give the estimator's with --param {bare}=...."
-            )
+            raise ParameterError(f"--grid {key}: the split test tunes kernel parameters only; give the estimator's with --param {bare}=....")
         if target == "kernel":  # the prefix --param takes, accepted here too
             key = bare
         elif target:
@@ -187,8 +181,15 @@ class Job:
 
 
 def _load_samples(
-    kernel: Kernel, x: Path | str | None, y: Path | str | None, dataset: str | None,
-    data_params: Sequence[str], seed: int, needs_y: bool, case_sensitive: bool, progress: Any = None,
+    kernel: Kernel,
+    x: Path | str | None,
+    y: Path | str | None,
+    dataset: str | None,
+    data_params: Sequence[str],
+    seed: int,
+    needs_y: bool,
+    case_sensitive: bool,
+    progress: Any = None,
 ) -> tuple[Any, Any, dict[str, Any], tuple[str, ...]]:
     if dataset is not None and (x is not None or y is not None):
         raise ParameterError("Give either --dataset or --x/--y files, not both.")
@@ -221,14 +222,11 @@ def _load_samples(
     if ds.input_kind != kernel.input_kind:
         fitting = [e.name for e in get_registry().kernels() if e.details.get("input_kind") == ds.input_kind]
         hint = f"; use a kernel for {ds.input_kind}s ({', '.join(fitting)})" if fitting else ""
-        raise ParameterError(f"Data set {dataset!r} gives {ds.input_kind}s but kernel {kernel.name!r} takes "
-                             f"{kernel.input_kind}s{hint}.")
+        raise ParameterError(f"Data set {dataset!r} gives {ds.input_kind}s but kernel {kernel.name!r} takes {kernel.input_kind}s{hint}.")
     if implicit:
         notes = (f"No data given: using the built-in data set {ds.spec()} with seed {seed}.",)
     X, Y = ds.sample(seed)
     return X, Y, {"source": "dataset", "name": ds.name, "params": ds.params(), "seed": seed}, notes
-
-
 
 
 def data_kind(x: Path | str | None, dataset: str | None, y: Path | str | None = None) -> str:
@@ -281,8 +279,13 @@ def _file_kind(path: Path | str) -> tuple[str, str]:
 
 
 def with_defaults(
-    kernel: str | None, estimator: str | None, x: Path | str | None, dataset: str | None, *,
-    y: Path | str | None = None, need_estimator: bool = True,
+    kernel: str | None,
+    estimator: str | None,
+    x: Path | str | None,
+    dataset: str | None,
+    *,
+    y: Path | str | None = None,
+    need_estimator: bool = True,
 ) -> tuple[str, str | None, tuple[str, ...]]:
     """The kernel and estimator names to use, and a note for each default taken
     (``need_estimator=False``: a missing estimator stays None, a robust test chooses)."""
@@ -355,9 +358,7 @@ def prepare(
     return Job(kernel=kern, estimator=est, X=X, Y=Y, seed=seed, data=data, grid=grid_values, notes=notes)
 
 
-def run(
-    job: Job, *, max_memory: Any = None, backend: Any = None, progress: Any = None
-) -> MMDResult | EmbeddingsResult:
+def run(job: Job, *, max_memory: Any = None, backend: Any = None, progress: Any = None) -> MMDResult | EmbeddingsResult:
     """``monkfw run``: the MMD estimate, or the mean embeddings of X and Y. A ``backend``
     (e.g. Dask) spreads the Gram reductions of an MMD estimate over its workers;
     ``progress(done, total, what)`` hears how long work advances.
@@ -378,7 +379,10 @@ def run(
         return EmbeddingsResult(x=emb_x, seed=job.seed, timings={"total_s": emb_x.timings["total_s"]})
     emb_y = est.embed(fitted, job.Y, rng=stream(root(job.seed), "second"), max_memory=max_memory, progress=progress)
     return EmbeddingsResult(
-        x=emb_x, y=emb_y, distance=emb_x.distance(emb_y, max_memory=max_memory, progress=progress), seed=job.seed,
+        x=emb_x,
+        y=emb_y,
+        distance=emb_x.distance(emb_y, max_memory=max_memory, progress=progress),
+        seed=job.seed,
         timings={"total_s": emb_x.timings["total_s"] + emb_y.timings["total_s"]},
     )
 
@@ -394,9 +398,7 @@ def contamination_value(text: str | int | float) -> int | float:
     try:
         return float(str(text))
     except ValueError:
-        raise ParameterError(
-            f"--contamination takes a count (e.g. 10) or a fraction below 0.5 (e.g. 0.02); got {shown(text)}."
-        ) from None
+        raise ParameterError(f"--contamination takes a count (e.g. 10) or a fraction below 0.5 (e.g. 0.02); got {shown(text)}.") from None
 
 
 def bandwidth_values(text: str | None) -> list[float] | None:
@@ -416,8 +418,17 @@ def bandwidth_values(text: str | None) -> list[float] | None:
 
 
 def check_test_options(
-    *, alpha: float, robust: bool, split: bool, grid: bool, method: str, blocks: int | None,
-    aggregate: str | None = None, bandwidths: str | None = None, clip: float | None = None, relabel: str = "auto",
+    *,
+    alpha: float,
+    robust: bool,
+    split: bool,
+    grid: bool,
+    method: str,
+    blocks: int | None,
+    aggregate: str | None = None,
+    bandwidths: str | None = None,
+    clip: float | None = None,
+    relabel: str = "auto",
     alternative: str = "greater",
 ) -> None:
     """Refuse combinations of test options that do not make one test."""
@@ -444,10 +455,9 @@ def check_test_options(
             raise ParameterError("--aggregate and --split are different tests; choose one.")
         if method != "auto" or blocks is not None or clip is not None:
             raise ParameterError(
-                "--method, --blocks and --clip choose a one-kernel robust test; --aggregate with --contamination is "
-                "robust by itself." if robust else
-                "--method, --blocks and --clip choose a one-kernel robust test (with --contamination); --aggregate "
-                "does not use them."
+                "--method, --blocks and --clip choose a one-kernel robust test; --aggregate with --contamination is robust by itself."
+                if robust
+                else "--method, --blocks and --clip choose a one-kernel robust test (with --contamination); --aggregate does not use them."
             )
         if relabel != "auto":
             raise ParameterError(
@@ -456,8 +466,10 @@ def check_test_options(
             )
         bandwidth_values(bandwidths)
         if robust and aggregate != "agg":
-            raise ParameterError("--contamination with --aggregate is supported by agg (each kernel's threshold moves by "
-                                 "its own 2R delta); MMD-FUSE's normalisers are not bounded under corruption.")
+            raise ParameterError(
+                "--contamination with --aggregate is supported by agg (each kernel's threshold moves by "
+                "its own 2R delta); MMD-FUSE's normalisers are not bounded under corruption."
+            )
         return
     if bandwidths is not None:
         raise ParameterError("--bandwidths sets the kernels of an aggregated test: add --aggregate agg (or fuse).")
@@ -495,44 +507,61 @@ def prepare_test(
         )
     robust = contamination is not None
     check_test_options(
-        alpha=alpha, robust=robust, split=split, grid=bool(grid), method=method, blocks=blocks,
-        aggregate=aggregate, bandwidths=bandwidths, clip=clip, relabel=relabel, alternative=alternative,
+        alpha=alpha,
+        robust=robust,
+        split=split,
+        grid=bool(grid),
+        method=method,
+        blocks=blocks,
+        aggregate=aggregate,
+        bandwidths=bandwidths,
+        clip=clip,
+        relabel=relabel,
+        alternative=alternative,
     )
     if aggregate is not None:
-        return _prepare_aggregated(kernels, estimator, bandwidths=bandwidths, contamination=contamination, method=aggregate,
-                                   n_permutations=n_permutations, alpha=alpha, **load)
+        return _prepare_aggregated(
+            kernels, estimator, bandwidths=bandwidths, contamination=contamination, method=aggregate, n_permutations=n_permutations, alpha=alpha, **load
+        )
     kernel = kernels[0] if kernels else None
-    kernel, estimator, notes = with_defaults(
-        kernel, estimator, load.get("x"), load.get("dataset"), y=load.get("y"), need_estimator=not robust
-    )
+    kernel, estimator, notes = with_defaults(kernel, estimator, load.get("x"), load.get("dataset"), y=load.get("y"), need_estimator=not robust)
     reg = load.pop("registry", None) or get_registry()
     if not issubclass(reg.estimator_class(parse_spec(estimator or "v-stat")[0]), MMDEstimator):
-        raise ParameterError(
-            f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator."
-        )
+        raise ParameterError(f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator.")
 
     def check(kern: Kernel, est: Estimator) -> None:
         # the library's own validation entrance of the test, before any file is read
         assert isinstance(est, MMDEstimator)
         if contamination is not None:
             check_robust_test(
-                kernel=kern, contamination=contamination_value(contamination), method=method,
-                estimator=est if estimator is not None else None, n_permutations=n_permutations, alpha=alpha,
-                clip=clip, n_blocks="auto" if blocks is None else blocks,
+                kernel=kern,
+                contamination=contamination_value(contamination),
+                method=method,
+                estimator=est if estimator is not None else None,
+                n_permutations=n_permutations,
+                alpha=alpha,
+                clip=clip,
+                n_blocks="auto" if blocks is None else blocks,
             )
         elif split:
             check_split_test(kernel=kern, estimator=est, n_permutations=n_permutations, alpha=alpha)
         else:
-            check_permutation_test(kernel=kern, estimator=est, n_permutations=n_permutations, alpha=alpha,
-                                   alternative=alternative, relabel=relabel)
+            check_permutation_test(kernel=kern, estimator=est, n_permutations=n_permutations, alpha=alpha, alternative=alternative, relabel=relabel)
 
     job = prepare(kernel, estimator or "v-stat", grid=grid, needs_y=True, registry=reg, check=check, **load)
     return attrs.evolve(job, notes=notes + job.notes)
 
 
 def _prepare_aggregated(
-    kernels: Sequence[str], estimator: str | None, *, bandwidths: str | None,
-    contamination: str | int | float | None, method: str, n_permutations: int, alpha: float, **load: Any,
+    kernels: Sequence[str],
+    estimator: str | None,
+    *,
+    bandwidths: str | None,
+    contamination: str | int | float | None,
+    method: str,
+    n_permutations: int,
+    alpha: float,
+    **load: Any,
 ) -> Job:
     """The job of ``monkfw test --aggregate``: the data (read as the collection's kernels
     read them), the kernels' specs as given (``aggregated_specs``), and a note saying
@@ -548,8 +577,7 @@ def _prepare_aggregated(
         kind = data_kind(load.get("x"), load.get("dataset"), load.get("y"))
         if kind != "vector":
             raise ParameterError(
-                "--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings give the kernels, "
-                "e.g. -k ssk:n=3 -k ssk:n=5."
+                "--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings give the kernels, e.g. -k ssk:n=3 -k ssk:n=5."
             )
         if contamination is not None and bandwidths is None:
             raise ParameterError(
@@ -565,8 +593,11 @@ def _prepare_aggregated(
         if "sigma" not in {p.name for p in cls.parameters()}:
             if len(kernels) == 1:
                 # --bandwidths sets sigma: without one there is no collection to make from this kernel
-                other = ("give several string kernels, e.g. -k ssk:n=3 -k ssk:n=5" if cls.input_kind == "string"
-                         else "drop -k for the default collection (Gaussian and Laplace kernels), or give several -k")
+                other = (
+                    "give several string kernels, e.g. -k ssk:n=3 -k ssk:n=5"
+                    if cls.input_kind == "string"
+                    else "drop -k for the default collection (Gaussian and Laplace kernels), or give several -k"
+                )
                 raise ParameterError(
                     f"--aggregate over -k {name}: kernel {name!r} has no bandwidth (sigma) for --bandwidths to vary. "
                     f"Drop --aggregate for a test with this one kernel; {other}."
@@ -574,8 +605,7 @@ def _prepare_aggregated(
         elif "sigma" in given:
             if len(kernels) == 1:
                 raise ParameterError(
-                    f"--aggregate over -k {spec} is one kernel: drop --aggregate for a test with it, give sigma by "
-                    "--bandwidths, or give several -k."
+                    f"--aggregate over -k {spec} is one kernel: drop --aggregate for a test with it, give sigma by --bandwidths, or give several -k."
                 )
         else:
             if contamination is not None and bandwidths is None:
@@ -586,8 +616,7 @@ def _prepare_aggregated(
                 )
             families.append(spec)
     if kernels and not families and bandwidths is not None:
-        raise ParameterError("--bandwidths sets the sigma of each -k given without one; every -k here fixes its own or "
-                             "has none: drop --bandwidths.")
+        raise ParameterError("--bandwidths sets the sigma of each -k given without one; every -k here fixes its own or has none: drop --bandwidths.")
     if families and bandwidths is None:
         notes.append(
             f"-k {', '.join(families)} without sigma: {N_BANDWIDTHS} bandwidths each over the pooled distances, as "
@@ -596,9 +625,7 @@ def _prepare_aggregated(
     if estimator is None:
         estimator = "v-stat" if contamination is not None else DEFAULT_ESTIMATOR
     if not issubclass(reg.estimator_class(parse_spec(estimator)[0]), MMDEstimator):
-        raise ParameterError(
-            f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator."
-        )
+        raise ParameterError(f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator.")
     # a kernel parameter the collection would not use is refused, not dropped
     name, _ = parse_spec(kernels[0] if kernels else DEFAULT_KERNELS["vector"])
     try:
@@ -607,30 +634,29 @@ def _prepare_aggregated(
         if len(kernels) < 2:
             raise
         names = ", ".join(p.split("=")[0] for p in load.get("params", ()))
-        raise ParameterError(
-            f"--param {names}: with several -k, give each kernel's parameters in its spec (e.g. -k laplace:norm=l1)."
-        ) from None
+        raise ParameterError(f"--param {names}: with several -k, give each kernel's parameters in its spec (e.g. -k laplace:norm=l1).") from None
     if not kernels and routed:
         raise ParameterError(
             f"--param {', '.join(sorted(routed))}: --aggregate without -k uses the default collection (Gaussian and "
             "Laplace kernels at their bandwidths); set those with --bandwidths, or give -k with its parameters."
         )
     if len(kernels) > 1 and routed:
-        raise ParameterError(
-            f"--param {', '.join(sorted(routed))}: with several -k, give each kernel's parameters in its spec "
-            "(e.g. -k laplace:norm=l1)."
-        )
+        raise ParameterError(f"--param {', '.join(sorted(routed))}: with several -k, give each kernel's parameters in its spec (e.g. -k laplace:norm=l1).")
     if "sigma" in routed:
-        raise ParameterError("--aggregate takes the kernel's sigma from --bandwidths or from each -k; leave it out of "
-                             "--param.")
+        raise ParameterError("--aggregate takes the kernel's sigma from --bandwidths or from each -k; leave it out of --param.")
     specs = list(kernels)
     if specs and routed:  # the one -k with its --param: one spec, as Python's kernels= takes it
         first, given = parse_spec(specs[0])
         specs[0] = spec_label(first, {**given, **routed})
     # the library's own validation entrance, before any file is read
     check_aggregated_test(
-        kernels=specs or None, method=method, estimator=estimator, n_permutations=n_permutations, alpha=alpha,
-        bandwidths=bandwidth_values(bandwidths), contamination=0 if contamination is None else contamination_value(contamination),
+        kernels=specs or None,
+        method=method,
+        estimator=estimator,
+        n_permutations=n_permutations,
+        alpha=alpha,
+        bandwidths=bandwidth_values(bandwidths),
+        contamination=0 if contamination is None else contamination_value(contamination),
     )
     job = prepare(kernels[0] if kernels else DEFAULT_KERNELS["vector"], estimator, needs_y=True, registry=reg, **load)
     return attrs.evolve(job, notes=tuple(notes) + job.notes, aggregated_specs=tuple(specs))
@@ -660,27 +686,38 @@ def test_call(
     assert isinstance(job.estimator, MMDEstimator)
     if aggregate is not None:
         return aggregated_test, dict(
-            kernels=list(job.aggregated_specs) or None, bandwidths=bandwidth_values(bandwidths), method=aggregate,
-            estimator=job.estimator, contamination=0 if contamination is None else contamination_value(contamination),
+            kernels=list(job.aggregated_specs) or None,
+            bandwidths=bandwidth_values(bandwidths),
+            method=aggregate,
+            estimator=job.estimator,
+            contamination=0 if contamination is None else contamination_value(contamination),
             **common,
         )
     if contamination is not None:
         if blocks is not None and method == "auto":
             method = "mom"  # --blocks is the number of blocks of mom: asking for it chooses mom
         return robust_test, dict(
-            kernel=job.kernel, contamination=contamination_value(contamination), method=method,
-            estimator=job.estimator if estimator_given else None, clip=clip,
-            n_blocks=blocks if blocks is not None else "auto", **common,
+            kernel=job.kernel,
+            contamination=contamination_value(contamination),
+            method=method,
+            estimator=job.estimator if estimator_given else None,
+            clip=clip,
+            n_blocks=blocks if blocks is not None else "auto",
+            **common,
         )
     if split:
         return split_test, dict(kernel=job.kernel, estimator=job.estimator, grid=job.grid, **common)
     # the estimate monkfw run gives for this seed, next to a within-block test's own T
-    return permutation_test, dict(kernel=job.kernel, estimator=job.estimator, alternative=alternative, relabel=relabel,
-                                  report_estimate=True, **common)
+    return permutation_test, dict(kernel=job.kernel, estimator=job.estimator, alternative=alternative, relabel=relabel, report_estimate=True, **common)
 
 
 def test(
-    job: Job, *, progress: Any = None, backend: Any = None, max_memory: Any = None, **options: Any,
+    job: Job,
+    *,
+    progress: Any = None,
+    backend: Any = None,
+    max_memory: Any = None,
+    **options: Any,
 ) -> TestResult:
     """``monkfw test``: an aggregated test with ``aggregate``, a robust test with
     ``contamination``, the split test with ``split``, else the permutation test, on the

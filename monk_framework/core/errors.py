@@ -80,9 +80,7 @@ class DataError(MonkError, ValueError):
 class DataFileError(DataError):
     """A data file cannot be read; names the file and, where known, line and column."""
 
-    def __init__(
-        self, path: str, message: str, *, line: int | None = None, column: int | None = None
-    ) -> None:
+    def __init__(self, path: str, message: str, *, line: int | None = None, column: int | None = None) -> None:
         self.path = path
         self.line = line
         self.column = column
@@ -160,8 +158,7 @@ def plugin_code(owner: Any, method: str) -> Iterator[None]:
         if getattr(exc, _FROM_CALLER, False):
             raise
         raise PluginFailure(
-            f"{owner.plugin_label()}: {method} tried to end the process (sys.exit({exc.code!r})); a plugin must raise an "
-            "exception instead."
+            f"{owner.plugin_label()}: {method} tried to end the process (sys.exit({exc.code!r})); a plugin must raise an exception instead."
         ) from None
     except Exception as exc:
         if getattr(exc, _FROM_CALLER, False) or from_signal_handler(exc):
@@ -239,9 +236,7 @@ def optional_import(module: str, extra: str, purpose: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MonkError(
-            f"{purpose} need {module}, which is not installed: pip install 'monk-framework[{extra}]'."
-        ) from exc
+        raise MonkError(f"{purpose} need {module}, which is not installed: pip install 'monk-framework[{extra}]'.") from exc
 
 
 def shown(value: Any, most: int = 80) -> str:
@@ -252,7 +247,7 @@ def shown(value: Any, most: int = 80) -> str:
     text = repr(value)
     if len(text) <= most:
         return text
-    return f"{text[:most // 2]}... ({len(text):,} characters)"
+    return f"{text[: most // 2]}... ({len(text):,} characters)"
 
 
 def shown_count(count: int) -> str:
@@ -282,8 +277,7 @@ def lookalike_hint(cell: str) -> str:
     neither. The hint starts with a space, to follow a sentence."""
     found = [text for char, text in LOOKALIKES.items() if char in cell]
     if found:
-        return (f" It holds {', '.join(found)}, which only looks like part of a number: replace it (a minus "
-                "sign with '-', a space-like character with nothing).")
+        return f" It holds {', '.join(found)}, which only looks like part of a number: replace it (a minus sign with '-', a space-like character with nothing)."
     if _FORTRAN_EXPONENT.match(cell.strip()):
         return " Its exponent is written with 'D' (Fortran's double precision): write 'E' instead (1.5D3 is 1.5E3)."
     return ""

@@ -40,6 +40,7 @@ __all__ = [
     "EmbeddingWeights",
 ]
 
+
 @attrs.frozen(kw_only=True)
 class Estimate:
     """What an MMD estimator's core returns: the numbers and its diagnostics."""
@@ -88,12 +89,8 @@ class Estimator(Configurable):
         with plugin_code(self, "diagnostic_rows"):
             rows = self.diagnostic_rows(diagnostics, timings)
             rows = list(rows) if isinstance(rows, (list, tuple)) else rows
-        if not (isinstance(rows, list) and all(
-                isinstance(row, tuple) and len(row) == 2 and all(isinstance(part, str) for part in row) for row in rows)):
-            raise PluginFailure(
-                f"{self.plugin_label()}: diagnostic_rows returned {shown(rows)}; it must return a list of (label, text) "
-                "pairs of strings."
-            )
+        if not (isinstance(rows, list) and all(isinstance(row, tuple) and len(row) == 2 and all(isinstance(part, str) for part in row) for row in rows)):
+            raise PluginFailure(f"{self.plugin_label()}: diagnostic_rows returned {shown(rows)}; it must return a list of (label, text) pairs of strings.")
         return rows
 
     def required_size(self) -> tuple[int, str]:
@@ -118,12 +115,13 @@ class Estimator(Configurable):
         if len(sample) < need:
             # one point of many features is often a row that was meant as a column
             width = sample.shape[1] if isinstance(sample, np.ndarray) and sample.ndim == 2 else 0
-            row = (f" {name} is one point of {width} features: if they are {width} points of one feature, transpose "
-                   f"it ({name}.T in Python; one value a line in a file)." if len(sample) == 1 and width >= need else "")
-            raise DataError(
-                f"{name} has {len(sample)} point(s) but estimator {self.name!r} needs at "
-                f"least {need:,}{f' ({why})' if why else ''}.{row}"
+            row = (
+                f" {name} is one point of {width} features: if they are {width} points of one feature, transpose "
+                f"it ({name}.T in Python; one value a line in a file)."
+                if len(sample) == 1 and width >= need
+                else ""
             )
+            raise DataError(f"{name} has {len(sample)} point(s) but estimator {self.name!r} needs at least {need:,}{f' ({why})' if why else ''}.{row}")
 
     def plugin_label(self) -> str:
         """``estimator 'name' (module.Class)``: how errors about a plugin's results name it."""
@@ -134,9 +132,7 @@ class Estimator(Configurable):
     def check_kernel(kernel: Any) -> Kernel:
         """``kernel`` if it is a :class:`Kernel`; else a clear error."""
         if not isinstance(kernel, Kernel):
-            raise MonkError(
-                f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}."
-            )
+            raise MonkError(f"Expected a Kernel (e.g. get_registry().get_kernel('rbf')); got {type(kernel).__name__}.")
         return kernel
 
 
@@ -158,7 +154,14 @@ class MMDEstimator(Estimator):
     role: ClassVar[str | None] = None
 
     def estimate(
-        self, kernel: Kernel, X: Any, Y: Any, *, rng: RNGLike = None, max_memory: Any = None, backend: Any = None,
+        self,
+        kernel: Kernel,
+        X: Any,
+        Y: Any,
+        *,
+        rng: RNGLike = None,
+        max_memory: Any = None,
+        backend: Any = None,
         progress: Any = None,
     ) -> MMDResult:
         """Estimate MMD between the distributions of X and Y (N ≠ M allowed).
@@ -192,9 +195,7 @@ class MMDEstimator(Estimator):
             diagnostics=core.diagnostics,
         )
 
-    def compute_estimate(
-        self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
-    ) -> Estimate:
+    def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
         """The estimator's core, on validated samples with a fitted kernel.
 
         ``resources`` is what the call lets the engine use (its memory budget, and a
@@ -204,9 +205,7 @@ class MMDEstimator(Estimator):
         """
         raise not_implemented(self, "compute_estimate")
 
-    def permuted_statistics(
-        self, pool: PooledSample, perms: np.ndarray, rngs: Sequence[np.random.Generator]
-    ) -> np.ndarray:
+    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
         """MMD² estimates of relabellings of a pooled sample, one per row of ``perms``.
 
         Row b of ``perms`` is a permutation of 0..N+M−1 whose first N entries are the
@@ -287,9 +286,7 @@ class EmbeddingEstimator(Estimator):
     #: kernel's MMD ignores the origin (:meth:`Kernel.centred`), where they keep their digits
     affine_weights: ClassVar[bool] = False
 
-    def embed(
-        self, kernel: Kernel, X: Any, *, rng: RNGLike = None, max_memory: Any = None, progress: Any = None
-    ) -> Embedding:
+    def embed(self, kernel: Kernel, X: Any, *, rng: RNGLike = None, max_memory: Any = None, progress: Any = None) -> Embedding:
         """Estimate the mean embedding of the distribution of X (``max_memory`` and
         ``progress``: as for :meth:`MMDEstimator.estimate`)."""
         resources = Resources.of(max_memory, progress=progress)
@@ -304,10 +301,7 @@ class EmbeddingEstimator(Estimator):
         with plugin_code(self, "compute_embedding"):
             core = self.compute_embedding(fitted, work, stream, resources)
         if not isinstance(core, EmbeddingWeights):
-            raise PluginFailure(
-                f"{self.plugin_label()}: compute_embedding returned {type(core).__name__}; it must return "
-                "EmbeddingWeights(weights=...)."
-            )
+            raise PluginFailure(f"{self.plugin_label()}: compute_embedding returned {type(core).__name__}; it must return EmbeddingWeights(weights=...).")
         weights = _check_weights(self.plugin_label(), core.weights, len(Xv))
         check_json_data(self.plugin_label(), "compute_embedding", core.diagnostics, core.timings)
         total = time.perf_counter() - start
@@ -326,15 +320,10 @@ class EmbeddingEstimator(Estimator):
             # only if they sum to 1: a plugin that says so and does not would be silently off
             weight_sum = float(np.sum(embedding.weights))
             if not abs(weight_sum - 1.0) <= AFFINE_RTOL:
-                raise PluginFailure(
-                    f"{self.plugin_label()}: declares affine_weights (weights summing to 1), but its weights "
-                    f"sum to {weight_sum:.12g}."
-                )
+                raise PluginFailure(f"{self.plugin_label()}: declares affine_weights (weights summing to 1), but its weights sum to {weight_sum:.12g}.")
         return embedding
 
-    def compute_embedding(
-        self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources
-    ) -> EmbeddingWeights:
+    def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources) -> EmbeddingWeights:
         """The estimator's core, on a validated sample with a fitted kernel (``resources``:
         as for :meth:`MMDEstimator.compute_estimate`)."""
         raise not_implemented(self, "compute_embedding")
@@ -345,9 +334,7 @@ class EmbeddingEstimator(Estimator):
 ROOT_RTOL = 1e-6
 
 
-def checked_estimate(
-    estimator: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources
-) -> Estimate:
+def checked_estimate(estimator: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
     """``estimator.compute_estimate(...)``, with its answer checked: an :class:`Estimate`
     with finite ``mmd2`` and ``mmd``, and ``mmd`` a root of ``mmd2``: √|MMD²|, or for a
     negative MMD² 0 or the signed root −√|MMD²| (MMD is a norm; the U-statistic's
@@ -360,8 +347,7 @@ def checked_estimate(
         raise PluginFailure(f"{label}: compute_estimate returned {type(core).__name__}; it must return Estimate(mmd2=..., mmd=...).")
     mmd2, mmd = finite_real(core.mmd2), finite_real(core.mmd)
     if mmd2 is None or mmd is None:
-        raise PluginFailure(f"{label}: compute_estimate returned mmd2={shown(core.mmd2)}, mmd={shown(core.mmd)}; both "
-                            "must be finite numbers.")
+        raise PluginFailure(f"{label}: compute_estimate returned mmd2={shown(core.mmd2)}, mmd={shown(core.mmd)}; both must be finite numbers.")
     if mmd < 0 and not (mmd2 < 0 and abs(-mmd - np.sqrt(-mmd2)) <= ROOT_RTOL * max(-mmd, 1e-300)):
         raise PluginFailure(
             f"{label}: compute_estimate returned MMD = {mmd:.6g} with MMD^2 = {mmd2:.6g}; MMD is a norm, so it "
@@ -402,10 +388,7 @@ def _check_weights(label: str, weights: Any, n: int) -> np.ndarray:
         bad = int(np.flatnonzero(~np.isfinite(w))[0])
         what = f"weight {float(w[bad])!r} for point {bad}"
     if what is not None:
-        raise PluginFailure(
-            f"{label}: compute_embedding returned {what}; it must return one finite real weight per sample point "
-            f"(shape ({n},))."
-        )
+        raise PluginFailure(f"{label}: compute_embedding returned {what}; it must return one finite real weight per sample point (shape ({n},)).")
     return np.array(w, dtype=np.float64)  # a copy: the plugin may keep its array, and change it
 
 

@@ -297,17 +297,18 @@ class Kernel(Configurable):
             return
         rho, round_off = found
         what = "its clipped features depend" if clipped else f"{self.spec()} depends"
-        warnings.warn(PrecisionWarning(
-            f"The data lie {rho:.3g} spreads from the origin, and {what} on the origin: the MMD carries a relative "
-            f"round-off of about {min(round_off, 1e300):.1g}, more when the two distributions are close. Subtract a "
-            "reference point chosen without these data, or "
-            "use a kernel that keeps its digits here (rbf, laplace, linear, energy; polynomial and quadratic without "
-            "normalize, which are read about a point of the data)."
-        ), stacklevel=3)
+        warnings.warn(
+            PrecisionWarning(
+                f"The data lie {rho:.3g} spreads from the origin, and {what} on the origin: the MMD carries a relative "
+                f"round-off of about {min(round_off, 1e300):.1g}, more when the two distributions are close. Subtract a "
+                "reference point chosen without these data, or "
+                "use a kernel that keeps its digits here (rbf, laplace, linear, energy; polynomial and quadratic without "
+                "normalize, which are read about a point of the data)."
+            ),
+            stacklevel=3,
+        )
 
-    def _far_from_origin(
-        self, X: Sample, Y: Sample, *, clipped: bool = False, limit: float = 1e-6
-    ) -> tuple[float, float] | None:
+    def _far_from_origin(self, X: Sample, Y: Sample, *, clipped: bool = False, limit: float = 1e-6) -> tuple[float, float] | None:
         """(ρ, ε ρ²) when ε ρ² exceeds ``limit`` for a kernel whose values move with the
         origin (:meth:`warn_if_far_from_origin` says so beyond 10⁻⁶), else None."""
         if not (isinstance(X, np.ndarray) and isinstance(Y, np.ndarray)) or type(self).translation_invariant:
@@ -357,8 +358,7 @@ class Kernel(Configurable):
             done = out.is_fitted
         if done is not True:
             raise KernelContractError(
-                f"{self.plugin_label()}: fit returned a kernel that is not fitted (is_fitted = {done!r}); it must resolve "
-                "every data-dependent hyperparameter."
+                f"{self.plugin_label()}: fit returned a kernel that is not fitted (is_fitted = {done!r}); it must resolve every data-dependent hyperparameter."
             )
         return out
 
@@ -515,16 +515,10 @@ class Kernel(Configurable):
         return D
 
     def _check_declared(self, name: str, value: Any) -> None:
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, numbers.Real) or not _fits_float64(value) or value < 0
-        ):
-            raise KernelContractError(
-                f"{self.plugin_label()}: {name}() must return None or a finite number >= 0; got {shown(value)}."
-            )
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not _fits_float64(value) or value < 0):
+            raise KernelContractError(f"{self.plugin_label()}: {name}() must return None or a finite number >= 0; got {shown(value)}.")
 
-    def gaussian_mmd2(
-        self, mean_x: Any, cov_x: Any, mean_y: Any, cov_y: Any
-    ) -> float:
+    def gaussian_mmd2(self, mean_x: Any, cov_x: Any, mean_y: Any, cov_y: Any) -> float:
         """Closed-form MMD² between N(mean_x, cov_x) and N(mean_y, cov_y), where known.
 
         MMD² = E k(x, x') + E k(y, y') − 2 E k(x, y) with independent copies; each
@@ -584,9 +578,7 @@ class Kernel(Configurable):
         pairs from it (the RBF kernel: exp(−‖a_l − b_l‖²/(2σ²)) from each difference)."""
         return None
 
-    def gaussian_expectation(
-        self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray
-    ) -> float:
+    def gaussian_expectation(self, m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -> float:
         """E k(x, y) for independent x ~ N(m1, c1), y ~ N(m2, c2)."""
         raise MonkError(f"Kernel {self.name!r} has no closed-form MMD between Gaussians.")
 
@@ -595,8 +587,7 @@ class Kernel(Configurable):
     def _require_fitted(self) -> None:
         if not self.is_fitted:
             raise MonkError(
-                f"Kernel {self.spec()} has a data-dependent hyperparameter; resolve it on "
-                "the pooled sample first with kernel.fit(X, Y) (estimators do this)."
+                f"Kernel {self.spec()} has a data-dependent hyperparameter; resolve it on the pooled sample first with kernel.fit(X, Y) (estimators do this)."
             )
 
     def check_finite(self, values: np.ndarray, *, sums: bool = False) -> np.ndarray:
@@ -624,8 +615,7 @@ class Kernel(Configurable):
                     "value that overflowed and was then combined) in the kernel's code."
                 )
             raise KernelOverflowError(
-                f"Kernel {self.spec()} gives non-finite values on these data: inf, a value beyond float64 "
-                f"(overflow){_overflow_cause(values)}"
+                f"Kernel {self.spec()} gives non-finite values on these data: inf, a value beyond float64 (overflow){_overflow_cause(values)}"
             )
         if not sums:
             top = max(hi, -lo)
@@ -679,10 +669,7 @@ class Kernel(Configurable):
         if values is None:
             return None
         if values.dtype.kind == "c":
-            raise KernelContractError(
-                f"{self.plugin_label()}: {method} returned complex values (dtype {values.dtype}); a kernel's values are "
-                "real numbers."
-            )
+            raise KernelContractError(f"{self.plugin_label()}: {method} returned complex values (dtype {values.dtype}); a kernel's values are real numbers.")
         return np.asarray(values, dtype=np.float64)
 
     def direct_block_gram(self, Z: Sample, W: np.ndarray, diag: np.ndarray) -> np.ndarray | None:
@@ -799,13 +786,16 @@ class Kernel(Configurable):
         distinct = int(np.count_nonzero(np.argmax(equal, axis=1) == np.arange(len(Z))))
         if 2 * distinct <= len(Z):
             return
-        warnings.warn(PrecisionWarning(
-            f"{self.spec()} is 0 between every two distinct points of the {len(Z)} checked ({distinct} distinct "
-            "values): an MMD with it counts equal points only, so on data without repeated values it sees the "
-            "diagonal k(z, z) alone, whatever the distributions (a bandwidth far below the data's scale makes every "
-            "value between points underflow). Choose its parameters for the data's scale (for a bandwidth, "
-            "sigma=median), or rescale the data."
-        ), stacklevel=3)
+        warnings.warn(
+            PrecisionWarning(
+                f"{self.spec()} is 0 between every two distinct points of the {len(Z)} checked ({distinct} distinct "
+                "values): an MMD with it counts equal points only, so on data without repeated values it sees the "
+                "diagonal k(z, z) alone, whatever the distributions (a bandwidth far below the data's scale makes every "
+                "value between points underflow). Choose its parameters for the data's scale (for a bandwidth, "
+                "sigma=median), or rescale the data."
+            ),
+            stacklevel=3,
+        )
 
     def _warn_if_unresolved(self, X: Sample, Y: Sample | None, known: int, row: np.ndarray, diag: np.ndarray) -> None:
         """Warn (:class:`PrecisionWarning`) when the kernel barely varies on the data, so
@@ -837,7 +827,7 @@ class Kernel(Configurable):
             distinct = any(z != Z[0] for z in Z)
         if not distinct:
             return  # one point repeated: every MMD is 0, rightly
-        rest = Z[len(diag):]
+        rest = Z[len(diag) :]
         if len(rest):
             row = np.concatenate([row, self.gram_tile(Z[:1], rest)[0]])
             diag = np.concatenate([diag, self.diag_tile(rest)])
@@ -854,10 +844,10 @@ class Kernel(Configurable):
                 f"varies by only {spread / scale:.1g} of its values (up to {scale:.3g}) between these points: "
                 f"an MMD² carries a relative round-off of at least {RESOLUTION_LIMIT * 1e-6 * scale / (4 * spread):.1g}"
             )
-        warnings.warn(PrecisionWarning(
-            f"{self.spec()} {what}. Choose its parameters for the data's scale (for a bandwidth, sigma=median), "
-            "or rescale the data."
-        ), stacklevel=3)
+        warnings.warn(
+            PrecisionWarning(f"{self.spec()} {what}. Choose its parameters for the data's scale (for a bandwidth, sigma=median), or rescale the data."),
+            stacklevel=3,
+        )
 
     def check_diagonal_block(self, block: np.ndarray, diag: np.ndarray, offset: int) -> None:
         """Cheap checks on a diagonal block k(X_b, X_b), the one place where ``compute_gram`` and
@@ -880,8 +870,7 @@ class Kernel(Configurable):
         if off.max() > DIAG_RTOL * scale:
             i = int(np.argmax(off))
             raise KernelContractError(
-                f"{label}: compute_diag gives k(x_{offset + i}, x_{offset + i}) = {diag[i]:.6g} but compute_gram gives "
-                f"{block[i, i]:.6g}; the two must agree."
+                f"{label}: compute_diag gives k(x_{offset + i}, x_{offset + i}) = {diag[i]:.6g} but compute_gram gives {block[i, i]:.6g}; the two must agree."
             )
         block, diag = block[:CONTRACT_CHECK_POINTS, :CONTRACT_CHECK_POINTS], diag[:CONTRACT_CHECK_POINTS]
         scale = max(float(np.abs(block).max()), scale)
@@ -889,8 +878,7 @@ class Kernel(Configurable):
         if gap.max() > CONTRACT_RTOL * scale:
             i, j = (int(v) for v in np.unravel_index(int(np.argmax(gap)), gap.shape))
             raise KernelContractError(
-                f"{label} is not symmetric: k(x_{offset + i}, x_{offset + j}) = {block[i, j]:.6g} "
-                f"but k(x_{offset + j}, x_{offset + i}) = {block[j, i]:.6g}."
+                f"{label} is not symmetric: k(x_{offset + i}, x_{offset + j}) = {block[i, j]:.6g} but k(x_{offset + j}, x_{offset + i}) = {block[j, i]:.6g}."
             )
         if self.is_psd:
             root = np.sqrt(np.maximum(diag, 0.0))
@@ -917,8 +905,7 @@ class Kernel(Configurable):
         if Y is not None and type(self).rectangular_gram is Kernel.rectangular_gram:
             return self.rectangular_gram(X, Y, run_bands=run_bands)
         method = "symmetric_gram" if Y is None else "rectangular_gram"
-        K = self._answer(method, lambda: self.symmetric_gram(X, run_bands=run_bands) if Y is None
-                         else rectangular_gram_of(self, X, Y, run_bands=run_bands))
+        K = self._answer(method, lambda: self.symmetric_gram(X, run_bands=run_bands) if Y is None else rectangular_gram_of(self, X, Y, run_bands=run_bands))
         if K is None:
             raise KernelContractError(f"{self.plugin_label()}: {method} returned None; it must return the Gram matrix.")
         other = X if Y is None else Y
@@ -953,8 +940,7 @@ class Kernel(Configurable):
         if off.size and off.max() > DIAG_RTOL * scale:
             w = int(np.argmax(off))
             raise KernelContractError(
-                f"{self.plugin_label()}: compute_diag gives k(x_{w}, x_{w}) = {diag[w]:.6g} but symmetric_gram gives "
-                f"{K[w, w]:.6g}; the two must agree."
+                f"{self.plugin_label()}: compute_diag gives k(x_{w}, x_{w}) = {diag[w]:.6g} but symmetric_gram gives {K[w, w]:.6g}; the two must agree."
             )
         root = np.sqrt(np.maximum(diag, 0.0))
         excess = np.abs(K[i, j]) - root[i] * root[j]
@@ -1025,9 +1011,11 @@ def _overflow_cause(values: np.ndarray) -> str:
         if not 0 < few <= total // 5 and n >= 20:  # features: the far points' rows, whatever their share of infs
             few, total = int(infinite.any(axis=1).sum()), n
     if 0 < few <= total // 5:
-        return (f", and only at {few} of the {total} points in this block: points far larger than the others (gross "
-                "outliers?), which no rescaling of the whole sample brings within float64. Remove them, or use a "
-                "bounded kernel (rbf, laplace), or a robust test with clipped features (--contamination R --method clip).")
+        return (
+            f", and only at {few} of the {total} points in this block: points far larger than the others (gross "
+            "outliers?), which no rescaling of the whole sample brings within float64. Remove them, or use a "
+            "bounded kernel (rbf, laplace), or a robust test with clipped features (--contamination R --method clip)."
+        )
     return "; rescale the data or change the kernel's parameters."
 
 
@@ -1041,8 +1029,7 @@ def check_squared_norm(kernel: Kernel, value: float, scale: float, what: str) ->
     """
     if kernel.is_psd and value < -CONTRACT_RTOL * max(abs(scale), 1e-300):
         raise KernelContractError(
-            f"{kernel.plugin_label()} is not positive semi-definite on these data: {what} is "
-            f"{value:.6g} < 0, which no PSD kernel can give."
+            f"{kernel.plugin_label()} is not positive semi-definite on these data: {what} is {value:.6g} < 0, which no PSD kernel can give."
         )
     return value
 
@@ -1053,10 +1040,7 @@ def _as_gaussian(mean: Any, cov: Any) -> tuple[np.ndarray, np.ndarray]:
     if c.ndim == 0:
         c = c * np.eye(m.size)
     if m.ndim != 1 or c.shape != (m.size, m.size):
-        raise DataError(
-            f"A Gaussian needs a mean of shape (d,) and a covariance of shape (d, d); "
-            f"got {m.shape} and {c.shape}."
-        )
+        raise DataError(f"A Gaussian needs a mean of shape (d,) and a covariance of shape (d, d); got {m.shape} and {c.shape}.")
     return m, c
 
 
@@ -1074,17 +1058,14 @@ def _as_kernel(value: Any) -> Kernel:
     if isinstance(value, Kernel):
         return value
     raise ParameterError(
-        f"A kernel combination takes kernels; got {type(value).__name__} (a kernel's JSON form is "
-        "rebuilt by monk_framework.core.registry.kernel_from_spec)."
+        f"A kernel combination takes kernels; got {type(value).__name__} (a kernel's JSON form is rebuilt by monk_framework.core.registry.kernel_from_spec)."
     )
 
 
 def _same_input(instance: Any, attribute: attrs.Attribute, value: Kernel) -> None:
     left = instance.left
     if value is not left and value.input_kind != left.input_kind:
-        raise ParameterError(
-            f"Cannot combine kernel {left.name!r} ({left.input_kind}s) with kernel {value.name!r} ({value.input_kind}s)."
-        )
+        raise ParameterError(f"Cannot combine kernel {left.name!r} ({left.input_kind}s) with kernel {value.name!r} ({value.input_kind}s).")
 
 
 def _spec_of(kernel: Kernel) -> dict[str, Any]:
@@ -1374,7 +1355,10 @@ class ClippedKernel(_Wrapping):
 
 #: the combinations by the name their JSON form carries
 COMPOSITES: dict[str, type[Kernel]] = {
-    "sum": SumKernel, "product": ProductKernel, "scaled": ScaledKernel, "clipped": ClippedKernel,
+    "sum": SumKernel,
+    "product": ProductKernel,
+    "scaled": ScaledKernel,
+    "clipped": ClippedKernel,
 }
 
 
@@ -1454,8 +1438,7 @@ def feature_block_rows(resources: Resources, D: int) -> int:
     return int((resources.budget or CHUNK_BYTES) // (4 * 8 * D))
 
 
-def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources,
-                 leave_out: Sequence[np.ndarray] | None = None) -> list[np.ndarray] | None:
+def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources, leave_out: Sequence[np.ndarray] | None = None) -> list[np.ndarray] | None:
     """Σ_i φ(z_i) of each sample in ``parts``, for a kernel whose D features pay (as in
     :func:`paying_features`) but whose feature matrices do not fit the budget: read in
     blocks of rows that take at most a quarter of it, so the sums cost O((N + M) D) in
@@ -1481,11 +1464,11 @@ def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources,
         if leave_out is not None:
             skip[leave_out[i]] = True
         for start in range(0, len(p), rows):
-            block = kernel.features(p[start:start + rows])
+            block = kernel.features(p[start : start + rows])
             widths.add(block.shape[1])
             if block.shape[1] != D:
                 break
-            block[skip[start:start + len(block)]] = 0.0
+            block[skip[start : start + len(block)]] = 0.0
             total += block.sum(axis=0)
         sums.append(total)
     _check_widths(kernel, first, D, widths)
@@ -1532,7 +1515,13 @@ def _row_tiles(kernel: Kernel, A: Sample, B: Sample, resources: Resources) -> It
 
 
 def weighted_gram(
-    kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, *, resources: Resources, report: Callable[[float], None] | None = None,
+    kernel: Kernel,
+    A: Sample,
+    B: Sample,
+    v: np.ndarray,
+    *,
+    resources: Resources,
+    report: Callable[[float], None] | None = None,
 ) -> np.ndarray:
     """K(A, B) v for validated samples: from the stored Gram matrix when it fits in the
     budget of ``resources``, else from row tiles computed on the fly (an embedding's
@@ -1586,7 +1575,13 @@ def _takes_run_bands(kernel: Kernel) -> bool:
 
 
 def bilinear(
-    kernel: Kernel, A: Sample, B: Sample | None, u: np.ndarray, v: np.ndarray, *, resources: Resources,
+    kernel: Kernel,
+    A: Sample,
+    B: Sample | None,
+    u: np.ndarray,
+    v: np.ndarray,
+    *,
+    resources: Resources,
     report: Callable[[float], None] | None = None,
 ) -> float:
     """uᵀ K(A, B) v (B = A when None: the symmetric Gram matrix), in row tiles of at most a
@@ -1625,9 +1620,7 @@ def bilinear(
     return total
 
 
-def _symmetric_bilinear(
-    kernel: Kernel, A: Sample, u: np.ndarray, v: np.ndarray, resources: Resources, report: Callable[[float], None] | None
-) -> float:
+def _symmetric_bilinear(kernel: Kernel, A: Sample, u: np.ndarray, v: np.ndarray, resources: Resources, report: Callable[[float], None] | None) -> float:
     n = len(A)
     diag = kernel.diag_tile(A)
     total = float(np.sum(u * diag * v))

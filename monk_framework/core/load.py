@@ -30,7 +30,12 @@ __all__ = ["load_result"]
 
 def _result_classes() -> dict[str, type[Result]]:
     classes: list[type[Result]] = [
-        MMDResult, Embedding, EmbeddingsResult, PermutationTestResult, SplitTestResult, RobustTestResult,
+        MMDResult,
+        Embedding,
+        EmbeddingsResult,
+        PermutationTestResult,
+        SplitTestResult,
+        RobustTestResult,
         AggregatedTestResult,
     ]
     return {cls.kind: cls for cls in classes}
@@ -41,8 +46,9 @@ def load_result(data: str | os.PathLike[str] | Mapping[str, Any], *, registry: R
     the path of a file holding it (what ``monkfw ... -o result.json`` saved)."""
     source = "JSON text"
     # a string that is no JSON object but names a file (or looks like a file name) is a path
-    named = isinstance(data, str) and not data.lstrip().startswith("{") and "\n" not in data and (
-        Path(data).is_file() or data.endswith(".json") or os.sep in data)
+    named = (
+        isinstance(data, str) and not data.lstrip().startswith("{") and "\n" not in data and (Path(data).is_file() or data.endswith(".json") or os.sep in data)
+    )
     if isinstance(data, os.PathLike) or named:
         path = Path(data)  # type: ignore[arg-type]
         source = f"file {str(path)!r}"
@@ -54,8 +60,7 @@ def load_result(data: str | os.PathLike[str] | Mapping[str, Any], *, registry: R
         try:
             data = json.loads(data)
         except json.JSONDecodeError as exc:
-            raise DataError(f"Not a JSON result ({source}; load_result takes a result's JSON text, its dict, or the "
-                            f"path of its file): {exc}.") from None
+            raise DataError(f"Not a JSON result ({source}; load_result takes a result's JSON text, its dict, or the path of its file): {exc}.") from None
         except RecursionError:
             raise DataError(f"Not a JSON result ({source}): its values are nested too deeply to be one.") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
@@ -67,4 +72,3 @@ def load_result(data: str | os.PathLike[str] | Mapping[str, Any], *, registry: R
     if cls in (Embedding, EmbeddingsResult):
         return cls.from_dict(data, registry=registry or get_registry())
     return cls.from_dict(data)
-

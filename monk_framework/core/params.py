@@ -69,7 +69,6 @@ class Check:
             )
 
 
-
 def first_repeat(items: Sequence[Any]) -> tuple[int, int] | None:
     """(i, j), i < j, the first two equal items (plugin specs, say), or None when all
     differ: a kernel or an estimator listed twice, under any spelling."""
@@ -110,15 +109,8 @@ def _bounds(gt: float | None, ge: float | None, lt: float | None, le: float | No
     return ""
 
 
-def _in_bounds(
-    x: float, gt: float | None, ge: float | None, lt: float | None, le: float | None
-) -> bool:
-    return (
-        (gt is None or x > gt)
-        and (ge is None or x >= ge)
-        and (lt is None or x < lt)
-        and (le is None or x <= le)
-    )
+def _in_bounds(x: float, gt: float | None, ge: float | None, lt: float | None, le: float | None) -> bool:
+    return (gt is None or x > gt) and (ge is None or x >= ge) and (lt is None or x < lt) and (le is None or x <= le)
 
 
 #: the largest int a parameter may hold: numpy's (int64), which holds every count of
@@ -136,7 +128,10 @@ def _why_not(value: Any) -> str:
 
 
 def real(
-    *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
     le: float | None = None,
 ) -> Check:
     """A finite real number within the given bounds ("a float > 0")."""
@@ -149,12 +144,7 @@ def real(
 def _is_int(v: Any, ge: int | None, le: int | None) -> bool:
     """An int (not a bool) in [ge, le] and at most :data:`LARGEST_INT` (a count of 10^400
     would reach code that converts it to a float or an array size)."""
-    return (
-        isinstance(v, numbers.Integral)
-        and not isinstance(v, bool)
-        and int(v) <= LARGEST_INT
-        and _in_bounds(int(v), None, ge, None, le)
-    )
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) <= LARGEST_INT and _in_bounds(int(v), None, ge, None, le)
 
 
 def _past_largest_int(value: Any) -> str:
@@ -189,15 +179,17 @@ def one_of(*choices: Any) -> Check:
 
 
 def real_or(
-    *choices: str, gt: float | None = None, ge: float | None = None,
-    lt: float | None = None, le: float | None = None,
+    *choices: str,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
 ) -> Check:
     """A bounded real number or one of a few named rules ("a float > 0 or 'median'")."""
     listing = " or ".join(repr(c) for c in choices)
     return Check(
         f"a float{_bounds(gt, ge, lt, le)} or {listing}",
-        lambda v: (isinstance(v, str) and v in choices)
-        or (_is_real(v) and _in_bounds(float(v), gt, ge, lt, le)),
+        lambda v: (isinstance(v, str) and v in choices) or (_is_real(v) and _in_bounds(float(v), gt, ge, lt, le)),
     )
 
 
@@ -366,8 +358,7 @@ def parse_value(text: str, name: str | None = None) -> Any:
         raise ParameterError(f"{where}{shown(text.strip())} is below float64's smallest positive number (about 4.9e-324): it would be read as 0.")
     if math.isinf(value) and "inf" not in lowered:
         sign = "-" if value < 0 else ""
-        raise ParameterError(
-            f"{where}{shown(text.strip())} is beyond float64's largest number (about 1.8e308): it would be read as {sign}infinity.")
+        raise ParameterError(f"{where}{shown(text.strip())} is beyond float64's largest number (about 1.8e308): it would be read as {sign}infinity.")
     return value
 
 
@@ -376,7 +367,7 @@ _SHOWN_SPEC = re.compile(r"^\s*([\w.-]+)\s*\((.*)\)\s*$", re.DOTALL)
 
 
 def parse_spec(text: str) -> tuple[str, dict[str, Any]]:
-    """"name" or "name:key=value,key=value" -> (name, params), e.g. "monk-bcd:n_blocks=11".
+    """ "name" or "name:key=value,key=value" -> (name, params), e.g. "monk-bcd:n_blocks=11".
 
     The form results show, ``rbf(sigma=0.68)`` or ``u-stat(root='clip')``, is read too:
     a user copies it from a table into the next command."""

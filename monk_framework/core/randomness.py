@@ -75,9 +75,7 @@ def check_rng(rng: Any) -> None:
         return
     if rng is None or isinstance(rng, (np.random.Generator, np.random.SeedSequence)):
         return
-    raise ParameterError(
-        f"rng must be None, an int seed, a SeedSequence or a numpy Generator; got {type(rng).__name__}."
-    )
+    raise ParameterError(f"rng must be None, an int seed, a SeedSequence or a numpy Generator; got {type(rng).__name__}.")
 
 
 def root(rng: RNGLike) -> np.random.SeedSequence:

@@ -271,11 +271,12 @@ class Registry:
             names = {f.entry_point.name for f in discovered} | {_normalize(f.distribution) for f in discovered}
             for wanted in sorted(chosen):
                 if wanted not in names and _normalize(wanted) not in names:
-                    self._problems.append(PluginProblem(
-                        Provider(module=LOAD_PLUGINS_ENV),
-                        f"{wanted!r} matches no installed plugin's entry-point or distribution name."
-                        f"{did_you_mean(wanted, sorted(names))}",
-                    ))
+                    self._problems.append(
+                        PluginProblem(
+                            Provider(module=LOAD_PLUGINS_ENV),
+                            f"{wanted!r} matches no installed plugin's entry-point or distribution name.{did_you_mean(wanted, sorted(names))}",
+                        )
+                    )
         for found in discovered:
             provider = found.provider
             if self._pm.has_plugin(str(provider)):
@@ -288,9 +289,7 @@ class Registry:
             except (Exception, SystemExit) as exc:  # any import failure of third-party code is a problem, not a crash
                 if from_signal_handler(exc):
                     raise  # the program's own timeout, which happened to interrupt an import
-                self._problems.append(
-                    PluginProblem(provider, f"failed to import {provider.module!r}: {type(exc).__name__}: {exc}")
-                )
+                self._problems.append(PluginProblem(provider, f"failed to import {provider.module!r}: {type(exc).__name__}: {exc}"))
                 continue
             try:
                 self._add(plugin, provider)
@@ -354,11 +353,7 @@ class Registry:
             # an unmarked monk_* function would be silently ignored by pluggy
             if attr_name.startswith("monk_") and inspect.isfunction(value) and not hasattr(value, marker):
                 close = difflib.get_close_matches(attr_name, hooks, n=1)
-                hint = (
-                    f"did you mean {close[0]!r}?"
-                    if close and close[0] != attr_name
-                    else "mark it with @monk_framework.hookimpl."
-                )
+                hint = f"did you mean {close[0]!r}?" if close and close[0] != attr_name else "mark it with @monk_framework.hookimpl."
                 raise PluginError(
                     f"Plugin {plugin_name} defines {attr_name!r}, which is not a registered "
                     f"monk_framework hook implementation; {hint} Hooks: {', '.join(hooks)}."
@@ -375,9 +370,7 @@ class Registry:
                 except Exception as exc:
                     if from_signal_handler(exc):
                         raise
-                    raise PluginError(
-                        f"Plugin {provider}: hook {hook_name} raised {type(exc).__name__}: {exc}"
-                    ) from None
+                    raise PluginError(f"Plugin {provider}: hook {hook_name} raised {type(exc).__name__}: {exc}") from None
                 for cls in classes or []:
                     entries.append(self._entry(cls, base, hook_name, provider))
         return entries
@@ -478,8 +471,7 @@ class Registry:
             # a kernel given where the estimator goes (or the other way): say so, rather than
             # guess a look-alike ("Did you mean 'rff'?" for the kernel 'rbf')
             role = other if name in self._entries[other] or name in self._aliases[other] else None
-            raise UnknownNameError(plugin_type, name, [*table, *self._aliases[plugin_type]], note=self._problems_note(),
-                                   is_a=role)
+            raise UnknownNameError(plugin_type, name, [*table, *self._aliases[plugin_type]], note=self._problems_note(), is_a=role)
         return table[name]
 
     def _problems_note(self) -> str:
@@ -521,9 +513,7 @@ class Registry:
         combination (``sum``, ``product``, ``scaled``) whose parts are rebuilt the same way."""
         if name in COMPOSITES:
             parts = {
-                key: self.kernel_from_spec(value["name"], value.get("params", {}))
-                if isinstance(value, Mapping) and "name" in value
-                else value
+                key: self.kernel_from_spec(value["name"], value.get("params", {})) if isinstance(value, Mapping) and "name" in value else value
                 for key, value in params.items()
             }
             return COMPOSITES[name](**parts)

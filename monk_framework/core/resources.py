@@ -65,10 +65,23 @@ DEFAULT_FRACTION = 0.5
 STORE_SHARE = 0.9
 
 _UNITS = {
-    "": 1, "b": 1,
-    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
-    "p": 10**15, "pb": 10**15,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "p": 10**15,
+    "pb": 10**15,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "pib": 2**50,
 }
 
 
@@ -92,9 +105,7 @@ def parse_memory(value: Any) -> int:
                 "(powers of 1000) and KiB, MiB, GiB, TiB, PiB (powers of 1024)."
             )
         if match is None:
-            raise ParameterError(
-                f"max_memory: cannot read {shown(value)}; give bytes or a size such as '2GB', '512MiB', '64MB'."
-            )
+            raise ParameterError(f"max_memory: cannot read {shown(value)}; give bytes or a size such as '2GB', '512MiB', '64MB'.")
         if match[1] == "-":  # not "cannot read '-2GB'": it is read, and it is no budget
             raise ParameterError(f"max_memory must be more than 0 bytes; got {shown(value)}.")
         number, unit = float(match[2]), match[3].lower()
@@ -124,8 +135,7 @@ def check_backend(backend: Any) -> Any:
         return backend
     example = repr(backend) if isinstance(backend, str) and backend in ("dask", "local") else "'dask'"
     raise ParameterError(
-        f"backend must be a backend object, e.g. monk_framework.engine.backends.get_backend({example}); "
-        f"got {type(backend).__name__} {shown(backend)}."
+        f"backend must be a backend object, e.g. monk_framework.engine.backends.get_backend({example}); got {type(backend).__name__} {shown(backend)}."
     )
 
 
@@ -175,7 +185,8 @@ def progress_callback(progress: Any) -> ProgressCallback | None:
         warnings.warn(
             "A progress callback with two arguments (done, total) is deprecated; every entry point calls "
             "progress(done, total, what) (what: the work being counted). Add a third argument.",
-            MonkDeprecationWarning, stacklevel=outside_stacklevel(),
+            MonkDeprecationWarning,
+            stacklevel=outside_stacklevel(),
         )
         two = progress
         return lambda done, total, what: two(done, total)
@@ -202,8 +213,7 @@ def _accepts(signature: inspect.Signature, count: int) -> bool:
     return True
 
 
-def counting(progress: ProgressCallback | None, what: str, offset: float = 0.0,
-             total: float | None = None) -> Callable[[float, float], None] | None:
+def counting(progress: ProgressCallback | None, what: str, offset: float = 0.0, total: float | None = None) -> Callable[[float, float], None] | None:
     """The engine's two-argument callback ``tick(done, total)`` that reports to ``progress``
     as ``what``: done shifted by ``offset``, against ``total`` when given (a stage of a
     larger count). None without a progress callback."""
@@ -298,9 +308,7 @@ def reuse_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, REUSE_MMAP_THRESHOLD)) and bool(
-            libc.mallopt(_M_TRIM_THRESHOLD, REUSE_TRIM_THRESHOLD)
-        )
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, REUSE_MMAP_THRESHOLD)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, REUSE_TRIM_THRESHOLD))
     except (OSError, AttributeError):
         return False
 
@@ -388,9 +396,13 @@ def check_fits(need: float, message: Callable[[str, str, int], str], *, share: f
 
 def check_memory(n: int, m: int, *, what: str = "Gram matrix") -> None:
     """Raise :class:`ResourceError` before allocating an n × m float64 matrix that cannot fit."""
-    check_fits(8 * n * m, lambda need, avail, _: (
-        f"A {n} x {m} float64 {what} needs {need} but only {avail} of memory are available; use fewer points "
-        "or a matrix-free estimator."), share=STORE_SHARE)
+    check_fits(
+        8 * n * m,
+        lambda need, avail, _: (
+            f"A {n} x {m} float64 {what} needs {need} but only {avail} of memory are available; use fewer points or a matrix-free estimator."
+        ),
+        share=STORE_SHARE,
+    )
 
 
 def format_bytes(nbytes: float) -> str:

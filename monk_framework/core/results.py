@@ -205,12 +205,12 @@ def _short(value: Any) -> str:
 class Result:
     """What every result shares: its JSON form, and back.
 
-    A subclass is a frozen attrs class with a class attribute ``kind`` (the ``"type"``
-    of its JSON form). ``to_dict()`` gives ``{"type": kind, field: value, ...}`` plus the
-    read-only properties named in ``derived`` (such as a test's ``decision``), with numpy
-    values as plain JSON types; ``from_dict`` reads that back, ignoring the derived keys,
-.
-    ``type(r).from_json(r.to_json()) == r`` for every result.
+        A subclass is a frozen attrs class with a class attribute ``kind`` (the ``"type"``
+        of its JSON form). ``to_dict()`` gives ``{"type": kind, field: value, ...}`` plus the
+        read-only properties named in ``derived`` (such as a test's ``decision``), with numpy
+        values as plain JSON types; ``from_dict`` reads that back, ignoring the derived keys,
+    .
+        ``type(r).from_json(r.to_json()) == r`` for every result.
     """
 
     kind: ClassVar[str] = "result"
@@ -270,10 +270,8 @@ class Result:
             except (TypeError, ValueError, OverflowError, MonkError) as exc:
                 wanted = _CONVERTED_KINDS.get(converter)
                 if isinstance(exc, TypeError) and wanted:  # a JSON value of the wrong type
-                    raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)} ({_json_kind(type(value))}), "
-                                    f"where {wanted} belongs.") from None
-                raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, which is not a valid "
-                                f"value ({exc}).") from None
+                    raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)} ({_json_kind(type(value))}), where {wanted} belongs.") from None
+                raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, which is not a valid value ({exc}).") from None
             if isinstance(converted, float) and not math.isfinite(converted):
                 raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, not a finite number.")
         try:
@@ -293,8 +291,7 @@ class Result:
 
 
 #: what a JSON value of each Python type is called in a message
-_JSON_KINDS = {str: "a string", dict: "a JSON object", list: "a list", int: "an integer", bool: "true or false",
-               float: "a number", type(None): "null"}
+_JSON_KINDS = {str: "a string", dict: "a JSON object", list: "a list", int: "an integer", bool: "true or false", float: "a number", type(None): "null"}
 
 
 def _json_kind(kind: type) -> str:
@@ -303,8 +300,7 @@ def _json_kind(kind: type) -> str:
 
 
 #: what a field's converter reads, in JSON's words
-_CONVERTED_KINDS: dict[Any, str] = {whole: "an integer", float: "a number", optional_float: "a number or null",
-                                    certificate_value: "an integer or null"}
+_CONVERTED_KINDS: dict[Any, str] = {whole: "an integer", float: "a number", optional_float: "a number or null", certificate_value: "an integer or null"}
 
 
 def _fault_of(exc: BaseException) -> str:
@@ -321,7 +317,7 @@ def _fault_of(exc: BaseException) -> str:
 
 
 def _count(number: int, noun: str) -> str:
-    """"1 permutation", "100 permutations"."""
+    """ "1 permutation", "100 permutations"."""
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
@@ -336,8 +332,14 @@ def computed_with(estimator: Any, requested: Kernel, used: Kernel, n_x: int, n_y
     parameters, the kernel as asked (``requested``) and as used (``used``, e.g. fitted by
     the median heuristic), the sample sizes and the seed."""
     return {
-        "estimator": estimator.name, "estimator_params": estimator.params(), "kernel": requested.name,
-        "kernel_params": used.params(), "kernel_params_requested": requested.params(), "n_x": n_x, "n_y": n_y, "seed": seed,
+        "estimator": estimator.name,
+        "estimator_params": estimator.params(),
+        "kernel": requested.name,
+        "kernel_params": used.params(),
+        "kernel_params_requested": requested.params(),
+        "n_x": n_x,
+        "n_y": n_y,
+        "seed": seed,
     }
 
 
@@ -370,8 +372,7 @@ class StatisticResult(Result):
         return []
 
     def _kernel_text(self) -> str:
-        rules = [key for key, value in self.kernel_params_requested.items()
-                 if value == "median" and self.kernel_params.get(key) != "median"]
+        rules = [key for key, value in self.kernel_params_requested.items() if value == "median" and self.kernel_params.get(key) != "median"]
         chosen = f" ({', '.join(rules)} by the median heuristic)" if rules else ""
         return _call_text(self.kernel, self.kernel_params) + chosen
 
@@ -522,12 +523,14 @@ class Embedding(Result):
 
     def __str__(self) -> str:
         w = self.weights
-        return "\n".join([
-            "Mean embedding",
-            f"  kernel     {_call_text(self.kernel.name, self.kernel.params())}",
-            f"  estimator  {_call_text(self.estimator, self.estimator_params)}",
-            f"  sample     {len(self.sample)} points; weights sum to {w.sum():.6g}, {int(np.count_nonzero(w))} non-zero",
-        ])
+        return "\n".join(
+            [
+                "Mean embedding",
+                f"  kernel     {_call_text(self.kernel.name, self.kernel.params())}",
+                f"  estimator  {_call_text(self.estimator, self.estimator_params)}",
+                f"  sample     {len(self.sample)} points; weights sum to {w.sum():.6g}, {int(np.count_nonzero(w))} non-zero",
+            ]
+        )
 
     def evaluate(self, Z: Any, *, max_memory: Any = None, progress: Any = None) -> np.ndarray:
         """μ̂(z) = Σ_i w_i k(z, x_i) for each point z of Z (the "witness" values).
@@ -580,9 +583,11 @@ class Embedding(Result):
                 return None
             return lambda done: resources.report(before + done, total, "embedding distance")
 
-        sq = (bilinear(kernel, A, None, wa, wa, resources=resources, report=told(0.0))
-              + bilinear(kernel, B, None, wb, wb, resources=resources, report=told(n * (n + 1) / 2.0))
-              - 2.0 * bilinear(kernel, A, B, wa, wb, resources=resources, report=told(total - float(n) * m)))
+        sq = (
+            bilinear(kernel, A, None, wa, wa, resources=resources, report=told(0.0))
+            + bilinear(kernel, B, None, wb, wb, resources=resources, report=told(n * (n + 1) / 2.0))
+            - 2.0 * bilinear(kernel, A, B, wa, wb, resources=resources, report=told(total - float(n) * m))
+        )
         return math.sqrt(max(sq, 0.0))
 
     def _inner(self, other: Embedding, resources: Resources, told: bool = False) -> float:
@@ -604,11 +609,12 @@ class Embedding(Result):
             if type(self.kernel) is type(other.kernel):
                 # the common case: embed() resolved the kernel's 'median' bandwidth on each
                 # sample apart, so two embeddings made the same way have different kernels
-                hint = (" A bandwidth such as sigma='median' is resolved on each embedded sample apart: for embeddings "
-                        f"you compare, fix it first, e.g. embed(X, kernel={self.kernel.spec()!r}) for both.")
+                hint = (
+                    " A bandwidth such as sigma='median' is resolved on each embedded sample apart: for embeddings "
+                    f"you compare, fix it first, e.g. embed(X, kernel={self.kernel.spec()!r}) for both."
+                )
             raise ParameterError(
-                f"The embeddings use different kernels ({self.kernel.spec()} vs "
-                f"{other.kernel.spec()}); their inner product is undefined.{hint}"
+                f"The embeddings use different kernels ({self.kernel.spec()} vs {other.kernel.spec()}); their inner product is undefined.{hint}"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -617,9 +623,7 @@ class Embedding(Result):
         return {**out, "kernel_params": self.kernel.params()}
 
     @classmethod
-    def from_dict(
-        cls, data: Mapping[str, Any], *, registry: Registry | None = None, kernel: Kernel | None = None, **context: Any
-    ) -> Embedding:
+    def from_dict(cls, data: Mapping[str, Any], *, registry: Registry | None = None, kernel: Kernel | None = None, **context: Any) -> Embedding:
         """Rebuild an embedding; its kernel is looked up by name in ``registry`` (or given)."""
         if not isinstance(data, Mapping) or "kernel" not in data:
             raise DataError("An embedding result names its kernel; this one does not.")
@@ -633,8 +637,10 @@ class Embedding(Result):
                 kernel = registry.kernel_from_spec(data["kernel"], data.get("kernel_params", {}))
             except UnknownNameError as exc:
                 # an embedding cannot be used without its kernel: say what to install
-                exc.args = (f"{exc} The embedding was made with this kernel: install (or register) the plugin that "
-                            "provides it before loading the embedding, or pass kernel= to Embedding.from_dict.",)
+                exc.args = (
+                    f"{exc} The embedding was made with this kernel: install (or register) the plugin that "
+                    "provides it before loading the embedding, or pass kernel= to Embedding.from_dict.",
+                )
                 raise
         elif kernel.name != data["kernel"]:
             raise DataError(f"The embedding was made with kernel {data['kernel']!r}, not {kernel.name!r}.")
@@ -654,8 +660,20 @@ class PermutationTestResult(TestResult):
     """
 
     kind: ClassVar[str] = "permutation-test"
-    repr_fields: ClassVar[tuple[str, ...]] = ("statistic", "pvalue", "reject", "alpha", "alternative", "kernel",
-                                              "kernel_params", "estimator", "n_x", "n_y", "n_permutations", "null_distribution")
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "statistic",
+        "pvalue",
+        "reject",
+        "alpha",
+        "alternative",
+        "kernel",
+        "kernel_params",
+        "estimator",
+        "n_x",
+        "n_y",
+        "n_permutations",
+        "null_distribution",
+    )
     title: ClassVar[str] = "Permutation test"
 
     statistic_mmd2: float = attrs.field(converter=float, validator=finite)
@@ -671,10 +689,12 @@ class PermutationTestResult(TestResult):
         side = {"greater": "exceeds", "less": "is below"}.get(self.alternative)
         against = "" if self.alternative == "greater" else f" ({self.alternative})"
         if self.reject:
-            beyond = (f"; the statistic {self.statistic:.6g} {side} the null quantile {self.null_quantile:.6g}"
-                      if side is not None and self.null_quantile is not None else "")
-            return (f"Reject H0 (same distribution) at level {self.alpha:g}{against}: p = {self.pvalue:.4g} <= "
-                    f"{self.alpha:g}{beyond}.")
+            beyond = (
+                f"; the statistic {self.statistic:.6g} {side} the null quantile {self.null_quantile:.6g}"
+                if side is not None and self.null_quantile is not None
+                else ""
+            )
+            return f"Reject H0 (same distribution) at level {self.alpha:g}{against}: p = {self.pvalue:.4g} <= {self.alpha:g}{beyond}."
         smallest = (2 if self.alternative == "two-sided" else 1) / (self.n_permutations + 1)
         if smallest > self.alpha * (1 + 1e-9):
             return (
@@ -686,8 +706,7 @@ class PermutationTestResult(TestResult):
             return too_few
         quantile = f", null quantile {self.null_quantile:.6g}" if self.null_quantile is not None else ""
         return (
-            f"No evidence of a difference at level {self.alpha:g}{against}: p = {self.pvalue:.4g} > {self.alpha:g} "
-            f"(statistic {self.statistic:.6g}{quantile})."
+            f"No evidence of a difference at level {self.alpha:g}{against}: p = {self.pvalue:.4g} > {self.alpha:g} (statistic {self.statistic:.6g}{quantile})."
         )
 
 
@@ -704,8 +723,20 @@ class SplitTestResult(TestResult):
     """
 
     kind: ClassVar[str] = "split-test"
-    repr_fields: ClassVar[tuple[str, ...]] = ("statistic", "pvalue", "reject", "alpha", "null_quantile", "kernel",
-                                              "kernel_params", "estimator", "n_x", "n_y", "n_permutations", "null_distribution")
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "statistic",
+        "pvalue",
+        "reject",
+        "alpha",
+        "null_quantile",
+        "kernel",
+        "kernel_params",
+        "estimator",
+        "n_x",
+        "n_y",
+        "n_permutations",
+        "null_distribution",
+    )
     title: ClassVar[str] = "Split test (the paper's Algorithm 3)"
 
     grid: dict[str, list[Any]] = dict_field()
@@ -718,10 +749,7 @@ class SplitTestResult(TestResult):
     def decision(self) -> str:
         chosen = _call_text(self.kernel, self.kernel_params)
         if self.null_quantile is None:
-            return (
-                f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')} "
-                f"({_more_permutations(self.alpha)})."
-            )
+            return f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')} ({_more_permutations(self.alpha)})."
         verdict = "Reject H0 (same distribution)" if self.reject else "No evidence of a difference"
         return (
             f"{verdict} at level {self.alpha:g}: T - q = {self.excess:.6g} (T = {self.statistic:.6g} on part 3, "
@@ -746,9 +774,21 @@ class RobustTestResult(TestResult):
     """
 
     kind: ClassVar[str] = "robust-test"
-    repr_fields: ClassVar[tuple[str, ...]] = ("statistic", "pvalue", "reject", "alpha", "method", "contamination",
-                                              "certificate", "kernel", "kernel_params", "estimator", "n_x", "n_y",
-                                              "n_permutations")
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "statistic",
+        "pvalue",
+        "reject",
+        "alpha",
+        "method",
+        "contamination",
+        "certificate",
+        "kernel",
+        "kernel_params",
+        "estimator",
+        "n_x",
+        "n_y",
+        "n_permutations",
+    )
     title: ClassVar[str] = "Robust two-sample test"
 
     method: str = attrs.field(validator=attrs.validators.in_(("dc", "clip", "mom")))
@@ -774,16 +814,16 @@ class RobustTestResult(TestResult):
         if self.bandwidths is None:
             return super()._kernel_text()
         count = len(self.bandwidths)
-        return (f"{_call_text(self.kernel, self.kernel_params)} (sigma by the median heuristic made robust; "
-                f"{'the one candidate' if count == 1 else f'rejects only at each of {count} candidates'})")
+        return (
+            f"{_call_text(self.kernel, self.kernel_params)} (sigma by the median heuristic made robust; "
+            f"{'the one candidate' if count == 1 else f'rejects only at each of {count} candidates'})"
+        )
 
     def summary_rows(self) -> list[tuple[str, str]]:
         return [
             *super().summary_rows(),
-            ("method", f"{self.method}, valid with up to {self.contamination} corrupted point"
-                       f"{'s' if self.contamination != 1 else ''}"),
-            ("certificate", "not rejected" if self.certificate is None else
-             f"valid with up to {_count(self.certificate, 'corrupted point')}"),
+            ("method", f"{self.method}, valid with up to {self.contamination} corrupted point{'s' if self.contamination != 1 else ''}"),
+            ("certificate", "not rejected" if self.certificate is None else f"valid with up to {_count(self.certificate, 'corrupted point')}"),
         ]
 
     @property
@@ -792,14 +832,8 @@ class RobustTestResult(TestResult):
         r = self.contamination
         guard = f"with up to {r} corrupted point{'s' if r != 1 else ''}" if r else "without corruption"
         if self.reject:
-            survives = (
-                f"the rejection stays valid if up to {self.certificate} point"
-                f"{'s were' if self.certificate != 1 else ' was'} corrupted"
-            )
-            return (
-                f"Reject H0 (same distribution) at level {self.alpha:g}, valid {guard} "
-                f"({self.method}: p = {self.pvalue:.4g}); {survives}."
-            )
+            survives = f"the rejection stays valid if up to {self.certificate} point{'s were' if self.certificate != 1 else ' was'} corrupted"
+            return f"Reject H0 (same distribution) at level {self.alpha:g}, valid {guard} ({self.method}: p = {self.pvalue:.4g}); {survives}."
         if self.method != "mom" and (too_few := self._too_few_points()) is not None:
             return too_few
         if self.certificate is not None:
@@ -808,10 +842,7 @@ class RobustTestResult(TestResult):
                 f"{self.pvalue:.4g}); the test would reject with at most {self.certificate} corrupted "
                 f"point{'s' if self.certificate != 1 else ''}."
             )
-        return (
-            f"No evidence of a difference at level {self.alpha:g} ({self.method}: p = {self.pvalue:.4g}); "
-            "the test does not reject even without corruption."
-        )
+        return f"No evidence of a difference at level {self.alpha:g} ({self.method}: p = {self.pvalue:.4g}); the test does not reject even without corruption."
 
 
 def _text_list(value: Any) -> list[str]:
@@ -853,8 +884,19 @@ class AggregatedTestResult(TestResult):
     """
 
     kind: ClassVar[str] = "aggregated-test"
-    repr_fields: ClassVar[tuple[str, ...]] = ("statistic", "pvalue", "reject", "alpha", "method", "kernel_specs",
-                                              "kernel_pvalues", "estimator", "n_x", "n_y", "n_permutations")
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "statistic",
+        "pvalue",
+        "reject",
+        "alpha",
+        "method",
+        "kernel_specs",
+        "kernel_pvalues",
+        "estimator",
+        "n_x",
+        "n_y",
+        "n_permutations",
+    )
     title: ClassVar[str] = "Aggregated two-sample test"
 
     method: str = attrs.field(validator=attrs.validators.in_(("agg", "fuse")))
@@ -875,8 +917,7 @@ class AggregatedTestResult(TestResult):
     sensitivities: np.ndarray | None = null_field()
 
     def __attrs_post_init__(self) -> None:
-        sizes = {len(self.kernel_specs), len(self.bandwidths), len(self.weights), len(self.kernel_statistics),
-                 len(self.kernel_pvalues)}
+        sizes = {len(self.kernel_specs), len(self.bandwidths), len(self.weights), len(self.kernel_statistics), len(self.kernel_pvalues)}
         if len(sizes) != 1:
             raise DataError(f"An aggregated test result needs one entry per kernel in each list; got lengths {sorted(sizes)}.")
 
@@ -930,8 +971,7 @@ class AggregatedTestResult(TestResult):
         if sigma is not None:  # σ to 4 digits here; to_dict() has every digit
             family, _, params = spec.partition(":")
             spec = f"{family}:{','.join(f'sigma={sigma:.4g}' if p.startswith('sigma=') else p for p in params.split(','))}"
-        rows = [("most significant", f"{spec}: {statistic} {self.kernel_statistics[best]:.4g}, "
-                                     f"its own p = {self.kernel_pvalues[best]:.4g}")]
+        rows = [("most significant", f"{spec}: {statistic} {self.kernel_statistics[best]:.4g}, its own p = {self.kernel_pvalues[best]:.4g}")]
         if self.method == "fuse":
             rows.append(("FUSE statistic", f"{self.statistic:.6g}"))
         rows += [
@@ -939,8 +979,7 @@ class AggregatedTestResult(TestResult):
             ("decision", self.decision),
         ]
         if self.contamination:
-            rows.append(("certificate", "not rejected" if self.certificate is None else
-                         f"valid with up to {_count(self.certificate, 'corrupted point')}"))
+            rows.append(("certificate", "not rejected" if self.certificate is None else f"valid with up to {_count(self.certificate, 'corrupted point')}"))
         return rows
 
     @property
@@ -955,12 +994,8 @@ class AggregatedTestResult(TestResult):
                 which = f"; rejected by {len(self.rejecting_kernels)} of {len(self.kernel_specs)} kernels"
             cert = ""
             if self.contamination:
-                cert = (f"; the rejection stays valid if up to {self.certificate} point"
-                        f"{'s were' if self.certificate != 1 else ' was'} corrupted")
-            return (
-                f"Reject H0 (same distribution) at level {self.alpha:g}{guard} ({name} over "
-                f"{self._over()}: p = {self.pvalue:.4g}){which}{cert}."
-            )
+                cert = f"; the rejection stays valid if up to {self.certificate} point{'s were' if self.certificate != 1 else ' was'} corrupted"
+            return f"Reject H0 (same distribution) at level {self.alpha:g}{guard} ({name} over {self._over()}: p = {self.pvalue:.4g}){which}{cert}."
         if self.contamination and float(np.max(self.weights)) * self.alpha * (self.n_permutations + 1) < 1:
             return (
                 f"Cannot reject at level {self.alpha:g}{guard} with {_count(self.n_permutations, 'permutation')}: a kernel "
@@ -977,10 +1012,7 @@ class AggregatedTestResult(TestResult):
         share = self.alpha * float(np.max(self.weights)) if self.contamination else None
         if (too_few := self._too_few_points(share)) is not None:
             return too_few
-        return (
-            f"No evidence of a difference at level {self.alpha:g}{guard} ({name} over {self._over()}: "
-            f"p = {self.pvalue:.4g} > {self.alpha:g})."
-        )
+        return f"No evidence of a difference at level {self.alpha:g}{guard} ({name} over {self._over()}: p = {self.pvalue:.4g} > {self.alpha:g})."
 
 
 @attrs.frozen(kw_only=True, repr=False)

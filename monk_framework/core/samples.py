@@ -106,18 +106,12 @@ def _check_container(X: Any, name: str) -> None:
     if X is None:
         raise DataError(f"{name} is None; give the sample (an array of points, or a list of strings).")
     if isinstance(X, (set, frozenset, Mapping)):
-        raise DataError(
-            f"{name} is a {type(X).__name__}, which has no order of points (and seeded results depend on it); "
-            "give a list or an array."
-        )
+        raise DataError(f"{name} is a {type(X).__name__}, which has no order of points (and seeded results depend on it); give a list or an array.")
     if isinstance(X, Iterator):
         raise DataError(f"{name} is a one-pass iterator ({type(X).__name__}); make it a list or an array first, e.g. list({name}).")
     if hasattr(X, "tocsr") and hasattr(X, "nnz") and hasattr(X, "shape"):
         # scipy.sparse: np.asarray makes a 0-d array holding the matrix object
-        raise DataError(
-            f"{name} is a sparse matrix ({type(X).__name__}, shape {tuple(X.shape)}); the kernels here take dense "
-            f"arrays: pass {name}.toarray()."
-        )
+        raise DataError(f"{name} is a sparse matrix ({type(X).__name__}, shape {tuple(X.shape)}); the kernels here take dense arrays: pass {name}.toarray().")
 
 
 def _object_numbers(arr: np.ndarray, name: str) -> np.ndarray:
@@ -155,9 +149,7 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         message gives the index of the first bad point and feature).
     """
     _check_container(X, name)
-    if isinstance(X, str) or (
-        isinstance(X, Sequence) and len(X) > 0 and all(isinstance(x, str) for x in X)
-    ):
+    if isinstance(X, str) or (isinstance(X, Sequence) and len(X) > 0 and all(isinstance(x, str) for x in X)):
         raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
     if isinstance(X, np.ma.MaskedArray):
         # np.asarray would take the values under the mask as data
@@ -181,25 +173,19 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         arr = _object_numbers(arr, name)
     if arr.dtype.kind not in "biuf":
         why = {
-            "c": "complex numbers are not vectors of reals: put the real and imaginary parts in columns of their own, "
-                 "np.column_stack([z.real, z.imag])",
-            "V": "a structured array: stack its numeric fields into columns, "
-                 "np.column_stack([a[f] for f in a.dtype.names])",
+            "c": "complex numbers are not vectors of reals: put the real and imaginary parts in columns of their own, np.column_stack([z.real, z.imag])",
+            "V": "a structured array: stack its numeric fields into columns, np.column_stack([a[f] for f in a.dtype.names])",
             "M": "dates and times are not numbers: convert them, e.g. to seconds, (t - t0) / np.timedelta64(1, 's')",
             "m": "time spans are not numbers: convert them, e.g. to seconds, d / np.timedelta64(1, 's')",
         }.get(arr.dtype.kind, "ragged lists or Python objects are not samples")
-        raise DataError(
-            f"{name} must be a numeric array; got dtype {arr.dtype} "
-            f"({why})."
-        )
+        raise DataError(f"{name} must be a numeric array; got dtype {arr.dtype} ({why}).")
     if arr.ndim == 0:
         raise DataError(f"{name} is a single number; a sample needs a 1-D or 2-D array.")
     if arr.ndim == 1:
         arr = arr[:, None]
     elif arr.ndim > 2:
         raise DataError(
-            f"{name} has {arr.ndim} dimensions (shape {arr.shape}); a sample is a 1-D "
-            "array (one feature per point) or a 2-D array (points x features)."
+            f"{name} has {arr.ndim} dimensions (shape {arr.shape}); a sample is a 1-D array (one feature per point) or a 2-D array (points x features)."
         )
     if arr.shape[0] == 0:
         raise DataError(f"{name} is empty: it has no points.")
@@ -210,11 +196,14 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         # it neighbours merge (2^53 + 1 becomes 2^53) and the data change without a word
         top = float(np.max(np.abs(arr.astype(np.float64))))
         if top > 2.0**53:
-            warnings.warn(PrecisionWarning(
-                f"{name} holds integers up to {top:.4g}, beyond 2^53 = 9.007e15: as float64, which every kernel "
-                "computes with, they are rounded and neighbouring values can become equal. Subtract a common "
-                "offset (or rescale) first if their last digits matter."
-            ), stacklevel=3)
+            warnings.warn(
+                PrecisionWarning(
+                    f"{name} holds integers up to {top:.4g}, beyond 2^53 = 9.007e15: as float64, which every kernel "
+                    "computes with, they are rounded and neighbouring values can become equal. Subtract a common "
+                    "offset (or rescale) first if their last digits matter."
+                ),
+                stacklevel=3,
+            )
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     finite = np.isfinite(arr)
     if not finite.all():
@@ -222,9 +211,7 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         bad = "NaN" if math.isnan(arr[i, j]) else "inf"
         count = int((~finite).sum())
         raise DataError(
-            f"{name} contains {bad} at point {i}, feature {j} "
-            f"({count} non-finite value{'s' if count > 1 else ''} in all); "
-            "remove or impute them first."
+            f"{name} contains {bad} at point {i}, feature {j} ({count} non-finite value{'s' if count > 1 else ''} in all); remove or impute them first."
         )
     return read_only(arr)
 
@@ -248,9 +235,7 @@ def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[st
     for i, item in enumerate(items):
         if not isinstance(item, str):
             hint = " (bytes: decode them first, e.g. [s.decode() for s in X])" if isinstance(item, bytes) else ""
-            raise DataError(
-                f"{name}[{i}] is {type(item).__name__} {shown(item)}, but {user} needs strings.{hint}"
-            )
+            raise DataError(f"{name}[{i}] is {type(item).__name__} {shown(item)}, but {user} needs strings.{hint}")
     return items
 
 
@@ -266,10 +251,9 @@ def check_same_dimension(X: np.ndarray, Y: np.ndarray, *, names: tuple[str, str]
         for (a, b), (name, _) in (((X, Y), names), ((Y, X), names[::-1])):
             if a.shape[1] == 1 and len(a) == b.shape[1]:
                 # a 1-D array is points of one feature: the common slip for a single point
-                hint = (f" ({name} may be one point given as a 1-D array of {len(a)} numbers, which reads as {len(a)} "
-                        f"points of one feature: write it as [[...]], shape (1, {len(a)}).)")
+                hint = (
+                    f" ({name} may be one point given as a 1-D array of {len(a)} numbers, which reads as {len(a)} "
+                    f"points of one feature: write it as [[...]], shape (1, {len(a)}).)"
+                )
                 break
-        raise DataError(
-            f"{names[0]} has {X.shape[1]} feature(s) per point but {names[1]} has "
-            f"{Y.shape[1]}; both samples must live in the same space.{hint}"
-        )
+        raise DataError(f"{names[0]} has {X.shape[1]} feature(s) per point but {names[1]} has {Y.shape[1]}; both samples must live in the same space.{hint}")

@@ -32,8 +32,20 @@ from monk_framework.core.errors import MonkError, ParameterError, optional_impor
 from monk_framework.core.resources import REUSE_MMAP_THRESHOLD, REUSE_TRIM_THRESHOLD, check_fits, format_bytes
 
 __all__ = [
-    "Backend", "LocalBackend", "ThreadBackend", "DaskBackend", "BACKENDS", "check_backend_options", "get_backend",
-    "for_bands", "in_order", "is_remote", "in_this_process", "on_this_thread", "one_blas_thread", "PARALLEL_MIN_BANDS",
+    "Backend",
+    "LocalBackend",
+    "ThreadBackend",
+    "DaskBackend",
+    "BACKENDS",
+    "check_backend_options",
+    "get_backend",
+    "for_bands",
+    "in_order",
+    "is_remote",
+    "in_this_process",
+    "on_this_thread",
+    "one_blas_thread",
+    "PARALLEL_MIN_BANDS",
     "quiet_cluster_logs",
 ]
 
@@ -126,6 +138,7 @@ class ThreadBackend(Backend):
 
 
 _THREAD = threading.local()
+
 
 @contextlib.contextmanager
 def on_this_thread() -> Iterator[None]:
@@ -286,8 +299,9 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
     if not host or not port.isdigit():
         raise ParameterError(f"The scheduler address {address!r} (--scheduler) is not valid; expected tcp://host:port.")
     if not 0 < int(port) <= 65535:
-        raise ParameterError(f"The scheduler address {address!r} (--scheduler) has port {int(port)}; a TCP port is 1 to 65535 "
-                             "(a Dask scheduler's default is 8786).")
+        raise ParameterError(
+            f"The scheduler address {address!r} (--scheduler) has port {int(port)}; a TCP port is 1 to 65535 (a Dask scheduler's default is 8786)."
+        )
     try:
         sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
     except TimeoutError:
@@ -304,8 +318,7 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
                 raise MonkError(f"{not_dask}: its first bytes ({head!r}) are not a Dask handshake (another kind of server?).")
             body = _read_exactly(sock, length)
         except TimeoutError:
-            raise MonkError(f"{not_dask}: it sent no Dask handshake within {timeout:g} s (another kind of server, "
-                            "or one too busy to answer).") from None
+            raise MonkError(f"{not_dask}: it sent no Dask handshake within {timeout:g} s (another kind of server, or one too busy to answer).") from None
         except OSError as exc:
             raise MonkError(f"{not_dask}: the connection failed before a Dask handshake ({exc.strerror or exc}).") from None
     if b"compression" not in body:
@@ -359,10 +372,15 @@ class DaskBackend(Backend):
                 # anew: measured 27 % slower on one large test. Heap allocations up to
                 # 128 MB, and trimming above 1 GB, keep them in the worker's heap.
 
-                with dask.config.set({
-                    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": REUSE_TRIM_THRESHOLD,
-                    "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": REUSE_MMAP_THRESHOLD,
-                }), _workers_ignore_ctrl_c():
+                with (
+                    dask.config.set(
+                        {
+                            "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": REUSE_TRIM_THRESHOLD,
+                            "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": REUSE_MMAP_THRESHOLD,
+                        }
+                    ),
+                    _workers_ignore_ctrl_c(),
+                ):
                     self._cluster = distributed.LocalCluster(
                         n_workers=n_workers or os.cpu_count() or 1,
                         threads_per_worker=1,
@@ -392,10 +410,7 @@ class DaskBackend(Backend):
                     "(distributed.comm.tls: a CA file and this client's certificate and key, in the dask config or "
                     f"DASK_DISTRIBUTED__COMM__TLS__* variables), and dask found none it could use ({exc})."
                 ) from None
-            raise ParameterError(
-                f"The scheduler address {scheduler!r} (--scheduler) is not valid ({exc}); "
-                "expected something like tcp://host:8786."
-            ) from None
+            raise ParameterError(f"The scheduler address {scheduler!r} (--scheduler) is not valid ({exc}); expected something like tcp://host:8786.") from None
 
     @property
     def workers(self) -> int:
@@ -602,10 +617,15 @@ def check_backend_options(name: str, scheduler: str | None = None, n_workers: in
         raise ParameterError("--workers sizes the embedded Dask cluster: use it with --backend dask and no --scheduler.")
     if n_workers is not None:
         # each worker of the embedded cluster is a process (and its nanny) before any work
-        check_fits(int(n_workers) * WORKER_PROCESS_BYTES, lambda need, avail, avail_bytes: (
-            f"--workers {n_workers:,} starts {n_workers:,} worker processes of about {format_bytes(WORKER_PROCESS_BYTES)} "
-            f"each before any work, {need}, but only {avail} of memory are available; use at most "
-            f"{max(1, int(0.9 * avail_bytes) // WORKER_PROCESS_BYTES):,}."), share=0.9)
+        check_fits(
+            int(n_workers) * WORKER_PROCESS_BYTES,
+            lambda need, avail, avail_bytes: (
+                f"--workers {n_workers:,} starts {n_workers:,} worker processes of about {format_bytes(WORKER_PROCESS_BYTES)} "
+                f"each before any work, {need}, but only {avail} of memory are available; use at most "
+                f"{max(1, int(0.9 * avail_bytes) // WORKER_PROCESS_BYTES):,}."
+            ),
+            share=0.9,
+        )
 
 
 def get_backend(name: str = "local", *, scheduler: str | None = None, n_workers: int | None = None) -> Backend:

@@ -25,21 +25,20 @@ from monk_framework.engine.backends import Backend, LocalBackend, for_bands, in_
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.numerics.compiled import PATTERN_POINTS, add_indicator_product, add_tile_product, every_point_patterns
 
-__all__ = ["FeatureGram", "GramSource", "IndicatorColumns", "MatrixFreeGram", "PermutedGram", "StoredGram", "dense_columns",
-           "gram_source", "one_row"]
+__all__ = ["FeatureGram", "GramSource", "IndicatorColumns", "MatrixFreeGram", "PermutedGram", "StoredGram", "dense_columns", "gram_source", "one_row"]
 
 
 def _check_patterns(instance: IndicatorColumns, attribute: attrs.Attribute[Any], patterns: np.ndarray) -> None:
     n, C = instance.dense.shape
     groups = -(-n // PATTERN_POINTS)
     if patterns.dtype != np.uint8 or patterns.ndim != 2 or patterns.shape[0] != groups or patterns.shape[1] not in (C, C + 1):
-        raise ValueError(f"IndicatorColumns: patterns must be uint8 of shape ({groups}, {C} or {C + 1}) for {n} × {C} columns, "
-                         f"got {patterns.dtype} {patterns.shape}")
+        raise ValueError(
+            f"IndicatorColumns: patterns must be uint8 of shape ({groups}, {C} or {C + 1}) for {n} × {C} columns, got {patterns.dtype} {patterns.shape}"
+        )
     # the last column picks every point, so that every tile value reaches a sum (the
     # finiteness check); with as many columns as ``dense``, it is dense's own
     if not np.array_equal(patterns[:, -1], every_point_patterns(n)) or (patterns.shape[1] == C and not (instance.dense[:, -1] == 1.0).all()):
-        raise ValueError("IndicatorColumns: the patterns' last column must pick every point (and be dense's last column when "
-                         "they have as many columns)")
+        raise ValueError("IndicatorColumns: the patterns' last column must pick every point (and be dense's last column when they have as many columns)")
 
 
 @attrs.frozen(eq=False)
@@ -248,8 +247,7 @@ class Forms(BandReduction):
 
     checks_its_results = True
 
-    def __init__(self, W: Any, start: int, stop: int, check: Callable[[np.ndarray], np.ndarray], *,
-                 with_last: bool, packed: bool = True) -> None:
+    def __init__(self, W: Any, start: int, stop: int, check: Callable[[np.ndarray], np.ndarray], *, with_last: bool, packed: bool = True) -> None:
         super().__init__(W, start, stop, check)
         self.with_last = with_last
         self.patterns = W.patterns if packed and isinstance(W, IndicatorColumns) else None
@@ -308,8 +306,7 @@ class BlockGram(BandReduction):
         return self.G
 
 
-def band_reduction_of(op: str, W: Any, start: int, stop: int, check: Callable[[np.ndarray], np.ndarray], *,
-                      packed: bool = True) -> BandReduction:
+def band_reduction_of(op: str, W: Any, start: int, stop: int, check: Callable[[np.ndarray], np.ndarray], *, packed: bool = True) -> BandReduction:
     """The reduction ``op`` ("row_sums", "matvec", "quadratic_forms", "forms_and_last",
     "block_gram") of the band start:stop with weights W."""
     if op == "row_sums":
@@ -342,7 +339,11 @@ class StoredGram(GramSource):
     """Block reductions of a Gram matrix held in memory (computed once)."""
 
     def __init__(
-        self, kernel: Kernel, Z: Sample, *, K: np.ndarray | None = None,
+        self,
+        kernel: Kernel,
+        Z: Sample,
+        *,
+        K: np.ndarray | None = None,
         report: Callable[[float, float, str], None] | None = None,
     ):
         self.n = len(Z)
@@ -386,9 +387,7 @@ class MatrixFreeGram(GramSource):
     Gram matrix, so both sources give the same numbers up to round-off.
     """
 
-    def __init__(
-        self, kernel: Kernel, Z: Sample, *, diag: np.ndarray | None = None, band_rows: int | None = None
-    ):
+    def __init__(self, kernel: Kernel, Z: Sample, *, diag: np.ndarray | None = None, band_rows: int | None = None):
         self.kernel = kernel
         self.Z = Z
         self.n = len(Z)
@@ -487,9 +486,7 @@ def reduce_band(task: tuple[int, int, str], shared: tuple[Any, Any]) -> Any:
     return tiled_band_reduction(op, kernel, Z, diag, start, stop, W)
 
 
-def tiled_band_reduction(
-    op: str, kernel: Kernel, Z: Sample, diag: np.ndarray, start: int, stop: int, W: Any, tile_bytes: int | None = None
-) -> Any:
+def tiled_band_reduction(op: str, kernel: Kernel, Z: Sample, diag: np.ndarray, start: int, stop: int, W: Any, tile_bytes: int | None = None) -> Any:
     """The reduction ``op`` of the band K[start:stop, start:], evaluated tile by tile from
     the data (the diagonal block first, then column tiles of ``TILE_BYTES``): the same
     reductions as a stored K's, up to the order of the additions."""
@@ -677,8 +674,7 @@ def one_row(idx: np.ndarray, coef: np.ndarray, n: int) -> sp.csr_array:
 class SpreadGram(MatrixFreeGram):
     """A matrix-free Gram source whose band reductions run as tasks on ``backend``."""
 
-    def __init__(self, kernel: Kernel, Z: Sample, backend: Backend, *, diag: np.ndarray | None = None,
-                 band_rows: int | None = None):
+    def __init__(self, kernel: Kernel, Z: Sample, backend: Backend, *, diag: np.ndarray | None = None, band_rows: int | None = None):
         super().__init__(kernel, Z, diag=diag, band_rows=band_rows or MATRIX_FREE_BAND_ROWS)
         self.backend = backend
         self._data = backend.share((kernel, Z, self.diag))
@@ -689,7 +685,6 @@ class SpreadGram(MatrixFreeGram):
         shares = in_order(self.backend.as_completed(reduce_band, tasks, (self._data, self.backend.share(W))))
         for (a, b), share in zip(bounds, shares):
             yield a, b, share
-
 
 
 class FeatureGram(GramSource):
@@ -734,9 +729,7 @@ class FeatureGram(GramSource):
         return FeatureGram(self.kernel, take(self.Z, perm), self.features[perm], diag=self.diag[perm])
 
 
-def gram_source(
-    kernel: Kernel, Z: Sample, *, resources: Resources, matrix_free: bool | str = "auto"
-) -> GramSource:
+def gram_source(kernel: Kernel, Z: Sample, *, resources: Resources, matrix_free: bool | str = "auto") -> GramSource:
     """A stored Gram matrix if it fits in the budget of ``resources``, else matrix-free:
     from the kernel's explicit features where they pay (:class:`FeatureGram`), else
     tiles evaluated on the fly; when ``resources`` spreads over a remote backend,

@@ -38,9 +38,7 @@ def _band_task(band: tuple[int, int], work: Callable[[int, int], Any]) -> Any:
     return work(*band)
 
 
-def gram_matrix(
-    kernel: Kernel, Z: Sample, Y: Sample | None = None, *, report: Callable[[float, float, str], None] | None = None
-) -> np.ndarray:
+def gram_matrix(kernel: Kernel, Z: Sample, Y: Sample | None = None, *, report: Callable[[float, float, str], None] | None = None) -> np.ndarray:
     """k(Z, Z) (exactly symmetric, its bands on every core) or k(Z, Y) (its bands in turn),
     for validated samples and a fitted kernel: the stored Gram matrices of every estimator
     and test. ``report(done, total, "Gram matrix")`` counts the kernel values of the bands

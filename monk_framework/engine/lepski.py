@@ -30,9 +30,7 @@ def geometric_grid(max_blocks: int) -> list[int]:
     return grid
 
 
-def lepski(
-    grid: list[int], radii: list[float], distance: Any
-) -> int:
+def lepski(grid: list[int], radii: list[float], distance: Any) -> int:
     """Lepski's choice among estimates θ̂_Q on a grid of increasing Q (paper footnote).
 
     Larger Q tolerates more outliers but has a wider deviation radius r_Q. Returns the

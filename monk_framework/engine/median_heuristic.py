@@ -62,8 +62,7 @@ def median_distance(X: np.ndarray, Y: np.ndarray | None = None, *, metric: str =
         )
     if value <= 0.0:
         raise DataError(
-            "The median heuristic gives sigma = 0: more than half of the pooled pairwise distances are zero "
-            f"(many repeated points{_nonzero_hint(Z, metric)}"
+            f"The median heuristic gives sigma = 0: more than half of the pooled pairwise distances are zero (many repeated points{_nonzero_hint(Z, metric)}"
         )
     return value
 
@@ -81,8 +80,7 @@ def _nonzero_hint(Z: np.ndarray, metric: str) -> str:
     if not np.all(np.isfinite(nonzero)):
         return "). Pass sigma explicitly."
     share = 1.0 - len(nonzero) / len(d)
-    return (f": {share:.0%} of the pairs). Pass sigma explicitly, for instance the median of the nonzero "
-            f"distances: sigma={float(np.median(nonzero)):.4g}.")
+    return f": {share:.0%} of the pairs). Pass sigma explicitly, for instance the median of the nonzero distances: sigma={float(np.median(nonzero)):.4g}."
 
 
 def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:

@@ -93,10 +93,7 @@ def _check_given_gram(K: np.ndarray) -> None:
         gap = np.abs(band - K[:, a:b].T)
         if gap.max() > CONTRACT_RTOL * scale:
             i, j = (int(v) for v in np.unravel_index(int(np.argmax(gap)), gap.shape))
-            raise ParameterError(
-                f"The precomputed Gram matrix is not symmetric: K[{a + i}, {j}] = {K[a + i, j]:.6g} but "
-                f"K[{j}, {a + i}] = {K[j, a + i]:.6g}."
-            )
+            raise ParameterError(f"The precomputed Gram matrix is not symmetric: K[{a + i}, {j}] = {K[a + i, j]:.6g} but K[{j}, {a + i}] = {K[j, a + i]:.6g}.")
         excess = np.abs(band) - np.outer(root[a:b], root)
         if excess.max() > DIAG_RTOL * scale:
             i, j = (int(v) for v in np.unravel_index(int(np.argmax(excess)), excess.shape))
@@ -117,8 +114,16 @@ class PooledSample:
     """
 
     def __init__(
-        self, kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, matrix_free: bool | str = "auto",
-        gram: np.ndarray | None = None, source: GramSource | None = None, diag: np.ndarray | None = None,
+        self,
+        kernel: Kernel,
+        X: Sample,
+        Y: Sample,
+        *,
+        resources: Resources,
+        matrix_free: bool | str = "auto",
+        gram: np.ndarray | None = None,
+        source: GramSource | None = None,
+        diag: np.ndarray | None = None,
         row_sums: np.ndarray | None = None,
     ):
         if not isinstance(resources, Resources):
@@ -152,21 +157,14 @@ class PooledSample:
         """Take a precomputed Gram matrix of Z (e.g. a slice of one over a whole data set)."""
         try:
             given = np.asarray(K)
-            numbers_only = given.dtype.kind != "O" or all(
-                isinstance(v, (numbers.Real, Decimal)) and not isinstance(v, bool) for v in given.flat)
+            numbers_only = given.dtype.kind != "O" or all(isinstance(v, (numbers.Real, Decimal)) and not isinstance(v, bool) for v in given.flat)
             if given.dtype.kind not in "biufO" or not numbers_only:  # text, complex (float() drops its imaginary part)
                 raise TypeError
             K = given.astype(float)
         except (TypeError, ValueError, OverflowError):
-            raise ParameterError(
-                f"The precomputed Gram matrix must be a {self.size} x {self.size} array of real numbers; got "
-                f"{shown(K)}."
-            ) from None
+            raise ParameterError(f"The precomputed Gram matrix must be a {self.size} x {self.size} array of real numbers; got {shown(K)}.") from None
         if K.shape != (self.size, self.size):
-            raise ParameterError(
-                f"The precomputed Gram matrix must be {self.size} x {self.size} (the pooled sample); "
-                f"got shape {K.shape}."
-            )
+            raise ParameterError(f"The precomputed Gram matrix must be {self.size} x {self.size} (the pooled sample); got shape {K.shape}.")
         if not np.all(np.isfinite(K)):
             raise ParameterError("The precomputed Gram matrix has NaN or infinite entries.")
         _check_given_gram(K)
@@ -513,8 +511,7 @@ def _features_times(pool: PooledSample, D: int, *weights: np.ndarray) -> list[np
     return out
 
 
-def _with_the_rest(pool: PooledSample, xx: np.ndarray, x1: np.ndarray, tx: np.ndarray, total: float,
-                   d: np.ndarray, perms: np.ndarray) -> SampleSums:
+def _with_the_rest(pool: PooledSample, xx: np.ndarray, x1: np.ndarray, tx: np.ndarray, total: float, d: np.ndarray, perms: np.ndarray) -> SampleSums:
     """Every relabelling's sums from e_bᵀ K e_b, e_bᵀ K 1, its X trace and 1ᵀ K 1."""
     xy = x1 - xx
     yy = total - x1 - xy
@@ -611,8 +608,7 @@ def far_point_sample_sums(pool: PooledSample, perms: np.ndarray, h: int) -> tupl
     lx, ly = near_d @ E, near_d @ F
     xx_off = np.einsum("ij,ij->j", PE, PE) - lx + 2.0 * np.einsum("ij,ij->j", eH, KE) + np.einsum("ij,ij->j", eH, among @ eH)
     yy_off = np.einsum("ij,ij->j", PF, PF) - ly + 2.0 * np.einsum("ij,ij->j", fH, KF) + np.einsum("ij,ij->j", fH, among @ fH)
-    xy = (np.einsum("ij,ij->j", PE, PF) + np.einsum("ij,ij->j", eH, KF) + np.einsum("ij,ij->j", fH, KE)
-          + np.einsum("ij,ij->j", eH, among @ fH))
+    xy = np.einsum("ij,ij->j", PE, PF) + np.einsum("ij,ij->j", eH, KF) + np.einsum("ij,ij->j", fH, KE) + np.einsum("ij,ij->j", eH, among @ fH)
     tx, ty = d @ E, d @ F
     bound = diagonal_round_off(lx, ly, n, m)
     sums = SampleSums(xx=xx_off + tx, yy=yy_off + ty, xy=xy, trace_x=tx, trace_y=ty, xx_off=xx_off, yy_off=yy_off)

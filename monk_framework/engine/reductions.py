@@ -20,9 +20,21 @@ from monk_framework.engine.gram_sources import GramSource
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.spread import spread_kernel_sums
 
-__all__ = ["DIAGONAL_DOMINANCE", "DIAGONAL_ROUND_OFF_LIMIT", "EXACT_ESTIMATE_POINTS", "EXACT_TEST_POINTS", "KernelSums",
-           "SPLIT_MAX_POINTS", "block_trace_variances", "diagonal_round_off", "kernel_sums", "loses_to_diagonal",
-           "off_diagonal", "u_statistic", "warn_lost_to_diagonal"]
+__all__ = [
+    "DIAGONAL_DOMINANCE",
+    "DIAGONAL_ROUND_OFF_LIMIT",
+    "EXACT_ESTIMATE_POINTS",
+    "EXACT_TEST_POINTS",
+    "KernelSums",
+    "SPLIT_MAX_POINTS",
+    "block_trace_variances",
+    "diagonal_round_off",
+    "kernel_sums",
+    "loses_to_diagonal",
+    "off_diagonal",
+    "u_statistic",
+    "warn_lost_to_diagonal",
+]
 
 #: pooled points up to which an estimate whose feature sums lose digits to the diagonal
 #: takes the (N + M)² kernel values instead (10⁵ + 10⁵: 9–14 s); beyond, it keeps
@@ -92,9 +104,15 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, w
         dx, dy = kernel.diag_tile(X), kernel.diag_tile(Y)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
             sums = KernelSums(
-                xx=float(sx @ sx), yy=float(sy @ sy), xy=float(sx @ sy), trace_x=float(dx.sum()), trace_y=float(dy.sum()),
-                max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=False,
-                seconds=time.perf_counter() - start, features=True,
+                xx=float(sx @ sx),
+                yy=float(sy @ sy),
+                xy=float(sx @ sy),
+                trace_x=float(dx.sum()),
+                trace_y=float(dy.sum()),
+                max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))),
+                tiled=False,
+                seconds=time.perf_counter() - start,
+                features=True,
             )
         sums = _finite(kernel, sums, sums.max_diag)
         if not (without_diagonal and loses_to_diagonal(sums, u_statistic(sums, n, m), n, m)):
@@ -120,9 +138,16 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, w
             xx, yy = float(Kxx.sum()), float(Kyy.sum())
             np.fill_diagonal(K, 0.0)  # K is this call's own: the sums without the diagonal, added up without it
             sums = KernelSums(
-                xx=xx, yy=yy, xy=float(Kxy.sum()), trace_x=float(d[:n].sum()),
-                trace_y=float(d[n:].sum()), max_diag=float(d.max()), tiled=False, seconds=time.perf_counter() - start,
-                xx_off=float(Kxx.sum()), yy_off=float(Kyy.sum()),
+                xx=xx,
+                yy=yy,
+                xy=float(Kxy.sum()),
+                trace_x=float(d[:n].sum()),
+                trace_y=float(d[n:].sum()),
+                max_diag=float(d.max()),
+                tiled=False,
+                seconds=time.perf_counter() - start,
+                xx_off=float(Kxx.sum()),
+                yy_off=float(Kyy.sum()),
             )
         return _finite(kernel, sums, largest)
     # bands of rows, each reduced in column tiles that stay in cache (and well within the
@@ -131,9 +156,16 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, w
     with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is refused below
         spread = spread_kernel_sums(kernel, X, Y, dx, dy, resources.spread or in_this_process(), report=resources.report)
         sums = KernelSums(
-            xx=spread.xx, yy=spread.yy, xy=spread.xy, trace_x=float(dx.sum()), trace_y=float(dy.sum()),
-            max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))), tiled=True,
-            seconds=time.perf_counter() - start, xx_off=spread.xx_off, yy_off=spread.yy_off,
+            xx=spread.xx,
+            yy=spread.yy,
+            xy=spread.xy,
+            trace_x=float(dx.sum()),
+            trace_y=float(dy.sum()),
+            max_diag=float(max(dx.max(initial=0.0), dy.max(initial=0.0))),
+            tiled=True,
+            seconds=time.perf_counter() - start,
+            xx_off=spread.xx_off,
+            yy_off=spread.yy_off,
         )
     # |k(x, y)| <= the largest k(z, z) for a PSD kernel: the size of the values that overflowed
     return _finite(kernel, sums, sums.max_diag)
@@ -144,8 +176,9 @@ def kernel_sums(kernel: Kernel, X: Sample, Y: Sample, *, resources: Resources, w
 SPLIT_MAX_POINTS = 256
 
 
-def _split_off_diagonal(kernel: Kernel, X: Sample, Y: Sample, dx: np.ndarray, dy: np.ndarray,
-                        features: list[np.ndarray] | None, resources: Resources, sums: KernelSums) -> KernelSums | None:
+def _split_off_diagonal(
+    kernel: Kernel, X: Sample, Y: Sample, dx: np.ndarray, dy: np.ndarray, features: list[np.ndarray] | None, resources: Resources, sums: KernelSums
+) -> KernelSums | None:
     """The U-statistic's sums without the diagonal when feature sums lose digits to it,
     with the h points of largest k(z, z) taken apart (h = 1, 2, 4, … up to
     :data:`SPLIT_MAX_POINTS`): the rest's sums from their features, Σ_{i≠j} over them as
@@ -172,9 +205,12 @@ def _split_off_diagonal(kernel: Kernel, X: Sample, Y: Sample, dx: np.ndarray, dy
         ax, ay = _rows_apart(kernel, X, hx, X, keep_x), _rows_apart(kernel, Y, hy, Y, keep_y)
         axy, ayx = _rows_apart(kernel, X, hx, Y, keep_y), _rows_apart(kernel, Y, hy, X, keep_x)
         with np.errstate(over="ignore", invalid="ignore"):
-            split = attrs.evolve(sums, xy=float(sx @ sy) + axy[0] + ayx[0] + axy[2],
-                                 xx_off=float(sx @ sx) - tx + 2.0 * ax[0] + ax[1],
-                                 yy_off=float(sy @ sy) - ty + 2.0 * ay[0] + ay[1])
+            split = attrs.evolve(
+                sums,
+                xy=float(sx @ sy) + axy[0] + ayx[0] + axy[2],
+                xx_off=float(sx @ sx) - tx + 2.0 * ax[0] + ax[1],
+                yy_off=float(sy @ sy) - ty + 2.0 * ay[0] + ay[1],
+            )
             mmd2 = u_statistic(split, n, m)
         if not np.isfinite(np.array([split.xx_off, split.yy_off, split.xy], dtype=float)).all():
             return None
@@ -196,7 +232,7 @@ def _rows_apart(kernel: Kernel, A: Sample, rows: np.ndarray, B: Sample, keep: np
     kept = 0.0
     for c in range(0, len(B), cols):
         tile = kernel.gram_tile(take(A, rows), take(B, np.arange(c, min(c + cols, len(B)))))
-        kept += float(tile[:, keep[c:c + cols]].sum())
+        kept += float(tile[:, keep[c : c + cols]].sum())
     among = kernel.gram_tile(take(A, rows), take(B, np.flatnonzero(~keep)))
     across = float(among.sum())
     if among.shape[0] == among.shape[1] and A is B:
@@ -208,8 +244,7 @@ def off_diagonal(sums: Any) -> tuple[Any, Any]:
     """(Σ_{i≠j} k(x_i, x_j), Σ_{i≠j} k(y_i, y_j)) of kernel sums: ``xx_off`` and ``yy_off``
     where they were summed without the diagonal, else S_xx − tr_x and S_yy − tr_y."""
     xx_off, yy_off = getattr(sums, "xx_off", None), getattr(sums, "yy_off", None)
-    return (sums.xx - sums.trace_x if xx_off is None else xx_off,
-            sums.yy - sums.trace_y if yy_off is None else yy_off)
+    return (sums.xx - sums.trace_x if xx_off is None else xx_off, sums.yy - sums.trace_y if yy_off is None else yy_off)
 
 
 def u_statistic(sums: Any, n: Any, m: Any) -> Any:
@@ -224,8 +259,7 @@ def diagonal_round_off(trace_x: Any, trace_y: Any, n: Any, m: Any) -> Any:
     """10 ε (tr_x/(N(N − 1)) + tr_y/(M(M − 1))): the round-off that subtracting these
     traces from sums holding them may leave in MMD_U² (:func:`loses_to_diagonal`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return 10.0 * float(np.finfo(float).eps) * (
-            np.maximum(trace_x, 0.0) / (n * (n - 1)) + np.maximum(trace_y, 0.0) / (m * (m - 1)))
+        return 10.0 * float(np.finfo(float).eps) * (np.maximum(trace_x, 0.0) / (n * (n - 1)) + np.maximum(trace_y, 0.0) / (m * (m - 1)))
 
 
 def _finite(kernel: Kernel, sums: KernelSums, largest: float) -> KernelSums:
@@ -240,9 +274,7 @@ def _finite(kernel: Kernel, sums: KernelSums, largest: float) -> KernelSums:
     )
 
 
-def block_trace_variances(
-    source: GramSource, labels: np.ndarray, n_blocks: int, diag: np.ndarray
-) -> np.ndarray:
+def block_trace_variances(source: GramSource, labels: np.ndarray, n_blocks: int, diag: np.ndarray) -> np.ndarray:
     """Per-block trace variance of φ: mean_{S_q} k(x, x) − ‖μ_{S_q}‖², made unbiased.
 
     ``labels`` gives the block of each point of the source's sample (blocks of X and Y
@@ -281,8 +313,7 @@ def loses_to_diagonal(sums: Any, mmd2: Any, n: Any, m: Any) -> Any:
     tx, ty = np.maximum(sums.trace_x, 0.0), np.maximum(sums.trace_y, 0.0)
     round_off = diagonal_round_off(tx, ty, n, m)
     with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.maximum.reduce([np.abs(sums.xx - sums.trace_x) / (n * (n - 1)),
-                                   np.abs(sums.yy - sums.trace_y) / (m * (m - 1)), np.abs(sums.xy) / (n * m)])
+        scale = np.maximum.reduce([np.abs(sums.xx - sums.trace_x) / (n * (n - 1)), np.abs(sums.yy - sums.trace_y) / (m * (m - 1)), np.abs(sums.xy) / (n * m)])
         mean_diag = (tx + ty) / (n + m)
         # every value between points 0 (a bandwidth far below the data's scale): the sums are
         # exact, and the kernel's own warning says what it sees
@@ -301,12 +332,14 @@ def warn_lost_to_diagonal(kernel: Kernel, sums: Any, mmd2: Any, n: int, m: int, 
     round_off = diagonal_round_off(sums.trace_x, sums.trace_y, n, m)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = float(np.max(np.where(lost, round_off / np.abs(mmd2), 0.0)))
-    size = "any size (its value is 0)" if not np.isfinite(ratio) else (
-        f"up to {ratio:.1g} {'times' if ratio >= 1.0 else 'of'} its value")
-    warnings.warn(PrecisionWarning(
-        f"{kernel.spec()} is far larger on the diagonal, k(z, z), than between these points, and the U-statistic, which "
-        f"leaves the diagonal out, can carry a round-off of {size}: summing it without the diagonal would take all "
-        f"({n + m:,})² kernel values, beyond the {limit:,} points where it does. Use the V-statistic (v-stat), which "
-        "keeps the diagonal, a bounded kernel (rbf, laplace), or parameters for the data's scale."
-    ), stacklevel=3)
+    size = "any size (its value is 0)" if not np.isfinite(ratio) else (f"up to {ratio:.1g} {'times' if ratio >= 1.0 else 'of'} its value")
+    warnings.warn(
+        PrecisionWarning(
+            f"{kernel.spec()} is far larger on the diagonal, k(z, z), than between these points, and the U-statistic, which "
+            f"leaves the diagonal out, can carry a round-off of {size}: summing it without the diagonal would take all "
+            f"({n + m:,})² kernel values, beyond the {limit:,} points where it does. Use the V-statistic (v-stat), which "
+            "keeps the diagonal, a bounded kernel (rbf, laplace), or parameters for the data's scale."
+        ),
+        stacklevel=3,
+    )
     return True

@@ -73,11 +73,15 @@ def check_null_memory(n_permutations: int, *, pool_size: int = 0, backend: Backe
     need = n_permutations * (NULL_BYTES_PER_PERMUTATION + (NULL_LIST_BYTES if listed else 0))
     if all_drawn:
         need += 8 * n_permutations * pool_size
-    check_fits(need, lambda need_text, avail, _: (
-        f"n_permutations (-B) = {shown_count(n_permutations)} needs about {need_text} for the null distribution"
-        f"{' and its relabellings, all drawn up front for the backend' if all_drawn else ''}, but only {avail} of "
-        "memory are available. Use fewer permutations: the p-value's resolution is 1/(B + 1), so B = 100,000 "
-        "already resolves 1e-5."))
+    check_fits(
+        need,
+        lambda need_text, avail, _: (
+            f"n_permutations (-B) = {shown_count(n_permutations)} needs about {need_text} for the null distribution"
+            f"{' and its relabellings, all drawn up front for the backend' if all_drawn else ''}, but only {avail} of "
+            "memory are available. Use fewer permutations: the p-value's resolution is 1/(B + 1), so B = 100,000 "
+            "already resolves 1e-5."
+        ),
+    )
 
 
 class GlobalRelabellings:
@@ -226,8 +230,7 @@ class SharedRelabellings:
         """The shared relabellings of ``seq`` (a test's "relabel" stream), or None if
         they and their indicator matrices would take more than the limit."""
         need = 16 * (int(n_permutations) + 1) * int(size)
-        room = SHARED_RELABELLINGS_MAX_BYTES if resources.budget is None else min(SHARED_RELABELLINGS_MAX_BYTES,
-                                                                                    resources.budget // 4)
+        room = SHARED_RELABELLINGS_MAX_BYTES if resources.budget is None else min(SHARED_RELABELLINGS_MAX_BYTES, resources.budget // 4)
         if need > room:
             return None
         return cls(seq, size, n_permutations, room - 8 * (int(n_permutations) + 1) * int(size))
@@ -379,9 +382,7 @@ def _batch_statistics(task: tuple[Any, ...], pool: PooledSample) -> np.ndarray:
     return estimator_statistics(estimator, pool, perms, ChildStreams(est_seq, a, b), partition)
 
 
-def estimator_statistics(
-    estimator: MMDEstimator, pool: PooledSample, perms: np.ndarray, rngs: Any, partition: Partition | None = None
-) -> np.ndarray:
+def estimator_statistics(estimator: MMDEstimator, pool: PooledSample, perms: np.ndarray, rngs: Any, partition: Partition | None = None) -> np.ndarray:
     """The estimator's MMD² of every relabelling in ``perms``: its
     :meth:`~MMDEstimator.partition_statistics` on ``partition``, or its
     :meth:`~MMDEstimator.permuted_statistics` without one. The one place a test calls
@@ -402,10 +403,7 @@ def estimator_statistics(
         )
     if not np.isfinite(values).all():
         b = int(np.flatnonzero(~np.isfinite(values))[0])
-        raise PluginFailure(
-            f"{estimator.plugin_label()}: {method} returned {values[b]} for relabelling {b}; an MMD^2 must be "
-            "a finite number."
-        )
+        raise PluginFailure(f"{estimator.plugin_label()}: {method} returned {values[b]} for relabelling {b}; an MMD^2 must be a finite number.")
     return values
 
 
@@ -419,15 +417,10 @@ def real_statistics(estimator: MMDEstimator, method: str, raw: Any) -> np.ndarra
             return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         pass
-    raise PluginFailure(
-        f"{estimator.plugin_label()}: {method} returned {shown(raw)}; it must return one real MMD^2 per relabelling, "
-        "a float array."
-    )
+    raise PluginFailure(f"{estimator.plugin_label()}: {method} returned {shown(raw)}; it must return one real MMD^2 per relabelling, a float array.")
 
 
-def observed_mmd2(
-    estimator: MMDEstimator, pool: PooledSample, seq: np.random.SeedSequence, partition: Partition | None = None
-) -> float:
+def observed_mmd2(estimator: MMDEstimator, pool: PooledSample, seq: np.random.SeedSequence, partition: Partition | None = None) -> float:
     """T on the samples as given: the identity relabelling, computed like the null values."""
     identity = np.arange(pool.size)[None, :]
     return float(estimator_statistics(estimator, pool, identity, [np.random.default_rng(seq)], partition)[0])
@@ -498,9 +491,18 @@ def relabelled_statistics(
             pool.cache[SHARED_INDICATORS] = shared.indicators
         tick = time.perf_counter()
         # T with the first batch of relabellings (one pass over a matrix-free Gram matrix)
-        values = null_statistics(estimator, pool, int(n_permutations), relabel_seq, progress,
-                                 None if spread_gram else backend, partition, observed=stream(seq, "estimate"),
-                                 drawn=drawn, building=building)
+        values = null_statistics(
+            estimator,
+            pool,
+            int(n_permutations),
+            relabel_seq,
+            progress,
+            None if spread_gram else backend,
+            partition,
+            observed=stream(seq, "estimate"),
+            drawn=drawn,
+            building=building,
+        )
         seconds = time.perf_counter() - tick
     finally:
         if drawn is not None:  # on any error too: BLAS gets its threads back

@@ -77,13 +77,19 @@ def tile_sum(task: tuple[str, int, int], data: tuple[Any, ...]) -> tuple[float, 
         right = 2.0 * float(kernel.gram_tile(Z[a:b], Z[c : c + cols], check=False).sum())
         with_diagonal += right
         without += right
-    return (float(kernel.check_finite(np.array(with_diagonal), sums=True)),
-            float(kernel.check_finite(np.array(without), sums=True)))
+    return (float(kernel.check_finite(np.array(with_diagonal), sums=True)), float(kernel.check_finite(np.array(without), sums=True)))
 
 
 def spread_kernel_sums(
-    kernel: Kernel, X: Sample, Y: Sample, diag_x: np.ndarray, diag_y: np.ndarray, backend: Backend,
-    rows: int | None = None, *, report: Callable[[float, float, str], None] | None = None,
+    kernel: Kernel,
+    X: Sample,
+    Y: Sample,
+    diag_x: np.ndarray,
+    diag_y: np.ndarray,
+    backend: Backend,
+    rows: int | None = None,
+    *,
+    report: Callable[[float, float, str], None] | None = None,
 ) -> SpreadSums:
     """Σ k(x_i, x_j), Σ k(y_i, y_j) and Σ k(x_i, y_j), and the first two without the
     diagonal, from tiles run on ``backend`` (any backend: the local one gives the tiled

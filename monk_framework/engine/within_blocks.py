@@ -78,7 +78,10 @@ def block_members(partition: Partition, n: int) -> list[tuple[np.ndarray, np.nda
 
 
 def draw_within_block(
-    partition: Partition, n: int, count: int, rng: np.random.Generator,
+    partition: Partition,
+    n: int,
+    count: int,
+    rng: np.random.Generator,
     members: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> np.ndarray:
     """``count`` within-block relabellings of the pooled sample, as a count × (N+M) array.
@@ -102,9 +105,7 @@ def draw_within_block(
     return out
 
 
-def relabellings(
-    partition: Partition, n: int, start: int, stop: int, seq: np.random.SeedSequence
-) -> np.ndarray:
+def relabellings(partition: Partition, n: int, start: int, stop: int, seq: np.random.SeedSequence) -> np.ndarray:
     """Within-block relabellings start..stop−1 of a test whose relabelling stream is ``seq``.
 
     Relabelling b is row b mod :data:`DRAW_CHUNK` of chunk b // DRAW_CHUNK, drawn with
@@ -115,7 +116,9 @@ def relabellings(
     members = block_members(partition, n)
     chunks = [
         draw_within_block(
-            partition, n, DRAW_CHUNK,
+            partition,
+            n,
+            DRAW_CHUNK,
             np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, c))),
             members,
         )
@@ -244,7 +247,6 @@ def block_means_gram(pool: PooledSample, partition: Partition, perms: np.ndarray
     return out
 
 
-
 def pooled_block_means_gram(pool: PooledSample, partition: Partition) -> np.ndarray:
     """The Q × Q Gram matrix of the pooled block means p_q = mean of φ(z) over block q's
     |S_q| + |T_q| points, ⟨p_q, p_r⟩ = Σ_{i∈q, j∈r} K_ij / (n_q n_r).
@@ -318,8 +320,17 @@ WITHIN_BLOCK_BAND_ROWS = 128
 
 
 def block_kernel_sums(
-    kernel: Kernel, X: Sample, Y: Sample, x_labels: np.ndarray, y_labels: np.ndarray, n_blocks: int,
-    diag_x: np.ndarray, diag_y: np.ndarray, *, resources: Resources, cache: dict[str, Any] | None = None,
+    kernel: Kernel,
+    X: Sample,
+    Y: Sample,
+    x_labels: np.ndarray,
+    y_labels: np.ndarray,
+    n_blocks: int,
+    diag_x: np.ndarray,
+    diag_y: np.ndarray,
+    *,
+    resources: Resources,
+    cache: dict[str, Any] | None = None,
     what: str = "block sums",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A_q = Σ k over S_q×S_q, B_q = Σ k over T_q×T_q and C_q = Σ k over S_q×T_q for every
@@ -368,7 +379,9 @@ def _one_block_sums(task: tuple[np.ndarray, np.ndarray], data: tuple[Any, ...]) 
     E[:n, 0] = 1.0
     E[n:, 1] = 1.0
     source = MatrixFreeGram(
-        kernel, pooled(take(X, ix), take(Y, iy)), diag=np.concatenate([dx[ix], dy[iy]]),
+        kernel,
+        pooled(take(X, ix), take(Y, iy)),
+        diag=np.concatenate([dx[ix], dy[iy]]),
         band_rows=max(WITHIN_BLOCK_BAND_ROWS, (n + len(iy)) // 4),
     )
     S = source.block_gram(E)

@@ -43,9 +43,7 @@ __all__ = ["DATA_SUFFIXES", "first_data_line", "holds_numbers", "load_sample"]
 DATA_SUFFIXES = (".csv", ".fa", ".fasta", ".npy", ".tsv", ".txt")
 
 
-def load_sample(
-    path: str | Path, *, case_sensitive: bool = False, kind: str | None = None, progress: Any = None
-) -> np.ndarray | list[str]:
+def load_sample(path: str | Path, *, case_sensitive: bool = False, kind: str | None = None, progress: Any = None) -> np.ndarray | list[str]:
     """Read a sample from a ``.npy``, ``.csv``, ``.tsv`` (vectors), ``.txt``, ``.fa`` or ``.fasta`` (strings) file.
 
     ``kind`` is what the kernel takes, "vector" or "string" (None: not known). A ``.txt``
@@ -76,13 +74,16 @@ def load_sample(
         raise DataFileError(str(p), "is not a regular file (a pipe, socket or device); save the data to a file.")
     suffix = p.suffix.lower()
     readers: dict[str, Any] = {
-        ".npy": _read_npy, ".csv": _read_delimited, ".tsv": _read_delimited,
-        ".txt": _read_lines, ".fa": _read_fasta, ".fasta": _read_fasta,
+        ".npy": _read_npy,
+        ".csv": _read_delimited,
+        ".tsv": _read_delimited,
+        ".txt": _read_lines,
+        ".fa": _read_fasta,
+        ".fasta": _read_fasta,
     }
     if suffix not in DATA_SUFFIXES:
         raise DataFileError(
-            str(p), f"unsupported file type {suffix or '(none)'!r}; use one of "
-            + ", ".join(DATA_SUFFIXES) + "." + _UNSUPPORTED_HINTS.get(suffix, "")
+            str(p), f"unsupported file type {suffix or '(none)'!r}; use one of " + ", ".join(DATA_SUFFIXES) + "." + _UNSUPPORTED_HINTS.get(suffix, "")
         )
     try:
         if readers[suffix] is _read_fasta:
@@ -94,9 +95,10 @@ def load_sample(
             # "cannot read 'GGTACCAT' as a number"
             column = "-d, -f2" if suffix == ".csv" else "-f2"  # cut splits at tabs by default
             raise DataFileError(
-                str(p), f"a {suffix} file is read as numbers (one point a row), but the kernel takes strings: give them "
+                str(p),
+                f"a {suffix} file is read as numbers (one point a row), but the kernel takes strings: give them "
                 "as a .txt file (one string a line) or as FASTA; from a column of this file, e.g. "
-                f"cut {column} {shlex.quote(p.name)} > strings.txt (and drop a header line)."
+                f"cut {column} {shlex.quote(p.name)} > strings.txt (and drop a header line).",
             )
         if readers[suffix] is _read_delimited:
             return _read_delimited(p, progress=progress)
@@ -134,28 +136,25 @@ def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
 def _read_npy(path: Path) -> np.ndarray:
     shape, dtype, offset = _npy_header(path)
     if dtype.hasobject:
-        raise DataFileError(
-            str(path), "holds pickled Python objects, which are never loaded "
-            "(they can run code); save a numeric array instead."
-        )
+        raise DataFileError(str(path), "holds pickled Python objects, which are never loaded (they can run code); save a numeric array instead.")
     nbytes = math.prod(shape) * dtype.itemsize
     stored = path.stat().st_size - offset
     if nbytes > stored:
         raise DataFileError(
-            str(path), f"its header claims an array of shape {shape} ({format_bytes(nbytes)}) but the file "
-            f"holds only {format_bytes(stored)} of data: it is truncated or damaged."
+            str(path),
+            f"its header claims an array of shape {shape} ({format_bytes(nbytes)}) but the file "
+            f"holds only {format_bytes(stored)} of data: it is truncated or damaged.",
         )
     # the array, and its float64 copy when it is validated as vectors
-    check_fits(nbytes + 8 * math.prod(shape), lambda need, avail, _: (
-        f"{path}: an array of shape {shape} needs about {need} to load, but only {avail} of memory are available."))
+    check_fits(
+        nbytes + 8 * math.prod(shape),
+        lambda need, avail, _: f"{path}: an array of shape {shape} needs about {need} to load, but only {avail} of memory are available.",
+    )
     try:
         arr = np.load(path, allow_pickle=False)
     except ValueError as exc:
         if "pickle" in str(exc).lower():
-            raise DataFileError(
-                str(path), "holds pickled Python objects, which are never loaded "
-                "(they can run code); save a numeric array instead."
-            ) from None
+            raise DataFileError(str(path), "holds pickled Python objects, which are never loaded (they can run code); save a numeric array instead.") from None
         raise DataFileError(str(path), f"is not a valid .npy file ({exc}).") from None
     except (OSError, EOFError) as exc:
         raise DataFileError(str(path), f"cannot be read as .npy ({exc}).") from None
@@ -196,9 +195,7 @@ def _pandas_header(first: list[str]) -> bool:
     return all(_cell_value(n) is None for n in names) or _default_names(names)
 
 
-def _read_delimited(
-    path: Path, *, delimiter: str | None = None, numbers_text: bool = False, progress: Any = None
-) -> np.ndarray:
+def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: bool = False, progress: Any = None) -> np.ndarray:
     """The numbers of a CSV/TSV file (or a text file of numbers, ``delimiter=" "``: runs
     of spaces and tabs separate the values, as for ``np.loadtxt``): one point per row,
     streamed into a float64 buffer (8 bytes a value), with the file, line and column of
@@ -207,9 +204,14 @@ def _read_delimited(
     hears the characters read, against the file's size, every few megabytes."""
     if delimiter is None:
         delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    check_fits(DELIMITED_BYTES_PER_BYTE * path.stat().st_size, lambda need, avail, _: (
-        f"Reading {str(path)!r} ({format_bytes(path.stat().st_size)}) as numbers may need up to {need}, but only "
-        f"{avail} of memory are available; save it as .npy (np.save) or use fewer points."), share=0.9)
+    check_fits(
+        DELIMITED_BYTES_PER_BYTE * path.stat().st_size,
+        lambda need, avail, _: (
+            f"Reading {str(path)!r} ({format_bytes(path.stat().st_size)}) as numbers may need up to {need}, but only "
+            f"{avail} of memory are available; save it as .npy (np.save) or use fewer points."
+        ),
+        share=0.9,
+    )
     values = array("d")
     width: int | None = None
     width_line = 0
@@ -230,11 +232,18 @@ def _read_delimited(
                     given = row[0].strip()[4:] or (delimiter if len(row) == 2 else "")
                     if given == delimiter:
                         continue
-                    raise DataFileError(str(path), f"is Excel's separator line {shown(','.join(row))}: the values are "
-                                        f"separated by {given!r}, where a {path.suffix} file has {delimiter!r}; save it "
-                                        "with ',' between values (a .csv) or tabs (a .tsv)"
-                                        + (", and '.' as the decimal point, e.g. pd.read_csv(path, sep=';', decimal=',', "
-                                           "skiprows=1).to_csv(new_path, index=False)." if given == ";" else "."), line=lineno)
+                    raise DataFileError(
+                        str(path),
+                        f"is Excel's separator line {shown(','.join(row))}: the values are "
+                        f"separated by {given!r}, where a {path.suffix} file has {delimiter!r}; save it "
+                        "with ',' between values (a .csv) or tabs (a .tsv)"
+                        + (
+                            ", and '.' as the decimal point, e.g. pd.read_csv(path, sep=';', decimal=',', skiprows=1).to_csv(new_path, index=False)."
+                            if given == ";"
+                            else "."
+                        ),
+                        line=lineno,
+                    )
                 if not seen_first:
                     seen_first = True
                     if numbers_text:
@@ -254,8 +263,7 @@ def _read_delimited(
                     fraction_seen = not all(cell.lstrip("+-").isdigit() for cell in cells)
                 if index_column:
                     if not cells[0]:
-                        raise DataFileError(str(path), "a row without its index label (the file's header is pandas').",
-                                            line=lineno, column=1)
+                        raise DataFileError(str(path), "a row without its index label (the file's header is pandas').", line=lineno, column=1)
                     cells = cells[1:]
                 if width is None:
                     width, width_line = len(cells), lineno
@@ -263,15 +271,21 @@ def _read_delimited(
                     # a header read whole, then rows of decimal commas: a semicolon-separated file
                     semicolons = delimiter == "," and _semicolon_numbers(",".join(cells))
                     commas = delimiter == "\t" and len(cells) == 1 and cells[0].count(",") + 1 == width
-                    raise DataFileError(str(path), f"has {len(cells)} columns where line {width_line} has {width}."
-                                        f"{_SEMICOLON_HINT if semicolons else _COMMAS_IN_TSV if commas else ''}", line=lineno)
+                    raise DataFileError(
+                        str(path),
+                        f"has {len(cells)} columns where line {width_line} has {width}.{_SEMICOLON_HINT if semicolons else _COMMAS_IN_TSV if commas else ''}",
+                        line=lineno,
+                    )
                 if width_line == lineno and len(cells) > 1 and not cells[-1] and all(cells[:-1]) and delimiter != " ":
                     # the first row ends with the separator, as some writers end every line:
                     # it reads as a column of missing values
                     raise DataFileError(
-                        str(path), f"the line ends with {delimiter!r}, so its last value is missing: if every line "
+                        str(path),
+                        f"the line ends with {delimiter!r}, so its last value is missing: if every line "
                         f"does, the file has a trailing separator; remove it (e.g. sed -i 's/{delimiter}$//' "
-                        f"{shlex.quote(path.name)}).", line=lineno, column=len(cells) + int(index_column),
+                        f"{shlex.quote(path.name)}).",
+                        line=lineno,
+                        column=len(cells) + int(index_column),
                     )
                 try:
                     row_values = [float(cell) for cell in cells]  # the whole row at once: the common case
@@ -280,8 +294,7 @@ def _read_delimited(
                 if not row_values or not math.isfinite(sum(row_values)):
                     # a cell that is not a number, NaN or inf (or a sum that overflows): cell by
                     # cell, so that the first bad one is named by line and column
-                    row_values = [_checked_cell(path, cell, lineno, j + 1 + int(index_column), numbers_text)
-                                  for j, cell in enumerate(cells)]
+                    row_values = [_checked_cell(path, cell, lineno, j + 1 + int(index_column), numbers_text) for j, cell in enumerate(cells)]
                 values.extend(row_values)
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, exc) from None
@@ -294,10 +307,14 @@ def _read_delimited(
     assert width is not None
     out = np.frombuffer(values, dtype=np.float64).reshape(-1, width)
     if default_names and fraction_seen:
-        warnings.warn(ReadWarning(
-            f"{path}: line {width_line} ({','.join(map(str, range(width)))}) is read as pandas' default column names "
-            "(DataFrame(X).to_csv(path, index=False)), not as a point, since the other values are not all integers. "
-            "Write the file with header=False, or name the columns, for no guess to be needed."), stacklevel=2)
+        warnings.warn(
+            ReadWarning(
+                f"{path}: line {width_line} ({','.join(map(str, range(width)))}) is read as pandas' default column names "
+                "(DataFrame(X).to_csv(path, index=False)), not as a point, since the other values are not all integers. "
+                "Write the file with header=False, or name the columns, for no guess to be needed."
+            ),
+            stacklevel=2,
+        )
         return out[1:]
     return out
 
@@ -337,9 +354,11 @@ def _rows(handle: Any, delimiter: str) -> Any:
 
 
 #: what a cell that is numbers joined by ';' means, and what to do about it
-_SEMICOLON_HINT = (" The values seem separated by ';' (a semicolon-separated file, as spreadsheets with a decimal "
-                   "comma write them): save it with ',' between values and '.' as the decimal point, e.g. "
-                   "pd.read_csv(path, sep=';', decimal=',').to_csv(new_path, index=False).")
+_SEMICOLON_HINT = (
+    " The values seem separated by ';' (a semicolon-separated file, as spreadsheets with a decimal "
+    "comma write them): save it with ',' between values and '.' as the decimal point, e.g. "
+    "pd.read_csv(path, sep=';', decimal=',').to_csv(new_path, index=False)."
+)
 #: what a .tsv file whose values are separated by commas is told
 _COMMAS_IN_TSV = " The values seem separated by ',': a .tsv file is read with tabs between values; name it .csv."
 #: a number written with ',' between its thousands: 1,000 or -12,345.5
@@ -403,10 +422,14 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
                 str(path),
                 f"a missing value ({shown(cell)}; pandas writes NA and NaN as an empty cell or <NA>): "
                 "drop or impute the missing values first, e.g. df.dropna().to_csv(path).",
-                line=line, column=column,
+                line=line,
+                column=column,
             )
-        hint = (" A .txt file is read as numbers, one point per line, for a vector kernel; as strings (one per "
-                "line) for a string kernel such as ssk.") if numbers_text else ""
+        hint = (
+            (" A .txt file is read as numbers, one point per line, for a vector kernel; as strings (one per line) for a string kernel such as ssk.")
+            if numbers_text
+            else ""
+        )
         if _semicolon_numbers(cell):
             hint = _SEMICOLON_HINT
         elif lookalike_hint(cell):
@@ -414,16 +437,22 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
         elif path.suffix.lower() == ".tsv" and "," in cell and all(_cell_value(part) is not None for part in cell.split(",")):
             hint = _COMMAS_IN_TSV
         elif _blank_separated_numbers(cell):
-            hint = (" The values seem separated by tabs or spaces: a .csv file is read with ',' between values; "
-                    "name a tab-separated file .tsv, or a file of numbers separated by spaces .txt.")
+            hint = (
+                " The values seem separated by tabs or spaces: a .csv file is read with ',' between values; "
+                "name a tab-separated file .tsv, or a file of numbers separated by spaces .txt."
+            )
         elif _THOUSANDS.fullmatch(cell.strip()):
-            hint = (" It looks like a number with ',' between its thousands: write numbers without thousands "
-                    "separators (e.g. pd.read_csv(path, thousands=',').to_csv(new_path, index=False)).")
+            hint = (
+                " It looks like a number with ',' between its thousands: write numbers without thousands "
+                "separators (e.g. pd.read_csv(path, thousands=',').to_csv(new_path, index=False))."
+            )
         elif cell.strip().upper() in ("TRUE", "FALSE", "YES", "NO"):
             hint = " A yes-or-no value: write it as 1 or 0 (e.g. df.astype(float).to_csv(new_path, index=False))."
         elif cell.strip()[:1].isalpha() and not numbers_text:
-            hint = (" A vector kernel reads numbers: encode a column of categories as numbers first, e.g. one 0/1 "
-                    "column per category with pd.get_dummies(df, dtype=float).")
+            hint = (
+                " A vector kernel reads numbers: encode a column of categories as numbers first, e.g. one 0/1 "
+                "column per category with pd.get_dummies(df, dtype=float)."
+            )
         raise DataFileError(str(path), f"cannot read {shown(cell)} as a number.{hint}", line=line, column=column)
     if not math.isfinite(value):
         raise DataFileError(str(path), f"{shown(cell)} is not a finite number.", line=line, column=column)
@@ -460,8 +489,7 @@ def _not_utf8(path: Path | str, exc: UnicodeDecodeError) -> DataFileError:
             if head.startswith(magic):
                 name = Path(path).name
                 plain = shlex.quote(f"{Path(name).stem}-text{Path(name).suffix}")
-                return DataFileError(str(path), f"is {kind}, not text (its first bytes say so): "
-                                     + what_to_do.format(name=shlex.quote(name), plain=plain))
+                return DataFileError(str(path), f"is {kind}, not text (its first bytes say so): " + what_to_do.format(name=shlex.quote(name), plain=plain))
         handle.seek(0)
         # in blocks, not lines: a binary file may have no line end for gigabytes
         lines_before, carry = 0, b""
@@ -471,18 +499,18 @@ def _not_utf8(path: Path | str, exc: UnicodeDecodeError) -> DataFileError:
                 data.decode("utf-8")
             except UnicodeDecodeError as bad:
                 if bad.end == len(data) and bad.reason == "unexpected end of data":
-                    carry = data[bad.start:]  # a character cut by the block's end
-                    lines_before += data[:bad.start].count(b"\n")
+                    carry = data[bad.start :]  # a character cut by the block's end
+                    lines_before += data[: bad.start].count(b"\n")
                     continue
                 return DataFileError(
-                    str(path), f"is not UTF-8 text ({bad.reason}); save it as UTF-8 "
-                    "(e.g. iconv -f LATIN1 -t UTF-8 for a Latin-1 file).",
-                    line=lines_before + data[:bad.start].count(b"\n") + 1)
+                    str(path),
+                    f"is not UTF-8 text ({bad.reason}); save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8 for a Latin-1 file).",
+                    line=lines_before + data[: bad.start].count(b"\n") + 1,
+                )
             lines_before += data.count(b"\n")
             carry = b""
         if carry:  # the file ends inside a character
-            return DataFileError(str(path), "is not UTF-8 text (its last character is cut short); save it as UTF-8.",
-                                 line=lines_before + 1)
+            return DataFileError(str(path), "is not UTF-8 text (its last character is cut short); save it as UTF-8.", line=lines_before + 1)
     return DataFileError(str(path), f"is not UTF-8 text ({exc.reason}); save it as UTF-8.")
 
 
@@ -526,9 +554,7 @@ def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
             header_line, parts = lineno, []
             continue
         if header_line is None:
-            raise DataFileError(
-                str(path), "sequence data before the first '>' header line (not FASTA?).", line=lineno
-            )
+            raise DataFileError(str(path), "sequence data before the first '>' header line (not FASTA?).", line=lineno)
         if ">" in text:
             raise DataFileError(str(path), "'>' inside a sequence line.", line=lineno, column=line.index(">") + 1)
         digit = next((c for c in text if c.isdigit()), None)
@@ -536,16 +562,20 @@ def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
             # no sequence alphabet has digits: position numbers, as GenBank prints beside its
             # sequence lines, would otherwise be read as letters
             raise DataFileError(
-                str(path), f"the digit {digit!r} inside a sequence line: FASTA sequences are letters only "
-                "(position numbers, as in a GenBank file? remove them).", line=lineno, column=line.index(digit) + 1,
+                str(path),
+                f"the digit {digit!r} inside a sequence line: FASTA sequences are letters only (position numbers, as in a GenBank file? remove them).",
+                line=lineno,
+                column=line.index(digit) + 1,
             )
         odd = next((c for c in text if not (c in _SEQUENCE_CHARACTERS or c.isspace())), None)
         if odd is not None:
             # '#', ',' or a quotation mark is no residue: read as one, it would be a letter
             # of its own in every string kernel, silently
             raise DataFileError(
-                str(path), f"the character {odd!r} (U+{ord(odd):04X}) inside a sequence line: FASTA sequence lines "
-                "hold letters, and '-', '.' and '*' for gaps and stops.", line=lineno, column=line.index(odd) + 1,
+                str(path),
+                f"the character {odd!r} (U+{ord(odd):04X}) inside a sequence line: FASTA sequence lines hold letters, and '-', '.' and '*' for gaps and stops.",
+                line=lineno,
+                column=line.index(odd) + 1,
             )
         parts.append("".join(text.split()))
     close()
@@ -557,13 +587,13 @@ def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
 #: what to do with the files people most often have instead (read nothing implicitly: a
 #: compressed file's size says nothing of the memory its content needs)
 _UNSUPPORTED_HINTS = {
-    **dict.fromkeys((".gz", ".bz2", ".xz", ".zst", ".zip"),
-                    " It is compressed: decompress it first (e.g. gunzip -k FILE), then give the file inside."),
-    **dict.fromkeys((".fastq", ".fq"),
-                    " FASTQ is not read: convert it to FASTA first (e.g. seqtk seq -a IN.fastq > OUT.fa)."),
+    **dict.fromkeys((".gz", ".bz2", ".xz", ".zst", ".zip"), " It is compressed: decompress it first (e.g. gunzip -k FILE), then give the file inside."),
+    **dict.fromkeys((".fastq", ".fq"), " FASTQ is not read: convert it to FASTA first (e.g. seqtk seq -a IN.fastq > OUT.fa)."),
     ".npz": " An .npz archive holds several arrays: save the one you mean with np.save('x.npy', archive['name']).",
-    **dict.fromkeys((".xlsx", ".xls", ".ods", ".parquet", ".feather", ".h5", ".hdf5", ".pkl", ".pickle"),
-                    " Export the sample to .csv (one point a row) or to .npy (np.save) first."),
+    **dict.fromkeys(
+        (".xlsx", ".xls", ".ods", ".parquet", ".feather", ".h5", ".hdf5", ".pkl", ".pickle"),
+        " Export the sample to .csv (one point a row) or to .npy (np.save) first.",
+    ),
 }
 
 

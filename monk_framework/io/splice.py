@@ -39,10 +39,7 @@ def _records() -> tuple[tuple[str, str, str], ...]:
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     if digest != SPLICE_SHA256:
-        raise DataFileError(
-            str(path), f"has sha256 {digest}, not the bundled UCI file's {SPLICE_SHA256}; "
-            "reinstall monk-framework."
-        )
+        raise DataFileError(str(path), f"has sha256 {digest}, not the bundled UCI file's {SPLICE_SHA256}; reinstall monk-framework.")
     records = []
     for lineno, line in enumerate(raw.decode("ascii").splitlines(), start=1):
         fields = [f.strip() for f in line.split(",")]
@@ -52,9 +49,7 @@ def _records() -> tuple[tuple[str, str, str], ...]:
     return tuple(records)
 
 
-def load_splice(
-    classes: tuple[str, ...] = ("EI", "IE"), *, drop_ambiguous: bool = True
-) -> dict[str, list[str]]:
+def load_splice(classes: tuple[str, ...] = ("EI", "IE"), *, drop_ambiguous: bool = True) -> dict[str, list[str]]:
     """The sequences of each requested class, in file order.
 
     ``classes`` are among "EI" (exon/intron, donor), "IE" (intron/exon, acceptor) and
@@ -64,9 +59,7 @@ def load_splice(
     """
     unknown = [c for c in classes if c not in SPLICE_CLASSES]
     if unknown:
-        raise ParameterError(
-            f"Unknown splice class {unknown[0]!r}; the classes are {', '.join(SPLICE_CLASSES)}."
-        )
+        raise ParameterError(f"Unknown splice class {unknown[0]!r}; the classes are {', '.join(SPLICE_CLASSES)}.")
     out: dict[str, list[str]] = {c: [] for c in classes}
     for cls, _, seq in _records():
         if cls in out and not (drop_ambiguous and not set(seq) <= _BASES):

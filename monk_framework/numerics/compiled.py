@@ -89,7 +89,6 @@ __all__ = [
 COMPILED_FORM_MAX_FEATURES = 32
 
 
-
 # -- the switch, the lazy compilation and the fallback --------------------------------------
 
 #: the environment variable that switches the compiled loops off ("0", "false", "no", "off")
@@ -526,9 +525,7 @@ def _exp_form(PT: np.ndarray, WT: np.ndarray, diag: np.ndarray, scale: float, d:
     return S
 
 
-def exp_squared_distance_form(
-    Z: np.ndarray, W: np.ndarray, scale: float, diag: np.ndarray | None = None
-) -> np.ndarray | None:
+def exp_squared_distance_form(Z: np.ndarray, W: np.ndarray, scale: float, diag: np.ndarray | None = None) -> np.ndarray | None:
     """Wᵀ K W for K_ij = exp(scale · ‖z_i − z_j‖²) off the diagonal and K_ii = ``diag``
     (default exp(0) = 1), without forming K; None beyond
     :data:`COMPILED_FORM_MAX_FEATURES` features.
@@ -739,6 +736,7 @@ def _exp_direct_tile_of(d: int) -> Callable[..., None]:
 
 # -- the product of a tile with many weight columns ------------------------------------------
 
+
 @_loop(nogil=True, boundscheck=False, fastmath={"contract", "reassoc"})
 def _tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int) -> None:  # pragma: no cover - compiled
     # Each running sum is a dot product along a row of T and a row of WT, both contiguous:
@@ -765,8 +763,7 @@ def _tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int) -
                 a30, a31, a32, a33 = a30 + k3 * w0, a31 + k3 * w1, a32 + k3 * w2, a33 + k3 * w3
                 a40, a41, a42, a43 = a40 + k4 * w0, a41 + k4 * w1, a42 + k4 * w2, a43 + k4 * w3
                 a50, a51, a52, a53 = a50 + k5 * w0, a51 + k5 * w1, a52 + k5 * w2, a53 + k5 * w3
-            sums = (a00, a01, a02, a03, a10, a11, a12, a13, a20, a21, a22, a23,
-                    a30, a31, a32, a33, a40, a41, a42, a43, a50, a51, a52, a53)
+            sums = (a00, a01, a02, a03, a10, a11, a12, a13, a20, a21, a22, a23, a30, a31, a32, a33, a40, a41, a42, a43, a50, a51, a52, a53)
             for r in range(6):
                 for c in range(4):
                     out[i + r, b + c] += sums[4 * r + c]
@@ -895,8 +892,14 @@ def _subset_tables_typing(vectors: int) -> Any:
             zero = ir.Constant(ir.VectorType(ir.DoubleType(), _VECTOR), [0.0] * _VECTOR)
             for v in range(vectors):
                 column = builder.add(lane, ir.Constant(i64, _VECTOR * v))
-                x = [builder.load(_vector_pointer(builder, kt_data, builder.add(builder.mul(builder.add(j, ir.Constant(i64, t)), stride), column)),
-                                  align=8, typ=_vector_type()) for t in range(PATTERN_POINTS)]
+                x = [
+                    builder.load(
+                        _vector_pointer(builder, kt_data, builder.add(builder.mul(builder.add(j, ir.Constant(i64, t)), stride), column)),
+                        align=8,
+                        typ=_vector_type(),
+                    )
+                    for t in range(PATTERN_POINTS)
+                ]
                 sums = [zero]
                 for t in range(PATTERN_POINTS):  # subsets with top bit t: row j + t plus a smaller subset
                     sums += [x[t] if p == 0 else builder.fadd(sums[p], x[t]) for p in range(1 << t)]
@@ -915,8 +918,9 @@ def _subset_lookups_typing(columns: int, vectors: int) -> Any:
     result columns b..b+columns−1, the sum of the tables' entries that the patterns
     P[group + g, b + c] pick, added to out[b + c, lane : lane + 8·vectors]."""
 
-    def typing(typingctx: object, out: Any, out_stride: Any, tab: Any, P: Any, p_stride: Any, group: Any, b: Any, count: Any,
-               lane: Any) -> tuple[object, object]:  # pragma: no cover - compile time
+    def typing(
+        typingctx: object, out: Any, out_stride: Any, tab: Any, P: Any, p_stride: Any, group: Any, b: Any, count: Any, lane: Any
+    ) -> tuple[object, object]:  # pragma: no cover - compile time
         from llvmlite import ir
         from numba import types
 
@@ -949,8 +953,7 @@ def _subset_lookups_typing(columns: int, vectors: int) -> Any:
                 pattern = builder.zext(builder.load(byte, typ=ir.IntType(8)), i64)
                 entry_at = builder.add(table, builder.mul(pattern, ir.Constant(i64, vectors * _VECTOR)))
                 for v in range(vectors):
-                    value = builder.load(_vector_pointer(builder, tab_data, builder.add(entry_at, ir.Constant(i64, v * _VECTOR))), align=8,
-                                         typ=_vector_type())
+                    value = builder.load(_vector_pointer(builder, tab_data, builder.add(entry_at, ir.Constant(i64, v * _VECTOR))), align=8, typ=_vector_type())
                     added.append(builder.fadd(sums[c * vectors + v], value))
             following = builder.add(g, ir.Constant(i64, 1))
             g.add_incoming(following, loop)
@@ -1087,8 +1090,7 @@ def add_indicator_product(out: np.ndarray, KT: np.ndarray, patterns: np.ndarray,
     if points and lanes and (KT.strides[1] != 8 or KT.strides[0] % 8):
         return False
     if not 0 <= offset <= PATTERN_POINTS * patterns.shape[0] - points:
-        raise ValueError(f"add_indicator_product: points {offset}:{offset + points} outside the {PATTERN_POINTS * patterns.shape[0]} "
-                         "of the patterns")
+        raise ValueError(f"add_indicator_product: points {offset}:{offset + points} outside the {PATTERN_POINTS * patterns.shape[0]} of the patterns")
     if not (points and lanes and len(out)):
         return True
     tables = _aligned_tables()

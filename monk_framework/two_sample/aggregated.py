@@ -151,9 +151,7 @@ def bandwidth_grid(X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWI
     return np.geomspace(low, high, n_bandwidths)
 
 
-def default_kernels(
-    X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWIDTHS, bandwidths: Sequence[float] | np.ndarray | None = None
-) -> list[Kernel]:
+def default_kernels(X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWIDTHS, bandwidths: Sequence[float] | np.ndarray | None = None) -> list[Kernel]:
     """The published collection: for each family of :data:`DEFAULT_FAMILIES` (Gaussian with
     the Euclidean distance, Laplace with the L1 distance), kernels at ``bandwidths`` when
     given (a fixed grid, as robust aggregation needs), else at :func:`bandwidth_grid`."""
@@ -188,8 +186,7 @@ def robust_pvalues(values: np.ndarray, deltas: np.ndarray, r: int) -> np.ndarray
     """Each kernel's dcMMD p-value with budget r, (1 + #{b : V_bl ≥ V_0l − 2rΔ_l})/(B + 1),
     from the (B + 1) × L V-statistic MMDs ``values`` (row 0: the samples as given)."""
     B = len(values) - 1
-    return np.array([_upper_counts(values[:, ell], values[:1, ell] - 2 * r * deltas[ell])[0]
-                     for ell in range(values.shape[1])]) / (B + 1)
+    return np.array([_upper_counts(values[:, ell], values[:1, ell] - 2 * r * deltas[ell])[0] for ell in range(values.shape[1])]) / (B + 1)
 
 
 def _bonferroni_certificate(values: np.ndarray, deltas: np.ndarray, weights: np.ndarray, alpha: float, most: int) -> int:
@@ -237,8 +234,15 @@ def pair_square_scale(kernel: Kernel, Z: Any, resources: Resources) -> float:
 
 
 def collection_statistics(
-    estimator: MMDEstimator, kernels: Sequence[Kernel], X: Any, Y: Any, n_permutations: int,
-    seq: np.random.SeedSequence, *, resources: Resources, backend: Backend | None = None,
+    estimator: MMDEstimator,
+    kernels: Sequence[Kernel],
+    X: Any,
+    Y: Any,
+    n_permutations: int,
+    seq: np.random.SeedSequence,
+    *,
+    resources: Resources,
+    backend: Backend | None = None,
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, list[Kernel], list[tuple[Sample, Sample]]]:
     """The (B + 1) × L matrix of every kernel's MMD² on the samples as given (row 0) and
@@ -264,8 +268,7 @@ def collection_statistics(
         shared = SharedRelabellings.of(stream(seq, "relabel"), len(views[0][1]) + len(views[0][2]), B, resources)
     for ell, (kernel, Xk, Yk) in enumerate(views):
         tick = None if progress is None else (lambda done, total, ell=ell: progress(ell * B + done, L * B))
-        stats = relabelled_statistics(estimator, kernel, Xk, Yk, B, seq, resources=resources, backend=backend, progress=tick,
-                                      shared=shared)
+        stats = relabelled_statistics(estimator, kernel, Xk, Yk, B, seq, resources=resources, backend=backend, progress=tick, shared=shared)
         values[0, ell], values[1:, ell] = stats.observed, stats.null
         used.append(stats.kernel)
     return values, used, [(Xk, Yk) for _, Xk, Yk in views]
@@ -321,10 +324,14 @@ def repeated_bandwidth(bandwidths: Sequence[float] | np.ndarray) -> float | None
 def _check_collection_size(B: int, L: int, what: str) -> None:
     """Refuse, before any kernel is built, a collection whose (B + 1) × L matrix of
     statistics (and L kernel objects) cannot fit in memory, naming what set L."""
-    check_fits(8 * (B + 1) * L + KERNEL_BYTES * L, lambda need, avail, _: (
-        f"n_permutations (-B) = {shown_count(B)} relabellings of {L:,} kernels ({what}) need about {need} for their "
-        f"statistics, but only {avail} of memory are available. Use fewer permutations (B = 100,000 already "
-        "resolves a p-value of 1e-5) or fewer kernels (the published collections have 10 bandwidths a family)."))
+    check_fits(
+        8 * (B + 1) * L + KERNEL_BYTES * L,
+        lambda need, avail, _: (
+            f"n_permutations (-B) = {shown_count(B)} relabellings of {L:,} kernels ({what}) need about {need} for their "
+            f"statistics, but only {avail} of memory are available. Use fewer permutations (B = 100,000 already "
+            "resolves a p-value of 1e-5) or fewer kernels (the published collections have 10 bandwidths a family)."
+        ),
+    )
 
 
 @attrs.frozen
@@ -351,8 +358,7 @@ def given_kernels(kernels: Any) -> list[Kernel | KernelFamily]:
     a :class:`KernelFamily`, as ``monkfw test --aggregate -k laplace`` reads it."""
     if isinstance(kernels, (str, Kernel)):
         kernels = [kernels]
-    if (isinstance(kernels, (Mapping, set, frozenset)) or not isinstance(kernels, Iterable)
-            or (isinstance(kernels, np.ndarray) and kernels.ndim == 0)):
+    if isinstance(kernels, (Mapping, set, frozenset)) or not isinstance(kernels, Iterable) or (isinstance(kernels, np.ndarray) and kernels.ndim == 0):
         # a dict or a set has no order, and seeded results follow the kernels' order
         raise MonkError(f"kernels must be a list of Kernel objects or specs such as 'rbf:sigma=1'; got {shown(kernels)}.")
     reg = get_registry()
@@ -392,8 +398,7 @@ def _bandwidth(kernel: Kernel) -> float | None:
     return float(sigma) if isinstance(sigma, (int, float)) and not isinstance(sigma, bool) else None
 
 
-@previous_form("aggregated_test", ("X", "Y", "kernels"), "aggregated_test(X, Y, kernels=[...])",
-               when=lambda args: len(args) > 2)
+@previous_form("aggregated_test", ("X", "Y", "kernels"), "aggregated_test(X, Y, kernels=[...])", when=lambda args: len(args) > 2)
 def aggregated_test(
     X: Any,
     Y: Any,
@@ -454,9 +459,18 @@ def aggregated_test(
     """
     start = time.perf_counter()
     items, est, report, robust = check_aggregated_test(
-        X, kernels=kernels, method=method, estimator=estimator, n_permutations=n_permutations, alpha=alpha,
-        n_bandwidths=n_bandwidths, bandwidths=bandwidths, contamination=contamination, return_null=return_null,
-        progress=progress, backend=backend,
+        X,
+        kernels=kernels,
+        method=method,
+        estimator=estimator,
+        n_permutations=n_permutations,
+        alpha=alpha,
+        n_bandwidths=n_bandwidths,
+        bandwidths=bandwidths,
+        contamination=contamination,
+        return_null=return_null,
+        progress=progress,
+        backend=backend,
     )
     resources = Resources.of(max_memory)
     alpha = check_level(alpha)
@@ -465,8 +479,7 @@ def aggregated_test(
     grid = _check_grid(n_bandwidths, bandwidths)
     # the data read as the collection's kernels read them
     first = items[0] if items is not None else None
-    probe = (first.kernel if isinstance(first, KernelFamily) else first) if first is not None \
-        else reg.get_kernel(DEFAULT_FAMILIES[0][0], sigma=1.0)
+    probe = (first.kernel if isinstance(first, KernelFamily) else first) if first is not None else reg.get_kernel(DEFAULT_FAMILIES[0][0], sigma=1.0)
     Xv, Yv = probe.check_pair(X, Y)
     n, m = len(Xv), len(Yv)
     if n < 2 or m < 2:
@@ -503,30 +516,48 @@ def aggregated_test(
     seq = root(rng)
     seed = seed_of(seq)
 
-    values, used, read = collection_statistics(est, collection, Xv, Yv, B, seq, resources=resources, backend=backend,
-                                               progress=counting(report, "kernels x permutations"))
+    values, used, read = collection_statistics(
+        est, collection, Xv, Yv, B, seq, resources=resources, backend=backend, progress=counting(report, "kernels x permutations")
+    )
     if robust:
         values = np.sqrt(np.maximum(values, 0.0))  # the V-statistic MMD, whose sensitivity is Δ_l
     # what every form reports
     shared: dict[str, Any] = dict(
-        method=method, alpha=float(alpha), n_permutations=B, weights=w, contamination=r,
-        kernel_specs=[_label(k) for k in used], bandwidths=[_bandwidth(k) for k in used],
-        estimator=est.name, estimator_params=est.params(), kernel=", ".join(dict.fromkeys(k.name for k in used)),
+        method=method,
+        alpha=float(alpha),
+        n_permutations=B,
+        weights=w,
+        contamination=r,
+        kernel_specs=[_label(k) for k in used],
+        bandwidths=[_bandwidth(k) for k in used],
+        estimator=est.name,
+        estimator_params=est.params(),
+        kernel=", ".join(dict.fromkeys(k.name for k in used)),
         kernel_params={},
         # a robust test's grid is fixed before the data: the kernels are what was asked for
         kernel_params_requested={"kernels": "default" if kernels is None and not robust else [_label(k) for k in collection]},
-        n_x=n, n_y=m, seed=seed,
+        n_x=n,
+        n_y=m,
+        seed=seed,
     )
     if robust:
         assert deltas is not None
         pvals = robust_pvalues(values, deltas, r)
         shares = pvals <= alpha * w
         return AggregatedTestResult(
-            statistic=float(np.max(np.log(w / pvals))), pvalue=float(min(1.0, np.min(pvals / w))),
-            reject=bool(shares.any()), null_distribution=None, null_quantile=None,
-            kernel_statistics=values[0], kernel_pvalues=pvals, kernel_rejects=shares, kernel_levels=alpha * w,
-            certificate=_bonferroni_certificate(values, deltas, w, alpha, n + m), sensitivities=deltas,
-            timings={"total_s": time.perf_counter() - start}, **shared,
+            statistic=float(np.max(np.log(w / pvals))),
+            pvalue=float(min(1.0, np.min(pvals / w))),
+            reject=bool(shares.any()),
+            null_distribution=None,
+            null_quantile=None,
+            kernel_statistics=values[0],
+            kernel_pvalues=pvals,
+            kernel_rejects=shares,
+            kernel_levels=alpha * w,
+            certificate=_bonferroni_certificate(values, deltas, w, alpha, n + m),
+            sensitivities=deltas,
+            timings={"total_s": time.perf_counter() - start},
+            **shared,
         )
     scales = temperature = levels = None
     if method == "agg":
@@ -551,17 +582,36 @@ def aggregated_test(
             # the test's decision and the kernels' agree: S_0 > q̂ exactly when some kernel's term is
             rejects = (np.log(L * w) - np.log(pvals) > q) & bool(reject)
     return AggregatedTestResult(
-        statistic=S0, pvalue=(1 + exceed) / (1 + B), reject=bool(reject),
-        null_distribution=S if return_null else None, null_quantile=q,
-        kernel_statistics=signed_root(values[0]), kernel_pvalues=pvals, kernel_rejects=rejects, kernel_levels=levels,
-        kernel_scales=scales, temperature=temperature, timings={"total_s": time.perf_counter() - start}, **shared,
+        statistic=S0,
+        pvalue=(1 + exceed) / (1 + B),
+        reject=bool(reject),
+        null_distribution=S if return_null else None,
+        null_quantile=q,
+        kernel_statistics=signed_root(values[0]),
+        kernel_pvalues=pvals,
+        kernel_rejects=rejects,
+        kernel_levels=levels,
+        kernel_scales=scales,
+        temperature=temperature,
+        timings={"total_s": time.perf_counter() - start},
+        **shared,
     )
 
 
 def check_aggregated_test(
-    X: Any = None, *, kernels: Any = None, method: Any = "agg", estimator: Any = None,
-    n_permutations: Any = DEFAULT_PERMUTATIONS, alpha: Any = 0.05, n_bandwidths: Any = N_BANDWIDTHS, bandwidths: Any = None,
-    contamination: Any = 0, return_null: Any = True, progress: Any = None, backend: Any = None,
+    X: Any = None,
+    *,
+    kernels: Any = None,
+    method: Any = "agg",
+    estimator: Any = None,
+    n_permutations: Any = DEFAULT_PERMUTATIONS,
+    alpha: Any = 0.05,
+    n_bandwidths: Any = N_BANDWIDTHS,
+    bandwidths: Any = None,
+    contamination: Any = 0,
+    return_null: Any = True,
+    progress: Any = None,
+    backend: Any = None,
 ) -> tuple[list[Kernel | KernelFamily] | None, MMDEstimator, ProgressCallback | None, bool]:
     """Every argument of :func:`aggregated_test` that can be checked without the data,
     checked once (the command line calls it before reading files). Returns the collection
@@ -581,8 +631,10 @@ def check_aggregated_test(
     reg = get_registry()
     robust = not (isinstance(contamination, (int, np.integer)) and not isinstance(contamination, bool) and contamination == 0)
     if robust and method != "agg":
-        raise ParameterError("contamination= is supported by method='agg' (each kernel's threshold moves by its own 2rΔ); "
-                             "MMD-FUSE's normalisers are not bounded under corruption.")
+        raise ParameterError(
+            "contamination= is supported by method='agg' (each kernel's threshold moves by its own 2rΔ); "
+            "MMD-FUSE's normalisers are not bounded under corruption."
+        )
     if robust and not isinstance(contamination, (int, np.integer)):
         contamination_count(contamination, 2)  # a fraction's range does not depend on N + M
     if estimator is None:
@@ -590,16 +642,13 @@ def check_aggregated_test(
     else:
         est = check_estimator(reg.resolve_estimator(estimator))
         if robust and est.role != "v-statistic":
-            raise ParameterError(
-                f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}."
-            )
+            raise ParameterError(f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}.")
     grid = _check_grid(n_bandwidths, bandwidths)
     per_family = int(n_bandwidths) if grid is None else len(grid)
     if kernels is None:
         if X is not None and sample_kind(X) == "string":
             raise ParameterError(
-                "The default kernel collection (Gaussian and Laplace kernels) is for numeric vectors; for strings "
-                "pass kernels=, e.g. ['ssk:n=3', 'ssk:n=5']."
+                "The default kernel collection (Gaussian and Laplace kernels) is for numeric vectors; for strings pass kernels=, e.g. ['ssk:n=3', 'ssk:n=5']."
             )
         if robust and grid is None:
             raise ParameterError(
@@ -607,8 +656,9 @@ def check_aggregated_test(
                 "move a grid read from the pooled distances. Pass bandwidths=[...] (e.g. a geometric grid around the "
                 "scale you expect) or kernels= with numbers."
             )
-        _check_collection_size(B, len(DEFAULT_FAMILIES) * per_family,
-                               f"n_bandwidths = {n_bandwidths} a family" if grid is None else f"{len(grid)} bandwidths a family")
+        _check_collection_size(
+            B, len(DEFAULT_FAMILIES) * per_family, f"n_bandwidths = {n_bandwidths} a family" if grid is None else f"{len(grid)} bandwidths a family"
+        )
         return None, est, report, robust
     items = given_kernels(kernels)
     families = [k for k in items if isinstance(k, KernelFamily)]
@@ -627,8 +677,7 @@ def check_aggregated_test(
     return items, est, report, robust
 
 
-def _expanded(items: Sequence[Kernel | KernelFamily], X: np.ndarray | Any, Y: np.ndarray | Any, n_bandwidths: int,
-              grid: np.ndarray | None) -> list[Kernel]:
+def _expanded(items: Sequence[Kernel | KernelFamily], X: np.ndarray | Any, Y: np.ndarray | Any, n_bandwidths: int, grid: np.ndarray | None) -> list[Kernel]:
     """The collection: each kernel as given, each family at ``grid`` or at the grid over
     the pooled distances in its metric; a kernel that comes twice is refused."""
     out: list[Kernel] = []
@@ -641,8 +690,9 @@ def _expanded(items: Sequence[Kernel | KernelFamily], X: np.ndarray | Any, Y: np
         elif isinstance(X, np.ndarray) and isinstance(Y, np.ndarray):
             sigmas = bandwidth_grid(X, Y, n_bandwidths=n_bandwidths, metric=item.metric)
         else:
-            raise ParameterError(f"kernels: {item.spec!r} without sigma would read its bandwidths from distances between "
-                                 "vectors; give it sigma=, or bandwidths=.")
+            raise ParameterError(
+                f"kernels: {item.spec!r} without sigma would read its bandwidths from distances between vectors; give it sigma=, or bandwidths=."
+            )
         out.extend(item.at(sigmas))
     twice = first_repeat([k.spec() for k in out])
     if twice is not None:

@@ -47,8 +47,7 @@ def reads_its_bandwidth(kernel: Kernel) -> bool:
     """A kernel whose bandwidth ``sigma`` is the median heuristic ("median") and that
     names the distance it takes the median of: the kernels whose robust test can use
     :class:`MedianBandwidth`."""
-    return (not kernel.is_fitted and kernel.params().get("sigma") == "median"
-            and getattr(kernel, "distance_metric", None) in ("l2", "l1"))
+    return not kernel.is_fitted and kernel.params().get("sigma") == "median" and getattr(kernel, "distance_metric", None) in ("l2", "l1")
 
 
 @attrs.frozen
@@ -72,8 +71,9 @@ class MedianBandwidth:
         with np.errstate(over="ignore", invalid="ignore"):
             distances = np.sort(pdist(Z.reshape(len(Z), -1), "cityblock" if metric == "l1" else "euclidean"))
         if not np.isfinite(distances).all():
-            raise DataError("The robust median heuristic reads the pooled pairwise distances, and some are beyond "
-                            "float64 here. Rescale the data, or give sigma.")
+            raise DataError(
+                "The robust median heuristic reads the pooled pairwise distances, and some are beyond float64 here. Rescale the data, or give sigma."
+            )
         return cls(distances=distances, points=len(Z))
 
     def median(self) -> float:
@@ -106,8 +106,9 @@ class MedianBandwidth:
         """The snapped median heuristic of the data as given (a candidate for every r)."""
         median = self.median()
         if not median > 0:
-            raise DataError("The median heuristic gives sigma = 0: more than half of the pooled pairwise distances are "
-                            "zero (many repeated points). Give sigma.")
+            raise DataError(
+                "The median heuristic gives sigma = 0: more than half of the pooled pairwise distances are zero (many repeated points). Give sigma."
+            )
         return snap(median)
 
 

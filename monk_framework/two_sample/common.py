@@ -66,7 +66,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def sample_kind(X: Any) -> str:
-    """"string" for a sequence of Python strings (or a numpy array of text), else
+    """ "string" for a sequence of Python strings (or a numpy array of text), else
     "vector": which default kernel reads the sample."""
     if isinstance(X, (list, tuple)) and X and isinstance(X[0], str):
         return "string"
@@ -106,8 +106,9 @@ def _names_a_model(obj: Any) -> bool:
     return isinstance(obj, (str, Kernel, Estimator))
 
 
-def previous_form(name: str, old: Sequence[str], new: str, *, positional_data: int = 2,
-                  when: Callable[[tuple[Any, ...]], bool] | None = None) -> Callable[[_F], _F]:
+def previous_form(
+    name: str, old: Sequence[str], new: str, *, positional_data: int = 2, when: Callable[[tuple[Any, ...]], bool] | None = None
+) -> Callable[[_F], _F]:
     """Accept, for one release, the call form before 0.2, with a DeprecationWarning naming
     the new one; the numbers are the same.
 
@@ -123,18 +124,16 @@ def previous_form(name: str, old: Sequence[str], new: str, *, positional_data: i
             if not detect(args):
                 return func(*args, **kwargs)
             if len(args) > len(old):
-                raise ParameterError(f"{name} takes at most {positional_data} positional arguments (the samples); got "
-                                     f"{len(args)}. Write {new}.")
+                raise ParameterError(f"{name} takes at most {positional_data} positional arguments (the samples); got {len(args)}. Write {new}.")
             given = dict(zip(old, args))
             for key in given:
                 if key in kwargs:
                     raise ParameterError(f"{name} got {key} both by position and by keyword; write {new}.")
-            why = ("everything after the samples goes by keyword" if old[0] == "X" else
-                   "the samples come first, everything else by keyword")
+            why = "everything after the samples goes by keyword" if old[0] == "X" else "the samples come first, everything else by keyword"
             warnings.warn(
-                f"{name}({', '.join(old[:len(args)])}, ...) is deprecated and will be removed in the release after "
-                f"0.2: {why}. Write {new}.",
-                MonkDeprecationWarning, stacklevel=outside_stacklevel(),
+                f"{name}({', '.join(old[: len(args)])}, ...) is deprecated and will be removed in the release after 0.2: {why}. Write {new}.",
+                MonkDeprecationWarning,
+                stacklevel=outside_stacklevel(),
             )
             return func(**given, **kwargs)
 
@@ -264,9 +263,7 @@ def _no_fixed_partition(estimator: MMDEstimator) -> None:
     )
 
 
-def choose_partition(
-    estimator: MMDEstimator, relabel: str, n: int, m: int, seq: np.random.SeedSequence
-) -> Partition | None:
+def choose_partition(estimator: MMDEstimator, relabel: str, n: int, m: int, seq: np.random.SeedSequence) -> Partition | None:
     """The fixed partition of a within-block test, or None for global relabelling."""
     check_relabel(estimator, relabel)
     if relabel == "global":

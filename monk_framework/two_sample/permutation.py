@@ -60,6 +60,7 @@ from monk_framework.two_sample.common import (
 
 __all__ = ["check_permutation_test", "permutation_test"]
 
+
 @previous_form("permutation_test", ("kernel", "estimator", "X", "Y"), "permutation_test(X, Y, kernel=..., estimator=...)")
 def permutation_test(
     X: Any,
@@ -131,8 +132,17 @@ def permutation_test(
     """
     start = time.perf_counter()
     kernel, estimator, report = check_permutation_test(
-        X, kernel=kernel, estimator=estimator, n_permutations=n_permutations, alpha=alpha, alternative=alternative,
-        relabel=relabel, return_null=return_null, report_estimate=report_estimate, progress=progress, backend=backend,
+        X,
+        kernel=kernel,
+        estimator=estimator,
+        n_permutations=n_permutations,
+        alpha=alpha,
+        alternative=alternative,
+        relabel=relabel,
+        return_null=return_null,
+        report_estimate=report_estimate,
+        progress=progress,
+        backend=backend,
     )
     alpha = check_level(alpha)  # checked above; a Decimal or a numpy float read as a float
     resources = Resources.of(max_memory)
@@ -144,9 +154,20 @@ def permutation_test(
     seq = root(rng)
     seed = seed_of(seq)
     partition = choose_partition(estimator, relabel, len(Xv), len(Yv), stream(seq, "partition"))
-    stats = relabelled_statistics(estimator, view, Xv, Yv, int(n_permutations), seq, resources=resources,
-                                  partition=partition, backend=backend, gram=gram,
-                                  progress=counting(report, "permutations"), building=counting(report, "Gram matrix"))
+    stats = relabelled_statistics(
+        estimator,
+        view,
+        Xv,
+        Yv,
+        int(n_permutations),
+        seq,
+        resources=resources,
+        partition=partition,
+        backend=backend,
+        gram=gram,
+        progress=counting(report, "permutations"),
+        building=counting(report, "Gram matrix"),
+    )
     mmd2, fitted, null_s = stats.observed, stats.kernel, stats.seconds
     T, null = float(signed_root(mmd2)), signed_root(stats.null)
     pvalue = permutation_pvalue(null, T, alternative)
@@ -170,9 +191,18 @@ def permutation_test(
 
 
 def check_permutation_test(
-    X: Any = None, *, kernel: Any = None, estimator: Any = None, n_permutations: Any = DEFAULT_PERMUTATIONS,
-    alpha: Any = 0.05, alternative: Any = "greater", relabel: Any = "auto", return_null: Any = True,
-    report_estimate: Any = False, progress: Any = None, backend: Any = None,
+    X: Any = None,
+    *,
+    kernel: Any = None,
+    estimator: Any = None,
+    n_permutations: Any = DEFAULT_PERMUTATIONS,
+    alpha: Any = 0.05,
+    alternative: Any = "greater",
+    relabel: Any = "auto",
+    return_null: Any = True,
+    report_estimate: Any = False,
+    progress: Any = None,
+    backend: Any = None,
 ) -> tuple[Kernel, MMDEstimator, ProgressCallback | None]:
     """Every argument of :func:`permutation_test` that can be checked without the data,
     checked once (the command line calls it before reading files): the kernel and the
@@ -210,9 +240,7 @@ def _critical_value(null: np.ndarray, alpha: float, alternative: str) -> float |
     return None
 
 
-def _same_seed_estimate(
-    estimator: MMDEstimator, kernel: Kernel, X: Any, Y: Any, seq: np.random.SeedSequence, resources: Resources
-) -> float:
+def _same_seed_estimate(estimator: MMDEstimator, kernel: Kernel, X: Any, Y: Any, seq: np.random.SeedSequence, resources: Resources) -> float:
     """What ``estimator.estimate(kernel, X, Y, rng=seed).mmd`` reports."""
     rng = np.random.default_rng(stream(seq, "estimate"))
     return float(checked_estimate(estimator, kernel, X, Y, rng, resources).mmd)

@@ -143,17 +143,12 @@ def contamination_count(contamination: Any, total: int) -> int:
         raise ParameterError(f"contamination must be a count or a fraction below 1/2; got {contamination!r}.")
     if isinstance(contamination, (int, np.integer)):
         if not 0 <= contamination <= total:
-            raise ParameterError(
-                f"contamination must lie between 0 and the {total} points of X and Y; got {shown(contamination)}."
-            )
+            raise ParameterError(f"contamination must lie between 0 and the {total} points of X and Y; got {shown(contamination)}.")
         return int(contamination)
     fraction = finite_real(contamination)  # a float, or an exact Fraction or Decimal
     if fraction is not None:
         if not 0 <= fraction < 0.5:
-            raise ParameterError(
-                f"contamination as a fraction must lie in [0, 1/2); got {shown(contamination)} "
-                "(give a number of points as an int)."
-            )
+            raise ParameterError(f"contamination as a fraction must lie in [0, 1/2); got {shown(contamination)} (give a number of points as an int).")
         return int(math.floor(fraction * total + 1e-9))
     raise ParameterError(f"contamination must be a count (int) or a fraction in [0, 1/2); got {contamination!r}.")
 
@@ -254,8 +249,7 @@ def clip_radius(kernel: Kernel, X: Any, Y: Any, *, clip: float | None, quantile:
     """The radius of method "clip": ``clip`` when given, else the ``quantile`` of the
     pooled feature norms √k(z, z) (:class:`ClipRadius`)."""
     # a norm beyond float64 sorts last, as the largest it is (ClippedKernel gives that point the feature 0)
-    norms = np.sort(np.sqrt(np.maximum(np.concatenate([kernel.diag_tile(X, overflow=True),
-                                                       kernel.diag_tile(Y, overflow=True)]), 0.0)))
+    norms = np.sort(np.sqrt(np.maximum(np.concatenate([kernel.diag_tile(X, overflow=True), kernel.diag_tile(Y, overflow=True)]), 0.0)))
     if clip is not None:
         return ClipRadius(radius=float(clip), quantile=None, norms=norms, n=len(X), m=len(Y))
     c = float(norms[_quantile_rank(quantile, len(norms)) - 1])
@@ -297,9 +291,20 @@ def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
 
 
 def check_robust_test(
-    X: Any = None, *, kernel: Any = None, contamination: Any, method: Any = "auto", estimator: Any = None,
-    n_permutations: Any = DEFAULT_PERMUTATIONS, alpha: Any = 0.05, clip: Any = None, clip_quantile: Any = CLIP_QUANTILE,
-    n_blocks: Any = "auto", return_null: Any = True, progress: Any = None, backend: Any = None,
+    X: Any = None,
+    *,
+    kernel: Any = None,
+    contamination: Any,
+    method: Any = "auto",
+    estimator: Any = None,
+    n_permutations: Any = DEFAULT_PERMUTATIONS,
+    alpha: Any = 0.05,
+    clip: Any = None,
+    clip_quantile: Any = CLIP_QUANTILE,
+    n_blocks: Any = "auto",
+    return_null: Any = True,
+    progress: Any = None,
+    backend: Any = None,
 ) -> tuple[Kernel, str, MMDEstimator, ProgressCallback | None]:
     """Every argument of :func:`robust_test` that can be checked without the data, checked
     once (the command line calls it before reading files). Returns the kernel, the method
@@ -326,7 +331,8 @@ def check_robust_test(
             "in every design measured it had less power than dc (bounded kernels) and clip (any kernel), and no "
             "power at all in many (0 of 150 runs at N = M = 500 and 2000 where dc had 0.57 and 0.90). Use "
             "method='dc' or 'clip' (with the V-statistic, estimator=None).",
-            MonkDeprecationWarning, stacklevel=outside_stacklevel(),
+            MonkDeprecationWarning,
+            stacklevel=outside_stacklevel(),
         )
     if reads_its_bandwidth(kernel) and chosen != "dc":
         raise ParameterError(
@@ -444,9 +450,19 @@ def robust_test(
     """
     start = time.perf_counter()
     kernel, chosen, est, report = check_robust_test(
-        X, kernel=kernel, contamination=contamination, method=method, estimator=estimator,
-        n_permutations=n_permutations, alpha=alpha, clip=clip, clip_quantile=clip_quantile, n_blocks=n_blocks,
-        return_null=return_null, progress=progress, backend=backend,
+        X,
+        kernel=kernel,
+        contamination=contamination,
+        method=method,
+        estimator=estimator,
+        n_permutations=n_permutations,
+        alpha=alpha,
+        clip=clip,
+        clip_quantile=clip_quantile,
+        n_blocks=n_blocks,
+        return_null=return_null,
+        progress=progress,
+        backend=backend,
     )
     resources = Resources.of(max_memory)
     tick = counting(report, "permutations")
@@ -476,11 +492,15 @@ def robust_test(
         check_null_memory(B, pool_size=n + m, backend=backend, listed=bool(return_null))
     # the kernel is fixed before the data: as requested is as used
     common: dict[str, Any] = dict(
-        alpha=float(alpha), contamination=r, n_permutations=B, **computed_with(est, kernel, kernel, n, m, seed),
+        alpha=float(alpha),
+        contamination=r,
+        n_permutations=B,
+        **computed_with(est, kernel, kernel, n, m, seed),
     )
     if reads_its_bandwidth(kernel):
-        return _median_heuristic_dc(kernel, est, Xv, Yv, r, B, seq, float(alpha), resources=resources, backend=backend,
-                                    tick=tick, return_null=bool(return_null), start=start, seed=seed)
+        return _median_heuristic_dc(
+            kernel, est, Xv, Yv, r, B, seq, float(alpha), resources=resources, backend=backend, tick=tick, return_null=bool(return_null), start=start, seed=seed
+        )
     if chosen != "mom":
         radius = clip_radius(kernel, Xv, Yv, clip=clip, quantile=clip_quantile) if chosen == "clip" else None
         used = kernel if radius is None else ClippedKernel(c=radius.radius, kernel=kernel)
@@ -490,29 +510,37 @@ def robust_test(
         if not math.isfinite(shift(r)):
             assert radius is not None and radius.quantile is not None  # a given radius has no slack
             j = _quantile_rank(radius.quantile, n + m)
-            why = (f"the radius's rank plus {r} exceeds the {n + m} points" if j + r > n + m else
-                   f"the norm {r} ranks above the radius is beyond float64 (gross outliers for this kernel)")
+            why = (
+                f"the radius's rank plus {r} exceeds the {n + m} points"
+                if j + r > n + m
+                else f"the norm {r} ranks above the radius is beyond float64 (gross outliers for this kernel)"
+            )
             raise ParameterError(
                 f"method='clip' with clip_quantile = {clip_quantile:g} cannot tolerate contamination = {r}: {why}, "
                 "so corrupted points could set the radius anywhere. Use a lower clip_quantile or give the radius (clip=c)."
             )
         # the engine's entrance, as the permutation test: relabellings drawn while the Gram
         # matrix is computed, T from the first batch's pass
-        stats = relabelled_statistics(est, used, Xv, Yv, B, seq, resources=resources, backend=backend, progress=tick,
-                                      building=counting(report, "Gram matrix"))
+        stats = relabelled_statistics(est, used, Xv, Yv, B, seq, resources=resources, backend=backend, progress=tick, building=counting(report, "Gram matrix"))
         T = math.sqrt(max(stats.observed, 0.0))
         null = np.sqrt(np.maximum(stats.null, 0.0))
         k = critical_rank(B, alpha)
         q = null_quantile(null, alpha)
         exceed = int(exceedances(null, T - 2 * shift(r)))
         return RobustTestResult(
-            method=chosen, statistic=T, pvalue=(1 + exceed) / (1 + B), reject=exceed <= k,
-            certificate=shifted_certificate(T, q, shift, n + m), sensitivity=delta, null_quantile=q,
+            method=chosen,
+            statistic=T,
+            pvalue=(1 + exceed) / (1 + B),
+            reject=exceed <= k,
+            certificate=shifted_certificate(T, q, shift, n + m),
+            sensitivity=delta,
+            null_quantile=q,
             threshold=None if q is None else q + 2 * shift(r),
             clip_radius=None if radius is None else radius.radius,
             clip_slack=None if radius is None else radius.slack(r),
             null_distribution=null if return_null else None,
-            timings={"total_s": time.perf_counter() - start}, **common,
+            timings={"total_s": time.perf_counter() - start},
+            **common,
         )
     pool = PooledSample(view, Xv, Yv, resources=resources)
     Q = auto_blocks(n, m, r) if isinstance(n_blocks, str) and n_blocks == "auto" else _check_blocks(n_blocks, n, m)
@@ -523,15 +551,35 @@ def robust_test(
     order = median_position(Q) + 1
     certificate = largest_budget(lambda c: median_pvalue(pvalues, c) <= alpha, order - 1)
     return RobustTestResult(
-        method="mom", statistic=float(np.sort(pvalues)[order - 1]), pvalue=p, reject=p <= alpha,
-        certificate=certificate, n_blocks=Q, order=order, block_pvalues=pvalues,
-        timings={"total_s": time.perf_counter() - start}, **common,
+        method="mom",
+        statistic=float(np.sort(pvalues)[order - 1]),
+        pvalue=p,
+        reject=p <= alpha,
+        certificate=certificate,
+        n_blocks=Q,
+        order=order,
+        block_pvalues=pvalues,
+        timings={"total_s": time.perf_counter() - start},
+        **common,
     )
 
 
 def _median_heuristic_dc(
-    kernel: Kernel, est: MMDEstimator, Xv: Any, Yv: Any, r: int, B: int, seq: np.random.SeedSequence, alpha: float, *,
-    resources: Resources, backend: Backend | None, tick: Any, return_null: bool, start: float, seed: Any,
+    kernel: Kernel,
+    est: MMDEstimator,
+    Xv: Any,
+    Yv: Any,
+    r: int,
+    B: int,
+    seq: np.random.SeedSequence,
+    alpha: float,
+    *,
+    resources: Resources,
+    backend: Backend | None,
+    tick: Any,
+    return_null: bool,
+    start: float,
+    seed: Any,
 ) -> RobustTestResult:
     """dcMMD with the bandwidth of the median heuristic, made robust (:mod:`.bandwidth`):
     it rejects only when dcMMD rejects at every bandwidth the uncorrupted data's snapped
@@ -570,11 +618,21 @@ def _median_heuristic_dc(
     q = null_quantile(null, alpha)
     certificate = largest_budget(rejects, n + m)
     return RobustTestResult(
-        method="dc", statistic=T, pvalue=(1 + worst) / (1 + B), reject=worst <= k,
-        certificate=certificate, sensitivity=delta, null_quantile=q,
-        threshold=None if q is None else q + 2 * r * delta, bandwidths=sigmas,
-        null_distribution=null if return_null else None, alpha=alpha, contamination=r, n_permutations=B,
-        timings={"total_s": time.perf_counter() - start}, **computed_with(est, kernel, used, n, m, seed),
+        method="dc",
+        statistic=T,
+        pvalue=(1 + worst) / (1 + B),
+        reject=worst <= k,
+        certificate=certificate,
+        sensitivity=delta,
+        null_quantile=q,
+        threshold=None if q is None else q + 2 * r * delta,
+        bandwidths=sigmas,
+        null_distribution=null if return_null else None,
+        alpha=alpha,
+        contamination=r,
+        n_permutations=B,
+        timings={"total_s": time.perf_counter() - start},
+        **computed_with(est, kernel, used, n, m, seed),
     )
 
 
@@ -612,8 +670,12 @@ def _check_blocks(n_blocks: Any, n: int, m: int) -> int:
 
 
 def _block_exceedances(
-    estimator: MMDEstimator, pool: PooledSample, partition: Any, B: int,
-    seq: np.random.SeedSequence, progress: Progress | None,
+    estimator: MMDEstimator,
+    pool: PooledSample,
+    partition: Any,
+    B: int,
+    seq: np.random.SeedSequence,
+    progress: Progress | None,
 ) -> np.ndarray:
     """#{b : s_{q,b} ≥ s_q} for every block q over B within-block relabellings."""
     nx, ny = partition.x_sizes.astype(float), partition.y_sizes.astype(float)
@@ -632,8 +694,10 @@ def _block_exceedances(
                 f"({rows}, {partition.n_blocks})."
             )
         if not np.isfinite(values).all():
-            raise PluginFailure(f"{estimator.plugin_label()}: mmd2_from_sums returned {float(values[~np.isfinite(values)][0])} "
-                                "for these kernel sums; an MMD^2 must be a finite number.")
+            raise PluginFailure(
+                f"{estimator.plugin_label()}: mmd2_from_sums returned {float(values[~np.isfinite(values)][0])} "
+                "for these kernel sums; an MMD^2 must be a finite number."
+            )
         return values
 
     observed = statistic(within_block_sums(pool, partition, identity), 1)[0]

@@ -64,10 +64,7 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]
     if grid is None:
         return [{}]
     if not isinstance(grid, Mapping):
-        raise ParameterError(
-            f"grid must map kernel parameter names to lists of values, e.g. {{'sigma': [0.5, 1, 2]}}; "
-            f"got {type(grid).__name__}."
-        )
+        raise ParameterError(f"grid must map kernel parameter names to lists of values, e.g. {{'sigma': [0.5, 1, 2]}}; got {type(grid).__name__}.")
     if not grid:
         return [{}]
     for key, values in grid.items():
@@ -75,9 +72,13 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]
             raise ParameterError(f"grid[{key!r}] must be a non-empty list of values; got {values!r}.")
     keys = list(grid)
     count = math.prod(len(grid[k]) for k in keys)
-    check_fits(GRID_POINT_BYTES * count, lambda need, avail, _: (
-        f"grid: {' x '.join(str(len(grid[k])) for k in keys)} = {count:,} combinations to tune need about {need}, "
-        f"but only {avail} of memory are available; give fewer values."))
+    check_fits(
+        GRID_POINT_BYTES * count,
+        lambda need, avail, _: (
+            f"grid: {' x '.join(str(len(grid[k])) for k in keys)} = {count:,} combinations to tune need about {need}, "
+            f"but only {avail} of memory are available; give fewer values."
+        ),
+    )
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 
 
@@ -129,8 +130,16 @@ def split_test(
     """
     start = time.perf_counter()
     kernel, estimator, report = check_split_test(
-        X, kernel=kernel, estimator=estimator, grid=grid, n_permutations=n_permutations, alpha=alpha,
-        return_null=return_null, progress=progress, backend=backend, gram=gram,
+        X,
+        kernel=kernel,
+        estimator=estimator,
+        grid=grid,
+        n_permutations=n_permutations,
+        alpha=alpha,
+        return_null=return_null,
+        progress=progress,
+        backend=backend,
+        gram=gram,
     )
     alpha = check_level(alpha)  # checked above; a Decimal or a numpy float read as a float
     resources = Resources.of(max_memory)
@@ -163,6 +172,7 @@ def split_test(
     tuning: list[dict[str, Any]] = []
     # a grid point's stream is named by the point, so its statistic ignores the rest of the grid
     tune_streams = [stream(seq, "tune", stable_int(jsonable(point))) for point in points]
+
     def pool_of(kern: Kernel, stage_index: int, view: int) -> PooledSample:
         Xs, Ys = take(views[view][1], px[stage_index]), take(views[view][2], py[stage_index])
         K = None if gram is None else gram(kern, px[stage_index], py[stage_index])
@@ -204,18 +214,24 @@ def split_test(
         alpha=float(alpha),
         reject=exceed <= critical_rank(int(n_permutations), alpha),
         n_permutations=int(n_permutations),
-        parts={
-            name: {"x": px[i].tolist(), "y": py[i].tolist()}
-            for i, name in enumerate(("tune", "calibrate", "test"))
-        },
+        parts={name: {"x": px[i].tolist(), "y": py[i].tolist()} for i, name in enumerate(("tune", "calibrate", "test"))},
         null_distribution=null if return_null else None,
         timings={"tune_s": tune_s, "calibrate_s": calibrate_s, "test_s": test_s, "total_s": time.perf_counter() - start},
     )
 
 
 def check_split_test(
-    X: Any = None, *, kernel: Any = None, estimator: Any = None, grid: Any = None, n_permutations: Any = DEFAULT_PERMUTATIONS,
-    alpha: Any = 0.05, return_null: Any = True, progress: Any = None, backend: Any = None, gram: Any = None,
+    X: Any = None,
+    *,
+    kernel: Any = None,
+    estimator: Any = None,
+    grid: Any = None,
+    n_permutations: Any = DEFAULT_PERMUTATIONS,
+    alpha: Any = 0.05,
+    return_null: Any = True,
+    progress: Any = None,
+    backend: Any = None,
+    gram: Any = None,
 ) -> tuple[Kernel, MMDEstimator, ProgressCallback | None]:
     """Every argument of :func:`split_test` that can be checked without the data, checked
     once (the command line calls it before reading files). Returns the kernel, the
@@ -232,11 +248,7 @@ def check_split_test(
     kernel = estimator.check_kernel(kernel)
     grid_points(grid)
     known = {p.name for p in kernel.parameters()}
-    for key in (grid or {}):
+    for key in grid or {}:
         if key not in known:
-            raise ParameterError(
-                f"grid: kernel {kernel.name!r} has no parameter {key!r} (it has {', '.join(sorted(known)) or 'none'})."
-            )
+            raise ParameterError(f"grid: kernel {kernel.name!r} has no parameter {key!r} (it has {', '.join(sorted(known)) or 'none'}).")
     return kernel, estimator, report
-
-

@@ -478,10 +478,13 @@ class WrongSums(Blocky):
 
 @pytest.mark.parametrize(
     ("cls", "message"),
-    [(Unseeded, "same seed"), (OffAtOneBlock, "with n_blocks=1 gives MMD"),
-     (FastButWrong, r"permuted_statistics\(pool, perms, rngs\) differs from compute_estimate on the relabelled samples"),
-     (FalseRole, r"declares role 'u-statistic' but estimates MMD\^2 ="),
-     (WrongSums, r"mmd2_from_sums of the samples' kernel sums gives")],
+    [
+        (Unseeded, "same seed"),
+        (OffAtOneBlock, "with n_blocks=1 gives MMD"),
+        (FastButWrong, r"permuted_statistics\(pool, perms, rngs\) differs from compute_estimate on the relabelled samples"),
+        (FalseRole, r"declares role 'u-statistic' but estimates MMD\^2 ="),
+        (WrongSums, r"mmd2_from_sums of the samples' kernel sums gives"),
+    ],
 )
 def test_broken_estimators_are_caught_by_name(cls, message):
     with pytest.raises(AssertionError, match=message) as info:
@@ -497,6 +500,9 @@ def test_a_malformed_minimum_size_is_caught_by_the_kit():
         def min_sample_size(self):
             return 5  # not (count, reason)
 
-    with pytest.raises(AssertionError, match=r"estimator 'bare-minimum' .*min_sample_size fails the framework's checks: "
-                                             r".*min_sample_size returned 5; it must return \(count, reason\)"):
+    with pytest.raises(
+        AssertionError,
+        match=r"estimator 'bare-minimum' .*min_sample_size fails the framework's checks: "
+        r".*min_sample_size returned 5; it must return \(count, reason\)",
+    ):
         check_estimator(BareMinimum)

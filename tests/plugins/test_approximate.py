@@ -16,9 +16,7 @@ GEN = np.random.default_rng(11)
 X, Y = GEN.normal(size=(40, 3)), GEN.normal(0.5, 1.0, size=(30, 3))
 
 
-@pytest.mark.parametrize(
-    "kernel", ["rbf:sigma=1.5", "laplace:sigma=2", "laplace:sigma=2,norm=l1", "gaussian:sigma=0.8"]
-)
+@pytest.mark.parametrize("kernel", ["rbf:sigma=1.5", "laplace:sigma=2", "laplace:sigma=2,norm=l1", "gaussian:sigma=0.8"])
 def test_the_feature_kernel_converges_to_the_kernel(kernel):
     # Bochner: E φ(x)ᵀφ(y) = k(x, y); with D = 40 000 features the error is about 1/sqrt(D)
     k = REG.resolve_kernel(kernel)
@@ -64,8 +62,12 @@ def test_a_test_with_features_detects_a_shift_and_keeps_its_level():
     gen = np.random.default_rng(0)
     A, B = gen.normal(size=(300, 5)), gen.normal(0.4, 1.0, size=(300, 5))
     assert permutation_test(A, B, kernel=k, estimator="rff:n_features=500", n_permutations=199, rng=0).reject
-    null = [permutation_test(*np.split(np.random.default_rng(s).normal(size=(200, 2)), 2), kernel=k,
-                             estimator="rff:n_features=200", n_permutations=99, rng=s).pvalue for s in range(40)]
+    null = [
+        permutation_test(
+            *np.split(np.random.default_rng(s).normal(size=(200, 2)), 2), kernel=k, estimator="rff:n_features=200", n_permutations=99, rng=s
+        ).pvalue
+        for s in range(40)
+    ]
     # p-values of an exact permutation test are super-uniform under H0
     assert np.mean(np.array(null) <= 0.05) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 40)
 

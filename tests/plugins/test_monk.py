@@ -81,9 +81,7 @@ def test_the_authors_absolute_ridge_on_data_in_small_units_is_refused_and_ridge_
 def test_bcd_fast_on_a_fixed_partition_is_monotone_and_bounded(registry, variant):
     X, Y = _samples(132, 132, seed=4)
     kernel = registry.get_kernel("rbf", sigma=1.0)
-    est = registry.get_estimator(
-        "monk-bcd-fast", solver="bcd", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0, n_iter=60
-    )
+    est = registry.get_estimator("monk-bcd-fast", solver="bcd", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0, n_iter=60)
     res = est.estimate(kernel, X, Y, rng=np.random.default_rng(9))
     trace = np.array(res.diagnostics["trace"])
     assert (np.diff(trace) >= -1e-12).all()
@@ -94,8 +92,14 @@ def test_bcd_fast_on_a_fixed_partition_is_monotone_and_bounded(registry, variant
     bound = float(median_value(np.array(block_v)))
     assert trace[-1] <= bound + 1e-12
     start = registry.get_estimator(
-        "monk-bcd-fast", solver="bcd", n_blocks=11, variant=variant, ridge=0.0, reshuffle_every=0,
-        start="indicator", n_iter=5,
+        "monk-bcd-fast",
+        solver="bcd",
+        n_blocks=11,
+        variant=variant,
+        ridge=0.0,
+        reshuffle_every=0,
+        start="indicator",
+        n_iter=5,
     ).estimate(kernel, X, Y, rng=np.random.default_rng(9))
     assert np.allclose(start.diagnostics["trace"], bound, rtol=1e-10)
     # the exact solver returns that sup at once, from the same partition
@@ -186,9 +190,7 @@ def test_a_budget_beyond_the_machine_goes_matrix_free_rather_than_fail(registry,
 def test_exact_solver_is_at_least_bcd_and_certified(registry):
     for seed in range(5):
         X, Y = _samples(110, 110, seed=seed)
-        res = registry.get_estimator("monk-bcd", solver="exact", n_iter=20).estimate(
-            registry.get_kernel("rbf", sigma=1.0), X, Y, rng=seed
-        )
+        res = registry.get_estimator("monk-bcd", solver="exact", n_iter=20).estimate(registry.get_kernel("rbf", sigma=1.0), X, Y, rng=seed)
         assert res.mmd >= res.diagnostics["bcd_value"] - 1e-12
         cert = res.diagnostics["certificate"]
         assert len(cert["majority_blocks"]) == 6 and set(cert["active_blocks"]) <= set(range(11))
@@ -279,21 +281,24 @@ def test_monk_embedding_objective_is_certified_against_a_brute_force_block_gram(
 #: decreasing with N (docs/studies/reproduction.md, Experiment 1, claim 2: the coefficients kept
 #: across reshuffles, the last reshuffle two iterations before the end); its exact solver
 #: is the consistent one. Strict: if the default ever becomes consistent, this says so.
-_AUTHORS_BCD_FAST_RBF = pytest.mark.xfail(
-    strict=True, reason="the authors' BCD-Fast schedule is biased with RBF (docs/studies/reproduction.md, claim 2)"
-)
+_AUTHORS_BCD_FAST_RBF = pytest.mark.xfail(strict=True, reason="the authors' BCD-Fast schedule is biased with RBF (docs/studies/reproduction.md, claim 2)")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "kernel_name, name, params",
     [
-        (kernel_name, name, params) if (name, params, kernel_name) != ("monk-bcd-fast", {}, "rbf")
+        (kernel_name, name, params)
+        if (name, params, kernel_name) != ("monk-bcd-fast", {}, "rbf")
         else pytest.param(kernel_name, name, params, marks=_AUTHORS_BCD_FAST_RBF)
         for kernel_name in ("rbf", "quadratic")
         for name, params in [
-            ("monk-bcd", {}), ("monk-bcd", {"solver": "exact"}), ("monk-bcd-fast", {}),
-            ("monk-bcd-fast", {"solver": "exact"}), ("monk-embedding-mmd", {}), ("monk-embedding-mmd", {"center": "minmax"}),
+            ("monk-bcd", {}),
+            ("monk-bcd", {"solver": "exact"}),
+            ("monk-bcd-fast", {}),
+            ("monk-bcd-fast", {"solver": "exact"}),
+            ("monk-embedding-mmd", {}),
+            ("monk-embedding-mmd", {"center": "minmax"}),
         ]
     ],
 )
@@ -454,9 +459,7 @@ def _symmetric_bcd_transcription(kernel, X, Y, part, n_iter, eta, ridge, final):
     return (np.sort(np.abs(W.T @ K @ c))[(Q - 1) // 2] if final else seen) ** 2
 
 
-@pytest.mark.parametrize(
-    "params", [{}, {"variant": "paper"}, {"report": "final"}, {"variant": "paper", "report": "before-update"}]
-)
+@pytest.mark.parametrize("params", [{}, {"variant": "paper"}, {"report": "final"}, {"variant": "paper", "report": "before-update"}])
 def test_bcd_symmetric_test_form_equals_a_transcription_on_each_relabelling(registry, rng, params):
     from monk_framework.engine.pooled import PooledSample
     from monk_framework.engine.within_blocks import draw_within_block, relabelled_partition
@@ -474,7 +477,13 @@ def test_bcd_symmetric_test_form_equals_a_transcription_on_each_relabelling(regi
     for b, perm in enumerate(perms):
         Xr, Yr = pool.relabelled(perm)
         want = _symmetric_bcd_transcription(
-            kernel, Xr, Yr, relabelled_partition(part, perm, n), est.n_iter, est.step_size, est.resolved_ridge,
+            kernel,
+            Xr,
+            Yr,
+            relabelled_partition(part, perm, n),
+            est.n_iter,
+            est.step_size,
+            est.resolved_ridge,
             est.resolved_report == "final",
         )
         assert got[b] == pytest.approx(want, rel=1e-10)
@@ -524,13 +533,8 @@ def test_bcd_symmetric_exact_lies_between_the_iterations_and_the_sup_over_all_si
         low = iters.partition_statistics(pool, part, identity, [None])[0]
         mid = exact.partition_statistics(pool, part, identity, [None])[0]
         M = block_means_gram(pool, part, identity)[0]
-        G = M[:Q, :Q] - M[:Q, Q:] - M[Q:, :Q] + M[Q:, Q:] + iters.resolved_ridge * np.diag(
-            1 / part.x_sizes + 1 / part.y_sizes
-        )
-        top = max(
-            sup_median_exact(G * np.outer(s, s)).value
-            for s in (np.array((1.0, *rest)) for rest in itertools.product((1.0, -1.0), repeat=Q - 1))
-        )
+        G = M[:Q, :Q] - M[:Q, Q:] - M[Q:, :Q] + M[Q:, Q:] + iters.resolved_ridge * np.diag(1 / part.x_sizes + 1 / part.y_sizes)
+        top = max(sup_median_exact(G * np.outer(s, s)).value for s in (np.array((1.0, *rest)) for rest in itertools.product((1.0, -1.0), repeat=Q - 1)))
         assert low <= mid * (1 + 1e-12) and mid <= top**2 * (1 + 1e-10)
 
 
@@ -661,9 +665,7 @@ def test_embedding_mmd_trimmed_test_keeps_its_level_where_the_separate_one_does_
     # the outliers' blocks, all towards X's side in the observed sample and to both sides
     # in relabellings (0.58 false rejections over 500 runs at N = 200, d = 10,
     # docs/studies/tests.md); the trimmed form leaves the outliers' blocks out of every statistic
-    rates = _contaminated_null_rejections(
-        registry, "monk-embedding-mmd", ("separate", "trimmed"), dim=5, tag=16, n_blocks=21
-    )
+    rates = _contaminated_null_rejections(registry, "monk-embedding-mmd", ("separate", "trimmed"), dim=5, tag=16, n_blocks=21)
     assert rates["separate"] >= 0.2 and rates["trimmed"] <= 0.10, rates
 
 
@@ -783,16 +785,12 @@ def test_bcd_authors_matches_an_independent_transcription_on_replayed_partitions
     assert result.mmd == pytest.approx(max(medians[-1], 0.0), abs=1e-12)
     # the other reading point, on the same partitions
     drawn.clear()
-    other = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=T, variant="authors", report="final").estimate(
-        kernel, X, Y, rng=np.random.default_rng(3)
-    )
+    other = registry.get_estimator("monk-bcd", n_blocks=Q, n_iter=T, variant="authors", report="final").estimate(kernel, X, Y, rng=np.random.default_rng(3))
     assert other.mmd2 == pytest.approx(final * abs(final), abs=1e-12)
     assert final != pytest.approx(medians[-1], abs=1e-9)  # the two readings differ here
 
 
-def _published_bcd_fast(
-    K: np.ndarray, n: int, partitions: list, starts: list[int], T: int, ridge: float, decay: float
-) -> tuple[list[float], float]:
+def _published_bcd_fast(K: np.ndarray, n: int, partitions: list, starts: list[int], T: int, ridge: float, decay: float) -> tuple[list[float], float]:
     """Algorithm 2 as the authors' code runs it, written from its description alone.
 
     Block q has its own dense coefficients c_q over its points (its X points, then its Y
@@ -802,6 +800,7 @@ def _published_bcd_fast(
     finds the median block m and moves c_m ← c_m + η_t (s/‖s‖ − c_m), s = (1, …, 1, −1, …, −1),
     ‖s‖² = sᵀG_m s. Returns the medians before every update and the final f's median.
     """
+
     def blocks(part):
         out = []
         for q in range(part.n_blocks):
@@ -850,9 +849,7 @@ def test_bcd_fast_authors_matches_an_independent_transcription_on_replayed_parti
     assert starts == [0, 17, 24, 31, 38]  # after 10 iterations (stall), then every (40 - 10) // 4
     assert len(drawn) == len(starts)
     Z = np.vstack([X, Y])
-    medians, final = _published_bcd_fast(
-        kernel.gram(Z, Z), n, drawn, starts, T, monk_mmd.AUTHORS_RIDGE, monk_mmd.AUTHORS_STEP_DECAY
-    )
+    medians, final = _published_bcd_fast(kernel.gram(Z, Z), n, drawn, starts, T, monk_mmd.AUTHORS_RIDGE, monk_mmd.AUTHORS_STEP_DECAY)
     trace = result.diagnostics["trace"]
     np.testing.assert_allclose(trace[:T], medians, rtol=0, atol=1e-12)
     assert trace[T] == pytest.approx(final, abs=1e-12)
@@ -894,8 +891,11 @@ def test_iteration_and_reshuffle_counts_beyond_the_budget_are_refused_before_all
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
     kernel = registry.get_kernel("rbf", sigma=1.0)
     fast = registry.get_estimator("monk-bcd-fast", n_blocks=3, n_iter=10**8, reshuffle_every=1)
-    with pytest.raises(ResourceError, match=r"n_iter=100,000,000 with reshuffle_every=1 draws 100,000,000 partitions of "
-                       r"80 points, about .* over the memory budget of 1.0 MiB"):
+    with pytest.raises(
+        ResourceError,
+        match=r"n_iter=100,000,000 with reshuffle_every=1 draws 100,000,000 partitions of "
+        r"80 points, about .* over the memory budget of 1.0 MiB",
+    ):
         fast.estimate(kernel, X, Y, max_memory="1MiB")
     traced = registry.get_estimator("monk-bcd", n_blocks=3, n_iter=10**7, trace=True)
     with pytest.raises(ResourceError, match=r"trace=True with n_iter=10,000,000 records 10,000,001 values"):
@@ -935,7 +935,8 @@ def test_median_of_means_embedding_weights_keep_their_digits_far_from_the_origin
         Y = X + np.array([0.3, 0.0, 0.0])
         apart = embed(Y, kernel=kernel, estimator=estimator, rng=1).distance(near)
         assert embed(Y + 1e8, kernel=kernel, estimator=estimator, rng=1).distance(embed(X + 1e8, kernel=kernel, estimator=estimator, rng=0)) == (
-            pytest.approx(apart, rel=1e-6))
+            pytest.approx(apart, rel=1e-6)
+        )
 
 
 def test_the_minmax_centre_is_an_affine_combination_of_the_block_means():

@@ -195,6 +195,11 @@ def test_the_minmax_solver_reports_each_iteration_and_an_embedding_passes_it_on(
     assert seen == [(i, 300) for i in range(1, sol.iterations + 1)]
     np.testing.assert_array_equal(sol.u, R.minmax_center(points).u)  # the same solve, told or not
     told = []
-    embed(np.random.default_rng(3).normal(size=(40, 2)), kernel="rbf", estimator="monk-embedding:n_blocks=9", rng=0,
-          progress=lambda done, total, what: told.append(what))
+    embed(
+        np.random.default_rng(3).normal(size=(40, 2)),
+        kernel="rbf",
+        estimator="monk-embedding:n_blocks=9",
+        rng=0,
+        progress=lambda done, total, what: told.append(what),
+    )
     assert any(what.startswith("minmax centre (Q = 9)") for what in told)

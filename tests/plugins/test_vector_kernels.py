@@ -128,10 +128,15 @@ def _normalised_in_decimal(x, y, scale, offset, power) -> float:
         return float((b(u, v) / (bxx * byy).sqrt()) ** power)
 
 
-@pytest.mark.parametrize("spec, scale, offset, power", [
-    ("linear:normalize=true", 1.0, 0.0, 1), ("quadratic:normalize=true", 1.0, 1.0, 2),
-    ("polynomial:degree=3,scale=0.5,offset=2,normalize=true", 0.5, 2.0, 3),
-    ("polynomial:degree=3,offset=0,normalize=true", 1.0, 0.0, 3)])
+@pytest.mark.parametrize(
+    "spec, scale, offset, power",
+    [
+        ("linear:normalize=true", 1.0, 0.0, 1),
+        ("quadratic:normalize=true", 1.0, 1.0, 2),
+        ("polynomial:degree=3,scale=0.5,offset=2,normalize=true", 0.5, 2.0, 3),
+        ("polynomial:degree=3,offset=0,normalize=true", 1.0, 0.0, 3),
+    ],
+)
 @pytest.mark.parametrize("far", [1e50, 1e200, 1e300])
 def test_normalised_kernels_keep_their_values_beside_a_far_point(spec, scale, offset, power, far):
     # the data had been divided by one power of two near the far point's size, and the
@@ -243,15 +248,21 @@ def test_median_heuristic_is_recorded_and_required_before_gram(rng):
 
 def test_median_heuristic_rejects_degenerate_samples_and_says_what_sigma_would_do():
     X = np.zeros((10, 1))
-    with pytest.raises(DataError, match=r"sigma = 0: .* \(many repeated points: all pooled points are equal, so every "
-                                        r"MMD is 0 whatever sigma\)\. Pass sigma explicitly\.$"):
+    with pytest.raises(
+        DataError,
+        match=r"sigma = 0: .* \(many repeated points: all pooled points are equal, so every "
+        r"MMD is 0 whatever sigma\)\. Pass sigma explicitly\.$",
+    ):
         REG.get_kernel("rbf", sigma="median").fit(X, X)
     # binary data: most pairs tie (here 8 zeros and 4 ones: 28 + 6 of the 66 pairs, 52 %);
     # the median of the others (1) is offered
     Z = np.array([0.0] * 8 + [1.0] * 4)[:, None]
     for name, metric in (("rbf", {}), ("laplace", {"norm": "l1"})):
-        with pytest.raises(DataError, match=r"\(many repeated points: 52% of the pairs\)\. Pass sigma explicitly, for "
-                                            r"instance the median of the nonzero distances: sigma=1\.$"):
+        with pytest.raises(
+            DataError,
+            match=r"\(many repeated points: 52% of the pairs\)\. Pass sigma explicitly, for "
+            r"instance the median of the nonzero distances: sigma=1\.$",
+        ):
             REG.get_kernel(name, sigma="median", **metric).fit(Z[:6], Z[6:])
 
 
@@ -289,7 +300,17 @@ GAUSSIANS = [
 ]
 
 
-@pytest.mark.parametrize(("name", "params"), [("rbf", {"sigma": 1.0}), ("rbf", {"sigma": 0.6}), ("quadratic", {}), ("quadratic", {"offset": 2.0, "scale": 0.5}), ("linear", {}), ("polynomial", {"degree": 1, "offset": 3.0})])  # noqa: E501 - one case per line
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("rbf", {"sigma": 1.0}),
+        ("rbf", {"sigma": 0.6}),
+        ("quadratic", {}),
+        ("quadratic", {"offset": 2.0, "scale": 0.5}),
+        ("linear", {}),
+        ("polynomial", {"degree": 1, "offset": 3.0}),
+    ],
+)  # noqa: E501 - one case per line
 @pytest.mark.parametrize("gaussians", GAUSSIANS)
 def test_closed_form_expectations_match_monte_carlo(name, params, gaussians):
     """E k(x, y) in closed form against 400 000 independent pairs (5 standard errors)."""
@@ -313,7 +334,8 @@ def test_closed_form_expectations_match_monte_carlo(name, params, gaussians):
 def test_closed_form_mmd_matches_design_formula_in_one_dimension():
     m1, s1, m2, s2, sig = 0.1447, 0.4422, 0.3403, 0.9687, 1.0
     rbf = (
-        sig / math.sqrt(sig**2 + 2 * s1**2) + sig / math.sqrt(sig**2 + 2 * s2**2)
+        sig / math.sqrt(sig**2 + 2 * s1**2)
+        + sig / math.sqrt(sig**2 + 2 * s2**2)
         - 2 * sig / math.sqrt(sig**2 + s1**2 + s2**2) * math.exp(-((m1 - m2) ** 2) / (2 * (sig**2 + s1**2 + s2**2)))
     )
     assert REG.get_kernel("rbf", sigma=sig).gaussian_mmd2(m1, s1**2, m2, s2**2) == pytest.approx(rbf, rel=1e-12)
@@ -375,7 +397,7 @@ def test_a_bandwidth_kernel_gives_a_finite_gram_or_a_clear_error_for_any_sigma(d
     assert np.array_equal(np.diag(K), np.ones(6)) or name == "exponential"
     if name != "exponential":
         # the distance ratio decides: off-diagonal values are exp(-r) for r = dist / sigma
-        r = (data_exp - sigma_exp)
+        r = data_exp - sigma_exp
         if r <= -20:
             assert (K > 1 - 1e-12).all()  # sigma far above the spread: all ones, not 0
         if r >= 20:
@@ -506,8 +528,7 @@ def test_the_median_heuristic_ignores_how_large_a_few_outliers_are(outlier):
         with np.errstate(over="ignore"):
             truth_big = pdist(scaled, name)[: 3 * 79 - 3] * outlier  # every pair touching an outlier
         ordinary = pdist(Z[3:], name)
-        values = np.sort(np.concatenate([ordinary, truth_big[np.isfinite(truth_big)],
-                                         np.full(np.count_nonzero(~np.isfinite(truth_big)), np.inf)]))
+        values = np.sort(np.concatenate([ordinary, truth_big[np.isfinite(truth_big)], np.full(np.count_nonzero(~np.isfinite(truth_big)), np.inf)]))
         assert len(values) == 80 * 79 // 2
         middle = values[len(values) // 2 - 1 : len(values) // 2 + 1]
         assert got == pytest.approx(middle.mean(), rel=1e-12)
@@ -547,18 +568,19 @@ def test_a_shift_free_mmd_keeps_its_digits_far_from_the_origin(spec, estimator):
     X, Y = _on_a_grid(gen, (60, 3)), _on_a_grid(gen, (50, 3), 0.4)
     linear, energy = REG.get_kernel("linear"), REG.get_kernel("energy")
     rbf = REG.get_kernel("rbf", sigma=1.0)
-    kernel = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy,
-              "linear + rbf": linear + rbf}[spec]
+    kernel = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy, "linear + rbf": linear + rbf}[spec]
     near = estimate(X, Y, kernel=kernel, estimator=estimator, rng=3).mmd2
     far = estimate(X + 2.0**30, Y + 2.0**30, kernel=kernel, estimator=estimator, rng=3).mmd2
     assert far == near
     if estimator == "v-stat":
         linear = float(np.sum((X.mean(0) - Y.mean(0)) ** 2))
         energy = (2 * cdist(X, Y).mean() - cdist(X, X).mean() - cdist(Y, Y).mean()) / 2
-        gauss = float(np.mean(np.exp(-cdist(X, X, "sqeuclidean") / 2)) + np.mean(np.exp(-cdist(Y, Y, "sqeuclidean") / 2))
-                      - 2 * np.mean(np.exp(-cdist(X, Y, "sqeuclidean") / 2)))
-        truth = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy,
-                 "linear + rbf": linear + gauss}[spec]
+        gauss = float(
+            np.mean(np.exp(-cdist(X, X, "sqeuclidean") / 2))
+            + np.mean(np.exp(-cdist(Y, Y, "sqeuclidean") / 2))
+            - 2 * np.mean(np.exp(-cdist(X, Y, "sqeuclidean") / 2))
+        )
+        truth = {"linear": linear, "energy": energy, "linear + energy": linear + energy, "2 * energy": 2 * energy, "linear + rbf": linear + gauss}[spec]
         assert far == pytest.approx(truth, rel=1e-12)
 
 
@@ -696,8 +718,7 @@ def test_an_origin_dependent_kernel_with_no_anchored_form_warns_with_its_round_o
     for offset in (2.0**20, 2.0**30):
         with pytest.warns(PrecisionWarning, match=r"relative round-off of about ([0-9.e+-]+)") as record:
             got = estimate(X + offset, Y + offset, kernel=kernel, estimator="v-stat").mmd2
-        stated = float(re.search(r"round-off of about ([0-9.e+-]+), more when the two distributions are close\.",
-                                 str(record[0].message)).group(1))
+        stated = float(re.search(r"round-off of about ([0-9.e+-]+), more when the two distributions are close\.", str(record[0].message)).group(1))
         exact = _exact_polynomial(X + offset, Y + offset)[0]
         assert abs(got - exact) / exact <= 100 * stated  # the stated round-off is the error's order, not a loose bound
     # two close distributions (one coordinate at 1e6 in both, the other N(0, 1) in both):

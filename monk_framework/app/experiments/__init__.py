@@ -37,4 +37,3 @@ def get_experiment(name: str, *, quick: bool = False, **overrides: Any) -> Exper
     base: dict[str, Any] = dict(cls.QUICK) if quick else {}
     base.update({k: v for k, v in overrides.items() if v is not None})
     return cls(**base)
-

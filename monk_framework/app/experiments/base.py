@@ -1,6 +1,5 @@
 """What every experiment is: its configuration, cells and report, and how a run goes."""
 
-
 from __future__ import annotations
 
 import numbers
@@ -21,7 +20,13 @@ from monk_framework.core.resources import check_fits, progress_callback
 from monk_framework.engine.backends import Backend
 
 __all__ = [
-    "Experiment", "ExperimentRun", "check_distinct", "check_sizes", "sizes_tuple", "mmd_estimator", "named_kernel",
+    "Experiment",
+    "ExperimentRun",
+    "check_distinct",
+    "check_sizes",
+    "sizes_tuple",
+    "mmd_estimator",
+    "named_kernel",
     "run_experiment",
 ]
 
@@ -63,9 +68,7 @@ def check_sizes(sizes: Any, experiment: str) -> None:
     if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
         raise ParameterError(f"{experiment} sizes must be positive sample sizes (ints); got {shown(values)}.")
     if max(values) > LARGEST_INT:
-        raise ParameterError(
-            f"{experiment} sizes are at most 2^63 - 1 = {LARGEST_INT:,}, numpy's largest integer; got {shown(max(values))}."
-        )
+        raise ParameterError(f"{experiment} sizes are at most 2^63 - 1 = {LARGEST_INT:,}, numpy's largest integer; got {shown(max(values))}.")
     twice = sorted({v for v in values if values.count(v) > 1})
     if twice:
         raise ParameterError(f"{experiment} sizes list {', '.join(map(str, twice))} more than once; give each size once.")
@@ -113,10 +116,14 @@ class Experiment:
         count = self.cell_count()
         runs = int(getattr(self, "runs", 1))
         groups = max(1, count // runs)
-        check_fits(count * CELL_BYTES, lambda need, avail, avail_bytes: (
-            f"{self.name}: {count:,} cells ({runs:,} runs (--runs) for each of {groups:,} settings) need about "
-            f"{need} to plan and to hold their results, but only {avail} of memory are available; use --runs "
-            f"{max(1, int(0.5 * avail_bytes) // (CELL_BYTES * groups)):,} or fewer."))
+        check_fits(
+            count * CELL_BYTES,
+            lambda need, avail, avail_bytes: (
+                f"{self.name}: {count:,} cells ({runs:,} runs (--runs) for each of {groups:,} settings) need about "
+                f"{need} to plan and to hold their results, but only {avail} of memory are available; use --runs "
+                f"{max(1, int(0.5 * avail_bytes) // (CELL_BYTES * groups)):,} or fewer."
+            ),
+        )
 
     @staticmethod
     def cell_fn(settings: dict[str, Any], shared: Any) -> list[dict[str, Any]]:
@@ -171,8 +178,7 @@ def run_experiment(
         todo = len(cells) - resumed
         shared = experiment.shared() if todo else None
         costs = [experiment.cell_cost(c.settings) for c in cells]
-        for _ in run_cells(cells, type(experiment).cell_fn, store, backend=backend, shared=shared, progress=report,
-                           costs=costs):
+        for _ in run_cells(cells, type(experiment).cell_fn, store, backend=backend, shared=shared, progress=report, costs=costs):
             pass
         files = [store.shown(path) for path in experiment.report(store.rows(cells), store)]
     return ExperimentRun(

@@ -93,8 +93,18 @@ class Exp1(Experiment):
     name: ClassVar[str] = "exp1"
     outputs: ClassVar[tuple[str, ...]] = ("results.csv", "summary.csv", "exp1.png")
     columns: ClassVar[tuple[str, ...]] = (
-        "setting", "kernel", "n", "run", "estimator", "mmd2", "mmd_hat", "true_mmd",
-        "abs_error", "log_error", "seconds", "gram_seconds",
+        "setting",
+        "kernel",
+        "n",
+        "run",
+        "estimator",
+        "mmd2",
+        "mmd_hat",
+        "true_mmd",
+        "abs_error",
+        "log_error",
+        "seconds",
+        "gram_seconds",
     )
     #: the reduced configuration of ``--quick`` (well under a minute)
     QUICK: ClassVar[dict[str, Any]] = {
@@ -123,9 +133,13 @@ class Exp1(Experiment):
         # each cell holds the pooled Gram matrix of 2N points: refused here, before the
         # results directory is touched
         n = 2 * max(value)
-        check_fits(8 * n * n, lambda need, avail, _: (
-            f"Experiment 1 sizes (--sizes): N = {max(value):,} needs a {n:,} x {n:,} pooled Gram matrix per cell, "
-            f"{need}, but only {avail} of memory are available."))
+        check_fits(
+            8 * n * n,
+            lambda need, avail, _: (
+                f"Experiment 1 sizes (--sizes): N = {max(value):,} needs a {n:,} x {n:,} pooled Gram matrix per cell, "
+                f"{need}, but only {avail} of memory are available."
+            ),
+        )
 
     def __attrs_post_init__(self) -> None:
         for text in self.estimators:
@@ -143,10 +157,18 @@ class Exp1(Experiment):
 
     def cells(self) -> list[Cell]:
         return [
-            Cell({
-                "experiment": self.name, "seed": self.seed, "setting": setting, "kernel": kernel,
-                "n": n, "run": run, "d": self.d, "estimators": list(self.estimators),
-            })
+            Cell(
+                {
+                    "experiment": self.name,
+                    "seed": self.seed,
+                    "setting": setting,
+                    "kernel": kernel,
+                    "n": n,
+                    "run": run,
+                    "d": self.d,
+                    "estimators": list(self.estimators),
+                }
+            )
             for setting in self.settings
             for kernel in self.kernels
             for n in self.sizes
@@ -184,10 +206,20 @@ def exp1_cell(settings: dict[str, Any]) -> list[dict[str, Any]]:
         seconds = time.perf_counter() - tick
         mmd_hat = float(signed_root(mmd2))
         error = abs(mmd_hat - truth)
-        rows.append({
-            "setting": setting, "kernel": settings["kernel"], "n": n, "run": run,
-            "estimator": spec_label(name, params), "mmd2": mmd2, "mmd_hat": mmd_hat, "true_mmd": truth,
-            "abs_error": error, "log_error": math.log(error) if error > 0 else -math.inf,
-            "seconds": seconds, "gram_seconds": gram_s,
-        })
+        rows.append(
+            {
+                "setting": setting,
+                "kernel": settings["kernel"],
+                "n": n,
+                "run": run,
+                "estimator": spec_label(name, params),
+                "mmd2": mmd2,
+                "mmd_hat": mmd_hat,
+                "true_mmd": truth,
+                "abs_error": error,
+                "log_error": math.log(error) if error > 0 else -math.inf,
+                "seconds": seconds,
+                "gram_seconds": gram_s,
+            }
+        )
     return rows

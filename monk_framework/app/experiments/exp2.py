@@ -68,8 +68,16 @@ class Exp2(Experiment):
     name: ClassVar[str] = "exp2"
     outputs: ClassVar[tuple[str, ...]] = ("results.csv", "summary.csv", "timing.json", "exp2.png")
     columns: ClassVar[tuple[str, ...]] = (
-        "panel", "n", "run", "estimator", "statistic", "null_quantile", "excess", "reject",
-        "chosen", "seconds",
+        "panel",
+        "n",
+        "run",
+        "estimator",
+        "statistic",
+        "null_quantile",
+        "excess",
+        "reject",
+        "chosen",
+        "seconds",
     )
     QUICK: ClassVar[dict[str, Any]] = {
         "sizes": (60, 120),
@@ -162,11 +170,21 @@ class Exp2(Experiment):
 
     def cells(self) -> list[Cell]:
         return [
-            Cell({
-                "experiment": self.name, "seed": self.seed, "panel": panel, "n": n, "run": run,
-                "kernel": self.kernel, "grid": self.grid_dict(), "estimators": list(self.estimators),
-                "n_permutations": self.n_permutations, "alpha": self.alpha, "ambiguous": self.ambiguous,
-            })
+            Cell(
+                {
+                    "experiment": self.name,
+                    "seed": self.seed,
+                    "panel": panel,
+                    "n": n,
+                    "run": run,
+                    "kernel": self.kernel,
+                    "grid": self.grid_dict(),
+                    "estimators": list(self.estimators),
+                    "n_permutations": self.n_permutations,
+                    "alpha": self.alpha,
+                    "ambiguous": self.ambiguous,
+                }
+            )
             for panel in self.panels
             for n in self.sizes
             for run in range(self.runs)
@@ -218,16 +236,30 @@ def exp2_cell(settings: dict[str, Any], shared: dict[str, Any]) -> list[dict[str
         name, params = parse_spec(text)
         tick = time.perf_counter()
         result = split_test(
-            X, Y, kernel=kernel, estimator=mmd_estimator(text, "Experiment 2"), grid=grid,
-            n_permutations=int(settings["n_permutations"]), alpha=float(settings["alpha"]),
-            rng=np.random.SeedSequence(seed, spawn_key=(stable_int(panel), n, run, 1)), gram=gram,
+            X,
+            Y,
+            kernel=kernel,
+            estimator=mmd_estimator(text, "Experiment 2"),
+            grid=grid,
+            n_permutations=int(settings["n_permutations"]),
+            alpha=float(settings["alpha"]),
+            rng=np.random.SeedSequence(seed, spawn_key=(stable_int(panel), n, run, 1)),
+            gram=gram,
         )
-        rows.append({
-            "panel": panel, "n": n, "run": run, "estimator": spec_label(name, params),
-            "statistic": result.statistic, "null_quantile": result.null_quantile, "excess": result.excess,
-            "reject": bool(result.reject), "chosen": _point_label({k: result.kernel_params[k] for k in grid}),
-            "seconds": time.perf_counter() - tick,
-        })
+        rows.append(
+            {
+                "panel": panel,
+                "n": n,
+                "run": run,
+                "estimator": spec_label(name, params),
+                "statistic": result.statistic,
+                "null_quantile": result.null_quantile,
+                "excess": result.excess,
+                "reject": bool(result.reject),
+                "chosen": _point_label({k: result.kernel_params[k] for k in grid}),
+                "seconds": time.perf_counter() - tick,
+            }
+        )
     return rows
 
 

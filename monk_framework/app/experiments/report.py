@@ -61,7 +61,10 @@ def _write_tables(experiment: Any, rows: list[dict[str, Any]], summary: list[dic
 
 #: how the figures name the estimators
 ESTIMATOR_NAMES = {
-    "u-stat": "U-Stat", "v-stat": "V-Stat", "monk-bcd": "BCD", "monk-bcd-fast": "BCD-Fast",
+    "u-stat": "U-Stat",
+    "v-stat": "V-Stat",
+    "monk-bcd": "BCD",
+    "monk-bcd-fast": "BCD-Fast",
     "monk-embedding-mmd": "embedding MMD",
 }
 #: how far above the other curves (in ln units) a curve is drawn off the scale
@@ -101,11 +104,19 @@ def exp1_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (setting, kernel, estimator, n), group in _groups(rows, ("setting", "kernel", "estimator", "n")).items():
         logs = np.maximum([float(r["log_error"]) for r in group], LOG_FLOOR)
         q25, q50, q75 = np.quantile(logs, [0.25, 0.5, 0.75])
-        out.append({
-            "setting": setting, "kernel": kernel, "estimator": estimator, "n": n, "runs": len(group),
-            "median_log_error": q50, "q25_log_error": q25, "q75_log_error": q75,
-            "mean_seconds": float(np.mean([r["seconds"] for r in group])),
-        })
+        out.append(
+            {
+                "setting": setting,
+                "kernel": kernel,
+                "estimator": estimator,
+                "n": n,
+                "runs": len(group),
+                "median_log_error": q50,
+                "q25_log_error": q25,
+                "q75_log_error": q75,
+                "mean_seconds": float(np.mean([r["seconds"] for r in group])),
+            }
+        )
     return out
 
 
@@ -148,8 +159,9 @@ def exp1_report(experiment: Any, rows: list[dict[str, Any]], store: CellStore, *
                 ax.fill_between(ns, [p["q25_log_error"] for p in pts], [p["q75_log_error"] for p in pts], color=colours(k % 10), alpha=0.15)
             if notes:
                 # the curves drawn keep the scale; the ones above it are named on the panel
-                ax.text(0.02, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7,
-                        bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
+                ax.text(
+                    0.02, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7, bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"}
+                )
                 ax.margins(y=0.25)
             ax.set_title(f"{kernel}, {titles[setting]}", fontsize=9)
             ax.set_xlabel("N (each sample)")
@@ -176,20 +188,23 @@ def exp2_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (panel, estimator, n), group in _groups(rows, ("panel", "estimator", "n")).items():
         excess = np.array([float(r["excess"]) for r in group if r["excess"] not in (None, "")])
         chosen = _groups(group, ("chosen",))
-        out.append({
-            "panel": panel, "estimator": estimator, "n": n, "runs": len(group),
-            "mean_excess": float(excess.mean()) if excess.size else None,
-            "std_excess": float(excess.std(ddof=1)) if excess.size > 1 else None,
-            "rejection_rate": float(np.mean([bool(r["reject"]) for r in group])),
-            "most_chosen": max(chosen, key=lambda c: len(chosen[c]))[0],
-            "mean_seconds": float(np.mean([r["seconds"] for r in group])),
-        })
+        out.append(
+            {
+                "panel": panel,
+                "estimator": estimator,
+                "n": n,
+                "runs": len(group),
+                "mean_excess": float(excess.mean()) if excess.size else None,
+                "std_excess": float(excess.std(ddof=1)) if excess.size > 1 else None,
+                "rejection_rate": float(np.mean([bool(r["reject"]) for r in group])),
+                "most_chosen": max(chosen, key=lambda c: len(chosen[c]))[0],
+                "mean_seconds": float(np.mean([r["seconds"] for r in group])),
+            }
+        )
     return out
 
 
-def exp2_report(
-    experiment: Any, rows: list[dict[str, Any]], store: CellStore, *, timing: Callable[[Any], dict[str, Any]]
-) -> list[Path]:
+def exp2_report(experiment: Any, rows: list[dict[str, Any]], store: CellStore, *, timing: Callable[[Any], dict[str, Any]]) -> list[Path]:
 
     summary = exp2_summary(rows)
     tables = _write_tables(experiment, rows, summary, store)
@@ -223,8 +238,8 @@ def exp2_report(
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.suptitle(
-        f"Experiment 2: split test on splice DNA, B = {experiment.n_permutations}, "
-        f"alpha = {experiment.alpha}, {experiment.runs} runs", fontsize=10,
+        f"Experiment 2: split test on splice DNA, B = {experiment.n_permutations}, alpha = {experiment.alpha}, {experiment.runs} runs",
+        fontsize=10,
     )
     fig.tight_layout()
     figure = _save(fig, store.path("exp2.png"))

@@ -63,8 +63,7 @@ def _check_regular(path: Path, *, shown: Path) -> None:
     one, and a pipe would block the run forever. ``shown`` names it in the message."""
     if not path.is_file():
         raise MonkError(
-            f"{str(shown)!r} is not a regular file (a directory, pipe or device), so it is not a monkfw result. "
-            "Use another output directory, or --fresh."
+            f"{str(shown)!r} is not a regular file (a directory, pipe or device), so it is not a monkfw result. Use another output directory, or --fresh."
         )
 
 
@@ -126,7 +125,12 @@ class CellStore:
     """The results directory of one experiment configuration (see the module docstring)."""
 
     def __init__(
-        self, directory: Path | str, experiment: str, config: Mapping[str, Any], *, fresh: bool = False,
+        self,
+        directory: Path | str,
+        experiment: str,
+        config: Mapping[str, Any],
+        *,
+        fresh: bool = False,
         outputs: Sequence[str] = (),
     ):
         #: the directory as given, for messages
@@ -201,17 +205,13 @@ class CellStore:
             handle = open(lock, "a+")
         except OSError as exc:
             why = f"its lock file {LOCK} is a directory" if lock.is_dir() else f"{LOCK}: {exc.strerror or exc}"
-            raise MonkError(
-                f"Cannot write in the results directory {str(self.directory)!r} ({why}). Give a directory you "
-                "can write to."
-            ) from None
+            raise MonkError(f"Cannot write in the results directory {str(self.directory)!r} ({why}). Give a directory you can write to.") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.close()
             raise MonkError(
-                f"Another run is writing to {str(self.directory)!r} (its lock file {LOCK} is held); "
-                "wait for it, or give another output directory."
+                f"Another run is writing to {str(self.directory)!r} (its lock file {LOCK} is held); wait for it, or give another output directory."
             ) from None
         self._lock = handle
 
@@ -222,8 +222,7 @@ class CellStore:
             path = self.root / name
             if path.is_dir():
                 raise MonkError(
-                    f"{str(self.shown(path))!r} is a directory where this run writes a file; it is left alone. Move it, or give "
-                    "another output directory."
+                    f"{str(self.shown(path))!r} is a directory where this run writes a file; it is left alone. Move it, or give another output directory."
                 )
 
     def _refuse_foreign_outputs(self) -> None:
@@ -337,7 +336,10 @@ class CellStore:
         if not rows:
             raise MonkError(f"A cell produced no rows (settings {cell.settings}); an experiment cell must give at least one.")
         record: dict[str, Any] = {
-            "key": cell.key, "settings": cell.settings, "rows": jsonable(rows), "seconds": round(seconds, 6),
+            "key": cell.key,
+            "settings": cell.settings,
+            "rows": jsonable(rows),
+            "seconds": round(seconds, 6),
             "seq": self.count + 1,
         }
         record["sha"] = record_checksum(record)

@@ -54,9 +54,7 @@ def test_describe_shows_formula_and_defaults():
     result = invoke("describe", "polynomial", "--json")
     info = json.loads(result.stdout)
     assert info["formula"] == "k(x, y) = (scale * <x, y> + offset)^degree; normalize: k(x, y) / sqrt(k(x, x) k(y, y))"
-    assert [(p["name"], p["default"]) for p in info["parameters"]] == [
-        ("degree", 3), ("scale", 1.0), ("offset", 1.0), ("normalize", False)
-    ]
+    assert [(p["name"], p["default"]) for p in info["parameters"]] == [("degree", 3), ("scale", 1.0), ("offset", 1.0), ("normalize", False)]
     text = invoke("describe", "gauss-outliers")
     assert text.exit_code == 0 and "n_outliers" in text.stdout
     assert invoke("describe", "u-stat").exit_code == 0
@@ -96,8 +94,23 @@ def test_run_without_data_uses_the_default_dataset_and_says_so():
 def test_run_routes_parameters_and_saves_the_result(tmp_path):
     out = tmp_path / "res" / "r.json"
     result = invoke(
-        "run", "-k", "rbf", "-e", "u-stat", "--dataset", "gauss-outliers", "--data-param", "n=40",
-        "--param", "sigma=median", "--param", "root=signed", "--seed", "3", "--output", str(out),
+        "run",
+        "-k",
+        "rbf",
+        "-e",
+        "u-stat",
+        "--dataset",
+        "gauss-outliers",
+        "--data-param",
+        "n=40",
+        "--param",
+        "sigma=median",
+        "--param",
+        "root=signed",
+        "--seed",
+        "3",
+        "--output",
+        str(out),
     )
     assert result.exit_code == 0, result.output
     saved = json.loads(out.read_text())
@@ -199,8 +212,7 @@ def test_real_process_run_and_usage_error():
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "No such option: --bogus" in bad.stderr
 
 
-@pytest.mark.parametrize("args", [["plugins"], ["test", "-d", "gauss", "--data-param", "n=30", "--null", "-B", "20000", "--json"]],
-                         ids=["table", "json"])
+@pytest.mark.parametrize("args", [["plugins"], ["test", "-d", "gauss", "--data-param", "n=30", "--null", "-B", "20000", "--json"]], ids=["table", "json"])
 def test_a_reader_that_leaves_ends_the_command_quietly_and_a_full_device_is_one_line(args, tmp_path):
     # `monkfw plugins | head -1` said "the work was ended by a call to sys.exit(1) outside the
     # library (in a plugin?)" (rich's broken-pipe exit), and `> /dev/full` "internal error"
@@ -218,8 +230,14 @@ def test_a_reader_that_leaves_ends_the_command_quietly_and_a_full_device_is_one_
         for env in ({k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}, {**os.environ, "PYTHONUNBUFFERED": "1"}):
             with open("/dev/full", "w") as full:
                 saved = tmp_path / "kept.json"
-                done = subprocess.run([*cmd, "-q", *args, *(["-o", str(saved)] if args[0] == "test" else [])], stdout=full,
-                                      stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+                done = subprocess.run(
+                    [*cmd, "-q", *args, *(["-o", str(saved)] if args[0] == "test" else [])],
+                    stdout=full,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    timeout=120,
+                    env=env,
+                )
             assert done.returncode == 1 and done.stderr == "Error: cannot write to standard output: No space left on device.\n"
             if args[0] == "test":
                 assert json.loads(saved.read_text())["type"] == "permutation-test"  # what -o saved is whole
@@ -239,8 +257,9 @@ def test_a_closed_stdout_is_one_line_and_a_full_stderr_does_not_end_the_work(tmp
     def closed_stdout() -> None:  # as the shell's >&- does, in the child before it starts
         os.close(1)
 
-    closed = subprocess.run([*cmd, *args, "-o", str(saved)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, timeout=120, preexec_fn=closed_stdout)
+    closed = subprocess.run(
+        [*cmd, *args, "-o", str(saved)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=closed_stdout
+    )
     assert closed.returncode == 1
     assert closed.stderr.splitlines()[-1] == "Error: cannot write to standard output: standard output is closed."
     assert json.loads(saved.read_text())["type"] == "mmd"  # what -o saved is whole
@@ -248,6 +267,7 @@ def test_a_closed_stdout_is_one_line_and_a_full_stderr_does_not_end_the_work(tmp
         with open("/dev/full", "w") as full:
             done = subprocess.run([*cmd, *args], stdout=subprocess.PIPE, stderr=full, text=True, timeout=120)
         assert done.returncode == 0 and json.loads(done.stdout)["mmd2"] == json.loads(saved.read_text())["mmd2"]
+
 
 @pytest.mark.parametrize(
     ("x_value", "message"),
@@ -303,8 +323,10 @@ def test_running_out_of_memory_unforeseen_is_said_as_such(monkeypatch):
     monkeypatch.setattr(jobs, "run", short)
     result = invoke("run", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=30")
     assert result.exit_code == 1 and "internal error" not in result.stderr
-    assert "Error: out of memory (Unable to allocate 2.98 GiB for an array with shape (20000, 20000) and data type " \
+    assert (
+        "Error: out of memory (Unable to allocate 2.98 GiB for an array with shape (20000, 20000) and data type "
         "float64). Give --max-memory a smaller budget" in result.stderr
+    )
     # an empty MemoryError() read "out of memory ()"
     monkeypatch.setattr(jobs, "run", lambda *args, **kwargs: (_ for _ in ()).throw(MemoryError()))
     result = invoke("run", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=30")
@@ -326,8 +348,7 @@ def test_a_file_the_system_refuses_is_named_not_an_internal_error(monkeypatch):
 
 def test_one_param_option_may_join_several_as_a_spec_does():
     joined = invoke("run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=3,n_iter=20,sigma=1", "--data-param", "n=30", "--json")
-    apart = invoke("run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=3", "-p", "n_iter=20", "-p", "sigma=1", "--data-param",
-                   "n=30", "--json")
+    apart = invoke("run", "-k", "rbf", "-e", "monk-bcd", "-p", "n_blocks=3", "-p", "n_iter=20", "-p", "sigma=1", "--data-param", "n=30", "--json")
     assert joined.exit_code == apart.exit_code == 0, joined.stderr
     assert json.loads(joined.stdout)["mmd"] == json.loads(apart.stdout)["mmd"]
     assert json.loads(joined.stdout)["estimator_params"]["n_iter"] == 20
@@ -374,8 +395,7 @@ def test_string_and_vector_kernels_refuse_each_others_data(tmp_path):
     # a .txt file is numbers for a vector kernel: its first string is named, with what to do
     assert wrong.exit_code == 1 and "x.txt, line 1, column 1: cannot read 'ACGT' as a number" in wrong.output
     assert "as strings (one per line) for a string kernel such as ssk" in " ".join(wrong.output.split())
-    right = invoke("run", "--kernel", "ssk", "--param", "n=2", "--estimator", "v-stat", "--json",
-                   "--x", str(tmp_path / "x.txt"), "--y", str(tmp_path / "y.fa"))
+    right = invoke("run", "--kernel", "ssk", "--param", "n=2", "--estimator", "v-stat", "--json", "--x", str(tmp_path / "x.txt"), "--y", str(tmp_path / "y.fa"))
     assert right.exit_code == 0, right.output
     out = json.loads(right.stdout)
     assert (out["n_x"], out["n_y"]) == (2, 2) and out["kernel_params"]["n"] == 2
@@ -422,9 +442,11 @@ def test_an_output_that_is_one_of_the_data_files_is_refused_and_the_data_kept(tm
     kept = {name: (tmp_path / name).read_bytes() for name in ("x.csv", "y.csv")}
     samples = ["--x", str(tmp_path / "x.csv"), "--y", str(tmp_path / "y.csv")]
     (tmp_path / "link.json").symlink_to(tmp_path / "x.csv")  # a result's name, the data's file
-    for target, said in (("x.csv", "names a .csv file, but a result is saved as JSON; name it"),
-                         ("./y.csv", "names a .csv file"),
-                         ("link.json", "the result would overwrite the data")):
+    for target, said in (
+        ("x.csv", "names a .csv file, but a result is saved as JSON; name it"),
+        ("./y.csv", "names a .csv file"),
+        ("link.json", "the result would overwrite the data"),
+    ):
         result = CliRunner().invoke(app, [command, "-k", "rbf:sigma=1", *samples, "-o", str(tmp_path / target)])
         assert result.exit_code == 2, result.output
         assert said in result.stderr
@@ -433,8 +455,7 @@ def test_an_output_that_is_one_of_the_data_files_is_refused_and_the_data_kept(tm
 
 @pytest.mark.parametrize(
     "args",
-    [["run", "-d", "gauss", "-o", ""], ["run", "--x", "", "--y", "y.npy"], ["test", "", "y.npy"],
-     ["experiment", "exp1", "--quick", "--out", ""]],
+    [["run", "-d", "gauss", "-o", ""], ["run", "--x", "", "--y", "y.npy"], ["test", "", "y.npy"], ["experiment", "exp1", "--quick", "--out", ""]],
     ids=["output", "x", "argument", "out"],
 )
 def test_an_empty_path_is_refused_not_read_as_the_current_directory(args):
@@ -452,13 +473,16 @@ def test_a_malformed_scheduler_address_is_a_usage_error():
     assert "scheduler address 'notanaddress' (--scheduler) is not valid" in result.stderr
 
 
-@pytest.mark.parametrize(("address", "message"), [
-    # each was dask's own words: "not enough values to unpack", "Can't instantiate abstract
-    # class UCXConnector", "TLS expects a `ssl_context` argument"
-    ("inproc://x", r"names a scheduler inside one Python process \(inproc://\), which no other process reaches"),
-    ("ucx://127.0.0.1:1", r"uses UCX, which needs the distributed-ucxx package"),
-    ("tls://127.0.0.1:1", r"uses TLS, which needs dask's TLS settings \(distributed\.comm\.tls"),
-])
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [
+        # each was dask's own words: "not enough values to unpack", "Can't instantiate abstract
+        # class UCXConnector", "TLS expects a `ssl_context` argument"
+        ("inproc://x", r"names a scheduler inside one Python process \(inproc://\), which no other process reaches"),
+        ("ucx://127.0.0.1:1", r"uses UCX, which needs the distributed-ucxx package"),
+        ("tls://127.0.0.1:1", r"uses TLS, which needs dask's TLS settings \(distributed\.comm\.tls"),
+    ],
+)
 def test_a_scheduler_scheme_this_client_cannot_use_says_why(address, message):
     pytest.importorskip("distributed")
     import importlib.util
@@ -467,8 +491,7 @@ def test_a_scheduler_scheme_this_client_cannot_use_says_why(address, message):
         pytest.skip("UCX is installed here")
     from monk_framework.app.cli import app
 
-    result = CliRunner().invoke(app, ["test", "-k", "rbf", "-e", "u-stat", "-d", "gauss", "--data-param", "n=20",
-                                      "--backend", "dask", "--scheduler", address])
+    result = CliRunner().invoke(app, ["test", "-k", "rbf", "-e", "u-stat", "-d", "gauss", "--data-param", "n=20", "--backend", "dask", "--scheduler", address])
     assert result.exit_code == 2
     assert re.search(rf"^Error: The scheduler address '{re.escape(address)}' \(--scheduler\) {message}", result.stderr, re.M)
 
@@ -688,7 +711,6 @@ def test_one_seed_gives_the_same_bits_in_run_and_python_and_the_test_agrees_to_r
     assert tested["statistic_mmd2"] == pytest.approx(python.mmd2, rel=1e-13, abs=0)
 
 
-
 def test_a_terminal_bar_shortens_large_counts():
     # the characters of a file read showed as 16777279/70674009
     from monk_framework.app.cli import _counts
@@ -700,11 +722,9 @@ def test_a_terminal_bar_shortens_large_counts():
 
 def test_kernel_and_estimator_options_take_specs_as_python_does():
     by_spec = json.loads(invoke("run", "-k", "rbf:sigma=1", "-e", "monk-bcd:n_blocks=5", "--data-param", "n=30", "--json").stdout)
-    by_params = json.loads(invoke("run", "-k", "rbf", "-e", "monk-bcd", "-p", "sigma=1", "-p", "n_blocks=5",
-                                  "--data-param", "n=30", "--json").stdout)
+    by_params = json.loads(invoke("run", "-k", "rbf", "-e", "monk-bcd", "-p", "sigma=1", "-p", "n_blocks=5", "--data-param", "n=30", "--json").stdout)
     assert by_spec["mmd2"] == by_params["mmd2"] and by_spec["kernel_params"] == {"sigma": 1.0}
-    tested = json.loads(invoke("test", "-k", "rbf:sigma=1", "-e", "monk-bcd:n_blocks=5", "--data-param", "n=30", "-B", "19",
-                               "--json").stdout)
+    tested = json.loads(invoke("test", "-k", "rbf:sigma=1", "-e", "monk-bcd:n_blocks=5", "--data-param", "n=30", "-B", "19", "--json").stdout)
     assert tested["n_blocks"] == 5
     both = invoke("run", "-k", "rbf:sigma=1", "-p", "sigma=2", "--data-param", "n=30")
     assert both.exit_code == 2 and "The kernel parameter 'sigma' is given in its spec and by --param; keep one." in both.stderr
@@ -776,7 +796,13 @@ def test_a_stage_whose_first_report_comes_late_is_timed_from_the_stage_before(mo
     lines = console.file.getvalue().splitlines()
     assert lines[5] == "estimate: Gram matrix 120,001/200,000 (60%), 2.0 h elapsed, about 80 min left"
     assert [cli._ProgressBar._duration(t) for t in (89.4, 91, 5400, 47 * 3600, 4 * 86400, 1e30)] == [
-        "89 s", "2 min", "1.5 h", "47.0 h", "4.0 days", "more than ten years"]
+        "89 s",
+        "2 min",
+        "1.5 h",
+        "47.0 h",
+        "4.0 days",
+        "more than ten years",
+    ]
 
 
 @pytest.mark.parametrize("columns", ["0", "5"])
@@ -787,8 +813,7 @@ def test_a_width_nobody_reads_still_draws_the_result(columns):
     exe = shutil.which("monkfw") or shutil.which("monkfw", path=str(__import__("pathlib").Path(sys.executable).parent))
     cmd = [exe] if exe else [sys.executable, "-m", "monk_framework"]
     env = {**os.environ, "COLUMNS": columns}
-    ran = subprocess.run([*cmd, "run", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=30"], capture_output=True, text=True,
-                         timeout=120, env=env)
+    ran = subprocess.run([*cmd, "run", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=30"], capture_output=True, text=True, timeout=120, env=env)
     assert ran.returncode == 0, ran.stderr
     shown = re.search(r"│ MMD\^2 +│ ([-0-9.e+]+) +│", ran.stdout)
     assert shown, ran.stdout
@@ -850,8 +875,18 @@ def test_a_save_that_fails_still_prints_the_result_before_the_error(monkeypatch,
         raise MonkError(f"Cannot write {str(path)!r}: No space left on device.")
 
     monkeypatch.setattr(cli, "write_atomically", full)
-    result = invoke(command, "-d", "gauss", "--data-param", "n=30", "-B" if command == "test" else "--seed", "99" if command == "test" else "0",
-                    "--json", "-o", str(tmp_path / "r.json"))
+    result = invoke(
+        command,
+        "-d",
+        "gauss",
+        "--data-param",
+        "n=30",
+        "-B" if command == "test" else "--seed",
+        "99" if command == "test" else "0",
+        "--json",
+        "-o",
+        str(tmp_path / "r.json"),
+    )
     assert result.exit_code == 1
     assert result.stderr.strip().endswith("No space left on device.")
     printed = json.loads(result.stdout)
@@ -927,8 +962,7 @@ def wandering_estimator(tmp_path):
         yield elsewhere
 
 
-def test_an_output_is_saved_where_the_user_named_it_though_a_plugin_changed_directory(
-        wandering_estimator, tmp_path, monkeypatch):
+def test_an_output_is_saved_where_the_user_named_it_though_a_plugin_changed_directory(wandering_estimator, tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.chdir(home)

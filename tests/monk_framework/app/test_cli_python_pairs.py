@@ -29,33 +29,43 @@ def files(tmp_path_factory):
 #: (monkfw arguments after the files, the Python call on (X, Y)); the seed is 0 on both sides
 PAIRS = [
     (["test"], lambda X, Y: mf.permutation_test(X, Y, rng=0)),
-    (["test", "-k", "laplace", "-e", "v-stat", "-B", "199", "--seed", "3"],
-     lambda X, Y: mf.permutation_test(X, Y, kernel="laplace", estimator="v-stat", n_permutations=199, rng=3)),
-    (["test", "--alternative", "two-sided", "-B", "99"],
-     lambda X, Y: mf.permutation_test(X, Y, alternative="two-sided", n_permutations=99, rng=0)),
-    (["test", "-e", "monk-bcd-fast", "-p", "n_blocks=5", "-B", "99"],
-     lambda X, Y: mf.permutation_test(X, Y, estimator="monk-bcd-fast:n_blocks=5", n_permutations=99, rng=0)),
-    (["test", "--split", "--grid", "sigma=0.5,1,2", "-B", "99"],
-     lambda X, Y: mf.split_test(X, Y, grid={"sigma": [0.5, 1, 2]}, n_permutations=99, rng=0)),
+    (
+        ["test", "-k", "laplace", "-e", "v-stat", "-B", "199", "--seed", "3"],
+        lambda X, Y: mf.permutation_test(X, Y, kernel="laplace", estimator="v-stat", n_permutations=199, rng=3),
+    ),
+    (["test", "--alternative", "two-sided", "-B", "99"], lambda X, Y: mf.permutation_test(X, Y, alternative="two-sided", n_permutations=99, rng=0)),
+    (
+        ["test", "-e", "monk-bcd-fast", "-p", "n_blocks=5", "-B", "99"],
+        lambda X, Y: mf.permutation_test(X, Y, estimator="monk-bcd-fast:n_blocks=5", n_permutations=99, rng=0),
+    ),
+    (["test", "--split", "--grid", "sigma=0.5,1,2", "-B", "99"], lambda X, Y: mf.split_test(X, Y, grid={"sigma": [0.5, 1, 2]}, n_permutations=99, rng=0)),
     # no kernel: rbf at the median heuristic, made robust, on both sides
     (["test", "--contamination", "3"], lambda X, Y: mf.robust_test(X, Y, contamination=3, rng=0)),
-    (["test", "--contamination", "3", "-k", "rbf", "-p", "sigma=1"],
-     lambda X, Y: mf.robust_test(X, Y, contamination=3, kernel="rbf:sigma=1", rng=0)),
-    (["test", "--contamination", "0.02", "-k", "quadratic", "--method", "clip", "-B", "199"],
-     lambda X, Y: mf.robust_test(X, Y, contamination=0.02, kernel="quadratic", method="clip", n_permutations=199, rng=0)),
+    (["test", "--contamination", "3", "-k", "rbf", "-p", "sigma=1"], lambda X, Y: mf.robust_test(X, Y, contamination=3, kernel="rbf:sigma=1", rng=0)),
+    (
+        ["test", "--contamination", "0.02", "-k", "quadratic", "--method", "clip", "-B", "199"],
+        lambda X, Y: mf.robust_test(X, Y, contamination=0.02, kernel="quadratic", method="clip", n_permutations=199, rng=0),
+    ),
     (["test", "--aggregate", "agg"], lambda X, Y: mf.aggregated_test(X, Y, rng=0)),
     # the request the audit found read two ways: a Laplace family of 10 and the quadratic kernel
-    (["test", "--aggregate", "agg", "-k", "laplace", "-k", "quadratic", "-B", "199"],
-     lambda X, Y: mf.aggregated_test(X, Y, kernels=["laplace", "quadratic"], n_permutations=199, rng=0)),
-    (["test", "--aggregate", "agg", "-k", "laplace", "-p", "norm=l1", "-B", "199"],
-     lambda X, Y: mf.aggregated_test(X, Y, kernels=["laplace:norm=l1"], n_permutations=199, rng=0)),
-    (["test", "--aggregate", "fuse", "-B", "199", "--seed", "2"],
-     lambda X, Y: mf.aggregated_test(X, Y, method="fuse", n_permutations=199, rng=2)),
-    (["test", "--aggregate", "agg", "--bandwidths", "0.5,1,2", "--contamination", "2", "-B", "199"],
-     lambda X, Y: mf.aggregated_test(X, Y, bandwidths=[0.5, 1, 2], contamination=2, n_permutations=199, rng=0)),
+    (
+        ["test", "--aggregate", "agg", "-k", "laplace", "-k", "quadratic", "-B", "199"],
+        lambda X, Y: mf.aggregated_test(X, Y, kernels=["laplace", "quadratic"], n_permutations=199, rng=0),
+    ),
+    (
+        ["test", "--aggregate", "agg", "-k", "laplace", "-p", "norm=l1", "-B", "199"],
+        lambda X, Y: mf.aggregated_test(X, Y, kernels=["laplace:norm=l1"], n_permutations=199, rng=0),
+    ),
+    (["test", "--aggregate", "fuse", "-B", "199", "--seed", "2"], lambda X, Y: mf.aggregated_test(X, Y, method="fuse", n_permutations=199, rng=2)),
+    (
+        ["test", "--aggregate", "agg", "--bandwidths", "0.5,1,2", "--contamination", "2", "-B", "199"],
+        lambda X, Y: mf.aggregated_test(X, Y, bandwidths=[0.5, 1, 2], contamination=2, n_permutations=199, rng=0),
+    ),
     (["run"], lambda X, Y: mf.estimate(X, Y, rng=0)),
-    (["run", "-k", "quadratic", "-e", "monk-bcd", "-p", "n_blocks=5"],
-     lambda X, Y: mf.estimate(X, Y, kernel="quadratic", estimator="monk-bcd:n_blocks=5", rng=0)),
+    (
+        ["run", "-k", "quadratic", "-e", "monk-bcd", "-p", "n_blocks=5"],
+        lambda X, Y: mf.estimate(X, Y, kernel="quadratic", estimator="monk-bcd:n_blocks=5", rng=0),
+    ),
 ]
 
 

@@ -41,8 +41,26 @@ def test_permutation_test_states_the_decision_and_matches_the_library():
 def test_a_monk_test_on_strings_keeps_quiet_about_equal_classes(tmp_path):
     out = tmp_path / "result.json"
     result = invoke(
-        "test", "-k", "ssk", "-p", "n=3", "-e", "monk-bcd-fast", "-p", "n_blocks=5", "-d", "splice-ei-ei",
-        "--data-param", "n=120", "--data-param", "m=120", "-B", "60", "--json", "--output", str(out),
+        "test",
+        "-k",
+        "ssk",
+        "-p",
+        "n=3",
+        "-e",
+        "monk-bcd-fast",
+        "-p",
+        "n_blocks=5",
+        "-d",
+        "splice-ei-ei",
+        "--data-param",
+        "n=120",
+        "--data-param",
+        "m=120",
+        "-B",
+        "60",
+        "--json",
+        "--output",
+        str(out),
     )
     assert result.exit_code == 0, result.stderr
     saved = json.loads(out.read_text())
@@ -52,16 +70,26 @@ def test_a_monk_test_on_strings_keeps_quiet_about_equal_classes(tmp_path):
 
 def test_split_test_with_a_grid():
     result = invoke(
-        "test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "sigma=0.5,1,2", "-B", "99", "--json",
-        "--data-param", "n=300",
+        "test",
+        "-k",
+        "rbf",
+        "-e",
+        "u-stat",
+        "--split",
+        "--grid",
+        "sigma=0.5,1,2",
+        "-B",
+        "99",
+        "--json",
+        "--data-param",
+        "n=300",
     )
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["type"] == "split-test" and [t["params"]["sigma"] for t in data["tuning"]] == [0.5, 1, 2]
     assert set(data["parts"]) == {"tune", "calibrate", "test"}
     # the prefix --param takes works here too
-    prefixed = invoke("test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "kernel.sigma=0.5,1,2", "-B", "99", "--json",
-                      "--data-param", "n=300")
+    prefixed = invoke("test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "kernel.sigma=0.5,1,2", "-B", "99", "--json", "--data-param", "n=300")
     assert json.loads(prefixed.stdout)["tuning"] == data["tuning"]
     table = invoke("test", "-k", "rbf", "-e", "u-stat", "--split", "--grid", "sigma=0.5,1", "-B", "99")
     assert "T - q" in table.stdout and "part 1" in table.stdout and "chosen on part 1" in table.stdout
@@ -165,7 +193,9 @@ def test_robust_test_reports_its_certificate_and_matches_the_library():
     assert data["type"] == "robust-test" and data["method"] == "dc" and data["contamination"] == 10
     assert (data["pvalue"], data["certificate"], data["reject"]) == (direct.pvalue, direct.certificate, direct.reject)
     # a fraction of N + M = 400 points, and mom with a chosen number of blocks
-    frac = json.loads(invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "0.025", "--blocks", "31", "-B", "99", "--json").stdout)  # noqa: E501 - one case per line
+    frac = json.loads(
+        invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "0.025", "--blocks", "31", "-B", "99", "--json").stdout
+    )  # noqa: E501 - one case per line
     assert frac["contamination"] == 10 and frac["method"] == "mom" and frac["n_blocks"] == 31
     assert len(frac["block_pvalues"]) == 31 and frac["estimator"] == "u-stat"
 
@@ -200,15 +230,13 @@ def test_aggregated_test_lists_its_kernels_and_matches_the_library():
     # one family at given bandwidths, MMD-FUSE, and robust aggregation with its certificate
     fuse = json.loads(invoke("test", "--aggregate", "fuse", "-k", "laplace", "--bandwidths", "0.5,1,2", "-B", "99", "--json").stdout)
     assert fuse["method"] == "fuse" and fuse["bandwidths"] == [0.5, 1.0, 2.0] and fuse["kernel"] == "laplace"
-    robust = invoke("test", "--aggregate", "agg", "--bandwidths", "0.5,1,2", "--contamination", "2", "--dataset",
-                    "gauss-outliers", "-B", "99")
+    robust = invoke("test", "--aggregate", "agg", "--bandwidths", "0.5,1,2", "--contamination", "2", "--dataset", "gauss-outliers", "-B", "99")
     assert robust.exit_code == 0, robust.stderr
     assert "MMDAgg, robust to 2" in robust.stdout and "certificate" in robust.stdout
 
 
 def test_robust_test_clips_an_unbounded_kernel_by_default():
-    data = json.loads(invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "99",
-                             "--json").stdout)
+    data = json.loads(invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "10", "-B", "99", "--json").stdout)
     assert data["method"] == "clip" and data["clip_radius"] > 0 and data["estimator"] == "v-stat"
     table = invoke("test", "-k", "quadratic", "--dataset", "gauss-outliers", "--contamination", "10", "--clip", "5", "-B", "99")
     assert table.exit_code == 0, table.stderr
@@ -236,8 +264,10 @@ def test_several_kernels_make_the_collection_of_an_aggregated_test():
     assert all(spec.startswith("laplace:") and spec.endswith("norm=l2") for spec in family["kernel_specs"])
     mixed = _aggregated("-k", "quadratic", "-k", "rbf:sigma=1", "-k", "laplace", "--bandwidths", "0.5,2")
     assert mixed["kernel_specs"] == [
-        "quadratic:scale=1.0,offset=1.0,normalize=False", "rbf:sigma=1.0",
-        "laplace:sigma=0.5,norm=l2", "laplace:sigma=2.0,norm=l2",
+        "quadratic:scale=1.0,offset=1.0,normalize=False",
+        "rbf:sigma=1.0",
+        "laplace:sigma=0.5,norm=l2",
+        "laplace:sigma=2.0,norm=l2",
     ]
     robust = _aggregated("-k", "rbf:sigma=1", "-k", "rbf:sigma=2", "--contamination", "2")
     assert robust["contamination"] == 2 and robust["bandwidths"] == [1.0, 2.0] and "certificate" in robust

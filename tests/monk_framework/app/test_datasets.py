@@ -126,8 +126,11 @@ def test_a_data_set_too_large_for_memory_is_refused_before_drawing(monkeypatch):
 )
 def test_parameters_that_draw_beyond_float64_are_named_not_the_data(name, params):
     # the draws' infinities were reported as the user's data ("remove or impute them first")
-    with pytest.raises(ParameterError, match=rf"Data set {name}\(.*\) drew [\d,]+ values beyond float64 \(inf\): its "
-                                             r"parameters make numbers too large to hold"):
+    with pytest.raises(
+        ParameterError,
+        match=rf"Data set {name}\(.*\) drew [\d,]+ values beyond float64 \(inf\): its "
+        r"parameters make numbers too large to hold",
+    ):
         get_dataset(name, **params).sample(0)
 
 
@@ -139,10 +142,16 @@ def test_a_parameter_that_is_no_finite_number_says_so():
 
 def test_an_optional_size_says_what_none_means_and_how_large_it_may_be():
     # the splice sets' n said "or None for the same size as n", of n itself
-    with pytest.raises(ParameterError, match=r"The 'n' parameter of SpliceEIIE must be an int >= 1, or None for as many "
-                                             r"as the classes allow\. Got 0 instead\.$"):
+    with pytest.raises(
+        ParameterError,
+        match=r"The 'n' parameter of SpliceEIIE must be an int >= 1, or None for as many "
+        r"as the classes allow\. Got 0 instead\.$",
+    ):
         get_dataset("splice-ei-ie", n=0)
-    with pytest.raises(ParameterError, match=r"The 'm' parameter of GaussDataset must be an int >= 1, or None for the same "
-                                             r"size as n\. Got 100000000000000000000 instead\. An int parameter is at most 2\^63 - 1"):
+    with pytest.raises(
+        ParameterError,
+        match=r"The 'm' parameter of GaussDataset must be an int >= 1, or None for the same "
+        r"size as n\. Got 100000000000000000000 instead\. An int parameter is at most 2\^63 - 1",
+    ):
         get_dataset("gauss", m=10**20)
     assert get_dataset("gauss", m=None).size_y == 200

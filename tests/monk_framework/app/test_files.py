@@ -75,8 +75,11 @@ def test_an_existing_file_is_replaced_only_if_it_holds_a_result(tmp_path):
     (tmp_path / "other.out").write_bytes(b"\x93NUMPY data of another sample")
     (tmp_path / "notes.json").write_text('{"a": 1}\n')
     for name in ("other.out", "notes.json"):
-        with pytest.raises(ParameterError, match=rf"--output '.*{name}' exists and is not a monkfw result: it would be "
-                                                 "overwritten"):
+        with pytest.raises(
+            ParameterError,
+            match=rf"--output '.*{name}' exists and is not a monkfw result: it would be "
+            "overwritten",
+        ):
             check_writable(tmp_path / name, what="--output")
     # a name of another format is refused before anything is looked at: a result is JSON
     (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
@@ -103,8 +106,11 @@ def test_an_existing_file_that_cannot_be_read_is_not_called_a_non_result(tmp_pat
         return real_open(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "open", refuse)
-    with pytest.raises(ParameterError, match=r"--output '.*locked.json' exists and cannot be read \(Permission denied\), so "
-                                             r"whether it holds a result .* is unknown"):
+    with pytest.raises(
+        ParameterError,
+        match=r"--output '.*locked.json' exists and cannot be read \(Permission denied\), so "
+        r"whether it holds a result .* is unknown",
+    ):
         check_writable(tmp_path / "locked.json", what="--output")
 
 
@@ -117,8 +123,11 @@ def test_a_name_the_system_refuses_is_a_parameter_error(tmp_path):
 def test_a_trailing_separator_names_a_directory(tmp_path):
     # Path("out/") is Path("out"): the result would have been a file named like the folder
     given = str(tmp_path / "out") + os.sep
-    with pytest.raises(ParameterError, match=r"ends with a separator, so it names a directory; give a file name inside it, "
-                                             r"e\.g\. '.*out/result\.json'"):
+    with pytest.raises(
+        ParameterError,
+        match=r"ends with a separator, so it names a directory; give a file name inside it, "
+        r"e\.g\. '.*out/result\.json'",
+    ):
         check_writable(given)
     assert not (tmp_path / "out").exists()
     (tmp_path / "out").mkdir()

@@ -29,8 +29,11 @@ def test_estimate_validates_both_samples(X, Y, message):
 def test_one_point_of_many_features_is_told_it_may_be_a_row_meant_as_a_column():
     # a row vector (a file of one line of values) is one point: the U-statistic needs two
     row = np.arange(6.0)[None, :]
-    with pytest.raises(DataError, match=r"X has 1 point\(s\) but estimator 'u-stat' needs at least 2 \(.*\)\. X is one "
-                                        r"point of 6 features: if they are 6 points of one feature, transpose it \(X\.T"):
+    with pytest.raises(
+        DataError,
+        match=r"X has 1 point\(s\) but estimator 'u-stat' needs at least 2 \(.*\)\. X is one "
+        r"point of 6 features: if they are 6 points of one feature, transpose it \(X\.T",
+    ):
         REG.get_estimator("u-stat").estimate(REG.get_kernel("rbf", sigma=1.0), row, row + 1)
     # one point of one feature has nothing to transpose
     with pytest.raises(DataError, match=r"needs at least 2 \(the U-statistic averages over pairs of distinct points\)\.$"):
@@ -109,8 +112,11 @@ def test_embedding_round_trips_through_json(rng):
     from monk_framework import UnknownNameError, load_result
 
     text = emb.to_json().replace('"kernel": "laplace"', '"kernel": "cauchy"')
-    with pytest.raises(UnknownNameError, match=r"Unknown kernel 'cauchy'\..* The embedding was made with this kernel: "
-                       r"install \(or register\) the plugin that provides it"):
+    with pytest.raises(
+        UnknownNameError,
+        match=r"Unknown kernel 'cauchy'\..* The embedding was made with this kernel: "
+        r"install \(or register\) the plugin that provides it",
+    ):
         load_result(text)
 
 
@@ -172,8 +178,9 @@ def test_a_damaged_result_is_refused_naming_the_field_never_blaming_a_computatio
     from monk_framework.two_sample import permutation_test
 
     gen = np.random.default_rng(4)
-    good = json.loads(permutation_test(gen.normal(size=(20, 2)), gen.normal(size=(20, 2)), kernel="rbf:sigma=1", estimator="u-stat",
-                                       n_permutations=19, rng=0).to_json())
+    good = json.loads(
+        permutation_test(gen.normal(size=(20, 2)), gen.normal(size=(20, 2)), kernel="rbf:sigma=1", estimator="u-stat", n_permutations=19, rng=0).to_json()
+    )
     for field in good:
         for bad in (None, "abc", float("nan"), [1], {"a": 1}, float("inf")):
             damaged = {**good, field: bad}
@@ -217,8 +224,7 @@ def test_test_results_follow_scipy_names():
 
     gen = np.random.default_rng(0)
     X, Y = gen.normal(size=(20, 1)), gen.normal(size=(20, 1))
-    result = permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=REG.get_estimator("u-stat"),
-                              n_permutations=19, rng=0, return_null=True)
+    result = permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=REG.get_estimator("u-stat"), n_permutations=19, rng=0, return_null=True)
     statistic, pvalue = result
     assert (statistic, pvalue) == (result.statistic, result.pvalue) and result.alternative == "greater"
     assert isinstance(result.null_distribution, np.ndarray) and result.null_distribution.shape == (19,)

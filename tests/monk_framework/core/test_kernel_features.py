@@ -24,15 +24,16 @@ def _brute(kernel, X, Y, estimator):
     n, m = len(X), len(Y)
     if estimator == "v-stat":
         return Kxx.mean() + Kyy.mean() - 2 * Kxy.mean()
-    return ((Kxx.sum() - np.trace(Kxx)) / (n * (n - 1)) + (Kyy.sum() - np.trace(Kyy)) / (m * (m - 1))
-            - 2 * Kxy.mean())
+    return (Kxx.sum() - np.trace(Kxx)) / (n * (n - 1)) + (Kyy.sum() - np.trace(Kyy)) / (m * (m - 1)) - 2 * Kxy.mean()
 
 
 @pytest.fixture
 def without_features(monkeypatch):
     """Switch the feature path off: the Gram matrix (stored, or in tiles) as before."""
+
     def switch():
         monkeypatch.setattr(kernels_module, "FEATURES_PAY", 10**18)
+
     return switch
 
 
@@ -130,11 +131,16 @@ class MisfeaturedKernel(Kernel):
 def test_features_that_disagree_with_the_kernel_are_refused_by_name():
     gen = np.random.default_rng(11)
     X, Y = gen.normal(size=(200, 2)), gen.normal(size=(200, 2))
-    for run in (lambda: estimate(X, Y, kernel=MisfeaturedKernel(), estimator="u-stat"),
-                lambda: estimate(X, Y, kernel=MisfeaturedKernel(), estimator="u-stat", max_memory=1000),  # summed in blocks
-                lambda: permutation_test(X, Y, kernel=MisfeaturedKernel(), estimator="v-stat", n_permutations=19, rng=0)):
-        with pytest.raises(KernelContractError, match=r"kernel 'misfeatured' \(.*MisfeaturedKernel\): its features disagree "
-                           r"with its kernel values: <features\([xy]_\d+\), features\([xy]_\d+\)> = .* where k\([xy]_\d+, [xy]_\d+\) = "):
+    for run in (
+        lambda: estimate(X, Y, kernel=MisfeaturedKernel(), estimator="u-stat"),
+        lambda: estimate(X, Y, kernel=MisfeaturedKernel(), estimator="u-stat", max_memory=1000),  # summed in blocks
+        lambda: permutation_test(X, Y, kernel=MisfeaturedKernel(), estimator="v-stat", n_permutations=19, rng=0),
+    ):
+        with pytest.raises(
+            KernelContractError,
+            match=r"kernel 'misfeatured' \(.*MisfeaturedKernel\): its features disagree "
+            r"with its kernel values: <features\([xy]_\d+\), features\([xy]_\d+\)> = .* where k\([xy]_\d+, [xy]_\d+\) = ",
+        ):
             run()
 
 
@@ -154,8 +160,13 @@ def _composites():
     from monk_framework.core.kernels import ClippedKernel
 
     lin, quad = REG.get_kernel("linear"), REG.get_kernel("quadratic")
-    return {"sum": lin + quad, "product": lin * quad, "scaled": 2.5 * quad, "clipped": ClippedKernel(c=5.0, kernel=quad),
-            "clipped product": ClippedKernel(c=3.0, kernel=lin * lin)}
+    return {
+        "sum": lin + quad,
+        "product": lin * quad,
+        "scaled": 2.5 * quad,
+        "clipped": ClippedKernel(c=5.0, kernel=quad),
+        "clipped product": ClippedKernel(c=3.0, kernel=lin * lin),
+    }
 
 
 @pytest.mark.parametrize("name", list(_composites()))
@@ -167,8 +178,7 @@ def test_combinations_of_kernels_with_features_have_features(name, without_featu
     X, Y = gen.normal(size=(300, 2)), gen.normal(0.2, 1.0, size=(300, 2))
     X[:3] = 300.0  # beyond every clipping radius
     assert kernel.has_features
-    np.testing.assert_allclose(kernel.features(X) @ kernel.features(Y).T, kernel.gram(X, Y), rtol=1e-12,
-                               atol=1e-12 * np.abs(kernel.gram(X, Y)).max())
+    np.testing.assert_allclose(kernel.features(X) @ kernel.features(Y).T, kernel.gram(X, Y), rtol=1e-12, atol=1e-12 * np.abs(kernel.gram(X, Y)).max())
     fast = estimate(X, Y, kernel=kernel, estimator="v-stat")
     without_features()
     slow = estimate(X, Y, kernel=kernel, estimator="v-stat")
@@ -241,8 +251,11 @@ def test_a_plugin_feature_count_that_is_no_count_is_refused_by_name(count, said)
             return count
 
     X = np.random.default_rng(16).normal(size=(200, 2))
-    with pytest.raises(KernelContractError, match=rf"kernel 'counting' .*: compute_feature_count\(2\) returned {re.escape(said)}; it "
-                       r"must return the number of features a point has"):
+    with pytest.raises(
+        KernelContractError,
+        match=rf"kernel 'counting' .*: compute_feature_count\(2\) returned {re.escape(said)}; it "
+        r"must return the number of features a point has",
+    ):
         estimate(X, X + 1, kernel=Counting(), estimator="v-stat")
 
 
@@ -277,6 +290,9 @@ def test_a_plugin_feature_count_that_is_not_the_features_width_is_refused_by_nam
 
     X = np.random.default_rng(18).normal(size=(200, 2))
     for budget in (None, 1000):  # the features whole, and summed in blocks over the budget
-        with pytest.raises(KernelContractError, match=r"kernel 'undercounting' .*: compute_feature_count\(2\) gives 1 features "
-                           r"a point, but compute_features gives 2; they must agree\."):
+        with pytest.raises(
+            KernelContractError,
+            match=r"kernel 'undercounting' .*: compute_feature_count\(2\) gives 1 features "
+            r"a point, but compute_features gives 2; they must agree\.",
+        ):
             estimate(X, X + 1, kernel=Undercounting(), estimator="v-stat", max_memory=budget)

@@ -108,7 +108,9 @@ def test_distances_match_scipy(pair):
 
 
 @settings(max_examples=40, deadline=None)
-@given(arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 6)), elements=finite), st.sampled_from(["rbf", "laplace", "energy", "linear", "quadratic"]))  # noqa: E501 - one case per line
+@given(
+    arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 6)), elements=finite), st.sampled_from(["rbf", "laplace", "energy", "linear", "quadratic"])
+)  # noqa: E501 - one case per line
 def test_gram_is_exactly_symmetric_for_any_data(X, name):
     K = REG.get_kernel(name, **({"sigma": 50.0} if name in ("rbf", "laplace") else {})).gram(X)
     assert np.array_equal(K, K.T)
@@ -256,8 +258,7 @@ def test_a_correct_kernel_passes_the_contract_checks_on_large_and_badly_scaled_d
         "laplace": np.exp(-np.sqrt(D2) / 50.0),
         "linear": X[:40] @ X[:40].T,
     }
-    for name, params in (("rbf", {"sigma": 5.0}), ("laplace", {"sigma": 50.0}), ("linear", {}),
-                         ("quadratic", {"normalize": True}), ("energy", {})):
+    for name, params in (("rbf", {"sigma": 5.0}), ("laplace", {"sigma": 50.0}), ("linear", {}), ("quadratic", {"normalize": True}), ("energy", {})):
         K = registry.get_kernel(name, **params).gram(X)
         if name in truth:
             np.testing.assert_allclose(K[:40, :40], truth[name], rtol=1e-9, atol=1e-12)
@@ -369,9 +370,7 @@ def test_the_median_heuristic_is_the_median_of_the_pairwise_distances():
         assert median_distance(Z) == pytest.approx(np.median(pdist(Z)), rel=1e-12)
 
 
-@pytest.mark.parametrize(
-    "kind", ["normal", "heavy-tailed", "triplicated points", "a tight cloud far from 0", "two far clusters"]
-)
+@pytest.mark.parametrize("kind", ["normal", "heavy-tailed", "triplicated points", "a tight cloud far from 0", "two far clusters"])
 def test_the_median_heuristic_equals_the_sorted_refined_distances_bit_for_bit(kind):
     # the bracketed path (no refinement, no gathering) must give exactly the median of the
     # refined upper-triangle distances, computed in the same bands; in two far clusters
@@ -567,9 +566,12 @@ def test_a_kernel_that_is_zero_between_every_two_distinct_points_warns_that_it_s
     gen = np.random.default_rng(25)
     X, Y = gen.normal(size=(40, 2)), gen.normal(3.0, 1.0, size=(30, 2))
     for spec in ("rbf:sigma=1e-5", "laplace:sigma=1e-320"):
-        with pytest.warns(PrecisionWarning, match=r"is 0 between every two distinct points of the 62 checked \(62 distinct "
-                                                  r"values\): an MMD with it counts equal points only, so on data without "
-                                                  r"repeated values it sees the diagonal"):
+        with pytest.warns(
+            PrecisionWarning,
+            match=r"is 0 between every two distinct points of the 62 checked \(62 distinct "
+            r"values\): an MMD with it counts equal points only, so on data without "
+            r"repeated values it sees the diagonal",
+        ):
             got = estimate(X, Y, kernel=spec, estimator="v-stat").mmd2
         assert got == pytest.approx(1 / 40 + 1 / 30, rel=1e-12)  # the diagonal alone: ties, not data
     with pytest.warns(PrecisionWarning, match=r"rbf\(sigma=1e-06\) is 0 between"):
@@ -677,8 +679,7 @@ def test_a_long_value_is_shown_by_its_start_and_length_in_a_message():
     with pytest.raises(DataError, match=r"X\[1\] is bytes b'xxx[x]*\.\.\. \(10,003 characters\), but") as caught:
         get_registry().get_kernel("ssk").check_sample(["ACGT", b"x" * 10_000])
     assert len(str(caught.value)) < 200
-    for spec, kind in [("rbf:sigma=" + "9" * 400 + ".5", ParameterError), ("r" * 10_000, UnknownNameError),
-                       ("rbf:sigma=1," + "s" * 5000, ParameterError)]:
+    for spec, kind in [("rbf:sigma=" + "9" * 400 + ".5", ParameterError), ("r" * 10_000, UnknownNameError), ("rbf:sigma=1," + "s" * 5000, ParameterError)]:
         with pytest.raises(kind, match=r"\.\.\. \([0-9,]+ characters\)") as caught:
             get_registry().resolve_kernel(spec)
         assert len(str(caught.value)) < 400, str(caught.value)[:100]
@@ -789,9 +790,11 @@ def test_a_plugins_whole_gram_matrix_is_checked_as_its_tiles_are(fault, error, m
 
     gen = np.random.default_rng(2)
     X, Y = gen.normal(size=(40, 2)), gen.normal(size=(40, 2)) + 0.3
-    for run in (lambda: WholeKernel(fault=fault).gram(np.vstack([X, Y])),
-                lambda: monk_framework.estimate(X, Y, kernel=WholeKernel(fault=fault), estimator="u-stat"),
-                lambda: monk_framework.permutation_test(X, Y, kernel=WholeKernel(fault=fault), estimator="u-stat", n_permutations=9)):
+    for run in (
+        lambda: WholeKernel(fault=fault).gram(np.vstack([X, Y])),
+        lambda: monk_framework.estimate(X, Y, kernel=WholeKernel(fault=fault), estimator="u-stat"),
+        lambda: monk_framework.permutation_test(X, Y, kernel=WholeKernel(fault=fault), estimator="u-stat", n_permutations=9),
+    ):
         with pytest.raises(getattr(errors, error), match=message):
             run()
     whole = monk_framework.estimate(X, Y, kernel=WholeKernel(), estimator="u-stat").mmd2

@@ -35,8 +35,7 @@ class Thing(Configurable):
         ({"mode": "c"}, "must be one of 'a', 'b'. Got 'c' instead."),
         ({"width": -1}, "must be a float >= 0 or 'auto'. Got -1.0 instead."),
         # a value copied from typeset text: the one character that is not '-' is named
-        ({"width": "1e\u22123"}, "Got '1e\u22123' instead. It holds '\u2212' (U+2212, the typographic minus sign), which "
-                                  "only looks like part of a number"),
+        ({"width": "1e\u22123"}, "Got '1e\u22123' instead. It holds '\u2212' (U+2212, the typographic minus sign), which only looks like part of a number"),
     ],
 )
 def test_messages_in_scikit_learn_wording(kwargs, message):
@@ -74,10 +73,12 @@ def test_parse_value(text, value):
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("1e-400", r"'1e-400' is below float64's smallest positive number .* read as 0\."),
-     ("-2.5e-999", r"'-2.5e-999' is below float64's smallest"),
-     ("1e400", r"'1e400' is beyond float64's largest number .* read as infinity\."),
-     ("-1E400", r"'-1E400' is beyond .* read as -infinity\.")],
+    [
+        ("1e-400", r"'1e-400' is below float64's smallest positive number .* read as 0\."),
+        ("-2.5e-999", r"'-2.5e-999' is below float64's smallest"),
+        ("1e400", r"'1e400' is beyond float64's largest number .* read as infinity\."),
+        ("-1E400", r"'-1E400' is beyond .* read as -infinity\."),
+    ],
 )
 def test_a_number_beyond_float64_is_refused_as_typed_not_as_0_or_infinity(text, message):
     # "-p sigma=1e-400" was refused as "Got 0.0 instead", a value the user never typed
@@ -107,8 +108,12 @@ def test_the_form_results_show_is_read_back_as_a_spec():
     from monk_framework.core.registry import get_registry
 
     reg = get_registry()
-    for obj in (reg.get_kernel("rbf", sigma=0.615), reg.get_kernel("ssk", n=2, normalize=False),
-                reg.get_estimator("u-stat", root="signed"), reg.get_estimator("monk-bcd", n_blocks=7, variant="paper")):
+    for obj in (
+        reg.get_kernel("rbf", sigma=0.615),
+        reg.get_kernel("ssk", n=2, normalize=False),
+        reg.get_estimator("u-stat", root="signed"),
+        reg.get_estimator("monk-bcd", n_blocks=7, variant="paper"),
+    ):
         name, params = parse_spec(obj.spec())
         assert name == obj.name and params == obj.params()
     assert parse_spec("rbf()") == ("rbf", {}) and parse_spec(' laplace( sigma = 2 , norm = "l1" ) ') == ("laplace", {"sigma": 2, "norm": "l1"})
@@ -118,8 +123,11 @@ def test_the_form_results_show_is_read_back_as_a_spec():
         parse_spec("rbf(sigma)")
     # a parenthesis lost in copying was looked up as a name: "Unknown kernel 'rbf(sigma=2'"
     for half in ("rbf(sigma=2", "rbf)", "rbf sigma=2)"):
-        with pytest.raises(ParameterError, match=r"Cannot read spec .*: write it as name\(key=value, ...\), with both "
-                                                 r"parentheses, or as name:key=value"):
+        with pytest.raises(
+            ParameterError,
+            match=r"Cannot read spec .*: write it as name\(key=value, ...\), with both "
+            r"parentheses, or as name:key=value",
+        ):
             parse_spec(half)
 
 
@@ -129,8 +137,11 @@ def test_an_int_beyond_float64_is_refused_by_name_not_with_an_overflow():
     from monk_framework.core.errors import shown
     from monk_framework.core.registry import get_registry
 
-    with pytest.raises(ParameterError, match=r"The 'sigma' parameter of RBFKernel must be .* Got an int of about "
-                                             r"10\^400 \(beyond float64\) instead\."):
+    with pytest.raises(
+        ParameterError,
+        match=r"The 'sigma' parameter of RBFKernel must be .* Got an int of about "
+        r"10\^400 \(beyond float64\) instead\.",
+    ):
         get_registry().get_kernel("rbf", sigma=10**400)
     assert shown(10**400) == "an int of about 10^400 (beyond float64)"
     assert shown(-(10**5000)) == "an int of about 10^5000 (beyond float64)"  # str() of it is refused by Python
@@ -150,8 +161,11 @@ class Counted(Configurable):
 def test_an_int_past_numpys_largest_is_refused_for_an_int_parameter(big):
     # 10**400 iterations or a subsequence length of 10**400 reached a float conversion deep
     # in the work ("internal error: OverflowError: int too large to convert to float")
-    with pytest.raises(ParameterError, match=r"The 'n_iter' parameter of Counted must be an int >= 1\. Got .* instead\. "
-                                             r"An int parameter is at most 2\^63 - 1 = 9,223,372,036,854,775,807"):
+    with pytest.raises(
+        ParameterError,
+        match=r"The 'n_iter' parameter of Counted must be an int >= 1\. Got .* instead\. "
+        r"An int parameter is at most 2\^63 - 1 = 9,223,372,036,854,775,807",
+    ):
         Counted(n_iter=big)
     assert Counted(n_iter=2**63 - 1).n_iter == 2**63 - 1
     # a float parameter's refusal of a huge int says nothing of the int bound
@@ -162,8 +176,11 @@ def test_an_int_past_numpys_largest_is_refused_for_an_int_parameter(big):
 
 def test_a_whole_number_typed_as_a_float_is_told_how_to_write_it():
     # the command line reads n=1e6 as 1000000.0: refused as before, now with the int to write
-    with pytest.raises(ParameterError, match=r"must be an int >= 1\. Got 1000000\.0 instead\. Write the whole number "
-                                             r"without a decimal point or exponent: 1000000\.$"):
+    with pytest.raises(
+        ParameterError,
+        match=r"must be an int >= 1\. Got 1000000\.0 instead\. Write the whole number "
+        r"without a decimal point or exponent: 1000000\.$",
+    ):
         Counted(n_iter=parse_value("1e6"))
     with pytest.raises(ParameterError) as info:
         Counted(n_iter=2.5)

@@ -104,10 +104,16 @@ def _data():
 def test_a_kernel_that_writes_into_its_inputs_is_named_and_the_callers_data_are_unchanged():
     X, Y = _data()
     before = X.copy(), Y.copy()
-    for run in (lambda: Scribbler().gram(X, Y), lambda: REG.get_estimator("v-stat").estimate(Scribbler(), X, Y),
-                lambda: permutation_test(X, Y, kernel=Scribbler(), estimator="u-stat", n_permutations=9)):
-        with pytest.raises(PluginFailure, match=r"kernel 'scribbler' \(.*Scribbler\): compute_gram failed: ValueError: "
-                           r".*read-only.*copy before writing"):
+    for run in (
+        lambda: Scribbler().gram(X, Y),
+        lambda: REG.get_estimator("v-stat").estimate(Scribbler(), X, Y),
+        lambda: permutation_test(X, Y, kernel=Scribbler(), estimator="u-stat", n_permutations=9),
+    ):
+        with pytest.raises(
+            PluginFailure,
+            match=r"kernel 'scribbler' \(.*Scribbler\): compute_gram failed: ValueError: "
+            r".*read-only.*copy before writing",
+        ):
             run()
     np.testing.assert_array_equal(X, before[0])
     np.testing.assert_array_equal(Y, before[1])
@@ -236,9 +242,14 @@ def test_a_negative_mmd_passes_as_the_signed_root_of_a_negative_mmd2():
     assert signed.mmd == pytest.approx(-np.sqrt(-signed.mmd2)) if signed.mmd2 < 0 else signed.mmd >= 0
 
 
-@pytest.mark.parametrize(("kind", "message"), [("shape", r"returned shape \(\d+,\) for \d+ relabellings"),
-                                               ("nan", r"returned nan for relabelling 0"),
-                                               ("complex", r"returned array\(\[0.5\+1.j.*; it must return one real MMD\^2")])
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("shape", r"returned shape \(\d+,\) for \d+ relabellings"),
+        ("nan", r"returned nan for relabelling 0"),
+        ("complex", r"returned array\(\[0.5\+1.j.*; it must return one real MMD\^2"),
+    ],
+)
 def test_a_tests_relabelled_statistics_are_checked_whatever_estimator_gives_them(kind, message):
     X, Y = _data()
     with pytest.raises(PluginFailure, match=r"estimator 'bad-null' .*permuted_statistics " + message):
@@ -332,8 +343,10 @@ def test_a_sys_exit_in_a_plugins_report_is_one_line_naming_it_not_a_silent_end(c
     )
 
 
-@pytest.mark.parametrize(("answer", "message"), [("yes", r"shift_free_mmd\(\) returned 'yes'; it must return True or False"),
-                                                 (ZeroDivisionError, r"shift_free_mmd failed: ZeroDivisionError")])
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [("yes", r"shift_free_mmd\(\) returned 'yes'; it must return True or False"), (ZeroDivisionError, r"shift_free_mmd failed: ZeroDivisionError")],
+)
 def test_a_shift_free_declaration_that_is_not_a_bool_or_raises_is_named(answer, message):
     from monk_framework import MonkError, estimate
 
@@ -390,10 +403,18 @@ def test_complex_kernel_values_are_refused_not_cast_to_real():
         REG.get_estimator("v-stat").estimate(Complexer(), X, Y)
 
 
-@pytest.mark.parametrize(("answer", "message"), [("string", r"fit returned str 'fitted!'; it must return a Kernel"),
-                                                 ("other", r"fit returned a kernel that is not fitted"),
-                                                 ("another-kernel", r"fit returned kernel 'linear' \(monk_plugins.vector_kernels."
-                                                                    r"LinearKernel\); it must return its own class")])
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ("string", r"fit returned str 'fitted!'; it must return a Kernel"),
+        ("other", r"fit returned a kernel that is not fitted"),
+        (
+            "another-kernel",
+            r"fit returned kernel 'linear' \(monk_plugins.vector_kernels."
+            r"LinearKernel\); it must return its own class",
+        ),
+    ],
+)
 def test_a_fit_that_returns_no_fitted_kernel_is_named_on_every_path(answer, message):
     X, Y = _data()
     calls = [
@@ -419,8 +440,7 @@ class Diagnosing(MMDEstimator):
         return Estimate(mmd2=v, mmd=max(v, 0.0) ** 0.5, diagnostics={"fine": np.arange(3), "bad": bad})
 
 
-@pytest.mark.parametrize(("what", "message"), [("function", "not JSON serializable"), ("set", "not JSON serializable"),
-                                               ("nan", "Out of range float values")])
+@pytest.mark.parametrize(("what", "message"), [("function", "not JSON serializable"), ("set", "not JSON serializable"), ("nan", "Out of range float values")])
 def test_diagnostics_a_results_file_cannot_hold_are_refused_naming_the_key(what, message):
     X, Y = _data()
     with pytest.raises(PluginFailure, match=rf"estimator 'diagnosing' .*diagnostics\['bad'\] = .*{message}"):
@@ -457,20 +477,30 @@ class OddWeights(EmbeddingEstimator):
 
     def compute_embedding(self, kernel, X, rng, resources):
         n = len(X)
-        weights = {"short": np.full(n - 1, 1 / (n - 1)), "column": np.full((n, 1), 1 / n),
-                   "nan": np.r_[np.nan, np.full(n - 1, 1 / n)], "text": np.array(["a"] * n),
-                   "shrunk": np.full(n, 0.5 / n), "exact": [Fraction(1, n)] * (n - 1) + [Decimal(1) / Decimal(n)],
-                   "kept": _KEPT_WEIGHTS.setdefault(n, np.full(n, 1 / n))}[self.kind]
+        weights = {
+            "short": np.full(n - 1, 1 / (n - 1)),
+            "column": np.full((n, 1), 1 / n),
+            "nan": np.r_[np.nan, np.full(n - 1, 1 / n)],
+            "text": np.array(["a"] * n),
+            "shrunk": np.full(n, 0.5 / n),
+            "exact": [Fraction(1, n)] * (n - 1) + [Decimal(1) / Decimal(n)],
+            "kept": _KEPT_WEIGHTS.setdefault(n, np.full(n, 1 / n)),
+        }[self.kind]
         return EmbeddingWeights(weights=weights)
 
 
 _KEPT_WEIGHTS: dict = {}
 
 
-@pytest.mark.parametrize(("kind", "message"), [
-    ("short", r"weights of shape \(11,\); it must return one finite real weight per sample point \(shape \(12,\)\)"),
-    ("column", r"weights of shape \(12, 1\)"), ("nan", r"weight nan for point 0"), ("text", r"weights of dtype <U1"),
-])
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("short", r"weights of shape \(11,\); it must return one finite real weight per sample point \(shape \(12,\)\)"),
+        ("column", r"weights of shape \(12, 1\)"),
+        ("nan", r"weight nan for point 0"),
+        ("text", r"weights of dtype <U1"),
+    ],
+)
 def test_an_embedding_estimators_bad_weights_name_the_estimator_not_the_data(kind, message):
     # "An embedding needs one weight per sample point: 12; got shape (11,)" read as a
     # problem of the user's sample, and named no plugin
@@ -515,8 +545,7 @@ def test_an_error_escaping_a_plugins_unguarded_method_is_blamed_on_the_plugin_no
     with _registered("monk_kernels", BadSpec):
         result = CliRunner().invoke(app, ["run", "-k", "bad-spec", "-e", "v-stat", "-d", "gauss", "--data-param", "n=20"])
     assert result.exit_code == 1
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "Error: the plugin throwaway-bad-spec failed in spec: RuntimeError: spec boom"), result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: the plugin throwaway-bad-spec failed in spec: RuntimeError: spec boom"), result.stderr
     assert "internal error" not in result.stderr
 
 
@@ -555,12 +584,13 @@ def test_a_robust_tests_block_statistics_are_checked_as_every_estimator_answer_i
     gen = np.random.default_rng(0)
     X, Y = gen.normal(size=(200, 2)), gen.normal(size=(200, 2))
     with pytest.raises(PluginFailure, match=r"estimator 'block-sums' .*" + message):
-        robust_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=2, method="mom",
-                    estimator=BlockSums(fault=fault), n_permutations=50, rng=0)
-    fine = robust_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=2, method="mom",
-                       estimator=BlockSums(fault="none"), n_permutations=50, rng=0)
-    ustat = robust_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=2, method="mom",
-                        estimator=REG.get_estimator("u-stat"), n_permutations=50, rng=0)
+        robust_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=2, method="mom", estimator=BlockSums(fault=fault), n_permutations=50, rng=0)
+    fine = robust_test(
+        X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=2, method="mom", estimator=BlockSums(fault="none"), n_permutations=50, rng=0
+    )
+    ustat = robust_test(
+        X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), contamination=2, method="mom", estimator=REG.get_estimator("u-stat"), n_permutations=50, rng=0
+    )
     assert fine.pvalue == ustat.pvalue and not fine.reject
 
 
@@ -610,10 +640,8 @@ def test_a_plugins_fixed_partition_is_checked_before_a_test_relabels_within_it(f
     gen = np.random.default_rng(1)
     X, Y = gen.normal(size=(30, 2)), gen.normal(size=(24, 2))
     with pytest.raises(PluginFailure, match=r"estimator 'own-partition' .*" + message):
-        permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=OwnPartition(fault=fault), n_permutations=19,
-                         relabel="within-blocks", rng=0)
-    fine = permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=OwnPartition(), n_permutations=19,
-                            relabel="within-blocks", rng=0)
+        permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=OwnPartition(fault=fault), n_permutations=19, relabel="within-blocks", rng=0)
+    fine = permutation_test(X, Y, kernel=REG.get_kernel("rbf", sigma=1.0), estimator=OwnPartition(), n_permutations=19, relabel="within-blocks", rng=0)
     assert fine.relabel == "within-blocks" and fine.n_blocks == 3 and 0 < fine.pvalue <= 1
 
 
@@ -646,8 +674,10 @@ class OddMinimum(MMDEstimator):
 def test_a_plugins_minimum_size_is_checked_where_it_is_read(answer, message):
     # each of these was a TypeError from the framework's own code (an internal error)
     X, Y = _data()
-    for run in (lambda: OddMinimum(answer=answer).estimate(REG.get_kernel("linear"), X, Y),
-                lambda: permutation_test(X, Y, kernel=REG.get_kernel("linear"), estimator=OddMinimum(answer=answer), n_permutations=9)):
+    for run in (
+        lambda: OddMinimum(answer=answer).estimate(REG.get_kernel("linear"), X, Y),
+        lambda: permutation_test(X, Y, kernel=REG.get_kernel("linear"), estimator=OddMinimum(answer=answer), n_permutations=9),
+    ):
         with pytest.raises(PluginFailure, match=r"estimator 'odd-minimum' .*" + message):
             run()
     with pytest.raises(MonkError, match=r"X has 4 point\(s\) but estimator 'odd-minimum' needs at least 5 \(five\)"):
@@ -667,14 +697,20 @@ class OddRows(MMDEstimator):
     def diagnostic_rows(self, diagnostics, timings):
         if self.rows == "raise":
             raise ZeroDivisionError("division by zero")
-        return {"none": None, "text": "rows", "numbers": [(1, 2)], "triples": [("a", "b", "c")],
-                "right": [("blocks", "5")], "tuple": (("blocks", "5"),)}[self.rows]
+        return {"none": None, "text": "rows", "numbers": [(1, 2)], "triples": [("a", "b", "c")], "right": [("blocks", "5")], "tuple": (("blocks", "5"),)}[
+            self.rows
+        ]
 
 
 @pytest.mark.parametrize(
     ("rows", "message"),
-    [("none", r"returned None"), ("text", r"returned 'rows'"), ("numbers", r"returned \[\(1, 2\)\]"),
-     ("triples", r"returned \[\('a', 'b', 'c'\)\]"), ("raise", r"diagnostic_rows failed: ZeroDivisionError")],
+    [
+        ("none", r"returned None"),
+        ("text", r"returned 'rows'"),
+        ("numbers", r"returned \[\(1, 2\)\]"),
+        ("triples", r"returned \[\('a', 'b', 'c'\)\]"),
+        ("raise", r"diagnostic_rows failed: ZeroDivisionError"),
+    ],
 )
 def test_a_plugins_report_rows_are_checked_before_a_table_shows_them(rows, message):
     # monkfw run printed a string's letters as rows, or failed with an internal error

@@ -72,9 +72,7 @@ def test_builtins_are_discovered_through_entry_points(registry):
 
 def test_entries_carry_parameters_with_defaults(registry):
     entry = registry.entry("kernel", "polynomial")
-    assert [(p.name, p.default) for p in entry.parameters] == [
-        ("degree", 3), ("scale", 1.0), ("offset", 1.0), ("normalize", False)
-    ]
+    assert [(p.name, p.default) for p in entry.parameters] == [("degree", 3), ("scale", 1.0), ("offset", 1.0), ("normalize", False)]
     assert entry.to_dict()["input_kind"] == "vector"
     assert registry.entry("estimator", "mean").to_dict()["estimates"] == "embedding"
 
@@ -102,8 +100,11 @@ def test_unknown_names_suggest_the_closest(registry):
     with pytest.raises(UnknownNameError, match="Did you mean 'sigma'"):
         registry.get_kernel("rbf", sigm=1.0)
     # another case is suggested first, however many letters it changes
-    for get, name, closest in ((registry.get_kernel, "RBF", "rbf"), (registry.get_estimator, "U-STAT", "u-stat"),
-                               (registry.get_estimator, "Monk-BCD-Fast", "monk-bcd-fast")):
+    for get, name, closest in (
+        (registry.get_kernel, "RBF", "rbf"),
+        (registry.get_estimator, "U-STAT", "u-stat"),
+        (registry.get_estimator, "Monk-BCD-Fast", "monk-bcd-fast"),
+    ):
         with pytest.raises(UnknownNameError, match=f"Did you mean '{closest}'"):
             get(name)
     # names equally close are all suggested: 'rbff' is one letter from the kernel rbf and
@@ -113,8 +114,7 @@ def test_unknown_names_suggest_the_closest(registry):
     assert did_you_mean("rbff", ["rff", "rbf", "laplace"]).startswith(" Did you mean 'rff' or 'rbf'?")
     assert did_you_mean("lapalce", ["rff", "rbf", "laplace"]).startswith(" Did you mean 'laplace'? Known:")
     # a spec written with spaces ("Unknown kernel 'rbf sigma=1'" said nothing of the form)
-    assert did_you_mean("rbf sigma=1 ", ["rbf", "laplace"]).startswith(
-        " Did you mean 'rbf:sigma=1'? A spec is name:key=value,key=value. Known:")
+    assert did_you_mean("rbf sigma=1 ", ["rbf", "laplace"]).startswith(" Did you mean 'rbf:sigma=1'? A spec is name:key=value,key=value. Known:")
     assert did_you_mean("monk-bcd n_blocks=5 n_iter=3", ["monk-bcd"]).startswith(" Did you mean 'monk-bcd:n_blocks=5,n_iter=3'?")
     assert did_you_mean("rbf 1", ["rbf", "laplace"]) == " Did you mean 'rbf'? Known: laplace, rbf."  # no key=value: no spec
 
@@ -180,7 +180,7 @@ def test_bad_plugin_classes_are_rejected(registry):
 
 # -- entry-point discovery through a fake distribution --------------------------------
 
-PLUGIN_SOURCE = '''
+PLUGIN_SOURCE = """
 from typing import ClassVar
 import attrs, numpy as np
 from monk_framework import Kernel, hookimpl
@@ -200,7 +200,7 @@ class OnesKernel(Kernel):
 @hookimpl
 def monk_kernels():
     return [OnesKernel]
-'''
+"""
 
 
 def make_distribution(root: Path, dist: str, entry_points: dict[str, str], modules: dict[str, str]) -> None:
@@ -265,7 +265,10 @@ def test_third_party_plugin_end_to_end_in_a_real_process(fake_site):
     assert '"name": "ones"' in out.stdout and "boom at import" in out.stdout
     run = subprocess.run(
         [sys.executable, "-m", "monk_framework", "run", "--kernel", "ones", "--estimator", "u-stat", "--json"],
-        capture_output=True, text=True, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"}, timeout=120,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"},
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr
     assert '"kernel": "ones"' in run.stdout

@@ -16,8 +16,17 @@ REG = get_registry()
 
 @pytest.mark.parametrize(
     ("text", "nbytes"),
-    [(1024, 1024), ("64MB", 64 * 10**6), ("2GB", 2 * 10**9), ("512MiB", 512 * 2**20), ("1.5 GiB", int(1.5 * 2**30)), ("4k", 4000),
-     ("1PB", 10**15), ("2 PiB", 2 * 2**50), ("+1", 1)],
+    [
+        (1024, 1024),
+        ("64MB", 64 * 10**6),
+        ("2GB", 2 * 10**9),
+        ("512MiB", 512 * 2**20),
+        ("1.5 GiB", int(1.5 * 2**30)),
+        ("4k", 4000),
+        ("1PB", 10**15),
+        ("2 PiB", 2 * 2**50),
+        ("+1", 1),
+    ],
 )
 def test_sizes_are_read_in_decimal_and_binary_units(text, nbytes):
     assert parse_memory(text) == nbytes
@@ -31,10 +40,13 @@ def test_a_bad_size_is_refused_by_name(bad):
 
 @pytest.mark.parametrize(
     ("bad", "message"),
-    [("-2GB", r"more than 0 bytes; got '-2GB'"), ("-1", r"more than 0 bytes; got '-1'"),
-     ("-0", r"more than 0 bytes; got '-0'"),
-     # a unit it does not know is named, with the ones it knows ("cannot read '1XB'" said neither)
-     ("3XB", r"unknown unit 'XB' in '3XB'; the units are B, KB, MB, GB, TB, PB \(powers of 1000\)")],
+    [
+        ("-2GB", r"more than 0 bytes; got '-2GB'"),
+        ("-1", r"more than 0 bytes; got '-1'"),
+        ("-0", r"more than 0 bytes; got '-0'"),
+        # a unit it does not know is named, with the ones it knows ("cannot read '1XB'" said neither)
+        ("3XB", r"unknown unit 'XB' in '3XB'; the units are B, KB, MB, GB, TB, PB \(powers of 1000\)"),
+    ],
 )
 def test_a_negative_size_or_an_unknown_unit_is_told_what_is_wrong(bad, message):
     with pytest.raises(ParameterError, match=message):
@@ -55,10 +67,20 @@ def test_sizes_beyond_float64_and_numpy_numbers_are_read_exactly():
 
 @pytest.mark.parametrize(
     ("nbytes", "text"),
-    [(480, "480 bytes"), (1023, "1,023 bytes"), (3 * 2**10, "3.0 KiB"), (12 * 2**20, "12.0 MiB"), (2**31, "2.00 GiB"),
-     (3 * 2**40, "3.00 TiB"), (int(2.5 * 2**50), "2.50 PiB"), (999 * 2**60, "999.00 EiB"),
-     # from 1000 EiB on, an order of magnitude (a size from a count a user typed, -B 2**63)
-     (2**71, "10^21 bytes"), (10**400, "10^400 bytes"), (float("inf"), "more bytes than float64 counts")],
+    [
+        (480, "480 bytes"),
+        (1023, "1,023 bytes"),
+        (3 * 2**10, "3.0 KiB"),
+        (12 * 2**20, "12.0 MiB"),
+        (2**31, "2.00 GiB"),
+        (3 * 2**40, "3.00 TiB"),
+        (int(2.5 * 2**50), "2.50 PiB"),
+        (999 * 2**60, "999.00 EiB"),
+        # from 1000 EiB on, an order of magnitude (a size from a count a user typed, -B 2**63)
+        (2**71, "10^21 bytes"),
+        (10**400, "10^400 bytes"),
+        (float("inf"), "more bytes than float64 counts"),
+    ],
 )
 def test_format_bytes_never_rounds_a_size_to_zero(nbytes, text):
     assert format_bytes(nbytes) == text
@@ -112,9 +134,7 @@ def test_the_engine_hears_of_the_budget_only_through_its_arguments():
     root = Path(monk_framework.__file__).parent
     for path in [root / "core" / "resources.py", *sorted((root / "engine").glob("*.py"))]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
-            n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-        }
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert "ContextVar" not in names | imported, path
         assert not {"memory_budget", "spreading", "spread_over", "budgeted"} & (names | imported), path
@@ -211,8 +231,7 @@ def test_classical_estimates_over_the_budget_equal_the_stored_path(monkeypatch, 
 
 @pytest.mark.parametrize(
     ("estimator", "relabel"),
-    [("u-stat", "global"), ("monk-bcd-fast:n_blocks=5", "within-blocks"), ("monk-bcd-fast:n_blocks=5", "global"),
-     ("monk-bcd:n_blocks=5,n_iter=20", "global")],
+    [("u-stat", "global"), ("monk-bcd-fast:n_blocks=5", "within-blocks"), ("monk-bcd-fast:n_blocks=5", "global"), ("monk-bcd:n_blocks=5,n_iter=20", "global")],
 )
 def test_a_forced_tiled_test_gives_the_stored_statistic_and_p_value(estimator, relabel):
     gen = np.random.default_rng(4)
@@ -421,8 +440,7 @@ def test_every_embedding_reduction_tells_its_progress_and_keeps_its_number(max_m
     for call, value, total, what in [
         (lambda p: ex.evaluate(Z, max_memory=max_memory, progress=p), K(Z, X) @ ex.weights, 90 * 70, "witness values"),
         (lambda p: ex.inner(ey, max_memory=max_memory, progress=p), ex.weights @ K(X, Y) @ ey.weights, 70 * 50, "inner product"),
-        (lambda p: ex.norm(max_memory=max_memory, progress=p), np.sqrt(ex.weights @ K(X, X) @ ex.weights), 70 * 71 / 2,
-         "inner product"),
+        (lambda p: ex.norm(max_memory=max_memory, progress=p), np.sqrt(ex.weights @ K(X, X) @ ex.weights), 70 * 71 / 2, "inner product"),
     ]:
         told: list[tuple[float, float, str]] = []
         np.testing.assert_allclose(call(lambda *t, told=told: told.append(t)), value, rtol=1e-12)

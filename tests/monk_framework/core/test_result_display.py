@@ -22,8 +22,7 @@ def _results():
     yield "embedding", mf.embed(X)
     yield "embeddings", jobs.run(job)
     yield "permutation", mf.permutation_test(X, Y, n_permutations=2000, rng=0)
-    yield "within-blocks", mf.permutation_test(X, Y, estimator="monk-bcd:n_blocks=11", n_permutations=99, rng=0,
-                                               report_estimate=True)
+    yield "within-blocks", mf.permutation_test(X, Y, estimator="monk-bcd:n_blocks=11", n_permutations=99, rng=0, report_estimate=True)
     yield "split", mf.split_test(X, Y, grid={"sigma": [0.5, 1, 2, 4]}, n_permutations=199, rng=0)
     yield "dc", mf.robust_test(X, Y, contamination=3, kernel="rbf:sigma=1", rng=0)
     yield "clip", mf.robust_test(X, Y, contamination=3, kernel="quadratic", method="clip", rng=0)

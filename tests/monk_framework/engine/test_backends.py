@@ -150,7 +150,10 @@ def test_the_embedded_schedulers_word_on_lost_scattered_data_is_dropped_and_noth
         return logging.LogRecord("distributed.scheduler", logging.ERROR, __file__, 1, msg, args, None)
 
     lost = _LostScatteredData()
-    assert not lost.filter(record("Removing worker %r caused the cluster to lose scattered data, which can't be recovered: "
-                                  "%s (stimulus_id=%r)", "tcp://127.0.0.1:1", {"tuple-1"}, "s"))
+    assert not lost.filter(
+        record(
+            "Removing worker %r caused the cluster to lose scattered data, which can't be recovered: %s (stimulus_id=%r)", "tcp://127.0.0.1:1", {"tuple-1"}, "s"
+        )
+    )
     assert lost.filter(record("Couldn't gather keys: %s", {"k": "forgotten"}))
     assert lost.filter(record("Removing worker %r caused the cluster to lose already computed task(s)", "tcp://127.0.0.1:1"))

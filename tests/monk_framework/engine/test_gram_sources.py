@@ -259,8 +259,6 @@ def test_matrix_free_forms_multiply_fortran_ordered_weights_in_the_compiled_loop
         np.testing.assert_allclose(f, c, rtol=1e-13)
 
 
-
-
 @pytest.mark.parametrize("n", [2, 321, 1000])
 def test_stored_quadratic_forms_are_the_same_bits_on_threads_and_here(registry, rng, monkeypatch, n):
     # the row chunks of every halving level run on a pool, each with one BLAS thread, and
@@ -282,7 +280,7 @@ def test_stored_quadratic_forms_are_the_same_bits_on_threads_and_here(registry, 
     with on_this_thread():
         here = gs._halved_forms(K, E, 0, n)
     assert np.array_equal(on_pool, here)
-    assert chunks[len(used):] == used  # the same chunks here
+    assert chunks[len(used) :] == used  # the same chunks here
     np.testing.assert_allclose(on_pool, np.einsum("ij,ij->j", E, K @ E), rtol=1e-13)
     # the chunks have at most FORM_TASK_ROWS rows, use no entry of K twice, and reach
     # every entry directly or through its mirror

@@ -48,8 +48,7 @@ def test_permuted_source_of_a_matrix_free_pool(registry, rng):
 
 def naive_sums(K, perm, n):
     x, y = perm[:n], perm[n:]
-    return (K[np.ix_(x, x)].sum(), K[np.ix_(y, y)].sum(), K[np.ix_(x, y)].sum(),
-            np.trace(K[np.ix_(x, x)]), np.trace(K[np.ix_(y, y)]))
+    return (K[np.ix_(x, x)].sum(), K[np.ix_(y, y)].sum(), K[np.ix_(x, y)].sum(), np.trace(K[np.ix_(x, x)]), np.trace(K[np.ix_(y, y)]))
 
 
 @pytest.mark.parametrize("matrix_free", [False, True])
@@ -158,8 +157,11 @@ def test_a_precomputed_gram_breaking_the_contract_is_refused_as_given_not_blamed
     negative[25, 25] = -0.5
     beyond = K.copy()
     beyond[3, 29] = beyond[29, 3] = 1.5  # |K_ij| > sqrt(K_ii K_jj) = 1
-    for G, message in ((asym, r"not symmetric: K\[4, 30\] = 0.0\d+ but K\[30, 4\] = "), (negative, r"K\[25, 25\] = -0.5 < 0"),
-                       (beyond, r"\|K\[3, 29\]\| = 1.5 exceeds sqrt\(K\[3, 3\] K\[29, 29\]\) = 1 \(Cauchy-Schwarz\)")):
+    for G, message in (
+        (asym, r"not symmetric: K\[4, 30\] = 0.0\d+ but K\[30, 4\] = "),
+        (negative, r"K\[25, 25\] = -0.5 < 0"),
+        (beyond, r"\|K\[3, 29\]\| = 1.5 exceeds sqrt\(K\[3, 3\] K\[29, 29\]\) = 1 \(Cauchy-Schwarz\)"),
+    ):
         with pytest.raises(ParameterError, match="The precomputed Gram matrix is not"):
             permutation_test(X, Y, kernel="rbf", estimator="u-stat", gram=G, n_permutations=9, rng=0)
         with pytest.raises(ParameterError, match=message):

@@ -72,8 +72,9 @@ def test_an_exponential_kernel_whose_diagonal_dwarfs_the_rest_gives_the_exact_u_
     result = _no_precision_warning(lambda: estimate(X, Y, kernel="exponential:sigma=0.2", estimator="u-stat", max_memory=budget))
     assert result.mmd2 == pytest.approx(truth, rel=1e-12)
     # a test's statistic from its stored (or, under 1 KB, matrix-free) pooled Gram matrix
-    test = _no_precision_warning(lambda: permutation_test(X, Y, kernel="exponential:sigma=0.2", estimator="u-stat", n_permutations=19,
-                                                          rng=0, max_memory=budget))
+    test = _no_precision_warning(
+        lambda: permutation_test(X, Y, kernel="exponential:sigma=0.2", estimator="u-stat", n_permutations=19, rng=0, max_memory=budget)
+    )
     assert test.statistic_mmd2 == pytest.approx(truth, rel=1e-12)
 
 
@@ -89,8 +90,7 @@ def test_one_gross_outlier_with_the_quadratic_kernel_keeps_the_u_statistic_right
     X, Y = x[:, None], y[:, None]
     result = _no_precision_warning(lambda: estimate(X, Y, kernel="quadratic", estimator="u-stat", max_memory=budget))
     assert result.mmd2 == pytest.approx(truth, rel=1e-9)
-    test = _no_precision_warning(lambda: permutation_test(X, Y, kernel="quadratic", estimator="u-stat", n_permutations=9, rng=1,
-                                                          max_memory=budget))
+    test = _no_precision_warning(lambda: permutation_test(X, Y, kernel="quadratic", estimator="u-stat", n_permutations=9, rng=1, max_memory=budget))
     assert test.statistic_mmd2 == pytest.approx(truth, rel=1e-9)
 
 
@@ -108,13 +108,14 @@ def test_the_energy_kernel_with_a_point_at_1e20_gives_the_exact_u_statistic():
     x[0] = 1e20
     fx, fy = [Fraction(float(v)) for v in x], [Fraction(float(v)) for v in y]
     n, m = len(fx), len(fy)
-    truth = float(sum(_energy(a, b) for i, a in enumerate(fx) for j, b in enumerate(fx) if i != j) / (n * (n - 1))
-                  + sum(_energy(a, b) for i, a in enumerate(fy) for j, b in enumerate(fy) if i != j) / (m * (m - 1))
-                  - 2 * sum(_energy(a, b) for a in fx for b in fy) / (n * m))
+    truth = float(
+        sum(_energy(a, b) for i, a in enumerate(fx) for j, b in enumerate(fx) if i != j) / (n * (n - 1))
+        + sum(_energy(a, b) for i, a in enumerate(fy) for j, b in enumerate(fy) if i != j) / (m * (m - 1))
+        - 2 * sum(_energy(a, b) for a in fx for b in fy) / (n * m)
+    )
     result = _no_precision_warning(lambda: estimate(x[:, None], y[:, None], kernel="energy", estimator="u-stat"))
     assert result.mmd2 == pytest.approx(truth, rel=1e-10)
-    test = _no_precision_warning(lambda: permutation_test(x[:, None], y[:, None], kernel="energy", estimator="u-stat", n_permutations=9,
-                                                          rng=2))
+    test = _no_precision_warning(lambda: permutation_test(x[:, None], y[:, None], kernel="energy", estimator="u-stat", n_permutations=9, rng=2))
     assert test.statistic_mmd2 == pytest.approx(truth, rel=1e-10)
 
 
@@ -153,8 +154,7 @@ def test_ordinary_data_keep_the_fast_sums_bit_for_bit():
         values = REG.resolve_estimator("u-stat").permuted_statistics(pool, perms, None)
         np.testing.assert_array_equal(values, u_statistic(fast, 60, 50))
         # the exact sums agree with them to round-off
-        np.testing.assert_allclose(u_statistic(off_diagonal_sample_sums(pool, perms), 60, 50), values, rtol=1e-10,
-                                   atol=1e-13)
+        np.testing.assert_allclose(u_statistic(off_diagonal_sample_sums(pool, perms), 60, 50), values, rtol=1e-10, atol=1e-13)
 
 
 def test_tiles_and_a_stored_matrix_give_the_sums_without_the_diagonal_summed_apart():
@@ -185,12 +185,12 @@ def test_block_sums_of_a_robust_test_leave_the_diagonal_out():
         truth = _brute_u_statistic(_quadratic, x[labels[:300] == q], y[labels[300:] == q])
         assert values[q] == pytest.approx(truth, rel=1e-9)
     # and the test runs on them without a word
-    _no_precision_warning(lambda: robust_test(X, Y, kernel=kernel, contamination=0, estimator=REG.resolve_estimator("u-stat"),
-                                              method="mom", n_blocks=3, n_permutations=19, rng=0))
+    _no_precision_warning(
+        lambda: robust_test(X, Y, kernel=kernel, contamination=0, estimator=REG.resolve_estimator("u-stat"), method="mom", n_blocks=3, n_permutations=19, rng=0)
+    )
 
 
-@pytest.mark.parametrize("kernel", ["rbf:sigma=1", "laplace:sigma=1", "quadratic", "polynomial:degree=4", "linear",
-                                    "energy", "rbf:sigma=1e-200"])
+@pytest.mark.parametrize("kernel", ["rbf:sigma=1", "laplace:sigma=1", "quadratic", "polynomial:degree=4", "linear", "energy", "rbf:sigma=1e-200"])
 def test_ordinary_data_and_a_kernel_that_sees_only_ties_give_the_exact_u_statistic(kernel):
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(200, 3)), rng.normal(0.2, 1.0, size=(200, 3))
@@ -202,8 +202,7 @@ def test_ordinary_data_and_a_kernel_that_sees_only_ties_give_the_exact_u_statist
     fitted = REG.resolve_kernel(kernel).fitted(X, Y)
     Kxx, Kyy, Kxy = fitted.gram(X), fitted.gram(Y), fitted.gram(X, Y)
     off = ~np.eye(200, dtype=bool)
-    truth = (math.fsum(Kxx[off]) / (200 * 199) + math.fsum(Kyy[off]) / (200 * 199)
-             - 2.0 * math.fsum(Kxy.ravel()) / 200**2)
+    truth = math.fsum(Kxx[off]) / (200 * 199) + math.fsum(Kyy[off]) / (200 * 199) - 2.0 * math.fsum(Kxy.ravel()) / 200**2
     assert result.mmd2 == pytest.approx(truth, rel=1e-9, abs=1e-12)
 
 
@@ -219,8 +218,7 @@ def test_a_few_far_points_are_taken_apart_from_the_feature_sums_at_any_size(monk
     x[0], x[5], y[7] = 1e8, -3e7, 5e6  # three far points, in both samples
     truth = _brute_u_statistic(_quadratic, x, y)
     for budget in (None, "2KB"):  # features whole, and summed in blocks of rows
-        result = _no_precision_warning(lambda budget=budget: estimate(x[:, None], y[:, None], kernel="quadratic", estimator="u-stat",
-                                                                      max_memory=budget))
+        result = _no_precision_warning(lambda budget=budget: estimate(x[:, None], y[:, None], kernel="quadratic", estimator="u-stat", max_memory=budget))
         assert result.mmd2 == pytest.approx(truth, rel=1e-12)
         assert result.diagnostics == {"negative_mmd2": False, "root": "clip", "tiled": False, "features": True}
 
@@ -280,8 +278,13 @@ def test_beyond_the_size_where_all_kernel_values_pay_the_fast_value_stands_and_i
     said = [str(w.message) for w in seen if issubclass(w.category, PrecisionWarning)]
     assert abs(result.mmd2 - truth) > 0.1 * abs(truth)  # the fast value, 190 % off
     assert abs(test.statistic_mmd2 - truth) > 0.1 * abs(truth)
-    assert len(said) == 2 and all(re.match(
-        r"quadratic\(scale=1\.0, offset=1\.0, normalize=False\) is far larger on the diagonal, k\(z, z\), than between "
-        r"these points, and the U-statistic, which leaves the diagonal out, can carry a round-off of up to [\d.e+-]+ "
-        r"(times|of) its value: summing it without the diagonal would take all \(600\)² kernel values, beyond the 100 "
-        r"points where it does\. Use the V-statistic", s) for s in said)
+    assert len(said) == 2 and all(
+        re.match(
+            r"quadratic\(scale=1\.0, offset=1\.0, normalize=False\) is far larger on the diagonal, k\(z, z\), than between "
+            r"these points, and the U-statistic, which leaves the diagonal out, can carry a round-off of up to [\d.e+-]+ "
+            r"(times|of) its value: summing it without the diagonal would take all \(600\)² kernel values, beyond the 100 "
+            r"points where it does\. Use the V-statistic",
+            s,
+        )
+        for s in said
+    )

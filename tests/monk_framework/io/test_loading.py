@@ -37,8 +37,14 @@ def test_bad_vector_samples_are_named(value, message):
 
 def test_string_samples():
     assert as_strings(("ab", "c")) == ["ab", "c"]
-    for value, message in [("abc", "single string"), ([], "empty"), (["a", 3], r"X\[1\] is int"), (np.zeros(3), "holds numbers"),
-                           ([b"ACGT"], r"X\[0\] is bytes .*decode them first"), ([["AC", "G"]], r"X\[0\] is list \['AC', 'G'\]")]:
+    for value, message in [
+        ("abc", "single string"),
+        ([], "empty"),
+        (["a", 3], r"X\[1\] is int"),
+        (np.zeros(3), "holds numbers"),
+        ([b"ACGT"], r"X\[0\] is bytes .*decode them first"),
+        ([["AC", "G"]], r"X\[0\] is list \['AC', 'G'\]"),
+    ]:
         with pytest.raises(DataError, match=message):
             as_strings(value)
 
@@ -68,11 +74,17 @@ def test_csv_with_header_and_tsv(tmp_path):
         ("x,y\n", r"line 1: holds a header row but no data rows"),
         ("\n\n", r"holds no data rows"),
         # categories, yes-or-no values and thousands separators get the conversion to make
-        ("x,colour\n1.0,red\n2.0,blue\n", r"line 2, column 2: cannot read 'red' as a number\. A vector kernel reads "
-                                           r"numbers: encode a column of categories as numbers first.*pd\.get_dummies"),
+        (
+            "x,colour\n1.0,red\n2.0,blue\n",
+            r"line 2, column 2: cannot read 'red' as a number\. A vector kernel reads "
+            r"numbers: encode a column of categories as numbers first.*pd\.get_dummies",
+        ),
         ("1,TRUE\n2,FALSE\n", r"line 1, column 2: cannot read 'TRUE' as a number\. A yes-or-no value: write it as 1 or 0"),
-        ('"1,000",2\n3,4\n', r"line 1, column 1: cannot read '1,000' as a number\. It looks like a number with ',' "
-                             r"between its thousands.*thousands=','"),
+        (
+            '"1,000",2\n3,4\n',
+            r"line 1, column 1: cannot read '1,000' as a number\. It looks like a number with ',' "
+            r"between its thousands.*thousands=','",
+        ),
         ('"-12,345.5",2\n3,4\n', r"cannot read '-12,345\.5' as a number\. It looks like a number with ','"),
         ("0x1A,2\n3,4\n", r"line 1, column 1: cannot read '0x1A' as a number\.$"),
     ],
@@ -121,7 +133,11 @@ from hypothesis.extra.numpy import arrays  # noqa: E402
 
 
 @settings(max_examples=50, deadline=None)
-@given(arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 5)), elements=st.floats(allow_nan=False, allow_infinity=False, width=64)), st.booleans(), st.sampled_from([".csv", ".tsv"]))  # noqa: E501 - one case per line
+@given(
+    arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 5)), elements=st.floats(allow_nan=False, allow_infinity=False, width=64)),
+    st.booleans(),
+    st.sampled_from([".csv", ".tsv"]),
+)  # noqa: E501 - one case per line
 def test_delimited_files_round_trip_exactly(tmp_path_factory, values, header, suffix):
     path = tmp_path_factory.mktemp("rt") / f"data{suffix}"
     sep = "\t" if suffix == ".tsv" else ","
@@ -147,8 +163,7 @@ def test_text_files_hold_one_string_per_line(tmp_path):
 def test_text_that_is_not_utf8_is_named_by_line_or_as_utf16(tmp_path, name):
     path = tmp_path / name
     # far past the reader's first buffer: the line is counted in the file, not the buffer
-    rows = "".join(f"{i},{i}\n" if name == "x.csv" else (">r\nACGT\n" if name == "x.fa" else "ACGT\n")
-                   for i in range(20_000))
+    rows = "".join(f"{i},{i}\n" if name == "x.csv" else (">r\nACGT\n" if name == "x.fa" else "ACGT\n") for i in range(20_000))
     path.write_bytes(rows.encode() + "caf\xe9\n".encode("latin-1"))
     lines = rows.count("\n") + 1
     with pytest.raises(DataFileError, match=rf"{name}, line {lines}: is not UTF-8 text .*iconv -f LATIN1 -t UTF-8"):
@@ -217,8 +232,11 @@ def test_fasta_records_and_errors_with_line_numbers(tmp_path):
     # '#', a comma or a quotation mark was read as a residue: a letter of its own to every kernel
     for odd in "#,'\"é":
         (tmp_path / "f.fa").write_text(f">x\nACGT\n>y\nAC{odd}GT\n", encoding="utf-8")
-        with pytest.raises(DataFileError, match=rf"f.fa, line 4, column 3: the character {odd!r} \(U\+{ord(odd):04X}\) inside "
-                                                rf"a sequence line: FASTA sequence lines hold letters, and '-', '.' and '\*'"):
+        with pytest.raises(
+            DataFileError,
+            match=rf"f.fa, line 4, column 3: the character {odd!r} \(U\+{ord(odd):04X}\) inside "
+            rf"a sequence line: FASTA sequence lines hold letters, and '-', '.' and '\*'",
+        ):
             load_sample(tmp_path / "f.fa")
     # gaps and stops are sequence characters
     (tmp_path / "g.fa").write_text(">x\nAC-GT.A*\n>y\nmkv*\n")
@@ -228,16 +246,24 @@ def test_fasta_records_and_errors_with_line_numbers(tmp_path):
 def test_a_long_cell_is_shown_by_its_start_and_length(tmp_path):
     # a cell of 2000 characters (values joined by the wrong separator) was echoed whole
     (tmp_path / "x.tsv").write_text("1\t2\n" + ",".join(["1"] * 1000) + "\t2\n")
-    with pytest.raises(DataFileError, match=r"x.tsv, line 2, column 1: cannot read '1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1\.\.\. "
-                                            r"\(2,001 characters\) as a number"):
+    with pytest.raises(
+        DataFileError,
+        match=r"x.tsv, line 2, column 1: cannot read '1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1\.\.\. "
+        r"\(2,001 characters\) as a number",
+    ):
         load_sample(tmp_path / "x.tsv")
 
 
-@pytest.mark.parametrize(("name", "hint"), [
-    ("x.fa.gz", "It is compressed: decompress it first"), ("x.zip", "It is compressed"),
-    ("x.fastq", "FASTQ is not read: convert it to FASTA"), ("x.npz", "save the one you mean with np.save"),
-    ("x.parquet", "Export the sample to .csv"),
-])
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("x.fa.gz", "It is compressed: decompress it first"),
+        ("x.zip", "It is compressed"),
+        ("x.fastq", "FASTQ is not read: convert it to FASTA"),
+        ("x.npz", "save the one you mean with np.save"),
+        ("x.parquet", "Export the sample to .csv"),
+    ],
+)
 def test_the_files_people_have_instead_get_what_to_do(tmp_path, name, hint):
     (tmp_path / name).write_bytes(b"\x1f\x8b")
     with pytest.raises(DataFileError, match="unsupported file type") as info:
@@ -423,10 +449,12 @@ def test_a_text_file_of_numbers_splits_on_any_run_of_spaces_and_tabs(tmp_path):
 
 @pytest.mark.parametrize(
     ("text", "where"),
-    [("0.5;1.5\n2.5;3.5\n", "line 1, column 1: cannot read '0.5;1.5'"),  # not taken for a header row
-     ("0,5;1,5\n2,5;3,5\n", "line 1, column 2: cannot read '5;1'"),  # decimal commas
-     ('"0,5";"1,5"\n"2,5";"3,5"\n', "line 1, column 1: cannot read '0,5;\"1'"),  # every cell quoted
-     ("a;b\n0,5;1,5\n2,5;3,5\n", "line 2: has 3 columns where line 1 has 1\\.")],  # a header read whole first
+    [
+        ("0.5;1.5\n2.5;3.5\n", "line 1, column 1: cannot read '0.5;1.5'"),  # not taken for a header row
+        ("0,5;1,5\n2,5;3,5\n", "line 1, column 2: cannot read '5;1'"),  # decimal commas
+        ('"0,5";"1,5"\n"2,5";"3,5"\n', "line 1, column 1: cannot read '0,5;\"1'"),  # every cell quoted
+        ("a;b\n0,5;1,5\n2,5;3,5\n", "line 2: has 3 columns where line 1 has 1\\."),
+    ],  # a header read whole first
 )
 def test_a_semicolon_separated_file_gets_a_hint(tmp_path, text, where):
     path = tmp_path / "x.csv"
@@ -444,11 +472,13 @@ def test_a_word_in_a_txt_file_of_numbers_keeps_the_txt_hint(tmp_path):
 
 @pytest.mark.parametrize(
     ("cell", "hint"),
-    [("\u22120.5", r"'\u2212' \(U\+2212, the typographic minus sign\)"),
-     ("\u20130.5", r"'\u2013' \(U\+2013, an en dash\)"),
-     ("1\u00a0000.5", r"a no-break space \(U\+00A0\)"),  # a thousands separator, not two values
-     ("1.5D3", r"Its exponent is written with 'D' \(Fortran's double precision\): write 'E'"),
-     ("-.5d-2", r"Its exponent is written with 'D'")],
+    [
+        ("\u22120.5", r"'\u2212' \(U\+2212, the typographic minus sign\)"),
+        ("\u20130.5", r"'\u2013' \(U\+2013, an en dash\)"),
+        ("1\u00a0000.5", r"a no-break space \(U\+00A0\)"),  # a thousands separator, not two values
+        ("1.5D3", r"Its exponent is written with 'D' \(Fortran's double precision\): write 'E'"),
+        ("-.5d-2", r"Its exponent is written with 'D'"),
+    ],
 )
 def test_a_cell_that_only_looks_like_a_number_says_why(tmp_path, cell, hint):
     # '−0.5' read as text, with no word about the one character that is not '-'
@@ -516,26 +546,31 @@ def test_a_table_given_to_a_string_kernel_is_refused_with_what_to_give(tmp_path,
     sep = "," if suffix == ".csv" else "\t"
     path = tmp_path / f"seqs{suffix}"
     path.write_text(f"id{sep}sequence\n1{sep}ACGTACGT\n2{sep}GGTACCAT\n")
-    with pytest.raises(DataFileError, match=rf"seqs\{suffix}: a \{suffix} file is read as numbers .* the kernel takes strings: "
-                                            r"give them as a .txt file .* or as FASTA; .* e.g. cut -(d, -)?f2 seqs"):
+    with pytest.raises(
+        DataFileError,
+        match=rf"seqs\{suffix}: a \{suffix} file is read as numbers .* the kernel takes strings: "
+        r"give them as a .txt file .* or as FASTA; .* e.g. cut -(d, -)?f2 seqs",
+    ):
         load_sample(path, kind="string")
 
 
-@pytest.mark.parametrize("magic, what", [
-    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", "is gzip-compressed, not text"),
-    (b"BZh91AY&SY", "is bzip2-compressed"),
-    (b"\xfd7zXZ\x00\x00", "is xz-compressed"),
-    (b"\x28\xb5\x2f\xfd\x00", "is zstd-compressed"),
-    (b"PK\x03\x04\x14\x00", "is a zip archive (as .xlsx, .ods and .npz files are)"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1", "is an old-style Office file (.xls)"),
-    (b"\x93NUMPY\x01\x00", "is a NumPy .npy file, not text"),
-    (b"PAR1\x15\x04", "is a Parquet file"),
-    (b"\x89HDF\r\n\x1a\n", "is an HDF5 file"),
-    (b"\x89PNG\r\n\x1a\n", "is a PNG image"),
-    (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3", "is a PDF document"),
-])
-@pytest.mark.parametrize("name, kind", [("data.csv", None), ("data.tsv", None), ("data.txt", "vector"),
-                                        ("data.txt", "string"), ("data.fa", None)])
+@pytest.mark.parametrize(
+    "magic, what",
+    [
+        (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", "is gzip-compressed, not text"),
+        (b"BZh91AY&SY", "is bzip2-compressed"),
+        (b"\xfd7zXZ\x00\x00", "is xz-compressed"),
+        (b"\x28\xb5\x2f\xfd\x00", "is zstd-compressed"),
+        (b"PK\x03\x04\x14\x00", "is a zip archive (as .xlsx, .ods and .npz files are)"),
+        (b"\xd0\xcf\x11\xe0\xa1\xb1", "is an old-style Office file (.xls)"),
+        (b"\x93NUMPY\x01\x00", "is a NumPy .npy file, not text"),
+        (b"PAR1\x15\x04", "is a Parquet file"),
+        (b"\x89HDF\r\n\x1a\n", "is an HDF5 file"),
+        (b"\x89PNG\r\n\x1a\n", "is a PNG image"),
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3", "is a PDF document"),
+    ],
+)
+@pytest.mark.parametrize("name, kind", [("data.csv", None), ("data.tsv", None), ("data.txt", "vector"), ("data.txt", "string"), ("data.fa", None)])
 def test_a_binary_file_where_text_is_read_is_named_by_its_first_bytes(tmp_path, magic, what, name, kind):
     # a gzip file was told to convert itself from Latin-1 (iconv -f LATIN1)
     path = tmp_path / name
@@ -560,8 +595,11 @@ def test_excels_separator_line_is_skipped_or_explained(tmp_path):
     (tmp_path / "tab.tsv").write_text("sep=\t\n" + rows.replace(",", "\t"))
     assert np.array_equal(load_sample(tmp_path / "tab.tsv"), load_sample(tmp_path / "plain.csv"))
     (tmp_path / "semi.csv").write_text("sep=;\n1,5;2,5\n")
-    with pytest.raises(DataFileError, match=r"semi.csv, line 1: is Excel's separator line 'sep=;': the values are separated "
-                                            r"by ';', where a .csv file has ','.*decimal=','"):
+    with pytest.raises(
+        DataFileError,
+        match=r"semi.csv, line 1: is Excel's separator line 'sep=;': the values are separated "
+        r"by ';', where a .csv file has ','.*decimal=','",
+    ):
         load_sample(tmp_path / "semi.csv")
 
 

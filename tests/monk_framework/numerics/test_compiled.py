@@ -87,10 +87,15 @@ def test_exponential_within_one_ulp_of_libm_and_numpy():
 
     g = np.random.default_rng(0)
     # every scale down to the underflow: tiny arguments, the reduction's edges, subnormal results
-    x = np.concatenate([
-        -g.exponential(3.0, 20_000), -g.uniform(0, 746, 20_000), -(10.0 ** g.uniform(-20, 0, 5_000)),
-        -np.log(2) / 2 + g.normal(0, 1e-12, 100), -g.uniform(708, 745.2, 5_000),
-    ])
+    x = np.concatenate(
+        [
+            -g.exponential(3.0, 20_000),
+            -g.uniform(0, 746, 20_000),
+            -(10.0 ** g.uniform(-20, 0, 5_000)),
+            -np.log(2) / 2 + g.normal(0, 1e-12, 100),
+            -g.uniform(708, 745.2, 5_000),
+        ]
+    )
     got = exp_nonpositive(x)
     libm = np.array([math.exp(v) for v in x])
     assert ulps(got, libm).max() <= 1.0
@@ -124,8 +129,11 @@ def brute_form(Z: np.ndarray, W: np.ndarray, scale: float, diag: np.ndarray | No
 
 @settings(max_examples=40, deadline=None)
 @given(
-    n=st.integers(0, 13), d=st.integers(1, 6), c=st.integers(1, 4),
-    seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([-0.5, -3.0, -1e-4, 0.0]),
+    n=st.integers(0, 13),
+    d=st.integers(1, 6),
+    c=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+    scale=st.sampled_from([-0.5, -3.0, -1e-4, 0.0]),
     with_diag=st.booleans(),
 )
 def test_direct_form_equals_brute_force(n, d, c, seed, scale, with_diag):
@@ -249,9 +257,7 @@ def test_tile_without_features_of_other_dtypes_and_of_bad_shapes():
         np.testing.assert_array_equal(got, np.ones((3, 2)))
     # other dtypes are converted; shapes that do not match are refused by name
     X32 = np.random.default_rng(0).normal(size=(5, 7)).astype(np.float32)
-    assert exp_squared_distance_tile(X32, X32, -0.5).tobytes() == exp_squared_distance_tile(
-        X32.astype(np.float64), X32.astype(np.float64), -0.5
-    ).tobytes()
+    assert exp_squared_distance_tile(X32, X32, -0.5).tobytes() == exp_squared_distance_tile(X32.astype(np.float64), X32.astype(np.float64), -0.5).tobytes()
     with pytest.raises(ValueError, match=r"X \(n, d\) and Y \(m, d\)"):
         exp_squared_distance_tile(np.zeros((3, 7)), np.zeros((2, 6)), -0.5)
 
@@ -265,9 +271,7 @@ def test_extreme_data_and_bandwidths_keep_the_numpy_path():
     assert got.tobytes() == want.tobytes() and 0 < got.min() < 1
     # a non-negative factor is outside the compiled exponential's domain: numpy's
     small = g.normal(size=(3, 6))
-    assert exp_scaled_squared_distances(small, small, 1.0, factor=0.5).tobytes() == np.exp(
-        scaled_squared_distances(small, small, 1.0, factor=0.5)
-    ).tobytes()
+    assert exp_scaled_squared_distances(small, small, 1.0, factor=0.5).tobytes() == np.exp(scaled_squared_distances(small, small, 1.0, factor=0.5)).tobytes()
 
 
 def test_rbf_kernel_evaluates_through_the_tile(registry):
@@ -282,8 +286,11 @@ def test_rbf_kernel_evaluates_through_the_tile(registry):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    rows=st.integers(0, 20), cols=st.integers(0, 40), q=st.integers(0, 11),
-    extra=st.integers(0, 9), seed=st.integers(0, 2**32 - 1),
+    rows=st.integers(0, 20),
+    cols=st.integers(0, 40),
+    q=st.integers(0, 11),
+    extra=st.integers(0, 9),
+    seed=st.integers(0, 2**32 - 1),
 )
 def test_tile_product_equals_the_blas_product(rows, cols, q, extra, seed):
     # every remainder of the 6 × 4 register block: rows and columns of any count
@@ -341,8 +348,11 @@ def packed(E: np.ndarray) -> np.ndarray:
 
 @settings(max_examples=80, deadline=None)
 @given(
-    points=st.integers(0, 45), lanes=st.integers(0, 45), q=st.integers(0, 19),
-    extra=st.integers(0, 9), seed=st.integers(0, 2**32 - 1),
+    points=st.integers(0, 45),
+    lanes=st.integers(0, 45),
+    q=st.integers(0, 19),
+    extra=st.integers(0, 9),
+    seed=st.integers(0, 2**32 - 1),
 )
 def test_indicator_product_equals_the_dense_product(points, lanes, q, extra, seed):
     # every remainder: lanes in blocks of 16 and 8 and a padded last vector, columns in
@@ -435,5 +445,7 @@ def test_a_setting_numba_cannot_read_is_one_warning_line_not_a_traceback():
     ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert "Traceback" not in ran.stderr
-    assert "CompiledLoopsWarning: numba: Environment variable 'NUMBA_NUM_THREADS' is defined but its associated value " \
+    assert (
+        "CompiledLoopsWarning: numba: Environment variable 'NUMBA_NUM_THREADS' is defined but its associated value "
         "'abc' could not be parsed. (numba ignores it)" in ran.stderr
+    )

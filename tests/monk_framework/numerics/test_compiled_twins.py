@@ -222,8 +222,7 @@ def _seeded_run(registry, code, extra_env=None):
     """Run ``code`` (NO_NUMBA or a variant) in a fresh process, check its two seeded tests
     against this process's, and return the JSON lines it printed (the last is NO_NUMBA's)."""
     env = {k: v for k, v in __import__("os").environ.items() if k != "MONK_COMPILED"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, **(extra_env or {})},
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, **(extra_env or {})}, timeout=300)
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
     out = next(line for line in reversed(lines) if isinstance(line, dict))
@@ -252,8 +251,9 @@ def test_where_numba_cannot_cache_the_loops_they_compile_without_the_cache(regis
     # a read-only installation with no writable home: numba refused to compile at all
     # ("RuntimeError: cannot cache function '_clipped': no locator available"), and every
     # vector kernel failed with it. Simulated by leaving numba no cache locator.
-    code = NO_NUMBA.replace('sys.modules["numba"] = None  # `import numba` now fails',
-                            "import numba.core.caching\nnumba.core.caching.CacheImpl._locator_classes = []")
+    code = NO_NUMBA.replace(
+        'sys.modules["numba"] = None  # `import numba` now fails', "import numba.core.caching\nnumba.core.caching.CacheImpl._locator_classes = []"
+    )
     code += "from monk_framework.numerics import compiled\nprint(json.dumps(compiled._STATE['no_cache'] and compiled._STATE['numba'] is not False))\n"
     out, compiled_ran = _seeded_run(registry, code)[-2:]
     assert compiled_ran is True  # the compiled loops ran, uncached; not the references
@@ -283,14 +283,12 @@ def test_a_threading_layer_that_cannot_start_falls_back_to_the_references(layer)
     if layer == "tbb" and importlib.util.find_spec("tbb") is not None:
         pytest.skip("tbb is installed here: its layer starts")
     env = {k: v for k, v in os.environ.items() if k != "MONK_COMPILED"}
-    done = subprocess.run([sys.executable, "-c", SSK_RUN], capture_output=True, text=True, timeout=300,
-                          env={**env, "NUMBA_THREADING_LAYER": layer})
+    done = subprocess.run([sys.executable, "-c", SSK_RUN], capture_output=True, text=True, timeout=300, env={**env, "NUMBA_THREADING_LAYER": layer})
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(out["warnings"]) == 1 and "numba cannot start its threads" in out["warnings"][0]
     assert "check NUMBA_THREADING_LAYER" in out["warnings"][0] and "\n" not in out["warnings"][0]
-    plain = subprocess.run([sys.executable, "-c", SSK_RUN], capture_output=True, text=True, timeout=300,
-                           env={**env, "MONK_COMPILED": "0"})
+    plain = subprocess.run([sys.executable, "-c", SSK_RUN], capture_output=True, text=True, timeout=300, env={**env, "MONK_COMPILED": "0"})
     assert out["mmd2"] == pytest.approx(json.loads(plain.stdout.strip().splitlines()[-1])["mmd2"], rel=1e-12)
 
 

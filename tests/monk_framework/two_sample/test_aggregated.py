@@ -70,7 +70,7 @@ def _published_fuse(X, Y, grams):
     their exponentials (equal weights, lambda_multiplier = 1)."""
     if len(Y) > len(X):
         X, Y = Y, X
-        grams = [K[np.r_[len(Y):len(K), 0:len(Y)]][:, np.r_[len(Y):len(K), 0:len(Y)]] for K in grams]
+        grams = [K[np.r_[len(Y) : len(K), 0 : len(Y)]][:, np.r_[len(Y) : len(K), 0 : len(Y)]] for K in grams]
     m, n = len(X), len(Y)
     values = []
     for K in grams:
@@ -82,7 +82,7 @@ def _published_fuse(X, Y, grams):
         yy = sum(K[i, j] for i in range(m, size) for j in range(m, size))
         signed = sum(sign[i] * sign[j] * K[i, j] for i in range(size) for j in range(size))
         unscaled_std = math.sqrt(sum(K[i, j] ** 2 for i in range(size) for j in range(size)))
-        value = (xx * (n - m + 1) * (n - 1) / (m * (m - 1)) + yy * (m - n + 1) / m + signed * (n - 1) / m)
+        value = xx * (n - m + 1) * (n - 1) / (m * (m - 1)) + yy * (m - n + 1) / m + signed * (n - 1) / m
         values.append(value / unscaled_std * math.sqrt(n * (n - 1)))
     return math.log(sum(math.exp(v) for v in values) / len(values)), values
 
@@ -99,7 +99,7 @@ def test_fuse_is_its_authors_statistic_on_shared_data(registry, n, m):
     small = min(n, m)
     assert result.temperature == small * (small - 1)
     # the audit's finding, fixed: each kernel's exponent is the authors', not (n - 1)/2 times smaller
-    mmd2 = result.kernel_statistics ** 2 * np.sign(result.kernel_statistics)
+    mmd2 = result.kernel_statistics**2 * np.sign(result.kernel_statistics)
     np.testing.assert_allclose(result.temperature * mmd2 / result.kernel_scales, exponents, rtol=1e-9)
 
 
@@ -249,8 +249,7 @@ def test_robust_aggregation_rejects_under_corruption_only_if_the_clean_test_reje
         r = 2
         clean = aggregated_test(X, Y, bandwidths=grid, contamination=r, n_permutations=99, rng=seed)
         # the clean data's exact tests: each kernel's V-statistic permutation p-value
-        exact = np.array([permutation_test(X, Y, kernel=spec, estimator="v-stat", n_permutations=99, rng=seed).pvalue
-                          for spec in clean.kernel_specs])
+        exact = np.array([permutation_test(X, Y, kernel=spec, estimator="v-stat", n_permutations=99, rng=seed).pvalue for spec in clean.kernel_specs])
         clean_p = min(1.0, float(np.min(exact / clean.weights)))
         for target in (X, Y):
             Xc, Yc = X.copy(), Y.copy()
@@ -335,8 +334,11 @@ def test_bad_aggregated_inputs_are_named(registry):
         (dict(kernels=[3.0]), MonkError, "Kernel objects or specs"),
         # a repeated kernel doubled its weight without a word
         (dict(bandwidths=[1.0, 2.0, 1.0]), ParameterError, "bandwidths lists 1 more than once"),
-        (dict(kernels=["rbf:sigma=1", "laplace:sigma=1", "gaussian:sigma=1.0"]), ParameterError,
-         r"kernels 0 and 2 are the same, gaussian:sigma=1.0: a repeated kernel only doubles its weight"),
+        (
+            dict(kernels=["rbf:sigma=1", "laplace:sigma=1", "gaussian:sigma=1.0"]),
+            ParameterError,
+            r"kernels 0 and 2 are the same, gaussian:sigma=1.0: a repeated kernel only doubles its weight",
+        ),
     ]
     for kwargs, error, message in cases:
         with pytest.raises(error, match=message):
@@ -374,8 +376,7 @@ def test_every_kernel_of_the_collection_reads_the_data_itself(registry):
         with pytest.raises(DataError, match="X holds numbers, but kernel 'ssk' needs strings"):
             aggregated_test(X, Y, kernels=kernels, n_permutations=19, rng=0)
     with pytest.raises(DataError, match="needs strings"):
-        collection_statistics(registry.get_estimator("u-stat"), [registry.get_kernel("ssk")], X, Y, 9, root(0),
-                              resources=Resources.of(None))
+        collection_statistics(registry.get_estimator("u-stat"), [registry.get_kernel("ssk")], X, Y, 9, root(0), resources=Resources.of(None))
 
 
 @pytest.mark.slow  # 20 s: 300 null runs (.ci/run runs it)
@@ -400,16 +401,22 @@ def test_a_small_memory_budget_gives_the_same_test():
     np.testing.assert_allclose(tiled.kernel_scales, stored.kernel_scales, rtol=1e-12)
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda X, Y: aggregated_test(X, Y, bandwidths=[1, 10**400]), r"bandwidths must be a flat list of positive finite"),
-    (lambda X, Y: aggregated_test(X, Y, kernels=["rbf:sigma=1", "rbf:sigma=2"], weights=[1, 10**400]),
-     r"weights must be 2 positive finite numbers"),
-    (lambda X, Y: robust_test(X, Y, kernel="quadratic", contamination=2, clip=10**400),
-     r"clip must be a radius > 0 \(a finite number\); got an int of about 10\^400"),
-    (lambda X, Y: permutation_test(X, Y, kernel="rbf", estimator="u-stat", alpha=10**400), r"alpha must be a number in \(0, 1\); got an int of"),
-    (lambda X, Y: permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=10**400),
-     r"n_permutations \(-B\) = an int of about 10\^400 \(beyond float64\) needs about 10\^401 bytes"),
-])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda X, Y: aggregated_test(X, Y, bandwidths=[1, 10**400]), r"bandwidths must be a flat list of positive finite"),
+        (lambda X, Y: aggregated_test(X, Y, kernels=["rbf:sigma=1", "rbf:sigma=2"], weights=[1, 10**400]), r"weights must be 2 positive finite numbers"),
+        (
+            lambda X, Y: robust_test(X, Y, kernel="quadratic", contamination=2, clip=10**400),
+            r"clip must be a radius > 0 \(a finite number\); got an int of about 10\^400",
+        ),
+        (lambda X, Y: permutation_test(X, Y, kernel="rbf", estimator="u-stat", alpha=10**400), r"alpha must be a number in \(0, 1\); got an int of"),
+        (
+            lambda X, Y: permutation_test(X, Y, kernel="rbf", estimator="u-stat", n_permutations=10**400),
+            r"n_permutations \(-B\) = an int of about 10\^400 \(beyond float64\) needs about 10\^401 bytes",
+        ),
+    ],
+)
 def test_numbers_beyond_float64_are_refused_by_name(call, message):
     # each raised OverflowError ("int too large to convert to float") from deep inside
     from monk_framework.core.errors import MonkError
@@ -437,7 +444,6 @@ def test_one_permutation_is_said_in_the_singular():
     from monk_framework.two_sample import permutation_test
 
     X, Y = samples(3)
-    one = permutation_test(X, Y, kernel=get_registry().get_kernel("rbf"), estimator=get_registry().get_estimator("u-stat"),
-                           n_permutations=1, rng=0)
+    one = permutation_test(X, Y, kernel=get_registry().get_kernel("rbf"), estimator=get_registry().get_estimator("u-stat"), n_permutations=1, rng=0)
     assert "with 1 permutation: the smallest attainable p-value is 1/2" in one.decision
     assert "(1 relabelling)" in str(one)

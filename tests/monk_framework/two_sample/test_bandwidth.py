@@ -14,7 +14,7 @@ from monk_framework.two_sample.bandwidth import MedianBandwidth, snap
 
 
 def test_snap_is_the_nearest_quarter_octave_and_monotone():
-    assert snap(1.0) == 1.0 and snap(2.0) == 2.0 and snap(1.1) == 2 ** 0.25 and snap(0.95) == 1.0 and snap(0.9) == 2 ** -0.25
+    assert snap(1.0) == 1.0 and snap(2.0) == 2.0 and snap(1.1) == 2**0.25 and snap(0.95) == 1.0 and snap(0.9) == 2**-0.25
     values = np.geomspace(1e-3, 1e3, 2001)
     snapped = [snap(v) for v in values]
     assert all(a <= b for a, b in zip(snapped, snapped[1:]))
@@ -30,13 +30,19 @@ def test_the_uncorrupted_median_lies_in_the_bounds_whatever_the_corruption(r):
         corrupted = clean.copy()
         which = gen.choice(13, r, replace=False)
         kind = trial % 4
-        corrupted[which] = (gen.normal(size=(r, 2)) * 10.0 ** gen.integers(-3, 4) if kind == 0 else
-                            np.repeat(gen.normal(size=(1, 2)), r, axis=0) if kind == 1 else  # all at one point
-                            clean[gen.choice(13, r)] if kind == 2 else                       # copies of others
-                            np.zeros((r, 2)) + 1e6)                                          # far away
+        corrupted[which] = (
+            gen.normal(size=(r, 2)) * 10.0 ** gen.integers(-3, 4)
+            if kind == 0
+            else np.repeat(gen.normal(size=(1, 2)), r, axis=0)
+            if kind == 1
+            # all at one point
+            else clean[gen.choice(13, r)]
+            if kind == 2
+            # copies of others
+            else np.zeros((r, 2)) + 1e6
+        )  # far away
         truth = MedianBandwidth.of(clean[:7], clean[7:], "l2").median()
-        assert truth == pytest.approx(float(np.median(
-            [np.linalg.norm(a - b) for i, a in enumerate(clean) for b in clean[i + 1:]])), rel=1e-12)
+        assert truth == pytest.approx(float(np.median([np.linalg.norm(a - b) for i, a in enumerate(clean) for b in clean[i + 1 :]])), rel=1e-12)
         low, high = MedianBandwidth.of(corrupted[:7], corrupted[7:], "l2").bounds(r)
         assert low <= truth <= high
         candidates = MedianBandwidth.of(corrupted[:7], corrupted[7:], "l2").candidates(r)
@@ -52,7 +58,8 @@ def test_without_corruption_the_one_candidate_is_the_snapped_median_heuristic():
     fitted = mf.get_registry().get_kernel("rbf").fitted(X, Y)
     assert bandwidth.median() == pytest.approx(fitted.params()["sigma"], rel=1e-12)
     assert MedianBandwidth.of(X, Y, "l1").median() == pytest.approx(
-        mf.get_registry().get_kernel("laplace", norm="l1").fitted(X, Y).params()["sigma"], rel=1e-12)
+        mf.get_registry().get_kernel("laplace", norm="l1").fitted(X, Y).params()["sigma"], rel=1e-12
+    )
 
 
 def test_the_default_robust_test_is_dcmmd_at_every_candidate():

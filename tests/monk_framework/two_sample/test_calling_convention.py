@@ -43,18 +43,30 @@ def test_every_entry_point_runs_with_its_defaults_and_says_which_it_chose():
 @pytest.mark.parametrize(
     ("old", "new"),
     [
-        (lambda X, Y: mf.permutation_test("rbf", "v-stat", X, Y, n_permutations=49, rng=1),
-         lambda X, Y: mf.permutation_test(X, Y, kernel="rbf", estimator="v-stat", n_permutations=49, rng=1)),
-        (lambda X, Y: mf.split_test("rbf:sigma=1", "u-stat", X, Y, n_permutations=49, rng=1),
-         lambda X, Y: mf.split_test(X, Y, kernel="rbf:sigma=1", estimator="u-stat", n_permutations=49, rng=1)),
-        (lambda X, Y: mf.robust_test("rbf:sigma=1", X, Y, contamination=1, n_permutations=49, rng=1),
-         lambda X, Y: mf.robust_test(X, Y, contamination=1, kernel="rbf:sigma=1", n_permutations=49, rng=1)),
-        (lambda X, Y: mf.aggregated_test(X, Y, ["rbf:sigma=1", "laplace:sigma=2"], n_permutations=49, rng=1),
-         lambda X, Y: mf.aggregated_test(X, Y, kernels=["rbf:sigma=1", "laplace:sigma=2"], n_permutations=49, rng=1)),
-        (lambda X, Y: mf.estimate(mf.get_registry().get_kernel("laplace"), "monk-bcd:n_blocks=5", X, Y, rng=2),
-         lambda X, Y: mf.estimate(X, Y, kernel="laplace", estimator="monk-bcd:n_blocks=5", rng=2)),
-        (lambda X, Y: mf.embed("rbf:sigma=1", "monk-embedding:n_blocks=5", X, rng=2),
-         lambda X, Y: mf.embed(X, kernel="rbf:sigma=1", estimator="monk-embedding:n_blocks=5", rng=2)),
+        (
+            lambda X, Y: mf.permutation_test("rbf", "v-stat", X, Y, n_permutations=49, rng=1),
+            lambda X, Y: mf.permutation_test(X, Y, kernel="rbf", estimator="v-stat", n_permutations=49, rng=1),
+        ),
+        (
+            lambda X, Y: mf.split_test("rbf:sigma=1", "u-stat", X, Y, n_permutations=49, rng=1),
+            lambda X, Y: mf.split_test(X, Y, kernel="rbf:sigma=1", estimator="u-stat", n_permutations=49, rng=1),
+        ),
+        (
+            lambda X, Y: mf.robust_test("rbf:sigma=1", X, Y, contamination=1, n_permutations=49, rng=1),
+            lambda X, Y: mf.robust_test(X, Y, contamination=1, kernel="rbf:sigma=1", n_permutations=49, rng=1),
+        ),
+        (
+            lambda X, Y: mf.aggregated_test(X, Y, ["rbf:sigma=1", "laplace:sigma=2"], n_permutations=49, rng=1),
+            lambda X, Y: mf.aggregated_test(X, Y, kernels=["rbf:sigma=1", "laplace:sigma=2"], n_permutations=49, rng=1),
+        ),
+        (
+            lambda X, Y: mf.estimate(mf.get_registry().get_kernel("laplace"), "monk-bcd:n_blocks=5", X, Y, rng=2),
+            lambda X, Y: mf.estimate(X, Y, kernel="laplace", estimator="monk-bcd:n_blocks=5", rng=2),
+        ),
+        (
+            lambda X, Y: mf.embed("rbf:sigma=1", "monk-embedding:n_blocks=5", X, rng=2),
+            lambda X, Y: mf.embed(X, kernel="rbf:sigma=1", estimator="monk-embedding:n_blocks=5", rng=2),
+        ),
     ],
     ids=["permutation_test", "split_test", "robust_test", "aggregated_test", "estimate", "embed"],
 )
@@ -86,8 +98,7 @@ def test_a_two_argument_progress_still_works_for_a_release():
 
 def test_the_alternatives_count_as_scipy_does():
     X, Y = _data(7)
-    results = {alt: mf.permutation_test(X, Y, alternative=alt, n_permutations=199, rng=4)
-               for alt in ("greater", "less", "two-sided")}
+    results = {alt: mf.permutation_test(X, Y, alternative=alt, n_permutations=199, rng=4) for alt in ("greater", "less", "two-sided")}
     null, T = results["greater"].null_distribution, results["greater"].statistic
     for r in results.values():  # one null distribution and one statistic whatever the alternative
         np.testing.assert_array_equal(r.null_distribution, null)
@@ -102,11 +113,9 @@ def test_the_alternatives_count_as_scipy_does():
 def test_less_finds_samples_more_alike_than_chance():
     # one sample split in alternation after sorting: the halves match far better than random halves
     Z = np.sort(np.random.default_rng(0).normal(size=200))[:, None]
-    test = mf.permutation_test(Z[::2], Z[1::2], kernel="rbf:sigma=0.5", estimator="v-stat", alternative="less",
-                               n_permutations=199, rng=0)
+    test = mf.permutation_test(Z[::2], Z[1::2], kernel="rbf:sigma=0.5", estimator="v-stat", alternative="less", n_permutations=199, rng=0)
     assert test.reject and test.pvalue == 1 / 200 and "(less)" in test.decision
-    assert not mf.permutation_test(Z[::2], Z[1::2], kernel="rbf:sigma=0.5", estimator="v-stat", n_permutations=199,
-                                   rng=0).reject
+    assert not mf.permutation_test(Z[::2], Z[1::2], kernel="rbf:sigma=0.5", estimator="v-stat", n_permutations=199, rng=0).reject
 
 
 def test_an_unknown_alternative_is_named():

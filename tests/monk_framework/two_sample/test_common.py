@@ -53,9 +53,14 @@ def test_flags_given_as_bools_keep_their_meaning():
     assert len(CALLS["permutation_test"](return_null=np.True_).null_distribution) == 19
 
 
-@pytest.mark.parametrize(("call", "argument"), [
-    ("permutation_test", "relabel"), ("robust_test", "method"), ("aggregated_test", "method"),
-])
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        ("permutation_test", "relabel"),
+        ("robust_test", "method"),
+        ("aggregated_test", "method"),
+    ],
+)
 @pytest.mark.parametrize("value", [np.array(["auto", "dc"]), 3, None, "Auto"], ids=repr)
 def test_a_named_option_of_another_kind_lists_the_options(call, argument, value):
     with pytest.raises(ParameterError, match=rf"^{argument} must be one of '.*'; got "):
@@ -82,8 +87,7 @@ def test_kernels_that_are_no_list_of_kernels_are_named(value):
         aggregated_test(X, Y, kernels=value, n_permutations=79, rng=0)
 
 
-@pytest.mark.parametrize("value", ["abc", 1 + 1j, object(), np.full((48, 48), 1 + 0j), np.full((48, 48), "a")],
-                         ids=lambda v: type(v).__name__)
+@pytest.mark.parametrize("value", ["abc", 1 + 1j, object(), np.full((48, 48), 1 + 0j), np.full((48, 48), "a")], ids=lambda v: type(v).__name__)
 def test_a_precomputed_gram_matrix_of_another_kind_is_named(value):
     # gram='abc' was ValueError: could not convert string to float; complex values had their
     # imaginary parts dropped by float()

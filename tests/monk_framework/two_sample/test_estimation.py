@@ -17,8 +17,7 @@ def _data():
     return gen.normal(size=(30, 2)), gen.normal(0.5, 1.0, size=(25, 2))
 
 
-@pytest.mark.parametrize(("kernel", "estimator"), [("rbf:sigma=1.5", "u-stat"), ("laplace", "monk-bcd:n_blocks=5"),
-                                                   ("quadratic", "monk-bcd-fast:n_blocks=5")])
+@pytest.mark.parametrize(("kernel", "estimator"), [("rbf:sigma=1.5", "u-stat"), ("laplace", "monk-bcd:n_blocks=5"), ("quadratic", "monk-bcd-fast:n_blocks=5")])
 def test_estimate_by_spec_is_the_estimators_own_estimate(kernel, estimator):
     X, Y = _data()
     by_spec = mf.estimate(X, Y, kernel=kernel, estimator=estimator, rng=4)
@@ -47,18 +46,19 @@ def test_every_entry_point_takes_the_same_specs():
     kernel, estimator = "rbf:sigma=1", "u-stat"
     assert mf.permutation_test(X, Y, kernel=kernel, estimator=estimator, n_permutations=19, rng=1).estimator == "u-stat"
     assert mf.split_test(X, Y, kernel=kernel, estimator=estimator, n_permutations=19, rng=1).kernel == "rbf"
-    assert mf.robust_test(X, Y, kernel=kernel, contamination=1, method="mom", estimator=estimator, n_permutations=19,
-                          rng=1).estimator == "u-stat"
+    assert mf.robust_test(X, Y, kernel=kernel, contamination=1, method="mom", estimator=estimator, n_permutations=19, rng=1).estimator == "u-stat"
 
 
 def test_a_backend_given_by_name_is_refused_not_run_here():
     from monk_framework import ParameterError
 
     X, Y = _data()
-    for run in (lambda: mf.estimate(X, Y, kernel="rbf", estimator="u-stat", backend="dask"),
-                lambda: mf.permutation_test(X, Y, kernel="rbf", estimator="u-stat", backend="dask"),
-                lambda: mf.split_test(X, Y, kernel="rbf", estimator="u-stat", backend="dask"),
-                lambda: mf.robust_test(X, Y, kernel="rbf:sigma=1", contamination=1, backend="dask")):
+    for run in (
+        lambda: mf.estimate(X, Y, kernel="rbf", estimator="u-stat", backend="dask"),
+        lambda: mf.permutation_test(X, Y, kernel="rbf", estimator="u-stat", backend="dask"),
+        lambda: mf.split_test(X, Y, kernel="rbf", estimator="u-stat", backend="dask"),
+        lambda: mf.robust_test(X, Y, kernel="rbf:sigma=1", contamination=1, backend="dask"),
+    ):
         with pytest.raises(ParameterError, match=r"backend must be a backend object.*get_backend\('dask'\).*got str 'dask'"):
             run()
 
@@ -66,8 +66,11 @@ def test_a_backend_given_by_name_is_refused_not_run_here():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda X, Y: mf.estimate(X, Y, kernel=X), r"kernel must be a kernel object or a spec such as 'rbf:sigma=1'; got "
-                                                   r"a ndarray of shape \(30, 2\), which looks like a sample"),
+        (
+            lambda X, Y: mf.estimate(X, Y, kernel=X),
+            r"kernel must be a kernel object or a spec such as 'rbf:sigma=1'; got "
+            r"a ndarray of shape \(30, 2\), which looks like a sample",
+        ),
         (lambda X, Y: mf.embed(X, kernel="rbf", estimator=Y), r"estimator must be .* got a ndarray of shape \(25, 2\)"),
         (lambda X, Y: mf.permutation_test(X, Y, estimator=Y), r"estimator must be .*samples come first"),
         (lambda X, Y: mf.split_test(X, Y, kernel=X.tolist()), r"got a list of 30 items, which looks like a sample"),

@@ -144,8 +144,13 @@ def test_seeds_reproduce_and_batching_does_not_matter(registry, rng, monkeypatch
     X, Y = rng.normal(size=(20, 2)), rng.normal(size=(20, 2))
     kernel = registry.get_kernel("rbf", sigma=1.0)
     run = lambda name, seed: permutation_test(  # noqa: E731
-        X, Y, kernel=kernel, estimator=registry.get_estimator(name, **({"n_iter": 10, "n_blocks": 5} if "monk" in name else {})),
-        n_permutations=30, rng=seed, return_null=True,
+        X,
+        Y,
+        kernel=kernel,
+        estimator=registry.get_estimator(name, **({"n_iter": 10, "n_blocks": 5} if "monk" in name else {})),
+        n_permutations=30,
+        rng=seed,
+        return_null=True,
     )
     for name in ("u-stat", "monk-bcd"):
         a, b = run(name, 4), run(name, 4)
@@ -210,8 +215,9 @@ def test_the_exact_bcd_fast_test_keeps_its_level_under_outliers_and_sees_a_shift
 
 def test_result_round_trips_through_json(registry, rng):
     X, Y = rng.normal(size=(10, 2)), rng.normal(size=(12, 2))
-    r = permutation_test(X, Y, kernel=registry.get_kernel("rbf", sigma=1.0), estimator=registry.get_estimator("v-stat"),
-                         n_permutations=9, rng=0, return_null=True)
+    r = permutation_test(
+        X, Y, kernel=registry.get_kernel("rbf", sigma=1.0), estimator=registry.get_estimator("v-stat"), n_permutations=9, rng=0, return_null=True
+    )
     import json
 
     data = json.loads(r.to_json())
@@ -314,12 +320,15 @@ def test_split_test_on_strings_with_a_grid_over_n_and_lambda(registry):
     seqs = load_splice(("EI", "IE"))
     X, Y = seqs["EI"][:90], seqs["IE"][:90]
     r = split_test(
-        X, Y, kernel=registry.get_kernel("ssk"), estimator=registry.get_estimator("u-stat"),
-        grid={"n": [2, 3], "lam": [0.5, 0.9]}, n_permutations=50, rng=1,
+        X,
+        Y,
+        kernel=registry.get_kernel("ssk"),
+        estimator=registry.get_estimator("u-stat"),
+        grid={"n": [2, 3], "lam": [0.5, 0.9]},
+        n_permutations=50,
+        rng=1,
     )
-    assert [t["params"] for t in r.tuning] == [
-        {"n": 2, "lam": 0.5}, {"n": 2, "lam": 0.9}, {"n": 3, "lam": 0.5}, {"n": 3, "lam": 0.9}
-    ]
+    assert [t["params"] for t in r.tuning] == [{"n": 2, "lam": 0.5}, {"n": 2, "lam": 0.9}, {"n": 3, "lam": 0.5}, {"n": 3, "lam": 0.9}]
     best = max(r.tuning, key=lambda t: t["statistic"])
     assert {k: r.kernel_params[k] for k in ("n", "lam")} == best["params"]
     assert r.reject  # EI and IE junctions differ
@@ -343,8 +352,7 @@ def test_split_test_progress_counts_the_grid_points_then_the_relabellings(regist
     X, Y = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
     seen: list[tuple[int, int]] = []
     args = dict(kernel=registry.get_kernel("rbf", sigma=1.0), estimator=registry.get_estimator("u-stat"))
-    r = split_test(X, Y, **args, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=40, rng=3,
-                   progress=lambda d, t, what: seen.append((d, t)))
+    r = split_test(X, Y, **args, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=40, rng=3, progress=lambda d, t, what: seen.append((d, t)))
     assert seen[:3] == [(1, 43), (2, 43), (3, 43)] and seen[-1] == (43, 43)
     assert all(t == 43 for _, t in seen) and [d for d, _ in seen] == sorted(d for d, _ in seen)
     quiet = split_test(X, Y, **args, grid={"sigma": [0.5, 1.0, 2.0]}, n_permutations=40, rng=3)
@@ -408,9 +416,7 @@ def test_monk_estimators_relabel_within_blocks_by_default(registry, rng):
     "name, params",
     [("monk-bcd-fast", {"n_blocks": 5, "solver": "exact"}), ("monk-bcd", {"n_blocks": 5, "n_iter": 15, "test_form": "signed"})],
 )
-def test_within_block_null_is_the_estimator_on_relabelled_samples_with_the_fixed_partition(
-    registry, rng, monkeypatch, name, params
-):
+def test_within_block_null_is_the_estimator_on_relabelled_samples_with_the_fixed_partition(registry, rng, monkeypatch, name, params):
     # rebuild the test's partition and relabellings from its documented streams, then run
     # the estimator from scratch on every relabelled sample with that partition
     import monk_plugins.monk_mmd as monk_mmd
@@ -506,8 +512,9 @@ def test_tests_accept_kernels_and_estimators_by_name(registry):
     gen = np.random.default_rng(2)
     X, Y = gen.normal(size=(40, 2)), gen.normal(0.5, 1.0, size=(40, 2))
     by_name = permutation_test(X, Y, kernel="rbf:sigma=1.5", estimator="monk-bcd-fast:n_blocks=5", n_permutations=19, rng=0)
-    by_object = permutation_test(X, Y, kernel=registry.get_kernel("rbf", sigma=1.5),
-                                 estimator=registry.get_estimator("monk-bcd-fast", n_blocks=5), n_permutations=19, rng=0)
+    by_object = permutation_test(
+        X, Y, kernel=registry.get_kernel("rbf", sigma=1.5), estimator=registry.get_estimator("monk-bcd-fast", n_blocks=5), n_permutations=19, rng=0
+    )
     assert attrs.evolve(by_name, timings={}) == attrs.evolve(by_object, timings={})
     assert split_test(X, Y, kernel="gaussian", estimator="u-stat", n_permutations=19, rng=0).kernel == "rbf"
     assert robust_test(X, Y, kernel="rbf:sigma=1", contamination=1, estimator="v-stat", n_permutations=19, rng=0).method == "dc"
@@ -577,8 +584,7 @@ def test_relabellings_drawn_ahead_are_the_same_whatever_the_batches(ahead, bound
 
 
 @pytest.mark.parametrize("n, n_permutations, ahead", [(20, 99, False), (300, 200, True)])
-def test_only_a_large_first_draw_runs_in_a_thread_and_either_way_gives_the_same_bits(registry, monkeypatch, n,
-                                                                                       n_permutations, ahead):
+def test_only_a_large_first_draw_runs_in_a_thread_and_either_way_gives_the_same_bits(registry, monkeypatch, n, n_permutations, ahead):
     # below DRAW_AHEAD_MIN_ENTRIES indices the relabellings are drawn when first asked for,
     # on this thread; the statistic, the p-value and the null are those of the threaded draw
     import threading
@@ -741,8 +747,7 @@ def test_exact_numbers_are_numbers_for_every_test_parameter(registry):
             assert type(got.alpha) is float and got.alpha == 0.05, name
     quadratic = registry.get_kernel("quadratic")
     plain = robust_test(X, Y, kernel=quadratic, contamination=3, clip=5.0, clip_quantile=0.75, n_permutations=39, rng=0)
-    exact = robust_test(X, Y, kernel=quadratic, contamination=Fraction(1, 40), clip=Decimal("5"), clip_quantile=Fraction(3, 4),
-                        n_permutations=39, rng=0)
+    exact = robust_test(X, Y, kernel=quadratic, contamination=Fraction(1, 40), clip=Decimal("5"), clip_quantile=Fraction(3, 4), n_permutations=39, rng=0)
     assert exact.contamination == 3 and exact.pvalue == plain.pvalue
     assert registry.get_kernel("rbf", sigma=Decimal("0.5")) == registry.get_kernel("rbf", sigma=0.5)
 
@@ -771,8 +776,10 @@ def test_samples_too_small_to_reject_say_so_instead_of_no_evidence(n, m, splits)
     X, Y = gen.normal(size=(n, 2)), gen.normal(size=(m, 2)) + 30
     exact, count = _exact_pvalue("rbf:sigma=1", X, Y)
     assert count == splits and exact >= 1 / splits > 0.05
-    said = (rf"No evidence of a difference at level 0.05, and none is possible with N = {n} and M = {m}: the {n + m} "
-            rf"points split into {n} and {m} in only {splits} ways, .* has no permutation p-value below 1/{splits} = ")
+    said = (
+        rf"No evidence of a difference at level 0.05, and none is possible with N = {n} and M = {m}: the {n + m} "
+        rf"points split into {n} and {m} in only {splits} ways, .* has no permutation p-value below 1/{splits} = "
+    )
     result = permutation_test(X, Y, kernel="rbf:sigma=1", estimator="v-stat", n_permutations=999, rng=0)
     assert not result.reject and result.pvalue >= 1 / splits - 0.05
     assert re.match(said, result.decision), result.decision
@@ -800,14 +807,14 @@ def test_one_long_pass_over_a_matrix_free_gram_matrix_reports_band_by_band(rng):
     # relabellings is one pass over K, so the pass itself reports, band by band
     X, Y = rng.normal(size=(900, 2)), rng.normal(0.2, 1.0, size=(900, 2))
     seen: list[tuple[int, int, str]] = []
-    tiled = permutation_test(X, Y, kernel="rbf:sigma=1", n_permutations=200, rng=1, max_memory="2MB",
-                             progress=lambda done, total, what: seen.append((done, total, what)))
+    tiled = permutation_test(
+        X, Y, kernel="rbf:sigma=1", n_permutations=200, rng=1, max_memory="2MB", progress=lambda done, total, what: seen.append((done, total, what))
+    )
     inside = [done for done, total, _ in seen if 0 < done < 200]
     assert len(inside) >= 3 and inside == sorted(inside)  # whole relabellings, never going back
     assert seen[0][0] == 0 and seen[-1][0] == 200 and {what for *_, what in seen} == {"permutations"}
     heard: list[tuple[float, float, str]] = []
-    stored = permutation_test(X, Y, kernel="rbf:sigma=1", n_permutations=200, rng=1,
-                              progress=lambda done, total, what: heard.append((done, total, what)))
+    stored = permutation_test(X, Y, kernel="rbf:sigma=1", n_permutations=200, rng=1, progress=lambda done, total, what: heard.append((done, total, what)))
     assert tiled.pvalue == stored.pvalue  # listening changes no number
     # a stored Gram matrix is built before the first batch: a stage of its own, in shares
     building = [done for done, _, what in heard if what == "Gram matrix"]

@@ -97,8 +97,7 @@ def test_contamination_is_a_count_or_a_fraction_below_one_half():
 
     for bad in (float("nan"), 1e30, "five"):
         with pytest.raises(ParameterError, match=r"^contamination"):
-            check_robust_test(get_registry().get_kernel("rbf"), contamination=bad, method="auto", estimator=None,
-                              n_permutations=99, alpha=0.05)
+            check_robust_test(get_registry().get_kernel("rbf"), contamination=bad, method="auto", estimator=None, n_permutations=99, alpha=0.05)
 
 
 def corrupt(X, Y, positions, values):
@@ -143,9 +142,7 @@ def test_dc_rejects_under_corruption_only_if_the_clean_test_rejects(registry):
 
 
 def block_pvalues(kernel, X, Y, n_blocks, seed, r=0):
-    return np.array(
-        robust_test(X, Y, kernel=kernel, contamination=r, method="mom", n_blocks=n_blocks, n_permutations=99, rng=seed).block_pvalues
-    )
+    return np.array(robust_test(X, Y, kernel=kernel, contamination=r, method="mom", n_blocks=n_blocks, n_permutations=99, rng=seed).block_pvalues)
 
 
 def test_mom_median_pvalue_is_bounded_by_a_clean_order_statistic(registry):
@@ -191,8 +188,14 @@ def test_worst_case_corruption_keeps_the_level_on_tiny_samples(registry, method,
         g = np.random.default_rng([seed, 3])
         X, Y = g.normal(size=(8, 1)), g.normal(size=(8, 1))
         run = lambda A, B, seed=seed: robust_test(  # noqa: E731
-            A, B, kernel=kernel, contamination=r, method=method, n_blocks=3 if method == "mom" else "auto",
-            n_permutations=39, rng=seed,
+            A,
+            B,
+            kernel=kernel,
+            contamination=r,
+            method=method,
+            n_blocks=3 if method == "mom" else "auto",
+            n_permutations=39,
+            rng=seed,
         )
         best = run(X, Y).pvalue
         positions = [(i,) for i in range(16)] if r == 1 else [(i, 15 - i) for i in range(8)]
@@ -213,8 +216,14 @@ def test_the_certificate_is_the_largest_contamination_that_still_rejects(registr
         shift = (0.0, 0.6, 1.2, 2.0)[seed % 4]
         X, Y = g.normal(size=(300, 1)), g.normal(shift, 1.0, size=(300, 1))
         run = lambda r, X=X, Y=Y, seed=seed: robust_test(  # noqa: E731
-            X, Y, kernel=kernel, contamination=r, method=method, n_blocks=31 if method == "mom" else "auto",
-            n_permutations=199, rng=seed,
+            X,
+            Y,
+            kernel=kernel,
+            contamination=r,
+            method=method,
+            n_blocks=31 if method == "mom" else "auto",
+            n_permutations=199,
+            rng=seed,
         )
         first = run(0)
         c = first.certificate  # None: it does not reject even without corruption
@@ -237,8 +246,7 @@ def test_with_auto_blocks_the_reported_q_reruns_the_certified_test(registry):
     for r in range(auto.certificate + 1):
         again = robust_test(X, Y, kernel=kernel, contamination=r, method="mom", n_blocks=auto.n_blocks, n_permutations=99, rng=3)
         assert again.reject and again.certificate == auto.certificate
-    beyond = robust_test(X, Y, kernel=kernel, contamination=auto.certificate + 1, method="mom", n_blocks=auto.n_blocks,
-                         n_permutations=99, rng=3)
+    beyond = robust_test(X, Y, kernel=kernel, contamination=auto.certificate + 1, method="mom", n_blocks=auto.n_blocks, n_permutations=99, rng=3)
     assert not beyond.reject
 
 
@@ -577,6 +585,5 @@ def test_mom_reads_a_shift_free_kernels_blocks_on_centred_data():
     X = np.round(gen.normal(size=(120, 2)) * 2**20) / 2**20
     Y = np.round(gen.normal(0.5, 1.0, size=(120, 2)) * 2**20) / 2**20
     near = robust_test(X, Y, kernel="linear", contamination=2, method="mom", estimator="u-stat", n_permutations=99, rng=0)
-    far = robust_test(X + 2.0**30, Y + 2.0**30, kernel="linear", contamination=2, method="mom", estimator="u-stat",
-                      n_permutations=99, rng=0)
+    far = robust_test(X + 2.0**30, Y + 2.0**30, kernel="linear", contamination=2, method="mom", estimator="u-stat", n_permutations=99, rng=0)
     assert (far.pvalue, far.statistic, far.certificate) == (near.pvalue, near.statistic, near.certificate)

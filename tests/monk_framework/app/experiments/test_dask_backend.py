@@ -125,8 +125,7 @@ def test_one_estimate_spread_over_workers_equals_the_local_tiled_and_stored_path
     if estimator == "v-stat":
         stored = Kxx.mean() + Kyy.mean() - 2 * Kxy.mean()
     else:
-        stored = ((Kxx.sum() - np.trace(Kxx)) / (n * (n - 1)) + (Kyy.sum() - np.trace(Kyy)) / (m * (m - 1))
-                  - 2 * Kxy.mean())
+        stored = (Kxx.sum() - np.trace(Kxx)) / (n * (n - 1)) + (Kyy.sum() - np.trace(Kyy)) / (m * (m - 1)) - 2 * Kxy.mean()
     assert spread.mmd2 == pytest.approx(stored, rel=1e-10)
     # the local tiled path with the same tiles adds the same shares in the same order
     from monk_framework.engine.spread import spread_kernel_sums
@@ -166,8 +165,14 @@ def test_monkfw_run_spreads_one_estimate_with_the_local_number():
     assert b["mmd2"] == pytest.approx(a["mmd2"], rel=1e-10)
 
 
-@pytest.mark.parametrize("name, params", [("monk-bcd-fast", {"n_blocks": 7, "solver": "exact"}), ("monk-bcd-fast", {"n_blocks": 5}),
-                                          ("monk-bcd", {"n_blocks": 5, "n_iter": 15, "matrix_free": True})])
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("monk-bcd-fast", {"n_blocks": 7, "solver": "exact"}),
+        ("monk-bcd-fast", {"n_blocks": 5}),
+        ("monk-bcd", {"n_blocks": 5, "n_iter": 15, "matrix_free": True}),
+    ],
+)
 def test_monk_estimates_spread_their_blocks_with_the_local_numbers(dask_backend, monkeypatch, rng, name, params):
     _spread_tiles_small(monkeypatch)
     reg = get_registry()
@@ -218,7 +223,7 @@ def _server(reply: bytes | None):
     [
         (b"SSH-2.0-OpenSSH_9.6\r\n", r"is not a Dask scheduler: its first bytes \(b'SSH-2.0-'\) are not a Dask handshake"),
         (None, r"is not a Dask scheduler: it sent no Dask handshake within 0.5 s"),
-        (b"\x08\x00\x00\x00\x00\x00\x00\x00{\"a\": 1}", r"is not a Dask scheduler: its first message is not a Dask handshake"),
+        (b'\x08\x00\x00\x00\x00\x00\x00\x00{"a": 1}', r"is not a Dask scheduler: its first message is not a Dask handshake"),
     ],
     ids=["ssh-banner", "silent-http", "json"],
 )
@@ -260,17 +265,33 @@ def test_monkfw_with_another_server_at_the_scheduler_address_is_one_line_as_a_re
     try:
         start = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "monk_framework", "run", "-k", "rbf", "-e", "u-stat", "--data-param", "n=30",
-             "--backend", "dask", "--scheduler", address, "-q"],
-            capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "monk_framework",
+                "run",
+                "-k",
+                "rbf",
+                "-e",
+                "u-stat",
+                "--data-param",
+                "n=30",
+                "--backend",
+                "dask",
+                "--scheduler",
+                address,
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert time.monotonic() - start < 30
     finally:
         server.close()
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        f"Error: The server at '{address}' is not a Dask scheduler: its first bytes (b'HTTP/1.1') are not a Dask "
-        "handshake (another kind of server?)."
+        f"Error: The server at '{address}' is not a Dask scheduler: its first bytes (b'HTTP/1.1') are not a Dask handshake (another kind of server?)."
     ]
 
 
@@ -284,8 +305,10 @@ def test_a_script_that_starts_the_cluster_at_module_level_gets_the_one_thing_to_
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("monk_framework.core.errors.MonkError: The embedded Dask cluster could not start its worker "
-                           "processes. A script that starts it") and 'if __name__ == "__main__":' in last
+    assert (
+        last.startswith("monk_framework.core.errors.MonkError: The embedded Dask cluster could not start its worker processes. A script that starts it")
+        and 'if __name__ == "__main__":' in last
+    )
     assert "bootstrapping phase" not in done.stderr and len(done.stderr.splitlines()) < 15
 
 
@@ -313,8 +336,11 @@ def test_a_worker_that_dies_is_the_clusters_failure_in_one_line_not_a_plugins():
         with contextlib.suppress(Exception):
             backend.client.run(os._exit, 1)
         backend.client.wait_for_workers(1, timeout=60)
-        with pytest.raises(ClusterError, match=r"^The embedded Dask cluster lost a worker during this work, and with it "
-                           r"data the tasks needed \(.*\): a worker killed, or out of memory\? Nothing was returned"):
+        with pytest.raises(
+            ClusterError,
+            match=r"^The embedded Dask cluster lost a worker during this work, and with it "
+            r"data the tasks needed \(.*\): a worker killed, or out of memory\? Nothing was returned",
+        ):
             list(backend.as_completed(_double, [1, 2], shared))
         # the cluster still works for new data
         assert sorted(v for _, v in backend.as_completed(_double, [1], np.arange(2.0))) == [4]
@@ -324,8 +350,11 @@ def test_a_worker_that_dies_is_the_clusters_failure_in_one_line_not_a_plugins():
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         backend = DaskBackend(n_workers=1)
     try:
-        with pytest.raises(ClusterError, match=r"^Workers of the embedded Dask cluster died while running this work, each "
-                           r"one that took the task \(KilledWorker: .*\): out of memory, or killed"):
+        with pytest.raises(
+            ClusterError,
+            match=r"^Workers of the embedded Dask cluster died while running this work, each "
+            r"one that took the task \(KilledWorker: .*\): out of memory, or killed",
+        ):
             list(backend.as_completed(_exit_now, [1], None))
     finally:
         backend.close()
@@ -343,8 +372,12 @@ def test_a_lost_scheduler_is_told_apart_from_a_lost_worker():
 
     lost = CommClosedError("ConnectionPool closing.")
     for status, scheduler, message in [
-        ("closed", "tcp://127.0.0.1:8799", r"^The connection to the Dask scheduler at 'tcp://127.0.0.1:8799' was lost during "
-                                           r"this work \(CommClosedError: ConnectionPool closing.\): the scheduler stopped"),
+        (
+            "closed",
+            "tcp://127.0.0.1:8799",
+            r"^The connection to the Dask scheduler at 'tcp://127.0.0.1:8799' was lost during "
+            r"this work \(CommClosedError: ConnectionPool closing.\): the scheduler stopped",
+        ),
         ("running", "tcp://127.0.0.1:8799", r"^The Dask cluster at 'tcp://127.0.0.1:8799' lost a worker during this work"),
         ("running", None, r"^The embedded Dask cluster lost a worker during this work"),
     ]:

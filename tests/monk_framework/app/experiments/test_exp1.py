@@ -93,8 +93,11 @@ def test_quick_run_writes_results_summary_and_figure(tmp_path):
         ({"estimators": ("monk-bcd:n_blocks=21",), "sizes": (30,)}, "at least 42 points"),
         ({"estimators": ("u-stat", "u-stat")}, "estimator 'u-stat' is listed twice; list it once"),
         # two spellings of one estimator: its cells were computed twice, its rows doubled
-        ({"estimators": ("u-stat", "u-stat:root=clip")}, r"'u-stat' and 'u-stat:root=clip' are the same estimator, "
-                                                          r"u-stat\(root='clip'\); list it once"),
+        (
+            {"estimators": ("u-stat", "u-stat:root=clip")},
+            r"'u-stat' and 'u-stat:root=clip' are the same estimator, "
+            r"u-stat\(root='clip'\); list it once",
+        ),
         ({"kernels": ("rbf:sigma=1", "gaussian:sigma=1.0")}, r"'rbf:sigma=1' and 'gaussian:sigma=1.0' are the same kernel"),
         ({"runs": 0}, "runs"),
         ({"kernels": ("rbf:sigma=-1",)}, "sigma"),

@@ -46,7 +46,12 @@ def test_a_cell_equals_split_tests_run_from_scratch(tiny):
         name, params = parse_spec(text)
         est = reg.get_estimator(name, **params)
         ref = split_test(
-            X, Y, kernel=reg.get_kernel("ssk"), estimator=est, grid=cell["grid"], n_permutations=19,
+            X,
+            Y,
+            kernel=reg.get_kernel("ssk"),
+            estimator=est,
+            grid=cell["grid"],
+            n_permutations=19,
             rng=np.random.SeedSequence(cell["seed"], spawn_key=(stable_int("EI-IE"), cell["n"], cell["run"], 1)),
         )
         assert row["statistic"] == pytest.approx(ref.statistic, rel=1e-9, abs=1e-12)

@@ -72,7 +72,9 @@ def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path, fresh):
     # that: give the child the default disposition, as a terminal's Ctrl-C would find it
     proc = subprocess.Popen(
         [*_command(), *LONG_ARGS, "--out", str(out), *(["--fresh"] if fresh else [])],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     journal = out / "cells.jsonl"
@@ -94,8 +96,7 @@ def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path, fresh):
 def test_sigterm_is_an_interruption_as_ctrl_c_is(tmp_path):
     # a batch scheduler's SIGTERM killed the process at once: no word of what was kept
     out = tmp_path / "exp1"
-    proc = subprocess.Popen([*_command(), *LONG_ARGS, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen([*_command(), *LONG_ARGS, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     journal = out / "cells.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (journal.exists() and journal.read_bytes().count(b"\n") >= 5):
@@ -126,11 +127,18 @@ def test_an_interruption_under_dask_is_one_line_and_exit_130(tmp_path, command, 
     pytest.importorskip("distributed")
     out = tmp_path / "exp1"
     journal = out / "cells.jsonl"
-    args = (["test", "-k", "rbf", "-p", "sigma=1", "-e", "u-stat", "--data-param", "n=3000", "-B", "100000"]
-            if command == "test" else [*LONG_ARGS, "--out", str(out)])
+    args = (
+        ["test", "-k", "rbf", "-p", "sigma=1", "-e", "u-stat", "--data-param", "n=3000", "-B", "100000"]
+        if command == "test"
+        else [*LONG_ARGS, "--out", str(out)]
+    )
     proc = subprocess.Popen(
-        [*_command(), *args, "--backend", "dask", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        [*_command(), *args, "--backend", "dask", "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     if command == "test":
@@ -142,8 +150,7 @@ def test_an_interruption_under_dask_is_one_line_and_exit_130(tmp_path, command, 
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     # progress lines ("exp1: work ...", "test: permutations ...") and notes aside
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("No data given", "exp1:",
-                                                                                         "test:"))]
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("No data given", "exp1:", "test:"))]
     assert len(lines) == 1 and lines[0].startswith("Interrupted."), err
     if command == "experiment":
         assert journal.read_bytes().count(b"\n") >= 5  # nothing lost

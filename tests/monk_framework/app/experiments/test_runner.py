@@ -182,8 +182,7 @@ def test_a_key_that_is_not_the_hash_of_its_settings_is_refused(tmp_path):
 
 def test_a_record_of_another_plan_is_refused_when_the_run_resumes(tmp_path):
     path, records = _journal(tmp_path)
-    stranger = {"key": cell_key({"i": 99, "seed": 7}), "settings": {"i": 99, "seed": 7},
-                "rows": [{"i": 99, "value": 1.0}], "seconds": 0.1, "seq": 4}
+    stranger = {"key": cell_key({"i": 99, "seed": 7}), "settings": {"i": 99, "seed": 7}, "rows": [{"i": 99, "value": 1.0}], "seconds": 0.1, "seq": 4}
     _write(path, [*records, stranger], resign=(3,))
     with CellStore(tmp_path, "toy", {}) as store, pytest.raises(MonkError, match="line 4: a cell that is not in this run's plan"):
         list(run_cells(CELLS, square, store))
@@ -221,6 +220,7 @@ def test_fresh_removes_the_old_outputs_before_the_new_manifest(tmp_path, monkeyp
         list(run_cells(CELLS[:2], square, store))
     for name in ("results.csv", "fig.png", "notes.txt"):
         (tmp_path / name).write_text("old")
+
     # interrupt the fresh start as the new manifest is written: the old outputs must be gone
     def interrupted(path, text):
         raise KeyboardInterrupt
@@ -325,8 +325,11 @@ def test_a_plan_beyond_memory_is_refused_before_it_is_built_or_the_folder_touche
     for name in ("exp1", "exp2"):
         exp = get_experiment(name, quick=True, runs=10**12)
         assert exp.cell_count() > 10**12
-        with pytest.raises(ResourceError, match=rf"{name}: [\d,]+ cells \(1,000,000,000,000 runs \(--runs\) for each of "
-                           r"\d+ settings\) need about .* use --runs [\d,]+ or fewer"):
+        with pytest.raises(
+            ResourceError,
+            match=rf"{name}: [\d,]+ cells \(1,000,000,000,000 runs \(--runs\) for each of "
+            r"\d+ settings\) need about .* use --runs [\d,]+ or fewer",
+        ):
             run_experiment(exp, tmp_path / name)
         assert not (tmp_path / name).exists()
         small = get_experiment(name, quick=True)
