@@ -1073,7 +1073,7 @@ def test_command(
             "--estimator",
             "-e",
             parser=_spec_text,
-            help="MMD estimator (see 'monkfw plugins'); default: u-stat (with --contamination: v-stat for dc, u-stat for mom).",
+            help="MMD estimator (see 'monkfw plugins'); default: u-stat (with --contamination: v-stat, as dc and clip need).",
             autocompletion=_complete("estimator"),
             show_default=False,
         ),

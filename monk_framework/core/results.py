@@ -418,6 +418,18 @@ class TestResult(StatisticResult):
 
     derived: ClassVar[tuple[str, ...]] = ("decision",)
     title: ClassVar[str] = "Two-sample test"
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "statistic",
+        "pvalue",
+        "reject",
+        "alpha",
+        "kernel",
+        "kernel_params",
+        "estimator",
+        "n_x",
+        "n_y",
+        "n_permutations",
+    )
 
     statistic: float = attrs.field(converter=float, validator=finite)
     pvalue: float = attrs.field(converter=float, validator=pvalue_range)
@@ -660,20 +672,7 @@ class PermutationTestResult(TestResult):
     """
 
     kind: ClassVar[str] = "permutation-test"
-    repr_fields: ClassVar[tuple[str, ...]] = (
-        "statistic",
-        "pvalue",
-        "reject",
-        "alpha",
-        "alternative",
-        "kernel",
-        "kernel_params",
-        "estimator",
-        "n_x",
-        "n_y",
-        "n_permutations",
-        "null_distribution",
-    )
+    repr_fields: ClassVar[tuple[str, ...]] = (*TestResult.repr_fields, "alternative", "null_distribution")
     title: ClassVar[str] = "Permutation test"
 
     statistic_mmd2: float = attrs.field(converter=float, validator=finite)
@@ -723,20 +722,7 @@ class SplitTestResult(TestResult):
     """
 
     kind: ClassVar[str] = "split-test"
-    repr_fields: ClassVar[tuple[str, ...]] = (
-        "statistic",
-        "pvalue",
-        "reject",
-        "alpha",
-        "null_quantile",
-        "kernel",
-        "kernel_params",
-        "estimator",
-        "n_x",
-        "n_y",
-        "n_permutations",
-        "null_distribution",
-    )
+    repr_fields: ClassVar[tuple[str, ...]] = (*TestResult.repr_fields, "null_quantile", "null_distribution")
     title: ClassVar[str] = "Split test (the paper's Algorithm 3)"
 
     grid: dict[str, list[Any]] = dict_field()
@@ -774,21 +760,7 @@ class RobustTestResult(TestResult):
     """
 
     kind: ClassVar[str] = "robust-test"
-    repr_fields: ClassVar[tuple[str, ...]] = (
-        "statistic",
-        "pvalue",
-        "reject",
-        "alpha",
-        "method",
-        "contamination",
-        "certificate",
-        "kernel",
-        "kernel_params",
-        "estimator",
-        "n_x",
-        "n_y",
-        "n_permutations",
-    )
+    repr_fields: ClassVar[tuple[str, ...]] = (*TestResult.repr_fields, "method", "contamination", "certificate")
     title: ClassVar[str] = "Robust two-sample test"
 
     method: str = attrs.field(validator=attrs.validators.in_(("dc", "clip", "mom")))

@@ -29,10 +29,19 @@ from monk_framework.numerics.distances import (
     select_in_bracket,
 )
 
-__all__ = ["MEDIAN_MAX_POINTS", "median_distance"]
+__all__ = ["MEDIAN_MAX_POINTS", "median_distance", "median_points"]
 
 #: the median heuristic uses at most this many pooled points (a fixed-seed subsample).
 MEDIAN_MAX_POINTS = 2000
+
+
+def median_points(Z: np.ndarray) -> np.ndarray:
+    """The pooled points the median heuristic reads: all of them, or above
+    :data:`MEDIAN_MAX_POINTS` a subsample of that many positions drawn with a fixed seed
+    (so at most r of them are any r given points)."""
+    if len(Z) <= MEDIAN_MAX_POINTS:
+        return Z
+    return Z[np.sort(np.random.default_rng(0).choice(len(Z), MEDIAN_MAX_POINTS, replace=False))]
 
 
 def median_distance(X: np.ndarray, Y: np.ndarray | None = None, *, metric: str = "l2") -> float:
@@ -45,9 +54,7 @@ def median_distance(X: np.ndarray, Y: np.ndarray | None = None, *, metric: str =
     Z = X if Y is None else np.vstack([X, Y])
     if len(Z) < 2:
         raise DataError("The median heuristic needs at least 2 pooled points.")
-    if len(Z) > MEDIAN_MAX_POINTS:
-        keep = np.random.default_rng(0).choice(len(Z), MEDIAN_MAX_POINTS, replace=False)
-        Z = Z[np.sort(keep)]
+    Z = median_points(Z)
     if metric not in ("l2", "l1"):
         raise ParameterError(f"median_distance: metric must be 'l2' or 'l1'; got {metric!r}.")
     scale = magnitude(Z)

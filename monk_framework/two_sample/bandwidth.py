@@ -28,14 +28,12 @@ import numpy as np
 
 from monk_framework.core.errors import DataError, ParameterError
 from monk_framework.core.kernels import Kernel
+from monk_framework.engine.median_heuristic import median_points
 
-__all__ = ["MEDIAN_MAX_POINTS", "STEPS_PER_OCTAVE", "MedianBandwidth", "reads_its_bandwidth", "snap"]
+__all__ = ["STEPS_PER_OCTAVE", "MedianBandwidth", "reads_its_bandwidth", "snap"]
 
 #: the snapping grid 2^(j / STEPS_PER_OCTAVE): four steps an octave, a ratio of 2^(1/4) ≈ 1.19
 STEPS_PER_OCTAVE = 4
-#: the distances of at most this many pooled points (a fixed subsample of positions, as
-#: the median heuristic of :mod:`monk_framework.engine.median_heuristic` reads)
-MEDIAN_MAX_POINTS = 2000
 
 
 def snap(value: float) -> float:
@@ -61,13 +59,11 @@ class MedianBandwidth:
     @classmethod
     def of(cls, X: np.ndarray, Y: np.ndarray, metric: str) -> MedianBandwidth:
         """The pooled pairwise distances of X and Y (``metric`` "l2" or "l1"); above
-        :data:`MEDIAN_MAX_POINTS` points, of a subsample of positions drawn with a fixed
+        2000 points, of a subsample of positions drawn with a fixed
         seed, so at most r of its points are corrupted."""
         from scipy.spatial.distance import pdist  # 0.2 s to import: only when a robust test reads σ
 
-        Z = np.vstack([X, Y])
-        if len(Z) > MEDIAN_MAX_POINTS:
-            Z = Z[np.sort(np.random.default_rng(0).choice(len(Z), MEDIAN_MAX_POINTS, replace=False))]
+        Z = median_points(np.vstack([X, Y]))  # the points the library's median heuristic reads
         with np.errstate(over="ignore", invalid="ignore"):
             distances = np.sort(pdist(Z.reshape(len(Z), -1), "cityblock" if metric == "l1" else "euclidean"))
         if not np.isfinite(distances).all():

@@ -24,7 +24,7 @@ from monk_framework.core.estimators import Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import check_choice, check_flag, finite_real
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import outside_stacklevel
+from monk_framework.core.resources import check_backend, outside_stacklevel, progress_callback
 from monk_framework.engine.partitions import Partition
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "check_level",
     "check_permutations",
     "check_relabel",
+    "check_test_call",
     "check_test_params",
     "choose_partition",
     "critical_rank",
@@ -99,6 +100,26 @@ def resolve_with_defaults(kernel: Any, estimator: Any, X: Any, *, default_estima
     else:
         est = reg.resolve_estimator(estimator)
     return kern, est
+
+
+def check_test_call(
+    X: Any,
+    *,
+    kernel: Any,
+    estimator: Any,
+    n_permutations: Any,
+    alpha: Any,
+    return_null: Any,
+    progress: Any,
+    backend: Any,
+) -> tuple[Any, MMDEstimator, Any]:
+    """What every permutation-calibrated test checks first: the progress callback (in the
+    one signature), the backend, the kernel and the estimator with their defaults, B, α and
+    ``return_null``. Returns the kernel, the estimator and the progress callback."""
+    report = progress_callback(progress)
+    check_backend(backend)  # a name such as 'dask' would run here, silently
+    kernel, estimator = resolve_with_defaults(kernel, estimator, X)
+    return kernel, check_test_params(estimator, n_permutations, alpha, return_null), report
 
 
 def _names_a_model(obj: Any) -> bool:

@@ -37,7 +37,7 @@ from monk_framework.core.estimators import MMDEstimator, checked_estimate
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import check_choice, check_flag
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
-from monk_framework.core.resources import ProgressCallback, Resources, check_backend, counting, progress_callback
+from monk_framework.core.resources import ProgressCallback, Resources, counting
 from monk_framework.core.results import PermutationTestResult, computed_with
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.relabelling import check_null_memory, relabelled_statistics
@@ -46,14 +46,13 @@ from monk_framework.two_sample.common import (
     DEFAULT_PERMUTATIONS,
     check_level,
     check_relabel,
-    check_test_params,
+    check_test_call,
     choose_partition,
     critical_rank,
     exceedances,
     null_quantile,
     permutation_pvalue,
     previous_form,
-    resolve_with_defaults,
     shortfalls,
     signed_root,
 )
@@ -208,10 +207,16 @@ def check_permutation_test(
     checked once (the command line calls it before reading files): the kernel and the
     estimator (defaults by the kind of ``X``), B, α, the alternative, the relabelling and
     the callbacks. Returns the kernel, the estimator and the progress callback."""
-    report = progress_callback(progress)
-    check_backend(backend)  # a name such as 'dask' would run here, silently
-    kernel, estimator = resolve_with_defaults(kernel, estimator, X)
-    estimator = check_test_params(estimator, n_permutations, alpha, return_null)
+    kernel, estimator, report = check_test_call(
+        X,
+        kernel=kernel,
+        estimator=estimator,
+        n_permutations=n_permutations,
+        alpha=alpha,
+        return_null=return_null,
+        progress=progress,
+        backend=backend,
+    )
     check_choice(alternative, "alternative", ALTERNATIVES)
     check_flag(report_estimate, "report_estimate")
     check_relabel(estimator, relabel)

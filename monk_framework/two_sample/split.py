@@ -23,7 +23,7 @@ from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import first_repeat
 from monk_framework.core.randomness import RNGLike, root, seed_of, stable_int, stream
-from monk_framework.core.resources import ProgressCallback, Resources, check_backend, check_fits, counting, progress_callback
+from monk_framework.core.resources import ProgressCallback, Resources, check_fits, counting
 from monk_framework.core.results import (
     SplitTestResult,
     computed_with,
@@ -37,12 +37,11 @@ from monk_framework.two_sample.common import (
     DEFAULT_PERMUTATIONS,
     GramOf,
     check_level,
-    check_test_params,
+    check_test_call,
     critical_rank,
     exceedances,
     null_quantile,
     previous_form,
-    resolve_with_defaults,
     signed_root,
 )
 
@@ -236,10 +235,16 @@ def check_split_test(
     """Every argument of :func:`split_test` that can be checked without the data, checked
     once (the command line calls it before reading files). Returns the kernel, the
     estimator and the progress callback."""
-    report = progress_callback(progress)
-    check_backend(backend)  # a name such as 'dask' would run here, silently
-    kernel, estimator = resolve_with_defaults(kernel, estimator, X)
-    estimator = check_test_params(estimator, n_permutations, alpha, return_null)
+    kernel, estimator, report = check_test_call(
+        X,
+        kernel=kernel,
+        estimator=estimator,
+        n_permutations=n_permutations,
+        alpha=alpha,
+        return_null=return_null,
+        progress=progress,
+        backend=backend,
+    )
     if gram is not None and not callable(gram):
         raise ParameterError(
             f"gram must be a function gram(kernel, ix, iy) giving the Gram matrix of [X[ix]; Y[iy]] (each stage "
