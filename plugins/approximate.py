@@ -36,13 +36,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework import Estimate, Kernel, MMDEstimator, hookimpl, parameter
-from monk_framework.core.errors import KernelContractError, ParameterError, plugin_code
-from monk_framework.core.kernels import CHUNK_BYTES
-from monk_framework.core.params import integer, one_of
-from monk_framework.core.resources import Resources, check_fits
-from monk_framework.core.samples import Sample, take
-from monk_framework.engine.pooled import PooledSample, u_statistic, v_statistic
+from monk_framework import Estimate, Kernel, MMDEstimator, ParameterError, hookimpl, parameter
+from monk_framework.plugin import Pool, Resources, Sample, integer, one_of, reserve_memory, take, u_statistic, v_statistic
 
 
 @attrs.frozen
@@ -96,18 +91,10 @@ class RandomFourierMMD(MMDEstimator):
         bound, and would scale every feature wrongly."""
         d = Z.shape[1]
         gen = np.random.default_rng(self.feature_seed)
-        with plugin_code(kernel, "spectral_frequencies"):
-            W = kernel.spectral_frequencies(d, self.n_features, gen)
+        W = kernel.checked_spectral_frequencies(d, self.n_features, gen)
         if W is None:
             raise ParameterError(
                 f"Estimator 'rff' needs a translation-invariant kernel (such as rbf or laplace); kernel {kernel.name!r} has no spectral density."
-            )
-        W = np.asarray(W, dtype=np.float64)
-        if W.shape != (self.n_features, d) or not np.isfinite(W).all():
-            raise KernelContractError(
-                f"{kernel.plugin_label()}: spectral_frequencies(d={d}, n_features={self.n_features}) must return "
-                f"{self.n_features} finite rows of {d} frequencies; got shape {W.shape}"
-                f"{'' if W.shape != (self.n_features, d) else ' with non-finite values'}."
             )
         b = gen.uniform(0.0, 2.0 * math.pi, self.n_features)
         kappa0 = float(kernel.diag_tile(Z[:1])[0])
@@ -118,12 +105,10 @@ class RandomFourierMMD(MMDEstimator):
         Z = np.asarray(Z)
         D = self.n_features
         # the features of Z and the frequencies, before either is drawn
-        check_fits(
+        reserve_memory(
             8 * D * (len(Z) + Z.shape[1] + 1),
-            lambda need, avail, _: (
-                f"Estimator 'rff': n_features = {D:,} random features of {len(Z):,} points need about {need}, but only "
-                f"{avail} of memory are available; use fewer features (the error falls like 1/sqrt(D))."
-            ),
+            what=f"Estimator 'rff': n_features = {D:,} random features of {len(Z):,} points need",
+            fix="use fewer features (the error falls like 1/sqrt(D)).",
         )
         W, b, scale = self.frequencies(kernel, Z)
         out = Z @ W.T
@@ -152,11 +137,11 @@ class RandomFourierMMD(MMDEstimator):
             timings={"features_s": time.perf_counter() - start},
         )
 
-    def permutation_batch(self, pool: PooledSample) -> int:
-        # the indicator E ((N+M) × B) and Eᵀ Φ (B × D) of one batch within CHUNK_BYTES
-        return max(1, CHUNK_BYTES // (8 * (pool.size + self.n_features)))
+    def permutation_batch(self, pool: Pool) -> int:
+        # the indicator E ((N+M) × B) and Eᵀ Φ (B × D) of one batch: a tile's worth of rows
+        return pool.resources.chunk_rows(8 * (pool.size + self.n_features))
 
-    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+    def permuted_statistics(self, pool: Pool, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Every relabelling from the features of the pooled sample: Σ_{x ∈ X_b} φ(x) = Eᵀ Φ,
         one (B × (N+M)) × ((N+M) × D) product for B relabellings."""
         F = self.features(pool.kernel, pool.Z)
@@ -214,7 +199,7 @@ class IncompleteU(MMDEstimator):
         "L pairs of each kind drawn uniformly (i != i', j != j'); MMD = sqrt(max(MMD_inc^2, 0))"
     )
 
-    n_pairs: int = parameter(100000, doc="L, the number of random pairs of each kind", check=integer(ge=1), kind="int")
+    n_pairs: int = parameter(100000, doc="L, the number of random pairs of each kind need", check=integer(ge=1), kind="int")
 
     def min_sample_size(self) -> tuple[int, str]:
         return 2, "pairs of distinct points"
@@ -224,12 +209,10 @@ class IncompleteU(MMDEstimator):
         n, m, L = len(X), len(Y), self.n_pairs
         # six index arrays, the two samples of pairs of one kind at a time, and their values
         width = X.shape[1] if isinstance(X, np.ndarray) and X.ndim == 2 else 1
-        check_fits(
+        reserve_memory(
             L * (6 * 8 + 2 * 8 * width + 8),
-            lambda need, avail, _: (
-                f"Estimator 'incomplete-u': n_pairs = {L:,} pairs of each kind need about {need}, but only {avail} of "
-                "memory are available; use fewer pairs (its standard error falls like 1/sqrt(n_pairs))."
-            ),
+            what=f"Estimator 'incomplete-u': n_pairs = {L:,} pairs of each kind need",
+            fix="use fewer pairs (its standard error falls like 1/sqrt(n_pairs)).",
         )
         ix, jx = _distinct_pairs(n, L, rng)
         iy, jy = _distinct_pairs(m, L, rng)

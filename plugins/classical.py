@@ -10,34 +10,32 @@ import attrs
 import numpy as np
 
 from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
-from monk_framework.core.params import one_of
-from monk_framework.core.resources import Resources
-from monk_framework.core.samples import Sample
-from monk_framework.engine.pooled import (
-    PooledSample,
-    SampleSums,
-    far_point_sample_sums,
-    off_diagonal_sample_sums,
-    relabelling_batch,
-    sample_sums,
-    u_statistic,
-    v_statistic,
-)
-from monk_framework.engine.reductions import (
+from monk_framework.plugin import (
     DIAGONAL_ROUND_OFF_LIMIT,
     EXACT_ESTIMATE_POINTS,
     EXACT_TEST_POINTS,
     SPLIT_MAX_POINTS,
     KernelSums,
+    Pool,
+    Resources,
+    Sample,
+    SampleSums,
+    far_point_sample_sums,
     kernel_sums,
     loses_to_diagonal,
+    off_diagonal_sample_sums,
+    one_of,
+    relabelling_batch,
+    sample_sums,
+    u_statistic,
+    v_statistic,
     warn_lost_to_diagonal,
 )
 
 
 def _sums(kernel: Kernel, X: Sample, Y: Sample, resources: Resources, *, without_diagonal: bool = False) -> KernelSums:
     """The kernel sums (from the Gram matrices, or their tiles over the memory budget;
-    ``without_diagonal``: see :func:`~monk_framework.engine.reductions.kernel_sums`).
+    ``without_diagonal``: see :func:`~monk_framework.plugin.kernel_sums`).
 
     Their V-statistic MMD² is a squared norm, so a negative one proves the kernel is not
     PSD on these points (checked here, for both statistics: the U-statistic can be
@@ -58,10 +56,10 @@ class _FromSums(MMDEstimator):
 
     spreads_gram: ClassVar[bool] = True
 
-    def permutation_batch(self, pool: PooledSample) -> int:
+    def permutation_batch(self, pool: Pool) -> int:
         return relabelling_batch(pool)
 
-    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+    def permuted_statistics(self, pool: Pool, perms: np.ndarray, rngs: Any) -> np.ndarray:
         values = self.mmd2_from_sums(sample_sums(pool, perms), pool.n, pool.m)
         assert values is not None  # both subclasses define it
         return values
@@ -117,7 +115,7 @@ class UStatistic(_FromSums):
 
     def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
         # the sums within X and within Y added up without the diagonal, which an unbounded
-        # kernel's k(z, z) can dwarf (engine.reductions.loses_to_diagonal)
+        # kernel's k(z, z) can dwarf (monk_framework.plugin.loses_to_diagonal)
         sums = _sums(kernel, X, Y, resources, without_diagonal=True)
         start = time.perf_counter()
         mmd2 = float(self.mmd2_from_sums(sums, len(X), len(Y)))  # type: ignore[arg-type]
@@ -134,7 +132,7 @@ class UStatistic(_FromSums):
             timings={"gram_s": sums.seconds, "estimate_s": time.perf_counter() - start},
         )
 
-    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+    def permuted_statistics(self, pool: Pool, perms: np.ndarray, rngs: Any) -> np.ndarray:
         # the fast sums hold the diagonal; where subtracting it costs digits (an unbounded
         # kernel whose k(z, z) dwarfs its values between points), the batch is summed
         # again without it: exact, at about twice the cost, and only there
@@ -142,7 +140,7 @@ class UStatistic(_FromSums):
         values = np.asarray(u_statistic(sums, pool.n, pool.m))
         if not np.any(loses_to_diagonal(sums, values, pool.n, pool.m)):
             return values
-        if pool.features is not None or pool.feature_total is not None:
+        if pool.reads_features:
             # features: the few far points apart, O(size·(D + h)) a relabelling
             found = _far_points_apart(pool, perms)
             if found is not None:
@@ -162,9 +160,9 @@ class UStatistic(_FromSums):
         return np.asarray(u_statistic(sums, n, m))
 
 
-def _far_points_apart(pool: PooledSample, perms: np.ndarray) -> np.ndarray | None:
+def _far_points_apart(pool: Pool, perms: np.ndarray) -> np.ndarray | None:
     """MMD_U² of every relabelling with the h points of largest k(z, z) apart from the
-    feature sums (:func:`~monk_framework.engine.pooled.far_point_sample_sums`), h = 1, 2,
+    feature sums (:func:`~monk_framework.plugin.far_point_sample_sums`), h = 1, 2,
     4, … up to SPLIT_MAX_POINTS until every relabelling's bound is below
     DIAGONAL_ROUND_OFF_LIMIT of its value (the h found is where the next batch starts);
     None if none suffices."""

@@ -18,17 +18,29 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
-from monk_framework.core.errors import ParameterError
-from monk_framework.core.params import integer, integer_or, one_of
-from monk_framework.core.resources import Resources
-from monk_framework.core.samples import Sample
-from monk_framework.engine.gram_sources import GramSource, gram_source
-from monk_framework.engine.lepski import choose_n_blocks
-from monk_framework.engine.partitions import Partition, blocks_min_sample_size, check_n_blocks, majority, median_value, random_partition
-from monk_framework.engine.pooled import PooledSample, pooled
-from monk_framework.engine.reductions import block_trace_variances
-from monk_framework.engine.within_blocks import block_means_gram, kept_blocks_mmd2, pooled_block_means_gram
+from monk_framework import EmbeddingEstimator, EmbeddingWeights, Estimate, Kernel, MMDEstimator, ParameterError, check_squared_norm, hookimpl, parameter
+from monk_framework.plugin import (
+    GramMatrix,
+    Partition,
+    Pool,
+    Resources,
+    Sample,
+    block_means_gram,
+    block_trace_variances,
+    blocks_min_sample_size,
+    check_n_blocks,
+    choose_n_blocks,
+    gram_matrix_of,
+    integer,
+    integer_or,
+    kept_blocks_mmd2,
+    majority,
+    median_value,
+    one_of,
+    pooled,
+    pooled_block_means_gram,
+    random_partition,
+)
 
 from . import monk_reduced
 
@@ -115,7 +127,7 @@ class _BlockEmbedding(EmbeddingEstimator):
 
     def compute_embedding(self, kernel: Kernel, X: Sample, rng: np.random.Generator, resources: Resources) -> EmbeddingWeights:
         start = time.perf_counter()
-        src = gram_source(kernel, X, resources=resources)
+        src = gram_matrix_of(kernel, X, resources=resources)
         if self.n_blocks != "auto":
             check_n_blocks(int(self.n_blocks), {"X": len(X)}, estimator=self.name)
             weights, diagnostics = self._weights(src, len(X), int(self.n_blocks), rng, resources)
@@ -146,7 +158,7 @@ class _BlockEmbedding(EmbeddingEstimator):
             timings={"gram_s": src.kernel_s, "solve_s": total - src.kernel_s},
         )
 
-    def _weights(self, src: GramSource, n: int, n_blocks: int, rng: np.random.Generator, resources: Resources) -> tuple[np.ndarray, dict[str, Any]]:
+    def _weights(self, src: GramMatrix, n: int, n_blocks: int, rng: np.random.Generator, resources: Resources) -> tuple[np.ndarray, dict[str, Any]]:
         labels = random_partition(n, n_blocks, rng)
         part, W = _partition_weights(labels, n_blocks)
         M = src.block_gram(W)
@@ -155,7 +167,7 @@ class _BlockEmbedding(EmbeddingEstimator):
         return weights, {"n_blocks": n_blocks, "center": self.center, "block_weights": found.beta.tolist(), **found.diagnostics}
 
 
-def _trace_scale(kernel: Kernel, X: Sample, src: GramSource, n_blocks: int, rng: np.random.Generator) -> float:
+def _trace_scale(kernel: Kernel, X: Sample, src: GramMatrix, n_blocks: int, rng: np.random.Generator) -> float:
     """σ̂ = √(median_q of the block trace variances mean k(x, x) − ‖μ_{S_q}‖²), unbiased per block."""
     labels = random_partition(len(X), n_blocks, rng)
     var = block_trace_variances(src, labels, n_blocks, kernel.diag_tile(X))
@@ -244,11 +256,11 @@ class MonkEmbeddingMMD(MMDEstimator):
         return blocks_min_sample_size(self.n_blocks)
 
     def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
-        return self._estimate_from(kernel, gram_source(kernel, pooled(X, Y), resources=resources), len(X), len(Y), rng)
+        return self._estimate_from(kernel, gram_matrix_of(kernel, pooled(X, Y), resources=resources), len(X), len(Y), rng)
 
-    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+    def permuted_statistics(self, pool: Pool, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Each relabelling reads its block means from a permuted view of the pooled Gram matrix."""
-        return np.array([self._estimate_from(pool.kernel, pool.permuted_source(perm), pool.n, pool.m, rng).mmd2 for perm, rng in zip(perms, rngs)])
+        return np.array([self._estimate_from(pool.kernel, pool.relabelling(perm).gram, pool.n, pool.m, rng).mmd2 for perm, rng in zip(perms, rngs)])
 
     def fixed_partition(self, n: int, m: int, rng: np.random.Generator) -> Partition:
         """X and Y each cut into Q blocks (the estimator's own draws); block q pairs S_q with T_q."""
@@ -256,7 +268,7 @@ class MonkEmbeddingMMD(MMDEstimator):
         check_n_blocks(Q, {"X": n, "Y": m}, estimator=self.name)
         return Partition(Q, random_partition(n, Q, rng), random_partition(m, Q, rng))
 
-    def partition_statistics(self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any) -> np.ndarray:
+    def partition_statistics(self, pool: Pool, partition: Partition, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """The test's statistic of every relabelling, on the test's partition.
 
         ``test_form="trimmed"`` (the default): both embeddings are the mean of the same
@@ -272,7 +284,7 @@ class MonkEmbeddingMMD(MMDEstimator):
         grams = block_means_gram(pool, partition, perms)
         return np.array([self._mmd2_of_block_means(pool.kernel, M)[0] for M in grams])
 
-    def kept_blocks(self, pool: PooledSample, partition: Partition) -> np.ndarray:
+    def kept_blocks(self, pool: Pool, partition: Partition) -> np.ndarray:
         """The majority of blocks whose pooled means lie nearest their centre (sorted indices).
 
         The centre is the estimator's rule applied to the pooled block means; the distances
@@ -305,7 +317,7 @@ class MonkEmbeddingMMD(MMDEstimator):
         mmd2 = check_squared_norm(kernel, float(b @ M @ b), float(np.abs(b).sum()) ** 2 * scale, "the embedding MMD^2")
         return mmd2, bx, by
 
-    def _estimate_from(self, kernel: Kernel, src: Any, n: int, m: int, rng: np.random.Generator) -> Estimate:
+    def _estimate_from(self, kernel: Kernel, src: GramMatrix, n: int, m: int, rng: np.random.Generator) -> Estimate:
         start = time.perf_counter()
         part = self.fixed_partition(n, m, rng)
         Q = part.n_blocks

@@ -35,32 +35,38 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
-from monk_framework import Estimate, Kernel, MMDEstimator, check_squared_norm, hookimpl, parameter
-from monk_framework.core.errors import ParameterError, ResourceError
-from monk_framework.core.params import integer, integer_or, one_of, real_or
-from monk_framework.core.resources import Resources, format_bytes
-from monk_framework.core.samples import Sample
-from monk_framework.engine.gram_sources import FeatureGram, MatrixFreeGram, PermutedGram
-from monk_framework.engine.lepski import choose_n_blocks
-from monk_framework.engine.partitions import (
+from monk_framework import Estimate, Kernel, MMDEstimator, MonkDeprecationWarning, ParameterError, check_squared_norm, hookimpl, parameter
+from monk_framework.plugin import (
     Partition,
+    Pool,
+    Resources,
+    Sample,
+    block_means_gram,
+    block_trace_variances,
     blocks_min_sample_size,
     check_n_blocks,
+    choose_n_blocks,
+    integer,
+    integer_or,
     majority,
     median_block,
     median_position,
     median_value,
+    one_of,
     pair_partition,
+    paired_block_sums,
+    pooled_sample,
+    real_or,
+    reserve_budget,
+    within_block_sums,
 )
-from monk_framework.engine.pooled import PooledSample
-from monk_framework.engine.reductions import block_trace_variances
-from monk_framework.engine.within_blocks import block_kernel_sums, block_means_gram, within_block_sums
 
 from . import monk_reduced
 
@@ -80,34 +86,8 @@ TRACE_VALUE_BYTES = 100
 #: bytes a drawn partition takes per point: its labels (8, measured) and the temporaries
 #: of its block sums
 PARTITION_POINT_BYTES = 16
-#: a trace or a set of partitions this small is never refused, whatever the budget (a
-#: budget of a few kB forces the Gram matrices into tiles; it is not about these)
-SMALL_BYTES = 64 * 2**20
 #: BCD-Fast reports its progress every this many iterations (each costs about 10 us)
 PROGRESS_EVERY = 1024
-#: bytes of the indicator matrix W and of K W when a shared pooled Gram gives BCD-Fast's sums
-SHARED_SUMS_BYTES = 64 * 1024 * 1024
-
-
-class _Context(PooledSample):
-    """What one estimate shares across grid values of Q: the two samples and the pooled
-    sample's Gram source, diagonal and row sums (K 1, the start of BCD), each made once."""
-
-    def __init__(self, kernel: Kernel, X: Sample, Y: Sample, matrix_free: bool | str, resources: Resources, **known: Any):
-        super().__init__(kernel, X, Y, matrix_free=matrix_free, resources=resources, **known)
-        self.X, self.Y = X, Y
-        #: a relabelling's view of a pooled Gram matrix (permutation tests), if any
-        self.shared: PermutedGram | None = None
-
-    @classmethod
-    def of_relabelling(cls, pool: PooledSample, perm: np.ndarray) -> _Context:
-        """The context of one relabelling of a pooled sample: its Gram matrix is shared."""
-        X, Y = pool.relabelled(perm)
-        source = pool.permuted_source(perm)
-        ctx = cls(pool.kernel, X, Y, pool.matrix_free, pool.resources, source=source, diag=pool.diag[perm], row_sums=pool.row_sums[perm])
-        if isinstance(source, PermutedGram):
-            ctx.shared = source
-        return ctx
 
 
 @attrs.frozen(kw_only=True)
@@ -191,32 +171,31 @@ class _MonkMMD(MMDEstimator):
             return self.n_iter <= AUTO_TRACE_MAX_ITER
         return bool(self.trace)
 
-    def _new_trace(self, ctx: _Context) -> list[float] | None:
+    def _new_trace(self, pool: Pool) -> list[float] | None:
         """Where the iterations record their objective: a list with a trace, None without.
         A trace that the memory budget cannot hold (n_iter is the user's number) is refused
         before the first iteration."""
         if not self.keep_trace:
             return None
-        need = TRACE_VALUE_BYTES * (self.n_iter + 1)
-        if need > SMALL_BYTES and not ctx.resources.fits(need):
-            raise ResourceError(
-                f"{self.name}: trace=True with n_iter={self.n_iter:,} records {self.n_iter + 1:,} values, about "
-                f"{format_bytes(need)}, over the memory budget of {format_bytes(ctx.resources.budget or 0)}; use "
-                "trace=False (the estimate needs no trace) or fewer iterations."
-            )
+        reserve_budget(
+            pool.resources,
+            TRACE_VALUE_BYTES * (self.n_iter + 1),
+            what=f"{self.name}: trace=True with n_iter={self.n_iter:,} records {self.n_iter + 1:,} values",
+            fix="use trace=False (the estimate needs no trace) or fewer iterations.",
+        )
         return []
 
-    def _context(self, kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> _Context:
-        return _Context(kernel, X, Y, "auto", resources)
+    def _pool(self, kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> Pool:
+        return pooled_sample(kernel, X, Y, resources=resources)
 
     def compute_estimate(self, kernel: Kernel, X: Sample, Y: Sample, rng: np.random.Generator, resources: Resources) -> Estimate:
-        return self._estimate_in(self._context(kernel, X, Y, resources), rng)
+        return self._estimate_in(self._pool(kernel, X, Y, resources), rng)
 
-    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Any) -> np.ndarray:
+    def permuted_statistics(self, pool: Pool, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Each relabelling runs the estimator on a permuted view of the pooled Gram matrix."""
         out = np.empty(len(perms))
         for b, (perm, rng) in enumerate(zip(perms, rngs)):
-            out[b] = self._estimate_in(_Context.of_relabelling(pool, perm), rng).mmd2
+            out[b] = self._estimate_in(pool.relabelling(perm), rng).mmd2
         return out
 
     def fixed_partition(self, n: int, m: int, rng: np.random.Generator) -> Partition | None:
@@ -226,7 +205,7 @@ class _MonkMMD(MMDEstimator):
         check_n_blocks(int(self.n_blocks), {"X": n, "Y": m}, estimator=self.name)
         return pair_partition(n, m, int(self.n_blocks), rng)
 
-    def _estimate_in(self, ctx: _Context, rng: np.random.Generator) -> Estimate:
+    def _estimate_in(self, ctx: Pool, rng: np.random.Generator) -> Estimate:
         self.check_ridge(ctx.diag)
         if self.n_blocks != "auto":
             check_n_blocks(int(self.n_blocks), {"X": ctx.n, "Y": ctx.m}, estimator=self.name)
@@ -243,7 +222,7 @@ class _MonkMMD(MMDEstimator):
         timings = {key: sum(r.timings.get(key, 0.0) for r in choice.runs) for key in run.timings}
         return attrs.evolve(run, diagnostics=diagnostics, timings=timings)
 
-    def _scale(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> float:
+    def _scale(self, ctx: Pool, n_blocks: int, rng: np.random.Generator) -> float:
         """σ̂_X/√N + σ̂_Y/√M: robust (median-of-blocks) trace variances of φ(x) and φ(y).
 
         σ̂² = median_q [mean_{S_q} k(x, x) − ‖μ_{S_q}‖²] · |S_q|/(|S_q| − 1) on a
@@ -253,12 +232,12 @@ class _MonkMMD(MMDEstimator):
         # X's blocks are labels 0..Q-1, Y's Q..2Q-1
         assert part.y_labels is not None
         labels = np.concatenate([part.x_labels, part.y_labels + n_blocks])
-        var = block_trace_variances(ctx.source, labels, 2 * n_blocks, ctx.diag)
+        var = block_trace_variances(ctx.gram, labels, 2 * n_blocks, ctx.diag)
         sx = math.sqrt(float(median_value(var[:n_blocks])))
         sy = math.sqrt(float(median_value(var[n_blocks:])))
         return sx / math.sqrt(ctx.n) + sy / math.sqrt(ctx.m)
 
-    def _solve(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:
+    def _solve(self, ctx: Pool, n_blocks: int, rng: np.random.Generator) -> Estimate:
         raise NotImplementedError
 
     def step_size(self, t: int) -> float:
@@ -341,9 +320,8 @@ class MonkBCD(_MonkMMD):
     )
     matrix_free: bool | str = parameter(
         "auto",
-        doc="evaluate the needed Gram columns on the fly instead of storing the Gram "
-        "matrix, from the kernel's explicit features where they pay ('auto': when it "
-        "would take over half the free memory)",
+        doc="deprecated, and without effect: the engine stores the pooled Gram matrix when it fits in the "
+        "memory budget and evaluates the columns it needs on the fly otherwise (give max_memory to bound it)",
         check=one_of("auto", True, False),
     )
     test_form: str = parameter(
@@ -357,13 +335,20 @@ class MonkBCD(_MonkMMD):
         check=one_of("symmetric", "signed"),
     )
 
-    def _context(self, kernel: Kernel, X: Sample, Y: Sample, resources: Resources) -> _Context:
-        return _Context(kernel, X, Y, self.matrix_free, resources)
+    def __attrs_post_init__(self) -> None:
+        if self.matrix_free != "auto":
+            warnings.warn(
+                f"monk-bcd: matrix_free={self.matrix_free!r} is deprecated and has no effect: the engine stores the pooled "
+                "Gram matrix when it fits in the memory budget and evaluates its columns on the fly otherwise, with the "
+                "same numbers to round-off; give max_memory (e.g. max_memory='64MB', --max-memory) to bound it.",
+                MonkDeprecationWarning,
+                stacklevel=3,
+            )
 
-    def _solve(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:
+    def _solve(self, ctx: Pool, n_blocks: int, rng: np.random.Generator) -> Estimate:
         start = time.perf_counter()
-        kernel_before = ctx.made_source.kernel_s if ctx.made_source is not None else 0.0
-        src = ctx.source
+        kernel_before = ctx.kernel_seconds
+        src = ctx.gram
         ridge = self.resolved_ridge
         N = ctx.n + ctx.m
         # start: the all-ones coefficients normalised to unit norm, 1ᵀ(K + εI)1 = 1
@@ -404,9 +389,9 @@ class MonkBCD(_MonkMMD):
         objective = float(median_value(values))
         extra: dict[str, Any] = {
             "solver": self.solver,
-            "matrix_free": isinstance(src, (MatrixFreeGram, FeatureGram)),
+            "matrix_free": src.storage != "stored",
             "partitions": self.n_iter,
-            **({"features": True} if isinstance(src, FeatureGram) else {}),
+            **({"features": True} if src.storage == "features" else {}),
         }
         block = median_block(values)
         if self.solver == "exact":
@@ -426,7 +411,7 @@ class MonkBCD(_MonkMMD):
         timings = {"gram_s": kernel_s, "iterate_s": total - kernel_s}
         return self._result(objective, n_blocks, part, block, values, trace, extra, timings)
 
-    def partition_statistics(self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any) -> np.ndarray:
+    def partition_statistics(self, pool: Pool, partition: Partition, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Algorithm 1 with every iteration on the test's partition, for all relabellings at once.
 
         On a fixed partition f stays in span{f₀, d_1..d_Q} (f₀ the normalised all-ones start),
@@ -488,7 +473,7 @@ def _signs(values: np.ndarray) -> np.ndarray:
     return np.where(values < 0, -1.0, 1.0)
 
 
-def _ones_start_values(pool: PooledSample, partition: Partition, perms: np.ndarray, ridge: float) -> np.ndarray:
+def _ones_start_values(pool: Pool, partition: Partition, perms: np.ndarray, ridge: float) -> np.ndarray:
     """⟨f₀, d_q⟩ of every relabelling: f₀ = Σ_i φ(z_i)/√(1ᵀ(K + εI)1), the authors' start.
 
     It is (Σ_{S_q} r_i/|S_q| − Σ_{T_q} r_i/|T_q|)/√(1ᵀ(K + εI)1) with r = K1; the ridge
@@ -582,17 +567,16 @@ class MonkBCDFast(_MonkMMD):
         every = int(self.reshuffle_every)
         return range(every, self.n_iter, every) if every > 0 else range(0)
 
-    def _check_partitions(self, ctx: _Context, n_blocks: int) -> None:
+    def _check_partitions(self, pool: Pool) -> None:
         """Every partition is drawn before the iterations: refuse, before drawing, a count
         (from n_iter and reshuffle_every, the user's numbers) that the budget cannot hold."""
         count = self.partition_count()
-        need = PARTITION_POINT_BYTES * count * (ctx.n + ctx.m)
-        if need > SMALL_BYTES and not ctx.resources.fits(need):
-            raise ResourceError(
-                f"{self.name}: n_iter={self.n_iter:,} with reshuffle_every={self.reshuffle_every!r} draws "
-                f"{count:,} partitions of {ctx.n + ctx.m:,} points, about {format_bytes(need)}, over the memory "
-                f"budget of {format_bytes(ctx.resources.budget or 0)}; reshuffle less often, or use fewer iterations."
-            )
+        reserve_budget(
+            pool.resources,
+            PARTITION_POINT_BYTES * count * pool.size,
+            what=f"{self.name}: n_iter={self.n_iter:,} with reshuffle_every={self.reshuffle_every!r} draws {count:,} partitions of {pool.size:,} points",
+            fix="reshuffle less often, or use fewer iterations.",
+        )
 
     def reshuffles_at(self, t: int) -> bool:
         """Whether a new partition is drawn before iteration t (t = 0 always starts one)."""
@@ -604,14 +588,14 @@ class MonkBCDFast(_MonkMMD):
         every = int(self.reshuffle_every)
         return every > 0 and t > 0 and t % every == 0
 
-    def _solve(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:
+    def _solve(self, ctx: Pool, n_blocks: int, rng: np.random.Generator) -> Estimate:
         if self.solver == "exact":
             return self._solve_exact(ctx, n_blocks, rng)
         start = time.perf_counter()
         ridge = self.resolved_ridge
         # every partition is drawn first (the iterations draw nothing else, so the stream
         # is the same), which lets a shared pooled Gram give all their sums at once
-        self._check_partitions(ctx, n_blocks)
+        self._check_partitions(ctx)
         starts = [0, *self._reshuffles()]
         drawn = [pair_partition(ctx.n, ctx.m, n_blocks, rng) for _ in starts]
         tick = time.perf_counter()
@@ -656,7 +640,7 @@ class MonkBCDFast(_MonkMMD):
         timings = {"gram_s": gram_s, "iterate_s": total - gram_s}
         return self._result(objective, n_blocks, part, median_block(values), values, trace, extra, timings)
 
-    def _solve_exact(self, ctx: _Context, n_blocks: int, rng: np.random.Generator) -> Estimate:
+    def _solve_exact(self, ctx: Pool, n_blocks: int, rng: np.random.Generator) -> Estimate:
         """sup over per-block witnesses ||f_q|| <= 1 of med_q <f_q, d_q> = med_q ||d_q||.
 
         Each block's best witness is its own d_q/||d_q|| (Cauchy–Schwarz), and the median
@@ -675,7 +659,7 @@ class MonkBCDFast(_MonkMMD):
         timings = {"gram_s": gram_s, "iterate_s": time.perf_counter() - start - gram_s}
         return self._result(objective, n_blocks, part, median_block(values), values, [objective], extra, timings)
 
-    def partition_statistics(self, pool: PooledSample, partition: Partition, perms: np.ndarray, rngs: Any) -> np.ndarray:
+    def partition_statistics(self, pool: Pool, partition: Partition, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """The sup of BCD-Fast's objective on the test's partition, med_q ‖d_q‖, for every relabelling.
 
         This is the test-time form for both solvers. On one partition Algorithm 2 reaches
@@ -709,68 +693,19 @@ class BlockStats:
         return np.where(self.v_v > 0, 1.0 / np.sqrt(np.maximum(self.v_v, 1e-300)), 0.0)
 
 
-def within_block_stats(ctx: _Context, parts: list[Any], ridge: float) -> list[BlockStats]:
-    """The block statistics of each partition: Σ k over S_q×S_q, T_q×T_q and S_q×T_q.
-
-    With a shared pooled Gram matrix (permutation tests) all partitions' sums come from
-    one matrix product K W, W the indicators of every block's X and Y parts; otherwise
-    each block's sums are N²/Q-order kernel evaluations (:func:`_block_sums`).
-    """
-    if ctx.shared is None:
-        sums = [_block_sums(ctx, part, f"block sums, partition {i + 1} of {len(parts)}") for i, part in enumerate(parts)]
-    else:
-        sums = _shared_block_sums(ctx.shared, ctx.n, parts)
-    return [_checked(ctx, _stats(part, *s, ridge), ridge) for part, s in zip(parts, sums)]
+def within_block_stats(pool: Pool, parts: list[Any], ridge: float) -> list[BlockStats]:
+    """The block statistics of each partition, from Σ k over S_q×S_q, T_q×T_q and S_q×T_q
+    (:func:`~monk_framework.plugin.paired_block_sums`: the within-block Gram sums, or, on
+    a relabelling of a stored pooled Gram matrix, one product for all partitions)."""
+    return [_checked(pool, _stats(part, *s, ridge), ridge) for part, s in zip(parts, paired_block_sums(pool, parts))]
 
 
-def _checked(pool: PooledSample, stats: BlockStats, ridge: float) -> BlockStats:
+def _checked(pool: Pool, stats: BlockStats, ridge: float) -> BlockStats:
     """The block statistics, after checking their squared norms (negative: K is not PSD)."""
     dmax = float(pool.diag.max()) + ridge
     check_squared_norm(pool.kernel, float(np.min(stats.v_v)), 4.0 * dmax, "a block's ||d_q||^2")
     check_squared_norm(pool.kernel, float(np.min(stats.one_one)), pool.size**2 * dmax, "a block's 1'K1")
     return stats
-
-
-def _block_sums(ctx: _Context, part: Any, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A_q, B_q, C_q from each block's own Gram matrix, never the pooled one
-    (:func:`monk_framework.engine.within_blocks.block_kernel_sums`)."""
-    return block_kernel_sums(
-        ctx.kernel,
-        ctx.X,
-        ctx.Y,
-        part.x_labels,
-        part.y_labels,
-        part.n_blocks,
-        ctx.diag[: ctx.n],
-        ctx.diag[ctx.n :],
-        resources=ctx.resources,
-        cache=ctx.cache,
-        what=what,
-    )
-
-
-def _shared_block_sums(shared: PermutedGram, n: int, parts: list[Any]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """A_q, B_q, C_q of every partition from one product K W of the stored pooled K.
-
-    Column 2Q·p + q of W indicates X's part of block q in partition p, column
-    2Q·p + Q + q its Y part, at the pooled indices the relabelling maps them to.
-    """
-    Q = parts[0].n_blocks
-    # partitions per product, so that W and K W take at most SHARED_SUMS_BYTES
-    per = max(1, SHARED_SUMS_BYTES // (2 * 8 * shared.n * 2 * Q))
-    out = []
-    for first in range(0, len(parts), per):
-        chunk = parts[first : first + per]
-        W = np.zeros((shared.n, 2 * Q * len(chunk)))
-        for p, part in enumerate(chunk):
-            labels = np.concatenate([part.x_labels, part.y_labels + Q]) + 2 * Q * p
-            W[shared.perm, labels] = 1.0
-        S = W.T @ (shared.K @ W)
-        for p in range(len(chunk)):
-            block = S[2 * Q * p : 2 * Q * (p + 1), 2 * Q * p : 2 * Q * (p + 1)]
-            d = np.diag(block)
-            out.append((d[:Q].copy(), d[Q:].copy(), np.diag(block[:Q, Q:]).copy()))
-    return out
 
 
 def _stats(part: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, ridge: float) -> BlockStats:

@@ -26,7 +26,7 @@ import attrs
 import numpy as np
 from scipy.optimize import linprog
 
-from monk_framework.engine.partitions import majority, median_position, median_value
+from monk_framework.plugin import majority, median_position, median_value
 
 __all__ = [
     "SupMedian",

@@ -34,11 +34,11 @@ from itertools import product
 
 import numpy as np
 
-from monk_framework.core.kernels import BandRunner, in_turn
-from monk_framework.numerics.compiled import NOT_RUN, CompiledLoops
+from monk_framework.plugin import NOT_RUN, BandRunner, CompiledLoops, Resources, in_turn
 
-#: bytes of one column chunk of the feature matrix (the symmetric product runs on chunks).
-FEATURE_CHUNK_BYTES = 128 * 1024 * 1024
+#: the feature matrices are read in blocks of columns of the engine's "feature-block" size
+#: (the symmetric product runs on blocks)
+CHUNKS = Resources()
 #: table cells (positions × features) of one batch of strings in the feature path.
 TABLE_BATCH_CELLS = 4_000_000
 #: measured seconds per multiply-add of the feature matrix product (2-core machine; it
@@ -179,7 +179,7 @@ class FeatureTables:
     Strings are processed in order of length (``self.order``), in batches padded to
     their longest string; the feature rows come out in that order.
 
-    When the whole feature matrices fit in :data:`FEATURE_CHUNK_BYTES` (DNA up to n = 8
+    When the whole feature matrices fit in one feature block (DNA up to n = 8
     for thousands of strings), each batch's tables are turned into its feature rows at
     once and dropped: the memory is then one batch's tables and the features, not every
     string's tables (8 bytes × letters × |Σ|^⌈n/2⌉ each, 1 GB for 80 strings of 20 000
@@ -268,7 +268,7 @@ class FeatureTables:
 
 def features_fit(count: int, size: int, levels: Sequence[int]) -> bool:
     """Whether the feature matrices of ``count`` strings, every level, fit in one chunk."""
-    return 8.0 * count * sum(size**k for k in set(levels)) <= FEATURE_CHUNK_BYTES
+    return CHUNKS.chunk_rows(8 * sum(size**k for k in set(levels)), work="feature-block", at_least=0) >= count
 
 
 def lexicographic_order(size: int, k: int) -> np.ndarray:
@@ -296,7 +296,7 @@ def feature_gram_levels(X: FeatureTables, Y: FeatureTables | None, levels: Seque
         K = np.zeros((X.n, n_y))
         n1, n2 = split(k)
         per_prefix = 8 * (X.n if Y is None else X.n + n_y) * X.size**n2
-        step = max(1, FEATURE_CHUNK_BYTES // per_prefix)
+        step = CHUNKS.chunk_rows(per_prefix, work="feature-block")
         total = X.size**n1
         step = -(-total // -(-total // step))  # equal chunks
         buf_x = np.empty(X.n * min(step, total) * X.size**n2)
@@ -336,7 +336,7 @@ def feature_row_norms(T: FeatureTables, k: int) -> np.ndarray:
     """‖Φ_k(s)‖² = K_k(s, s) for every string (original order), in feature chunks."""
     n1, n2 = split(k)
     total = T.size**n1
-    step = max(1, FEATURE_CHUNK_BYTES // (8 * T.n * T.size**n2))
+    step = CHUNKS.chunk_rows(8 * T.n * T.size**n2, work="feature-block")
     buf = np.empty(T.n * min(step, total) * T.size**n2)
     norms = np.zeros(T.n)
     for start in range(0, total, step):

@@ -32,8 +32,7 @@ import threading
 
 import numpy as np
 
-from monk_framework.core.resources import check_fits
-from monk_framework.numerics.compiled import NOT_RUN, CompiledLoops, compiled_available, compiled_threads
+from monk_framework.plugin import NOT_RUN, CompiledLoops, compiled_available, compiled_threads, reserve_memory
 
 #: the pair programme's loops: compiled by numba on first use; where the compiled loops
 #: are off or cannot run, the same loops run as plain Python (the same numbers, far slower:
@@ -135,13 +134,11 @@ def _dense_memory_ok(ls: np.ndarray, lt: np.ndarray, lam: float) -> None:
         return
     cells = int((ls[dense] * lt[dense]).max())
     worst = int(np.flatnonzero(dense)[np.argmax(ls[dense] * lt[dense])])
-    check_fits(
+    reserve_memory(
         3 * 8 * cells * pair_threads(),
-        lambda need, avail, _: (
-            f"The string subsequence kernel of two strings of lengths {int(ls[worst])} and {int(lt[worst])} needs "
-            f"{need} for its dynamic programme; only {avail} are available."
-        ),
-        share=0.9,
+        what=f"The string subsequence kernel of two strings of lengths {int(ls[worst])} and {int(lt[worst])} needs, for its dynamic programme,",
+        fix="use shorter strings or a larger decay lam.",
+        store=True,
     )
 
 

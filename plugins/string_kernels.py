@@ -15,11 +15,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from monk_framework import DataError, DataWarning, Kernel, ParameterError, hookimpl, parameter
-from monk_framework.core.kernels import BandRunner, in_turn
-from monk_framework.core.params import boolean, integer, real
-from monk_framework.core.resources import available_memory, check_memory
-from monk_framework.core.samples import as_strings
+from monk_framework import DataError, DataWarning, Kernel, ParameterError, as_strings, hookimpl, parameter
+from monk_framework.plugin import BandRunner, Resources, available_memory, boolean, in_turn, integer, real, reserve_memory
 
 from . import ssk_core as core
 from . import ssk_pairs as pairs_ssk
@@ -95,10 +92,6 @@ def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: 
     return best
 
 
-#: bytes of one band of the shared-letter product when pairs are only counted
-COUNT_BAND_BYTES = 16 * 1024 * 1024
-
-
 def _shared_count(Hx: np.ndarray, Hy: np.ndarray, sym: bool) -> int:
     """How many pairs share a letter of the membership columns (i ≤ j if sym).
 
@@ -110,7 +103,7 @@ def _shared_count(Hx: np.ndarray, Hy: np.ndarray, sym: bool) -> int:
         return 0
     A, B = Hx[ix], Hy[iy]
     # in row bands: the count needs no len(ix) x len(iy) matrix (3.7 GB for 20 000 strings)
-    step = max(1, COUNT_BAND_BYTES // (8 * len(iy)))
+    step = Resources().chunk_rows(8 * len(iy), work="count-band")
     total = 0
     for start in range(0, len(ix), step):
         shared = (A[start : start + step] @ B.T) > 0
@@ -193,7 +186,12 @@ def _ssk_levels(
     levels = sorted(set(levels))
     sym = Y is None
     n_x, n_y = len(X), len(X) if Y is None else len(Y)
-    check_memory(n_x, n_y * max(1, len(levels)), what="set of SSK Gram matrices")
+    reserve_memory(
+        8.0 * n_x * n_y * max(1, len(levels)),
+        what=f"The string subsequence kernel's {max(1, len(levels))} Gram matrices of {n_x:,} x {n_y:,} strings need",
+        fix="use fewer strings, or a matrix-free estimator (monk-bcd-fast).",
+        store=True,
+    )
     p = plan(X, Y, levels, lam)
     letters = core.alphabet_of(X, X if Y is None else Y)
     Tx = Ty = None

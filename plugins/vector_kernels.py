@@ -16,17 +16,20 @@ import attrs
 import numpy as np
 
 from monk_framework import Kernel, KernelOverflowError, MonkError, hookimpl, parameter
-from monk_framework.core.kernels import VALUE_LIMIT
-from monk_framework.core.params import boolean, integer, one_of, real, real_or
-from monk_framework.core.resources import check_memory
-from monk_framework.engine.median_heuristic import median_distance
-from monk_framework.numerics.compiled import exp_squared_distance_form
-from monk_framework.numerics.distances import (
+from monk_framework.plugin import (
+    VALUE_LIMIT,
+    boolean,
     distances,
     exp_scaled_squared_distances,
+    exp_squared_distance_form,
     homogeneous_pairwise,
+    integer,
     magnitude,
+    median_distance,
+    one_of,
     power_of_two,
+    real,
+    real_or,
     row_norms,
     scaled_distances,
     scaled_l1_distances,
@@ -249,7 +252,6 @@ class _PolynomialCore:
         # degree-p monomials of u, whose last coordinate stands for the offset (the same
         # count: multisets of size p of d + 1 coordinates, or of d when c = 0)
         n, d = X.shape
-        check_memory(n, self.compute_feature_count(d), what="feature matrix")
         anchor = np.asarray(self._anchor, dtype=np.float64) if self._anchor else None
         if self.normalize:
             X = _unit_augmented(X, self.scale, self.offset)

@@ -93,6 +93,44 @@ def test_plugin_example_runs(tmp_path, monkeypatch, rng):
         sys.modules.pop(module_name, None)
 
 
+def test_plugin_estimator_example_runs_and_is_its_definition(tmp_path, monkeypatch, rng):
+    # the estimator written against monk_framework.plugin: its numbers against the block
+    # V-statistics computed here by hand from the Gram matrices, and one block = v-stat
+    import numpy as np
+
+    from monk_framework.checks import check_estimator
+
+    text = (DOCS / "plugins.md").read_text()
+    match = re.search(r"<!-- example: (monk_blockmed)\.py -->\n```python\n(.*?)```", text, flags=re.S)
+    assert match, "docs/plugins.md lost its example estimator"
+    module_name, source = match.groups()
+    (tmp_path / f"{module_name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        module = __import__(module_name)
+        reg = Registry()
+        reg.register(module)
+        kernel = reg.get_kernel("rbf", sigma=1.0)
+        X, Y = rng.normal(size=(40, 2)), rng.normal(0.5, 1.0, size=(30, 2))
+        est = reg.get_estimator("block-median", n_blocks=5)
+        got = est.estimate(kernel, X, Y, rng=4)
+        # the same partition, drawn from the estimate's own stream
+        from monk_framework.core.randomness import generator
+        from monk_framework.engine.partitions import median_value, pair_partition
+
+        part = pair_partition(40, 30, 5, generator(4)[0])
+        values = []
+        for q in range(5):
+            A, B = X[part.x_labels == q], Y[part.y_labels == q]
+            values.append(np.sqrt(kernel.gram(A).mean() + kernel.gram(B).mean() - 2 * kernel.gram(A, B).mean()))
+        assert got.mmd == pytest.approx(float(median_value(np.array(values))), rel=1e-12)
+        one = reg.get_estimator("block-median", n_blocks=1).estimate(kernel, X, Y, rng=0)
+        assert one.mmd == pytest.approx(reg.get_estimator("v-stat").estimate(kernel, X, Y).mmd, rel=1e-12)
+        check_estimator(module.BlockMedian, kernel=kernel)
+    finally:
+        sys.modules.pop(module_name, None)
+
+
 def test_readme_python_example_runs(capsys):
     blocks = code_blocks(ROOT / "README.md")
     assert blocks, "README lost its Python example"

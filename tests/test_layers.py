@@ -17,8 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "monk_framework"
-#: bottom to top; the top-level ``__init__`` (the public API), ``__main__`` and the
-#: conformance kit ``checks`` stand on top of everything
+#: bottom to top; the top-level ``__init__`` (the public API), ``__main__``, the
+#: conformance kit ``checks`` and the plugin API ``plugin`` stand on top of everything
 FLOORS = ("core", "io", "numerics", "engine", "two_sample", "app")
 TOP = len(FLOORS)
 
@@ -152,7 +152,7 @@ def test_no_module_of_the_package_is_imported_inside_a_function():
 
 
 def test_every_module_lives_on_a_floor():
-    loose = [m for m in GRAPH if floor_of(m) == TOP and m not in (PACKAGE, f"{PACKAGE}.__main__", f"{PACKAGE}.checks")]
+    loose = [m for m in GRAPH if floor_of(m) == TOP and m not in (PACKAGE, f"{PACKAGE}.__main__", f"{PACKAGE}.checks", f"{PACKAGE}.plugin")]
     assert loose == []
 
 
@@ -178,6 +178,67 @@ def test_the_checks_catch_a_cycle_a_climb_and_a_lazy_import(tangled):
     assert cycles(graph) == [["pkg.app.c", "pkg.app.d", "pkg.core.a", "pkg.core.b"]]
     assert climbs(graph, "pkg") == ["pkg.core.b (floor 0) imports pkg.app.c (floor 5)"]
     assert lazy == ["pkg/core/b.py:2 imports pkg.app.c inside a function"]
+
+
+#: what a plugin may import of the package: the public top level and the plugin API
+PLUGIN_FRONT_DOOR = (PACKAGE, f"{PACKAGE}.plugin")
+
+
+def package_imports(source: str, filename: str = "<source>") -> list[tuple[int, str, list[str]]]:
+    """(line, module, names) of every import of ``monk_framework`` in Python source."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == PACKAGE:
+            found.append((node.lineno, node.module or "", [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, []) for alias in node.names if alias.name.split(".")[0] == PACKAGE]
+    return found
+
+
+def through_the_front_door(source: str, filename: str = "<source>") -> list[str]:
+    """The imports of ``source`` that go past the plugin front door: any module of the
+    package but the top level and :mod:`monk_framework.plugin`, and any name of the top
+    level that is not public (in its ``__all__``)."""
+    import monk_framework
+
+    public = set(monk_framework.__all__)
+    bad = []
+    for line, module, names in package_imports(source, filename):
+        if module not in PLUGIN_FRONT_DOOR:
+            bad.append(f"{filename}:{line} imports {module}")
+        elif module == PACKAGE:
+            bad += [f"{filename}:{line} imports {PACKAGE}.{name}, not a public name" for name in names if name not in public]
+    return bad
+
+
+def test_plugins_import_only_the_public_top_level_and_the_plugin_api():
+    bad = [problem for path in sorted((ROOT / "plugins").glob("*.py")) for problem in through_the_front_door(path.read_text(), path.name)]
+    assert bad == []
+
+
+def test_the_docs_plugin_examples_import_only_the_front_door():
+    import re
+
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text()
+        for block in re.findall(r"<!-- example: \w+\.py -->\n```python\n(.*?)```", text, flags=re.S):
+            assert through_the_front_door(block, page.name) == []
+
+
+def test_the_plugin_api_names_only_what_it_defines_or_gathers():
+    import monk_framework.plugin as api
+
+    # every name it offers exists, and it offers the protocols the engine fulfils
+    assert all(hasattr(api, name) for name in api.__all__)
+    assert {"Pool", "GramMatrix", "pooled_sample", "gram_matrix_of", "reserve_memory"} <= set(api.__all__)
+
+
+def test_the_front_door_check_catches_an_engine_import_and_a_private_name():
+    source = "from monk_framework import Kernel, _private\nfrom monk_framework.engine.pooled import PooledSample\nimport monk_framework.plugin\n"
+    assert through_the_front_door(source, "p.py") == [
+        "p.py:1 imports monk_framework._private, not a public name",
+        "p.py:2 imports monk_framework.engine.pooled",
+    ]
 
 
 def test_plugins_ask_the_engine_for_mathematics_not_for_workers():

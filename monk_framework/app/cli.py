@@ -33,7 +33,7 @@ from monk_framework.app.datasets import DATASETS
 from monk_framework.app.experiments import get_experiment, run_experiment
 from monk_framework.app.experiments.runner import saved_cells
 from monk_framework.app.files import check_writable, directory_name_problem, write_atomically
-from monk_framework.core.errors import DataWarning, MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError, shown
+from monk_framework.core.errors import DataWarning, MonkDeprecationWarning, MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError, shown
 from monk_framework.core.params import LARGEST_INT, Configurable, parse_spec
 from monk_framework.core.registry import PluginEntry, get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
@@ -143,6 +143,8 @@ class _State:
     interrupted_said: bool = False
     #: a line to print after an error's (what the failed command kept, say)
     after_error: str = ""
+    #: deprecations the command met, said once it has succeeded (a failed one says its error alone)
+    deprecations: list[str] = attrs.Factory(list)
 
 
 STATE = _State()
@@ -175,10 +177,14 @@ class MonkGroup(TyperGroup):
                 with warnings.catch_warnings(), _terminate_as_interrupt():
                     # the library's own warnings (the compiled loops falling back) as one line
                     warnings.showwarning = _one_line_warnings(warnings.showwarning)
+                    # a deprecated parameter or method the user typed is said, whatever the caller's filters
+                    warnings.simplefilter("default", MonkDeprecationWarning)
                     code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
                     # what is still buffered for stdout is written now, where a full device is one line
                     if sys.stdout is not None:
                         _GuardedStdout().flush()
+                    for line in dict.fromkeys(STATE.deprecations):
+                        stderr.print(_one_line(f"Warning: {line}"), markup=False)
             except typer.TyperException as exc:  # click usage errors (bad option, missing value)
                 code = _usage_error(exc)
             except USAGE_ERRORS as exc:
@@ -381,11 +387,14 @@ def _raised_in(exc: BaseException, packages: tuple[Any, ...]) -> bool:
 
 def _one_line_warnings(show: Any) -> Any:
     """``warnings.showwarning`` that prints the library's CompiledLoopsWarning,
-    PrecisionWarning, ReadWarning and DataWarning as one "Warning: ..." line on stderr and leaves every other warning
-    to ``show``."""
+    PrecisionWarning, ReadWarning and DataWarning as one "Warning: ..." line on stderr, keeps a
+    MonkDeprecationWarning to say once the command has succeeded, and leaves every other
+    warning to ``show``."""
 
     def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
-        if issubclass(category, (CompiledLoopsWarning, PrecisionWarning, ReadWarning, DataWarning)):
+        if issubclass(category, MonkDeprecationWarning):
+            STATE.deprecations.append(str(message))
+        elif issubclass(category, (CompiledLoopsWarning, PrecisionWarning, ReadWarning, DataWarning)):
             stderr.print(_one_line(f"Warning: {message}"), markup=False)
         else:
             show(message, category, filename, lineno, file, line)

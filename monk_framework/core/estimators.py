@@ -21,6 +21,7 @@ import numpy as np
 from monk_framework.core.errors import DataError, MonkError, PluginFailure, plugin_code, shown
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, finite_real, not_implemented
+from monk_framework.core.protocols import Pool
 from monk_framework.core.randomness import RNGLike, generator
 from monk_framework.core.resources import Resources
 from monk_framework.core.results import Embedding, MMDResult, computed_with, jsonable
@@ -29,7 +30,7 @@ from monk_framework.core.samples import Sample
 if TYPE_CHECKING:
     # what the engine hands an estimator's test hooks; the interface only names them
     from monk_framework.engine.partitions import Partition
-    from monk_framework.engine.pooled import PooledSample, SampleSums
+    from monk_framework.engine.pooled import SampleSums
 
 __all__ = [
     "checked_estimate",
@@ -199,17 +200,18 @@ class MMDEstimator(Estimator):
         """The estimator's core, on validated samples with a fitted kernel.
 
         ``resources`` is what the call lets the engine use (its memory budget, and a
-        remote backend to spread over): pass it on to every engine function the core
-        calls (``kernel_sums``, ``gram_source``, ``PooledSample``, ...), which choose a
-        stored, tiled or spread path from it. An estimator that calls none ignores it.
+        remote backend to spread over): pass it on to every function of
+        :mod:`monk_framework.plugin` the core calls (``kernel_sums``, ``gram_matrix_of``,
+        ``pooled_sample``, ...), which choose a stored, tiled or spread path from it. An
+        estimator that calls none ignores it.
         """
         raise not_implemented(self, "compute_estimate")
 
-    def permuted_statistics(self, pool: PooledSample, perms: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
+    def permuted_statistics(self, pool: Pool, perms: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
         """MMD² estimates of relabellings of a pooled sample, one per row of ``perms``.
 
         Row b of ``perms`` is a permutation of 0..N+M−1 whose first N entries are the
-        relabelled X (see :mod:`monk_framework.engine.pooled`); ``rngs[b]`` drives the
+        relabelled X (``pool.relabelled(perm)``, ``pool.relabelling(perm)``); ``rngs[b]`` drives the
         estimator's own randomness for that relabelling. The identity permutation gives
         the estimate on (X, Y) itself. ``perms`` may be read-only (an aggregated test's
         kernels read the same rows): read it, never write into it.
@@ -224,7 +226,7 @@ class MMDEstimator(Estimator):
             out[b] = self.compute_estimate(pool.kernel, X, Y, rng, pool.resources).mmd2
         return out
 
-    def permutation_batch(self, pool: PooledSample) -> int:
+    def permutation_batch(self, pool: Pool) -> int:
         """How many relabellings :meth:`permuted_statistics` should get per call (memory-bounded)."""
         return 1
 
@@ -245,7 +247,7 @@ class MMDEstimator(Estimator):
 
     def partition_statistics(
         self,
-        pool: PooledSample,
+        pool: Pool,
         partition: Partition,
         perms: np.ndarray,
         rngs: Sequence[np.random.Generator],
@@ -256,7 +258,7 @@ class MMDEstimator(Estimator):
         Y[y_labels == q]); row b of ``perms`` is a within-block relabelling (its first N
         entries are the relabelled X, each point still in its block), and the identity
         gives the observed statistic. Block reductions for this are in
-        :mod:`monk_framework.engine.within_blocks`. Only called when :meth:`fixed_partition`
+        :mod:`monk_framework.plugin` (``within_block_sums``, ``block_means_gram``). Only called when :meth:`fixed_partition`
         returned a partition.
         """
         raise MonkError(f"Estimator {self.name!r} has no fixed-partition form; relabel globally instead.")

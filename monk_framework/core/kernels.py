@@ -399,6 +399,12 @@ class Kernel(Configurable):
             raise MonkError(f"Kernel {self.name!r} has no explicit finite feature map.")
         self._require_fitted()
         Xv = self.check_sample(X)
+        with plugin_code(self, "compute_feature_count"):
+            count = self.compute_feature_count(int(Xv.shape[1]) if isinstance(Xv, np.ndarray) and Xv.ndim == 2 else 1)
+        if isinstance(count, numbers.Integral) and not isinstance(count, bool):
+            # the matrix is refused before the plugin allocates it (a polynomial of high
+            # degree has more features than memory); a count it cannot tell is checked after
+            check_memory(len(Xv), int(count), what="feature matrix")
         values = self._hook_values("compute_features", Xv)
         if values.ndim != 2 or len(values) != len(Xv):
             raise KernelContractError(
@@ -451,6 +457,23 @@ class Kernel(Configurable):
         a kernel that is not translation-invariant (the default). Random Fourier features
         (the ``rff`` estimator) are built from them."""
         return None
+
+    def checked_spectral_frequencies(self, d: int, n_features: int, rng: np.random.Generator) -> np.ndarray | None:
+        """:meth:`spectral_frequencies`, run as plugin code and checked as the kernel's values
+        are: None, or ``n_features`` finite rows of ``d`` frequencies (float64), else a
+        :class:`KernelContractError` naming the plugin."""
+        with plugin_code(self, "spectral_frequencies"):
+            W = self.spectral_frequencies(d, n_features, rng)
+        if W is None:
+            return None
+        W = np.asarray(W, dtype=np.float64)
+        if W.shape != (n_features, d) or not np.isfinite(W).all():
+            raise KernelContractError(
+                f"{self.plugin_label()}: spectral_frequencies(d={d}, n_features={n_features}) must return "
+                f"{n_features} finite rows of {d} frequencies; got shape {W.shape}"
+                f"{'' if W.shape != (n_features, d) else ' with non-finite values'}."
+            )
+        return W
 
     def sup_diag(self) -> float | None:
         """κ = sup_x k(x, x) over every possible input, or None when the kernel is unbounded.

@@ -73,6 +73,9 @@ class GramSource:
 
     n: int
     kernel_s: float = 0.0
+    #: how K is held ("stored", "matrix-free", "features", "spread"): a diagnostic that
+    #: results report, never a choice a plugin makes
+    storage: ClassVar[str] = "stored"
     #: told the share of a walk through the bands done (0 to 1) after each band: one pass
     #: over a large matrix-free K takes seconds, and a test reports within it
     on_band: Callable[[float], None] | None = None
@@ -387,6 +390,8 @@ class MatrixFreeGram(GramSource):
     Gram matrix, so both sources give the same numbers up to round-off.
     """
 
+    storage: ClassVar[str] = "matrix-free"
+
     def __init__(self, kernel: Kernel, Z: Sample, *, diag: np.ndarray | None = None, band_rows: int | None = None):
         self.kernel = kernel
         self.Z = Z
@@ -674,6 +679,8 @@ def one_row(idx: np.ndarray, coef: np.ndarray, n: int) -> sp.csr_array:
 class SpreadGram(MatrixFreeGram):
     """A matrix-free Gram source whose band reductions run as tasks on ``backend``."""
 
+    storage: ClassVar[str] = "spread"
+
     def __init__(self, kernel: Kernel, Z: Sample, backend: Backend, *, diag: np.ndarray | None = None, band_rows: int | None = None):
         super().__init__(kernel, Z, diag=diag, band_rows=band_rows or MATRIX_FREE_BAND_ROWS)
         self.backend = backend
@@ -692,6 +699,8 @@ class FeatureGram(GramSource):
     matrix-free source would evaluate tiles: every product with K is two with Φ,
     K W = Φ (Φᵀ W), O(n·D) a column instead of O(n²). The same numbers as the tiles
     to round-off; the diagonal is the kernel's own (``diag``), as in the other sources."""
+
+    storage: ClassVar[str] = "features"
 
     def __init__(self, kernel: Kernel, Z: Sample, features: np.ndarray, *, diag: np.ndarray | None = None):
         self.kernel, self.Z, self.n = kernel, Z, len(Z)

@@ -125,6 +125,7 @@ class PooledSample:
         source: GramSource | None = None,
         diag: np.ndarray | None = None,
         row_sums: np.ndarray | None = None,
+        parent: tuple[PooledSample, np.ndarray] | None = None,
     ):
         if not isinstance(resources, Resources):
             raise TypeError(f"PooledSample: resources must be a Resources; got {type(resources).__name__}")
@@ -138,6 +139,9 @@ class PooledSample:
         self._source: GramSource | None = source
         self._diag: np.ndarray | None = diag
         self._row_sums: np.ndarray | None = row_sums
+        #: (the pool, the permutation) this one relabels: its diagonal and row sums are
+        #: the parent's, read through the permutation when first asked for
+        self._parent = parent
         #: reductions that a test reuses across its batches of relabellings (e.g. the
         #: within-block Gram matrices of its partition); they live as long as the pool
         self.cache: dict[str, Any] = {}
@@ -182,6 +186,39 @@ class PooledSample:
     @property
     def size(self) -> int:
         return self.n + self.m
+
+    @property
+    def X(self) -> Any:
+        return self._parts[0]
+
+    @property
+    def Y(self) -> Any:
+        return self._parts[1]
+
+    @property
+    def gram(self) -> GramSource:
+        """The Gram matrix of Z (:class:`~monk_framework.core.protocols.GramMatrix`): the
+        source, made on first use."""
+        return self.source
+
+    @property
+    def kernel_seconds(self) -> float:
+        """Seconds the pool's Gram source has spent evaluating the kernel (0 before it is made)."""
+        return 0.0 if self._source is None else self._source.kernel_s
+
+    @property
+    def reads_features(self) -> bool:
+        """Whether the classical sums come from the kernel's explicit features."""
+        return self.features is not None or self.feature_total is not None
+
+    def relabelling(self, perm: np.ndarray) -> PooledSample:
+        """The pool of one relabelling, Z[perm] with its first N points as X: its Gram
+        source reads this pool's (:meth:`permuted_source`: a stored K is never copied),
+        and its diagonal and row sums are this pool's read through ``perm``, computed
+        here on first use (the same numbers as the parent's, bit for bit)."""
+        perm = np.asarray(perm, dtype=np.int64)
+        X, Y = self.relabelled(perm)
+        return PooledSample(self.kernel, X, Y, resources=self.resources, source=self.permuted_source(perm), parent=(self, perm))
 
     @property
     def source(self) -> GramSource:
@@ -242,15 +279,23 @@ class PooledSample:
     @property
     def diag(self) -> np.ndarray:
         if self._diag is None:
-            # k(z, z) point by point: the same values from X and Y as from Z
-            X, Y = self._parts
-            self._diag = np.concatenate([self.kernel.diag_tile(X), self.kernel.diag_tile(Y)])
+            if self._parent is not None:
+                parent, perm = self._parent
+                self._diag = parent.diag[perm]
+            else:
+                # k(z, z) point by point: the same values from X and Y as from Z
+                X, Y = self._parts
+                self._diag = np.concatenate([self.kernel.diag_tile(X), self.kernel.diag_tile(Y)])
         return self._diag
 
     @property
     def row_sums(self) -> np.ndarray:
         if self._row_sums is None:
-            self._row_sums = self.source.row_sums()
+            if self._parent is not None:
+                parent, perm = self._parent
+                self._row_sums = parent.row_sums[perm]
+            else:
+                self._row_sums = self.source.row_sums()
         return self._row_sums
 
     def submatrix(self, idx: np.ndarray) -> np.ndarray:

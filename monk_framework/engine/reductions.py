@@ -13,10 +13,10 @@ import scipy.sparse as sp
 
 from monk_framework.core.errors import KernelOverflowError, PrecisionWarning
 from monk_framework.core.kernels import CHUNK_BYTES, Kernel, feature_sums, paying_features
+from monk_framework.core.protocols import GramMatrix
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import in_this_process
-from monk_framework.engine.gram_sources import GramSource
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.spread import spread_kernel_sums
 
@@ -274,7 +274,7 @@ def _finite(kernel: Kernel, sums: KernelSums, largest: float) -> KernelSums:
     )
 
 
-def block_trace_variances(source: GramSource, labels: np.ndarray, n_blocks: int, diag: np.ndarray) -> np.ndarray:
+def block_trace_variances(source: GramMatrix, labels: np.ndarray, n_blocks: int, diag: np.ndarray) -> np.ndarray:
     """Per-block trace variance of φ: mean_{S_q} k(x, x) − ‖μ_{S_q}‖², made unbiased.
 
     ``labels`` gives the block of each point of the source's sample (blocks of X and Y

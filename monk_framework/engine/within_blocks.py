@@ -43,13 +43,14 @@ from monk_framework.core.kernels import Kernel, check_squared_norm
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import in_this_process
-from monk_framework.engine.gram_sources import GramSource, MatrixFreeGram, StoredGram, gram_source
+from monk_framework.engine.gram_sources import GramSource, MatrixFreeGram, PermutedGram, StoredGram, gram_source
 from monk_framework.engine.partitions import Partition
 from monk_framework.engine.pooled import BATCH_BYTES, PooledSample, SampleSums, pooled
 
 __all__ = [
     "WITHIN_BLOCK_BAND_ROWS",
     "block_kernel_sums",
+    "paired_block_sums",
     "DRAW_CHUNK",
     "BlockGrams",
     "KeptBlocks",
@@ -386,3 +387,64 @@ def _one_block_sums(task: tuple[np.ndarray, np.ndarray], data: tuple[Any, ...]) 
     )
     S = source.block_gram(E)
     return float(S[0, 0]), float(S[1, 1]), float(S[0, 1])
+
+
+#: bytes of the indicator matrix W and of K W when one product with a relabelling's view of
+#: a stored pooled Gram matrix gives every partition's block sums (:func:`paired_block_sums`)
+SHARED_SUMS_BYTES = 64 * 1024 * 1024
+
+
+def paired_block_sums(pool: PooledSample, partitions: list[Partition]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(A_q, B_q, C_q) of every paired partition of the pool's samples: Σ k over S_q×S_q,
+    over T_q×T_q and over S_q×T_q for each block q (BCD-Fast's block statistics).
+
+    The pool of a relabelling of a stored pooled Gram matrix (a permutation test's,
+    :meth:`PooledSample.relabelling`) gives them all from one product K W, W the
+    indicators of every block's X and Y parts at the pooled indices the relabelling maps
+    them to; any other pool from each block's own Gram matrix
+    (:func:`block_kernel_sums`, N²/Q-order kernel evaluations, never the pooled one).
+    """
+    shared = pool.made_source
+    if isinstance(shared, PermutedGram):
+        return _shared_block_sums(shared, partitions)
+    return [
+        block_kernel_sums(
+            pool.kernel,
+            pool.X,
+            pool.Y,
+            part.x_labels,
+            part.y_labels,  # type: ignore[arg-type]
+            part.n_blocks,
+            pool.diag[: pool.n],
+            pool.diag[pool.n :],
+            resources=pool.resources,
+            cache=pool.cache,
+            what=f"block sums, partition {i + 1} of {len(partitions)}",
+        )
+        for i, part in enumerate(partitions)
+    ]
+
+
+def _shared_block_sums(shared: PermutedGram, parts: list[Partition]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """A_q, B_q, C_q of every partition from one product K W of the stored pooled K.
+
+    Column 2Q·p + q of W indicates X's part of block q in partition p, column
+    2Q·p + Q + q its Y part, at the pooled indices the relabelling maps them to.
+    """
+    Q = parts[0].n_blocks
+    # partitions per product, so that W and K W take at most SHARED_SUMS_BYTES
+    per = max(1, SHARED_SUMS_BYTES // (2 * 8 * shared.n * 2 * Q))
+    out = []
+    for first in range(0, len(parts), per):
+        chunk = parts[first : first + per]
+        W = np.zeros((shared.n, 2 * Q * len(chunk)))
+        for p, part in enumerate(chunk):
+            assert part.y_labels is not None
+            labels = np.concatenate([part.x_labels, part.y_labels + Q]) + 2 * Q * p
+            W[shared.perm, labels] = 1.0
+        S = W.T @ (shared.K @ W)
+        for p in range(len(chunk)):
+            block = S[2 * Q * p : 2 * Q * (p + 1), 2 * Q * p : 2 * Q * (p + 1)]
+            d = np.diag(block)
+            out.append((d[:Q].copy(), d[Q:].copy(), np.diag(block[:Q, Q:]).copy()))
+    return out

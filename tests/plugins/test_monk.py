@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from monk_framework import MonkDeprecationWarning
 from monk_framework.core.errors import DataError, ParameterError, UnknownNameError
 from monk_framework.core.resources import Resources
 from monk_framework.engine.partitions import median_value, pair_partition
@@ -26,7 +27,7 @@ def _samples(n=120, m=120, d=2, shift=0.5, seed=0):
         ("monk-bcd", {"variant": "paper"}),
         ("monk-bcd", {"variant": "authors", "ridge": 0.0}),
         ("monk-bcd", {"solver": "exact", "variant": "paper"}),
-        ("monk-bcd", {"matrix_free": True, "variant": "paper"}),
+        ("monk-bcd", {"max_memory": "64kB", "variant": "paper"}),  # matrix-free: the pooled Gram matrix takes 460 kB
         ("monk-bcd-fast", {"solver": "exact", "ridge": 0.0}),
         ("monk-bcd-fast", {"solver": "bcd", "variant": "paper"}),
         ("monk-bcd-fast", {"solver": "bcd", "variant": "authors", "ridge": 0.0}),
@@ -38,8 +39,11 @@ def test_one_block_is_the_v_statistic(registry, name, params, n, m):
     X, Y = _samples(n, m)
     kernel = registry.get_kernel("rbf", sigma=1.0)
     v = registry.get_estimator("v-stat").estimate(kernel, X, Y).mmd
-    est = registry.get_estimator(name, n_blocks=1, **params).estimate(kernel, X, Y, rng=np.random.default_rng(3))
+    params = dict(params)
+    budget = params.pop("max_memory", None)
+    est = registry.get_estimator(name, n_blocks=1, **params).estimate(kernel, X, Y, rng=np.random.default_rng(3), max_memory=budget)
     assert est.mmd == pytest.approx(v, rel=1e-10)
+    assert est.diagnostics.get("matrix_free", False) is (budget is not None)
 
 
 def test_authors_ridge_at_one_block_is_its_closed_form(registry):
@@ -167,11 +171,24 @@ def test_bcd_fast_finds_its_reshuffles_without_walking_the_iterations(registry, 
 def test_matrix_free_equals_stored_gram(registry, kernel_name, solver):
     X, Y = _samples(150, 110, d=3, seed=5)
     kernel = registry.get_kernel(kernel_name)
-    stored = registry.get_estimator("monk-bcd", solver=solver, matrix_free=False).estimate(kernel, X, Y, rng=np.random.default_rng(11))
-    free = registry.get_estimator("monk-bcd", solver=solver, matrix_free=True).estimate(kernel, X, Y, rng=np.random.default_rng(11))
+    est = registry.get_estimator("monk-bcd", solver=solver)
+    stored = est.estimate(kernel, X, Y, rng=np.random.default_rng(11))
+    # the pooled Gram matrix takes 540 kB: over a budget of 100 kB the engine goes matrix-free
+    free = est.estimate(kernel, X, Y, rng=np.random.default_rng(11), max_memory="100kB")
     assert free.diagnostics["matrix_free"] and not stored.diagnostics["matrix_free"]
     assert free.mmd == pytest.approx(stored.mmd, rel=1e-10)
     assert np.allclose(free.diagnostics["trace"], stored.diagnostics["trace"], rtol=1e-10, atol=1e-14)
+
+
+def test_matrix_free_is_deprecated_and_leaves_the_choice_to_the_engine(registry):
+    # the engine chooses stored against matrix-free from the budget; the old parameter warns
+    X, Y = _samples(150, 110, d=3, seed=5)
+    kernel = registry.get_kernel("rbf", sigma=1.0)
+    with pytest.warns(MonkDeprecationWarning, match=r"matrix_free=True is deprecated and has no effect.*max_memory"):
+        old = registry.get_estimator("monk-bcd", matrix_free=True, n_iter=5)
+    new = registry.get_estimator("monk-bcd", n_iter=5)
+    a, b = old.estimate(kernel, X, Y, rng=2), new.estimate(kernel, X, Y, rng=2)
+    assert a.mmd == b.mmd and a.diagnostics["matrix_free"] is b.diagnostics["matrix_free"] is False
 
 
 def test_a_budget_beyond_the_machine_goes_matrix_free_rather_than_fail(registry, monkeypatch):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from monk_framework.core.errors import DataError, ParameterError
+from monk_framework.core.resources import CHUNK_BYTES
 from monk_framework.numerics.compiled import compiled_available, using_compiled
 from monk_plugins import ssk_core as core
 from monk_plugins import ssk_pairs
@@ -357,7 +358,7 @@ def test_features_that_fit_are_built_batch_by_batch_and_the_tables_dropped(monke
     levels = [1, 2, 3, 4]
     T = core.FeatureTables(codes, 3, levels, 0.7)
     assert T.full is not None and T.batches == []  # no string's tables kept
-    monkeypatch.setattr(core, "FEATURE_CHUNK_BYTES", 64)  # too small: the tables are kept
+    monkeypatch.setitem(CHUNK_BYTES, "feature-block", 64)  # too small: the tables are kept
     kept = core.FeatureTables(codes, 3, levels, 0.7)
     assert kept.full is None and kept.batches
     for k in levels:
@@ -468,7 +469,7 @@ def test_shared_letter_pairs_are_counted_in_bands_without_the_full_mask(monkeypa
         Hx = (rng.random((300, 4)) < 0.1).astype(float)
         Hy = Hx if sym else (rng.random((200, 4)) < 0.1).astype(float)
         brute = sum(bool(Hx[i] @ Hy[j] > 0) for i in range(len(Hx)) for j in range(len(Hy)) if not sym or i <= j)
-        monkeypatch.setattr(sk, "COUNT_BAND_BYTES", 8 * 7 * len(Hy))  # bands of 7 rows
+        monkeypatch.setitem(CHUNK_BYTES, "count-band", 8 * 7 * len(Hy))  # bands of 7 rows
         assert sk._shared_count(Hx, Hy, sym) == brute
 
 

@@ -304,9 +304,14 @@ def test_not_enough_memory_is_a_library_error(monkeypatch):
     from monk_framework.core import resources
 
     monkeypatch.setattr(resources, "available_memory", lambda: 2**20)
-    # the stored Gram matrix asked for, which cannot fit
-    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "-p", "matrix_free=false", "--data-param", "n=500")
-    assert result.exit_code == 1 and "needs 7.6 MiB but only 921.6 KiB (90% of the 1.0 MiB free)" in result.stderr
+    # what a user's number would need beyond the memory there is is refused before it is allocated
+    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "rff", "-p", "n_features=100000", "--data-param", "n=500")
+    assert result.exit_code == 1 and "random features of 500 points need about 0.37 GiB, but only 512.0 KiB (half of the 1.0 MiB free)" in result.stderr
+    # the stored Gram matrix the old parameter asked for: no longer a user's choice (deprecated),
+    # the engine goes matrix-free within the memory there is
+    result = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "-p", "matrix_free=false", "--data-param", "n=500", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["diagnostics"]["matrix_free"] is True
+    assert "Warning: monk-bcd: matrix_free=False is deprecated and has no effect" in result.stderr
     # a budget above what is available is cut to it: matrix-free, not that error
     result = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "--data-param", "n=500", "--max-memory", "1GB", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["diagnostics"]["matrix_free"] is True

@@ -375,7 +375,7 @@ def test_relabelling_streams_are_the_spawned_children():
 
 
 def test_bcd_fast_block_sums_of_all_partitions_in_bounded_products(registry, rng, monkeypatch):
-    from monk_plugins import monk_mmd
+    from monk_framework.engine import within_blocks
 
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=(34, 2))
     kernel = registry.get_kernel("rbf", sigma=0.7)
@@ -383,7 +383,7 @@ def test_bcd_fast_block_sums_of_all_partitions_in_bounded_products(registry, rng
     pool = PooledSample(kernel, X, Y, resources=Resources.of())
     perms = np.stack([rng.permutation(74) for _ in range(3)])
     together = est.permuted_statistics(pool, perms, [np.random.default_rng(s) for s in range(3)])
-    monkeypatch.setattr(monk_mmd, "SHARED_SUMS_BYTES", 1)  # one partition per product
+    monkeypatch.setattr(within_blocks, "SHARED_SUMS_BYTES", 1)  # one partition per product
     apart = est.permuted_statistics(pool, perms, [np.random.default_rng(s) for s in range(3)])
     np.testing.assert_allclose(apart, together, rtol=1e-12)
     want = relabelled_estimates(est, kernel, pool, perms, range(3))

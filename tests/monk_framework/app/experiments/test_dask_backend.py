@@ -170,7 +170,7 @@ def test_monkfw_run_spreads_one_estimate_with_the_local_number():
     [
         ("monk-bcd-fast", {"n_blocks": 7, "solver": "exact"}),
         ("monk-bcd-fast", {"n_blocks": 5}),
-        ("monk-bcd", {"n_blocks": 5, "n_iter": 15, "matrix_free": True}),
+        ("monk-bcd", {"n_blocks": 5, "n_iter": 15}),
     ],
 )
 def test_monk_estimates_spread_their_blocks_with_the_local_numbers(dask_backend, monkeypatch, rng, name, params):

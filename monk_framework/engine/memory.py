@@ -1,0 +1,44 @@
+"""The engine's memory policy: refusals before allocation, and the sizes of tiles and batches.
+
+Every check of a size against the machine's memory outside the application's early
+refusals (a file too large to read, a grid too large to run) goes through
+:func:`reserve_memory`: a plugin states what it needs and why, the engine decides.
+"""
+
+from __future__ import annotations
+
+from monk_framework.core.errors import ResourceError
+from monk_framework.core.resources import STORE_SHARE, Resources, check_fits, format_bytes
+
+__all__ = ["ALWAYS_GRANTED_BYTES", "reserve_budget", "reserve_memory"]
+
+#: what :func:`reserve_budget` grants whatever the budget: a budget of a few kB forces the
+#: Gram matrices into tiles; it is not about the few lists and labels beside them
+ALWAYS_GRANTED_BYTES = 64 * 2**20
+
+
+def reserve_memory(nbytes: float, *, what: str, fix: str, store: bool = False) -> None:
+    """Refuse, before anything is allocated, ``nbytes`` that the memory available now
+    cannot hold: a :class:`~monk_framework.core.errors.ResourceError` reading
+    "{what} about 2.0 GiB, but only 1.5 GiB (half of the 3.0 GiB free) of memory are
+    available; {fix}". ``what`` says what asks for the memory, in the user's numbers and
+    with its verb (``"Estimator 'rff': n_features = 10,000 random features of 5,000 points
+    need"``), ``fix`` what to change. A computation may take half of the memory available
+    (``store=True``: one stored matrix, which may take 90 %). Nothing is refused when the
+    available memory is unknown."""
+    check_fits(
+        nbytes,
+        lambda need, avail, _: f"{what} about {need}, but only {avail} of memory are available; {fix}",
+        share=STORE_SHARE if store else 0.5,
+    )
+
+
+def reserve_budget(resources: Resources, nbytes: float, *, what: str, fix: str) -> None:
+    """Refuse ``nbytes`` that a computation would hold beyond the call's memory budget
+    (``resources.budget``), before it starts: a
+    :class:`~monk_framework.core.errors.ResourceError` reading "{what}, about 7.5 GiB,
+    over the memory budget of 2.0 GiB; {fix}". Up to :data:`ALWAYS_GRANTED_BYTES` is
+    granted whatever the budget. For what a user's number makes a computation keep (an
+    iteration trace, the partitions it draws ahead)."""
+    if nbytes > ALWAYS_GRANTED_BYTES and not resources.fits(nbytes):
+        raise ResourceError(f"{what}, about {format_bytes(nbytes)}, over the memory budget of {format_bytes(resources.budget or 0)}; {fix}")
