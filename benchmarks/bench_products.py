@@ -9,9 +9,9 @@ A matrix-free permutation test multiplies every tile R of the kernel (here 256 b
 [E, 1]. Three ways, on the same data, alternated, best of ``--repeats``, each on one core
 (``threadpool_limits(1)``):
 
-* ``subset sums``: :func:`monk_framework.numerics.compiled.add_indicator_product` on the tile
+* ``subset sums``: :func:`monk_framework.numerics.product_loops.add_indicator_product` on the tile
   transposed and E packed four points to a byte (what the tests run);
-* ``multiply-adds``: :func:`monk_framework.numerics.compiled.add_tile_product`, the compiled
+* ``multiply-adds``: :func:`monk_framework.numerics.product_loops.add_tile_product`, the compiled
   register-blocked product the tests ran before;
 * ``OpenBLAS``: ``R @ [E, 1]``, the thin GEMM.
 
@@ -30,7 +30,7 @@ from bench_gram import best_time  # the best of several timed calls
 from threadpoolctl import threadpool_limits
 
 from monk_framework.engine.pooled import indicator_columns, indicator_patterns
-from monk_framework.numerics.compiled import add_indicator_product, add_tile_product
+from monk_framework.numerics.product_loops import add_indicator_product, add_tile_product
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ plugins; every entry point takes either::
     reg.get_estimator("u-stat").estimate(reg.get_kernel("rbf", sigma=1.0), X, Y, rng=0)
 """
 
+from monk_framework.core.embedding import Embedding, EmbeddingsResult
 from monk_framework.core.errors import (
     DataError,
     DataFileError,
@@ -33,18 +34,9 @@ from monk_framework.core.load import load_result
 from monk_framework.core.params import parameter
 from monk_framework.core.registry import PluginEntry, PluginProblem, Provider, Registry, get_registry
 from monk_framework.core.resources import Resources
-from monk_framework.core.results import (
-    AggregatedTestResult,
-    Embedding,
-    EmbeddingsResult,
-    MMDResult,
-    PermutationTestResult,
-    Result,
-    RobustTestResult,
-    SplitTestResult,
-    TestResult,
-)
+from monk_framework.core.results import MMDResult, Result, TestResult
 from monk_framework.core.samples import as_strings, as_vectors
+from monk_framework.core.test_results import AggregatedTestResult, PermutationTestResult, RobustTestResult, SplitTestResult
 from monk_framework.core.version import __version__
 from monk_framework.io.loading import load_sample
 from monk_framework.io.splice import load_splice

@@ -44,11 +44,12 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from monk_framework.core.embedding import Embedding
 from monk_framework.core.errors import DataError, MonkError
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.resources import Resources
-from monk_framework.core.results import Embedding, MMDResult
+from monk_framework.core.results import MMDResult
 from monk_framework.core.samples import Sample
 from monk_framework.engine.partitions import Partition
 from monk_framework.engine.pooled import PooledSample, sample_sums, u_statistic, v_statistic

@@ -21,7 +21,8 @@ strings), :func:`take` (points by index, for either kind), :func:`pooled` ([X; Y
 :class:`Resources` (what the call lets the engine use: pass it on), and the two
 refusals before allocation: :func:`reserve_memory`, of what a user's number (D features,
 L pairs) would need beyond the memory available, and :func:`reserve_budget`, of what a
-computation would keep (an iteration trace) beyond the call's memory budget.
+computation would keep (an iteration trace) beyond the call's memory budget;
+:func:`table_room` is what tables built to go faster may take.
 
 **Gram matrices.** :func:`gram_matrix_of` gives the :class:`GramMatrix` of a sample
 (row sums, products, quadratic forms, block Gram matrices, columns), and
@@ -70,14 +71,14 @@ from monk_framework.core.kernels import VALUE_LIMIT, BandRunner, Kernel, in_turn
 from monk_framework.core.params import boolean, integer, integer_or, one_of, real, real_or
 from monk_framework.core.protocols import GramMatrix, Pool
 from monk_framework.core.randomness import ChildStreams
-from monk_framework.core.resources import Resources, available_memory, check_fits, check_memory
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine import pooled as _pooled
 from monk_framework.engine import within_blocks as _within
 from monk_framework.engine.gram_sources import gram_source
 from monk_framework.engine.lepski import choose_n_blocks
 from monk_framework.engine.median_heuristic import median_distance
-from monk_framework.engine.memory import reserve_budget, reserve_memory
+from monk_framework.engine.memory import reserve_budget, reserve_memory, table_room
 from monk_framework.engine.partitions import (
     Partition,
     blocks_min_sample_size,
@@ -102,7 +103,7 @@ from monk_framework.engine.reductions import (
     u_statistic,
     warn_lost_to_diagonal,
 )
-from monk_framework.numerics.compiled import NOT_RUN, CompiledLoops, compiled_available, compiled_threads, exp_squared_distance_form
+from monk_framework.numerics.compiled import NOT_RUN, CompiledLoops, compiled_available, compiled_threads
 from monk_framework.numerics.distances import (
     distances,
     exp_scaled_squared_distances,
@@ -114,6 +115,7 @@ from monk_framework.numerics.distances import (
     scaled_l1_distances,
     squared_distances,
 )
+from monk_framework.numerics.exp_loops import exp_squared_distance_form
 
 __all__ = [
     "DIAGONAL_ROUND_OFF_LIMIT",
@@ -132,13 +134,10 @@ __all__ = [
     "Resources",
     "Sample",
     "SampleSums",
-    "available_memory",
     "block_means_gram",
     "block_trace_variances",
     "blocks_min_sample_size",
     "boolean",
-    "check_fits",
-    "check_memory",
     "check_n_blocks",
     "choose_n_blocks",
     "compiled_available",
@@ -180,6 +179,7 @@ __all__ = [
     "scaled_distances",
     "scaled_l1_distances",
     "squared_distances",
+    "table_room",
     "take",
     "u_statistic",
     "v_statistic",

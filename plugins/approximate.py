@@ -108,7 +108,7 @@ class RandomFourierMMD(MMDEstimator):
         reserve_memory(
             8 * D * (len(Z) + Z.shape[1] + 1),
             what=f"Estimator 'rff': n_features = {D:,} random features of {len(Z):,} points need",
-            fix="use fewer features (the error falls like 1/sqrt(D)).",
+            fix="Use fewer features (the error falls like 1/sqrt(D)).",
         )
         W, b, scale = self.frequencies(kernel, Z)
         out = Z @ W.T
@@ -212,7 +212,7 @@ class IncompleteU(MMDEstimator):
         reserve_memory(
             L * (6 * 8 + 2 * 8 * width + 8),
             what=f"Estimator 'incomplete-u': n_pairs = {L:,} pairs of each kind need",
-            fix="use fewer pairs (its standard error falls like 1/sqrt(n_pairs)).",
+            fix="Use fewer pairs (its standard error falls like 1/sqrt(n_pairs)).",
         )
         ix, jx = _distinct_pairs(n, L, rng)
         iy, jy = _distinct_pairs(m, L, rng)

@@ -137,7 +137,7 @@ def _dense_memory_ok(ls: np.ndarray, lt: np.ndarray, lam: float) -> None:
     reserve_memory(
         3 * 8 * cells * pair_threads(),
         what=f"The string subsequence kernel of two strings of lengths {int(ls[worst])} and {int(lt[worst])} needs, for its dynamic programme,",
-        fix="use shorter strings or a larger decay lam.",
+        fix="Use shorter strings or a larger decay lam.",
         store=True,
     )
 

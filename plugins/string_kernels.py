@@ -16,13 +16,10 @@ import attrs
 import numpy as np
 
 from monk_framework import DataError, DataWarning, Kernel, ParameterError, as_strings, hookimpl, parameter
-from monk_framework.plugin import BandRunner, Resources, available_memory, boolean, in_turn, integer, real, reserve_memory
+from monk_framework.plugin import BandRunner, Resources, boolean, in_turn, integer, real, reserve_memory, table_room
 
 from . import ssk_core as core
 from . import ssk_pairs as pairs_ssk
-
-#: the feature path's per-string tables may use at most this fraction of free memory.
-TABLE_MEMORY_FRACTION = 0.25
 
 
 @attrs.frozen
@@ -68,8 +65,7 @@ def plan(X: Sequence[str], Y: Sequence[str] | None, levels: Sequence[int], lam: 
     all_pairs = Plan([], letters, 0.0, pairs * pair_per_pair)
     count = dict(zip(letters, Hx.sum(axis=0) + (0 if sym else Hy.sum(axis=0))))
     by_rarity = sorted(letters, key=lambda c: (count[c], c))
-    avail = available_memory()
-    budget = TABLE_MEMORY_FRACTION * avail if avail is not None else float("inf")
+    budget = table_room()
     codes_len = [list(map(len, X)) + ([] if sym else list(map(len, Ys)))]
     best = all_pairs
     for r in range(len(letters)):
@@ -189,7 +185,7 @@ def _ssk_levels(
     reserve_memory(
         8.0 * n_x * n_y * max(1, len(levels)),
         what=f"The string subsequence kernel's {max(1, len(levels))} Gram matrices of {n_x:,} x {n_y:,} strings need",
-        fix="use fewer strings, or a matrix-free estimator (monk-bcd-fast).",
+        fix="Use fewer strings, or a matrix-free estimator (monk-bcd-fast).",
         store=True,
     )
     p = plan(X, Y, levels, lam)

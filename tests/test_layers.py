@@ -241,6 +241,79 @@ def test_the_front_door_check_catches_an_engine_import_and_a_private_name():
     ]
 
 
+#: where the sizes of tiles, bands and batches, and the checks of a size against memory,
+#: may be written: the engine, and in ``core`` (which cannot import the engine) the budget
+#: with the one chunking rule, its table of sizes and the check before allocation
+#: (``resources.py``), the whole Gram matrices of the kernel interface (``gram_bands.py``),
+#: the feature matrix it refuses before a plugin allocates it (``kernels.py``), and the
+#: sums over features or tiles that an embedding, a result of ``core``, reads
+#: (``kernel_sums.py``). The application and ``io`` hold only early refusals of what a
+#: user asked for (a plan, a file, a data set), and are not scanned.
+POLICY_SCANNED = ("core", "numerics", "two_sample")
+POLICY_HOMES = {"monk_framework/core/resources.py", "monk_framework/core/gram_bands.py", "monk_framework/core/kernels.py", "monk_framework/core/kernel_sums.py"}
+#: the weight of one item of a user's request, handed to the engine's refusals
+#: (engine.memory.reserve_memory and reserve_budget), not the size of a chunk of work
+ITEM_WEIGHTS = {"GRID_POINT_BYTES", "KERNEL_BYTES", "TRACE_VALUE_BYTES", "PARTITION_POINT_BYTES"}
+#: the memory checks that only the engine (and the early refusals) make
+MEMORY_CHECKS = {"check_fits", "check_memory", "available_memory"}
+
+
+def engine_policy(source: str, filename: str = "<source>") -> list[str]:
+    """Byte sizes of chunks, chunk formulas and memory checks written in ``source``: a
+    module-level ``NAME_BYTES = ...`` (not an item weight), a floor division by a product
+    with 8 (the bytes of a float64) or of a budget or a ``*_BYTES`` name, a call of the
+    memory checks or of ``.fits(...)``."""
+    found = []
+    tree = ast.parse(source, filename=filename)
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id.endswith("_BYTES") and target.id not in ITEM_WEIGHTS:
+                found.append(f"{filename}:{node.lineno} sets the byte size {target.id}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+            right, left = ast.unparse(node.right), ast.unparse(node.left)
+            by_float = isinstance(node.right, ast.BinOp) and any(isinstance(c, ast.Constant) and c.value == 8 for c in ast.walk(node.right))
+            if by_float or "budget" in left or "_BYTES" in left or "_BYTES" in right:
+                found.append(f"{filename}:{node.lineno} cuts a chunk by hand: {ast.unparse(node)}")
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(node.func, ast.Name) else ""
+            if name in MEMORY_CHECKS or (name == "fits" and isinstance(node.func, ast.Attribute)):
+                found.append(f"{filename}:{node.lineno} checks memory itself: {name}(...)")
+    return sorted(found, key=lambda line: int(line.split(":")[1].split()[0]))
+
+
+def test_engine_policy_lives_in_the_engine():
+    # every tile, band and batch is cut by Resources.chunk_rows, from one table of sizes,
+    # and every memory check outside the early refusals is the engine's
+    paths = [p for floor in POLICY_SCANNED for p in sorted((ROOT / PACKAGE / floor).rglob("*.py"))] + sorted((ROOT / "plugins").glob("*.py"))
+    bad = []
+    for path in paths:
+        name = str(path.relative_to(ROOT))
+        if name not in POLICY_HOMES:
+            bad += engine_policy(path.read_text(), name)
+    assert bad == []
+
+
+def test_the_policy_check_catches_a_byte_size_a_chunk_formula_and_a_memory_check():
+    source = (
+        "TILE_BYTES = 4 * 2**20\nTRACE_VALUE_BYTES = 100\n"
+        "def f(n, resources):\n"
+        "    rows = max(1, TILE_BYTES // (8 * n))\n"
+        "    more = resources.budget // 4\n"
+        "    ok = resources.chunk_rows(8 * n)\n"
+        "    check_fits(8 * n, None)\n"
+        "    return resources.fits(rows)\n"
+    )
+    assert engine_policy(source, "m.py") == [
+        "m.py:1 sets the byte size TILE_BYTES",
+        "m.py:4 cuts a chunk by hand: TILE_BYTES // (8 * n)",
+        "m.py:5 cuts a chunk by hand: resources.budget // 4",
+        "m.py:7 checks memory itself: check_fits(...)",
+        "m.py:8 checks memory itself: fits(...)",
+    ]
+
+
 def test_plugins_ask_the_engine_for_mathematics_not_for_workers():
     # where work runs (threads, Dask workers, the spreading of one job) is the engine's
     # business: no built-in plugin imports the backends or the spreading setting

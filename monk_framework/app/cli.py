@@ -37,7 +37,8 @@ from monk_framework.core.errors import DataWarning, MonkDeprecationWarning, Monk
 from monk_framework.core.params import LARGEST_INT, Configurable, parse_spec
 from monk_framework.core.registry import PluginEntry, get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
-from monk_framework.core.results import AggregatedTestResult, RobustTestResult, dumps
+from monk_framework.core.results import dumps
+from monk_framework.core.test_results import AggregatedTestResult, RobustTestResult
 from monk_framework.core.version import __version__
 from monk_framework.engine.backends import check_backend_options, get_backend, quiet_cluster_logs
 from monk_framework.numerics.compiled import CompiledLoopsWarning

@@ -26,6 +26,7 @@ import attrs
 import numpy as np
 
 from monk_framework.app.datasets import DATASETS, default_dataset, get_dataset
+from monk_framework.core.embedding import EmbeddingsResult
 from monk_framework.core.errors import DataFileError, MonkError, ParameterError, UnknownNameError, shown
 from monk_framework.core.estimators import EmbeddingEstimator, Estimator, MMDEstimator
 from monk_framework.core.kernels import Kernel
@@ -33,13 +34,7 @@ from monk_framework.core.load import load_result
 from monk_framework.core.params import Configurable, first_repeat, parse_spec, parse_value, spec_label
 from monk_framework.core.randomness import root, stream
 from monk_framework.core.registry import Registry, get_registry
-from monk_framework.core.results import (
-    EmbeddingsResult,
-    MMDResult,
-    Result,
-    TestResult,
-    jsonable,
-)
+from monk_framework.core.results import MMDResult, Result, TestResult, jsonable
 from monk_framework.core.samples import Sample
 from monk_framework.io.loading import DATA_SUFFIXES, first_data_line, holds_numbers, load_sample
 from monk_framework.two_sample import permutation_test, split_test

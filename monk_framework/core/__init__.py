@@ -5,3 +5,6 @@ the :class:`~monk_framework.core.kernels.Kernel` and estimator interfaces with t
 contract checks, results, the hook specifications and the plugin registry. Nothing
 here imports from the layers above (numerics, engine, two_sample, app).
 """
+
+# the kernels built from kernels fill Kernel's operators (COMPOSITES): loaded with the interfaces
+from monk_framework.core import combinators as combinators

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
+from monk_framework.core.embedding import Embedding
 from monk_framework.core.errors import DataError, MonkError, PluginFailure, plugin_code, shown
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import Configurable, finite_real, not_implemented
 from monk_framework.core.protocols import Pool
 from monk_framework.core.randomness import RNGLike, generator
 from monk_framework.core.resources import Resources
-from monk_framework.core.results import Embedding, MMDResult, computed_with, jsonable
+from monk_framework.core.results import MMDResult, computed_with, jsonable
 from monk_framework.core.samples import Sample
 
 if TYPE_CHECKING:

@@ -12,18 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from monk_framework.core.embedding import Embedding, EmbeddingsResult
 from monk_framework.core.errors import DataError, UnknownNameError
 from monk_framework.core.registry import Registry, get_registry
-from monk_framework.core.results import (
-    AggregatedTestResult,
-    Embedding,
-    EmbeddingsResult,
-    MMDResult,
-    PermutationTestResult,
-    Result,
-    RobustTestResult,
-    SplitTestResult,
-)
+from monk_framework.core.results import MMDResult, Result
+from monk_framework.core.test_results import AggregatedTestResult, PermutationTestResult, RobustTestResult, SplitTestResult
 
 __all__ = ["load_result"]
 

@@ -1,38 +1,50 @@
-"""Result objects: what an estimator returns, serialisable to JSON and back."""
+"""Result objects: what an estimator or a test returns, serialisable to JSON and back.
+
+:class:`Result` gives every result its validators, its JSON round trip, its ``repr`` and
+``print``; :class:`MMDResult` is an estimate's, :class:`TestResult` the common part of
+every test's (:mod:`~monk_framework.core.test_results`), and an embedding's is in
+:mod:`~monk_framework.core.embedding`.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import numbers
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError, UnknownNameError, shown
-from monk_framework.core.kernels import Kernel, bilinear, weighted_gram
-from monk_framework.core.resources import Resources
-
-if TYPE_CHECKING:
-    from monk_framework.core.registry import Registry
+from monk_framework.core.errors import DataError, MonkError, ParameterError, shown
+from monk_framework.core.kernels import Kernel
 
 __all__ = [
-    "Embedding",
-    "EmbeddingsResult",
     "MMDResult",
-    "PermutationTestResult",
     "Result",
-    "AggregatedTestResult",
-    "RobustTestResult",
-    "SplitTestResult",
     "StatisticResult",
     "TestResult",
+    "array_eq",
+    "call_text",
+    "certificate_value",
     "computed_with",
+    "count",
+    "count_text",
+    "dict_field",
     "dumps",
     "finite",
     "jsonable",
+    "more_permutations",
+    "null_field",
+    "optional_count",
+    "optional_finite",
+    "optional_float",
+    "optional_floats",
+    "seed_field",
+    "text",
+    "timings_field",
+    "whole",
 ]
 
 
@@ -40,7 +52,7 @@ __all__ = [
 MAX_SUGGESTED_PERMUTATIONS = 10**7
 
 
-def _more_permutations(level: float) -> str:
+def more_permutations(level: float) -> str:
     """What a test that cannot reach ``level`` (p ≥ 1/(B + 1) > level) should change."""
     if level * (MAX_SUGGESTED_PERMUTATIONS + 1) < 1:  # 1/level may overflow (alpha = 1e-320)
         return "use a larger alpha (no practical number of permutations reaches this one)"
@@ -108,7 +120,7 @@ def _array_or_none(value: Any) -> np.ndarray | None:
     return None if value is None else np.asarray(value, dtype=np.float64).reshape(-1)
 
 
-def _array_eq(a: Any, b: Any) -> bool:
+def array_eq(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return bool(np.array_equal(a, b))
@@ -142,7 +154,7 @@ def seed_field() -> Any:
 
 def null_field() -> Any:
     """The null distribution of a test: a float array, or None when not kept."""
-    return attrs.field(default=None, converter=_array_or_none, eq=attrs.cmp_using(eq=_array_eq))
+    return attrs.field(default=None, converter=_array_or_none, eq=attrs.cmp_using(eq=array_eq))
 
 
 def timings_field() -> Any:
@@ -165,7 +177,7 @@ def whole(value: Any) -> int:
     raise TypeError(f"{type(value).__name__} is not a whole number")
 
 
-def _optional_floats(value: Any) -> list[float] | None:
+def optional_floats(value: Any) -> list[float] | None:
     return None if value is None else [float(v) for v in value]
 
 
@@ -316,12 +328,12 @@ def _fault_of(exc: BaseException) -> str:
     return f" holds a bad value: {reason}"
 
 
-def _count(number: int, noun: str) -> str:
+def count_text(number: int, noun: str) -> str:
     """ "1 permutation", "100 permutations"."""
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def _call_text(name: str, params: Mapping[str, Any]) -> str:
+def call_text(name: str, params: Mapping[str, Any]) -> str:
     """``rbf(sigma=1.63054)``: a kernel or an estimator with its parameters, for a summary."""
     shown = (f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v!r}" for k, v in params.items())
     return f"{name}({', '.join(shown)})"
@@ -374,13 +386,13 @@ class StatisticResult(Result):
     def _kernel_text(self) -> str:
         rules = [key for key, value in self.kernel_params_requested.items() if value == "median" and self.kernel_params.get(key) != "median"]
         chosen = f" ({', '.join(rules)} by the median heuristic)" if rules else ""
-        return _call_text(self.kernel, self.kernel_params) + chosen
+        return call_text(self.kernel, self.kernel_params) + chosen
 
     def __str__(self) -> str:
         rows = [
             *self.summary_rows(),
             ("kernel", self._kernel_text()),
-            ("estimator", _call_text(self.estimator, self.estimator_params)),
+            ("estimator", call_text(self.estimator, self.estimator_params)),
             ("sizes", f"N = {self.n_x}, M = {self.n_y}"),
         ]
         width = max(len(label) for label, _ in rows)
@@ -477,562 +489,6 @@ class TestResult(StatisticResult):
     def summary_rows(self) -> list[tuple[str, str]]:
         return [
             ("statistic", f"{self.statistic:.6g}"),
-            ("p-value", f"{self.pvalue:.4g} ({_count(self.n_permutations, 'relabelling')})"),
+            ("p-value", f"{self.pvalue:.4g} ({count_text(self.n_permutations, 'relabelling')})"),
             ("decision", self.decision),
         ]
-
-
-def _weights(instance: Any, attribute: attrs.Attribute, value: np.ndarray) -> None:
-    n = len(instance.sample)
-    if value.shape != (n,):
-        raise DataError(f"An embedding needs one weight per sample point: {n}; got shape {value.shape}.")
-    if not np.isfinite(value).all():
-        raise DataError("Embedding weights must be finite.")
-
-
-def _as_sample(value: Any) -> np.ndarray | list[str]:
-    return list(value) if isinstance(value, (list, tuple)) and value and isinstance(value[0], str) else np.asarray(value, dtype=np.float64)
-
-
-def _sample_eq(a: Any, b: Any) -> bool:
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        return a.shape == b.shape and bool(np.array_equal(a, b))
-    return isinstance(a, list) and isinstance(b, list) and a == b
-
-
-def _kernel(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not isinstance(value, Kernel):
-        raise ParameterError(f"An embedding's kernel must be a Kernel; got {type(value).__name__}.")
-
-
-@attrs.frozen(kw_only=True, repr=False)
-class Embedding(Result):
-    """An estimate of a kernel mean embedding: μ̂ = Σ_i w_i k(·, x_i).
-
-    Evaluate it at new points, take its RKHS norm, or its RKHS distance to another
-    embedding with the same kernel. The empirical mean embedding has w_i = 1/N.
-
-    Its JSON form names the kernel and its parameters; rebuilding it needs the kernel
-    back: ``Embedding.from_dict(data, registry=get_registry())``, or
-    ``monk_framework.load_result(text)``, which reads any result.
-    """
-
-    kind: ClassVar[str] = "embedding"
-    repr_fields: ClassVar[tuple[str, ...]] = ("kernel", "estimator", "sample", "weights")
-
-    kernel: Kernel = attrs.field(validator=_kernel)
-    sample: np.ndarray | list[str] = attrs.field(converter=_as_sample, eq=attrs.cmp_using(eq=_sample_eq))
-    weights: np.ndarray = attrs.field(
-        converter=lambda w: np.asarray(w, dtype=np.float64),
-        validator=_weights,
-        eq=attrs.cmp_using(eq=np.array_equal),
-    )
-    estimator: str = attrs.field(validator=text)
-    estimator_params: dict[str, Any] = dict_field(factory=dict)
-    seed: Any = seed_field()
-    timings: dict[str, float] = timings_field()
-    diagnostics: dict[str, Any] = dict_field(factory=dict)
-
-    def __str__(self) -> str:
-        w = self.weights
-        return "\n".join(
-            [
-                "Mean embedding",
-                f"  kernel     {_call_text(self.kernel.name, self.kernel.params())}",
-                f"  estimator  {_call_text(self.estimator, self.estimator_params)}",
-                f"  sample     {len(self.sample)} points; weights sum to {w.sum():.6g}, {int(np.count_nonzero(w))} non-zero",
-            ]
-        )
-
-    def evaluate(self, Z: Any, *, max_memory: Any = None, progress: Any = None) -> np.ndarray:
-        """μ̂(z) = Σ_i w_i k(z, x_i) for each point z of Z (the "witness" values).
-
-        Over the memory budget (``max_memory``, as for ``estimate``) the Gram matrix is
-        computed in row tiles (:func:`monk_framework.core.kernels.weighted_gram`).
-        ``progress(done, total, "witness values")`` is told the kernel values evaluated."""
-        resources = Resources.of(max_memory, progress=progress)
-        Zv, Xv = self.kernel.check_pair(Z, self.sample, names=("Z", "the embedding's sample"))
-        total = float(len(Zv)) * len(Xv)
-        report = None if progress is None else (lambda done: resources.report(done, total, "witness values"))
-        return weighted_gram(self.kernel, Zv, Xv, self.weights, resources=resources, report=report)
-
-    def __call__(self, Z: Any, *, max_memory: Any = None) -> np.ndarray:
-        """μ̂(Z), the embedding as the function it is: :meth:`evaluate`."""
-        return self.evaluate(Z, max_memory=max_memory)
-
-    def inner(self, other: Embedding, *, max_memory: Any = None, progress: Any = None) -> float:
-        """⟨μ̂, ν̂⟩_H = wᵀ K(X, X') w' (in row tiles, as :meth:`distance`); ``progress(done,
-        total, "inner product")`` is told the kernel values evaluated."""
-        self._check_same_kernel(other)
-        return self._inner(other, Resources.of(max_memory, progress=progress), progress is not None)
-
-    def norm(self, *, max_memory: Any = None, progress: Any = None) -> float:
-        """‖μ̂‖_H = √(wᵀ K w) (clipped at 0 against round-off); ``progress`` as for :meth:`inner`."""
-        return math.sqrt(max(self._inner(self, Resources.of(max_memory, progress=progress), progress is not None), 0.0))
-
-    def distance(self, other: Embedding, *, max_memory: Any = None, progress: Any = None) -> float:
-        """‖μ̂ − ν̂‖_H = √(‖μ̂‖² + ‖ν̂‖² − 2⟨μ̂, ν̂⟩), an MMD estimate between the samples,
-        from row tiles of the kernel (a kernel computed whole, such as the SSK, from its whole
-        Gram matrices when they fit).
-
-        ``progress(done, total, "embedding distance")`` is told the kernel values evaluated
-        (n(n + 1)/2 + m(m + 1)/2 + nm in all) as the tiles finish."""
-        self._check_same_kernel(other)
-        resources = Resources.of(max_memory, progress=progress)
-        A, B, kernel = self.sample, other.sample, self.kernel
-        if math.isclose(float(np.sum(self.weights)), float(np.sum(other.weights)), rel_tol=1e-9):
-            # equal total weights: moving the feature map by a constant vector (a common shift
-            # of a shift-free kernel's data, or anchoring far from the origin) moves both
-            # embeddings by the same vector, so the distance is read as an MMD, where it
-            # keeps its digits (Kernel.mmd_view)
-            kernel, A, B = self.kernel.mmd_view(A, B)
-        wa, wb = self.weights, other.weights
-        n, m = len(A), len(B)
-        total = n * (n + 1) / 2.0 + m * (m + 1) / 2.0 + float(n) * m
-
-        def told(before: float) -> Callable[[float], None] | None:
-            if progress is None:
-                return None
-            return lambda done: resources.report(before + done, total, "embedding distance")
-
-        sq = (
-            bilinear(kernel, A, None, wa, wa, resources=resources, report=told(0.0))
-            + bilinear(kernel, B, None, wb, wb, resources=resources, report=told(n * (n + 1) / 2.0))
-            - 2.0 * bilinear(kernel, A, B, wa, wb, resources=resources, report=told(total - float(n) * m))
-        )
-        return math.sqrt(max(sq, 0.0))
-
-    def _inner(self, other: Embedding, resources: Resources, told: bool = False) -> float:
-        n, m = len(self.sample), len(other.sample)
-        total = n * (n + 1) / 2.0 if other is self else float(n) * m
-        report = (lambda done: resources.report(done, total, "inner product")) if told else None
-        if other is self:
-            return bilinear(self.kernel, self.sample, None, self.weights, self.weights, resources=resources, report=report)
-        return bilinear(self.kernel, self.sample, other.sample, self.weights, other.weights, resources=resources, report=report)
-
-    def _check_same_kernel(self, other: Embedding) -> None:
-        if not isinstance(other, Embedding):
-            raise ParameterError(
-                f"inner and distance take another Embedding; got {type(other).__name__}. (To evaluate this embedding "
-                "at points, use evaluate(Z); to compare two samples, estimate(X, Y, kernel=...).)"
-            )
-        if self.kernel != other.kernel:
-            hint = ""
-            if type(self.kernel) is type(other.kernel):
-                # the common case: embed() resolved the kernel's 'median' bandwidth on each
-                # sample apart, so two embeddings made the same way have different kernels
-                hint = (
-                    " A bandwidth such as sigma='median' is resolved on each embedded sample apart: for embeddings "
-                    f"you compare, fix it first, e.g. embed(X, kernel={self.kernel.spec()!r}) for both."
-                )
-            raise ParameterError(
-                f"The embeddings use different kernels ({self.kernel.spec()} vs {other.kernel.spec()}); their inner product is undefined.{hint}"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out["kernel"] = self.kernel.name
-        return {**out, "kernel_params": self.kernel.params()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, registry: Registry | None = None, kernel: Kernel | None = None, **context: Any) -> Embedding:
-        """Rebuild an embedding; its kernel is looked up by name in ``registry`` (or given)."""
-        if not isinstance(data, Mapping) or "kernel" not in data:
-            raise DataError("An embedding result names its kernel; this one does not.")
-        if kernel is None:
-            if registry is None:
-                raise ParameterError(
-                    "Embedding.from_dict needs the registry to rebuild the kernel: pass "
-                    "registry=monk_framework.get_registry(), or use monk_framework.load_result."
-                )
-            try:
-                kernel = registry.kernel_from_spec(data["kernel"], data.get("kernel_params", {}))
-            except UnknownNameError as exc:
-                # an embedding cannot be used without its kernel: say what to install
-                exc.args = (
-                    f"{exc} The embedding was made with this kernel: install (or register) the plugin that "
-                    "provides it before loading the embedding, or pass kernel= to Embedding.from_dict.",
-                )
-                raise
-        elif kernel.name != data["kernel"]:
-            raise DataError(f"The embedding was made with kernel {data['kernel']!r}, not {kernel.name!r}.")
-        fields = {k: v for k, v in data.items() if k != "kernel_params"}
-        return super().from_dict({**fields, "kernel": kernel})
-
-
-@attrs.frozen(kw_only=True, repr=False)
-class PermutationTestResult(TestResult):
-    """The outcome of a permutation two-sample test of H₀: P = Q.
-
-    ``statistic`` is T = sign(MMD²)√|MMD²| of the estimator on (X, Y);
-    ``null_distribution`` holds the B values on relabellings;
-    ``null_quantile`` is q̂ with ``reject == (statistic > null_quantile) == (pvalue <= alpha)``.
-    ``relabel`` says how the relabellings were drawn ("global" or "within-blocks"),
-    ``n_blocks`` the number of blocks of a within-block test's partition.
-    """
-
-    kind: ClassVar[str] = "permutation-test"
-    repr_fields: ClassVar[tuple[str, ...]] = (*TestResult.repr_fields, "alternative", "null_distribution")
-    title: ClassVar[str] = "Permutation test"
-
-    statistic_mmd2: float = attrs.field(converter=float, validator=finite)
-    null_quantile: float | None = attrs.field(converter=optional_float, validator=optional_finite)
-    relabel: str = attrs.field(default="global", validator=attrs.validators.in_(("global", "within-blocks")))
-    n_blocks: int | None = attrs.field(default=None, validator=optional_count)
-    #: a within-block test's estimator MMD estimate with the same seed (``report_estimate=True``)
-    estimate: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-
-    @property
-    def decision(self) -> str:
-        """The decision in words."""
-        side = {"greater": "exceeds", "less": "is below"}.get(self.alternative)
-        against = "" if self.alternative == "greater" else f" ({self.alternative})"
-        if self.reject:
-            beyond = (
-                f"; the statistic {self.statistic:.6g} {side} the null quantile {self.null_quantile:.6g}"
-                if side is not None and self.null_quantile is not None
-                else ""
-            )
-            return f"Reject H0 (same distribution) at level {self.alpha:g}{against}: p = {self.pvalue:.4g} <= {self.alpha:g}{beyond}."
-        smallest = (2 if self.alternative == "two-sided" else 1) / (self.n_permutations + 1)
-        if smallest > self.alpha * (1 + 1e-9):
-            return (
-                f"Cannot reject at level {self.alpha:g}{against} with {_count(self.n_permutations, 'permutation')}: the "
-                f"smallest attainable p-value is {2 if self.alternative == 'two-sided' else 1}/{self.n_permutations + 1}; "
-                f"{_more_permutations(self.alpha / (2 if self.alternative == 'two-sided' else 1))}."
-            )
-        if (too_few := self._too_few_points()) is not None:
-            return too_few
-        quantile = f", null quantile {self.null_quantile:.6g}" if self.null_quantile is not None else ""
-        return (
-            f"No evidence of a difference at level {self.alpha:g}{against}: p = {self.pvalue:.4g} > {self.alpha:g} (statistic {self.statistic:.6g}{quantile})."
-        )
-
-
-@attrs.frozen(kw_only=True, repr=False)
-class SplitTestResult(TestResult):
-    """The outcome of the three-way split test (paper Algorithm 3).
-
-    ``parts`` lists the indices of X and Y in each stage ("tune", "calibrate", "test");
-    ``tuning`` the statistic of every grid point on part 1; ``kernel_params`` the
-    hyperparameters chosen there (data-dependent rules resolved on part 1).
-    ``statistic`` is T on part 3, ``null_quantile`` q̂ from part 2's relabellings and
-    ``excess`` T − q̂ (the paper's Figure 2); ``pvalue`` = (1 + #{T_b ≥ T}) / (1 + B) is
-    T's rank among them, so that ``reject == (T > q̂) == (pvalue <= alpha)``.
-    """
-
-    kind: ClassVar[str] = "split-test"
-    repr_fields: ClassVar[tuple[str, ...]] = (*TestResult.repr_fields, "null_quantile", "null_distribution")
-    title: ClassVar[str] = "Split test (the paper's Algorithm 3)"
-
-    grid: dict[str, list[Any]] = dict_field()
-    tuning: list[dict[str, Any]] = attrs.field(converter=jsonable, validator=attrs.validators.instance_of(list))
-    null_quantile: float | None = attrs.field(converter=optional_float, validator=optional_finite)
-    excess: float | None = attrs.field(converter=optional_float, validator=optional_finite)
-    parts: dict[str, dict[str, list[int]]] = dict_field()
-
-    @property
-    def decision(self) -> str:
-        chosen = _call_text(self.kernel, self.kernel_params)
-        if self.null_quantile is None:
-            return f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')} ({_more_permutations(self.alpha)})."
-        verdict = "Reject H0 (same distribution)" if self.reject else "No evidence of a difference"
-        return (
-            f"{verdict} at level {self.alpha:g}: T - q = {self.excess:.6g} (T = {self.statistic:.6g} on part 3, "
-            f"q = {self.null_quantile:.6g} from part 2; kernel {chosen} chosen on part 1)."
-        )
-
-
-@attrs.frozen(kw_only=True, repr=False)
-class RobustTestResult(TestResult):
-    """The outcome of a robust two-sample test of H₀: P = Q under contamination.
-
-    ``statistic`` and ``pvalue`` follow scipy's convention (the result unpacks as
-    ``statistic, pvalue = result``): for "dc" the V-statistic MMD and the permutation
-    p-value of MMD − 2rΔ; for "clip" the same with the clipped kernel and its margin
-    2s(r) in place of 2rΔ (``threshold`` = q̂ + 2s(r)); for "mom" the median block p-value p_(k) and
-    P(Binomial(Q, p_(k)) ≥ k − r). ``pvalue`` is valid when at most ``contamination``
-    points are corrupted, and ``reject == (pvalue <= alpha)``. ``certificate`` c is the
-    largest budget under which this test still rejects (None: it does not reject): the
-    rejection stays valid if up to c points were corrupted, and rerunning with the same
-    ``n_blocks`` (reported for "mom", also when it was chosen by "auto") and any
-    ``contamination`` r ≤ c rejects.
-    """
-
-    kind: ClassVar[str] = "robust-test"
-    repr_fields: ClassVar[tuple[str, ...]] = (*TestResult.repr_fields, "method", "contamination", "certificate")
-    title: ClassVar[str] = "Robust two-sample test"
-
-    method: str = attrs.field(validator=attrs.validators.in_(("dc", "clip", "mom")))
-    contamination: int = attrs.field(converter=whole, validator=count)
-    certificate: int | None = attrs.field(default=None, converter=certificate_value, validator=optional_count)
-    #: "dc": the sensitivity Δ, the permutation quantile q̂ and the threshold q̂ + 2rΔ
-    sensitivity: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    null_quantile: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    threshold: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    #: "clip": the radius c of the clipped features, and how far r corrupted points could
-    #: have moved it (0 for a radius given by the caller)
-    clip_radius: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    clip_slack: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    #: "dc" with the median heuristic: the bandwidths the uncorrupted data's (snapped) median
-    #: heuristic could give; the test rejects only when it rejects at each of them
-    bandwidths: list[float] | None = attrs.field(default=None, converter=_optional_floats)
-    #: "mom": the number of blocks Q, the order k of the median and every block's p-value
-    n_blocks: int | None = attrs.field(default=None, validator=optional_count)
-    order: int | None = attrs.field(default=None, validator=optional_count)
-    block_pvalues: np.ndarray | None = null_field()
-
-    def _kernel_text(self) -> str:
-        if self.bandwidths is None:
-            return super()._kernel_text()
-        count = len(self.bandwidths)
-        return (
-            f"{_call_text(self.kernel, self.kernel_params)} (sigma by the median heuristic made robust; "
-            f"{'the one candidate' if count == 1 else f'rejects only at each of {count} candidates'})"
-        )
-
-    def summary_rows(self) -> list[tuple[str, str]]:
-        return [
-            *super().summary_rows(),
-            ("method", f"{self.method}, valid with up to {self.contamination} corrupted point{'s' if self.contamination != 1 else ''}"),
-            ("certificate", "not rejected" if self.certificate is None else f"valid with up to {_count(self.certificate, 'corrupted point')}"),
-        ]
-
-    @property
-    def decision(self) -> str:
-        """The decision in words, with the certificate."""
-        r = self.contamination
-        guard = f"with up to {r} corrupted point{'s' if r != 1 else ''}" if r else "without corruption"
-        if self.reject:
-            survives = f"the rejection stays valid if up to {self.certificate} point{'s were' if self.certificate != 1 else ' was'} corrupted"
-            return f"Reject H0 (same distribution) at level {self.alpha:g}, valid {guard} ({self.method}: p = {self.pvalue:.4g}); {survives}."
-        if self.method != "mom" and (too_few := self._too_few_points()) is not None:
-            return too_few
-        if self.certificate is not None:
-            return (
-                f"No evidence of a difference at level {self.alpha:g} {guard} ({self.method}: p = "
-                f"{self.pvalue:.4g}); the test would reject with at most {self.certificate} corrupted "
-                f"point{'s' if self.certificate != 1 else ''}."
-            )
-        return f"No evidence of a difference at level {self.alpha:g} ({self.method}: p = {self.pvalue:.4g}); the test does not reject even without corruption."
-
-
-def _text_list(value: Any) -> list[str]:
-    return [str(v) for v in value]
-
-
-def _float_list(value: Any) -> list[float | None]:
-    return [None if v is None else float(v) for v in value]
-
-
-def _flag_array(value: Any) -> np.ndarray | None:
-    return None if value is None else np.asarray(value, dtype=bool).reshape(-1)
-
-
-@attrs.frozen(kw_only=True, repr=False)
-class AggregatedTestResult(TestResult):
-    """The outcome of an aggregated two-sample test over a collection of kernels.
-
-    ``method`` "agg" (MMDAgg): ``statistic`` is S = max_l log(L·w_l / p_l), p_l kernel
-    l's permutation p-value among the B + 1 relabellings (the identity included), and
-    ``pvalue`` the permutation p-value of S: the smallest α at which the test rejects
-    (up to the 1/(B + 1) grid). Kernel l rejects when log(L·w_l / p_l) exceeds the
-    null quantile q̂ of S, i.e. when p_l < L·w_l·exp(−q̂) (``kernel_levels``), and the
-    test rejects exactly when one kernel does. ``method`` "fuse" (MMD-FUSE):
-    ``statistic`` is its authors' log Σ_l w_l exp(λ·MMD²_l / N_l) (λ = n(n − 1),
-    n = min(N, M); N_l in ``kernel_scales``) and
-    ``pvalue`` its permutation p-value; it makes no per-kernel decision
-    (``kernel_rejects`` is None).
-
-    ``kernel_specs``, ``bandwidths`` (σ of each kernel, None for a kernel without
-    one), ``weights``, ``kernel_statistics`` (each kernel's statistic on the samples as
-    given) and ``kernel_pvalues`` (each kernel's own permutation p-value) are in the
-    order of the collection. With ``contamination`` r > 0 ("agg" over bounded kernels)
-    ``kernel_pvalues`` are each kernel's dcMMD p-value at budget r, kernel l rejects when
-    its p-value is at most α·w_l (``kernel_levels``), ``statistic`` is max_l log(w_l / p_l)
-    and ``pvalue`` = min(1, min_l p_l / w_l), valid under any r corrupted points (there is
-    no null distribution to return); ``certificate`` is the largest r under which it still
-    rejects (None: it does not reject).
-    """
-
-    kind: ClassVar[str] = "aggregated-test"
-    repr_fields: ClassVar[tuple[str, ...]] = (
-        "statistic",
-        "pvalue",
-        "reject",
-        "alpha",
-        "method",
-        "kernel_specs",
-        "kernel_pvalues",
-        "estimator",
-        "n_x",
-        "n_y",
-        "n_permutations",
-    )
-    title: ClassVar[str] = "Aggregated two-sample test"
-
-    method: str = attrs.field(validator=attrs.validators.in_(("agg", "fuse")))
-    kernel_specs: list[str] = attrs.field(converter=_text_list)
-    bandwidths: list[float | None] = attrs.field(converter=_float_list)
-    weights: np.ndarray = null_field()
-    kernel_statistics: np.ndarray = null_field()
-    kernel_pvalues: np.ndarray = null_field()
-    kernel_rejects: np.ndarray | None = attrs.field(default=None, converter=_flag_array, eq=attrs.cmp_using(eq=_array_eq))
-    kernel_levels: np.ndarray | None = null_field()
-    null_quantile: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    #: "fuse": each kernel's permutation-invariant scale N_l and the inverse temperature λ
-    kernel_scales: np.ndarray | None = null_field()
-    temperature: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    contamination: int = attrs.field(default=0, converter=whole, validator=count)
-    certificate: int | None = attrs.field(default=None, converter=certificate_value, validator=optional_count)
-    #: kernel l's sensitivity Δ_l (robust aggregation)
-    sensitivities: np.ndarray | None = null_field()
-
-    def __attrs_post_init__(self) -> None:
-        sizes = {len(self.kernel_specs), len(self.bandwidths), len(self.weights), len(self.kernel_statistics), len(self.kernel_pvalues)}
-        if len(sizes) != 1:
-            raise DataError(f"An aggregated test result needs one entry per kernel in each list; got lengths {sorted(sizes)}.")
-
-    @property
-    def rejecting_kernels(self) -> list[str]:
-        """The specs of the kernels that rejected ("agg"); empty for "fuse"."""
-        if self.kernel_rejects is None:
-            return []
-        return [spec for spec, flag in zip(self.kernel_specs, self.kernel_rejects) if flag]
-
-    @property
-    def collection(self) -> str:
-        """The collection in words: "rbf and laplace at 10 bandwidths each"."""
-        groups: dict[str, list[str]] = {}
-        names = [spec.split(":")[0] for spec in self.kernel_specs]
-        for spec, name, sigma in zip(self.kernel_specs, names, self.bandwidths):
-            # a family by its name; a kernel without a bandwidth by its name when no other has it
-            groups.setdefault(name if sigma is not None or names.count(name) == 1 else spec, []).append(spec)
-        parts, sizes = [], set()
-        for name, specs in groups.items():
-            if len(specs) > 1:
-                parts.append(name)
-                sizes.add(len(specs))
-            else:
-                parts.append(name if self.bandwidths[self.kernel_specs.index(specs[0])] is None else specs[0])
-                sizes.add(0)
-        if len(sizes) == 1 and (size := sizes.pop()) > 0:
-            joined = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
-            return f"{joined} at {size} bandwidths{' each' if len(parts) > 1 else ''}"
-        described = [f"{part} at {len(specs)} bandwidths" if len(specs) > 1 else part for part, specs in zip(parts, groups.values())]
-        return described[0] if len(described) == 1 else f"{', '.join(described[:-1])} and {described[-1]}"
-
-    @property
-    def most_significant(self) -> str:
-        """The spec of the kernel with the smallest p-value relative to its weight (for
-        MMDAgg, the kernel that drives the decision; the first of equals)."""
-        return self.kernel_specs[int(np.argmin(self.kernel_pvalues / self.weights))]
-
-    def _kernel_text(self) -> str:
-        return f"{self.collection} ({self._over()})"
-
-    def _over(self) -> str:
-        count = len(self.kernel_specs)
-        return f"{count} kernel{'s' if count != 1 else ''}"
-
-    def summary_rows(self) -> list[tuple[str, str]]:
-        name = "MMDAgg" if self.method == "agg" else "MMD-FUSE"
-        best = int(np.argmin(self.kernel_pvalues / self.weights))
-        statistic = "MMD" if self.contamination else "signed MMD"
-        spec, sigma = self.kernel_specs[best], self.bandwidths[best]
-        if sigma is not None:  # σ to 4 digits here; to_dict() has every digit
-            family, _, params = spec.partition(":")
-            spec = f"{family}:{','.join(f'sigma={sigma:.4g}' if p.startswith('sigma=') else p for p in params.split(','))}"
-        rows = [("most significant", f"{spec}: {statistic} {self.kernel_statistics[best]:.4g}, its own p = {self.kernel_pvalues[best]:.4g}")]
-        if self.method == "fuse":
-            rows.append(("FUSE statistic", f"{self.statistic:.6g}"))
-        rows += [
-            ("p-value", f"{self.pvalue:.4g} ({name}, for the whole collection; {_count(self.n_permutations, 'relabelling')})"),
-            ("decision", self.decision),
-        ]
-        if self.contamination:
-            rows.append(("certificate", "not rejected" if self.certificate is None else f"valid with up to {_count(self.certificate, 'corrupted point')}"))
-        return rows
-
-    @property
-    def decision(self) -> str:
-        """The decision in words."""
-        name = "MMDAgg" if self.method == "agg" else "MMD-FUSE"
-        r = self.contamination
-        guard = f", valid with up to {r} corrupted point{'s' if r != 1 else ''}" if r else ""
-        if self.reject:
-            which = ""
-            if self.method == "agg":
-                which = f"; rejected by {len(self.rejecting_kernels)} of {len(self.kernel_specs)} kernels"
-            cert = ""
-            if self.contamination:
-                cert = f"; the rejection stays valid if up to {self.certificate} point{'s were' if self.certificate != 1 else ' was'} corrupted"
-            return f"Reject H0 (same distribution) at level {self.alpha:g}{guard} ({name} over {self._over()}: p = {self.pvalue:.4g}){which}{cert}."
-        if self.contamination and float(np.max(self.weights)) * self.alpha * (self.n_permutations + 1) < 1:
-            return (
-                f"Cannot reject at level {self.alpha:g}{guard} with {_count(self.n_permutations, 'permutation')}: a kernel "
-                f"rejects when its p-value is at most alpha·w_l = {self.alpha * float(np.max(self.weights)):.3g}, "
-                f"below the smallest attainable 1/{self.n_permutations + 1}; "
-                f"{_more_permutations(self.alpha * float(np.max(self.weights)))}."
-            )
-        if self.null_quantile is None and not self.contamination:
-            return (
-                f"Cannot reject at level {self.alpha:g} with {_count(self.n_permutations, 'permutation')}: the smallest "
-                f"attainable p-value is 1/{self.n_permutations + 1}; {_more_permutations(self.alpha)}."
-            )
-        # with a budget, a kernel rejects at its share α·w_l
-        share = self.alpha * float(np.max(self.weights)) if self.contamination else None
-        if (too_few := self._too_few_points(share)) is not None:
-            return too_few
-        return f"No evidence of a difference at level {self.alpha:g}{guard} ({name} over {self._over()}: p = {self.pvalue:.4g} > {self.alpha:g})."
-
-
-@attrs.frozen(kw_only=True, repr=False)
-class EmbeddingsResult(Result):
-    """The mean embeddings of X (and of Y) by one estimator with one kernel, fitted on
-    X ∪ Y, and ‖μ̂_X − μ̂_Y‖_H, the RKHS distance between them (an MMD estimate)."""
-
-    kind: ClassVar[str] = "embeddings"
-    repr_fields: ClassVar[tuple[str, ...]] = ("distance", "x", "y")
-
-    x: Embedding = attrs.field(validator=attrs.validators.instance_of(Embedding))
-    y: Embedding | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Embedding)))
-    distance: float | None = attrs.field(default=None, converter=optional_float, validator=optional_finite)
-    seed: Any = seed_field()
-    timings: dict[str, float] = dict_field(factory=dict)
-
-    def __str__(self) -> str:
-        x = self.x
-        lines = [
-            "Mean embeddings" if self.y is not None else "Mean embedding",
-            f"  kernel     {_call_text(x.kernel.name, x.kernel.params())}",
-            f"  estimator  {_call_text(x.estimator, x.estimator_params)}",
-            f"  X          {len(x.sample)} points",
-        ]
-        if self.y is not None:  # no norms here: each is a pass over a Gram matrix
-            lines.append(f"  Y          {len(self.y.sample)} points")
-        if self.distance is not None:
-            lines.append(f"  distance   {self.distance:.6g} (the RKHS distance between them, an MMD estimate)")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out["x"] = self.x.to_dict()
-        out["y"] = None if self.y is None else self.y.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, registry: Registry | None = None, **context: Any) -> EmbeddingsResult:
-        """Rebuild the embeddings; their kernel is looked up by name in ``registry``
-        (``monk_framework.load_result`` passes the installed one)."""
-        if registry is None:
-            raise ParameterError(
-                "EmbeddingsResult.from_dict needs the registry to rebuild the kernel: pass "
-                "registry=monk_framework.get_registry(), or use monk_framework.load_result."
-            )
-        reg = registry
-        if not isinstance(data, Mapping) or not isinstance(data.get("x"), Mapping):
-            raise DataError("An embeddings result holds the embedding of X under 'x'; this one does not.")
-        x = Embedding.from_dict(data["x"], registry=reg)
-        y = None if data.get("y") is None else Embedding.from_dict(data["y"], registry=reg)
-        return super().from_dict({**data, "x": x, "y": y})

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.kernels import Kernel, counted_in_turn
+from monk_framework.core.gram_bands import counted_in_turn
+from monk_framework.core.kernels import Kernel
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import for_bands
 

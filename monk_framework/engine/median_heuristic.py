@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from monk_framework.core.errors import DataError, KernelOverflowError, ParameterError
-from monk_framework.core.kernels import CHUNK_BYTES
+from monk_framework.core.resources import Resources
 from monk_framework.engine.kernel_values import on_cores
 from monk_framework.numerics.distances import (
     DIRECT_MAX_FEATURES,
@@ -98,7 +98,7 @@ def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:
     root; L1 distances are used as they are.
     """
     n = len(Z)
-    step = max(1, CHUNK_BYTES // (8 * n))
+    step = Resources().chunk_rows(8 * n)
     if metric == "l2" and Z.shape[1] > DIRECT_MAX_FEATURES:
         found = _bracketed_median(Z, step)
         if found is not None:

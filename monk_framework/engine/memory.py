@@ -8,10 +8,13 @@ refusals (a file too large to read, a grid too large to run) goes through
 from __future__ import annotations
 
 from monk_framework.core.errors import ResourceError
-from monk_framework.core.resources import STORE_SHARE, Resources, check_fits, format_bytes
+from monk_framework.core.resources import STORE_SHARE, Resources, available_memory, check_fits, format_bytes
 
-__all__ = ["ALWAYS_GRANTED_BYTES", "reserve_budget", "reserve_memory"]
+__all__ = ["ALWAYS_GRANTED_BYTES", "TABLE_SHARE", "reserve_budget", "reserve_memory", "table_room"]
 
+#: the share of the available memory that tables a computation may build to go faster
+#: (the string kernel's per-string feature tables) may take: beyond it, the slower path
+TABLE_SHARE = 0.25
 #: what :func:`reserve_budget` grants whatever the budget: a budget of a few kB forces the
 #: Gram matrices into tiles; it is not about the few lists and labels beside them
 ALWAYS_GRANTED_BYTES = 64 * 2**20
@@ -21,14 +24,14 @@ def reserve_memory(nbytes: float, *, what: str, fix: str, store: bool = False) -
     """Refuse, before anything is allocated, ``nbytes`` that the memory available now
     cannot hold: a :class:`~monk_framework.core.errors.ResourceError` reading
     "{what} about 2.0 GiB, but only 1.5 GiB (half of the 3.0 GiB free) of memory are
-    available; {fix}". ``what`` says what asks for the memory, in the user's numbers and
+    available. {fix}". ``what`` says what asks for the memory, in the user's numbers and
     with its verb (``"Estimator 'rff': n_features = 10,000 random features of 5,000 points
-    need"``), ``fix`` what to change. A computation may take half of the memory available
+    need"``), ``fix`` what to change (a sentence). A computation may take half of the memory available
     (``store=True``: one stored matrix, which may take 90 %). Nothing is refused when the
     available memory is unknown."""
     check_fits(
         nbytes,
-        lambda need, avail, _: f"{what} about {need}, but only {avail} of memory are available; {fix}",
+        lambda need, avail, _: f"{what} about {need}, but only {avail} of memory are available. {fix}",
         share=STORE_SHARE if store else 0.5,
     )
 
@@ -42,3 +45,11 @@ def reserve_budget(resources: Resources, nbytes: float, *, what: str, fix: str) 
     iteration trace, the partitions it draws ahead)."""
     if nbytes > ALWAYS_GRANTED_BYTES and not resources.fits(nbytes):
         raise ResourceError(f"{what}, about {format_bytes(nbytes)}, over the memory budget of {format_bytes(resources.budget or 0)}; {fix}")
+
+
+def table_room() -> float:
+    """The bytes that tables built to speed a computation up (a kernel's per-string feature
+    tables) may take now: :data:`TABLE_SHARE` of the memory available (infinite when it
+    is unknown). A plan that needs more takes its slower path instead of failing."""
+    avail = available_memory()
+    return TABLE_SHARE * avail if avail is not None else float("inf")

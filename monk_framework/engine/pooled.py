@@ -27,22 +27,16 @@ import attrs
 import numpy as np
 
 from monk_framework.core.errors import ParameterError, shown
-from monk_framework.core.kernels import (
-    CONTRACT_RTOL,
-    DIAG_RTOL,
-    Kernel,
-    check_squared_norm,
-    feature_block_rows,
-    feature_sums,
-    paying_features,
-)
+from monk_framework.core.kernel_checks import CONTRACT_RTOL, DIAG_RTOL
+from monk_framework.core.kernel_sums import feature_block_rows, feature_sums, paying_features
+from monk_framework.core.kernels import Kernel, check_squared_norm
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import one_blas_thread
 from monk_framework.engine.gram_sources import FeatureGram, GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.reductions import diagonal_round_off, u_statistic
-from monk_framework.numerics.compiled import PATTERN_POINTS, every_point_patterns, pack_patterns
+from monk_framework.numerics.product_loops import PATTERN_POINTS, every_point_patterns, pack_patterns
 
 __all__ = [
     "SHARED_INDICATORS",
@@ -59,9 +53,6 @@ __all__ = [
     "u_statistic",
     "v_statistic",
 ]
-
-#: bytes of the indicator block E and its product KE in one batch of relabellings.
-BATCH_BYTES = 64 * 1024 * 1024
 
 
 def pooled(X: Sample, Y: Sample) -> Any:
@@ -335,8 +326,9 @@ class SampleSums:
 
 
 def batch_size(rows: int) -> int:
-    """Relabellings per batch so that E and KE take at most BATCH_BYTES."""
-    return max(1, BATCH_BYTES // (2 * 8 * max(rows, 1)))
+    """Relabellings per batch so that E and KE of ``rows`` points take at most one batch
+    (:meth:`Resources.chunk_rows` of ``work="batch"``)."""
+    return Resources().chunk_rows(2 * 8 * max(rows, 1), work="batch")
 
 
 def relabelling_batch(pool: PooledSample) -> int:
@@ -346,15 +338,14 @@ def relabelling_batch(pool: PooledSample) -> int:
     if pool.features is not None or pool.feature_total is not None or pool.stored:
         return batch_size(pool.size)
 
-    budget = pool.resources.budget or BATCH_BYTES
-    return max(batch_size(pool.size), budget // (4 * 8 * max(pool.size, 1)))
+    return max(batch_size(pool.size), pool.resources.chunk_rows(8 * max(pool.size, 1), work="batch", share=0.25))
 
 
 def indicator_columns(perms: np.ndarray, n: int, size: int, *, ones: bool = False, order: str = "C") -> np.ndarray:
     """The size × B matrix E of 0/1 floats with E[i, b] = 1 where relabelling b (a row of
     ``perms``) calls pooled point i an X point: its first ``n`` entries. With ``ones``, a
     last column of ones follows (size × (B + 1)). ``order="F"`` stores each column
-    contiguously, as the matrix-free products want it (:func:`monk_framework.numerics.compiled.add_tile_product`)."""
+    contiguously, as the matrix-free products want it (:func:`monk_framework.numerics.product_loops.add_tile_product`)."""
     if order not in ("C", "F"):
         raise ValueError(f"indicator_columns: order must be 'C' or 'F', got {order!r}")
     B = len(perms)
@@ -381,7 +372,7 @@ def indicator_patterns(perms: np.ndarray, n: int, size: int) -> np.ndarray:
     """The indicator matrix E of :func:`indicator_columns` packed four points to a byte,
     with a last column of ones: a ⌈size/4⌉ × (B + 1) uint8 array P whose bit t of P[g, b]
     is E[4g + t, b] (relabelling b calls point 4g + t an X point), and whose last column
-    has the bits of all ``size`` points. :func:`monk_framework.numerics.compiled.add_indicator_product`
+    has the bits of all ``size`` points. :func:`monk_framework.numerics.product_loops.add_indicator_product`
     multiplies by E through it."""
     perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
     B = len(perms)
@@ -576,10 +567,6 @@ def v_statistic(sums: Any, n: Any, m: Any) -> Any:
     return sums.xx / (n * n) + sums.yy / (m * m) - 2.0 * sums.xy / (n * m)
 
 
-#: bytes of one band of kernel values in :func:`off_diagonal_sample_sums`
-OFF_DIAGONAL_BAND_BYTES = 8 * 1024 * 1024
-
-
 def off_diagonal_sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSums:
     """:func:`sample_sums` with the sums within X and within Y added up without the
     diagonal: e_bᵀ K₀ e_b and (1 − e_b)ᵀ K₀ (1 − e_b) for K₀ = K with a zero diagonal, and
@@ -596,7 +583,7 @@ def off_diagonal_sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSum
     E = indicator_columns(perms, pool.n, size)
     F = 1.0 - E
     xx, yy, xy = np.zeros(B), np.zeros(B), np.zeros(B)
-    rows = max(1, min(size, OFF_DIAGONAL_BAND_BYTES // (8 * size)))
+    rows = Resources().chunk_rows(8 * size, work="double-band", at_most=size)
     stored = pool.source.K if pool.stored else None  # type: ignore[attr-defined]
     for a in range(0, size, rows):
         b = min(a + rows, size)
@@ -637,7 +624,7 @@ def far_point_sample_sums(pool: PooledSample, perms: np.ndarray, h: int) -> tupl
     else:
         PE, PF = _features_times(pool, len(pool.feature_total), Ez, Fz)  # type: ignore[arg-type]
     # k(z_h, ·) over the rest, times E and F, in chunks of columns
-    cols = max(1, OFF_DIAGONAL_BAND_BYTES // (8 * max(h, 1)))
+    cols = Resources().chunk_rows(8 * max(h, 1), work="double-band")
     KE, KF = np.zeros((len(far), B)), np.zeros((len(far), B))
     apart = take(pool.Z, far)
     for c in range(0, size, cols):

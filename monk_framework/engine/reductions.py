@@ -12,7 +12,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from monk_framework.core.errors import KernelOverflowError, PrecisionWarning
-from monk_framework.core.kernels import CHUNK_BYTES, Kernel, feature_sums, paying_features
+from monk_framework.core.kernel_sums import feature_sums, paying_features
+from monk_framework.core.kernels import Kernel
 from monk_framework.core.protocols import GramMatrix
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
@@ -32,6 +33,7 @@ __all__ = [
     "kernel_sums",
     "loses_to_diagonal",
     "off_diagonal",
+    "squared_kernel_sum",
     "u_statistic",
     "warn_lost_to_diagonal",
 ]
@@ -228,7 +230,7 @@ def _rows_apart(kernel: Kernel, A: Sample, rows: np.ndarray, B: Sample, keep: np
     third is the pairs of points apart on both sides."""
     if not len(rows):
         return 0.0, 0.0, 0.0
-    cols = max(1, CHUNK_BYTES // (8 * len(rows)))
+    cols = Resources().chunk_rows(8 * len(rows))
     kept = 0.0
     for c in range(0, len(B), cols):
         tile = kernel.gram_tile(take(A, rows), take(B, np.arange(c, min(c + cols, len(B)))))
@@ -272,6 +274,21 @@ def _finite(kernel: Kernel, sums: KernelSums, largest: float) -> KernelSums:
         f"Kernel {kernel.spec()} has values up to about {largest:.3g}: each is finite, but their sums over the "
         "samples overflow float64. Scale the kernel (or the data) down."
     )
+
+
+def squared_kernel_sum(kernel: Kernel, Z: Sample, *, resources: Resources) -> float:
+    """Σ_{i≠j} k(z_i, z_j)² over the pooled points, in row bands of at most half the
+    memory budget: the diagonal is left out before the sum, not subtracted after it (an
+    unbounded kernel's k(z, z)² can dwarf every value between points)."""
+    size = len(Z)
+    rows = resources.chunk_rows(8 * max(size, 1), share=0.5, at_most=size)
+    total = 0.0
+    for a in range(0, size, rows):
+        b = min(a + rows, size)
+        tile = kernel.gram_tile(take(Z, np.arange(a, b)), Z)
+        tile[np.arange(b - a), np.arange(a, b)] = 0.0
+        total += float(np.einsum("ij,ij->", tile, tile))
+    return total
 
 
 def block_trace_variances(source: GramMatrix, labels: np.ndarray, n_blocks: int, diag: np.ndarray) -> np.ndarray:

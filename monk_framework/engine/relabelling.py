@@ -370,7 +370,7 @@ def null_statistics(
 
 def within_block_batch(pool: PooledSample, n_permutations: int) -> int:
     """Relabellings per batch of a within-block test: whole draw chunks, about ten batches
-    (so a progress bar moves), at most what ``BATCH_BYTES`` allows."""
+    (so a progress bar moves), at most one batch of the engine's size."""
     tenth = -(-n_permutations // 10)
     chunks = max(1, min(batch_size(pool.size), tenth) // DRAW_CHUNK)
     return chunks * DRAW_CHUNK

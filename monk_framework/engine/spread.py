@@ -25,9 +25,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from monk_framework.core.kernels import Kernel
+from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import Backend
-from monk_framework.engine.gram_sources import MATRIX_FREE_BAND_ROWS, TILE_BYTES
+from monk_framework.engine.gram_sources import MATRIX_FREE_BAND_ROWS
 
 __all__ = ["SpreadSums", "spread_kernel_sums", "sum_tiles"]
 
@@ -51,7 +52,7 @@ def sum_tiles(n: int, m: int, rows: int) -> list[tuple[str, int, int]]:
 
 def tile_sum(task: tuple[str, int, int], data: tuple[Any, ...]) -> tuple[float, float]:
     """One band's share of a kernel sum with and without the diagonal, in column tiles of
-    ``TILE_BYTES`` (module level: it runs on workers).
+    the engine's tile size (module level: it runs on workers).
 
     A band a:b of a symmetric Gram matrix gives its diagonal block once, with the
     diagonal from ``diag_tile`` as in ``gram(X)`` (and checked against the kernel
@@ -61,7 +62,7 @@ def tile_sum(task: tuple[str, int, int], data: tuple[Any, ...]) -> tuple[float, 
     kernel, X, Y, diag_x, diag_y = data
     kind, a, b = task
     Z, diag = (X, diag_x) if kind == "x" else (Y, diag_y)
-    cols = max(64, TILE_BYTES // (8 * (b - a)))
+    cols = Resources().chunk_rows(8 * (b - a), work="tile", at_least=64)
     # the tiles right of the diagonal are checked through their sum, not value by value: a
     # NaN or an infinity among the values makes the sum NaN or infinite
     if kind == "xy":

@@ -45,7 +45,7 @@ from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import in_this_process
 from monk_framework.engine.gram_sources import GramSource, MatrixFreeGram, PermutedGram, StoredGram, gram_source
 from monk_framework.engine.partitions import Partition
-from monk_framework.engine.pooled import BATCH_BYTES, PooledSample, SampleSums, pooled
+from monk_framework.engine.pooled import PooledSample, SampleSums, pooled
 
 __all__ = [
     "WITHIN_BLOCK_BAND_ROWS",
@@ -212,7 +212,7 @@ def block_means_gram(pool: PooledSample, partition: Partition, perms: np.ndarray
     relabelled X and Y parts of block q. With L the (N+M) × Q block indicators and E_b
     its restriction to relabelling b's X, F_b = L − E_b, so every entry comes from
     E_bᵀ K E_b, E_bᵀ K L and Lᵀ K L: one product K [E_1 … E_B] of the pooled Gram matrix
-    (in batches bounded by ``BATCH_BYTES``), stored or matrix-free.
+    (in batches of the engine's batch size), stored or matrix-free.
     """
     perms = np.atleast_2d(np.asarray(perms, dtype=np.int64))
     B, size = perms.shape
@@ -227,7 +227,7 @@ def block_means_gram(pool: PooledSample, partition: Partition, perms: np.ndarray
     nx = partition.x_sizes.astype(float)
     ny = partition.y_sizes.astype(float)
     out = np.empty((B, 2 * Q, 2 * Q))
-    step = max(1, BATCH_BYTES // (2 * 8 * size * Q))
+    step = pool.resources.chunk_rows(2 * 8 * size * Q, work="batch")
     for start in range(0, B, step):
         stop = min(start + step, B)
         E = np.zeros((size, (stop - start) * Q))
@@ -389,11 +389,6 @@ def _one_block_sums(task: tuple[np.ndarray, np.ndarray], data: tuple[Any, ...]) 
     return float(S[0, 0]), float(S[1, 1]), float(S[0, 1])
 
 
-#: bytes of the indicator matrix W and of K W when one product with a relabelling's view of
-#: a stored pooled Gram matrix gives every partition's block sums (:func:`paired_block_sums`)
-SHARED_SUMS_BYTES = 64 * 1024 * 1024
-
-
 def paired_block_sums(pool: PooledSample, partitions: list[Partition]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(A_q, B_q, C_q) of every paired partition of the pool's samples: Σ k over S_q×S_q,
     over T_q×T_q and over S_q×T_q for each block q (BCD-Fast's block statistics).
@@ -432,8 +427,8 @@ def _shared_block_sums(shared: PermutedGram, parts: list[Partition]) -> list[tup
     2Q·p + Q + q its Y part, at the pooled indices the relabelling maps them to.
     """
     Q = parts[0].n_blocks
-    # partitions per product, so that W and K W take at most SHARED_SUMS_BYTES
-    per = max(1, SHARED_SUMS_BYTES // (2 * 8 * shared.n * 2 * Q))
+    # partitions per product, so that W and K W take at most one batch
+    per = Resources().chunk_rows(2 * 8 * shared.n * 2 * Q, work="batch")
     out = []
     for first in range(0, len(parts), per):
         chunk = parts[first : first + per]

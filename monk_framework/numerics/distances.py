@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.numerics.compiled import centred_with_norms, exp_squared_distance_tile, finish_squared_distances
+from monk_framework.numerics.exp_loops import centred_with_norms, exp_squared_distance_tile, finish_squared_distances
 
 __all__ = [
     "DIRECT_MAX_FEATURES",
@@ -124,7 +124,7 @@ def exp_scaled_squared_distances(X: np.ndarray, Y: np.ndarray, sigma: float, fac
     default factor, a negative power of two), without overflow or underflow on the way.
 
     With moderate data and σ, one compiled pass writes the tile
-    (:func:`monk_framework.numerics.compiled.exp_squared_distance_tile`): the exponentials of
+    (:func:`monk_framework.numerics.exp_loops.exp_squared_distance_tile`): the exponentials of
     ``scaled_squared_distances(X, Y, sigma, factor)``, bit for bit in the distances and
     within one unit in the last place of ``np.exp``. Otherwise ``np.exp`` of those.
     """

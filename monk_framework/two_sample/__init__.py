@@ -13,7 +13,8 @@
 
 from __future__ import annotations
 
-from monk_framework.core.results import AggregatedTestResult, PermutationTestResult, RobustTestResult, SplitTestResult, TestResult
+from monk_framework.core.results import TestResult
+from monk_framework.core.test_results import AggregatedTestResult, PermutationTestResult, RobustTestResult, SplitTestResult
 from monk_framework.two_sample.aggregated import aggregated_test
 from monk_framework.two_sample.estimation import embed, estimate
 from monk_framework.two_sample.permutation import permutation_test

@@ -46,15 +46,17 @@ import numpy as np
 
 from monk_framework.core.errors import DataError, MonkError, ParameterError, shown, shown_count
 from monk_framework.core.estimators import MMDEstimator
-from monk_framework.core.kernels import CHUNK_BYTES, Kernel
+from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import check_choice, check_flag, first_repeat, parse_spec, spec_label
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
-from monk_framework.core.resources import ProgressCallback, Resources, check_backend, check_fits, counting, progress_callback
-from monk_framework.core.results import AggregatedTestResult
-from monk_framework.core.samples import Sample, take
+from monk_framework.core.resources import ProgressCallback, Resources, check_backend, counting, progress_callback
+from monk_framework.core.samples import Sample
+from monk_framework.core.test_results import AggregatedTestResult
 from monk_framework.engine.backends import Backend, is_remote
+from monk_framework.engine.memory import reserve_memory
 from monk_framework.engine.pooled import pooled
+from monk_framework.engine.reductions import squared_kernel_sum
 from monk_framework.engine.relabelling import Progress, SharedRelabellings, check_null_memory, relabelled_statistics
 from monk_framework.numerics.distances import scaled_distances, scaled_l1_distances
 from monk_framework.two_sample.common import (
@@ -215,16 +217,7 @@ def pair_square_scale(kernel: Kernel, Z: Any, resources: Resources) -> float:
     """N = √(Σ_{i≠j} k(z_i, z_j)² / (P(P − 1))) over the P pooled points, in row bands
     within the memory budget (MMD-FUSE's permutation-invariant normaliser)."""
     size = len(Z)
-    rows = max(1, min(size, (resources.budget or CHUNK_BYTES) // (8 * max(size, 1) * 2)))
-    total = 0.0
-    for a in range(0, size, rows):
-        b = min(a + rows, size)
-        tile = kernel.gram_tile(take(Z, np.arange(a, b)), Z)
-        # left out before the sum, not subtracted after it: an unbounded kernel's k(z, z)²
-        # can dwarf every value between points
-        tile[np.arange(b - a), np.arange(a, b)] = 0.0
-        total += float(np.einsum("ij,ij->", tile, tile))
-    value = math.sqrt(max(total, 0.0) / (size * (size - 1)))
+    value = math.sqrt(max(squared_kernel_sum(kernel, Z, resources=resources), 0.0) / (size * (size - 1)))
     if not value > 0:
         raise DataError(
             f"MMD-FUSE normalises each kernel's statistic by its pooled scale; {kernel.spec()} is 0 between every "
@@ -324,13 +317,10 @@ def repeated_bandwidth(bandwidths: Sequence[float] | np.ndarray) -> float | None
 def _check_collection_size(B: int, L: int, what: str) -> None:
     """Refuse, before any kernel is built, a collection whose (B + 1) × L matrix of
     statistics (and L kernel objects) cannot fit in memory, naming what set L."""
-    check_fits(
+    reserve_memory(
         8 * (B + 1) * L + KERNEL_BYTES * L,
-        lambda need, avail, _: (
-            f"n_permutations (-B) = {shown_count(B)} relabellings of {L:,} kernels ({what}) need about {need} for their "
-            f"statistics, but only {avail} of memory are available. Use fewer permutations (B = 100,000 already "
-            "resolves a p-value of 1e-5) or fewer kernels (the published collections have 10 bandwidths a family)."
-        ),
+        what=f"n_permutations (-B) = {shown_count(B)} relabellings of {L:,} kernels ({what}) need, for their statistics,",
+        fix="Use fewer permutations (B = 100,000 already resolves a p-value of 1e-5) or fewer kernels (the published collections have 10 bandwidths a family).",
     )
 
 

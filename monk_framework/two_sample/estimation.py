@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from monk_framework.core.embedding import Embedding
 from monk_framework.core.errors import MonkError
 from monk_framework.core.estimators import EmbeddingEstimator, MMDEstimator
 from monk_framework.core.randomness import RNGLike
 from monk_framework.core.resources import ProgressCallback, progress_callback
-from monk_framework.core.results import Embedding, MMDResult
+from monk_framework.core.results import MMDResult
 from monk_framework.two_sample.common import previous_form, resolve_with_defaults
 
 __all__ = ["DEFAULT_EMBEDDING", "embed", "estimate"]

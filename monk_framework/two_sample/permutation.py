@@ -38,7 +38,8 @@ from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import check_choice, check_flag
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.resources import ProgressCallback, Resources, counting
-from monk_framework.core.results import PermutationTestResult, computed_with
+from monk_framework.core.results import computed_with
+from monk_framework.core.test_results import PermutationTestResult
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.relabelling import check_null_memory, relabelled_statistics
 from monk_framework.two_sample.common import (

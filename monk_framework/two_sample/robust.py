@@ -48,6 +48,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from monk_framework.core.combinators import RADIUS_RANGE, ClippedKernel
 from monk_framework.core.errors import (
     DataError,
     MonkDeprecationWarning,
@@ -58,7 +59,7 @@ from monk_framework.core.errors import (
     shown,
 )
 from monk_framework.core.estimators import MMDEstimator
-from monk_framework.core.kernels import RADIUS_RANGE, ClippedKernel, Kernel
+from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import check_choice, check_flag, finite_real
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
@@ -70,7 +71,8 @@ from monk_framework.core.resources import (
     outside_stacklevel,
     progress_callback,
 )
-from monk_framework.core.results import RobustTestResult, computed_with
+from monk_framework.core.results import computed_with
+from monk_framework.core.test_results import RobustTestResult
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
 from monk_framework.engine.pooled import PooledSample, pooled

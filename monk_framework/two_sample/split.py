@@ -23,14 +23,12 @@ from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.params import first_repeat
 from monk_framework.core.randomness import RNGLike, root, seed_of, stable_int, stream
-from monk_framework.core.resources import ProgressCallback, Resources, check_fits, counting
-from monk_framework.core.results import (
-    SplitTestResult,
-    computed_with,
-    jsonable,
-)
+from monk_framework.core.resources import ProgressCallback, Resources, counting
+from monk_framework.core.results import computed_with, jsonable
 from monk_framework.core.samples import take
+from monk_framework.core.test_results import SplitTestResult
 from monk_framework.engine.backends import Backend
+from monk_framework.engine.memory import reserve_memory
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.relabelling import check_null_memory, null_statistics, observed_mmd2
 from monk_framework.two_sample.common import (
@@ -71,12 +69,10 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]
             raise ParameterError(f"grid[{key!r}] must be a non-empty list of values; got {values!r}.")
     keys = list(grid)
     count = math.prod(len(grid[k]) for k in keys)
-    check_fits(
+    reserve_memory(
         GRID_POINT_BYTES * count,
-        lambda need, avail, _: (
-            f"grid: {' x '.join(str(len(grid[k])) for k in keys)} = {count:,} combinations to tune need about {need}, "
-            f"but only {avail} of memory are available; give fewer values."
-        ),
+        what=f"grid: {' x '.join(str(len(grid[k])) for k in keys)} = {count:,} combinations to tune need",
+        fix="Give fewer values.",
     )
     return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
 

@@ -17,6 +17,7 @@ import pytest
 
 from monk_framework.core.errors import DataError, ParameterError
 from monk_framework.core.resources import CHUNK_BYTES
+from monk_framework.engine import memory as engine_memory
 from monk_framework.numerics.compiled import compiled_available, using_compiled
 from monk_plugins import ssk_core as core
 from monk_plugins import ssk_pairs
@@ -343,7 +344,7 @@ def test_memory_of_the_feature_tables_is_bounded(monkeypatch):
     # with too little memory for any feature alphabet, the pair programme is chosen
     import monk_plugins.string_kernels as sk
 
-    monkeypatch.setattr(sk, "available_memory", lambda: 1000)
+    monkeypatch.setattr(engine_memory, "available_memory", lambda: 1000)
     S = ["ACGTACGTAC", "GGTACCA"]
     assert sk.plan(S, None, [3], 0.5).path == "pairs"
     grams, _ = sk.ssk_levels(S, None, [3], 0.5)
@@ -377,7 +378,7 @@ def test_many_long_strings_keep_the_feature_path_within_the_memory_budget(monkey
     rng = np.random.default_rng(22)
     S = ["".join(rng.choice(list("ACGT"), 1000)) for _ in range(300)]
     assert core.feature_bytes_for_lengths([1000] * 300, 4, [5]) < 120e6 < 8.0 * 300 * 1000 * (64 + 16)
-    monkeypatch.setattr(sk, "available_memory", lambda: 480e6)
+    monkeypatch.setattr(engine_memory, "available_memory", lambda: 480e6)
     assert sk.plan(S, None, [5], 0.5).path == "features"
     grams, _ = sk.ssk_levels(S, None, [5], 0.5)
     picked = [0, 150, 299]
@@ -396,7 +397,7 @@ def test_the_pair_programme_of_a_symmetric_gram_runs_in_bands_the_engine_counts(
     rng = np.random.default_rng(23)
     S = random_strings(rng, "abcdefghijklmnopqrstuvwxyz", 60, (20, 40))
     k = registry.get_kernel("ssk", n=4, lam=0.6)
-    monkeypatch.setattr(sk, "available_memory", lambda: 1000)  # no feature tables fit: all pairs
+    monkeypatch.setattr(engine_memory, "available_memory", lambda: 1000)  # no feature tables fit: all pairs
     assert k.plan(S).path == "pairs"
     whole = k.gram(S)  # one band holds every pair
     monkeypatch.setattr(sk, "PAIRS_PER_BAND", 50)
@@ -421,7 +422,7 @@ def test_the_pair_programme_of_a_rectangular_gram_runs_in_bands_the_engine_count
     S = random_strings(rng, "abcdefghijklmnopqrstuvwxyz", 70, (20, 40))
     X, Y = S[:40], S[40:]
     k = registry.get_kernel("ssk", n=4, lam=0.6, normalize=normalize)
-    monkeypatch.setattr(sk, "available_memory", lambda: 1000)  # no feature tables fit: all pairs
+    monkeypatch.setattr(engine_memory, "available_memory", lambda: 1000)  # no feature tables fit: all pairs
     assert k.plan(X, Y).path == "pairs"
     whole = k.gram(X, Y)
     monkeypatch.setattr(sk, "PAIRS_PER_BAND", 40)

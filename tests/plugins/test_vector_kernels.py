@@ -11,7 +11,7 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from monk_framework import DataError, KernelOverflowError, MonkError, ParameterError, get_registry
-from monk_framework.core import kernels as kernels_module
+from monk_framework.core.resources import CHUNK_BYTES
 from monk_framework.numerics import distances as distances_module
 
 REG = get_registry()
@@ -202,7 +202,7 @@ def test_chunked_gram_is_exactly_symmetric_and_matches_unchunked(monkeypatch, rn
     X = rng.normal(size=(301, 4)) * 3
     kernel = REG.get_kernel("rbf", sigma=2.0)
     whole = kernel.gram(X)
-    monkeypatch.setattr(kernels_module, "CHUNK_BYTES", 8 * 301 * 7)  # 32-row chunks
+    monkeypatch.setitem(CHUNK_BYTES, "band", 8 * 301 * 7)  # 32-row chunks
     chunked = kernel.gram(X)
     assert np.array_equal(chunked, chunked.T)
     assert np.array_equal(np.diag(chunked), np.ones(301))
@@ -224,9 +224,8 @@ def test_distances_are_accurate_for_near_duplicates_far_from_the_origin(d, rng):
 
 @pytest.mark.parametrize("sizes, d", [((30, 20), 2), ((4, 3), 1), ((5, 3), 1), ((27, 14), 12)])
 def test_median_heuristic_equals_brute_force_median(rng, monkeypatch, sizes, d):
-    import monk_framework.core.kernels as kernels_mod
 
-    monkeypatch.setattr(kernels_mod, "CHUNK_BYTES", 8 * 50 * 3)  # row bands of 3 rows
+    monkeypatch.setitem(CHUNK_BYTES, "band", 8 * 50 * 3)  # row bands of 3 rows
     X, Y = rng.normal(size=(sizes[0], d)), rng.normal(size=(sizes[1], d)) + 1
     Z = np.vstack([X, Y])
     n = len(Z)  # 7 points: 21 pairs (odd); 8 points: 28 pairs (even)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from monk_framework import DataError, ParameterError, get_registry, load_result
-from monk_framework.core.kernels import ProductKernel, ScaledKernel, SumKernel
+from monk_framework.core.combinators import ProductKernel, ScaledKernel, SumKernel
 from monk_framework.core.registry import kernel_from_spec
 from monk_framework.two_sample import permutation_test, robust_test
 
@@ -99,7 +99,7 @@ def test_scaled_kernel_refuses_a_non_kernel():
 
 def test_clipped_kernel_matches_its_definition_by_hand():
     # quadratic (xy + 1)^2 in d = 1: k(x, x) = (x^2 + 1)^2, so ||phi(x)|| = x^2 + 1
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
 
     k = ClippedKernel(c=5.0, kernel=REG.get_kernel("quadratic"))
     X = np.array([[1.0], [3.0]])  # norms 2 (kept) and 10 (shrunk by s = 5/10)
@@ -116,7 +116,7 @@ def test_clipped_kernel_matches_its_definition_by_hand():
 
 
 def test_clipped_kernel_is_psd_with_every_feature_in_the_ball():
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
 
     g = np.random.default_rng(1)
     Z = g.normal(size=(40, 3)) * g.choice([1, 30], size=(40, 1))
@@ -130,7 +130,7 @@ def test_clipped_kernel_is_psd_with_every_feature_in_the_ball():
 
 
 def test_a_clipped_kernel_needs_a_positive_radius():
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
 
     for bad in (0.0, -1.0, float("inf"), float("nan")):
         with pytest.raises(ParameterError, match="clipped at a radius c that is a finite number > 0"):
@@ -143,7 +143,7 @@ def test_a_clipped_kernel_needs_a_positive_radius():
 def test_a_point_beyond_float64_gets_the_clipped_feature_zero():
     # quadratic at norm 1e100: k(x, x) = (1e200 + 1)^2 overflows, so the point's direction
     # is not computable; its feature is 0 and the ordinary points keep their clipped values
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
 
     k = ClippedKernel(c=3.0, kernel=REG.get_kernel("quadratic"))
     Z = np.random.default_rng(2).normal(size=(6, 2))
@@ -166,7 +166,7 @@ def test_a_negative_diagonal_is_caught_next_to_a_norm_beyond_float64():
     import attrs
 
     from monk_framework import Kernel, KernelContractError
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
 
     @attrs.frozen(kw_only=True)
     class NegativeDiag(Kernel):
@@ -188,7 +188,7 @@ def test_a_negative_diagonal_is_caught_next_to_a_norm_beyond_float64():
 def test_clipped_pair_values_are_the_diagonal_of_the_clipped_gram():
     # the direct pair formula k0(a, b) s(a) s(b), with k0's own pair values, against the
     # Gram matrix; a point beyond float64 has the feature 0 in both
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
 
     g = np.random.default_rng(4)
     A, B = g.normal(size=(60, 3)) * 3, g.normal(size=(60, 3)) * 3

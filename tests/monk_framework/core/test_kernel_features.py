@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from monk_framework import Kernel, KernelContractError, estimate, get_registry, permutation_test
-from monk_framework.core import kernels as kernels_module
-from monk_framework.core.kernels import FEATURES_PAY
+from monk_framework.core import kernel_sums as kernels_module
+from monk_framework.core.kernel_sums import FEATURES_PAY
 
 REG = get_registry()
 SPECS = ["linear", "quadratic", "polynomial:degree=3,offset=0.5,scale=0.7", "linear:normalize=true", "quadratic:normalize=true"]
@@ -157,7 +157,7 @@ def test_a_million_points_take_seconds_not_the_hours_of_their_gram_matrix():
 
 
 def _composites():
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
 
     lin, quad = REG.get_kernel("linear"), REG.get_kernel("quadratic")
     return {
@@ -187,7 +187,7 @@ def test_combinations_of_kernels_with_features_have_features(name, without_featu
 
 
 def test_a_clipped_point_beyond_float64_has_the_feature_0_as_its_kernel_row_is():
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
 
     kernel = ClippedKernel(c=5.0, kernel=REG.get_kernel("quadratic"))
     X = np.array([[1e200], [0.5], [-1.0]])

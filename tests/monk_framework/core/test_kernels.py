@@ -16,9 +16,8 @@ from hypothesis.extra.numpy import arrays
 from scipy.spatial.distance import cdist
 
 from monk_framework import Kernel, KernelOverflowError, ResourceError, get_registry
-from monk_framework.core import kernels as kernels_module
 from monk_framework.core import resources
-from monk_framework.engine import median_heuristic
+from monk_framework.core.resources import CHUNK_BYTES
 from monk_framework.numerics import distances as distances_module
 
 REG = get_registry()
@@ -376,7 +375,6 @@ def test_the_median_heuristic_equals_the_sorted_refined_distances_bit_for_bit(ki
     # refined upper-triangle distances, computed in the same bands; in two far clusters
     # the median pair is close next to the norms, the bracket is not proved, and the
     # general path runs
-    from monk_framework.core.kernels import CHUNK_BYTES
     from monk_framework.engine.median_heuristic import median_distance
     from monk_framework.numerics.distances import refined_squared_distances
 
@@ -389,7 +387,7 @@ def test_the_median_heuristic_equals_the_sorted_refined_distances_bit_for_bit(ki
         "a tight cloud far from 0": g.normal(size=(n, d)) * 1e-3 + 5.0,
         "two far clusters": g.normal(size=(n, d)) + np.where(np.arange(n) < 0.8 * n, 1e3, -4e3)[:, None],
     }[kind]
-    step = max(1, CHUNK_BYTES // (8 * n))
+    step = max(1, CHUNK_BYTES["band"] // (8 * n))
     upper = []
     for start in range(0, n - 1, step):
         band = refined_squared_distances(Z[start : start + step], Z[start:])
@@ -415,8 +413,8 @@ def test_the_gram_matrix_and_median_heuristic_on_threads_are_the_same_bits_as_on
     from monk_framework.engine.kernel_values import gram_matrix
     from monk_framework.engine.median_heuristic import median_distance
 
-    monkeypatch.setattr(kernels_module, "CHUNK_BYTES", 64 * 1024)  # Gram bands of 32 rows
-    monkeypatch.setattr(median_heuristic, "CHUNK_BYTES", 64 * 1024)  # median bands of 8
+    monkeypatch.setitem(CHUNK_BYTES, "band", 64 * 1024)  # Gram bands of 32 rows
+    monkeypatch.setitem(CHUNK_BYTES, "band", 64 * 1024)  # median bands of 8
     g = np.random.default_rng(3)
     Z = g.normal(size=(1024, 12))
     kernel = get_registry().get_kernel("rbf", sigma=2.0).fit(Z)
@@ -432,7 +430,7 @@ def test_the_gram_matrix_and_median_heuristic_on_threads_are_the_same_bits_as_on
 def test_a_contract_fault_found_on_a_pool_thread_is_raised_by_name(two_cores, monkeypatch):
     from monk_framework import KernelContractError
 
-    monkeypatch.setattr(kernels_module, "CHUNK_BYTES", 8 * 64)  # bands of 32 rows: 8 bands on the pool
+    monkeypatch.setitem(CHUNK_BYTES, "band", 8 * 64)  # bands of 32 rows: 8 bands on the pool
     from monk_framework.engine.kernel_values import gram_matrix
 
     X = np.random.default_rng(1).normal(size=(256, 2))

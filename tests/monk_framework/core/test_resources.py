@@ -266,7 +266,7 @@ def test_monk_estimates_over_the_budget_run_matrix_free_with_the_same_value():
 
 
 def test_an_embedding_over_the_budget_gives_the_stored_norms_and_witness():
-    from monk_framework.core.kernels import bilinear, weighted_gram
+    from monk_framework.core.kernel_sums import bilinear, weighted_gram
 
     gen = np.random.default_rng(7)
     X, Y, Z = gen.normal(size=(70, 3)), gen.normal(0.5, 1.0, size=(50, 3)), gen.normal(size=(9, 3))
@@ -369,7 +369,7 @@ def test_a_symmetric_bilinear_form_from_the_upper_triangle_is_the_brute_force_su
     # u'Kv with u != v from upper-triangle tiles (the diagonal from diag_tile), one pair at a time
     import math
 
-    from monk_framework.core.kernels import bilinear
+    from monk_framework.core.kernel_sums import bilinear
 
     gen = np.random.default_rng(8)
     X = gen.normal(size=(40, 2))

@@ -9,6 +9,8 @@ import scipy.sparse as sp
 
 from monk_framework import Kernel, KernelOverflowError
 from monk_framework.core.errors import ParameterError
+from monk_framework.core.resources import CHUNK_BYTES
+from monk_framework.engine import band_reductions
 from monk_framework.engine.gram_sources import MatrixFreeGram, StoredGram
 from monk_framework.engine.lepski import geometric_grid, lepski
 from monk_framework.engine.partitions import block_sizes, check_n_blocks, majority, median_block, median_value, pair_partition, random_partition
@@ -63,9 +65,8 @@ def test_n_blocks_bound_names_the_parameter():
 
 @pytest.mark.parametrize("source", ["stored", "matrix-free"])
 def test_block_reductions_equal_brute_force(registry, source, monkeypatch):
-    from monk_framework.engine import gram_sources as gs
 
-    monkeypatch.setattr(gs, "TILE_BYTES", 8)  # matrix-free bands in tiles of 64 columns
+    monkeypatch.setitem(CHUNK_BYTES, "tile", 8)  # matrix-free bands in tiles of 64 columns
     rng = np.random.default_rng(2)
     Z = rng.standard_normal((157, 3))
     kernel = registry.get_kernel("rbf", sigma=1.3)
@@ -118,7 +119,7 @@ def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, mo
     from monk_framework.engine.gram_sources import PermutedGram
 
     monkeypatch.setattr(gs, "HALVING_LEAF", 5)  # several levels of halving on small n
-    monkeypatch.setattr(gs, "TILE_BYTES", 8)  # matrix-free bands in tiles of 64 columns
+    monkeypatch.setitem(CHUNK_BYTES, "tile", 8)  # matrix-free bands in tiles of 64 columns
     Z = rng.normal(size=(n, 3))
     kernel = registry.get_kernel("laplace", sigma=1.5)
     K = kernel.gram(Z)
@@ -147,11 +148,10 @@ def test_quadratic_forms_from_the_upper_half_equal_brute_force(registry, rng, mo
 
 @pytest.mark.parametrize("n", [1, 7, 40, 333])
 def test_forms_of_packed_indicator_columns_equal_brute_force(registry, rng, monkeypatch, n):
-    from monk_framework.engine import gram_sources as gs
     from monk_framework.engine.gram_sources import IndicatorColumns
     from monk_framework.engine.pooled import indicator_patterns
 
-    monkeypatch.setattr(gs, "TILE_BYTES", 8)  # matrix-free bands in tiles of 64 columns
+    monkeypatch.setitem(CHUNK_BYTES, "tile", 8)  # matrix-free bands in tiles of 64 columns
     Z = rng.normal(size=(n, 3))
     kernel = registry.get_kernel("laplace", sigma=1.5)
     K = kernel.gram(Z)
@@ -225,12 +225,11 @@ def record_calls(monkeypatch, module, name: str) -> list:
 
 
 def test_matrix_free_forms_of_indicator_columns_add_subset_sums(registry, rng, monkeypatch):
-    from monk_framework.engine import gram_sources as gs
     from monk_framework.engine.gram_sources import IndicatorColumns
     from monk_framework.engine.pooled import indicator_patterns
 
-    monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)
-    calls = record_calls(monkeypatch, gs, "add_indicator_product")
+    monkeypatch.setitem(CHUNK_BYTES, "tile", 8 * 13 * 50)
+    calls = record_calls(monkeypatch, band_reductions, "add_indicator_product")
     Z = rng.normal(size=(200, 4))
     perms = np.array([rng.permutation(200) for _ in range(11)])
     W = IndicatorColumns(np.asfortranarray(np.zeros((200, 11))), indicator_patterns(perms, 90, 200))
@@ -242,12 +241,11 @@ def test_matrix_free_forms_of_indicator_columns_add_subset_sums(registry, rng, m
 
 
 def test_matrix_free_forms_multiply_fortran_ordered_weights_in_the_compiled_loop(registry, rng, monkeypatch):
-    from monk_framework.engine import gram_sources as gs
 
-    monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)  # tiles of 50 columns
+    monkeypatch.setitem(CHUNK_BYTES, "tile", 8 * 13 * 50)  # tiles of 50 columns
     Z = rng.normal(size=(200, 4))
     kernel = registry.get_kernel("rbf", sigma=2.0)
-    calls = record_calls(monkeypatch, gs, "add_tile_product")
+    calls = record_calls(monkeypatch, band_reductions, "add_tile_product")
     E = (rng.random((200, 11)) < 0.5).astype(float)
     src = MatrixFreeGram(kernel, Z, band_rows=13)
     got_f = src.forms_and_last(np.asfortranarray(E))
@@ -429,10 +427,9 @@ def test_matrix_free_reductions_name_a_kernel_that_gives_nan_in_one_tile(rng, mo
     # tiles checked through the sums made of them (the compiled product, the subset sums
     # with their column of ones, the row sums) or each (BLAS): one NaN far from the
     # diagonal is caught either way, even by zero weights
-    from monk_framework.engine import gram_sources as gs
     from monk_framework.engine.gram_sources import IndicatorColumns
 
-    monkeypatch.setattr(gs, "TILE_BYTES", 8 * 13 * 50)
+    monkeypatch.setitem(CHUNK_BYTES, "tile", 8 * 13 * 50)
     Z = one_nan_far_from_the_diagonal(rng)
     if reduce == "forms, E packed":
         # subset sums evaluate the tiles transposed (the later points first): the broken

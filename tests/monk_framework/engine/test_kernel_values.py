@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from monk_framework import Kernel
-from monk_framework.core import kernels as core_kernels
-from monk_framework.core.resources import Resources
+from monk_framework.core.resources import CHUNK_BYTES, Resources
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.reductions import kernel_sums
 
@@ -16,7 +15,7 @@ from monk_framework.engine.reductions import kernel_sums
 @pytest.fixture
 def small_chunks(monkeypatch):
     # bands of a few rows, so that a small matrix has many of them
-    monkeypatch.setattr(core_kernels, "CHUNK_BYTES", 8 * 7 * 64)
+    monkeypatch.setitem(CHUNK_BYTES, "band", 8 * 7 * 64)
 
 
 @pytest.mark.parametrize("symmetric", [True, False])

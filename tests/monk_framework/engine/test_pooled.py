@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from monk_framework import get_registry
-from monk_framework.core.resources import Resources
+from monk_framework.core.resources import CHUNK_BYTES, Resources
 from monk_framework.engine import pooled as pooled_mod
 from monk_framework.engine.gram_sources import MatrixFreeGram, PermutedGram
 from monk_framework.engine.pooled import PooledSample, sample_sums
@@ -57,7 +57,7 @@ def test_sample_sums_equal_the_naive_sums(registry, rng, monkeypatch, matrix_fre
     pool = PooledSample(registry.get_kernel("laplace", sigma=2.0), X, Y, matrix_free=matrix_free, resources=Resources.of())
     K = registry.get_kernel("laplace", sigma=2.0).gram(np.vstack([X, Y]))
     perms = np.stack([rng.permutation(19) for _ in range(7)])
-    monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 2 * 8 * 19 * 3)  # batches of 3 relabellings
+    monkeypatch.setitem(CHUNK_BYTES, "batch", 2 * 8 * 19 * 3)  # batches of 3 relabellings
     # a matrix-free pool sizes its batches by the memory budget: force batches of 3 there too
     monkeypatch.setattr(pooled_mod, "relabelling_batch", lambda pool: 3)
     s = sample_sums(pool, perms)

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from monk_framework.core.resources import Resources
-from monk_framework.engine import within_blocks
+from monk_framework.core.resources import CHUNK_BYTES, Resources
 from monk_framework.engine.partitions import Partition, pair_partition
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.within_blocks import block_means_gram, block_members, draw_within_block, relabelled_partition, within_block_sums
@@ -83,7 +82,7 @@ def test_within_block_sums_equal_brute_force(registry, rng, stored):
 @pytest.mark.parametrize("matrix_free", [False, True])
 def test_block_means_gram_equals_brute_force(registry, rng, monkeypatch, matrix_free):
     n, m = 28, 33
-    monkeypatch.setattr(within_blocks, "BATCH_BYTES", 2 * 8 * (n + m) * 4 * 2)  # batches of 2 relabellings
+    monkeypatch.setitem(CHUNK_BYTES, "batch", 2 * 8 * (n + m) * 4 * 2)  # batches of 2 relabellings
     X, Y = rng.normal(size=(n, 3)), rng.normal(0.3, 1.0, size=(m, 3))
     kernel = registry.get_kernel("rbf", sigma=1.3)
     pool = PooledSample(kernel, X, Y, matrix_free=matrix_free, resources=Resources.of())

@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monk_framework.numerics.compiled import add_tile_product, compiled_available, finish_squared_distances
+from monk_framework.numerics.compiled import compiled_available
 from monk_framework.numerics.distances import scaled_squared_distances, squared_distances
+from monk_framework.numerics.exp_loops import finish_squared_distances
+from monk_framework.numerics.product_loops import add_tile_product
 
 
 def numpy_passes(out: np.ndarray, nx: np.ndarray, ny: np.ndarray, scale: float) -> np.ndarray:
@@ -74,7 +76,7 @@ def test_bad_arrays_are_refused_by_name():
 
 # -- the exponential and the direct block Gram matrix ----------------------------------------
 
-from monk_framework.numerics.compiled import COMPILED_FORM_MAX_FEATURES, exp_nonpositive, exp_squared_distance_form  # noqa: E402
+from monk_framework.numerics.exp_loops import COMPILED_FORM_MAX_FEATURES, exp_nonpositive, exp_squared_distance_form  # noqa: E402
 
 
 def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
@@ -173,8 +175,8 @@ def test_direct_form_gives_zero_to_overflowing_distances_and_declines_wide_data(
 
 # -- a tile of the Gaussian kernel ----------------------------------------------------------
 
-from monk_framework.numerics.compiled import COMPILED_TILE_MAX_FEATURES, centred_with_norms, exp_squared_distance_tile  # noqa: E402
 from monk_framework.numerics.distances import DIRECT_MAX_FEATURES, exp_scaled_squared_distances  # noqa: E402
+from monk_framework.numerics.exp_loops import COMPILED_TILE_MAX_FEATURES, centred_with_norms, exp_squared_distance_tile  # noqa: E402
 
 
 def sums_reference(X: np.ndarray, Y: np.ndarray, scale: float, *, fused: bool) -> np.ndarray:
@@ -335,7 +337,7 @@ def test_tile_product_declines_layouts_it_cannot_read_and_refuses_a_bad_offset()
 
 # -- the relabelling products by subset sums -------------------------------------------------
 
-from monk_framework.numerics.compiled import PATTERN_POINTS, add_indicator_product, pack_patterns  # noqa: E402
+from monk_framework.numerics.product_loops import PATTERN_POINTS, add_indicator_product, pack_patterns  # noqa: E402
 
 
 def packed(E: np.ndarray) -> np.ndarray:

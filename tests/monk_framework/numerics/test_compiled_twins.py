@@ -1,6 +1,6 @@
 """Every compiled loop has a plain numpy twin, a switch, and a fallback.
 
-* each public routine of :mod:`monk_framework.numerics.compiled` against its reference in
+* each public routine of :mod:`monk_framework.numerics.exp_loops` and :mod:`~monk_framework.numerics.product_loops` against its reference in
   :mod:`monk_framework.numerics.reference`, on random inputs, within the round-off its
   docstring states;
 * ``using_compiled(False)`` (``MONK_COMPILED=0``) runs the references: seeded tests give
@@ -19,19 +19,10 @@ import warnings
 import numpy as np
 import pytest
 
-from monk_framework.numerics import compiled, reference
-from monk_framework.numerics.compiled import (
-    CompiledLoopsWarning,
-    add_indicator_product,
-    add_tile_product,
-    compiled_available,
-    exp_nonpositive,
-    exp_squared_distance_form,
-    exp_squared_distance_tile,
-    finish_squared_distances,
-    pack_patterns,
-    using_compiled,
-)
+from monk_framework.numerics import compiled, exp_loops, reference
+from monk_framework.numerics.compiled import CompiledLoopsWarning, compiled_available, using_compiled
+from monk_framework.numerics.exp_loops import exp_nonpositive, exp_squared_distance_form, exp_squared_distance_tile, finish_squared_distances
+from monk_framework.numerics.product_loops import add_indicator_product, add_tile_product, pack_patterns
 
 needs_compiled = pytest.mark.skipif(not compiled_available(), reason="the compiled loops are off or cannot run here")
 
@@ -186,7 +177,7 @@ def test_a_loop_that_fails_to_compile_falls_back_with_one_warning(monkeypatch):
     # the process-wide state is restored after the test
     monkeypatch.setitem(compiled._STATE, "numba", compiled._numba())
     monkeypatch.setitem(compiled._STATE, "warned", False)
-    monkeypatch.setattr(compiled, "_finish", broken)
+    monkeypatch.setattr(exp_loops, "_finish", broken)
     g = np.random.default_rng(0)
     nx, ny = g.random(5), g.random(4)
     prod = -np.add.outer(nx, ny) * 0.5

@@ -15,7 +15,7 @@ import pytest
 from monk_framework import DataError, MonkError, ParameterError, ResourceError, aggregated_test
 from monk_framework.core.randomness import root
 from monk_framework.core.resources import Resources
-from monk_framework.core.results import AggregatedTestResult
+from monk_framework.core.test_results import AggregatedTestResult
 from monk_framework.two_sample import permutation_test, robust_test
 from monk_framework.two_sample.aggregated import (
     BANDWIDTH_MAX_POINTS,

@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monk_framework import Estimate, MMDEstimator, MonkError, ParameterError, hookimpl
-from monk_framework.core.resources import Resources
-from monk_framework.engine import pooled as pooled_mod
+from monk_framework.core.resources import CHUNK_BYTES, Resources
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.two_sample import PermutationTestResult, permutation_test, split_test
 from monk_framework.two_sample.common import critical_rank, null_quantile, signed_root
@@ -37,7 +36,7 @@ def test_batched_classical_statistics_equal_a_naive_loop(registry, rng, monkeypa
     est = registry.get_estimator(name)
     pool = PooledSample(kernel, X, Y, resources=Resources.of())
     perms = np.stack([np.arange(n + m)] + [rng.permutation(n + m) for _ in range(30)])
-    monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 2 * 8 * (n + m) * 7)  # several batches
+    monkeypatch.setitem(CHUNK_BYTES, "batch", 2 * 8 * (n + m) * 7)  # several batches
     batched = est.permuted_statistics(pool, perms, [None] * len(perms))
     naive = relabelled_estimates(est, kernel, pool, perms, [0] * len(perms))
     # MMD² is a difference of kernel means of size ~1, so round-off is absolute: 1e-12
@@ -157,7 +156,7 @@ def test_seeds_reproduce_and_batching_does_not_matter(registry, rng, monkeypatch
         assert np.array_equal(a.null_distribution, b.null_distribution) and a.statistic == b.statistic and a.seed == 4
         assert not np.array_equal(run(name, 5).null_distribution, a.null_distribution)
     first = run("u-stat", 4)
-    monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 2 * 8 * 40 * 4)
+    monkeypatch.setitem(CHUNK_BYTES, "batch", 2 * 8 * 40 * 4)
     rebatched = run("u-stat", 4)
     # the same relabellings; only BLAS round-off differs with the batch shape
     np.testing.assert_allclose(rebatched.null_distribution, first.null_distribution, rtol=1e-12, atol=1e-13)
@@ -375,7 +374,6 @@ def test_relabelling_streams_are_the_spawned_children():
 
 
 def test_bcd_fast_block_sums_of_all_partitions_in_bounded_products(registry, rng, monkeypatch):
-    from monk_framework.engine import within_blocks
 
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=(34, 2))
     kernel = registry.get_kernel("rbf", sigma=0.7)
@@ -383,7 +381,7 @@ def test_bcd_fast_block_sums_of_all_partitions_in_bounded_products(registry, rng
     pool = PooledSample(kernel, X, Y, resources=Resources.of())
     perms = np.stack([rng.permutation(74) for _ in range(3)])
     together = est.permuted_statistics(pool, perms, [np.random.default_rng(s) for s in range(3)])
-    monkeypatch.setattr(within_blocks, "SHARED_SUMS_BYTES", 1)  # one partition per product
+    monkeypatch.setitem(CHUNK_BYTES, "batch", 1)  # one partition per product
     apart = est.permuted_statistics(pool, perms, [np.random.default_rng(s) for s in range(3)])
     np.testing.assert_allclose(apart, together, rtol=1e-12)
     want = relabelled_estimates(est, kernel, pool, perms, range(3))
@@ -453,7 +451,7 @@ def test_within_block_relabellings_do_not_depend_on_batches_or_on_b(registry, rn
     short = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=130, rng=2, return_null=True)
     # the same relabellings; only BLAS round-off differs with the batch shape
     np.testing.assert_allclose(short.null_distribution, long.null_distribution[:130], rtol=1e-12)
-    monkeypatch.setattr(pooled_mod, "BATCH_BYTES", 8 * 80 * 64)  # one draw chunk per batch
+    monkeypatch.setitem(CHUNK_BYTES, "batch", 8 * 80 * 64)  # one draw chunk per batch
     again = permutation_test(X, Y, kernel=kernel, estimator=est, n_permutations=300, rng=2, return_null=True)
     np.testing.assert_allclose(again.null_distribution, long.null_distribution, rtol=1e-12)
     assert again.pvalue == long.pvalue

@@ -319,7 +319,7 @@ def test_auto_picks_dc_for_bounded_kernels_clip_for_unbounded_and_mom_for_a_u_st
 
 
 def test_clip_with_a_given_radius_is_dc_on_the_clipped_kernel(registry, rng):
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
 
     quad = registry.get_kernel("quadratic")
     X, Y = rng.normal(size=(60, 2)), rng.normal(0.8, 1.0, size=(50, 2))
@@ -356,7 +356,7 @@ def test_the_clip_radius_of_the_uncorrupted_data_lies_within_its_slack(registry)
 def test_clip_moves_every_relabelled_mmd_by_at_most_its_shift(registry):
     # the proof's inequality, on the definition: |T'(c') − T(c0)| <= s(r) for the samples
     # and for relabellings, with c0 the uncorrupted data's radius and c' the corrupted one's
-    from monk_framework.core.kernels import ClippedKernel
+    from monk_framework.core.combinators import ClippedKernel
     from monk_framework.two_sample.robust import clip_radius
 
     quad = registry.get_kernel("quadratic")

@@ -103,11 +103,12 @@ def test_local_backend_and_errors():
 
 
 def _spread_tiles_small(monkeypatch):
-    # many small tiles and bands, so that a small job is several tasks per worker
-    from monk_framework.engine import gram_sources, spread
+    # many small bands, so that a small job is several tasks per worker (a task is a band;
+    # the tiles inside it are cut by the process that runs it, here or on a worker, with
+    # the engine's own sizes, so that the local and the spread sums add the same tiles)
+    from monk_framework.engine import spread
 
     monkeypatch.setattr(spread, "MATRIX_FREE_BAND_ROWS", 37)
-    monkeypatch.setattr(gram_sources, "TILE_BYTES", 8)  # tiles of 64 columns
 
 
 @pytest.mark.parametrize("estimator", ["u-stat", "v-stat"])
