@@ -61,7 +61,6 @@ from monk_framework.plugin import (
     median_value,
     one_of,
     pair_partition,
-    paired_block_sums,
     pooled_sample,
     real_or,
     reserve_budget,
@@ -69,6 +68,7 @@ from monk_framework.plugin import (
 )
 
 from . import monk_reduced
+from .monk_blocks import block_stats, checked_block_stats, within_block_stats
 
 #: the authors' ridge (their ``epsilon``) and step-size decay (their ``beta``).
 AUTHORS_RIDGE = 1e-5
@@ -671,55 +671,9 @@ class MonkBCDFast(_MonkMMD):
         """
         self.check_ridge(pool.diag)
         sums = within_block_sums(pool, partition, perms)
-        stats = _checked(pool, _stats(partition, sums.xx, sums.yy, sums.xy, self.resolved_ridge), self.resolved_ridge)
+        stats = checked_block_stats(pool, block_stats(partition, sums.xx, sums.yy, sums.xy, self.resolved_ridge), self.resolved_ridge)
         objective = median_value(np.sqrt(np.maximum(stats.v_v, 0.0)), axis=1)
         return objective * objective
-
-
-@attrs.frozen
-class BlockStats:
-    """Inner products of the two per-block directions under K + εI.
-
-    1_q is all-ones on block q's points; v_q = [1/|S_q| on X; −1/|T_q| on Y] is the
-    direction of d_q. ``v_v[q]`` = ‖d_q‖² (+ ridge) is block q's V-statistic MMD².
-    """
-
-    one_one: np.ndarray
-    one_v: np.ndarray
-    v_v: np.ndarray
-
-    @property
-    def inv_norm_v(self) -> np.ndarray:
-        return np.where(self.v_v > 0, 1.0 / np.sqrt(np.maximum(self.v_v, 1e-300)), 0.0)
-
-
-def within_block_stats(pool: Pool, parts: list[Any], ridge: float) -> list[BlockStats]:
-    """The block statistics of each partition, from Σ k over S_q×S_q, T_q×T_q and S_q×T_q
-    (:func:`~monk_framework.plugin.paired_block_sums`: the within-block Gram sums, or, on
-    a relabelling of a stored pooled Gram matrix, one product for all partitions)."""
-    return [_checked(pool, _stats(part, *s, ridge), ridge) for part, s in zip(parts, paired_block_sums(pool, parts))]
-
-
-def _checked(pool: Pool, stats: BlockStats, ridge: float) -> BlockStats:
-    """The block statistics, after checking their squared norms (negative: K is not PSD)."""
-    dmax = float(pool.diag.max()) + ridge
-    check_squared_norm(pool.kernel, float(np.min(stats.v_v)), 4.0 * dmax, "a block's ||d_q||^2")
-    check_squared_norm(pool.kernel, float(np.min(stats.one_one)), pool.size**2 * dmax, "a block's 1'K1")
-    return stats
-
-
-def _stats(part: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, ridge: float) -> BlockStats:
-    nq = part.x_sizes.astype(float)
-    mq = part.y_sizes.astype(float)
-
-    def inner(p: Any, r: Any, p2: Any, r2: Any) -> np.ndarray:
-        # uᵀ(K + εI)u' for u = [p on S_q; r on T_q], u' = [p2; r2]
-        return p * p2 * A + r * r2 * B + (p * r2 + r * p2) * C + ridge * (nq * p * p2 + mq * r * r2)
-
-    one_one = inner(1.0, 1.0, 1.0, 1.0)
-    one_v = inner(1.0, 1.0, 1.0 / nq, -1.0 / mq)
-    v_v = inner(1.0 / nq, -1.0 / mq, 1.0 / nq, -1.0 / mq)
-    return BlockStats(one_one, one_v, v_v)
 
 
 @hookimpl

@@ -314,6 +314,20 @@ def test_the_policy_check_catches_a_byte_size_a_chunk_formula_and_a_memory_check
     ]
 
 
+#: the most lines a module of the package (or a built-in plugin) may have: one that grows
+#: past it holds more than one concern, and is split by concern
+MODULE_LINES = 700
+
+
+def test_no_module_is_longer_than_a_reader_can_hold():
+    long = [
+        f"{path.relative_to(ROOT)}: {count} lines"
+        for path in sorted([*(ROOT / PACKAGE).rglob("*.py"), *(ROOT / "plugins").glob("*.py")])
+        if (count := len(path.read_text().splitlines())) > MODULE_LINES
+    ]
+    assert long == []
+
+
 def test_plugins_ask_the_engine_for_mathematics_not_for_workers():
     # where work runs (threads, Dask workers, the spreading of one job) is the engine's
     # business: no built-in plugin imports the backends or the spreading setting

@@ -8,480 +8,40 @@ parameter), 130 interrupted. No traceback unless ``--debug``.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
-import sys
-import threading
-import time
-import traceback
-import unicodedata
-import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import attrs
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from typer.core import TyperGroup
 
 from monk_framework.app import jobs
 from monk_framework.app.datasets import DATASETS
 from monk_framework.app.experiments import get_experiment, run_experiment
 from monk_framework.app.experiments.runner import saved_cells
-from monk_framework.app.files import check_writable, directory_name_problem, write_atomically
-from monk_framework.core.errors import DataWarning, MonkDeprecationWarning, MonkError, ParameterError, PrecisionWarning, ReadWarning, UnknownNameError, shown
-from monk_framework.core.params import LARGEST_INT, Configurable, parse_spec
-from monk_framework.core.registry import PluginEntry, get_registry
+from monk_framework.app.files import check_writable, directory_name_problem
+from monk_framework.app.progress_bar import ProgressBar
+from monk_framework.app.render import (
+    anchored,
+    deliver,
+    describe_dict,
+    entries_tables,
+    print_json,
+    result_table,
+    tell,
+)
+from monk_framework.app.terminal import STATE, MonkGroup, plugin_prints_to_stderr, stdout
+from monk_framework.app.test_job import TestOptions, prepare_test
+from monk_framework.app.test_job import test as run_test
+from monk_framework.core.errors import ParameterError, UnknownNameError, shown
+from monk_framework.core.params import LARGEST_INT, parse_spec
+from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import parse_memory, reuse_freed_memory
-from monk_framework.core.results import dumps
-from monk_framework.core.test_results import AggregatedTestResult, RobustTestResult
 from monk_framework.core.version import __version__
-from monk_framework.engine.backends import check_backend_options, get_backend, quiet_cluster_logs
-from monk_framework.numerics.compiled import CompiledLoopsWarning
+from monk_framework.engine.backends import check_backend_options, get_backend
 from monk_framework.two_sample.common import DEFAULT_PERMUTATIONS
 
 __all__ = ["app", "main"]
-
-
-class _OutputFailed(Exception):
-    """Standard output cannot take what the command writes: its reader left (a broken
-    pipe, ``monkfw ... | head``) or its device is full (``> /dev/full``)."""
-
-    def __init__(self, error: OSError) -> None:
-        super().__init__(error.strerror or str(error))
-        self.error = error
-
-
-class _GuardedStdout:
-    """sys.stdout as it is at each write (CliRunner swaps it), whose write errors become
-    :class:`_OutputFailed`: rich would turn a broken pipe into sys.exit(1), which reads
-    as someone else's exit, and a full device into an internal error."""
-
-    def write(self, text: str) -> int:
-        try:
-            return _open_stream(sys.stdout, "standard output").write(text)
-        except OSError as exc:
-            raise _OutputFailed(exc) from None
-
-    def flush(self) -> None:
-        try:
-            _open_stream(sys.stdout, "standard output").flush()
-        except OSError as exc:
-            raise _OutputFailed(exc) from None
-
-    def isatty(self) -> bool:
-        return sys.stdout is not None and sys.stdout.isatty()
-
-    def __getattr__(self, name: str) -> Any:  # fileno, encoding: the stream's own
-        if sys.stdout is None:  # closed: as an object without them (rich asks with a default)
-            raise AttributeError(name)
-        return getattr(sys.stdout, name)
-
-
-class _TolerantStderr:
-    """sys.stderr as it is at each write, whose write errors are dropped: notes,
-    warnings and progress are not the result, and a full or closed stderr
-    (``2>/dev/full``) must not end the work whose result goes to stdout or a file."""
-
-    def write(self, text: str) -> int:
-        with contextlib.suppress(OSError, ValueError):
-            if sys.stderr is not None:
-                return sys.stderr.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            if sys.stderr is not None:
-                sys.stderr.flush()
-
-    def isatty(self) -> bool:
-        return sys.stderr is not None and sys.stderr.isatty()
-
-    def __getattr__(self, name: str) -> Any:  # fileno, encoding: the stream's own
-        if sys.stderr is None:
-            raise AttributeError(name)
-        return getattr(sys.stderr, name)
-
-
-def _open_stream(stream: Any, name: str) -> Any:
-    """``stream``, or OSError(EBADF) when the process was started with it closed
-    (``>&-``: Python then sets it to None)."""
-    if stream is None:
-        import errno
-
-        raise OSError(errno.EBADF, f"{name} is closed")
-    return stream
-
-
-#: exit code when the reader of stdout left: as a process killed by SIGPIPE (128 + 13)
-BROKEN_PIPE_EXIT = 141
-
-#: the narrowest output the tables are drawn for: a COLUMNS below it (COLUMNS=0 drew
-#: nothing at all, COLUMNS=5 one letter a line) is not a width anyone reads
-MIN_COLUMNS = 40
-
-
-def _width() -> int | None:
-    """The width to draw at: rich's own choice (the terminal's, else COLUMNS, else 80),
-    unless COLUMNS asks for less than :data:`MIN_COLUMNS`."""
-    columns = os.environ.get("COLUMNS", "")
-    return 80 if columns.isdigit() and int(columns) < MIN_COLUMNS else None
-
-
-stdout = Console(file=_GuardedStdout(), highlight=False, soft_wrap=False, width=_width())  # type: ignore[arg-type]
-stderr = Console(file=_TolerantStderr(), highlight=False, soft_wrap=True, width=_width())  # type: ignore[arg-type]
-
-
-@attrs.define
-class _State:
-    debug: bool = False
-    quiet: bool = False
-    #: a command already said it was interrupted (and what was kept)
-    interrupted_said: bool = False
-    #: a line to print after an error's (what the failed command kept, say)
-    after_error: str = ""
-    #: deprecations the command met, said once it has succeeded (a failed one says its error alone)
-    deprecations: list[str] = attrs.Factory(list)
-
-
-STATE = _State()
-#: library errors that are really about the command line (exit code 2)
-USAGE_ERRORS = (ParameterError, UnknownNameError)
-
-
-class MonkGroup(TyperGroup):
-    """Turns every error into one line on stderr and the documented exit code."""
-
-    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        name, cmd, rest = super().resolve_command(ctx, args)
-        if cmd is not None and not ctx.resilient_parsing:
-            _refuse_repeated_options(cmd, type(ctx)(cmd, parent=ctx, info_name=name), rest)
-        return name, cmd, rest
-
-    def main(
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        windows_expand_args: bool = True,
-        **extra: Any,
-    ) -> Any:
-        global STATE
-        STATE = _State()
-        with _stdout_for_the_result_only(), _escaping_what_the_terminal_cannot_encode():
-            try:
-                with warnings.catch_warnings(), _terminate_as_interrupt():
-                    # the library's own warnings (the compiled loops falling back) as one line
-                    warnings.showwarning = _one_line_warnings(warnings.showwarning)
-                    # a deprecated parameter or method the user typed is said, whatever the caller's filters
-                    warnings.simplefilter("default", MonkDeprecationWarning)
-                    code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
-                    # what is still buffered for stdout is written now, where a full device is one line
-                    if sys.stdout is not None:
-                        _GuardedStdout().flush()
-                    for line in dict.fromkeys(STATE.deprecations):
-                        stderr.print(_one_line(f"Warning: {line}"), markup=False)
-            except typer.TyperException as exc:  # click usage errors (bad option, missing value)
-                code = _usage_error(exc)
-            except USAGE_ERRORS as exc:
-                code = _fail(str(exc), 2, exc=exc)
-            except MonkError as exc:
-                code = _fail(str(exc), 1, exc=exc)
-            except MemoryError as exc:  # an allocation the budget's checks did not foresee (another process took the room)
-                code = _fail(_out_of_memory(exc), 1, exc=exc)
-            except (typer.Abort, KeyboardInterrupt):
-                code = 130
-            except _OutputFailed as exc:
-                code = _output_failed(exc)
-            except SystemExit as exc:
-                # click's own exits are return codes here, but shell completion (--show-completion,
-                # --install-completion, the completion requests themselves) ends by sys.exit in
-                # typer and click: anywhere else, this is someone's sys.exit
-                # (typer vendors click as typer._click; an older typer imports click itself)
-                if _raised_in(exc, (typer, *(m for m in (sys.modules.get("click"),) if m is not None))):
-                    return _exit(exc.code if isinstance(exc.code, int) else 0, standalone_mode)
-                code = _fail(
-                    f"the work was ended by a call to sys.exit({exc.code!r}) outside the library (in a plugin?). Rerun with --debug for the traceback.",
-                    1,
-                    exc=exc,
-                )
-            except Exception as exc:  # a bug (ours, or a plugin's outside the guarded hooks): one line unless --debug
-                code = _fail(_unexpected(exc), 1, exc=exc)
-            code = code if isinstance(code, int) else 0
-            if code == 130 and not STATE.interrupted_said:
-                # Ctrl-C in any command (typer turns it into exit code 130): one line
-                stderr.print("Interrupted.", markup=False)
-            return _exit(code, standalone_mode)
-
-
-def _refuse_repeated_options(cmd: Any, ctx: Any, args: list[str]) -> None:
-    """click keeps the last value of an option given twice, without a word: `-k rbf -k
-    laplace` ran laplace alone. An option that takes one value is refused when given
-    more than once, with the values given."""
-    try:
-        _, _, order = cmd.make_parser(ctx).parse_args(args=list(args))
-    except Exception:  # noqa: BLE001 - a malformed command line: the command's own parse says how
-        return
-    seen: dict[Any, int] = {}
-    for param in order:
-        if getattr(param, "param_type_name", "") == "option" and not (param.multiple or param.count or param.is_flag):
-            seen[param] = seen.get(param, 0) + 1
-    for param, times in seen.items():
-        if times > 1:
-            values = ", ".join(repr(v) for v in _values_given(param.opts, args))
-            raise ParameterError(f"{'/'.join(param.opts)} was given {times} times ({values}); it takes one value.")
-
-
-def _values_given(names: Sequence[str], args: Sequence[str]) -> list[str]:
-    """The values given to an option of ``names`` on a command line, in order."""
-    values = []
-    for i, token in enumerate(args):
-        if token == "--":
-            break
-        for name in names:
-            if token == name and i + 1 < len(args):
-                values.append(args[i + 1])
-            elif name.startswith("--") and token.startswith(name + "="):
-                values.append(token[len(name) + 1 :])
-            elif len(name) == 2 and not token.startswith("--") and token.startswith(name) and len(token) > 2:
-                values.append(token[2:])  # -krbf
-    return values
-
-
-@contextlib.contextmanager
-def _escaping_what_the_terminal_cannot_encode() -> Any:
-    """While a command runs, a stdout whose encoding lacks a character the output has (σ
-    in a formula, a file name's é; LANG=C on an old system, PYTHONIOENCODING=ascii, a
-    Windows console) gets it as ``\u03c3``, as Python's own stderr does, instead of a
-    UnicodeEncodeError that ends the command; the streams' own rule comes back after.
-    JSON is unaffected: it is ASCII already."""
-    changed: list[Any] = []
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
-            with contextlib.suppress(Exception):  # a stream that cannot change keeps its own rule
-                reconfigure(errors="backslashreplace")
-                changed.append(stream)
-    try:
-        yield
-    finally:
-        for changed_stream in changed:
-            with contextlib.suppress(Exception):
-                changed_stream.reconfigure(errors="strict")
-
-
-@contextlib.contextmanager
-def _stdout_for_the_result_only() -> Any:
-    """While a command runs, file descriptor 1 points at stderr, and ``sys.stdout`` at a
-    copy of the real standard output: what compiled code or a plugin writes to the
-    descriptor itself (``os.write(1, ...)``, C's ``printf``), which no redirection of
-    ``sys.stdout`` catches, lands among the messages, never inside the table or the
-    JSON. Only for a process whose ``sys.stdout`` is descriptor 1 (not under a test
-    runner), and only when stderr is open; both come back after."""
-    stream = sys.stdout
-    try:
-        real = stream.fileno() == 1
-    except (AttributeError, OSError, ValueError):  # no descriptor (CliRunner), or closed
-        real = False
-    saved = -1
-    if real:
-        try:
-            os.fstat(2)  # open: else os.dup(1) would take descriptor 2 itself
-            stream.flush()
-            saved = os.dup(1)
-            os.dup2(2, 1)
-        except OSError:  # stderr closed (2>&-), or stdout gone: everything stays where it is
-            if saved >= 0:
-                os.close(saved)
-            saved = -1
-    if saved < 0:
-        yield
-        return
-    # buffered as the stream it stands for (unbuffered under python -u or PYTHONUNBUFFERED)
-    raw = io.FileIO(saved, "w", closefd=False)
-    unbuffered = getattr(stream, "write_through", False) and isinstance(getattr(stream, "buffer", None), io.FileIO)
-    result = io.TextIOWrapper(
-        raw if unbuffered else io.BufferedWriter(raw),
-        encoding=stream.encoding,
-        errors=stream.errors,
-        line_buffering=bool(stream.line_buffering),
-        write_through=bool(getattr(stream, "write_through", False)),
-    )
-    sys.stdout = result
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError, ValueError):
-            result.flush()
-        _flush_c_streams()  # what C code buffered for descriptor 1 goes to stderr, where it was written
-        sys.stdout = stream
-        with contextlib.suppress(OSError):
-            os.dup2(saved, 1)
-        os.close(saved)
-
-
-def _flush_c_streams() -> None:
-    """fflush(NULL): the C library's buffered output, where there is one to reach."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None).fflush(None)
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Any:
-    """SIGTERM (what batch schedulers and ``kill`` send) ends a command as Ctrl-C does:
-    the same one line, what was saved said, an embedded Dask cluster shut down, exit 130;
-    Python's default would die at once, silently. The previous handler comes back after."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        quiet_cluster_logs()  # the workers got the signal too: their loss is not news
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _output_failed(exc: _OutputFailed) -> int:
-    """A reader that left is no error (as for any Unix tool: no message, 141); a full or
-    failing device is one line. What was saved with -o is whole either way."""
-    import errno
-    import os
-
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        # nothing more reaches stdout, not even the interpreter's last flush
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    if exc.error.errno == errno.EPIPE:
-        return BROKEN_PIPE_EXIT
-    return _fail(f"cannot write to standard output: {exc}.", 1, exc=exc)
-
-
-def _exit(code: int, standalone_mode: bool) -> int:
-    if standalone_mode:
-        sys.exit(code)
-    return code
-
-
-def _raised_in(exc: BaseException, packages: tuple[Any, ...]) -> bool:
-    """Whether ``exc`` was raised by code of one of ``packages`` (its innermost frame)."""
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    where = Path(tb.tb_frame.f_code.co_filename).resolve()
-    return any(Path(package.__file__).resolve().parent in where.parents for package in packages)
-
-
-def _one_line_warnings(show: Any) -> Any:
-    """``warnings.showwarning`` that prints the library's CompiledLoopsWarning,
-    PrecisionWarning, ReadWarning and DataWarning as one "Warning: ..." line on stderr, keeps a
-    MonkDeprecationWarning to say once the command has succeeded, and leaves every other
-    warning to ``show``."""
-
-    def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
-        if issubclass(category, MonkDeprecationWarning):
-            STATE.deprecations.append(str(message))
-        elif issubclass(category, (CompiledLoopsWarning, PrecisionWarning, ReadWarning, DataWarning)):
-            stderr.print(_one_line(f"Warning: {message}"), markup=False)
-        else:
-            show(message, category, filename, lineno, file, line)
-
-    return one_line
-
-
-def _plugin_frame(exc: BaseException) -> tuple[Any, str] | None:
-    """(provider, function) of the innermost frame of ``exc``'s traceback that is a
-    third-party plugin's code, or None."""
-    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
-    try:
-        registry = get_registry()
-        for frame in reversed(frames):
-            provider = registry.provider_of(str(frame.f_globals.get("__name__", "")))
-            if provider is not None:
-                return provider, frame.f_code.co_name
-    except Exception:  # noqa: BLE001 - the message of an error must not fail in turn
-        pass
-    return None
-
-
-def _unexpected(exc: Exception) -> str:
-    """The message of an exception nothing expected: the third-party plugin whose code
-    raised it (the innermost frame of the traceback that is a plugin's); a file the
-    system refused (an OSError that names it); else an internal error of monkfw."""
-    found = _plugin_frame(exc)
-    if found is not None:
-        return f"the plugin {found[0]} failed in {found[1]}: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
-    if isinstance(exc, OSError) and exc.filename is not None:
-        return f"cannot use {str(exc.filename)!r}: {exc.strerror or exc}."
-    return f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
-
-
-def _out_of_memory(exc: MemoryError) -> str:
-    """An allocation that failed although the budget's checks let the work start
-    (another process took the room), or a plugin's own MemoryError, named as such."""
-    found = _plugin_frame(exc)
-    what = str(exc) or "an allocation failed"
-    if found is not None:
-        return (
-            f"the plugin {found[0]} ran out of memory in {found[1]} ({what}). Give --max-memory a smaller budget "
-            "(the plugin then gets smaller tiles), or use fewer points."
-        )
-    return f"out of memory ({what}). Give --max-memory a smaller budget (the work then runs in tiles that fit), or use fewer points."
-
-
-def _usage_error(exc: Exception) -> int:
-    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-    if type(exc).__name__ == "NoArgsIsHelpError":  # bare `monkfw`: show the help, not an error
-        stderr.print(message, markup=False)
-        return 2
-    return _fail(message, int(getattr(exc, "exit_code", 2)), hint=_help_hint(exc))
-
-
-def _help_hint(exc: Exception) -> str:
-    ctx = getattr(exc, "ctx", None)
-    return f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-
-
-def _plugin_prints_to_stderr() -> contextlib.AbstractContextManager[Any]:
-    """Where the library (and a plugin's own ``print``) runs: stdout carries only the
-    result, so what plugin code prints goes to stderr instead of into the table or the
-    JSON."""
-    return contextlib.redirect_stdout(_TolerantStderr())
-
-
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _one_line(text: str) -> str:
-    """``text`` with its control characters written as escapes (``\\n``, ``\\x1b``): a
-    file named with a newline or a terminal escape would split a message or recolour
-    the terminal, where every message is one line."""
-    if text.isprintable():
-        return text
-    return "".join(_ESCAPES.get(c, f"\\x{ord(c):02x}") if unicodedata.category(c) == "Cc" else c for c in text)
-
-
-def _fail(message: str, code: int, *, exc: BaseException | None = None, hint: str = "") -> int:
-    if STATE.debug and exc is not None:
-        traceback.print_exception(exc, file=_TolerantStderr())
-    stderr.print(_one_line(f"Error: {message}{hint}"), markup=False)
-    if STATE.after_error:
-        stderr.print(_one_line(STATE.after_error), markup=False)
-    return code
 
 
 app = typer.Typer(
@@ -531,15 +91,6 @@ def _quiet(quiet: bool, debug: bool = False) -> None:
         STATE.quiet = True
     if debug:
         STATE.debug = True
-
-
-def _note(message: str) -> None:
-    if not STATE.quiet:
-        stderr.print(_one_line(message), markup=False)
-
-
-def _print_json(data: Any) -> None:
-    _GuardedStdout().write(dumps(data) + "\n")
 
 
 def _complete(kind: str) -> Any:
@@ -633,31 +184,6 @@ OutputOption = Annotated[Path | None, typer.Option("--output", "-o", parser=_fil
 # -- monkfw plugins -----------------------------------------------------------------
 
 
-def _entries_tables(title: str, entries: list[PluginEntry]) -> list[Table]:
-    """One table per distribution, so that a provider is a short module name that never
-    breaks across lines; estimators say whether they estimate MMD or embeddings only."""
-    groups: dict[tuple[str | None, str | None], list[PluginEntry]] = {}
-    for entry in entries:
-        groups.setdefault((entry.provider.distribution, entry.provider.version), []).append(entry)
-    tables = []
-    for (dist, version), group in groups.items():
-        where = f"from {dist} {version}" if dist else "registered by a script"
-        table = Table(title=f"{title} {where}", title_justify="left")
-        estimators = group[0].plugin_type == "estimator"
-        table.add_column("name", no_wrap=True)
-        if estimators:
-            table.add_column("estimates", no_wrap=True)
-        table.add_column("plugin", no_wrap=True)
-        table.add_column("summary", overflow="fold", ratio=1)
-        for entry in group:
-            name = entry.name + "".join(f"\n({alias})" for alias in entry.cls.aliases)
-            kind = ["MMD" if entry.details.get("estimates") == "mmd" else "embedding only"] if estimators else []
-            plugin = entry.provider.entry_point or entry.provider.module
-            table.add_row(escape(name), *kind, escape(plugin), escape(entry.summary))
-        tables.append(table)
-    return tables
-
-
 @app.command()
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
@@ -668,7 +194,7 @@ def plugins(
     _quiet(quiet, debug)
     reg = get_registry()
     if as_json:
-        _print_json(
+        print_json(
             {
                 "kernels": [e.to_dict() for e in reg.kernels()],
                 "estimators": [e.to_dict() for e in reg.estimators()],
@@ -676,10 +202,10 @@ def plugins(
             }
         )
         return
-    for table in _entries_tables("Kernels", reg.kernels()) + _entries_tables("Estimators", reg.estimators()):
+    for table in entries_tables("Kernels", reg.kernels()) + entries_tables("Estimators", reg.estimators()):
         stdout.print(table)
     for problem in reg.problems():
-        _note(f"Plugin problem: {problem.provider}: {problem.message}")
+        tell(f"Plugin problem: {problem.provider}: {problem.message}")
 
 
 # -- monkfw datasets ----------------------------------------------------------------
@@ -694,7 +220,7 @@ def datasets(
     """List the built-in data sets (generated from --seed)."""
     _quiet(quiet, debug)
     if as_json:
-        _print_json([_describe_dict(cls, "monk-framework") for cls in DATASETS.values()])
+        print_json([describe_dict(cls, "monk-framework") for cls in DATASETS.values()])
         return
     table = Table(title="Data sets", title_justify="left")
     for column in ("name", "summary"):
@@ -705,17 +231,6 @@ def datasets(
 
 
 # -- monkfw describe ----------------------------------------------------------------
-
-
-def _describe_dict(cls: type[Configurable], provider: str) -> dict[str, Any]:
-    return {
-        "name": cls.name,
-        "type": cls.plugin_type,
-        "summary": cls.summary,
-        "formula": cls.formula,
-        "parameters": [p.to_dict() for p in cls.parameters()],
-        "provider": provider,
-    }
 
 
 @app.command()
@@ -731,9 +246,9 @@ def describe(
     spec = name
     if ":" in spec or "(" in spec or ")" in spec:  # a spec, as -k and -e take them: its plugin is described
         name = parse_spec(spec)[0]
-    found = [_describe_dict(e.cls, str(e.provider)) for e in reg.find(name)]
+    found = [describe_dict(e.cls, str(e.provider)) for e in reg.find(name)]
     if name in DATASETS:
-        found.append(_describe_dict(DATASETS[name], "monk-framework (built-in data set)"))
+        found.append(describe_dict(DATASETS[name], "monk-framework (built-in data set)"))
     if not found:
         # an experiment's name is no plugin's: say where it is described ("Unknown ... 'exp1'" left it there)
         try:
@@ -743,9 +258,9 @@ def describe(
             note = ""
         raise UnknownNameError("kernel, estimator or data set", name, reg.names() + list(DATASETS), note=note)
     if spec != name:
-        _note(f"{spec!r} is {name!r} with parameters; here is {name!r} with all of its parameters.")
+        tell(f"{spec!r} is {name!r} with parameters; here is {name!r} with all of its parameters.")
     if as_json:
-        _print_json(found if len(found) > 1 else found[0])
+        print_json(found if len(found) > 1 else found[0])
         return
     for info in found:
         stdout.print(f"[bold]{escape(info['name'])}[/bold] ({info['type']}, from {escape(info['provider'])})")
@@ -807,14 +322,13 @@ def run(
     x, y = _samples(files, x, y)
     if output is not None:
         check_writable(output, what="--output", inputs=(x, y))  # before the work, not after it
-    target = _anchored(output)
-    if max_memory is not None:
-        parse_memory(max_memory)  # a bad size is refused before any data is read
+    target = anchored(output)
+    budget = None if max_memory is None else parse_memory(max_memory)  # a bad size is refused before any data is read
     check_backend_options(backend, scheduler, workers)
-    with _plugin_prints_to_stderr():
+    with plugin_prints_to_stderr():
         kernel, estimator, notes = jobs.with_defaults(kernel, estimator, x, dataset, y=y)
         assert estimator is not None
-        with _ProgressBar("data") as reading:  # a large table of numbers takes seconds to read
+        with ProgressBar("data") as reading:  # a large table of numbers takes seconds to read
             job = jobs.prepare(
                 kernel,
                 estimator,
@@ -829,201 +343,16 @@ def run(
                 progress=reading,
             )
         for note in (*notes, *job.notes):
-            _note(note)
-        with _backend(backend, scheduler, workers) as runner, _ProgressBar("estimate") as bar:
-            result = jobs.run(job, max_memory=max_memory, backend=runner, progress=bar)
-        rows = _run_rows(job, result)  # the estimator's diagnostic_rows: plugin code too
-    _deliver(job.payload(result), output, as_json, _table(f"{job.estimator.name} with {job.kernel.name}", rows), target=target)
-
-
-def _kernel_text(name: str, params: dict[str, Any]) -> str:
-    return f"{name}({', '.join(f'{k}={v!r}' for k, v in params.items())})"
-
-
-def _run_rows(job: jobs.Job, result: Any) -> list[tuple[str, str]]:
-    est = job.estimator
-    if isinstance(result, jobs.EmbeddingsResult):
-        emb_x, emb_y = result.x, result.y
-        rows = [
-            ("estimator", est.spec()),
-            ("kernel", emb_x.kernel.spec()),
-            ("N", str(len(emb_x.weights))),
-            ("||mu_X||", f"{emb_x.norm():.10g}"),
-            *est.report_rows(emb_x.diagnostics, emb_x.timings),
-        ]
-        if emb_y is not None:
-            rows += [("M", str(len(emb_y.weights))), ("||mu_Y||", f"{emb_y.norm():.10g}"), ("||mu_X - mu_Y||", f"{result.distance:.10g}")]
-        return rows
-    return [
-        ("estimator", est.spec()),
-        ("kernel", _kernel_text(result.kernel, result.kernel_params)),
-        ("N, M", f"{result.n_x}, {result.n_y}"),
-        ("MMD^2", f"{result.mmd2:.10g}"),
-        ("MMD", f"{result.mmd:.10g}"),
-        *est.report_rows(result.diagnostics, result.timings),
-        ("time", f"{result.timings['total_s']:.4f} s"),
-    ]
-
-
-def _table(title: str, rows: list[tuple[str, str]]) -> Table:
-    table = Table(show_header=False, title=title, title_justify="left")
-    table.add_column("", style="bold")
-    table.add_column("")
-    for row in rows:
-        table.add_row(*(escape(str(v)) for v in row))
-    return table
-
-
-def _anchored(path: Path | None) -> Path | None:
-    """``path`` made absolute against the working directory the command started in, so
-    that plugin code which changes directory during the work cannot move where a result
-    is saved. Messages keep naming the path as the user gave it."""
-    return None if path is None else Path(os.path.abspath(path))
-
-
-def _deliver(payload: dict[str, Any], output: Path | None, as_json: bool, table: Table, footer: str | None = None, *, target: Path | None) -> None:
-    """Save the result if asked (to ``target``, the anchored ``output``), then print it as
-    JSON or as a table (and a footer line). A save that fails (a full disk) still prints
-    the result before the error: the work is not lost with the file."""
-    if output is not None:
-        assert target is not None  # _anchored(output), taken before the work
-        try:
-            write_atomically(target, dumps(payload) + "\n")
-        except MonkError:
-            _print_result(payload, as_json, table, footer)
-            raise
-        # a .csv or .txt name does not make it a table: say what the file holds
-        kind = "" if output.suffix.lower() in ("", ".json") else " (as JSON, whatever its suffix: read it with load_result)"
-        _note(f"Result saved to {output}{kind}.")
-    _print_result(payload, as_json, table, footer)
-
-
-def _print_result(payload: dict[str, Any], as_json: bool, table: Table, footer: str | None) -> None:
-    if as_json:
-        _print_json(payload)
-        return
-    stdout.print(table)
-    if footer is not None:
-        stdout.print(footer, markup=False)
+            tell(note)
+        with _backend(backend, scheduler, workers) as runner, ProgressBar("estimate") as bar:
+            result = jobs.run(job, max_memory=budget, backend=runner, progress=bar)
+        # the estimator's diagnostic_rows are plugin code too: read while its prints go to stderr
+        diagnostics = result.x if isinstance(result, jobs.EmbeddingsResult) else result
+        title, rows = result.report_table(job.estimator.report_rows(diagnostics.diagnostics, diagnostics.timings))
+    deliver(job.payload(result), output, as_json, result_table(title, rows), target=target)
 
 
 # -- monkfw test --------------------------------------------------------------------
-
-
-#: seconds between two plain progress lines (stderr not a terminal: a log file, a batch
-#: job, CI): a line once this has passed at the next report, so that with reports a few
-#: tenths of a second apart the lines are at most 5 s apart
-PLAIN_PROGRESS_EVERY = 4.5
-#: seconds before the first plain line: a job shorter than this prints none
-PLAIN_PROGRESS_FIRST = 2.0
-
-
-def _counts(done: float, total: float) -> str:
-    """ "done/total" for a bar, large counts shortened (the characters of a file read, the
-    kernel values of a Gram matrix): 16.8M/70.7M rather than 16777279/70674009."""
-
-    def short(value: float) -> str:
-        for size, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
-            if total >= size:
-                return f"{value / size:.1f}{unit}"
-        return f"{int(value):,}" if float(value).is_integer() else f"{value:.1f}"
-
-    return f"{short(done)}/{short(total)}"
-
-
-class _ProgressBar:
-    """Progress of long work on stderr (silent with --quiet): a rich bar with the time
-    left on a terminal; elsewhere (a log file, a batch job) a plain line at most every
-    :data:`PLAIN_PROGRESS_EVERY` seconds, with the same estimate.
-
-    Called as ``bar(done, total)`` or ``bar(done, total, what)``: a new ``what`` starts a
-    new stage. The display starts with the first report, so an error raised before any
-    work (a bad option found once the data are read) stays a single line on stderr.
-    """
-
-    def __init__(self, label: str):
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.plain = not stderr.is_terminal
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[count]}", style="progress.download"),
-            TimeRemainingColumn(),
-            console=stderr,
-            transient=True,
-            disable=STATE.quiet or self.plain,
-        )
-        self.label = label
-        self.what: str | None = None
-        self.task: Any = None
-        self.started = time.monotonic()
-        self.stage_started = self.started
-        self.last_report = self.started  # a stage's work began when the previous one last reported
-        #: the stage's first report (time, done): later rates are measured from it, past the
-        #: warm-up its first step may carry (threads starting, a matrix's pages faulted in)
-        self.first_report: tuple[float, float] | None = None
-        self.last_line = self.started
-        self.lines = 0  # plain lines printed
-        self.lock = threading.Lock()  # the engine reports from its threads too
-
-    def __enter__(self) -> _ProgressBar:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.task is not None and not self.plain:
-            self.progress.__exit__(*exc)
-
-    def __call__(self, done: float, total: float, what: str | None = None) -> None:
-        with self.lock:
-            self._update(done, total, what)
-
-    def _update(self, done: float, total: float, what: str | None) -> None:
-        if what is not None and what != self.what:
-            # its first report may come after much of its work (a stage of few steps), so
-            # the stage is timed from the end of the one before, not from that report
-            self.what, self.stage_started, self.first_report = what, self.last_report, None
-            if self.task is not None and not self.plain:
-                self.progress.reset(self.task, total=total, description=f"{self.label}: {what}", count=_counts(0, total))
-        self.last_report = time.monotonic()
-        if self.first_report is None:
-            self.first_report = (self.last_report, done)
-        if self.plain:
-            self._line(done, total)
-            return
-        if self.task is None:
-            self.progress.__enter__()
-            self.task = self.progress.add_task(self.label if what is None else f"{self.label}: {what}", total=total, count=_counts(done, total))
-        self.progress.update(self.task, completed=done, total=total, count=_counts(done, total))
-
-    @staticmethod
-    def _duration(seconds: float) -> str:
-        """A span read at a glance: "42 s", "12 min", "5.2 h", "3.1 days", and past ten
-        years "more than ten years" (n_iter = 10**18 once read "about 4965338753307636888
-        s left")."""
-        for limit, unit, size, digits in ((90, "s", 1, 0), (90 * 60, "min", 60, 0), (48 * 3600, "h", 3600, 1), (3650 * 86400, "days", 86400, 1)):
-            if seconds < limit:
-                return f"{seconds / size:.{digits}f} {unit}"
-        return "more than ten years"
-
-    def _line(self, done: float, total: float) -> None:
-        now = time.monotonic()
-        wait = PLAIN_PROGRESS_EVERY if self.lines else PLAIN_PROGRESS_FIRST
-        if STATE.quiet or now - self.last_line < wait:
-            return
-        self.last_line, self.lines = now, self.lines + 1
-        share = done / total if total else 1.0
-        left = ""
-        first_at, first_done = self.first_report or (now, done)
-        if 0 < share < 1 and done > first_done and now > first_at:
-            left = f", about {self._duration((total - done) * (now - first_at) / (done - first_done))} left"
-        elif 0.1 <= share < 1:
-            # one report yet, but a coarse step (1 of 3 matrices): timed from the stage's start;
-            # a fine first step (a band of 600) would carry the warm-up into the estimate
-            left = f", about {self._duration((now - self.stage_started) * (1 - share) / share)} left"
-        count = f"{int(done):,}/{int(total):,}" if float(done).is_integer() and float(total).is_integer() else ""
-        stage = self.label if self.what is None else f"{self.label}: {self.what}"
-        stderr.print(f"{stage}{' ' + count if count else ''} ({100 * share:.0f}%), {self._duration(now - self.started)} elapsed{left}", markup=False)
 
 
 BackendOption = Annotated[
@@ -1185,11 +514,10 @@ def test_command(
     x, y = _samples(files, x, y)
     if output is not None:
         check_writable(output, what="--output", inputs=(x, y))  # before the work, not after it
-    target = _anchored(output)
+    target = anchored(output)
     check_backend_options(backend, scheduler, workers)
-    if max_memory is not None:
-        parse_memory(max_memory)
-    options: dict[str, Any] = dict(
+    budget = None if max_memory is None else parse_memory(max_memory)
+    options = TestOptions(
         contamination=contamination,
         split=split,
         method=method,
@@ -1201,13 +529,16 @@ def test_command(
         bandwidths=bandwidths,
         clip=clip,
         alternative=alternative,
+        grid=grid or (),
+        estimator_given=estimator is not None,
+        return_null=null,
     )
-    with _plugin_prints_to_stderr():
-        with _ProgressBar("data") as reading:  # a large table of numbers takes seconds to read
-            job = jobs.prepare_test(
+    with plugin_prints_to_stderr():
+        with ProgressBar("data") as reading:  # a large table of numbers takes seconds to read
+            job = prepare_test(
                 kernel,
                 estimator,
-                grid=grid or [],
+                options,
                 params=param or [],
                 x=x,
                 y=y,
@@ -1216,126 +547,16 @@ def test_command(
                 seed=seed,
                 case_sensitive=case_sensitive,
                 progress=reading,
-                **options,
             )
         for note in job.notes:
-            _note(note)
+            tell(note)
         # the library names each stage: permutations; kernels x permutations (L·B relabelled
         # statistics); grid points, then permutations
-        with _backend(backend, scheduler, workers) as runner, _ProgressBar("test") as bar:
-            result = jobs.test(
-                job,
-                **options,
-                estimator_given=estimator is not None,
-                return_null=null,
-                progress=bar,
-                backend=runner,
-                max_memory=max_memory,
-            )
+        with _backend(backend, scheduler, workers) as runner, ProgressBar("test") as bar:
+            result = run_test(job, progress=bar, backend=runner, max_memory=budget)
 
-    kernel_text = _kernel_text(result.kernel, result.kernel_params)
-    if isinstance(result, AggregatedTestResult):
-        name = "MMDAgg" if result.method == "agg" else "MMD-FUSE"
-        r = result.contamination
-        robust = f", robust to {r} corrupted point{'s' if r != 1 else ''}" if r else ""
-        count = len(result.kernel_specs)
-        rows, title = _aggregated_rows(result), f"Aggregated two-sample test ({name}{robust}) over {count} kernel{'s' * (count != 1)}"
-    elif isinstance(result, RobustTestResult):
-        rows, title = _robust_rows(result, kernel_text), f"Robust two-sample test ({result.method}) with {job.kernel.name}"
-    else:
-        rows, title = _test_rows(result, job.estimator, kernel_text, split), f"Two-sample test: {job.estimator.name} with {job.kernel.name}"
-    rows.append(("time", f"{result.timings['total_s']:.3f} s"))
-    _deliver(job.payload(result), output, as_json, _table(title, rows), footer=result.decision, target=target)
-
-
-def _test_rows(result: Any, est: Any, kernel_text: str, split: bool) -> list[tuple[str, str]]:
-    test = "three-way split (Algorithm 3)" if split else "permutation"
-    if not split and result.relabel == "within-blocks":
-        test += f", relabelled within {result.n_blocks} blocks"
-    rows = [
-        ("test", test),
-        ("estimator", est.spec()),
-        ("kernel", kernel_text),
-        ("N, M", f"{result.n_x}, {result.n_y}"),
-        ("statistic T", f"{result.statistic:.6g}"),
-        (
-            "null quantile",
-            "none (two-sided: two quantiles)"
-            if getattr(result, "alternative", "") == "two-sided"
-            else "none (too few permutations)"
-            if result.null_quantile is None
-            else f"{result.null_quantile:.6g}",
-        ),
-    ]
-    if not split and result.relabel == "within-blocks" and result.estimate is not None:
-        # T is the test-time form on the fixed blocks; the estimate is what monkfw run reports
-        rows.insert(5, ("MMD estimate (run)", f"{result.estimate:.6g}"))
-    if split:
-        rows.append(("T - q", "n/a" if result.excess is None else f"{result.excess:.6g}"))
-        for item in result.tuning:
-            rows.append((f"part 1: {item['params'] or 'no grid'}", f"T = {item['statistic']:.6g}"))
-    else:
-        rows.append(("p-value", f"{result.pvalue:.4g}"))
-    rows.append(("alpha, B", f"{result.alpha:g}, {result.n_permutations}"))
-    return rows
-
-
-def _aggregated_rows(result: AggregatedTestResult) -> list[tuple[str, str]]:
-    rows = [("estimator", result.estimator), ("N, M", f"{result.n_x}, {result.n_y}")]
-    for ell, spec in enumerate(result.kernel_specs):
-        mark = " *" if result.kernel_rejects is not None and result.kernel_rejects[ell] else ""
-        sigma = result.bandwidths[ell]
-        if sigma is not None:  # the table shows σ to 4 digits; --json has every digit
-            name, _, params = spec.partition(":")
-            rounded = [f"sigma={sigma:.4g}" if p.startswith("sigma=") else p for p in params.split(",")]
-            spec = f"{name}:{','.join(rounded)}"
-        rows.append((spec, f"statistic {result.kernel_statistics[ell]:.4g}, p = {result.kernel_pvalues[ell]:.4g}{mark}"))
-    rows += [
-        ("statistic", f"{result.statistic:.6g}"),
-        ("p-value", f"{result.pvalue:.4g}"),
-    ]
-    if result.method == "agg" and result.reject:
-        rows.append(("rejected by (*)", f"{len(result.rejecting_kernels)} of {len(result.kernel_specs)} kernels"))
-    if result.contamination:
-        certificate = result.certificate
-        rows.append(("certificate", "does not reject" if certificate is None else _corrupted(certificate)))
-    rows.append(("alpha, B", f"{result.alpha:g}, {result.n_permutations}"))
-    return rows
-
-
-def _corrupted(count: int) -> str:
-    return f"{count} corrupted point{'s' if count != 1 else ''}"
-
-
-def _robust_rows(result: Any, kernel_text: str) -> list[tuple[str, str]]:
-    rows = [
-        ("method", {"dc": "dcMMD (bounded kernel)", "clip": "dcMMD on clipped features", "mom": "median of block p-values"}[result.method]),
-        ("estimator", result.estimator),
-        ("kernel", kernel_text),
-        ("N, M", f"{result.n_x}, {result.n_y}"),
-        ("contamination R", str(result.contamination)),
-    ]
-    if result.method == "clip":
-        slack = f" (moves at most {result.clip_slack:.4g} under R corrupted points)" if result.clip_slack else " (given)"
-        rows.append(("clip radius c", f"{result.clip_radius:.6g}{slack}"))
-    if result.method in ("dc", "clip"):
-        rows += [
-            ("MMD (V-statistic)", f"{result.statistic:.6g}"),
-            ("sensitivity", f"{result.sensitivity:.6g} per corrupted point"),
-            ("null quantile", "none (too few permutations)" if result.null_quantile is None else f"{result.null_quantile:.6g}"),
-            ("threshold q + margin" if result.method == "clip" else "threshold q + 2R delta", "n/a" if result.threshold is None else f"{result.threshold:.6g}"),
-        ]
-    else:
-        rows += [
-            ("blocks Q, order k", f"{result.n_blocks}, {result.order}"),
-            ("median block p-value", f"{result.statistic:.4g}"),
-        ]
-    rows += [
-        ("p-value", f"{result.pvalue:.4g}"),
-        ("certificate", "does not reject" if result.certificate is None else _corrupted(result.certificate)),
-        ("alpha, B", f"{result.alpha:g}, {result.n_permutations}"),
-    ]
-    return rows
+    title, rows = result.report_table()
+    deliver(job.payload(result), output, as_json, result_table(title, rows), footer=result.decision, target=target)
 
 
 def _int_list(text: str | None, option: str) -> tuple[int, ...] | None:
@@ -1393,13 +614,13 @@ def experiment_command(
         overrides["estimators"] = tuple(estimators)
     exp = get_experiment(name, quick=quick, **overrides)
     directory = out if out is not None else Path("monk-results") / (f"{name}-quick" if quick else name)
-    with _backend(backend, scheduler, workers) as runner, _ProgressBar(name) as bar, _plugin_prints_to_stderr():
+    with _backend(backend, scheduler, workers) as runner, ProgressBar(name) as bar, plugin_prints_to_stderr():
         again = "the same command again without --fresh (with it, the saved cells are deleted)" if fresh else "the same command again"
         try:
             done = run_experiment(exp, directory, backend=runner, fresh=fresh, progress=bar)
         except KeyboardInterrupt:
             bar.progress.stop()
-            _note(f"Interrupted. Every finished cell is saved in {directory / 'cells.jsonl'}; run {again} to resume.")
+            tell(f"Interrupted. Every finished cell is saved in {directory / 'cells.jsonl'}; run {again} to resume.")
             STATE.interrupted_said = True
             raise typer.Exit(130) from None
         except Exception:
@@ -1411,9 +632,7 @@ def experiment_command(
                     f"{directory / 'cells.jsonl'}; once the error is fixed, {again} resumes."
                 )
             raise
-    _note(
-        f"{name}: {done.cells} cells ({done.computed} computed now, {done.resumed} from an earlier run) in {done.seconds:.1f} s on the {runner.name} backend."
-    )
+    tell(f"{name}: {done.cells} cells ({done.computed} computed now, {done.resumed} from an earlier run) in {done.seconds:.1f} s on the {runner.name} backend.")
     for path in done.files:
         stdout.print(str(path), markup=False)
 

@@ -8,7 +8,7 @@ with another embedding of the same kernel, within a memory budget
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -18,7 +18,7 @@ from monk_framework.core.errors import DataError, ParameterError, UnknownNameErr
 from monk_framework.core.kernel_sums import bilinear, weighted_gram
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.resources import Resources
-from monk_framework.core.results import Result, call_text, dict_field, optional_finite, optional_float, seed_field, text, timings_field
+from monk_framework.core.results import Result, call_text, dict_field, optional_finite, optional_float, seed_field, spec_text, text, timings_field
 
 if TYPE_CHECKING:
     from monk_framework.core.registry import Registry
@@ -231,6 +231,21 @@ class EmbeddingsResult(Result):
         if self.distance is not None:
             lines.append(f"  distance   {self.distance:.6g} (the RKHS distance between them, an MMD estimate)")
         return "\n".join(lines)
+
+    def report_table(self, diagnostic_rows: Sequence[tuple[str, str]] = ()) -> tuple[str, list[tuple[str, str]]]:
+        """The title and rows of the table ``monkfw run`` prints for mean embeddings: the
+        norms, the distance between the two, and the estimator's ``diagnostic_rows`` for X."""
+        x, y = self.x, self.y
+        rows = [
+            ("estimator", spec_text(x.estimator, x.estimator_params)),
+            ("kernel", x.kernel.spec()),
+            ("N", str(len(x.weights))),
+            ("||mu_X||", f"{x.norm():.10g}"),
+            *diagnostic_rows,
+        ]
+        if y is not None:
+            rows += [("M", str(len(y.weights))), ("||mu_Y||", f"{y.norm():.10g}"), ("||mu_X - mu_Y||", f"{self.distance:.10g}")]
+        return f"{x.estimator} with {x.kernel.name}", rows
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()

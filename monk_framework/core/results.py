@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -42,6 +42,7 @@ __all__ = [
     "optional_float",
     "optional_floats",
     "seed_field",
+    "spec_text",
     "text",
     "timings_field",
     "whole",
@@ -333,6 +334,11 @@ def count_text(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
+def spec_text(name: str, params: Mapping[str, Any]) -> str:
+    """``rbf(sigma=1.6305411928)``: a kernel or an estimator with every digit of its parameters, as its ``spec()``."""
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in params.items())})"
+
+
 def call_text(name: str, params: Mapping[str, Any]) -> str:
     """``rbf(sigma=1.63054)``: a kernel or an estimator with its parameters, for a summary."""
     shown = (f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v!r}" for k, v in params.items())
@@ -419,6 +425,21 @@ class MMDResult(StatisticResult):
     def summary_rows(self) -> list[tuple[str, str]]:
         return [("MMD^2", f"{self.mmd2:.10g}"), ("MMD", f"{self.mmd:.10g}")]
 
+    def report_table(self, diagnostic_rows: Sequence[tuple[str, str]] = ()) -> tuple[str, list[tuple[str, str]]]:
+        """The title and rows of the table ``monkfw run`` prints, with the estimator's own
+        ``diagnostic_rows`` (:meth:`~monk_framework.core.estimators.Estimator.report_rows`)
+        after the estimate."""
+        rows = [
+            ("estimator", spec_text(self.estimator, self.estimator_params)),
+            ("kernel", spec_text(self.kernel, self.kernel_params)),
+            ("N, M", f"{self.n_x}, {self.n_y}"),
+            ("MMD^2", f"{self.mmd2:.10g}"),
+            ("MMD", f"{self.mmd:.10g}"),
+            *diagnostic_rows,
+            ("time", f"{self.timings['total_s']:.4f} s"),
+        ]
+        return f"{self.estimator} with {self.kernel}", rows
+
 
 @attrs.frozen(kw_only=True, repr=False)
 class TestResult(StatisticResult):
@@ -492,3 +513,12 @@ class TestResult(StatisticResult):
             ("p-value", f"{self.pvalue:.4g} ({count_text(self.n_permutations, 'relabelling')})"),
             ("decision", self.decision),
         ]
+
+    def report_table(self) -> tuple[str, list[tuple[str, str]]]:
+        """The title and the (label, text) rows of the table ``monkfw test`` prints: every
+        number a reader checks, to a few digits (``--json`` has every digit); the decision
+        follows the table. Each kind of test says what it shows."""
+        raise NotImplementedError
+
+    def _timed(self, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [*rows, ("alpha, B", f"{self.alpha:g}, {self.n_permutations}"), ("time", f"{self.timings['total_s']:.3f} s")]

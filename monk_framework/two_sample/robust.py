@@ -45,17 +45,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 import numpy as np
 
 from monk_framework.core.combinators import RADIUS_RANGE, ClippedKernel
 from monk_framework.core.errors import (
-    DataError,
     MonkDeprecationWarning,
     MonkError,
     ParameterError,
-    PluginFailure,
-    plugin_code,
     shown,
 )
 from monk_framework.core.estimators import MMDEstimator
@@ -74,20 +70,17 @@ from monk_framework.core.resources import (
 from monk_framework.core.results import computed_with
 from monk_framework.core.test_results import RobustTestResult
 from monk_framework.engine.backends import Backend
-from monk_framework.engine.partitions import check_n_blocks, median_position, pair_partition
+from monk_framework.engine.partitions import median_position, pair_partition
 from monk_framework.engine.pooled import PooledSample, pooled
 from monk_framework.engine.relabelling import (
-    Progress,
     check_null_memory,
-    real_statistics,
     relabelled_statistics,
-    within_block_batch,
 )
-from monk_framework.engine.within_blocks import relabellings, within_block_sums
 from monk_framework.two_sample.bandwidth import MedianBandwidth, reads_its_bandwidth, unbounded
+from monk_framework.two_sample.block_pvalues import auto_blocks, block_exceedances, check_blocks, median_pvalue
+from monk_framework.two_sample.clipping import CLIP_QUANTILE, ClipRadius, clip_radius, quantile_rank
 from monk_framework.two_sample.common import (
     DEFAULT_PERMUTATIONS,
-    TIE_RTOL,
     check_estimator,
     check_level,
     check_permutations,
@@ -115,13 +108,6 @@ __all__ = [
 
 #: the methods of :func:`robust_test`.
 METHODS = ("auto", "clip", "dc", "mom")
-#: "clip" without a radius: c is this quantile of the pooled feature norms √k(z, z)
-#: (the median: of 0.5, 0.75, 0.9 and 0.95 the most powerful at N = M = 200 and as
-#: powerful as any at 1000, docs/studies/robustness.md; a higher quantile widens the margin)
-CLIP_QUANTILE = 0.5
-#: "mom" with n_blocks="auto": Q ≈ MOM_BLOCKS_PER_ROOT · √min(N, M), at least 4r + 1
-#: (measured best among 21..251 blocks at N = 200 and 1000; docs/studies/robustness.md).
-MOM_BLOCKS_PER_ROOT = 2.0
 
 
 def mmd_sensitivity(kernel: Kernel, n: int, m: int, Z: Any = None) -> float | None:
@@ -153,127 +139,6 @@ def contamination_count(contamination: Any, total: int) -> int:
             raise ParameterError(f"contamination as a fraction must lie in [0, 1/2); got {shown(contamination)} (give a number of points as an int).")
         return int(math.floor(fraction * total + 1e-9))
     raise ParameterError(f"contamination must be a count (int) or a fraction in [0, 1/2); got {contamination!r}.")
-
-
-def auto_blocks(n: int, m: int, r: int) -> int:
-    """The default Q of "mom": odd, about 2√min(N, M), at least 4r + 1, at most min(N, M)/2.
-
-    More blocks make the median of the block p-values more precise and tolerate more
-    corruption; fewer make each block's test stronger. With r corrupted blocks the median
-    needs at least r + 1 clean blocks below it, so Q ≥ 4r + 1 keeps three quarters of the
-    blocks clean. Raises when even min(N, M)/2 blocks of two points cannot reach 2r + 1.
-    """
-    small = min(n, m)
-    top = small // 2
-    q = max(int(math.ceil(MOM_BLOCKS_PER_ROOT * math.sqrt(small))), 4 * r + 1)
-    q = min(q, top)
-    if q % 2 == 0:
-        q -= 1
-    if q < 2 * r + 1:
-        raise ParameterError(
-            f"method='mom' cannot tolerate contamination = {r}: the median of Q block p-values needs "
-            f"Q >= 2r + 1 = {2 * r + 1} blocks, but blocks of at least 2 points of each sample allow at "
-            f"most {top} with min(N, M) = {small}. Use fewer corrupted points, more data, or "
-            "method='dc' with a bounded kernel."
-        )
-    return max(q, 1)
-
-
-def median_pvalue(block_pvalues: np.ndarray, r: int) -> float:
-    """P(Binomial(Q, p_(k)) ≥ k − r), k = ⌊(Q − 1)/2⌋ + 1: valid with up to r corrupted blocks.
-
-    p_(k) is the k-th smallest block p-value; at most r of the k smallest are corrupted,
-    so p_(k) is at least the (k − r)-th smallest of the uncorrupted p-values, which are
-    independent and super-uniform under H₀. 1 when k ≤ r.
-    """
-    p = np.sort(np.asarray(block_pvalues, dtype=float))
-    k = median_position(len(p)) + 1
-    if k - r < 1:
-        return 1.0
-    from scipy.stats import binom  # 0.4 s to import: only when a robust test runs
-
-    return float(binom.sf(k - r - 1, len(p), p[k - 1]))
-
-
-@attrs.frozen
-class ClipRadius:
-    """The radius c of method "clip" and what a corruption of r points can do to it.
-
-    ``radius`` is c as used. With c the τ-quantile of the pooled feature norms (the
-    j-th smallest, j = ⌈τ(N + M)⌉), the radius c₀ the uncorrupted data would give is the
-    j-th smallest of norms of which at most r differ, so it lies between the observed
-    (j − r)-th and (j + r)-th smallest: |c − c₀| ≤ ``slack(r)``. Moving the radius from
-    c₀ to c moves only the features of points whose norm exceeds min(c, c₀) ≥ the
-    (j − r)-th norm, each by at most |c − c₀|; there are at most K + r of them, K counted
-    on the observed norms, so any relabelled X's mean moves by at most
-    min(1, (K + r)/N)·|c − c₀|, Y's by min(1, (K + r)/M)·|c − c₀| (:meth:`shift`).
-    """
-
-    radius: float
-    quantile: float | None  # None: the radius was given
-    norms: np.ndarray = attrs.field(eq=False, repr=False)  # sorted pooled norms √k(z, z)
-    n: int
-    m: int
-
-    def slack(self, r: int) -> float:
-        """The most |c − c₀| can be with r corrupted points (0 for a given radius; inf when
-        the quantile's rank j + r exceeds the points)."""
-        if self.quantile is None or r == 0:
-            return 0.0
-        j = _quantile_rank(self.quantile, len(self.norms))
-        if j + r > len(self.norms):
-            return math.inf
-        below = self.norms[j - r - 1] if j - r >= 1 else 0.0
-        return max(self.radius - below, self.norms[j + r - 1] - self.radius)
-
-    def shift(self, r: int, delta: float) -> float:
-        """s(r) = rΔ + (min(1, (K + r)/N) + min(1, (K + r)/M))·slack(r): the most r
-        corrupted points move the clipped MMD, or any relabelled one, from the value the
-        uncorrupted data give with their own radius."""
-        w = self.slack(r)
-        if w == 0.0:
-            return r * delta
-        if not math.isfinite(w):
-            return math.inf
-        j = _quantile_rank(self.quantile, len(self.norms))  # type: ignore[arg-type]
-        low = self.norms[j - r - 1] if j - r >= 1 else 0.0
-        beyond = int(len(self.norms) - np.searchsorted(self.norms, low, side="right")) + r
-        share = min(1.0, beyond / self.n) + min(1.0, beyond / self.m)
-        return r * delta + share * w
-
-
-def _quantile_rank(quantile: float, size: int) -> int:
-    """j = ⌈τ·size⌉ within 1..size: the rank of the τ-quantile among ``size`` sorted values."""
-    return min(size, max(1, int(math.ceil(quantile * size - 1e-9))))
-
-
-def clip_radius(kernel: Kernel, X: Any, Y: Any, *, clip: float | None, quantile: float) -> ClipRadius:
-    """The radius of method "clip": ``clip`` when given, else the ``quantile`` of the
-    pooled feature norms √k(z, z) (:class:`ClipRadius`)."""
-    # a norm beyond float64 sorts last, as the largest it is (ClippedKernel gives that point the feature 0)
-    norms = np.sort(np.sqrt(np.maximum(np.concatenate([kernel.diag_tile(X, overflow=True), kernel.diag_tile(Y, overflow=True)]), 0.0)))
-    if clip is not None:
-        return ClipRadius(radius=float(clip), quantile=None, norms=norms, n=len(X), m=len(Y))
-    c = float(norms[_quantile_rank(quantile, len(norms)) - 1])
-    if not math.isfinite(c):
-        raise DataError(
-            f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) of {kernel.spec()} is "
-            "beyond float64 on these data (that many points have k(z, z) beyond float64: gross outliers, or data to "
-            "rescale). Give a radius (clip=c) or a lower clip_quantile."
-        )
-    if not c > 0:
-        raise ParameterError(
-            f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) is 0 for "
-            f"{kernel.spec()} on these data (k(z, z) is 0, or below float64's range, for that many points), "
-            "so every feature would be clipped to 0. Give a radius (clip=c) or a higher clip_quantile."
-        )
-    if not RADIUS_RANGE[0] <= c <= RADIUS_RANGE[1]:
-        raise DataError(
-            f"method='clip': the {quantile:g}-quantile of the feature norms sqrt(k(z, z)) of {kernel.spec()} is "
-            f"{c:.3g}, whose square is outside float64's range ({RADIUS_RANGE[0]:.3g} <= c <= {RADIUS_RANGE[1]:.3g}): "
-            "the clipped kernel's values would overflow or vanish. Rescale the data."
-        )
-    return ClipRadius(radius=c, quantile=float(quantile), norms=norms, n=len(X), m=len(Y))
 
 
 def _check_clip(clip: Any, clip_quantile: Any, chosen: str) -> None:
@@ -511,7 +376,7 @@ def robust_test(
         shift: Callable[[int], float] = (lambda c: c * delta) if radius is None else (lambda c: radius.shift(c, delta))
         if not math.isfinite(shift(r)):
             assert radius is not None and radius.quantile is not None  # a given radius has no slack
-            j = _quantile_rank(radius.quantile, n + m)
+            j = quantile_rank(radius.quantile, n + m)
             why = (
                 f"the radius's rank plus {r} exceeds the {n + m} points"
                 if j + r > n + m
@@ -545,9 +410,9 @@ def robust_test(
             **common,
         )
     pool = PooledSample(view, Xv, Yv, resources=resources)
-    Q = auto_blocks(n, m, r) if isinstance(n_blocks, str) and n_blocks == "auto" else _check_blocks(n_blocks, n, m)
+    Q = auto_blocks(n, m, r) if isinstance(n_blocks, str) and n_blocks == "auto" else check_blocks(n_blocks, n, m)
     partition = pair_partition(n, m, Q, np.random.default_rng(stream(seq, "partition")))
-    counts = _block_exceedances(est, pool, partition, B, null_seq, tick)
+    counts = block_exceedances(est, pool, partition, B, null_seq, tick)
     pvalues = (1.0 + counts) / (1.0 + B)
     p = median_pvalue(pvalues, r)
     order = median_position(Q) + 1
@@ -662,57 +527,3 @@ def shifted_certificate(T: float, q: float | None, shift: Callable[[int], float]
     if q is None:
         return -1
     return largest_budget(lambda r: T - 2 * shift(r) > q, most)
-
-
-def _check_blocks(n_blocks: Any, n: int, m: int) -> int:
-    if isinstance(n_blocks, bool) or not isinstance(n_blocks, (int, np.integer)) or n_blocks < 1:
-        raise ParameterError(f"n_blocks must be 'auto' or an int >= 1; got {shown(n_blocks)}.")
-    check_n_blocks(int(n_blocks), {"X": n, "Y": m}, estimator="robust_test(method='mom')")
-    return int(n_blocks)
-
-
-def _block_exceedances(
-    estimator: MMDEstimator,
-    pool: PooledSample,
-    partition: Any,
-    B: int,
-    seq: np.random.SeedSequence,
-    progress: Progress | None,
-) -> np.ndarray:
-    """#{b : s_{q,b} ≥ s_q} for every block q over B within-block relabellings."""
-    nx, ny = partition.x_sizes.astype(float), partition.y_sizes.astype(float)
-    identity = np.arange(pool.size)[None, :]
-
-    def statistic(sums: Any, rows: int) -> np.ndarray:
-        # a plugin's statistic, checked as every answer a test uses is: a NaN never
-        # reaches a relabelled value (a NaN counted as below T gave p = 5e-19 on null data)
-        with plugin_code(estimator, "mmd2_from_sums"):
-            raw = estimator.mmd2_from_sums(sums, nx, ny)
-        values = real_statistics(estimator, "mmd2_from_sums", raw)
-        if values.shape != (rows, partition.n_blocks):
-            raise PluginFailure(
-                f"{estimator.plugin_label()}: mmd2_from_sums returned shape {values.shape} for {rows} relabelling(s) of "
-                f"{partition.n_blocks} blocks; it must return one MMD^2 per relabelling and block, shape "
-                f"({rows}, {partition.n_blocks})."
-            )
-        if not np.isfinite(values).all():
-            raise PluginFailure(
-                f"{estimator.plugin_label()}: mmd2_from_sums returned {float(values[~np.isfinite(values)][0])} "
-                "for these kernel sums; an MMD^2 must be a finite number."
-            )
-        return values
-
-    observed = statistic(within_block_sums(pool, partition, identity), 1)[0]
-    counts = np.zeros(partition.n_blocks)
-    step = within_block_batch(pool, B)
-    if progress is not None:
-        progress(0, B)
-    for done in range(0, B, step):
-        stop = min(done + step, B)
-        perms = relabellings(partition, pool.n, done, stop, seq)
-        values = statistic(within_block_sums(pool, partition, perms), stop - done)
-        # a relabelled value equal to the observed one up to round-off counts as reaching it
-        counts += np.count_nonzero(values >= observed - TIE_RTOL * np.abs(observed), axis=0)
-        if progress is not None:
-            progress(stop, B)
-    return counts

@@ -421,11 +421,11 @@ def test_fasta_case_flag_reaches_the_loader(tmp_path):
 
 @pytest.mark.parametrize("command", ["run", "test"])
 def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(tmp_path, command, monkeypatch):
-    from monk_framework.app import jobs
+    from monk_framework.app import test_job
     from monk_framework.app.cli import app
 
     calls = []
-    monkeypatch.setattr(jobs, "permutation_test", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(test_job, "permutation_test", lambda *a, **k: calls.append(1))
     base = [command, "-k", "rbf", "-e", "u-stat", "-d", "gauss", "--data-param", "n=20"]
     result = CliRunner().invoke(app, [*base, "-o", str(tmp_path)])
     assert result.exit_code == 2 and "is a directory; give a file name inside it" in result.stderr
@@ -503,14 +503,14 @@ def test_a_scheduler_scheme_this_client_cannot_use_says_why(address, message):
 
 @pytest.mark.parametrize("command", ["run", "test"])
 def test_ctrl_c_prints_one_interrupted_line_and_exits_130(command, monkeypatch):
-    from monk_framework.app import jobs
+    from monk_framework.app import test_job
     from monk_framework.app.cli import app
     from monk_framework.core.estimators import MMDEstimator
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(jobs, "permutation_test", interrupted)
+    monkeypatch.setattr(test_job, "permutation_test", interrupted)
     monkeypatch.setattr(MMDEstimator, "estimate", interrupted)
     result = CliRunner().invoke(app, [command, "-k", "rbf", "-e", "u-stat", "-d", "gauss", "--data-param", "n=20"])
     assert result.exit_code == 130
@@ -682,10 +682,10 @@ def test_the_default_kernel_follows_the_data_kind(tmp_path):
 def test_long_work_writes_plain_progress_lines_when_stderr_is_not_a_terminal(monkeypatch):
     # a log file or a batch job: no bar, but a line at most every PLAIN_PROGRESS_EVERY seconds
     # with the time left (here every report, so that a short job shows them)
-    from monk_framework.app import cli
+    from monk_framework.app import progress_bar
 
-    monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.0)
-    monkeypatch.setattr(cli, "PLAIN_PROGRESS_FIRST", 0.0)
+    monkeypatch.setattr(progress_bar, "PLAIN_PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(progress_bar, "PLAIN_PROGRESS_FIRST", 0.0)
     ran = invoke("run", "-k", "rbf", "-p", "sigma=1", "-e", "monk-bcd", "-p", "n_iter=40", "--data-param", "n=100", "--json")
     assert ran.exit_code == 0, ran.output
     lines = [line for line in ran.stderr.splitlines() if line.startswith("estimate: iterations (Q = 11)")]
@@ -696,8 +696,8 @@ def test_long_work_writes_plain_progress_lines_when_stderr_is_not_a_terminal(mon
     quiet = invoke("test", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=50", "-B", "200", "--json", "-q")
     assert quiet.exit_code == 0 and quiet.stderr.strip() == ""
     # between the lines, at least PLAIN_PROGRESS_EVERY seconds (none at all in a short job)
-    monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 3600.0)
-    monkeypatch.setattr(cli, "PLAIN_PROGRESS_FIRST", 3600.0)
+    monkeypatch.setattr(progress_bar, "PLAIN_PROGRESS_EVERY", 3600.0)
+    monkeypatch.setattr(progress_bar, "PLAIN_PROGRESS_FIRST", 3600.0)
     assert "permutations" not in invoke("test", "-k", "rbf", "-p", "sigma=1", "--data-param", "n=50", "-B", "200").stderr
 
 
@@ -718,11 +718,11 @@ def test_one_seed_gives_the_same_bits_in_run_and_python_and_the_test_agrees_to_r
 
 def test_a_terminal_bar_shortens_large_counts():
     # the characters of a file read showed as 16777279/70674009
-    from monk_framework.app.cli import _counts
+    from monk_framework.app.progress_bar import counts
 
-    assert _counts(16_777_279, 70_674_009) == "16.8M/70.7M"
-    assert _counts(2_097, 3_000) == "2,097/3,000" and _counts(1.5, 3) == "1.5/3"
-    assert _counts(3e9, 1.2e10) == "3.0G/12.0G" and _counts(0, 2e12) == "0.0T/2.0T"
+    assert counts(16_777_279, 70_674_009) == "16.8M/70.7M"
+    assert counts(2_097, 3_000) == "2,097/3,000" and counts(1.5, 3) == "1.5/3"
+    assert counts(3e9, 1.2e10) == "3.0G/12.0G" and counts(0, 2e12) == "0.0T/2.0T"
 
 
 def test_kernel_and_estimator_options_take_specs_as_python_does():
@@ -764,7 +764,7 @@ def test_a_stage_whose_first_report_comes_late_is_timed_from_the_stage_before(mo
     # first matrix's 7 s, so the time left is 14 s, not 0 (the stage began before it told)
     from rich.console import Console
 
-    from monk_framework.app import cli
+    from monk_framework.app import progress_bar as cli
 
     clock = [100.0]
     monkeypatch.setattr(cli.time, "monotonic", lambda: clock[0])
@@ -772,7 +772,7 @@ def test_a_stage_whose_first_report_comes_late_is_timed_from_the_stage_before(mo
     monkeypatch.setattr(cli, "stderr", console)
     monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.0)
     monkeypatch.setattr(cli, "PLAIN_PROGRESS_FIRST", 0.0)
-    bar = cli._ProgressBar("estimate")
+    bar = cli.ProgressBar("estimate")
     assert bar.plain  # a StringIO is not a terminal
     clock[0] = 107.0
     bar(1, 3, "Gram matrices")
@@ -800,7 +800,7 @@ def test_a_stage_whose_first_report_comes_late_is_timed_from_the_stage_before(mo
     bar(120_001, 200_000, "Gram matrix")
     lines = console.file.getvalue().splitlines()
     assert lines[5] == "estimate: Gram matrix 120,001/200,000 (60%), 2.0 h elapsed, about 80 min left"
-    assert [cli._ProgressBar._duration(t) for t in (89.4, 91, 5400, 47 * 3600, 4 * 86400, 1e30)] == [
+    assert [cli.ProgressBar._duration(t) for t in (89.4, 91, 5400, 47 * 3600, 4 * 86400, 1e30)] == [
         "89 s",
         "2 min",
         "1.5 h",
@@ -873,13 +873,13 @@ def test_a_terminal_that_cannot_encode_a_character_gets_it_escaped(tmp_path):
 @pytest.mark.parametrize("command", ["run", "test"])
 def test_a_save_that_fails_still_prints_the_result_before_the_error(monkeypatch, tmp_path, command):
     # on a full disk `-o r.json` lost the computed result: the error alone was printed
-    from monk_framework.app import cli
+    from monk_framework.app import render
     from monk_framework.core.errors import MonkError
 
     def full(path, data):
         raise MonkError(f"Cannot write {str(path)!r}: No space left on device.")
 
-    monkeypatch.setattr(cli, "write_atomically", full)
+    monkeypatch.setattr(render, "write_atomically", full)
     result = invoke(
         command,
         "-d",
@@ -902,11 +902,11 @@ def test_a_save_that_fails_still_prints_the_result_before_the_error(monkeypatch,
 def test_reading_a_large_table_of_numbers_shows_progress(monkeypatch, tmp_path):
     # a CSV of 80 MB took 5 s to read without a word (800 MB: nearly a minute)
     from monk_framework import load_sample
-    from monk_framework.app import cli
+    from monk_framework.app import progress_bar
     from monk_framework.io import loading
 
-    monkeypatch.setattr(cli, "PLAIN_PROGRESS_EVERY", 0.0)
-    monkeypatch.setattr(cli, "PLAIN_PROGRESS_FIRST", 0.0)
+    monkeypatch.setattr(progress_bar, "PLAIN_PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(progress_bar, "PLAIN_PROGRESS_FIRST", 0.0)
     monkeypatch.setattr(loading, "READ_REPORT_CHARS", 1000)
     X = np.random.default_rng(0).normal(size=(500, 3))
     np.savetxt(tmp_path / "x.csv", X, delimiter=",")

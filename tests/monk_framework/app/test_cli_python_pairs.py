@@ -1,5 +1,5 @@
 """A command line request and its Python twin give the same numbers: ``monkfw test`` and
-``monkfw run`` build the library's own call (``jobs.test_call``), with the same defaults."""
+``monkfw run`` build the library's own call (``test_job.test_call``), with the same defaults."""
 
 from __future__ import annotations
 

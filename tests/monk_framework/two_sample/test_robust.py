@@ -336,7 +336,8 @@ def test_clip_with_a_given_radius_is_dc_on_the_clipped_kernel(registry, rng):
 
 def test_the_clip_radius_of_the_uncorrupted_data_lies_within_its_slack(registry):
     # the quantile of norms of which r were replaced stays within the observed (j ± r)-th
-    from monk_framework.two_sample.robust import ClipRadius, _quantile_rank
+    from monk_framework.two_sample.clipping import ClipRadius
+    from monk_framework.two_sample.clipping import quantile_rank as _quantile_rank
 
     for seed in range(300):
         g = np.random.default_rng(seed)
