@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -36,7 +36,7 @@ def _as_kernel(value: Any) -> Kernel:
     )
 
 
-def _same_input(instance: Any, attribute: attrs.Attribute, value: Kernel) -> None:
+def _same_input(instance: Any, attribute: attrs.Attribute[Any], value: Kernel) -> None:
     left = instance.left
     if value is not left and value.input_kind != left.input_kind:
         raise ParameterError(f"Cannot combine kernel {left.name!r} ({left.input_kind}s) with kernel {value.name!r} ({value.input_kind}s).")
@@ -102,7 +102,7 @@ class SumKernel(_Pair):
         return any(free) and all(f or i for f, i in zip(free, invariant))
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
-        return self.left.gram_tile(X, Y) + self.right.gram_tile(X, Y)
+        return cast(np.ndarray, self.left.gram_tile(X, Y) + self.right.gram_tile(X, Y))
 
     def compute_features(self, X: Any) -> np.ndarray:
         # ⟨[φ₁(x), φ₂(x)], [φ₁(y), φ₂(y)]⟩ = k₁(x, y) + k₂(x, y)
@@ -113,7 +113,7 @@ class SumKernel(_Pair):
         return None if a is None or b is None else a + b
 
     def compute_diag(self, X: Any) -> np.ndarray:
-        return self.left.diag_tile(X) + self.right.diag_tile(X)
+        return cast(np.ndarray, self.left.diag_tile(X) + self.right.diag_tile(X))
 
     def sup_diag(self) -> float | None:
         a, b = self.left.sup_diag(), self.right.sup_diag()
@@ -134,19 +134,19 @@ class ProductKernel(_Pair):
     symbol: ClassVar[str] = "*"
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
-        return self.left.gram_tile(X, Y) * self.right.gram_tile(X, Y)
+        return cast(np.ndarray, self.left.gram_tile(X, Y) * self.right.gram_tile(X, Y))
 
     def compute_features(self, X: Any) -> np.ndarray:
         # ⟨φ₁(x) ⊗ φ₂(x), φ₁(y) ⊗ φ₂(y)⟩ = k₁(x, y) · k₂(x, y)
         F, G = self.left.features(X), self.right.features(X)
-        return (F[:, :, None] * G[:, None, :]).reshape(len(F), -1)
+        return cast(np.ndarray, (F[:, :, None] * G[:, None, :]).reshape(len(F), -1))
 
     def compute_feature_count(self, d: int) -> int | None:
         a, b = self.left.compute_feature_count(d), self.right.compute_feature_count(d)
         return None if a is None or b is None else a * b
 
     def compute_diag(self, X: Any) -> np.ndarray:
-        return self.left.diag_tile(X) * self.right.diag_tile(X)
+        return cast(np.ndarray, self.left.diag_tile(X) * self.right.diag_tile(X))
 
     def sup_diag(self) -> float | None:
         a, b = self.left.sup_diag(), self.right.sup_diag()
@@ -158,7 +158,7 @@ class ProductKernel(_Pair):
 RADIUS_RANGE = (math.sqrt(np.finfo(np.float64).tiny), math.sqrt(np.finfo(np.float64).max))
 
 
-def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+def _positive(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
     if not (np.isfinite(value) and value > 0):
         if isinstance(instance, ScaledKernel):
             raise ParameterError(f"A kernel can be scaled by a finite number > 0 only (c·k stays PSD); got {value!r}.")
@@ -280,7 +280,7 @@ class ClippedKernel(_Wrapping):
         where it is +inf: the point's feature is set to 0, see the class docstring)."""
         root_diag = np.sqrt(np.maximum(diag, 0.0))
         with np.errstate(divide="ignore"):
-            return np.minimum(1.0, self.c / root_diag)
+            return cast(np.ndarray, np.minimum(1.0, self.c / root_diag))
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         sx = self.shrink(self.kernel.diag_tile(X, overflow=True))
@@ -293,7 +293,7 @@ class ClippedKernel(_Wrapping):
         out *= sy[None, :]
         out[sx == 0.0, :] = 0.0
         out[:, sy == 0.0] = 0.0
-        return out
+        return cast(np.ndarray, out)
 
     def compute_pair_values(self, A: Any, B: Any) -> np.ndarray:
         # k₀(a, b)·s(a)·s(b) pair by pair, from k₀'s own pair values (direct where it has them)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["Embedding", "EmbeddingsResult"]
 
 
-def _weights(instance: Any, attribute: attrs.Attribute, value: np.ndarray) -> None:
+def _weights(instance: Any, attribute: attrs.Attribute[Any], value: np.ndarray) -> None:
     n = len(instance.sample)
     if value.shape != (n,):
         raise DataError(f"An embedding needs one weight per sample point: {n}; got shape {value.shape}.")
@@ -44,9 +44,13 @@ def _sample_eq(a: Any, b: Any) -> bool:
     return isinstance(a, list) and isinstance(b, list) and a == b
 
 
-def _kernel(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _kernel(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, Kernel):
         raise ParameterError(f"An embedding's kernel must be a Kernel; got {type(value).__name__}.")
+
+
+def _float64(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)
 
 
 @attrs.frozen(kw_only=True, repr=False)
@@ -67,7 +71,7 @@ class Embedding(Result):
     kernel: Kernel = attrs.field(validator=_kernel)
     sample: np.ndarray | list[str] = attrs.field(converter=_as_sample, eq=attrs.cmp_using(eq=_sample_eq))
     weights: np.ndarray = attrs.field(
-        converter=lambda w: np.asarray(w, dtype=np.float64),
+        converter=_float64,
         validator=_weights,
         eq=attrs.cmp_using(eq=np.array_equal),
     )
@@ -201,7 +205,7 @@ class Embedding(Result):
         elif kernel.name != data["kernel"]:
             raise DataError(f"The embedding was made with kernel {data['kernel']!r}, not {kernel.name!r}.")
         fields = {k: v for k, v in data.items() if k != "kernel_params"}
-        return super().from_dict({**fields, "kernel": kernel})
+        return cast("Embedding", super().from_dict({**fields, "kernel": kernel}))
 
 
 @attrs.frozen(kw_only=True, repr=False)
@@ -267,4 +271,4 @@ class EmbeddingsResult(Result):
             raise DataError("An embeddings result holds the embedding of X under 'x'; this one does not.")
         x = Embedding.from_dict(data["x"], registry=reg)
         y = None if data.get("y") is None else Embedding.from_dict(data["y"], registry=reg)
-        return super().from_dict({**data, "x": x, "y": y})
+        return cast("EmbeddingsResult", super().from_dict({**data, "x": x, "y": y}))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -391,7 +391,7 @@ def fits_float64(value: numbers.Real) -> bool:
 def lower_median(Z: np.ndarray) -> np.ndarray:
     """The coordinate-wise lower median of the points of Z: a data value, which gross
     outliers do not drag away from the ordinary points."""
-    return np.partition(Z, (len(Z) - 1) // 2, axis=0)[(len(Z) - 1) // 2]
+    return cast(np.ndarray, np.partition(Z, (len(Z) - 1) // 2, axis=0)[(len(Z) - 1) // 2])
 
 
 def scaled_norm(v: np.ndarray) -> float:

@@ -14,7 +14,7 @@ embedding's sums come from row tiles of at most a quarter of the budget.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -176,9 +176,9 @@ def weighted_gram(
         # K(A, B) v = Φ(A) (Φ(B)ᵀ v): no kernel value between points
         if report is not None:
             report(float(len(A)) * m)
-        return features[0] @ (features[1].T @ v)
+        return cast(np.ndarray, features[0] @ (features[1].T @ v))
     if resources.fits(8.0 * len(A) * m):
-        return kernel.whole_gram(A, B, run_bands=None if report is None else counted_in_turn(m, report)) @ v
+        return cast(np.ndarray, kernel.whole_gram(A, B, run_bands=None if report is None else counted_in_turn(m, report)) @ v)
     out = np.empty(len(A))
     for a, tile in _row_tiles(kernel, A, B, resources):
         out[a : a + len(tile)] = tile @ v

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 import attrs
 import numpy as np
@@ -95,11 +95,11 @@ class Kernel(Configurable):
         """``k1 * k2`` (the product kernel) or ``k * c`` (c > 0)."""
         if isinstance(other, Kernel):
             return COMPOSITES["product"](left=self, right=other)  # type: ignore[call-arg]
-        return COMPOSITES["scaled"].of(other, self)  # type: ignore[attr-defined]
+        return cast("Kernel", COMPOSITES["scaled"].of(other, self))  # type: ignore[attr-defined]
 
     def __rmul__(self, other: Any) -> Kernel:
         """``c * k`` for a number c > 0."""
-        return COMPOSITES["scaled"].of(other, self)  # type: ignore[attr-defined]
+        return cast("Kernel", COMPOSITES["scaled"].of(other, self))  # type: ignore[attr-defined]
 
     def check_sample(self, X: Any, *, name: str = "X") -> Sample:
         """Validate a sample for this kernel's input kind (see :mod:`monk_framework.core.samples`)."""
@@ -564,7 +564,7 @@ class Kernel(Configurable):
                 f"{self.plugin_label()} is not positive semi-definite: k(x, x) = {values[i]:.6g} < 0 "
                 f"for point {i} (a PSD kernel has k(x, x) = ||phi(x)||^2 >= 0)."
             )
-        return values
+        return cast(np.ndarray, values)
 
     def symmetric_gram(self, X: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
         """K = k(X, X) of one validated sample, exactly symmetric with ``diag_tile`` on its
@@ -638,7 +638,7 @@ class Kernel(Configurable):
         self.check_finite(K)
         if Y is None:
             check_whole_symmetric(self, K, X)
-        return K
+        return cast(np.ndarray, K)
 
     def rectangular_gram(self, X: Sample, Y: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
         """k(X, Y) of two validated samples, filled in row bands (:meth:`Resources.chunk_rows`) after a

@@ -10,7 +10,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from monk_framework.core.embedding import Embedding, EmbeddingsResult
 from monk_framework.core.errors import DataError, UnknownNameError
@@ -64,4 +64,4 @@ def load_result(data: str | os.PathLike[str] | Mapping[str, Any], *, registry: R
     cls = classes[data["type"]]
     if cls in (Embedding, EmbeddingsResult):
         return cls.from_dict(data, registry=registry or get_registry())
-    return cls.from_dict(data)
+    return cast("Result", cls.from_dict(data))

@@ -55,7 +55,7 @@ class Check:
     #: what the refusal of a value says beyond the description ("" for nothing)
     hint: Callable[[Any], str] | None = None
 
-    def __call__(self, instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    def __call__(self, instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         ok = False
         try:
             ok = bool(self.test(value))

@@ -23,7 +23,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -524,14 +524,14 @@ class Registry:
         if isinstance(kernel, str):
             name, params = parse_spec(kernel)
             return self.get_kernel(name, **params)
-        return kernel
+        return cast("Kernel", kernel)
 
     def resolve_estimator(self, estimator: Any) -> Estimator:
         """An estimator as given, or by spec: ``"u-stat"``, ``"monk-bcd:n_blocks=21"``."""
         if isinstance(estimator, str):
             name, params = parse_spec(estimator)
             return self.get_estimator(name, **params)
-        return estimator
+        return cast("Estimator", estimator)
 
     def find(self, name: str) -> list[PluginEntry]:
         """Every kernel and estimator called ``name`` (one of each at most)."""

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from time import monotonic
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -198,9 +198,9 @@ def progress_callback(progress: Any) -> ProgressCallback | None:
     try:
         signature = inspect.signature(progress)
     except (TypeError, ValueError):
-        return progress  # a builtin without a signature: its first call will tell
+        return cast(ProgressCallback | None, progress)  # a builtin without a signature: its first call will tell
     if _accepts(signature, 3):
-        return progress
+        return cast(ProgressCallback | None, progress)
     if _accepts(signature, 2):
         warnings.warn(
             "A progress callback with two arguments (done, total) is deprecated; every entry point calls "

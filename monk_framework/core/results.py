@@ -80,7 +80,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+def finite(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
     """attrs validator: a result's number must be finite (a NaN never reaches a file)."""
     if not math.isfinite(value):
         raise MonkError(
@@ -112,7 +112,7 @@ def _recorded_seed(value: Any) -> bool:
     return entropy_ok and all(map(_natural, spawn_key))
 
 
-def _check_seed(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _check_seed(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not _recorded_seed(value):
         raise ParameterError(f"{type(instance).__name__}.{attribute.name}: not a recorded seed: {value!r}.")
 
@@ -136,13 +136,13 @@ mapping = attrs.validators.instance_of(dict)
 optional_finite = attrs.validators.optional(finite)
 
 
-def level(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+def level(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
     """attrs validator: a test's level α lies in (0, 1)."""
     if not 0 < value < 1:
         raise ParameterError(f"{type(instance).__name__}.{attribute.name} must lie in (0, 1); got {value!r}.")
 
 
-def pvalue_range(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+def pvalue_range(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
     """attrs validator: a p-value lies in (0, 1] (permutation p-values are never 0)."""
     if not 0 < value <= 1:
         raise MonkError(f"A p-value must lie in (0, 1]; got {value!r}.")

@@ -16,7 +16,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -31,7 +31,7 @@ Sample = np.ndarray | list[str]
 def take(sample: Sample, idx: np.ndarray) -> Sample:
     """The points ``idx`` of a sample (rows of an array, items of a list of strings)."""
     if isinstance(sample, np.ndarray):
-        return sample[idx]
+        return cast(Sample, sample[idx])
     return [sample[i] for i in idx]
 
 
@@ -153,7 +153,7 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
     if isinstance(X, np.ma.MaskedArray):
         # np.asarray would take the values under the mask as data
-        masked = int(np.ma.count_masked(X))
+        masked = int(np.count_nonzero(np.ma.getmaskarray(X)))
         if masked:
             raise DataError(
                 f"{name} is a masked array with {masked} masked value{'s' if masked > 1 else ''}; a sample has "
@@ -213,7 +213,7 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         raise DataError(
             f"{name} contains {bad} at point {i}, feature {j} ({count} non-finite value{'s' if count > 1 else ''} in all); remove or impute them first."
         )
-    return read_only(arr)
+    return cast(np.ndarray, read_only(arr))
 
 
 def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[str]:

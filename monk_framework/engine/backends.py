@@ -26,7 +26,7 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from monk_framework.core.errors import MonkError, ParameterError, optional_import
 from monk_framework.core.resources import REUSE_MMAP_THRESHOLD, REUSE_TRIM_THRESHOLD, check_fits, format_bytes
@@ -414,7 +414,7 @@ class DaskBackend(Backend):
 
     @property
     def workers(self) -> int:
-        return max(1, sum(self.client.nthreads().values()))
+        return cast(int, max(1, sum(self.client.nthreads().values())))
 
     def as_completed(self, fn: TaskFn, tasks: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
         distributed = _import_distributed()

@@ -10,7 +10,7 @@ that every source gives the same numbers up to the order of the additions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -203,7 +203,7 @@ class BlockGram(BandReduction):
         self.G += off + off.T
 
     def result(self) -> np.ndarray:
-        return self.G
+        return cast(np.ndarray, self.G)
 
 
 def band_reduction_of(op: str, W: Any, start: int, stop: int, check: Callable[[np.ndarray], np.ndarray], *, packed: bool = True) -> BandReduction:

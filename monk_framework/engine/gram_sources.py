@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -153,11 +153,11 @@ class StoredGram(GramSource):
         return self.K[start:stop, start:]
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
-        return self.K @ w
+        return cast(np.ndarray, self.K @ w)
 
     def row_sums(self) -> np.ndarray:
         # one streaming pass over the stored matrix beats the symmetric bands here
-        return self.K.sum(axis=1)
+        return cast(np.ndarray, self.K.sum(axis=1))
 
     def quadratic_forms(self, E: np.ndarray | IndicatorColumns) -> np.ndarray:
         K = self.K
@@ -174,7 +174,7 @@ class StoredGram(GramSource):
         # copy that fancy indexing K[idx] makes (measured: about 2x faster; splitting
         # the rows between two threads was measured too and gained nothing reliable:
         # reading the rows from memory is the whole cost)
-        return (one_row(idx, coef, self.n) @ self.K).ravel()
+        return cast(np.ndarray, (one_row(idx, coef, self.n) @ self.K).ravel())
 
 
 class MatrixFreeGram(GramSource):
@@ -262,7 +262,7 @@ def _combination_rows(task: tuple[int, int], shared: tuple[Any, ...]) -> np.ndar
     # as the generic formula gives them (round-off apart)
     inside = np.flatnonzero((idx >= start) & (idx < stop))
     chunk[idx[inside] - start, inside] = diag[idx[inside]]
-    return chunk @ coef
+    return cast(np.ndarray, chunk @ coef)
 
 
 #: rows of a matrix-free band (its tiles, of the "tile" size of core.resources.CHUNK_BYTES,
@@ -338,16 +338,16 @@ class PermutedGram(GramSource):
         return self.K[np.ix_(orig, orig)]
 
     def row_sums(self) -> np.ndarray:
-        return self.K.sum(axis=1)[self.perm]
+        return cast(np.ndarray, self.K.sum(axis=1)[self.perm])
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
         v = np.empty_like(w)
         v[self.perm] = w
-        return (self.K @ v)[self.perm]
+        return cast(np.ndarray, (self.K @ v)[self.perm])
 
     def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
         # Σ_k coef_k K'[idx_k, :] = (Σ_k coef_k K[π(idx_k), :])[π]
-        return (one_row(self.perm[idx], coef, self.n) @ self.K).ravel()[self.perm]
+        return cast(np.ndarray, (one_row(self.perm[idx], coef, self.n) @ self.K).ravel()[self.perm])
 
 
 #: below this many rows, :func:`_halved_forms` takes the whole product (measured best
@@ -403,7 +403,7 @@ def _halved_forms(K: np.ndarray, E: np.ndarray, a: int, b: int) -> np.ndarray:
         if b - a <= HALVING_LEAF:
             return forms[a, a]
         h = (a + b) // 2
-        return combine(a, h) + combine(h, b) + 2.0 * forms[a, h]
+        return cast(np.ndarray, combine(a, h) + combine(h, b) + 2.0 * forms[a, h])
 
     return combine(a, b)
 
@@ -412,7 +412,7 @@ def _form_chunk(task: tuple[int, int, int, int], shared: tuple[np.ndarray, np.nd
     """diag(E[r0:r1]ᵀ K[r0:r1, c0:c1] E[c0:c1]), one task of :func:`_halved_forms`."""
     K, E = shared
     r0, r1, c0, c1 = task
-    return np.einsum("ij,ij->j", E[r0:r1], K[r0:r1, c0:c1] @ E[c0:c1])
+    return cast(np.ndarray, np.einsum("ij,ij->j", E[r0:r1], K[r0:r1, c0:c1] @ E[c0:c1]))
 
 
 #: rows of one band of :func:`_subset_sum_forms`: a fixed size, so that every sum is added
@@ -453,7 +453,7 @@ def _subset_form_band(task: tuple[int, int], shared: tuple[np.ndarray, Indicator
     if not (add_indicator_product(sums, K[r0:r1, r0:r1], E.patterns, r0) and done):
         raise RuntimeError("subset sums declined K's rows")  # pragma: no cover - StoredGram checks K's layout first
     dense = E.dense[r0:r1]
-    return np.einsum("ji,ij->j", sums[: dense.shape[1]], dense)
+    return cast(np.ndarray, np.einsum("ji,ij->j", sums[: dense.shape[1]], dense))
 
 
 def one_row(idx: np.ndarray, coef: np.ndarray, n: int) -> sp.csr_array:
@@ -496,20 +496,20 @@ class FeatureGram(GramSource):
         self.kernel_s = time.perf_counter() - start
 
     def band(self, start: int, stop: int) -> np.ndarray:
-        return self.features[start:stop] @ self.features[start:].T
+        return cast(np.ndarray, self.features[start:stop] @ self.features[start:].T)
 
     def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
-        return self.features @ (self.features[idx].T @ coef)
+        return cast(np.ndarray, self.features @ (self.features[idx].T @ coef))
 
     def row_sums(self) -> np.ndarray:
-        return self.features @ self.features.sum(axis=0)
+        return cast(np.ndarray, self.features @ self.features.sum(axis=0))
 
     def matvec(self, w: np.ndarray) -> np.ndarray:
-        return self.features @ (self.features.T @ w)
+        return cast(np.ndarray, self.features @ (self.features.T @ w))
 
     def quadratic_forms(self, E: np.ndarray | IndicatorColumns) -> np.ndarray:
         P = self.features.T @ dense_columns(E)
-        return np.einsum("ij,ij->j", P, P)
+        return cast(np.ndarray, np.einsum("ij,ij->j", P, P))
 
     def forms_and_last(self, W: np.ndarray | IndicatorColumns) -> tuple[np.ndarray, np.ndarray]:
         P = self.features.T @ dense_columns(W)
@@ -517,7 +517,7 @@ class FeatureGram(GramSource):
 
     def block_gram(self, W: sp.csr_array | np.ndarray) -> np.ndarray:
         A = np.asarray(W.T @ self.features)  # Q × D: each column's feature sum
-        return A @ A.T
+        return cast(np.ndarray, A @ A.T)
 
     def permuted(self, perm: np.ndarray) -> FeatureGram:
         """The source of Z[perm], from the same features."""

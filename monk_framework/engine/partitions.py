@@ -15,6 +15,8 @@ Conventions (documented in docs/estimators.md):
 
 from __future__ import annotations
 
+from typing import cast
+
 import attrs
 import numpy as np
 import scipy.sparse as sp
@@ -101,7 +103,7 @@ class Partition:
 
     def mean_weights(self) -> np.ndarray:
         """Weights 1/|S_q| on X's points: μ_{S_q} = Σ_{i∈S_q} w_i φ(x_i)."""
-        return 1.0 / self.x_sizes[self.x_labels]
+        return cast(np.ndarray, 1.0 / self.x_sizes[self.x_labels])
 
     def weight_matrix(self, weights: np.ndarray) -> sp.csr_array:
         """The sparse n × Q matrix W with W[i, label_i] = weights[i]."""
@@ -144,7 +146,7 @@ def median_value(values: np.ndarray, axis: int = -1) -> np.ndarray:
     """The (lower) median along an axis: the value at sorted position ⌊(Q−1)/2⌋."""
     values = np.asarray(values)
     k = median_position(values.shape[axis])
-    return np.take(np.partition(values, k, axis=axis), k, axis=axis)
+    return cast(np.ndarray, np.take(np.partition(values, k, axis=axis), k, axis=axis))
 
 
 def blocks_min_sample_size(n_blocks: int | str) -> tuple[int, str]:

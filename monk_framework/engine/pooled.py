@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numbers
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -293,7 +293,7 @@ class PooledSample:
         """K[idx][:, idx]: read from the stored Gram matrix when there is one, else evaluated
         for these points only (within-block tests never need the whole pooled Gram matrix)."""
         if isinstance(self._source, StoredGram):
-            return self._source.K[np.ix_(idx, idx)]
+            return cast(np.ndarray, self._source.K[np.ix_(idx, idx)])
         return gram_matrix(self.kernel, take(self.Z, idx))
 
     def relabelled(self, perm: np.ndarray) -> tuple[Any, Any]:
@@ -423,7 +423,7 @@ class IndicatorMemo:
 
     def _kept_or_made(self, key: tuple[Any, ...] | None, make: Any) -> np.ndarray:
         if key is None:
-            return make()
+            return cast(np.ndarray, make())
         found = self._kept.get(key)
         if found is None:
             found = make()

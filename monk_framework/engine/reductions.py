@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -302,7 +302,7 @@ def block_trace_variances(source: GramMatrix, labels: np.ndarray, n_blocks: int,
     W = sp.csr_array((1.0 / sizes[labels], (np.arange(len(labels)), labels)), shape=(len(labels), n_blocks))
     M = source.block_gram(W)
     mean_diag = np.bincount(labels, weights=diag, minlength=n_blocks) / sizes
-    return np.maximum(mean_diag - np.diag(M), 0.0) * sizes / np.maximum(sizes - 1, 1)
+    return cast(np.ndarray, np.maximum(mean_diag - np.diag(M), 0.0) * sizes / np.maximum(sizes - 1, 1))
 
 
 #: how far the mean k(z, z) must exceed every mean between points before a U-statistic's
