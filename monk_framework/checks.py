@@ -108,7 +108,21 @@ def check_kernel(cls: type[Kernel]) -> None:
     X, Y = sample_for(cls.input_kind, 30, 0), sample_for(cls.input_kind, 20, 1, shift=0.3)
     kernel = kernel.fitted(*kernel.check_pair(X, Y))
     Xv, Yv = kernel.check_pair(X, Y)
+    K, Kxy, d = _check_core_blocks(kernel, label, Xv, Yv)
+    _check_declared_properties(kernel, label, Xv, Yv, K, Kxy, d)
+    public = _check_public_path(kernel, label, X, Y, Xv, K, Kxy, d)
+    _check_bounds(kernel, label, public, Kxy, d)
+    _check_invariances(kernel, label, Xv, Yv, Kxy)
+    _check_pair_values(kernel, label, Xv, Yv, Kxy)
+    _check_anchored(kernel, label, Xv, Yv, Kxy)
+    _check_spectral_frequencies(kernel, label, Xv, Yv, Kxy)
+    _check_gaussian_expectation(kernel, label)
 
+
+def _check_core_blocks(kernel: Kernel, label: str, Xv: Sample, Yv: Sample) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """compute_gram and compute_diag on 30 and 20 points: shapes, determinism, fresh
+    arrays, finiteness, symmetry, the diagonal against compute_diag, k(Y, X) = k(X, Y)ᵀ.
+    Returns k(X, X), k(X, Y) and k(x, x)."""
     K = np.asarray(kernel.compute_gram(Xv, Xv), dtype=np.float64)
     if K.shape != (30, 30):
         _fail(label, f"compute_gram(X, X) returned shape {K.shape} for 30 points; it must return the whole (30, 30) block.")
@@ -132,6 +146,13 @@ def check_kernel(cls: type[Kernel]) -> None:
     Kyx = np.asarray(kernel.compute_gram(Yv, Xv), dtype=np.float64)
     if Kyx.shape != (20, 30) or _relative(Kxy, Kyx.T) > RTOL:
         _fail(label, "compute_gram(Y, X) is not the transpose of compute_gram(X, Y).")
+    return K, Kxy, d
+
+
+def _check_declared_properties(kernel: Kernel, label: str, Xv: Sample, Yv: Sample, K: np.ndarray, Kxy: np.ndarray, d: np.ndarray) -> None:
+    """What the class declares holds on the sample: is_psd (no negative eigenvalue, k(x, x)
+    ≥ 0), nonnegative, its features (and their count), sup_diag on the diagonal."""
+    cls = type(kernel)
     if cls.is_psd:
         eig = np.linalg.eigvalsh((K + K.T) / 2)
         if eig.min() < -1e-8 * max(1.0, float(np.abs(eig).max())):
@@ -144,28 +165,30 @@ def check_kernel(cls: type[Kernel]) -> None:
         F, G = np.asarray(kernel.features(Xv)), np.asarray(kernel.features(Yv))
         if F.ndim != 2 or len(F) != 30 or _relative(F @ G.T, Kxy) > RTOL:
             _fail(label, "has_features is true but features(X) @ features(Y).T is not k(X, Y).")
-        if isinstance(Xv, np.ndarray):
-            count = kernel.feature_count(Xv)
-            if count != F.shape[1]:
-                _fail(label, f"compute_feature_count({Xv.shape[1]}) gives {count}, but features(X) has {F.shape[1]} columns.")
+        count = kernel.feature_count(Xv) if isinstance(Xv, np.ndarray) else F.shape[1]
+        if count != F.shape[1]:
+            _fail(label, f"compute_feature_count({np.asarray(Xv).shape[1]}) gives {count}, but features(X) has {F.shape[1]} columns.")
     kappa = kernel.sup_diag()
     if kappa is not None and d.max() > kappa * (1 + 1e-12):
         _fail(label, f"declares sup_x k(x, x) = {kappa:.6g} (sup_diag) but k(x, x) reaches {d.max():.6g}.")
-    # the public path agrees with the core (the framework's checks pass on it)
+
+
+def _check_public_path(kernel: Kernel, label: str, X: Any, Y: Any, Xv: Sample, K: np.ndarray, Kxy: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """gram(X) and gram(X, Y), the framework's checked path (and any override of
+    symmetric_gram or rectangular_gram), agree with the core; a direct block Gram matrix,
+    where the kernel has one, is W'KW. Returns gram(X)."""
     try:
         public = kernel.gram(X)
     except MonkError as exc:
         _fail(label, f"gram(X) fails the framework's checks: {exc}")
     if _relative(public, K) > 1e-6:
         _fail(label, "gram(X) differs from compute_gram(X, X).")
-    # and for two samples: an override of rectangular_gram is the engine's whole k(X, Y)
     try:
         public_xy = kernel.gram(X, Y)
     except MonkError as exc:
         _fail(label, f"gram(X, Y) fails the framework's checks: {exc}")
     if public_xy.shape != Kxy.shape or _relative(public_xy, Kxy) > 1e-6:
         _fail(label, "gram(X, Y) differs from compute_gram(X, Y) (an override of rectangular_gram must give the same matrix).")
-    # a direct block Gram matrix, where the kernel has one, is W'KW of its own Gram matrix
     W = np.random.default_rng(2).normal(size=(30, 2))
     try:
         G = kernel.direct_block_gram(Xv, W, d)
@@ -173,22 +196,24 @@ def check_kernel(cls: type[Kernel]) -> None:
         _fail(label, f"compute_block_gram fails the framework's checks: {exc}")
     if G is not None and _relative(G, W.T @ public @ W) > RTOL:
         _fail(label, "compute_block_gram(X, W, diag) is not W' K W for the Gram matrix K of X.")
-    _check_bounds(kernel, label, public, Kxy, d)
-    if cls.translation_invariant and cls.input_kind == "vector":
-        shift = np.asarray(Xv)[:1] * 0.0 + 0.37
+    return public
+
+
+def _check_invariances(kernel: Kernel, label: str, Xv: Sample, Yv: Sample, Kxy: np.ndarray) -> None:
+    """translation_invariant survives a common shift of the points, and shift_free_mmd a
+    common shift of the data's MMD (the framework reads such a kernel's MMD on centred data)."""
+    cls = type(kernel)
+    if cls.input_kind != "vector":
+        return
+    shift = np.asarray(Xv)[:1] * 0.0 + 0.37
+    if cls.translation_invariant:
         moved = np.asarray(kernel.compute_gram(np.asarray(Xv) + shift, np.asarray(Yv) + shift), dtype=np.float64)
         if _relative(moved, Kxy) > 1e-6:
             _fail(label, "declares translation_invariant = True but k(x + c, y + c) differs from k(x, y).")
-    if kernel.shift_free_mmd() and cls.input_kind == "vector":
-        # the framework reads such a kernel's MMD on centred data: it must not move
-        shift = np.asarray(Xv)[:1] * 0.0 + 0.37
+    if kernel.shift_free_mmd():
         here, there = _mmd_v(kernel, Xv, Yv), _mmd_v(kernel, np.asarray(Xv) + shift, np.asarray(Yv) + shift)
         if abs(there - here) > 1e-6 * max(here, 1e-12):
             _fail(label, f"declares shift_free_mmd() but a common shift of the data moves its MMD from {here:.6g} to {there:.6g}.")
-    _check_pair_values(kernel, label, Xv, Yv, Kxy)
-    _check_anchored(kernel, label, Xv, Yv, Kxy)
-    _check_spectral_frequencies(kernel, label, Xv, Yv, Kxy)
-    _check_gaussian_expectation(kernel, label)
 
 
 def _check_fresh_arrays(kernel: Kernel, label: str, X: Sample, Y: Sample) -> None:
@@ -276,16 +301,28 @@ def _check_anchored(kernel: Kernel, label: str, X: Sample, Y: Sample, Kxy: np.nd
         )
 
     want, scale = about(X, Y), max(float(np.abs(Kxy).max()), 1e-300)
+    _check_anchored_values(anchored, label, X, Y, a, want, np.diagonal(about(X, X)), scale)
+    _check_anchored_twice(kernel, anchored, label, X, Y, a, scale)
+
+
+def _check_anchored_values(
+    anchored: Kernel, label: str, X: np.ndarray, Y: np.ndarray, a: np.ndarray, want: np.ndarray, want_diag: np.ndarray, scale: float
+) -> None:
+    """The anchored kernel's values, diagonal and features on the moved data are the four-term expressions."""
     got = np.asarray(anchored.compute_gram(X - a, Y - a), dtype=np.float64)
     if got.shape != want.shape or np.abs(got - want).max() > RTOL * scale:
         _fail(label, "anchored(a).compute_gram(X - a, Y - a) is not k(x, y) - k(x, a) - k(a, y) + k(a, a).")
     diag = np.asarray(anchored.compute_diag(X - a), dtype=np.float64)
-    if diag.shape != (len(X),) or np.abs(diag - np.diagonal(about(X, X))).max() > RTOL * scale:
+    if diag.shape != (len(X),) or np.abs(diag - want_diag).max() > RTOL * scale:
         _fail(label, "anchored(a).compute_diag(X - a) is not k(x, x) - 2 k(x, a) + k(a, a).")
-    if type(kernel).has_features:
+    if type(anchored).has_features:
         F, G = np.asarray(anchored.features(X - a)), np.asarray(anchored.features(Y - a))
         if F.shape[0] != len(X) or np.abs(F @ G.T - want).max() > RTOL * scale:
             _fail(label, "anchored(a).features(X - a) @ anchored(a).features(Y - a).T is not the anchored kernel.")
+
+
+def _check_anchored_twice(kernel: Kernel, anchored: Kernel, label: str, X: np.ndarray, Y: np.ndarray, a: np.ndarray, scale: float) -> None:
+    """Anchoring again at b anchors at a + b."""
     b = np.full_like(a, -0.5)
     twice = anchored.checked_anchored(b)
     once = kernel.checked_anchored(a + b)
@@ -373,45 +410,66 @@ def check_estimator(cls: type[Estimator], *, kernel: Kernel | None = None) -> No
     n = max(8 * need, 40)
     X, Y = sample_for(kernel.input_kind, n, 5), sample_for(kernel.input_kind, n + 3, 6, shift=0.5)
     if isinstance(est, MMDEstimator):
-        a, b = est.estimate(kernel, X, Y, rng=11), est.estimate(kernel, X, Y, rng=11)
-        if (a.mmd2, a.mmd, a.diagnostics) != (b.mmd2, b.mmd, b.diagnostics):
-            _fail(label, "gives different estimates with the same seed: draw every random choice from rng.")
-        if not np.isfinite(a.mmd2):
-            _fail(label, "returns a non-finite MMD².")
-        if MMDResult.from_json(a.to_json()) != a:
-            _fail(label, "its result does not round-trip through JSON (diagnostics must be JSON values).")
-        rows = est.diagnostic_rows(a.diagnostics, a.timings)
-        if not (isinstance(rows, list) and all(isinstance(r, tuple) and len(r) == 2 and all(isinstance(t, str) for t in r) for r in rows)):
-            _fail(label, "diagnostic_rows must return a list of (label, text) pairs of strings.")
-        _check_test_hooks(est, kernel, X, Y, a.mmd2, label)
+        _check_mmd_estimates(est, kernel, X, Y, label)
     else:
-        a2, b2 = est.embed(kernel, X, rng=11), est.embed(kernel, X, rng=11)
-        if not np.array_equal(a2.weights, b2.weights):
-            _fail(label, "gives different embeddings with the same seed: draw every random choice from rng.")
-        if Embedding.from_dict(a2.to_dict(), kernel=kernel) != a2:
-            _fail(label, "its embedding does not round-trip through JSON (diagnostics must be JSON values).")
+        _check_embeddings(est, kernel, X, label)
     if need > 2:
-        small = sample_for(kernel.input_kind, need - 1, 0)
-        try:
-            if isinstance(est, MMDEstimator):
-                est.estimate(kernel, small, Y)
-            else:
-                est.embed(kernel, small)
-        except DataError:
-            pass
-        else:
-            _fail(label, f"accepts {need - 1} points although min_sample_size() says it needs {need}.")
+        _check_refuses_too_few(est, kernel, Y, need, label)
+    if "n_blocks" in {p.name for p in cls.parameters()}:
+        _check_one_block(cls, kernel, X, Y, label)
+
+
+def _check_mmd_estimates(est: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, label: str) -> None:
+    """One seed, one estimate; a finite MMD²; a JSON round trip; diagnostic rows of
+    strings; and the hooks a test calls (:func:`_check_test_hooks`)."""
+    a, b = est.estimate(kernel, X, Y, rng=11), est.estimate(kernel, X, Y, rng=11)
+    if (a.mmd2, a.mmd, a.diagnostics) != (b.mmd2, b.mmd, b.diagnostics):
+        _fail(label, "gives different estimates with the same seed: draw every random choice from rng.")
+    if not np.isfinite(a.mmd2):
+        _fail(label, "returns a non-finite MMD².")
+    if MMDResult.from_json(a.to_json()) != a:
+        _fail(label, "its result does not round-trip through JSON (diagnostics must be JSON values).")
+    rows = est.diagnostic_rows(a.diagnostics, a.timings)
+    if not (isinstance(rows, list) and all(isinstance(r, tuple) and len(r) == 2 and all(isinstance(t, str) for t in r) for r in rows)):
+        _fail(label, "diagnostic_rows must return a list of (label, text) pairs of strings.")
+    _check_test_hooks(est, kernel, X, Y, a.mmd2, label)
+
+
+def _check_embeddings(est: EmbeddingEstimator, kernel: Kernel, X: Sample, label: str) -> None:
+    """One seed, one embedding; a JSON round trip."""
+    a, b = est.embed(kernel, X, rng=11), est.embed(kernel, X, rng=11)
+    if not np.array_equal(a.weights, b.weights):
+        _fail(label, "gives different embeddings with the same seed: draw every random choice from rng.")
+    if Embedding.from_dict(a.to_dict(), kernel=kernel) != a:
+        _fail(label, "its embedding does not round-trip through JSON (diagnostics must be JSON values).")
+
+
+def _check_refuses_too_few(est: Estimator, kernel: Kernel, Y: Sample, need: int, label: str) -> None:
+    """A sample one point below ``min_sample_size()`` is refused with a DataError."""
+    small = sample_for(kernel.input_kind, need - 1, 0)
+    try:
+        if isinstance(est, MMDEstimator):
+            est.estimate(kernel, small, Y)
+        elif isinstance(est, EmbeddingEstimator):
+            est.embed(kernel, small)
+    except DataError:
+        return
+    _fail(label, f"accepts {need - 1} points although min_sample_size() says it needs {need}.")
+
+
+def _check_one_block(cls: type[Estimator], kernel: Kernel, X: Sample, Y: Sample, label: str) -> None:
+    """With ``n_blocks=1`` (and no ridge) an estimator is its classical counterpart: the
+    V-statistic MMD, or the empirical mean embedding."""
     names = {p.name for p in cls.parameters()}
-    if "n_blocks" in names:
-        one = cls.from_params({"n_blocks": 1, **({"ridge": 0.0} if "ridge" in names else {})})
-        if isinstance(one, MMDEstimator):
-            got, want = one.estimate(kernel, X, Y, rng=3).mmd, _mmd_v(kernel.fit(X, Y), X, Y)
-            if abs(got - want) > 1e-8 * max(want, 1e-12):
-                _fail(label, f"with n_blocks=1 gives MMD {got:.10g}; the V-statistic is {want:.10g} (one block is the whole sample).")
-        elif isinstance(one, EmbeddingEstimator):
-            w = one.embed(kernel, X, rng=3).weights
-            if not np.allclose(w, 1 / len(X), rtol=1e-8, atol=0):
-                _fail(label, "with n_blocks=1 does not give the empirical mean embedding (weights 1/N).")
+    one = cls.from_params({"n_blocks": 1, **({"ridge": 0.0} if "ridge" in names else {})})
+    if isinstance(one, MMDEstimator):
+        got, want = one.estimate(kernel, X, Y, rng=3).mmd, _mmd_v(kernel.fit(X, Y), X, Y)
+        if abs(got - want) > 1e-8 * max(want, 1e-12):
+            _fail(label, f"with n_blocks=1 gives MMD {got:.10g}; the V-statistic is {want:.10g} (one block is the whole sample).")
+    elif isinstance(one, EmbeddingEstimator):
+        w = one.embed(kernel, X, rng=3).weights
+        if not np.allclose(w, 1 / len(X), rtol=1e-8, atol=0):
+            _fail(label, "with n_blocks=1 does not give the empirical mean embedding (weights 1/N).")
 
 
 def _check_test_hooks(est: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, mmd2: float, label: str) -> None:
@@ -443,23 +501,7 @@ def _check_test_hooks(est: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, m
     if not 1 <= int(est.permutation_batch(pool)):
         _fail(label, "permutation_batch(pool) must be at least 1.")
     sums = sample_sums(pool, perms[:1])
-    from_sums = est.mmd2_from_sums(sums, n, m)
-    if from_sums is not None and abs(float(np.asarray(from_sums).ravel()[0]) - mmd2) > 1e-8 * max(abs(mmd2), 1e-12):
-        _fail(
-            label,
-            f"mmd2_from_sums of the samples' kernel sums gives {float(np.asarray(from_sums).ravel()[0]):.10g}, "
-            f"but the estimate is {mmd2:.10g}; robust tests compute it inside every block.",
-        )
-    if est.role is not None:
-        classical = {"v-statistic": v_statistic, "u-statistic": u_statistic}.get(est.role)
-        if classical is None:
-            _fail(label, f"role must be 'v-statistic', 'u-statistic' or None; got {est.role!r}.")
-        expected = float(np.asarray(classical(sums, n, m)).ravel()[0])
-        if abs(expected - mmd2) > 1e-8 * max(abs(expected), 1e-12):
-            _fail(
-                label,
-                f"declares role {est.role!r} but estimates MMD^2 = {mmd2:.10g} where that statistic is {expected:.10g}; tests built on the role would use it.",
-            )
+    _check_sums_and_role(est, sums, n, m, mmd2, label)
     partition = est.fixed_partition(n, m, np.random.default_rng(9))
     if partition is not None:
         sizes = None if not isinstance(partition, Partition) or partition.y_labels is None else (len(partition.x_labels), len(partition.y_labels))
@@ -469,6 +511,29 @@ def _check_test_hooks(est: MMDEstimator, kernel: Kernel, X: Sample, Y: Sample, m
         again = np.asarray(est.partition_statistics(pool, partition, perms, streams()), dtype=np.float64)
         if first.shape != (len(perms),) or not np.isfinite(first).all() or not np.array_equal(first, again):
             _fail(label, "partition_statistics must give one finite MMD^2 per relabelling, the same from the same rngs.")
+
+
+def _check_sums_and_role(est: MMDEstimator, sums: Any, n: int, m: int, mmd2: float, label: str) -> None:
+    """``mmd2_from_sums`` of the samples' kernel sums, where given, is the estimate, and a
+    declared ``role`` is that classical statistic."""
+    from_sums = est.mmd2_from_sums(sums, n, m)
+    if from_sums is not None and abs(float(np.asarray(from_sums).ravel()[0]) - mmd2) > 1e-8 * max(abs(mmd2), 1e-12):
+        _fail(
+            label,
+            f"mmd2_from_sums of the samples' kernel sums gives {float(np.asarray(from_sums).ravel()[0]):.10g}, "
+            f"but the estimate is {mmd2:.10g}; robust tests compute it inside every block.",
+        )
+    if est.role is None:
+        return
+    classical = {"v-statistic": v_statistic, "u-statistic": u_statistic}.get(est.role)
+    if classical is None:
+        _fail(label, f"role must be 'v-statistic', 'u-statistic' or None; got {est.role!r}.")
+    expected = float(np.asarray(classical(sums, n, m)).ravel()[0])
+    if abs(expected - mmd2) > 1e-8 * max(abs(expected), 1e-12):
+        _fail(
+            label,
+            f"declares role {est.role!r} but estimates MMD^2 = {mmd2:.10g} where that statistic is {expected:.10g}; tests built on the role would use it.",
+        )
 
 
 def _gaussian_kernel_class() -> type[Kernel]:

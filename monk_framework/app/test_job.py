@@ -97,51 +97,58 @@ class TestOptions:
         return self.contamination is not None
 
     def __attrs_post_init__(self) -> None:
-        alpha, robust, split, grid, method, blocks = self.alpha, self.robust, self.split, bool(self.grid), self.method, self.blocks
-        aggregate, bandwidths, clip, relabel, alternative = self.aggregate, self.bandwidths, self.clip, self.relabel, self.alternative
-        check_level(alpha, name="--alpha")
-        if alternative != "greater" and (robust or split or aggregate is not None):
+        check_level(self.alpha, name="--alpha")
+        robust, split = self.robust, self.split
+        if self.alternative != "greater" and (robust or split or self.aggregate is not None):
             test = "--contamination" if robust else ("--split" if split else "--aggregate")
             raise ParameterError(
-                f"--alternative {alternative} is for the permutation test; {test} runs a test whose decision is one-sided "
+                f"--alternative {self.alternative} is for the permutation test; {test} runs a test whose decision is one-sided "
                 "(a large MMD speaks against H0): leave --alternative out."
             )
-        if grid and not split:
+        if self.grid and not split:
             raise ParameterError("--grid chooses hyperparameters on part 1 of the split test: add --split.")
         if robust and split:
             raise ParameterError("--contamination and --split are different tests; choose one.")
-        if relabel != "auto" and (robust or split):
+        if self.relabel != "auto" and (robust or split):
             raise ParameterError(
                 f"--relabel chooses how the permutation test relabels; {'--contamination' if robust else '--split'} runs "
                 "another test, which relabels as its proof needs."
             )
-        if aggregate is not None:
-            if aggregate not in AGGREGATIONS:
-                raise ParameterError(f"--aggregate must be one of {', '.join(AGGREGATIONS)}; got {shown(aggregate)}.")
-            if split:
-                raise ParameterError("--aggregate and --split are different tests; choose one.")
-            if method != "auto" or blocks is not None or clip is not None:
-                raise ParameterError(
-                    "--method, --blocks and --clip choose a one-kernel robust test; --aggregate with --contamination is robust by itself."
-                    if robust
-                    else "--method, --blocks and --clip choose a one-kernel robust test (with --contamination); --aggregate does not use them."
-                )
-            if relabel != "auto":
-                raise ParameterError(
-                    "--relabel chooses how a one-kernel permutation test relabels; --aggregate relabels the pooled "
-                    "sample globally (every kernel must see the same relabellings)."
-                )
-            bandwidth_values(bandwidths)
-            if robust and aggregate != "agg":
-                raise ParameterError(
-                    "--contamination with --aggregate is supported by agg (each kernel's threshold moves by "
-                    "its own 2R delta); MMD-FUSE's normalisers are not bounded under corruption."
-                )
+        if self.aggregate is not None:
+            self._check_aggregate()
             return
-        if bandwidths is not None:
+        if self.bandwidths is not None:
             raise ParameterError("--bandwidths sets the kernels of an aggregated test: add --aggregate agg (or fuse).")
-        if not robust and (method != "auto" or blocks is not None or clip is not None):
+        if not robust and self._chooses_a_robust_test:
             raise ParameterError("--method, --blocks and --clip choose the robust test: add --contamination R.")
+
+    @property
+    def _chooses_a_robust_test(self) -> bool:
+        return self.method != "auto" or self.blocks is not None or self.clip is not None
+
+    def _check_aggregate(self) -> None:
+        """The options of an aggregated test: a known method, none of a one-kernel test's."""
+        if self.aggregate not in AGGREGATIONS:
+            raise ParameterError(f"--aggregate must be one of {', '.join(AGGREGATIONS)}; got {shown(self.aggregate)}.")
+        if self.split:
+            raise ParameterError("--aggregate and --split are different tests; choose one.")
+        if self._chooses_a_robust_test:
+            raise ParameterError(
+                "--method, --blocks and --clip choose a one-kernel robust test; --aggregate with --contamination is robust by itself."
+                if self.robust
+                else "--method, --blocks and --clip choose a one-kernel robust test (with --contamination); --aggregate does not use them."
+            )
+        if self.relabel != "auto":
+            raise ParameterError(
+                "--relabel chooses how a one-kernel permutation test relabels; --aggregate relabels the pooled "
+                "sample globally (every kernel must see the same relabellings)."
+            )
+        bandwidth_values(self.bandwidths)
+        if self.robust and self.aggregate != "agg":
+            raise ParameterError(
+                "--contamination with --aggregate is supported by agg (each kernel's threshold moves by "
+                "its own 2R delta); MMD-FUSE's normalisers are not bounded under corruption."
+            )
 
 
 def prepare_test(kernel: str | Sequence[str] | None, estimator: str | None, options: TestOptions, **load: Any) -> Job:
@@ -214,82 +221,12 @@ def _prepare_aggregated(
     which kernels the test will use. Each ``-k`` without a sigma of its own stands for its
     family at ``--bandwidths``, or at the published grid over the pooled distances."""
     reg = load.pop("registry", None) or get_registry()
-    notes: list[str] = []
-    twice = first_repeat([reg.get_kernel(name, **given).spec() for name, given in map(parse_spec, kernels)])
-    if twice is not None:
-        # said in the words typed: expanded, a repeat read "kernels 0 and 10 are the same kernel"
-        raise ParameterError(f"-k {kernels[twice[1]]} repeats -k {kernels[twice[0]]}: give each kernel once.")
-    if not kernels:
-        kind = data_kind(load.get("x"), load.get("dataset"), load.get("y"))
-        if kind != "vector":
-            raise ParameterError(
-                "--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings give the kernels, e.g. -k ssk:n=3 -k ssk:n=5."
-            )
-        if contamination is not None and bandwidths is None:
-            raise ParameterError(
-                "--aggregate with --contamination needs --bandwidths fixed before seeing the data (e.g. 0.25,0.5,1,2,4): "
-                "corrupted points would move a grid read from the pooled distances."
-            )
-        grid = "at the given --bandwidths" if bandwidths is not None else "at 10 bandwidths each over the pooled distances"
-        notes.append(f"No kernel given: Gaussian and Laplace (L1) kernels {grid}, as MMDAgg and MMD-FUSE publish them.")
-    families = []
-    for spec in kernels:
-        name, given = parse_spec(spec)
-        cls = reg.kernel_class(name)
-        if "sigma" not in {p.name for p in cls.parameters()}:
-            if len(kernels) == 1:
-                # --bandwidths sets sigma: without one there is no collection to make from this kernel
-                other = (
-                    "give several string kernels, e.g. -k ssk:n=3 -k ssk:n=5"
-                    if cls.input_kind == "string"
-                    else "drop -k for the default collection (Gaussian and Laplace kernels), or give several -k"
-                )
-                raise ParameterError(
-                    f"--aggregate over -k {name}: kernel {name!r} has no bandwidth (sigma) for --bandwidths to vary. "
-                    f"Drop --aggregate for a test with this one kernel; {other}."
-                )
-        elif "sigma" in given:
-            if len(kernels) == 1:
-                raise ParameterError(
-                    f"--aggregate over -k {spec} is one kernel: drop --aggregate for a test with it, give sigma by --bandwidths, or give several -k."
-                )
-        else:
-            if contamination is not None and bandwidths is None:
-                raise ParameterError(
-                    f"--aggregate with --contamination needs the bandwidths fixed before seeing the data: give -k {name} "
-                    "a sigma, or --bandwidths (e.g. 0.25,0.5,1,2,4); corrupted points would move a grid read from the "
-                    "pooled distances."
-                )
-            families.append(spec)
-    if kernels and not families and bandwidths is not None:
-        raise ParameterError("--bandwidths sets the sigma of each -k given without one; every -k here fixes its own or has none: drop --bandwidths.")
-    if families and bandwidths is None:
-        notes.append(
-            f"-k {', '.join(families)} without sigma: {N_BANDWIDTHS} bandwidths each over the pooled distances, as "
-            "MMDAgg's grid (fix them with --bandwidths or sigma=)."
-        )
+    notes = _collection_notes(kernels, reg, contamination=contamination, bandwidths=bandwidths, load=load)
     if estimator is None:
         estimator = "v-stat" if contamination is not None else DEFAULT_ESTIMATOR
     if not issubclass(reg.estimator_class(parse_spec(estimator)[0]), MMDEstimator):
         raise ParameterError(f"Estimator {estimator!r} estimates mean embeddings, not MMD: a two-sample test needs an MMD estimator.")
-    # a kernel parameter the collection would not use is refused, not dropped
-    name, _ = parse_spec(kernels[0] if kernels else DEFAULT_KERNELS["vector"])
-    try:
-        routed, _ = route_params(load.get("params", ()), reg.kernel_class(name), reg.estimator_class(parse_spec(estimator)[0]))
-    except (ParameterError, UnknownNameError):
-        if len(kernels) < 2:
-            raise
-        names = ", ".join(p.split("=")[0] for p in load.get("params", ()))
-        raise ParameterError(f"--param {names}: with several -k, give each kernel's parameters in its spec (e.g. -k laplace:norm=l1).") from None
-    if not kernels and routed:
-        raise ParameterError(
-            f"--param {', '.join(sorted(routed))}: --aggregate without -k uses the default collection (Gaussian and "
-            "Laplace kernels at their bandwidths); set those with --bandwidths, or give -k with its parameters."
-        )
-    if len(kernels) > 1 and routed:
-        raise ParameterError(f"--param {', '.join(sorted(routed))}: with several -k, give each kernel's parameters in its spec (e.g. -k laplace:norm=l1).")
-    if "sigma" in routed:
-        raise ParameterError("--aggregate takes the kernel's sigma from --bandwidths or from each -k; leave it out of --param.")
+    routed = _routed_collection_params(kernels, estimator, reg, load.get("params", ()))
     specs = list(kernels)
     if specs and routed:  # the one -k with its --param: one spec, as Python's kernels= takes it
         first, given = parse_spec(specs[0])
@@ -306,6 +243,99 @@ def _prepare_aggregated(
     )
     job = prepare(kernels[0] if kernels else DEFAULT_KERNELS["vector"], estimator, needs_y=True, registry=reg, **load)
     return attrs.evolve(job, notes=tuple(notes) + job.notes, aggregated_specs=tuple(specs))
+
+
+def _collection_notes(kernels: Sequence[str], reg: Any, *, contamination: Any, bandwidths: str | None, load: dict[str, Any]) -> list[str]:
+    """The ``-k`` of an aggregated test checked (no repeat; each either fixes its sigma, has
+    none, or stands for its family), and what the user should be told of the collection."""
+    notes: list[str] = []
+    twice = first_repeat([reg.get_kernel(name, **given).spec() for name, given in map(parse_spec, kernels)])
+    if twice is not None:
+        # said in the words typed: expanded, a repeat read "kernels 0 and 10 are the same kernel"
+        raise ParameterError(f"-k {kernels[twice[1]]} repeats -k {kernels[twice[0]]}: give each kernel once.")
+    if not kernels:
+        notes.append(_default_collection_note(load, contamination=contamination, bandwidths=bandwidths))
+    families = [spec for spec in kernels if _is_a_family(spec, reg, single=len(kernels) == 1, contamination=contamination, bandwidths=bandwidths)]
+    if kernels and not families and bandwidths is not None:
+        raise ParameterError("--bandwidths sets the sigma of each -k given without one; every -k here fixes its own or has none: drop --bandwidths.")
+    if families and bandwidths is None:
+        notes.append(
+            f"-k {', '.join(families)} without sigma: {N_BANDWIDTHS} bandwidths each over the pooled distances, as "
+            "MMDAgg's grid (fix them with --bandwidths or sigma=)."
+        )
+    return notes
+
+
+def _default_collection_note(load: dict[str, Any], *, contamination: Any, bandwidths: str | None) -> str:
+    """What the default collection is, refused for strings and, robust, without fixed bandwidths."""
+    kind = data_kind(load.get("x"), load.get("dataset"), load.get("y"))
+    if kind != "vector":
+        raise ParameterError(
+            "--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings give the kernels, e.g. -k ssk:n=3 -k ssk:n=5."
+        )
+    if contamination is not None and bandwidths is None:
+        raise ParameterError(
+            "--aggregate with --contamination needs --bandwidths fixed before seeing the data (e.g. 0.25,0.5,1,2,4): "
+            "corrupted points would move a grid read from the pooled distances."
+        )
+    grid = "at the given --bandwidths" if bandwidths is not None else "at 10 bandwidths each over the pooled distances"
+    return f"No kernel given: Gaussian and Laplace (L1) kernels {grid}, as MMDAgg and MMD-FUSE publish them."
+
+
+def _is_a_family(spec: str, reg: Any, *, single: bool, contamination: Any, bandwidths: str | None) -> bool:
+    """Whether ``-k spec`` stands for its family at the collection's bandwidths (a kernel
+    with a sigma it does not set); refuses a lone -k that makes no collection."""
+    name, given = parse_spec(spec)
+    cls = reg.kernel_class(name)
+    if "sigma" not in {p.name for p in cls.parameters()}:
+        if single:
+            # --bandwidths sets sigma: without one there is no collection to make from this kernel
+            other = (
+                "give several string kernels, e.g. -k ssk:n=3 -k ssk:n=5"
+                if cls.input_kind == "string"
+                else "drop -k for the default collection (Gaussian and Laplace kernels), or give several -k"
+            )
+            raise ParameterError(
+                f"--aggregate over -k {name}: kernel {name!r} has no bandwidth (sigma) for --bandwidths to vary. "
+                f"Drop --aggregate for a test with this one kernel; {other}."
+            )
+        return False
+    if "sigma" in given:
+        if single:
+            raise ParameterError(
+                f"--aggregate over -k {spec} is one kernel: drop --aggregate for a test with it, give sigma by --bandwidths, or give several -k."
+            )
+        return False
+    if contamination is not None and bandwidths is None:
+        raise ParameterError(
+            f"--aggregate with --contamination needs the bandwidths fixed before seeing the data: give -k {name} "
+            "a sigma, or --bandwidths (e.g. 0.25,0.5,1,2,4); corrupted points would move a grid read from the "
+            "pooled distances."
+        )
+    return True
+
+
+def _routed_collection_params(kernels: Sequence[str], estimator: str, reg: Any, params: Sequence[str]) -> dict[str, Any]:
+    """``--param`` of an aggregated test: the one -k's parameters, refused where the
+    collection would not use them (never dropped)."""
+    name, _ = parse_spec(kernels[0] if kernels else DEFAULT_KERNELS["vector"])
+    try:
+        routed, _ = route_params(params, reg.kernel_class(name), reg.estimator_class(parse_spec(estimator)[0]))
+    except (ParameterError, UnknownNameError):
+        if len(kernels) < 2:
+            raise
+        names = ", ".join(p.split("=")[0] for p in params)
+        raise ParameterError(f"--param {names}: with several -k, give each kernel's parameters in its spec (e.g. -k laplace:norm=l1).") from None
+    if not kernels and routed:
+        raise ParameterError(
+            f"--param {', '.join(sorted(routed))}: --aggregate without -k uses the default collection (Gaussian and "
+            "Laplace kernels at their bandwidths); set those with --bandwidths, or give -k with its parameters."
+        )
+    if len(kernels) > 1 and routed:
+        raise ParameterError(f"--param {', '.join(sorted(routed))}: with several -k, give each kernel's parameters in its spec (e.g. -k laplace:norm=l1).")
+    if "sigma" in routed:
+        raise ParameterError("--aggregate takes the kernel's sigma from --bandwidths or from each -k; leave it out of --param.")
+    return dict(routed)
 
 
 def test_call(job: Job) -> tuple[Callable[..., TestResult], dict[str, Any]]:

@@ -212,111 +212,145 @@ def _read_delimited(path: Path, *, delimiter: str | None = None, numbers_text: b
         ),
         share=0.9,
     )
-    values = array("d")
-    width: int | None = None
-    width_line = 0
-    index_column = False
-    seen_first = False
-    # a first row 0,1,...,k-1 is pandas' default column names (DataFrame(X).to_csv(path,
-    # index=False)) if any later value is not an integer; integer data keep it as a point
-    default_names = False
-    fraction_seen = False
+    reader = _DelimitedRows(path, delimiter, numbers_text)
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             for lineno, row in _rows(_counted_lines(handle, path, progress), delimiter):
-                cells = [cell.strip() for cell in row]
-                if not any(cells) or cells[0].startswith("#"):
-                    continue
-                if not seen_first and delimiter != " " and row and row[0].strip().lower().startswith("sep="):
-                    # Excel's separator line ("sep=," read as the cells "sep=" and ""): not data
-                    given = row[0].strip()[4:] or (delimiter if len(row) == 2 else "")
-                    if given == delimiter:
-                        continue
-                    raise DataFileError(
-                        str(path),
-                        f"is Excel's separator line {shown(','.join(row))}: the values are "
-                        f"separated by {given!r}, where a {path.suffix} file has {delimiter!r}; save it "
-                        "with ',' between values (a .csv) or tabs (a .tsv)"
-                        + (
-                            ", and '.' as the decimal point, e.g. pd.read_csv(path, sep=';', decimal=',', skiprows=1).to_csv(new_path, index=False)."
-                            if given == ";"
-                            else "."
-                        ),
-                        line=lineno,
-                    )
-                if not seen_first:
-                    seen_first = True
-                    if numbers_text:
-                        pass  # np.savetxt's header is a '#' comment: every line is data
-                    elif len(cells) > 1 and not cells[0] and _pandas_header(cells):
-                        # pandas' DataFrame.to_csv: a header whose first cell is the unnamed
-                        # index, then each row's index label first; both are dropped
-                        index_column, width, width_line = True, len(cells) - 1, lineno
-                        continue
-                    elif all(cell and _cell_value(cell) is None and not _joined_numbers(cell) for cell in cells):
-                        width, width_line = len(cells), lineno  # a header: names, not numbers
-                        continue
-                    else:
-                        # one column starting at 0 is too common a sample to guess about
-                        default_names = len(cells) > 1 and _default_names(cells)
-                elif default_names and not fraction_seen:
-                    fraction_seen = not all(cell.lstrip("+-").isdigit() for cell in cells)
-                if index_column:
-                    if not cells[0]:
-                        raise DataFileError(str(path), "a row without its index label (the file's header is pandas').", line=lineno, column=1)
-                    cells = cells[1:]
-                if width is None:
-                    width, width_line = len(cells), lineno
-                if len(cells) != width:
-                    # a header read whole, then rows of decimal commas: a semicolon-separated file
-                    semicolons = delimiter == "," and _semicolon_numbers(",".join(cells))
-                    commas = delimiter == "\t" and len(cells) == 1 and cells[0].count(",") + 1 == width
-                    raise DataFileError(
-                        str(path),
-                        f"has {len(cells)} columns where line {width_line} has {width}.{_SEMICOLON_HINT if semicolons else _COMMAS_IN_TSV if commas else ''}",
-                        line=lineno,
-                    )
-                if width_line == lineno and len(cells) > 1 and not cells[-1] and all(cells[:-1]) and delimiter != " ":
-                    # the first row ends with the separator, as some writers end every line:
-                    # it reads as a column of missing values
-                    raise DataFileError(
-                        str(path),
-                        f"the line ends with {delimiter!r}, so its last value is missing: if every line "
-                        f"does, the file has a trailing separator; remove it (e.g. sed -i 's/{delimiter}$//' "
-                        f"{shlex.quote(path.name)}).",
-                        line=lineno,
-                        column=len(cells) + int(index_column),
-                    )
-                try:
-                    row_values = [float(cell) for cell in cells]  # the whole row at once: the common case
-                except ValueError:
-                    row_values = []
-                if not row_values or not math.isfinite(sum(row_values)):
-                    # a cell that is not a number, NaN or inf (or a sum that overflows): cell by
-                    # cell, so that the first bad one is named by line and column
-                    row_values = [_checked_cell(path, cell, lineno, j + 1 + int(index_column), numbers_text) for j, cell in enumerate(cells)]
-                values.extend(row_values)
+                reader.read(lineno, row)
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, exc) from None
     except csv.Error as exc:
         raise DataFileError(str(path), f"malformed CSV ({exc}).") from None
-    if not seen_first:
-        raise DataFileError(str(path), "holds no data rows.")
-    if not values:
-        raise DataFileError(str(path), "holds a header row but no data rows.", line=width_line)
-    assert width is not None
-    out = np.frombuffer(values, dtype=np.float64).reshape(-1, width)
-    if default_names and fraction_seen:
-        warnings.warn(
-            ReadWarning(
-                f"{path}: line {width_line} ({','.join(map(str, range(width)))}) is read as pandas' default column names "
-                "(DataFrame(X).to_csv(path, index=False)), not as a point, since the other values are not all integers. "
-                "Write the file with header=False, or name the columns, for no guess to be needed."
+    return reader.result()
+
+
+class _DelimitedRows:
+    """The rows of one delimited file, read one by one into a float64 buffer: the header
+    (names, pandas' index and default names, Excel's separator line) told from data, every
+    row's width held to the first's, and the first bad cell named by line and column."""
+
+    def __init__(self, path: Path, delimiter: str, numbers_text: bool) -> None:
+        self.path, self.delimiter, self.numbers_text = path, delimiter, numbers_text
+        self.values = array("d")
+        self.width: int | None = None
+        self.width_line = 0
+        self.index_column = False
+        self.seen_first = False
+        # a first row 0,1,...,k-1 is pandas' default column names (DataFrame(X).to_csv(path,
+        # index=False)) if any later value is not an integer; integer data keep it as a point
+        self.default_names = False
+        self.fraction_seen = False
+
+    def read(self, lineno: int, row: list[str]) -> None:
+        cells = [cell.strip() for cell in row]
+        if not any(cells) or cells[0].startswith("#"):
+            return
+        if not self.seen_first and self.delimiter != " " and row and row[0].strip().lower().startswith("sep="):
+            self._separator_line(lineno, row)
+            return
+        if not self.seen_first:
+            self.seen_first = True
+            if self._first_row_is_a_header(lineno, cells):
+                return
+        elif self.default_names and not self.fraction_seen:
+            self.fraction_seen = not all(cell.lstrip("+-").isdigit() for cell in cells)
+        if self.index_column:
+            if not cells[0]:
+                raise DataFileError(str(self.path), "a row without its index label (the file's header is pandas').", line=lineno, column=1)
+            cells = cells[1:]
+        self._check_width(lineno, cells)
+        self.values.extend(self._row_values(lineno, cells))
+
+    def _separator_line(self, lineno: int, row: list[str]) -> None:
+        """Excel's separator line ("sep=," read as the cells "sep=" and ""): not data, and
+        refused when it names another separator than the file's."""
+        given = row[0].strip()[4:] or (self.delimiter if len(row) == 2 else "")
+        if given == self.delimiter:
+            return
+        raise DataFileError(
+            str(self.path),
+            f"is Excel's separator line {shown(','.join(row))}: the values are "
+            f"separated by {given!r}, where a {self.path.suffix} file has {self.delimiter!r}; save it "
+            "with ',' between values (a .csv) or tabs (a .tsv)"
+            + (
+                ", and '.' as the decimal point, e.g. pd.read_csv(path, sep=';', decimal=',', skiprows=1).to_csv(new_path, index=False)."
+                if given == ";"
+                else "."
             ),
-            stacklevel=2,
+            line=lineno,
         )
-        return out[1:]
-    return out
+
+    def _first_row_is_a_header(self, lineno: int, cells: list[str]) -> bool:
+        """Whether the first row is a header to skip (names, or pandas' index header)."""
+        if self.numbers_text:
+            return False  # np.savetxt's header is a '#' comment: every line is data
+        if len(cells) > 1 and not cells[0] and _pandas_header(cells):
+            # pandas' DataFrame.to_csv: a header whose first cell is the unnamed index, then
+            # each row's index label first; both are dropped
+            self.index_column, self.width, self.width_line = True, len(cells) - 1, lineno
+            return True
+        if all(cell and _cell_value(cell) is None and not _joined_numbers(cell) for cell in cells):
+            self.width, self.width_line = len(cells), lineno  # a header: names, not numbers
+            return True
+        # one column starting at 0 is too common a sample to guess about
+        self.default_names = len(cells) > 1 and _default_names(cells)
+        return False
+
+    def _check_width(self, lineno: int, cells: list[str]) -> None:
+        if self.width is None:
+            self.width, self.width_line = len(cells), lineno
+        if len(cells) != self.width:
+            # a header read whole, then rows of decimal commas: a semicolon-separated file
+            semicolons = self.delimiter == "," and _semicolon_numbers(",".join(cells))
+            commas = self.delimiter == "\t" and len(cells) == 1 and cells[0].count(",") + 1 == self.width
+            raise DataFileError(
+                str(self.path),
+                f"has {len(cells)} columns where line {self.width_line} has {self.width}.{_SEMICOLON_HINT if semicolons else _COMMAS_IN_TSV if commas else ''}",
+                line=lineno,
+            )
+        if self.width_line == lineno and len(cells) > 1 and not cells[-1] and all(cells[:-1]) and self.delimiter != " ":
+            # the first row ends with the separator, as some writers end every line: it
+            # reads as a column of missing values
+            raise DataFileError(
+                str(self.path),
+                f"the line ends with {self.delimiter!r}, so its last value is missing: if every line "
+                f"does, the file has a trailing separator; remove it (e.g. sed -i 's/{self.delimiter}$//' "
+                f"{shlex.quote(self.path.name)}).",
+                line=lineno,
+                column=len(cells) + int(self.index_column),
+            )
+
+    def _row_values(self, lineno: int, cells: list[str]) -> list[float]:
+        try:
+            row_values = [float(cell) for cell in cells]  # the whole row at once: the common case
+        except ValueError:
+            row_values = []
+        if not row_values or not math.isfinite(sum(row_values)):
+            # a cell that is not a number, NaN or inf (or a sum that overflows): cell by
+            # cell, so that the first bad one is named by line and column
+            row_values = [_checked_cell(self.path, cell, lineno, j + 1 + int(self.index_column), self.numbers_text) for j, cell in enumerate(cells)]
+        return row_values
+
+    def result(self) -> np.ndarray:
+        """The points read, one per row (pandas' default names dropped, with a warning)."""
+        path, width = self.path, self.width
+        if not self.seen_first:
+            raise DataFileError(str(path), "holds no data rows.")
+        if not self.values:
+            raise DataFileError(str(path), "holds a header row but no data rows.", line=self.width_line)
+        assert width is not None
+        out = np.frombuffer(self.values, dtype=np.float64).reshape(-1, width)
+        if self.default_names and self.fraction_seen:
+            warnings.warn(
+                ReadWarning(
+                    f"{path}: line {self.width_line} ({','.join(map(str, range(width)))}) is read as pandas' default column names "
+                    "(DataFrame(X).to_csv(path, index=False)), not as a point, since the other values are not all integers. "
+                    "Write the file with header=False, or name the columns, for no guess to be needed."
+                ),
+                stacklevel=3,
+            )
+            return out[1:]
+        return out
 
 
 #: characters read between two progress reports of a file being read
