@@ -280,6 +280,24 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
     exbibytes) or wait for an answer that never comes. Other schemes (tls://, inproc://)
     are left to dask. ``timeout``: :data:`SCHEDULER_TIMEOUT` unless given."""
     timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
+    endpoint = _tcp_endpoint(address)
+    if endpoint is None:
+        return
+    host, port = endpoint
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except TimeoutError:
+        raise MonkError(f"The Dask scheduler at {address!r} does not answer: no connection within {timeout:g} s.") from None
+    except OSError as exc:
+        raise MonkError(f"Cannot reach the Dask scheduler at {address!r}: {exc.strerror or exc}.") from None
+    with sock:
+        _check_handshake(sock, address, timeout)
+
+
+def _tcp_endpoint(address: str) -> tuple[str, int] | None:
+    """(host, port) of a ``tcp://host:port`` scheduler address (a bare ``host:port`` too);
+    None for another scheme dask reaches by itself; a ParameterError for one no other
+    process reaches, or that is not a valid address."""
     scheme, sep, rest = address.partition("://")
     if not sep:
         scheme, rest = "tcp", address
@@ -294,7 +312,7 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
             "(not installed here); give the scheduler's tcp:// address, or install it."
         )
     if scheme != "tcp":
-        return
+        return None
     host, _, port = rest.rpartition(":")
     if not host or not port.isdigit():
         raise ParameterError(f"The scheduler address {address!r} (--scheduler) is not valid; expected tcp://host:port.")
@@ -302,25 +320,24 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
         raise ParameterError(
             f"The scheduler address {address!r} (--scheduler) has port {int(port)}; a TCP port is 1 to 65535 (a Dask scheduler's default is 8786)."
         )
-    try:
-        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-    except TimeoutError:
-        raise MonkError(f"The Dask scheduler at {address!r} does not answer: no connection within {timeout:g} s.") from None
-    except OSError as exc:
-        raise MonkError(f"Cannot reach the Dask scheduler at {address!r}: {exc.strerror or exc}.") from None
+    return host.strip("[]"), int(port)
+
+
+def _check_handshake(sock: socket.socket, address: str, timeout: float) -> None:
+    """The first message on a new connection is a Dask handshake (an 8-byte length, then a
+    small msgpack frame naming its compression), within ``timeout`` seconds."""
     not_dask = f"The server at {address!r} is not a Dask scheduler"
-    with sock:
-        sock.settimeout(timeout)
-        try:
-            head = _read_exactly(sock, 8)
-            (length,) = struct.unpack("<Q", head)
-            if not 0 < length <= HANDSHAKE_MAX_BYTES:
-                raise MonkError(f"{not_dask}: its first bytes ({head!r}) are not a Dask handshake (another kind of server?).")
-            body = _read_exactly(sock, length)
-        except TimeoutError:
-            raise MonkError(f"{not_dask}: it sent no Dask handshake within {timeout:g} s (another kind of server, or one too busy to answer).") from None
-        except OSError as exc:
-            raise MonkError(f"{not_dask}: the connection failed before a Dask handshake ({exc.strerror or exc}).") from None
+    sock.settimeout(timeout)
+    try:
+        head = _read_exactly(sock, 8)
+        (length,) = struct.unpack("<Q", head)
+        if not 0 < length <= HANDSHAKE_MAX_BYTES:
+            raise MonkError(f"{not_dask}: its first bytes ({head!r}) are not a Dask handshake (another kind of server?).")
+        body = _read_exactly(sock, length)
+    except TimeoutError:
+        raise MonkError(f"{not_dask}: it sent no Dask handshake within {timeout:g} s (another kind of server, or one too busy to answer).") from None
+    except OSError as exc:
+        raise MonkError(f"{not_dask}: the connection failed before a Dask handshake ({exc.strerror or exc}).") from None
     if b"compression" not in body:
         raise MonkError(f"{not_dask}: its first message is not a Dask handshake (another kind of server?).")
 
@@ -333,6 +350,42 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError("closed by the server")
         data += chunk
     return data
+
+
+def _local_cluster(distributed: Any, n_workers: int | None, quiet: bool) -> Any:
+    """An embedded LocalCluster of ``n_workers`` single-threaded worker processes (one a
+    core by default), their logs quiet and their allocations kept in their heaps."""
+    if _importing_the_script_in_a_worker():
+        # a worker of the cluster being started runs the script's module level again
+        # (multiprocessing's spawn): leave at once and quietly, so that the script's own
+        # process tells the one thing to do (DaskBackend's message)
+        raise SystemExit(3)
+    import logging
+
+    if quiet:
+        logging.getLogger("distributed").setLevel(logging.ERROR)
+    _drop_lost_scattered_data()
+    import dask
+
+    # dask's default MALLOC_TRIM_THRESHOLD_ also fixes glibc's mmap threshold at 128 kB, so
+    # every tile a task allocates (MBs) is mapped and page-faulted anew: measured 27 %
+    # slower on one large test. Heap allocations up to 128 MB, and trimming above 1 GB,
+    # keep them in the worker's heap.
+    with (
+        dask.config.set(
+            {
+                "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": REUSE_TRIM_THRESHOLD,
+                "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": REUSE_MMAP_THRESHOLD,
+            }
+        ),
+        _workers_ignore_ctrl_c(),
+    ):
+        return distributed.LocalCluster(
+            n_workers=n_workers or os.cpu_count() or 1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",  # any free port: never clash with another cluster
+        )
 
 
 class DaskBackend(Backend):
@@ -355,38 +408,7 @@ class DaskBackend(Backend):
         _drop_the_sync_cancel_race()
         try:
             if scheduler is None:
-                if _importing_the_script_in_a_worker():
-                    # a worker of the cluster being started runs the script's module level
-                    # again (multiprocessing's spawn): leave at once and quietly, so that
-                    # the script's own process tells the one thing to do, below
-                    raise SystemExit(3)
-                import logging
-
-                if quiet:
-                    logging.getLogger("distributed").setLevel(logging.ERROR)
-                _drop_lost_scattered_data()
-                import dask
-
-                # dask's default MALLOC_TRIM_THRESHOLD_ also fixes glibc's mmap threshold at
-                # 128 kB, so every tile a task allocates (MBs) is mapped and page-faulted
-                # anew: measured 27 % slower on one large test. Heap allocations up to
-                # 128 MB, and trimming above 1 GB, keep them in the worker's heap.
-
-                with (
-                    dask.config.set(
-                        {
-                            "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": REUSE_TRIM_THRESHOLD,
-                            "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": REUSE_MMAP_THRESHOLD,
-                        }
-                    ),
-                    _workers_ignore_ctrl_c(),
-                ):
-                    self._cluster = distributed.LocalCluster(
-                        n_workers=n_workers or os.cpu_count() or 1,
-                        threads_per_worker=1,
-                        processes=True,
-                        dashboard_address=":0",  # any free port: never clash with another cluster
-                    )
+                self._cluster = _local_cluster(distributed, n_workers, quiet)
                 self.client = distributed.Client(self._cluster)
             else:
                 probe_scheduler(scheduler)

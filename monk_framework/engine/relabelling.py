@@ -330,30 +330,63 @@ def null_statistics(
             return relabellings(partition, pool.n, a, b, perm_seq)
         return globally.rows(a, b, lead)
 
-    out = np.empty(n_permutations)
     if progress is not None:
         progress(0, n_permutations)
     if not remote:
-        first: float | None = None
-        # drawn batch by batch: memory stays at one batch of permutations
-        for done in range(0, n_permutations, step):
-            stop = min(done + step, n_permutations)
-            if progress is not None:
-                # a batch over a large matrix-free K is one long pass: reported band by band
-                pool.band_listener = _within_batch(progress, done, stop, n_permutations)
-            if done == 0 and observed is not None and partition is None:
-                streams = ChildStreams(est_seq, done, stop, first=observed)
-                values = estimator_statistics(estimator, pool, draw(done, stop, lead=1), streams)
-                first, out[done:stop] = float(values[0]), values[1:]
-            else:
-                out[done:stop] = _batch_statistics((estimator, draw(done, stop), est_seq, done, stop, partition), pool)
-            if progress is not None:
-                pool.band_listener = None
-                progress(stop, n_permutations)
-        if observed is not None:
-            return np.concatenate([[observed_mmd2(estimator, pool, observed, partition) if first is None else first], out])
+        out, first = _null_here(estimator, pool, n_permutations, step, draw, est_seq, progress, partition, observed)
+    else:
+        assert backend is not None
+        out, first = _null_on_workers(estimator, pool, n_permutations, step, draw, est_seq, progress, partition, backend), None
+    if observed is None:
         return out
-    assert backend is not None  # remote
+    return np.concatenate([[observed_mmd2(estimator, pool, observed, partition) if first is None else first], out])
+
+
+def _null_here(
+    estimator: MMDEstimator,
+    pool: PooledSample,
+    n_permutations: int,
+    step: int,
+    draw: Callable[..., np.ndarray],
+    est_seq: np.random.SeedSequence,
+    progress: Progress | None,
+    partition: Partition | None,
+    observed: np.random.SeedSequence | None,
+) -> tuple[np.ndarray, float | None]:
+    """:func:`null_statistics` in this process, batch by batch (memory stays at one batch of
+    relabellings), and the observed statistic when it came with the first batch."""
+    out = np.empty(n_permutations)
+    first: float | None = None
+    for done in range(0, n_permutations, step):
+        stop = min(done + step, n_permutations)
+        if progress is not None:
+            # a batch over a large matrix-free K is one long pass: reported band by band
+            pool.band_listener = _within_batch(progress, done, stop, n_permutations)
+        if done == 0 and observed is not None and partition is None:
+            streams = ChildStreams(est_seq, done, stop, first=observed)
+            values = estimator_statistics(estimator, pool, draw(done, stop, lead=1), streams)
+            first, out[done:stop] = float(values[0]), values[1:]
+        else:
+            out[done:stop] = _batch_statistics((estimator, draw(done, stop), est_seq, done, stop, partition), pool)
+        if progress is not None:
+            pool.band_listener = None
+            progress(stop, n_permutations)
+    return out, first
+
+
+def _null_on_workers(
+    estimator: MMDEstimator,
+    pool: PooledSample,
+    n_permutations: int,
+    step: int,
+    draw: Callable[..., np.ndarray],
+    est_seq: np.random.SeedSequence,
+    progress: Progress | None,
+    partition: Partition | None,
+    backend: Backend,
+) -> np.ndarray:
+    """:func:`null_statistics` with its batches as tasks on a remote backend, in any order."""
+    out = np.empty(n_permutations)
     bounds = [(a, min(a + step, n_permutations)) for a in range(0, n_permutations, step)]
     tasks = [(estimator, draw(a, b), est_seq, a, b, partition) for a, b in bounds]
     finished = 0
@@ -363,8 +396,6 @@ def null_statistics(
         finished += b - a
         if progress is not None:
             progress(finished, n_permutations)
-    if observed is not None:
-        return np.concatenate([[observed_mmd2(estimator, pool, observed, partition)], out])
     return out
 
 
