@@ -170,29 +170,7 @@ class MonkGroup(TyperGroup):
         STATE.reset()
         with stdout_for_the_result_only(), escaping_what_the_terminal_cannot_encode():
             try:
-                with warnings.catch_warnings(), terminate_as_interrupt():
-                    # the library's own warnings (the compiled loops falling back) as one line
-                    warnings.showwarning = one_line_warnings(warnings.showwarning)
-                    # a deprecated parameter or method the user typed is said, whatever the caller's filters
-                    warnings.simplefilter("default", MonkDeprecationWarning)
-                    code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
-                    # what is still buffered for stdout is written now, where a full device is one line
-                    if sys.stdout is not None:
-                        GuardedStdout().flush()
-                    for line in dict.fromkeys(STATE.deprecations):
-                        stderr.print(one_line(f"Warning: {line}"), markup=False)
-            except typer.TyperException as exc:  # click usage errors (bad option, missing value)
-                code = usage_error(exc)
-            except USAGE_ERRORS as exc:
-                code = fail_with(str(exc), 2, exc=exc)
-            except MonkError as exc:
-                code = fail_with(str(exc), 1, exc=exc)
-            except MemoryError as exc:  # an allocation the budget's checks did not foresee (another process took the room)
-                code = fail_with(out_of_memory(exc), 1, exc=exc)
-            except (typer.Abort, KeyboardInterrupt):
-                code = 130
-            except OutputFailed as exc:
-                code = output_failed(exc)
+                code = self._run(args, prog_name, complete_var, windows_expand_args, **extra)
             except SystemExit as exc:
                 # click's own exits are return codes here, but shell completion (--show-completion,
                 # --install-completion, the completion requests themselves) ends by sys.exit in
@@ -205,13 +183,49 @@ class MonkGroup(TyperGroup):
                     1,
                     exc=exc,
                 )
-            except Exception as exc:  # a bug (ours, or a plugin's outside the guarded hooks): one line unless --debug
-                code = fail_with(unexpected(exc), 1, exc=exc)
+            except BaseException as exc:  # noqa: BLE001 - every error is one line and an exit code (failure_code)
+                code = failure_code(exc)
             code = code if isinstance(code, int) else 0
             if code == 130 and not STATE.interrupted_said:
                 # Ctrl-C in any command (typer turns it into exit code 130): one line
                 stderr.print("Interrupted.", markup=False)
             return leave(code, standalone_mode)
+
+    def _run(self, args: Sequence[str] | None, prog_name: str | None, complete_var: str | None, windows_expand_args: bool, **extra: Any) -> Any:
+        """The command, with the library's warnings as one line each and the deprecations it
+        met said once it has succeeded; stdout flushed while a full device is still one line."""
+        with warnings.catch_warnings(), terminate_as_interrupt():
+            # the library's own warnings (the compiled loops falling back) as one line
+            warnings.showwarning = one_line_warnings(warnings.showwarning)
+            # a deprecated parameter or method the user typed is said, whatever the caller's filters
+            warnings.simplefilter("default", MonkDeprecationWarning)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            if sys.stdout is not None:
+                GuardedStdout().flush()
+            for line in dict.fromkeys(STATE.deprecations):
+                stderr.print(one_line(f"Warning: {line}"), markup=False)
+        return code
+
+
+def failure_code(exc: BaseException) -> int:
+    """The exit code of a command that raised ``exc``, after its one line on stderr: 2 a
+    usage error, 1 a library error (or running out of memory, or a bug: one line unless
+    --debug), 130 interrupted, and what a failed write to stdout or stderr calls for."""
+    if isinstance(exc, typer.TyperException):  # click usage errors (bad option, missing value)
+        return usage_error(exc)
+    if isinstance(exc, USAGE_ERRORS):
+        return fail_with(str(exc), 2, exc=exc)
+    if isinstance(exc, MonkError):
+        return fail_with(str(exc), 1, exc=exc)
+    if isinstance(exc, MemoryError):  # an allocation the budget's checks did not foresee (another process took the room)
+        return fail_with(out_of_memory(exc), 1, exc=exc)
+    if isinstance(exc, (typer.Abort, KeyboardInterrupt)):
+        return 130
+    if isinstance(exc, OutputFailed):
+        return output_failed(exc)
+    if not isinstance(exc, Exception):
+        raise exc  # GeneratorExit and the like are no command's failure
+    return fail_with(unexpected(exc), 1, exc=exc)  # a bug (ours, or a plugin's outside the guarded hooks)
 
 
 def refuse_repeated_options(cmd: Any, ctx: Any, args: list[str]) -> None:

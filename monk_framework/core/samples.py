@@ -148,6 +148,24 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         if ``X`` is not numeric, not 1-D or 2-D, empty, or holds NaN or inf (the
         message gives the index of the first bad point and feature).
     """
+    arr = _points(_numeric_array(X, name, user), name)
+    if arr.dtype.kind in "iu" and arr.dtype.itemsize > 4:
+        _warn_if_integers_round(arr, name)
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        i, j = np.argwhere(~finite)[0]
+        bad = "NaN" if math.isnan(arr[i, j]) else "inf"
+        count = int((~finite).sum())
+        raise DataError(
+            f"{name} contains {bad} at point {i}, feature {j} ({count} non-finite value{'s' if count > 1 else ''} in all); remove or impute them first."
+        )
+    return cast(np.ndarray, read_only(arr))
+
+
+def _numeric_array(X: Any, name: str, user: str) -> np.ndarray:
+    """``X`` as a numpy array of real numbers (any shape), or a DataError saying what it is
+    instead: strings, masked values, complex numbers, a structured array, dates."""
     _check_container(X, name)
     if isinstance(X, str) or (isinstance(X, Sequence) and len(X) > 0 and all(isinstance(x, str) for x in X)):
         raise DataError(f"{name} holds strings, but {user} needs numeric vectors.")
@@ -179,6 +197,12 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
             "m": "time spans are not numbers: convert them, e.g. to seconds, d / np.timedelta64(1, 's')",
         }.get(arr.dtype.kind, "ragged lists or Python objects are not samples")
         raise DataError(f"{name} must be a numeric array; got dtype {arr.dtype} ({why}).")
+    return arr
+
+
+def _points(arr: np.ndarray, name: str) -> np.ndarray:
+    """A numeric array as points × features: 1-D is one feature per point; a single
+    number, more than two dimensions, no points or no features are refused."""
     if arr.ndim == 0:
         raise DataError(f"{name} is a single number; a sample needs a 1-D or 2-D array.")
     if arr.ndim == 1:
@@ -191,29 +215,22 @@ def as_vectors(X: Any, *, name: str = "X", user: str = "this kernel") -> np.ndar
         raise DataError(f"{name} is empty: it has no points.")
     if arr.shape[1] == 0:
         raise DataError(f"{name} has points with no features (shape {arr.shape}).")
-    if arr.dtype.kind in "iu" and arr.dtype.itemsize > 4:
-        # float64, what every kernel computes with, holds each integer up to 2^53; beyond
-        # it neighbours merge (2^53 + 1 becomes 2^53) and the data change without a word
-        top = float(np.max(np.abs(arr.astype(np.float64))))
-        if top > 2.0**53:
-            warnings.warn(
-                PrecisionWarning(
-                    f"{name} holds integers up to {top:.4g}, beyond 2^53 = 9.007e15: as float64, which every kernel "
-                    "computes with, they are rounded and neighbouring values can become equal. Subtract a common "
-                    "offset (or rescale) first if their last digits matter."
-                ),
-                stacklevel=3,
-            )
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
-    finite = np.isfinite(arr)
-    if not finite.all():
-        i, j = np.argwhere(~finite)[0]
-        bad = "NaN" if math.isnan(arr[i, j]) else "inf"
-        count = int((~finite).sum())
-        raise DataError(
-            f"{name} contains {bad} at point {i}, feature {j} ({count} non-finite value{'s' if count > 1 else ''} in all); remove or impute them first."
+    return arr
+
+
+def _warn_if_integers_round(arr: np.ndarray, name: str) -> None:
+    """float64, what every kernel computes with, holds each integer up to 2^53; beyond it
+    neighbours merge (2^53 + 1 becomes 2^53) and the data change without a word."""
+    top = float(np.max(np.abs(arr.astype(np.float64))))
+    if top > 2.0**53:
+        warnings.warn(
+            PrecisionWarning(
+                f"{name} holds integers up to {top:.4g}, beyond 2^53 = 9.007e15: as float64, which every kernel "
+                "computes with, they are rounded and neighbouring values can become equal. Subtract a common "
+                "offset (or rescale) first if their last digits matter."
+            ),
+            stacklevel=4,
         )
-    return cast(np.ndarray, read_only(arr))
 
 
 def as_strings(X: Any, *, name: str = "X", user: str = "this kernel") -> list[str]:

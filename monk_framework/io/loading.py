@@ -60,6 +60,21 @@ def load_sample(path: str | Path, *, case_sensitive: bool = False, kind: str | N
         raise ParameterError(f"load_sample: kind must be 'vector', 'string' or None; got {shown(kind)}.")
     check_flag(case_sensitive, "load_sample: case_sensitive")
     p = Path(path)
+    _check_regular_file(p)
+    suffix = p.suffix.lower()
+    if suffix not in DATA_SUFFIXES:
+        raise DataFileError(
+            str(p), f"unsupported file type {suffix or '(none)'!r}; use one of " + ", ".join(DATA_SUFFIXES) + "." + _UNSUPPORTED_HINTS.get(suffix, "")
+        )
+    try:
+        return _read_as(p, suffix, kind, case_sensitive=case_sensitive, progress=progress)
+    except OSError as exc:  # unreadable: permissions, I/O errors
+        raise DataFileError(str(p), f"cannot be read ({exc.strerror or exc}).") from None
+
+
+def _check_regular_file(p: Path) -> None:
+    """Refuse a path that is missing, unreadable, a directory or no regular file (a FIFO,
+    socket or device: reading it could block forever or never end), before reading it."""
     try:
         os.stat(p)
     except OSError as exc:
@@ -70,41 +85,30 @@ def load_sample(path: str | Path, *, case_sensitive: bool = False, kind: str | N
     if p.is_dir():
         raise DataFileError(str(p), "is a directory, not a data file.")
     if not p.is_file():
-        # a FIFO, socket or device: reading it could block forever or never end
         raise DataFileError(str(p), "is not a regular file (a pipe, socket or device); save the data to a file.")
-    suffix = p.suffix.lower()
-    readers: dict[str, Any] = {
-        ".npy": _read_npy,
-        ".csv": _read_delimited,
-        ".tsv": _read_delimited,
-        ".txt": _read_lines,
-        ".fa": _read_fasta,
-        ".fasta": _read_fasta,
-    }
-    if suffix not in DATA_SUFFIXES:
-        raise DataFileError(
-            str(p), f"unsupported file type {suffix or '(none)'!r}; use one of " + ", ".join(DATA_SUFFIXES) + "." + _UNSUPPORTED_HINTS.get(suffix, "")
-        )
-    try:
-        if readers[suffix] is _read_fasta:
-            return _read_fasta(p, case_sensitive=case_sensitive)
-        if suffix == ".txt" and kind == "vector":
+
+
+def _read_as(p: Path, suffix: str, kind: str | None, *, case_sensitive: bool, progress: Any) -> np.ndarray | list[str]:
+    """The sample of a file of a known suffix, read as its kernel takes it (``kind``)."""
+    if suffix in (".fa", ".fasta"):
+        return _read_fasta(p, case_sensitive=case_sensitive)
+    if suffix == ".npy":
+        return _read_npy(p)
+    if suffix == ".txt":
+        if kind == "vector":
             return _read_delimited(p, delimiter=_numbers_separator(p), numbers_text=True, progress=progress)
-        if suffix in (".csv", ".tsv") and kind == "string":
-            # read as numbers, its first strings would be a "header" and the next ones
-            # "cannot read 'GGTACCAT' as a number"
-            column = "-d, -f2" if suffix == ".csv" else "-f2"  # cut splits at tabs by default
-            raise DataFileError(
-                str(p),
-                f"a {suffix} file is read as numbers (one point a row), but the kernel takes strings: give them "
-                "as a .txt file (one string a line) or as FASTA; from a column of this file, e.g. "
-                f"cut {column} {shlex.quote(p.name)} > strings.txt (and drop a header line).",
-            )
-        if readers[suffix] is _read_delimited:
-            return _read_delimited(p, progress=progress)
-        return readers[suffix](p)
-    except OSError as exc:  # unreadable: permissions, I/O errors
-        raise DataFileError(str(p), f"cannot be read ({exc.strerror or exc}).") from None
+        return _read_lines(p)
+    if kind == "string":
+        # a .csv or .tsv read as numbers: its first strings would be a "header" and the next
+        # ones "cannot read 'GGTACCAT' as a number"
+        column = "-d, -f2" if suffix == ".csv" else "-f2"  # cut splits at tabs by default
+        raise DataFileError(
+            str(p),
+            f"a {suffix} file is read as numbers (one point a row), but the kernel takes strings: give them "
+            "as a .txt file (one string a line) or as FASTA; from a column of this file, e.g. "
+            f"cut {column} {shlex.quote(p.name)} > strings.txt (and drop a header line).",
+        )
+    return _read_delimited(p, progress=progress)
 
 
 def _npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -448,6 +452,37 @@ def _numbers_separator(path: Path) -> str:
     return "," if "," in text else " "
 
 
+def _not_a_number_hint(path: Path, cell: str, numbers_text: bool) -> str:
+    """What a cell that is not a number most likely is, and what to do (or nothing)."""
+    if _semicolon_numbers(cell):
+        return _SEMICOLON_HINT
+    lookalike = lookalike_hint(cell)
+    if lookalike:
+        return lookalike
+    if path.suffix.lower() == ".tsv" and "," in cell and all(_cell_value(part) is not None for part in cell.split(",")):
+        return _COMMAS_IN_TSV
+    if _blank_separated_numbers(cell):
+        return (
+            " The values seem separated by tabs or spaces: a .csv file is read with ',' between values; "
+            "name a tab-separated file .tsv, or a file of numbers separated by spaces .txt."
+        )
+    if _THOUSANDS.fullmatch(cell.strip()):
+        return (
+            " It looks like a number with ',' between its thousands: write numbers without thousands "
+            "separators (e.g. pd.read_csv(path, thousands=',').to_csv(new_path, index=False))."
+        )
+    if cell.strip().upper() in ("TRUE", "FALSE", "YES", "NO"):
+        return " A yes-or-no value: write it as 1 or 0 (e.g. df.astype(float).to_csv(new_path, index=False))."
+    if numbers_text:
+        return " A .txt file is read as numbers, one point per line, for a vector kernel; as strings (one per line) for a string kernel such as ssk."
+    if cell.strip()[:1].isalpha():
+        return (
+            " A vector kernel reads numbers: encode a column of categories as numbers first, e.g. one 0/1 "
+            "column per category with pd.get_dummies(df, dtype=float)."
+        )
+    return ""
+
+
 def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: bool = False) -> float:
     value = _cell_value(cell)
     if value is None or math.isnan(value):
@@ -459,34 +494,7 @@ def _checked_cell(path: Path, cell: str, line: int, column: int, numbers_text: b
                 line=line,
                 column=column,
             )
-        hint = (
-            (" A .txt file is read as numbers, one point per line, for a vector kernel; as strings (one per line) for a string kernel such as ssk.")
-            if numbers_text
-            else ""
-        )
-        if _semicolon_numbers(cell):
-            hint = _SEMICOLON_HINT
-        elif lookalike_hint(cell):
-            hint = lookalike_hint(cell)
-        elif path.suffix.lower() == ".tsv" and "," in cell and all(_cell_value(part) is not None for part in cell.split(",")):
-            hint = _COMMAS_IN_TSV
-        elif _blank_separated_numbers(cell):
-            hint = (
-                " The values seem separated by tabs or spaces: a .csv file is read with ',' between values; "
-                "name a tab-separated file .tsv, or a file of numbers separated by spaces .txt."
-            )
-        elif _THOUSANDS.fullmatch(cell.strip()):
-            hint = (
-                " It looks like a number with ',' between its thousands: write numbers without thousands "
-                "separators (e.g. pd.read_csv(path, thousands=',').to_csv(new_path, index=False))."
-            )
-        elif cell.strip().upper() in ("TRUE", "FALSE", "YES", "NO"):
-            hint = " A yes-or-no value: write it as 1 or 0 (e.g. df.astype(float).to_csv(new_path, index=False))."
-        elif cell.strip()[:1].isalpha() and not numbers_text:
-            hint = (
-                " A vector kernel reads numbers: encode a column of categories as numbers first, e.g. one 0/1 "
-                "column per category with pd.get_dummies(df, dtype=float)."
-            )
+        hint = _not_a_number_hint(path, cell, numbers_text)
         raise DataFileError(str(path), f"cannot read {shown(cell)} as a number.{hint}", line=line, column=column)
     if not math.isfinite(value):
         raise DataFileError(str(path), f"{shown(cell)} is not a finite number.", line=line, column=column)
@@ -567,6 +575,32 @@ def _read_lines(path: Path) -> list[str]:
 _SEQUENCE_CHARACTERS = frozenset(string.ascii_letters + "-.*")
 
 
+def _check_sequence_line(path: Path, line: str, text: str, lineno: int) -> None:
+    """A FASTA sequence line holds letters (and '-', '.', '*' for gaps and stops) only."""
+    if ">" in text:
+        raise DataFileError(str(path), "'>' inside a sequence line.", line=lineno, column=line.index(">") + 1)
+    digit = next((c for c in text if c.isdigit()), None)
+    if digit is not None:
+        # no sequence alphabet has digits: position numbers, as GenBank prints beside its
+        # sequence lines, would otherwise be read as letters
+        raise DataFileError(
+            str(path),
+            f"the digit {digit!r} inside a sequence line: FASTA sequences are letters only (position numbers, as in a GenBank file? remove them).",
+            line=lineno,
+            column=line.index(digit) + 1,
+        )
+    odd = next((c for c in text if not (c in _SEQUENCE_CHARACTERS or c.isspace())), None)
+    if odd is not None:
+        # '#', ',' or a quotation mark is no residue: read as one, it would be a letter of
+        # its own in every string kernel, silently
+        raise DataFileError(
+            str(path),
+            f"the character {odd!r} (U+{ord(odd):04X}) inside a sequence line: FASTA sequence lines hold letters, and '-', '.' and '*' for gaps and stops.",
+            line=lineno,
+            column=line.index(odd) + 1,
+        )
+
+
 def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
     sequences: list[str] = []
     header_line: int | None = None
@@ -589,28 +623,7 @@ def _read_fasta(path: Path, *, case_sensitive: bool = False) -> list[str]:
             continue
         if header_line is None:
             raise DataFileError(str(path), "sequence data before the first '>' header line (not FASTA?).", line=lineno)
-        if ">" in text:
-            raise DataFileError(str(path), "'>' inside a sequence line.", line=lineno, column=line.index(">") + 1)
-        digit = next((c for c in text if c.isdigit()), None)
-        if digit is not None:
-            # no sequence alphabet has digits: position numbers, as GenBank prints beside its
-            # sequence lines, would otherwise be read as letters
-            raise DataFileError(
-                str(path),
-                f"the digit {digit!r} inside a sequence line: FASTA sequences are letters only (position numbers, as in a GenBank file? remove them).",
-                line=lineno,
-                column=line.index(digit) + 1,
-            )
-        odd = next((c for c in text if not (c in _SEQUENCE_CHARACTERS or c.isspace())), None)
-        if odd is not None:
-            # '#', ',' or a quotation mark is no residue: read as one, it would be a letter
-            # of its own in every string kernel, silently
-            raise DataFileError(
-                str(path),
-                f"the character {odd!r} (U+{ord(odd):04X}) inside a sequence line: FASTA sequence lines hold letters, and '-', '.' and '*' for gaps and stops.",
-                line=lineno,
-                column=line.index(odd) + 1,
-            )
+        _check_sequence_line(path, line, text, lineno)
         parts.append("".join(text.split()))
     close()
     if not sequences:
