@@ -26,6 +26,7 @@ from monk_framework.app.render import (
     deliver,
     describe_dict,
     entries_tables,
+    print_description,
     print_json,
     result_table,
     tell,
@@ -263,18 +264,7 @@ def describe(
         print_json(found if len(found) > 1 else found[0])
         return
     for info in found:
-        stdout.print(f"[bold]{escape(info['name'])}[/bold] ({info['type']}, from {escape(info['provider'])})")
-        stdout.print(info["summary"], markup=False)
-        stdout.print(f"  {info['formula']}", markup=False)
-        table = Table(title_justify="left")
-        for column in ("parameter", "default", "allowed", "meaning"):
-            table.add_column(column, overflow="fold")
-        for p in info["parameters"]:
-            table.add_row(*(escape(s) for s in (p["name"], repr(p["default"]), p["allowed"], p["doc"])))
-        if info["parameters"]:
-            stdout.print(table)
-        else:
-            stdout.print("  (no parameters)")
+        print_description(info)
 
 
 # -- monkfw run ---------------------------------------------------------------------

@@ -196,6 +196,12 @@ def _load_samples(
         X = load_sample(x, case_sensitive=case_sensitive, kind=kind, progress=progress)
         Y = load_sample(y, case_sensitive=case_sensitive, kind=kind, progress=progress) if y is not None else None
         return X, Y, {"source": "files", "x": str(x), "y": None if y is None else str(y)}, ()
+    return _dataset_samples(kernel, dataset, data_params, seed)
+
+
+def _dataset_samples(kernel: Kernel, dataset: str | None, data_params: Sequence[str], seed: int) -> tuple[Any, Any, dict[str, Any], tuple[str, ...]]:
+    """The samples of a built-in data set (the kernel's input kind's default one, said in a
+    note, when none is named), drawn with ``seed``."""
     notes: tuple[str, ...] = ()
     implicit = dataset is None
     if dataset is None:

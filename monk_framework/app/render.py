@@ -106,3 +106,19 @@ def print_result(payload: dict[str, Any], as_json: bool, table: Table, footer: s
     stdout.print(table)
     if footer is not None:
         stdout.print(footer, markup=False)
+
+
+def print_description(info: dict[str, Any]) -> None:
+    """``monkfw describe``'s text for one kernel, estimator or data set (:func:`describe_dict`)."""
+    stdout.print(f"[bold]{escape(info['name'])}[/bold] ({info['type']}, from {escape(info['provider'])})")
+    stdout.print(info["summary"], markup=False)
+    stdout.print(f"  {info['formula']}", markup=False)
+    if not info["parameters"]:
+        stdout.print("  (no parameters)")
+        return
+    table = Table(title_justify="left")
+    for column in ("parameter", "default", "allowed", "meaning"):
+        table.add_column(column, overflow="fold")
+    for p in info["parameters"]:
+        table.add_row(*(escape(s) for s in (p["name"], repr(p["default"]), p["allowed"], p["doc"])))
+    stdout.print(table)

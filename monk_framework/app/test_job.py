@@ -270,9 +270,7 @@ def _default_collection_note(load: dict[str, Any], *, contamination: Any, bandwi
     """What the default collection is, refused for strings and, robust, without fixed bandwidths."""
     kind = data_kind(load.get("x"), load.get("dataset"), load.get("y"))
     if kind != "vector":
-        raise ParameterError(
-            "--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings give the kernels, e.g. -k ssk:n=3 -k ssk:n=5."
-        )
+        raise ParameterError("--aggregate's default kernels (Gaussian and Laplace) are for vectors; for strings give the kernels, e.g. -k ssk:n=3 -k ssk:n=5.")
     if contamination is not None and bandwidths is None:
         raise ParameterError(
             "--aggregate with --contamination needs --bandwidths fixed before seeing the data (e.g. 0.25,0.5,1,2,4): "

@@ -118,17 +118,7 @@ def parse_memory(value: Any) -> int:
         except OverflowError:  # a Fraction beyond float64
             number, unit = math.inf, ""
     elif isinstance(value, str):
-        match = re.fullmatch(r"\s*([+-]?)([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
-        if match is not None and match[3].lower() not in _UNITS:
-            raise ParameterError(
-                f"max_memory: unknown unit {match[3]!r} in {shown(value)}; the units are B, KB, MB, GB, TB, PB "
-                "(powers of 1000) and KiB, MiB, GiB, TiB, PiB (powers of 1024)."
-            )
-        if match is None:
-            raise ParameterError(f"max_memory: cannot read {shown(value)}; give bytes or a size such as '2GB', '512MiB', '64MB'.")
-        if match[1] == "-":  # not "cannot read '-2GB'": it is read, and it is no budget
-            raise ParameterError(f"max_memory must be more than 0 bytes; got {shown(value)}.")
-        number, unit = float(match[2]), match[3].lower()
+        number, unit = _size_text(value)
     else:
         raise ParameterError(f"max_memory must be a number of bytes or a text like '2GB'; got {type(value).__name__}.")
     total = number * _UNITS[unit]
@@ -138,6 +128,21 @@ def parse_memory(value: Any) -> int:
     if not nbytes > 0:
         raise ParameterError(f"max_memory must be more than 0 bytes; got {shown(value)}.")
     return nbytes
+
+
+def _size_text(value: str) -> tuple[float, str]:
+    """(number, unit) of a size such as ``"2GB"`` or ``"512MiB"`` (the unit in lower case)."""
+    match = re.fullmatch(r"\s*([+-]?)([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+    if match is not None and match[3].lower() not in _UNITS:
+        raise ParameterError(
+            f"max_memory: unknown unit {match[3]!r} in {shown(value)}; the units are B, KB, MB, GB, TB, PB "
+            "(powers of 1000) and KiB, MiB, GiB, TiB, PiB (powers of 1024)."
+        )
+    if match is None:
+        raise ParameterError(f"max_memory: cannot read {shown(value)}; give bytes or a size such as '2GB', '512MiB', '64MB'.")
+    if match[1] == "-":  # not "cannot read '-2GB'": it is read, and it is no budget
+        raise ParameterError(f"max_memory must be more than 0 bytes; got {shown(value)}.")
+    return float(match[2]), match[3].lower()
 
 
 def _budget(value: Any) -> int | None:

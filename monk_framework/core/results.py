@@ -275,24 +275,29 @@ class Result:
         # a result read back is untrusted input (an edited or damaged file): each field is
         # converted here first, so that a bad one is named, never blamed on a computation
         for name, value in given.items():
-            converter = fields[name].converter
-            if not callable(converter):
-                continue
-            try:
-                converted = converter(value)
-            except (TypeError, ValueError, OverflowError, MonkError) as exc:
-                wanted = _CONVERTED_KINDS.get(converter)
-                if isinstance(exc, TypeError) and wanted:  # a JSON value of the wrong type
-                    raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)} ({_json_kind(type(value))}), where {wanted} belongs.") from None
-                raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, which is not a valid value ({exc}).") from None
-            if isinstance(converted, float) and not math.isfinite(converted):
-                raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, not a finite number.")
+            cls._check_field(name, value, fields[name].converter)
         try:
             return cls(**given)
         except DataError:
             raise
         except (TypeError, ValueError, MonkError) as exc:
             raise DataError(f"The {cls.kind} result{_fault_of(exc)}") from None
+
+    @classmethod
+    def _check_field(cls, name: str, value: Any, converter: Any) -> None:
+        """A field read back converts (its JSON type, then its value) to a finite number
+        where one belongs, else a DataError naming the field and what belongs there."""
+        if not callable(converter):
+            return
+        try:
+            converted = converter(value)
+        except (TypeError, ValueError, OverflowError, MonkError) as exc:
+            wanted = _CONVERTED_KINDS.get(converter)
+            if isinstance(exc, TypeError) and wanted:  # a JSON value of the wrong type
+                raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)} ({_json_kind(type(value))}), where {wanted} belongs.") from None
+            raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, which is not a valid value ({exc}).") from None
+        if isinstance(converted, float) and not math.isfinite(converted):
+            raise DataError(f"The {cls.kind} result's {name!r} holds {shown(value)}, not a finite number.")
 
     @classmethod
     def from_json(cls, text: str, **context: Any) -> Any:

@@ -32,7 +32,7 @@ _run = _loops.run
 
 
 @_loop(nogil=True, boundscheck=False, fastmath={"contract", "reassoc"})
-def _tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int) -> None:  # pragma: no cover - compiled
+def _tile_product(out: np.ndarray, T: np.ndarray, WT: np.ndarray, offset: int) -> None:  # noqa: C901 (a compiled loop nest, kept whole)  # pragma: no cover - compiled
     # Each running sum is a dot product along a row of T and a row of WT, both contiguous:
     # the loop over j vectorises (reassociation lets each sum run as 8 partial sums), and
     # every value loaded is used 4 or 6 times from a register. The unsigned indices spare
@@ -371,18 +371,9 @@ def add_indicator_product(out: np.ndarray, KT: np.ndarray, patterns: np.ndarray,
     ``0 <= offset <= 4·len(patterns) − m``. Points before the first whole group of four
     (``offset`` not a multiple of 4) and after the last are added one by one.
     """
-    if not (isinstance(out, np.ndarray) and isinstance(KT, np.ndarray) and isinstance(patterns, np.ndarray)):
-        return False
-    if out.ndim != 2 or KT.ndim != 2 or patterns.ndim != 2 or out.dtype != np.float64 or KT.dtype != np.float64:
-        return False
-    if patterns.dtype != np.uint8 or not patterns.flags.c_contiguous or not out.flags.c_contiguous or not out.flags.writeable:
+    if not _laid_out_for_subset_sums(out, KT, patterns):
         return False
     points, lanes = KT.shape
-    if out.shape != (patterns.shape[1], lanes):
-        return False
-    # (an empty array's strides say nothing about a layout)
-    if points and lanes and (KT.strides[1] != 8 or KT.strides[0] % 8):
-        return False
     if not 0 <= offset <= PATTERN_POINTS * patterns.shape[0] - points:
         raise ValueError(f"add_indicator_product: points {offset}:{offset + points} outside the {PATTERN_POINTS * patterns.shape[0]} of the patterns")
     if not (points and lanes and len(out)):
@@ -402,6 +393,21 @@ def add_indicator_product(out: np.ndarray, KT: np.ndarray, patterns: np.ndarray,
             reference.add_indicator_product(sums, rest, patterns, int(offset))
         out[:, whole:] += sums[:, : lanes - whole]
     return True
+
+
+def _laid_out_for_subset_sums(out: Any, KT: Any, patterns: Any) -> bool:
+    """Whether the arrays of :func:`add_indicator_product` are laid out as its loop reads them."""
+    if not (isinstance(out, np.ndarray) and isinstance(KT, np.ndarray) and isinstance(patterns, np.ndarray)):
+        return False
+    if out.ndim != 2 or KT.ndim != 2 or patterns.ndim != 2 or out.dtype != np.float64 or KT.dtype != np.float64:
+        return False
+    if patterns.dtype != np.uint8 or not patterns.flags.c_contiguous or not out.flags.c_contiguous or not out.flags.writeable:
+        return False
+    points, lanes = KT.shape
+    if out.shape != (patterns.shape[1], lanes):
+        return False
+    # (an empty array's strides say nothing about a layout)
+    return not (points and lanes and (KT.strides[1] != 8 or KT.strides[0] % 8))
 
 
 def _aligned_tables() -> np.ndarray:

@@ -38,16 +38,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
-import attrs
 import numpy as np
 
-from monk_framework.core.errors import DataError, MonkError, ParameterError, shown, shown_count
+from monk_framework.core.errors import DataError, ParameterError, shown, shown_count
 from monk_framework.core.estimators import MMDEstimator
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.params import check_choice, check_flag, first_repeat, parse_spec, spec_label
+from monk_framework.core.params import check_choice, check_flag
 from monk_framework.core.randomness import RNGLike, root, seed_of, stream
 from monk_framework.core.registry import get_registry
 from monk_framework.core.resources import ProgressCallback, Resources, check_backend, counting, progress_callback
@@ -58,7 +57,21 @@ from monk_framework.engine.memory import reserve_memory
 from monk_framework.engine.pooled import pooled
 from monk_framework.engine.reductions import squared_kernel_sum
 from monk_framework.engine.relabelling import Progress, SharedRelabellings, check_null_memory, relabelled_statistics
-from monk_framework.numerics.distances import scaled_distances, scaled_l1_distances
+from monk_framework.two_sample.collection import (
+    BANDWIDTH_MAX_POINTS,
+    DEFAULT_FAMILIES,
+    N_BANDWIDTHS,
+    KernelFamily,
+    bandwidth_grid,
+    bandwidth_of,
+    check_grid,
+    default_kernels,
+    expanded,
+    given_kernels,
+    label_of,
+    numbers_of,
+    repeated_bandwidth,
+)
 from monk_framework.two_sample.common import (
     DEFAULT_PERMUTATIONS,
     TIE_RTOL,
@@ -95,74 +108,9 @@ __all__ = [
 
 #: the aggregations of :func:`aggregated_test`
 METHODS = ("agg", "fuse")
-#: the default collection: these kernel families (by registry name, with their distance)
-#: at :data:`N_BANDWIDTHS` bandwidths each, as MMDAgg and MMD-FUSE publish it
-DEFAULT_FAMILIES: tuple[tuple[str, dict[str, Any], str], ...] = (
-    ("rbf", {}, "l2"),
-    ("laplace", {"norm": "l1"}, "l1"),
-)
-N_BANDWIDTHS = 10
-#: the bandwidth grid reads the pairwise distances of at most this many pooled points
-BANDWIDTH_MAX_POINTS = 1000
-#: the grid runs from half the LOW_QUANTILE to twice the HIGH_QUANTILE of the distances
-LOW_QUANTILE, HIGH_QUANTILE = 0.01, 0.99
 #: what one kernel of a collection costs, generously: its object, its fitted copy and its
 #: label in the result (a kernel object measured about 130 bytes)
 KERNEL_BYTES = 512
-
-
-def _data_order(Z: np.ndarray) -> np.ndarray:
-    """Z's rows in lexicographic order: a function of the pooled multiset only, so a
-    subsample taken from it does not depend on which points are called X."""
-    return Z[np.lexsort(Z.T[::-1])]
-
-
-def bandwidth_grid(X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWIDTHS, metric: str = "l2") -> np.ndarray:
-    """σ_1 < ... < σ_n: a geometric grid from half the 1 % quantile to twice the 99 %
-    quantile of the pooled pairwise distances (``metric`` "l2" or "l1").
-
-    It depends on the pooled sample as a set only (above :data:`BANDWIDTH_MAX_POINTS`
-    points, on evenly spaced points of its lexicographic order), so a permutation test
-    with these kernels stays exact: every relabelling sees the same kernels. The
-    distances are computed per magnitude group of the points, as the median heuristic's
-    are, so data near float64's limits or a few gross outliers leave the ordinary pairs'
-    distances exact (one scale for all would round them to 0 or overflow).
-    """
-    Z = _data_order(np.vstack([X, Y]))
-    if len(Z) > BANDWIDTH_MAX_POINTS:
-        Z = Z[np.linspace(0, len(Z) - 1, BANDWIDTH_MAX_POINTS).round().astype(int)]
-    D = scaled_distances(Z, Z, 1.0) if metric == "l2" else scaled_l1_distances(Z, Z, 1.0)
-    upper = D[np.triu_indices(len(Z), 1)]
-    upper = upper[upper > 0]
-    if not len(upper):
-        raise DataError(
-            "The default kernel collection reads its bandwidths from the pooled pairwise distances, and all "
-            "pooled points are equal (every distance is 0). Pass kernels= (or bandwidths=) explicitly."
-        )
-    low, high = np.quantile(upper, [LOW_QUANTILE, HIGH_QUANTILE])
-    with np.errstate(over="ignore"):  # twice a distance near float64's limit: refused below
-        low, high = float(low) / 2.0, float(high) * 2.0
-    if not math.isfinite(high):
-        raise DataError(
-            f"The default kernel collection reads its bandwidths from the pooled pairwise {metric} distances, and "
-            f"more than {1 - HIGH_QUANTILE:.0%} of them are beyond float64 (about {np.finfo(np.float64).max:.3g}) "
-            "or twice that quantile is. Rescale the data, or pass kernels= (or bandwidths=) explicitly."
-        )
-    if n_bandwidths == 1:
-        return np.array([math.sqrt(low) * math.sqrt(high)])
-    return np.geomspace(low, high, n_bandwidths)
-
-
-def default_kernels(X: np.ndarray, Y: np.ndarray, *, n_bandwidths: int = N_BANDWIDTHS, bandwidths: Sequence[float] | np.ndarray | None = None) -> list[Kernel]:
-    """The published collection: for each family of :data:`DEFAULT_FAMILIES` (Gaussian with
-    the Euclidean distance, Laplace with the L1 distance), kernels at ``bandwidths`` when
-    given (a fixed grid, as robust aggregation needs), else at :func:`bandwidth_grid`."""
-    reg = get_registry()
-    kernels: list[Kernel] = []
-    for name, params, metric in DEFAULT_FAMILIES:
-        sigmas = bandwidths if bandwidths is not None else bandwidth_grid(X, Y, n_bandwidths=n_bandwidths, metric=metric)
-        kernels.extend(reg.get_kernel(name, sigma=float(s), **params) for s in sigmas)
-    return kernels
 
 
 def _upper_counts(column: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
@@ -270,48 +218,11 @@ def collection_statistics(
 def _check_weights(weights: Any, L: int) -> np.ndarray:
     if weights is None:
         return np.full(L, 1.0 / L)
-    w = _numbers(weights)
+    w = numbers_of(weights)
     if w is None or w.shape != (L,) or not np.isfinite(w).all() or (w <= 0).any():
         raise ParameterError(f"weights must be {L} positive finite numbers, one per kernel; got {shown(weights)}.")
     w = w / w.max()  # so that the sum cannot overflow
     return w / w.sum()
-
-
-def _numbers(values: Any) -> np.ndarray | None:
-    """A flat float array of a list of numbers, or None for anything else (a string, a
-    nested list, objects)."""
-    if isinstance(values, (str, bytes)):
-        return None
-    try:
-        out = np.asarray(values, dtype=float)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float64
-        return None
-    return out if out.ndim == 1 else None
-
-
-def _check_grid(n_bandwidths: Any, bandwidths: Any) -> np.ndarray | None:
-    """The fixed grid as a flat array (None: read it from the data), after checking both."""
-    if isinstance(n_bandwidths, bool) or not isinstance(n_bandwidths, (int, np.integer)) or n_bandwidths < 1:
-        raise ParameterError(f"n_bandwidths must be an int >= 1; got {shown(n_bandwidths)}.")
-    if bandwidths is None:
-        return None
-    b = _numbers(bandwidths)
-    if b is None or not len(b) or not np.isfinite(b).all() or (b <= 0).any():
-        raise ParameterError(f"bandwidths must be a flat list of positive finite numbers; got {shown(bandwidths)}.")
-    twice = repeated_bandwidth(b)
-    if twice is not None:
-        raise ParameterError(
-            f"bandwidths lists {twice:g} more than once: a repeated kernel only doubles its "
-            "weight in the aggregation (give each bandwidth once, and weights= to weigh them)."
-        )
-    return b
-
-
-def repeated_bandwidth(bandwidths: Sequence[float] | np.ndarray) -> float | None:
-    """The smallest bandwidth listed more than once, or None: a repeat only doubles its
-    kernel's weight in an aggregation."""
-    values, counts = np.unique(np.asarray(bandwidths, dtype=float), return_counts=True)
-    return float(values[counts > 1][0]) if (counts > 1).any() else None
 
 
 def _check_collection_size(B: int, L: int, what: str) -> None:
@@ -322,70 +233,6 @@ def _check_collection_size(B: int, L: int, what: str) -> None:
         what=f"n_permutations (-B) = {shown_count(B)} relabellings of {L:,} kernels ({what}) need, for their statistics,",
         fix="Use fewer permutations (B = 100,000 already resolves a p-value of 1e-5) or fewer kernels (the published collections have 10 bandwidths a family).",
     )
-
-
-@attrs.frozen
-class KernelFamily:
-    """A kernel given by a spec without its bandwidth (``"laplace"``, ``"rbf:norm=l1"``):
-    it stands for its family at the collection's bandwidths, ``bandwidths=`` when given,
-    else the grid of :func:`bandwidth_grid` over the pooled distances in its own metric."""
-
-    kernel: Kernel  # the spec's kernel, whose sigma each bandwidth replaces
-    spec: str
-
-    @property
-    def metric(self) -> str:
-        metric = getattr(self.kernel, "distance_metric", "l2")
-        return metric if metric in ("l1", "l2") else "l2"
-
-    def at(self, sigmas: Iterable[float]) -> list[Kernel]:
-        return [type(self.kernel).from_params({**self.kernel.params(), "sigma": float(s)}) for s in sigmas]
-
-
-def given_kernels(kernels: Any) -> list[Kernel | KernelFamily]:
-    """The caller's collection: Kernel objects (used as they are) or specs, looked up in
-    the registry; a spec of a kernel with a bandwidth ``sigma`` that does not set it is
-    a :class:`KernelFamily`, as ``monkfw test --aggregate -k laplace`` reads it."""
-    if isinstance(kernels, (str, Kernel)):
-        kernels = [kernels]
-    if isinstance(kernels, (Mapping, set, frozenset)) or not isinstance(kernels, Iterable) or (isinstance(kernels, np.ndarray) and kernels.ndim == 0):
-        # a dict or a set has no order, and seeded results follow the kernels' order
-        raise MonkError(f"kernels must be a list of Kernel objects or specs such as 'rbf:sigma=1'; got {shown(kernels)}.")
-    reg = get_registry()
-    listed = list(kernels)
-    out: list[Kernel | KernelFamily] = []
-    for item in listed:
-        kernel = reg.resolve_kernel(item)
-        if not isinstance(kernel, Kernel):
-            raise MonkError(f"kernels must be Kernel objects or specs such as 'rbf:sigma=1'; got {type(kernel).__name__}.")
-        if isinstance(item, str) and "sigma" in kernel.params() and "sigma" not in parse_spec(item)[1]:
-            out.append(KernelFamily(kernel=kernel, spec=item))
-        else:
-            out.append(kernel)
-    if not out:
-        raise ParameterError("kernels must hold at least one kernel.")
-    twice = first_repeat([k.spec if isinstance(k, KernelFamily) else k.spec() for k in out])
-    if twice is not None:
-        i, j = twice
-        raise ParameterError(
-            f"kernels {i} and {j} are the same, {listed[j]!s}: a repeated kernel only doubles its "
-            "weight in the aggregation (give each kernel once, and weights= to weigh them)."
-        )
-    return out
-
-
-def _label(kernel: Kernel) -> str:
-    """The kernel's spec as ``-k`` and ``kernels=`` take it (``rbf:sigma=0.5``), or its
-    display form for a combination of kernels."""
-    params = kernel.params()
-    if all(isinstance(v, (int, float, str, bool)) for v in params.values()):
-        return spec_label(kernel.name, params)
-    return kernel.spec()
-
-
-def _bandwidth(kernel: Kernel) -> float | None:
-    sigma = kernel.params().get("sigma")
-    return float(sigma) if isinstance(sigma, (int, float)) and not isinstance(sigma, bool) else None
 
 
 @previous_form("aggregated_test", ("X", "Y", "kernels"), "aggregated_test(X, Y, kernels=[...])", when=lambda args: len(args) > 2)
@@ -466,7 +313,7 @@ def aggregated_test(
     alpha = check_level(alpha)
     B = int(n_permutations)
     reg = get_registry()
-    grid = _check_grid(n_bandwidths, bandwidths)
+    grid = check_grid(n_bandwidths, bandwidths)
     # the data read as the collection's kernels read them
     first = items[0] if items is not None else None
     probe = (first.kernel if isinstance(first, KernelFamily) else first) if first is not None else reg.get_kernel(DEFAULT_FAMILIES[0][0], sigma=1.0)
@@ -478,30 +325,14 @@ def aggregated_test(
         assert isinstance(Xv, np.ndarray) and isinstance(Yv, np.ndarray)  # the Gaussian probe read vectors
         collection = default_kernels(Xv, Yv, n_bandwidths=int(n_bandwidths), bandwidths=grid)
     else:
-        collection = _expanded(items, Xv, Yv, int(n_bandwidths), grid)
+        collection = expanded(items, Xv, Yv, int(n_bandwidths), grid)
     L = len(collection)
     w = _check_weights(weights, L)
     for k in collection:  # every kernel reads the data, not only the first: before any work
         est.check_kernel(k)
         k.check_pair(Xv, Yv)
     r = contamination_count(contamination, n + m) if robust else 0
-    deltas = None
-    if robust:
-        for k in collection:
-            if not k.is_fitted:
-                raise ParameterError(
-                    f"A robust aggregated test needs kernels fixed before seeing the data; {k.spec()} reads a "
-                    "hyperparameter from the sample. Give numbers (e.g. 'rbf:sigma=1')."
-                )
-        Z = pooled(Xv, Yv)
-        sens = [mmd_sensitivity(k, n, m, Z) for k in collection]
-        if any(s is None for s in sens):
-            bad = next(k for k, s in zip(collection, sens) if s is None)
-            raise ParameterError(
-                f"A robust aggregated test needs bounded kernels (ones that declare sup k(x, x)); {bad.spec()} is "
-                "unbounded. Use robust_test(..., method='clip') for an unbounded kernel."
-            )
-        deltas = np.array(sens, dtype=float)
+    deltas = _sensitivities(collection, Xv, Yv) if robust else None
     check_null_memory(B, pool_size=n + m, backend=backend, listed=bool(return_null))
     seq = root(rng)
     seed = seed_of(seq)
@@ -518,14 +349,14 @@ def aggregated_test(
         n_permutations=B,
         weights=w,
         contamination=r,
-        kernel_specs=[_label(k) for k in used],
-        bandwidths=[_bandwidth(k) for k in used],
+        kernel_specs=[label_of(k) for k in used],
+        bandwidths=[bandwidth_of(k) for k in used],
         estimator=est.name,
         estimator_params=est.params(),
         kernel=", ".join(dict.fromkeys(k.name for k in used)),
         kernel_params={},
         # a robust test's grid is fixed before the data: the kernels are what was asked for
-        kernel_params_requested={"kernels": "default" if kernels is None and not robust else [_label(k) for k in collection]},
+        kernel_params_requested={"kernels": "default" if kernels is None and not robust else [label_of(k) for k in collection]},
         n_x=n,
         n_y=m,
         seed=seed,
@@ -627,13 +458,8 @@ def check_aggregated_test(
         )
     if robust and not isinstance(contamination, (int, np.integer)):
         contamination_count(contamination, 2)  # a fraction's range does not depend on N + M
-    if estimator is None:
-        est = reg.estimator_with_role("v-statistic" if robust else "u-statistic")
-    else:
-        est = check_estimator(reg.resolve_estimator(estimator))
-        if robust and est.role != "v-statistic":
-            raise ParameterError(f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}.")
-    grid = _check_grid(n_bandwidths, bandwidths)
+    est = _collection_estimator(reg, estimator, robust)
+    grid = check_grid(n_bandwidths, bandwidths)
     per_family = int(n_bandwidths) if grid is None else len(grid)
     if kernels is None:
         if X is not None and sample_kind(X) == "string":
@@ -667,27 +493,32 @@ def check_aggregated_test(
     return items, est, report, robust
 
 
-def _expanded(items: Sequence[Kernel | KernelFamily], X: np.ndarray | Any, Y: np.ndarray | Any, n_bandwidths: int, grid: np.ndarray | None) -> list[Kernel]:
-    """The collection: each kernel as given, each family at ``grid`` or at the grid over
-    the pooled distances in its metric; a kernel that comes twice is refused."""
-    out: list[Kernel] = []
-    for item in items:
-        if not isinstance(item, KernelFamily):
-            out.append(item)
-            continue
-        if grid is not None:
-            sigmas = grid
-        elif isinstance(X, np.ndarray) and isinstance(Y, np.ndarray):
-            sigmas = bandwidth_grid(X, Y, n_bandwidths=n_bandwidths, metric=item.metric)
-        else:
+def _sensitivities(collection: Sequence[Kernel], X: Any, Y: Any) -> np.ndarray:
+    """Δ_l of every kernel of a robust collection: how far one corrupted point moves its
+    V-statistic MMD. Each kernel must be fixed before the data and bounded."""
+    for k in collection:
+        if not k.is_fitted:
             raise ParameterError(
-                f"kernels: {item.spec!r} without sigma would read its bandwidths from distances between vectors; give it sigma=, or bandwidths=."
+                f"A robust aggregated test needs kernels fixed before seeing the data; {k.spec()} reads a "
+                "hyperparameter from the sample. Give numbers (e.g. 'rbf:sigma=1')."
             )
-        out.extend(item.at(sigmas))
-    twice = first_repeat([k.spec() for k in out])
-    if twice is not None:
+    Z = pooled(X, Y)
+    sens = [mmd_sensitivity(k, len(X), len(Y), Z) for k in collection]
+    if any(s is None for s in sens):
+        bad = next(k for k, s in zip(collection, sens) if s is None)
         raise ParameterError(
-            f"The collection holds {out[twice[1]].spec()} twice (a family's grid meets a kernel given with that sigma): "
-            "a repeated kernel only doubles its weight in the aggregation. Drop one, or give weights=."
+            f"A robust aggregated test needs bounded kernels (ones that declare sup k(x, x)); {bad.spec()} is "
+            "unbounded. Use robust_test(..., method='clip') for an unbounded kernel."
         )
-    return out
+    return np.array(sens, dtype=float)
+
+
+def _collection_estimator(reg: Any, estimator: Any, robust: bool) -> MMDEstimator:
+    """The estimator of an aggregated test: the U-statistic by default, the V-statistic
+    (whose sensitivity a robust test is derived for) when robust."""
+    if estimator is None:
+        return cast(MMDEstimator, reg.estimator_with_role("v-statistic" if robust else "u-statistic"))
+    est = check_estimator(reg.resolve_estimator(estimator))
+    if robust and est.role != "v-statistic":
+        raise ParameterError(f"A robust aggregated test uses the V-statistic MMD (its sensitivity is derived for it); got {est.name!r}.")
+    return est

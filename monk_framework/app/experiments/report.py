@@ -134,39 +134,13 @@ def exp1_report(experiment: Any, rows: list[dict[str, Any]], store: CellStore, *
     handles: dict[str, Any] = {}
     for i, kernel in enumerate(kernels):
         for j, setting in enumerate(settings):
-            ax = axes[i][j]
             series = {}
             for label in labels:
                 pts = [table[(setting, kernel, label, n)] for n in experiment.sizes if (setting, kernel, label, n) in table]
                 if pts:
                     series[label] = pts
-            off = _off_scale(
-                {k: [p["q75_log_error"] for p in v] for k, v in series.items()},
-                {k: [p["q25_log_error"] for p in v] for k, v in series.items()},
-            )
-            notes = []
-            for k, label in enumerate(labels):
-                if label not in series:
-                    continue
-                pts = series[label]
-                if label in off:
-                    values = [p["median_log_error"] for p in pts]
-                    notes.append(f"{readable(label)}: off the scale, median {min(values):.1f} to {max(values):.1f}")
-                    continue
-                ns = [p["n"] for p in pts]
-                (line,) = ax.plot(ns, [p["median_log_error"] for p in pts], marker="o", ms=3, color=colours(k % 10), label=readable(label))
-                handles.setdefault(readable(label), line)
-                ax.fill_between(ns, [p["q25_log_error"] for p in pts], [p["q75_log_error"] for p in pts], color=colours(k % 10), alpha=0.15)
-            if notes:
-                # the curves drawn keep the scale; the ones above it are named on the panel
-                ax.text(
-                    0.02, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7, bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"}
-                )
-                ax.margins(y=0.25)
-            ax.set_title(f"{kernel}, {titles[setting]}", fontsize=9)
-            ax.set_xlabel("N (each sample)")
-            ax.set_ylabel("ln |MMD estimate - MMD|", fontsize=8)  # on every panel: the scales differ
-            ax.grid(alpha=0.3)
+            _exp1_panel(axes[i][j], series, labels, colours, handles)
+            axes[i][j].set_title(f"{kernel}, {titles[setting]}", fontsize=9)
     for label in labels:  # every estimator in the legend, even one drawn only off the scale
         if readable(label) not in handles:
             k = labels.index(label)
@@ -177,6 +151,35 @@ def exp1_report(experiment: Any, rows: list[dict[str, Any]], store: CellStore, *
     figure = _save(fig, store.path("exp1.png"))
     plt.close(fig)
     return [*tables, figure]
+
+
+def _exp1_panel(ax: Any, series: dict[str, list[dict[str, Any]]], labels: list[str], colours: Any, handles: dict[str, Any]) -> None:
+    """One panel of Experiment 1's figure: each estimator's median log-error with its
+    quartiles against N; the curves far above the rest named on the panel instead, so
+    that the ones drawn keep the scale."""
+    off = _off_scale(
+        {k: [p["q75_log_error"] for p in v] for k, v in series.items()},
+        {k: [p["q25_log_error"] for p in v] for k, v in series.items()},
+    )
+    notes = []
+    for k, label in enumerate(labels):
+        if label not in series:
+            continue
+        pts = series[label]
+        if label in off:
+            values = [p["median_log_error"] for p in pts]
+            notes.append(f"{readable(label)}: off the scale, median {min(values):.1f} to {max(values):.1f}")
+            continue
+        ns = [p["n"] for p in pts]
+        (line,) = ax.plot(ns, [p["median_log_error"] for p in pts], marker="o", ms=3, color=colours(k % 10), label=readable(label))
+        handles.setdefault(readable(label), line)
+        ax.fill_between(ns, [p["q25_log_error"] for p in pts], [p["q75_log_error"] for p in pts], color=colours(k % 10), alpha=0.15)
+    if notes:
+        ax.text(0.02, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7, bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
+        ax.margins(y=0.25)
+    ax.set_xlabel("N (each sample)")
+    ax.set_ylabel("ln |MMD estimate - MMD|", fontsize=8)  # on every panel: the scales differ
+    ax.grid(alpha=0.3)
 
 
 # -- experiment 2 -------------------------------------------------------------------------

@@ -299,13 +299,7 @@ class CellStore:
                 if pos == len(data):
                     break  # a torn last line that happened to end in a newline
                 self._damaged(line_no, "not a journal record")
-            problem = _record_problem(record)
-            if problem is not None:
-                self._damaged(line_no, problem)
-            if record["seq"] != line_no:
-                self._damaged(line_no, f"the record written as line {record['seq']} (lines were moved)")
-            if key in done and _content(done[key]) != _content(record):
-                self._damaged(line_no, f"a second, different record of the cell of line {self.lines[key]}")
+            self._check_record(record, key, line_no, done)
             done.setdefault(key, record)
             self.lines.setdefault(key, line_no)
             good = pos
@@ -314,6 +308,17 @@ class CellStore:
             with open(path, "r+b") as handle:
                 handle.truncate(good)
         return done
+
+    def _check_record(self, record: dict[str, Any], key: str, line_no: int, done: dict[str, dict[str, Any]]) -> None:
+        """A record read from line ``line_no`` is whole, written as that line, and agrees
+        with an earlier record of its cell; else the journal is damaged (said by line)."""
+        problem = _record_problem(record)
+        if problem is not None:
+            self._damaged(line_no, problem)
+        if record["seq"] != line_no:
+            self._damaged(line_no, f"the record written as line {record['seq']} (lines were moved)")
+        if key in done and _content(done[key]) != _content(record):
+            self._damaged(line_no, f"a second, different record of the cell of line {self.lines[key]}")
 
     def _damaged(self, line_no: int, problem: str) -> None:
         raise MonkError(
