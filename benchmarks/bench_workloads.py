@@ -84,8 +84,8 @@ def embedding_distance() -> None:
 def ssk_gram() -> None:
     from monk_framework import get_registry, load_splice
 
-    X, Y = load_splice()
-    get_registry().get_kernel("ssk", n=3).gram(list(X[:300]) + list(Y[:300]))
+    data = load_splice()
+    get_registry().get_kernel("ssk", n=3).gram(data["EI"][:300] + data["IE"][:300])
 
 
 WORKLOADS: dict[str, Callable[[], None]] = {

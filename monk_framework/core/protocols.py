@@ -52,7 +52,7 @@ class GramMatrix(Protocol):
         ...
 
     def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
-        """K[:, idx] coef = Σ_k coef_k K[idx_k, :] (K is symmetric): |idx| columns of K."""
+        """K[:, idx] coef = Σ_k coef_k K[idx_k, :] (K is symmetric): the columns ``idx`` of K, combined."""
         ...
 
     def quadratic_forms(self, E: np.ndarray) -> np.ndarray:
