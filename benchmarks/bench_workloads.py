@@ -88,6 +88,16 @@ def ssk_gram() -> None:
     get_registry().get_kernel("ssk", n=3).gram(data["EI"][:300] + data["IE"][:300])
 
 
+def ssk_pairs() -> None:
+    from monk_framework import get_registry
+
+    # 26 letters: the pair programme (no feature alphabet fits), every pair of 800 strings
+    g = np.random.default_rng(0)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    S = ["".join(g.choice(letters, 60)) for _ in range(800)]
+    get_registry().get_kernel("ssk", n=5).gram(S)
+
+
 WORKLOADS: dict[str, Callable[[], None]] = {
     "permutation-u-stat": permutation_u_stat,
     "permutation-matrix-free": permutation_matrix_free,
@@ -98,6 +108,7 @@ WORKLOADS: dict[str, Callable[[], None]] = {
     "aggregated": aggregated,
     "embedding-distance": embedding_distance,
     "ssk-gram": ssk_gram,
+    "ssk-pairs": ssk_pairs,
 }
 
 

@@ -57,8 +57,10 @@ the library sums.
 use and keeps each one's plain-Python twin, with the library's switch
 (``MONK_COMPILED=0``, :func:`~monk_framework.set_compiled`) and one warning where
 compilation is impossible; :data:`NOT_RUN`, :func:`compiled_available`,
-:func:`compiled_threads`. :data:`BandRunner` and :func:`in_turn` are what a kernel's
-own ``symmetric_gram`` receives to run its bands.
+:func:`compiled_threads`. :data:`BandRunner` is what a kernel's own ``symmetric_gram``
+receives to run its bands; without one, it asks the engine to run them on the
+machine's cores (:func:`run_on_cores`), or in turn (:func:`in_turn`). A compiled loop
+runs on one thread (``nogil=True``): the engine, not the loop, spreads the bands.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ from monk_framework.core.samples import Sample, take
 from monk_framework.engine import pooled as _pooled
 from monk_framework.engine import within_blocks as _within
 from monk_framework.engine.gram_sources import gram_source
+from monk_framework.engine.kernel_values import on_cores as run_on_cores
 from monk_framework.engine.lepski import choose_n_blocks
 from monk_framework.engine.median_heuristic import median_distance
 from monk_framework.engine.memory import reserve_budget, reserve_memory, table_room
@@ -175,6 +178,7 @@ __all__ = [
     "reserve_budget",
     "reserve_memory",
     "row_norms",
+    "run_on_cores",
     "sample_sums",
     "scaled_distances",
     "scaled_l1_distances",

@@ -28,7 +28,6 @@ with factors λ ≤ 1 only).
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
@@ -38,11 +37,6 @@ from monk_framework.plugin import NOT_RUN, CompiledLoops, compiled_available, co
 #: are off or cannot run, the same loops run as plain Python (the same numbers, far slower:
 #: the plan then prefers the feature products wherever they fit)
 _loops = CompiledLoops(globals())
-#: numba.prange in the compiled loops; plain Python runs the rows in turn
-prange = range
-_loops.bind("prange", lambda numba: numba.prange)
-
-_ONE_AT_A_TIME = threading.Lock()
 
 #: the sparse programme is used while (|s| + |t|) · ln(1/λ) stays below this (λ^{−(i+j)} ≤ e^600).
 SCALED_EXPONENT_LIMIT = 600.0
@@ -61,7 +55,8 @@ PLAIN_SLOWDOWN = 170.0
 
 
 def pair_threads() -> int:
-    """The threads the pair programme runs on: numba's, or 1 as plain Python."""
+    """The cores the engine spreads the pair programme's bands over (each band runs on one
+    thread), or 1 as plain Python: what the plan expects of the programme's speed."""
     return compiled_threads()
 
 
@@ -111,19 +106,11 @@ def pair_levels(
     # pairs grouped by row string: each row builds its letter-position lists once
     order = np.argsort(rows, kind="stable")
     starts = np.searchsorted(rows[order], np.arange(len(x_codes) + 1))
-    # rows dealt to the threads by decreasing work, in turn, so that they finish together
-    work = np.diff(starts) * (np.diff(xo) + 1)
-    by_work = np.argsort(-work, kind="stable")
-    n_threads = max(1, min(pair_threads(), len(by_work)))
-    dealt = np.concatenate([by_work[w::n_threads] for w in range(n_threads)])
-    dealt_starts = np.cumsum([0] + [len(by_work[w::n_threads]) for w in range(n_threads)])
     max_len = int(np.diff(yo).max(initial=0))
-    args = (xf, xo, yf, yo, order, cols, starts, dealt, dealt_starts, n, lam, max(size, 1), SCALED_EXPONENT_LIMIT, max_len, out)
-    # one programme at a time: it spreads over every core itself, and numba's threads do
-    # not take two parallel launches at once (bands of a Gram matrix call from threads)
-    with _ONE_AT_A_TIME:
-        if _loops.run(lambda: _pairs(*args)) is NOT_RUN:
-            _loops.plain("_pairs")(*args)
+    args = (xf, xo, yf, yo, order, cols, starts, n, lam, max(size, 1), SCALED_EXPONENT_LIMIT, max_len, out)
+    # one thread: the engine runs bands of pairs side by side (the loop holds no GIL)
+    if _loops.run(lambda: _pairs(*args)) is NOT_RUN:
+        _loops.plain("_pairs")(*args)
     return out
 
 
@@ -142,12 +129,11 @@ def _dense_memory_ok(ls: np.ndarray, lt: np.ndarray, lam: float) -> None:
     )
 
 
-@_loops.loop(parallel=True)
-def _pairs(xf, xo, yf, yo, order, cols, starts, dealt, dealt_starts, n, lam, size, limit, max_len, out):  # pragma: no cover - compiled
+@_loops.loop(nogil=True)
+def _pairs(xf, xo, yf, yo, order, cols, starts, n, lam, size, limit, max_len, out):  # pragma: no cover - compiled
     log_inv = -math.log(lam) if lam < 1.0 else 0.0
-    for w in prange(len(dealt_starts) - 1):
-        for d in range(dealt_starts[w], dealt_starts[w + 1]):
-            _row(xf, xo, yf, yo, order, cols, starts, dealt[d], n, lam, size, limit, max_len, log_inv, out)
+    for r in range(len(starts) - 1):
+        _row(xf, xo, yf, yo, order, cols, starts, r, n, lam, size, limit, max_len, log_inv, out)
 
 
 @_loops.loop()

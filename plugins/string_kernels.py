@@ -16,7 +16,7 @@ import attrs
 import numpy as np
 
 from monk_framework import DataError, DataWarning, Kernel, ParameterError, as_strings, hookimpl, parameter
-from monk_framework.plugin import BandRunner, Resources, boolean, in_turn, integer, real, reserve_memory, table_room
+from monk_framework.plugin import BandRunner, Resources, boolean, in_turn, integer, real, reserve_memory, run_on_cores, table_room
 
 from . import ssk_core as core
 from . import ssk_pairs as pairs_ssk
@@ -163,9 +163,12 @@ def ssk_levels_with_self(
     return grams, selves[0], selves[1]
 
 
-#: pairs of strings per band of the pair programme in a Gram matrix (each band is one
-#: step of the progress the engine shows)
+#: pairs of strings per band of the pair programme in a Gram matrix, at most (each band is
+#: one step of the progress the engine shows, and one task the engine runs on a core)
 PAIRS_PER_BAND = 20_000
+#: bands of the pair programme at least, where the rows allow: enough for the engine to
+#: keep every core busy until the end (the bands' costs differ with their strings)
+PAIR_BANDS = 16
 
 
 def _ssk_levels(
@@ -241,13 +244,12 @@ def _pair_values(
     :data:`PAIRS_PER_BAND` pairs, run by ``run_bands`` (a band's rows are whole)."""
     order = np.argsort(rows, kind="stable")
     firsts = np.searchsorted(rows[order], np.arange(n_rows + 1))  # pairs of rows < r
-    # the programme spreads a band's rows over its threads: at least two rows a thread
-    fewest = 2 * pairs_ssk.pair_threads()
+    per_band = max(1, min(PAIRS_PER_BAND, -(-len(rows) // PAIR_BANDS)))
     bands: list[tuple[int, int]] = []
     start = 0
     while start < n_rows:
-        stop = int(np.searchsorted(firsts, firsts[start] + PAIRS_PER_BAND, side="left"))
-        stop = min(max(stop, start + fewest), n_rows)
+        stop = int(np.searchsorted(firsts, firsts[start] + per_band, side="left"))
+        stop = min(max(stop, start + 1), n_rows)
         bands.append((start, stop))
         start = stop
 
@@ -397,8 +399,8 @@ class SubsequenceKernel(Kernel):
 
     def symmetric_gram(self, X: Any, *, run_bands: BandRunner | None = None) -> np.ndarray:
         # the feature products run at once; the pair programme runs in bands of rows
-        # through run_bands, so that the engine can show its progress
-        K = self._unnormalised(X, None, run_bands or in_turn)
+        # through run_bands, the engine's (on its cores, counted for its progress)
+        K = self._unnormalised(X, None, run_bands or run_on_cores)
         if self.normalize:
             d = np.diag(K).copy()
             K = _normalise(K, d, d)
@@ -409,12 +411,12 @@ class SubsequenceKernel(Kernel):
 
     def rectangular_gram(self, X: Any, Y: Any, *, run_bands: BandRunner | None = None) -> np.ndarray:
         # as symmetric_gram: the pair programme's bands of rows go through run_bands
-        return self._rectangular(X, Y, run_bands or in_turn)
+        return self._rectangular(X, Y, run_bands or run_on_cores)
 
     def compute_gram(self, X: Any, Y: Any) -> np.ndarray:
         if X is Y:  # k(Z, Z), as the contract check asks: each string's tables once
             return self.symmetric_gram(X)
-        return self._rectangular(X, Y, in_turn)
+        return self._rectangular(X, Y, run_on_cores)
 
     def _rectangular(self, X: Any, Y: Any, run_bands: BandRunner) -> np.ndarray:
         if not self.normalize:
