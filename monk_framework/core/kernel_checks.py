@@ -71,18 +71,8 @@ RESOLUTION_LIMIT = float(np.finfo(np.float64).eps) / 1e-6
 
 
 def warn_if_far_from_origin(kernel: Kernel, X: Sample, Y: Sample, *, clipped: bool = False) -> None:
-    """Warn (:class:`PrecisionWarning`) when a kernel whose MMD depends on the origin
-    meets data far from it. With the pooled median ρ spreads from the origin (the
-    spread: the root sum of squares of the coordinates' median absolute deviations),
-    the MMD² carries a relative round-off of about ε ρ² (ε = 2⁻⁵²): a polynomial of
-    degree p has values near ρ^(2p) and an MMD² of order ρ^(2p − 2), a cosine values
-    near 1 and an MMD² of order ρ⁻² (measured for the quadratic kernel: 4e-6 at
-    ρ = 10⁵, a factor 700 at 10⁹). That is for P and Q apart by about a spread; an
-    MMD² δ² times smaller (close distributions, means δ spreads apart) carries ε ρ²/δ²
-    (measured: 0.17 where ε ρ² = 5e-4), as the warning says. Said once ε ρ² exceeds 10⁻⁶, and only for a kernel
-    whose values do move with the origin (checked on 8 of the points), unless its MMD
-    ignores the origin and is read on centred data (:meth:`mmd_view`). ``clipped``:
-    for the kernel's clipped features, which depend on the origin in any case."""
+    """The check behind :meth:`Kernel.warn_if_far_from_origin` (the bound it warns of is
+    stated there): warn once ε ρ² exceeds 10⁻⁶ for a kernel whose values move with the origin."""
     found = far_from_origin(kernel, X, Y, clipped=clipped)
     if found is None:
         return
