@@ -242,15 +242,14 @@ def test_the_front_door_check_catches_an_engine_import_and_a_private_name():
 
 
 #: where the sizes of tiles, bands and batches, and the checks of a size against memory,
-#: may be written: the engine, and in ``core`` (which cannot import the engine) the budget
-#: with the one chunking rule, its table of sizes and the check before allocation
-#: (``resources.py``), the whole Gram matrices of the kernel interface (``gram_bands.py``),
-#: the feature matrix it refuses before a plugin allocates it (``kernels.py``), and the
-#: sums over features or tiles that an embedding, a result of ``core``, reads
-#: (``kernel_sums.py``). The application and ``io`` hold only early refusals of what a
-#: user asked for (a plan, a file, a data set), and are not scanned.
+#: may be written: the engine, and in ``core`` only the budget itself with the one
+#: chunking rule, its table of sizes and the check before allocation (``resources.py``:
+#: plugins cut their own work with ``resources.chunk_rows``). The core's kernel and
+#: embedding methods hand their tiling to the engine (``core.protocols.KernelWork``). The
+#: application and ``io`` hold only early refusals of what a user asked for (a plan, a
+#: file, a data set), and are not scanned.
 POLICY_SCANNED = ("core", "numerics", "two_sample")
-POLICY_HOMES = {"monk_framework/core/resources.py", "monk_framework/core/gram_bands.py", "monk_framework/core/kernels.py", "monk_framework/core/kernel_sums.py"}
+POLICY_HOMES = {"monk_framework/core/resources.py"}
 #: the weight of one item of a user's request, handed to the engine's refusals
 #: (engine.memory.reserve_memory and reserve_budget), not the size of a chunk of work
 ITEM_WEIGHTS = {"GRID_POINT_BYTES", "KERNEL_BYTES", "TRACE_VALUE_BYTES", "PARTITION_POINT_BYTES"}

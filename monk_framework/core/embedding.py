@@ -1,8 +1,9 @@
 """A mean embedding as a result: μ̂ = Σ_i w_i k(·, x_i), its sample, kernel and weights.
 
-It evaluates itself at new points and takes its RKHS norm, inner products and distances
-with another embedding of the same kernel, within a memory budget
-(:mod:`~monk_framework.core.kernel_sums`).
+It holds the estimate (kernel, sample, weights) and states the mathematics of its
+values at new points, its RKHS norm, inner products and distances with another
+embedding of the same kernel; the kernel values behind them, cut in tiles within a
+memory budget, are the engine's work (:class:`~monk_framework.core.protocols.KernelWork`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import attrs
 import numpy as np
 
 from monk_framework.core.errors import DataError, ParameterError, UnknownNameError
-from monk_framework.core.kernel_sums import bilinear, weighted_gram
 from monk_framework.core.kernels import Kernel
+from monk_framework.core.protocols import kernel_work
 from monk_framework.core.resources import Resources
 from monk_framework.core.results import Result, call_text, dict_field, optional_finite, optional_float, seed_field, spec_text, text, timings_field
 
@@ -96,13 +97,13 @@ class Embedding(Result):
         """μ̂(z) = Σ_i w_i k(z, x_i) for each point z of Z (the "witness" values).
 
         Over the memory budget (``max_memory``, as for ``estimate``) the Gram matrix is
-        computed in row tiles (:func:`monk_framework.core.kernels.weighted_gram`).
+        computed in row tiles (the engine's :meth:`~monk_framework.core.protocols.KernelWork.weighted_gram`).
         ``progress(done, total, "witness values")`` is told the kernel values evaluated."""
         resources = Resources.of(max_memory, progress=progress)
         Zv, Xv = self.kernel.check_pair(Z, self.sample, names=("Z", "the embedding's sample"))
         total = float(len(Zv)) * len(Xv)
         report = None if progress is None else (lambda done: resources.report(done, total, "witness values"))
-        return weighted_gram(self.kernel, Zv, Xv, self.weights, resources=resources, report=report)
+        return kernel_work().weighted_gram(self.kernel, Zv, Xv, self.weights, resources, report)
 
     def __call__(self, Z: Any, *, max_memory: Any = None) -> np.ndarray:
         """μ̂(Z), the embedding as the function it is: :meth:`evaluate`."""
@@ -143,10 +144,11 @@ class Embedding(Result):
                 return None
             return lambda done: resources.report(before + done, total, "embedding distance")
 
+        bilinear = kernel_work().bilinear
         sq = (
-            bilinear(kernel, A, None, wa, wa, resources=resources, report=told(0.0))
-            + bilinear(kernel, B, None, wb, wb, resources=resources, report=told(n * (n + 1) / 2.0))
-            - 2.0 * bilinear(kernel, A, B, wa, wb, resources=resources, report=told(total - float(n) * m))
+            bilinear(kernel, A, None, wa, wa, resources, told(0.0))
+            + bilinear(kernel, B, None, wb, wb, resources, told(n * (n + 1) / 2.0))
+            - 2.0 * bilinear(kernel, A, B, wa, wb, resources, told(total - float(n) * m))
         )
         return math.sqrt(max(sq, 0.0))
 
@@ -154,9 +156,8 @@ class Embedding(Result):
         n, m = len(self.sample), len(other.sample)
         total = n * (n + 1) / 2.0 if other is self else float(n) * m
         report = (lambda done: resources.report(done, total, "inner product")) if told else None
-        if other is self:
-            return bilinear(self.kernel, self.sample, None, self.weights, self.weights, resources=resources, report=report)
-        return bilinear(self.kernel, self.sample, other.sample, self.weights, other.weights, resources=resources, report=report)
+        B = None if other is self else other.sample
+        return kernel_work().bilinear(self.kernel, self.sample, B, self.weights, other.weights, resources, report)
 
     def _check_same_kernel(self, other: Embedding) -> None:
         if not isinstance(other, Embedding):

@@ -5,14 +5,15 @@ A kernel plugin subclasses :class:`Kernel` and implements the *core* methods
 ``compute_diag(X)`` (k(x_i, x_i)). The public methods validate inputs once and call the
 core; the library reads a plugin's ``compute_*`` methods only through ``gram_tile``,
 ``diag_tile``, ``pair_values``, ``features`` and ``direct_block_gram``, which hold every
-value to the contract (:mod:`~monk_framework.core.kernel_checks`). ``gram(X)`` builds
-the whole matrix in row bands within memory (:mod:`~monk_framework.core.gram_bands`);
-kernels built from kernels are in :mod:`~monk_framework.core.combinators`, sums of
-kernel values over features and tiles in :mod:`~monk_framework.core.kernel_sums`.
+value to the contract (:mod:`~monk_framework.core.kernel_checks`). ``gram(X)`` asks
+the engine for the whole matrix, built in row bands within memory
+(:class:`~monk_framework.core.protocols.KernelWork`); kernels built from kernels are in
+:mod:`~monk_framework.core.combinators`.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from collections.abc import Callable
@@ -22,7 +23,6 @@ import attrs
 import numpy as np
 
 from monk_framework.core.errors import DataError, KernelContractError, MonkError, plugin_code, shown
-from monk_framework.core.gram_bands import BandRunner, in_turn, rectangular_gram_of, rectangular_in_bands, symmetric_in_bands
 from monk_framework.core.kernel_checks import (
     CONTRACT_CHECK_POINTS,
     CONTRACT_RTOL,
@@ -39,7 +39,7 @@ from monk_framework.core.kernel_checks import (
     warn_if_unresolved,
 )
 from monk_framework.core.params import Configurable, not_implemented
-from monk_framework.core.resources import check_memory
+from monk_framework.core.protocols import BandRunner, in_turn, kernel_work
 from monk_framework.core.samples import Sample, as_strings, as_vectors, check_same_dimension, owned_result, read_only
 
 __all__ = ["ANCHOR_ROUND_OFF", "BandRunner", "COMPOSITES", "Kernel", "PAIR_BLOCK", "VALUE_LIMIT", "check_squared_norm", "in_turn"]
@@ -299,7 +299,7 @@ class Kernel(Configurable):
         if isinstance(count, numbers.Integral) and not isinstance(count, bool):
             # the matrix is refused before the plugin allocates it (a polynomial of high
             # degree has more features than memory); a count it cannot tell is checked after
-            check_memory(len(Xv), int(count), what="feature matrix")
+            kernel_work().check_feature_matrix(self, len(Xv), int(count))
         values = self._hook_values("compute_features", Xv)
         if values.ndim != 2 or len(values) != len(Xv):
             raise KernelContractError(
@@ -577,7 +577,7 @@ class Kernel(Configurable):
         spreads the bands over the machine's cores (every band writes its own entries, so
         the matrix is the same bit for bit).
         """
-        return symmetric_in_bands(self, X, run_bands=run_bands)
+        return kernel_work().symmetric_gram(self, X, run_bands)
 
     def check_contract(self, X: Sample, Y: Sample | None = None) -> None:
         """The kernel contract on the data, before any path evaluates the kernel on them:
@@ -647,7 +647,23 @@ class Kernel(Configurable):
         ``run_bands(work, bands)`` calls ``work(start, stop)`` for every band of rows, as in
         :meth:`symmetric_gram`; the engine passes a runner that counts them for its
         progress display (every band writes its own rows: the same matrix bit for bit)."""
-        return rectangular_in_bands(self, X, Y, run_bands=run_bands)
+        return kernel_work().rectangular_gram(self, X, Y, run_bands)
+
+
+def rectangular_gram_of(kernel: Kernel, A: Sample, B: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
+    """``kernel.rectangular_gram(A, B)``, given ``run_bands`` where the kernel takes it: a
+    plugin's override written to the older ``rectangular_gram(X, Y)`` is called without it
+    (its matrix is then one step of the progress)."""
+    if run_bands is None or not _takes_run_bands(kernel):
+        return kernel.rectangular_gram(A, B)
+    return kernel.rectangular_gram(A, B, run_bands=run_bands)
+
+
+def _takes_run_bands(kernel: Kernel) -> bool:
+    try:
+        return "run_bands" in inspect.signature(kernel.rectangular_gram).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _as_gaussian(mean: Any, cov: Any) -> tuple[np.ndarray, np.ndarray]:

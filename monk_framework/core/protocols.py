@@ -1,4 +1,7 @@
-"""What the engine hands a plugin, as protocols: the Gram matrix of a sample and a test's pooled sample.
+"""What the engine hands a plugin, and what it does for the core, as protocols.
+
+The Gram matrix of a sample and a test's pooled sample, and the kernel work behind the
+core's own methods.
 
 An estimator never learns how the engine holds a Gram matrix (stored, evaluated tile by
 tile, from the kernel's explicit features, on Dask workers): it asks a
@@ -8,10 +11,17 @@ classes fulfil these protocols (:mod:`monk_framework.engine.gram_sources`,
 :mod:`monk_framework.engine.pooled`); :mod:`monk_framework.plugin` makes them
 (:func:`~monk_framework.plugin.gram_matrix_of`, :func:`~monk_framework.plugin.pooled_sample`).
 Every answer has the same numbers, to round-off, whichever way the engine chose.
+
+The core's own methods that need many kernel values (``Kernel.gram``, an
+:class:`~monk_framework.core.embedding.Embedding`'s norm, inner products and witness)
+hand that work to the engine through :class:`KernelWork`, which the engine installs
+when it is imported (``import monk_framework`` imports it): how the work is cut in bands
+and tiles, and what memory it may take, is the engine's alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -21,7 +31,15 @@ if TYPE_CHECKING:
     from monk_framework.core.resources import Resources
     from monk_framework.core.samples import Sample
 
-__all__ = ["GramMatrix", "Pool"]
+__all__ = ["BandRunner", "GramMatrix", "KernelWork", "Pool", "in_turn", "install_kernel_work", "kernel_work"]
+
+#: ``run_bands(work, bands)``: calls ``work(start, stop)`` for every band, returns the results in order
+BandRunner = Callable[[Callable[[int, int], Any], list[tuple[int, int]]], list[Any]]
+
+
+def in_turn(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> list[Any]:
+    """``[work(start, stop) for start, stop in bands]``, here and in order."""
+    return [work(start, stop) for start, stop in bands]
 
 
 class GramMatrix(Protocol):
@@ -137,3 +155,57 @@ class Pool(Protocol):
         pool's Gram matrix, diagonal and row sums through the permutation (a stored K is
         never copied, a matrix-free one never evaluated twice for its row sums)."""
         ...
+
+
+class KernelWork(Protocol):
+    """The work on a kernel's values behind the core's own methods, done by the engine
+    (:mod:`monk_framework.engine.kernel_work`) within memory: the samples are validated,
+    ``resources`` is the call's budget and progress, ``report(done)`` is told the kernel
+    values evaluated so far."""
+
+    def symmetric_gram(self, kernel: Kernel, X: Sample, run_bands: BandRunner | None) -> np.ndarray:
+        """k(X, X), exactly symmetric with ``diag_tile`` on its diagonal, built in row bands
+        that ``run_bands`` runs (here in turn when None), refused before it is allocated
+        when memory cannot hold it."""
+        ...
+
+    def rectangular_gram(self, kernel: Kernel, X: Sample, Y: Sample, run_bands: BandRunner | None) -> np.ndarray:
+        """k(X, Y), filled in row bands after the same refusal."""
+        ...
+
+    def check_feature_matrix(self, kernel: Kernel, n: int, count: int) -> None:
+        """Refuse n points × ``count`` features before the plugin computes them, when
+        memory cannot hold them."""
+        ...
+
+    def weighted_gram(self, kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, resources: Resources, report: Callable[[float], None] | None) -> np.ndarray:
+        """K(A, B) v, the whole matrix never held when it does not fit."""
+        ...
+
+    def bilinear(
+        self,
+        kernel: Kernel,
+        A: Sample,
+        B: Sample | None,
+        u: np.ndarray,
+        v: np.ndarray,
+        resources: Resources,
+        report: Callable[[float], None] | None,
+    ) -> float:
+        """uᵀ K(A, B) v (B = A when None), in tiles of the budget."""
+        ...
+
+
+_installed: list[KernelWork] = []
+
+
+def install_kernel_work(work: KernelWork) -> None:
+    """Make ``work`` what :func:`kernel_work` returns: called once, by the engine on import."""
+    _installed[:] = [work]
+
+
+def kernel_work() -> KernelWork:
+    """The engine's :class:`KernelWork`."""
+    if not _installed:
+        raise RuntimeError("monk_framework's engine is not loaded: import monk_framework (it loads the engine) before computing kernel values.")
+    return _installed[0]

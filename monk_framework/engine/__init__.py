@@ -8,6 +8,9 @@ decides stored or tiled, threads or Dask workers, within the memory budget of
 * :mod:`~monk_framework.engine.backends`: where tasks run (here, threads, Dask);
 * :mod:`~monk_framework.engine.kernel_values`: the one entrance for kernel values, and
   bands on the cores;
+* :mod:`~monk_framework.engine.gram_bands`, :mod:`~monk_framework.engine.kernel_sums`:
+  whole Gram matrices in bands, sums over features and tiles, which also answer the
+  core's ``Kernel.gram`` and an embedding's sums (:mod:`~monk_framework.engine.kernel_work`);
 * :mod:`~monk_framework.engine.median_heuristic`: the median pairwise distance;
 * :mod:`~monk_framework.engine.partitions`, :mod:`~monk_framework.engine.lepski`:
   blocks, the median convention and Lepski's choice of Q;
@@ -20,3 +23,6 @@ decides stored or tiled, threads or Dask workers, within the memory budget of
   on them (:func:`~monk_framework.engine.relabelling.relabelled_statistics`), drawn
   ahead, in batches here or on a backend's workers.
 """
+
+# the engine answers the core's kernel methods (Kernel.gram, an embedding's sums) from import on
+from monk_framework.engine import kernel_work as kernel_work

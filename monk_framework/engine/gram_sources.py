@@ -17,12 +17,12 @@ from typing import Any, ClassVar, cast
 import numpy as np
 import scipy.sparse as sp
 
-from monk_framework.core.kernel_sums import paying_features
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import Backend, LocalBackend, for_bands, in_order, in_this_process, one_blas_thread
 from monk_framework.engine.band_reductions import IndicatorColumns, band_reduction, band_reduction_of, dense_columns
+from monk_framework.engine.kernel_sums import paying_features
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.numerics.product_loops import add_indicator_product
 

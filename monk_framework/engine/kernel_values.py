@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from monk_framework.core.gram_bands import counted_in_turn
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import for_bands
+from monk_framework.engine.gram_bands import counted_in_turn
 
 __all__ = ["gram_matrix", "on_cores"]
 

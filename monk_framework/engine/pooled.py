@@ -28,12 +28,12 @@ import numpy as np
 
 from monk_framework.core.errors import ParameterError, shown
 from monk_framework.core.kernel_checks import CONTRACT_RTOL, DIAG_RTOL
-from monk_framework.core.kernel_sums import feature_block_rows, feature_sums, paying_features
 from monk_framework.core.kernels import Kernel, check_squared_norm
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import one_blas_thread
 from monk_framework.engine.gram_sources import FeatureGram, GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
+from monk_framework.engine.kernel_sums import feature_block_rows, feature_sums, paying_features
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.reductions import diagonal_round_off, u_statistic
 from monk_framework.numerics.product_loops import PATTERN_POINTS, every_point_patterns, pack_patterns

@@ -12,12 +12,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from monk_framework.core.errors import KernelOverflowError, PrecisionWarning
-from monk_framework.core.kernel_sums import feature_sums, paying_features
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.protocols import GramMatrix
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import in_this_process
+from monk_framework.engine.kernel_sums import feature_sums, paying_features
 from monk_framework.engine.kernel_values import gram_matrix
 from monk_framework.engine.spread import spread_kernel_sums
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from monk_framework import Kernel, KernelContractError, estimate, get_registry, permutation_test
-from monk_framework.core import kernel_sums as kernels_module
-from monk_framework.core.kernel_sums import FEATURES_PAY
+from monk_framework.engine import kernel_sums as kernels_module
+from monk_framework.engine.kernel_sums import FEATURES_PAY
 
 REG = get_registry()
 SPECS = ["linear", "quadratic", "polynomial:degree=3,offset=0.5,scale=0.7", "linear:normalize=true", "quadratic:normalize=true"]

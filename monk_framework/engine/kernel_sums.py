@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from monk_framework.core.errors import KernelContractError
-from monk_framework.core.gram_bands import counted_in_turn
 from monk_framework.core.kernel_checks import CONTRACT_CHECK_POINTS
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
+from monk_framework.engine.gram_bands import counted_in_turn
 
 if TYPE_CHECKING:
     from monk_framework.core.kernels import Kernel

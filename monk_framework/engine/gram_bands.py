@@ -5,33 +5,28 @@ symmetric and half the kernel evaluations are saved, with ``diag_tile`` on its d
 and every diagonal block checked against the contract; k(X, Y) is filled band by band.
 The bands are :meth:`~monk_framework.core.resources.Resources.chunk_rows` of rows, the
 matrix is refused before it is allocated when memory cannot hold it, and a band runner
-(``run_bands``) chooses where the bands run: here in turn, or on the machine's cores
-(the engine's ``gram_matrix``).
+(``run_bands``) chooses where the bands run: in turn, or on the machine's cores
+(:func:`~monk_framework.engine.kernel_values.on_cores`). The core's
+:meth:`~monk_framework.core.kernels.Kernel.symmetric_gram` and
+:meth:`~monk_framework.core.kernels.Kernel.rectangular_gram` reach these through
+:class:`~monk_framework.core.protocols.KernelWork`.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from monk_framework.core.protocols import BandRunner, in_turn
 from monk_framework.core.resources import Resources, check_memory
 from monk_framework.core.samples import Sample
 
 if TYPE_CHECKING:
     from monk_framework.core.kernels import Kernel
 
-__all__ = ["BandRunner", "band_rows", "counted_in_turn", "in_turn", "rectangular_gram_of", "rectangular_in_bands", "symmetric_in_bands"]
-
-#: ``run_bands(work, bands)``: calls ``work(start, stop)`` for every band, returns the results in order
-BandRunner = Callable[[Callable[[int, int], Any], list[tuple[int, int]]], list[Any]]
-
-
-def in_turn(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> list[Any]:
-    """``[work(start, stop) for start, stop in bands]``, here and in order."""
-    return [work(start, stop) for start, stop in bands]
+__all__ = ["band_rows", "counted_in_turn", "rectangular_in_bands", "symmetric_in_bands"]
 
 
 def band_rows(n_cols: int) -> int:
@@ -101,19 +96,3 @@ def counted_in_turn(m: int, report: Callable[[float], None]) -> BandRunner:
         return out
 
     return run
-
-
-def rectangular_gram_of(kernel: Kernel, A: Sample, B: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
-    """``kernel.rectangular_gram(A, B)``, given ``run_bands`` where the kernel takes it: a
-    plugin's override written to the older ``rectangular_gram(X, Y)`` is called without it
-    (its matrix is then one step of the progress)."""
-    if run_bands is None or not _takes_run_bands(kernel):
-        return kernel.rectangular_gram(A, B)
-    return kernel.rectangular_gram(A, B, run_bands=run_bands)
-
-
-def _takes_run_bands(kernel: Kernel) -> bool:
-    try:
-        return "run_bands" in inspect.signature(kernel.rectangular_gram).parameters
-    except (TypeError, ValueError):
-        return False
