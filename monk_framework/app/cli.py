@@ -337,8 +337,7 @@ def run(
         with _backend(backend, scheduler, workers) as runner, ProgressBar("estimate") as bar:
             result = jobs.run(job, max_memory=budget, backend=runner, progress=bar)
         # the estimator's diagnostic_rows are plugin code too: read while its prints go to stderr
-        diagnostics = result.x if isinstance(result, jobs.EmbeddingsResult) else result
-        title, rows = result.report_table(job.estimator.report_rows(diagnostics.diagnostics, diagnostics.timings))
+        title, rows = result.report_table(job.estimator.report_rows(*result.estimator_record()))
     deliver(job.payload(result), output, as_json, result_table(title, rows), target=target)
 
 

@@ -237,6 +237,11 @@ class EmbeddingsResult(Result):
             lines.append(f"  distance   {self.distance:.6g} (the RKHS distance between them, an MMD estimate)")
         return "\n".join(lines)
 
+    def estimator_record(self) -> tuple[dict[str, Any], dict[str, float]]:
+        """(diagnostics, timings) as the estimator recorded them for X: what its
+        :meth:`~monk_framework.core.estimators.Estimator.report_rows` reads."""
+        return self.x.diagnostics, self.x.timings
+
     def report_table(self, diagnostic_rows: Sequence[tuple[str, str]] = ()) -> tuple[str, list[tuple[str, str]]]:
         """The title and rows of the table ``monkfw run`` prints for mean embeddings: the
         norms, the distance between the two, and the estimator's ``diagnostic_rows`` for X."""

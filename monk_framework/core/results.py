@@ -430,6 +430,11 @@ class MMDResult(StatisticResult):
     def summary_rows(self) -> list[tuple[str, str]]:
         return [("MMD^2", f"{self.mmd2:.10g}"), ("MMD", f"{self.mmd:.10g}")]
 
+    def estimator_record(self) -> tuple[dict[str, Any], dict[str, float]]:
+        """(diagnostics, timings) as the estimator recorded them: what its
+        :meth:`~monk_framework.core.estimators.Estimator.report_rows` reads."""
+        return self.diagnostics, self.timings
+
     def report_table(self, diagnostic_rows: Sequence[tuple[str, str]] = ()) -> tuple[str, list[tuple[str, str]]]:
         """The title and rows of the table ``monkfw run`` prints, with the estimator's own
         ``diagnostic_rows`` (:meth:`~monk_framework.core.estimators.Estimator.report_rows`)

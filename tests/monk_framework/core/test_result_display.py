@@ -66,3 +66,25 @@ def test_a_robust_result_that_does_not_reject_says_so_without_a_number():
     assert mf.RobustTestResult.from_json(result.to_json()) == result
     old = {**result.to_dict(), "certificate": -1}  # a file written before 0.2
     assert mf.RobustTestResult.from_dict(old).certificate is None
+
+
+def test_an_estimates_table_shows_its_numbers_and_the_estimators_rows_after_them():
+    X, Y = _data(60, 50)
+    result = mf.estimate(X, Y, kernel="rbf:sigma=1", estimator="monk-bcd:n_blocks=5", rng=0)
+    diagnostics, timings = result.estimator_record()
+    assert diagnostics is result.diagnostics and timings is result.timings
+    title, rows = result.report_table([("extra", "row")])
+    labels = [label for label, _ in rows]
+    assert title == "monk-bcd with rbf" and dict(rows)["MMD^2"] == f"{result.mmd2:.10g}"
+    assert labels.index("extra") > labels.index("MMD")
+
+
+def test_the_embeddings_table_shows_the_norms_and_distance_and_the_estimators_record_for_x():
+    job = jobs.prepare("rbf:sigma=1", "mean", x=None, dataset="gauss", data_params=["n=40"])
+    result = jobs.run(job)
+    assert result.estimator_record() == (result.x.diagnostics, result.x.timings)
+    title, rows = result.report_table()
+    shown = dict(rows)
+    assert title == "mean with rbf"
+    assert float(shown["||mu_X||"]) == pytest.approx(result.x.norm(), rel=1e-9)
+    assert float(shown["||mu_X - mu_Y||"]) == pytest.approx(result.x.distance(result.y), rel=1e-9)
