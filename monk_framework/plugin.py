@@ -22,7 +22,8 @@ strings), :func:`take` (points by index, for either kind), :func:`pooled` ([X; Y
 refusals before allocation: :func:`reserve_memory`, of what a user's number (D features,
 L pairs) would need beyond the memory available, and :func:`reserve_budget`, of what a
 computation would keep (an iteration trace) beyond the call's memory budget;
-:func:`table_room` is what tables built to go faster may take.
+:func:`table_room` is what tables built to go faster may take, and :func:`chunk_rows` how
+many rows one band, tile or block of a kind of work holds (the engine's one rule).
 
 **Gram matrices.** :func:`gram_matrix_of` gives the :class:`GramMatrix` of a sample
 (row sums, products, quadratic forms, block Gram matrices, columns), and
@@ -81,7 +82,7 @@ from monk_framework.engine.gram_sources import gram_source
 from monk_framework.engine.kernel_values import on_cores as run_on_cores
 from monk_framework.engine.lepski import choose_n_blocks
 from monk_framework.engine.median_heuristic import median_distance
-from monk_framework.engine.memory import reserve_budget, reserve_memory, table_room
+from monk_framework.engine.memory import chunk_rows, reserve_budget, reserve_memory, table_room
 from monk_framework.engine.partitions import (
     Partition,
     blocks_min_sample_size,
@@ -147,6 +148,7 @@ __all__ = [
     "compiled_threads",
     "distances",
     "exp_scaled_squared_distances",
+    "chunk_rows",
     "exp_squared_distance_form",
     "far_point_sample_sums",
     "gram_matrix_of",

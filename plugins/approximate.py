@@ -37,7 +37,7 @@ import attrs
 import numpy as np
 
 from monk_framework import Estimate, Kernel, MMDEstimator, ParameterError, hookimpl, parameter
-from monk_framework.plugin import Pool, Resources, Sample, integer, one_of, reserve_memory, take, u_statistic, v_statistic
+from monk_framework.plugin import Pool, Resources, Sample, chunk_rows, integer, one_of, reserve_memory, take, u_statistic, v_statistic
 
 
 @attrs.frozen
@@ -139,7 +139,7 @@ class RandomFourierMMD(MMDEstimator):
 
     def permutation_batch(self, pool: Pool) -> int:
         # the indicator E ((N+M) × B) and Eᵀ Φ (B × D) of one batch: a tile's worth of rows
-        return pool.resources.chunk_rows(8 * (pool.size + self.n_features))
+        return chunk_rows(8 * (pool.size + self.n_features))
 
     def permuted_statistics(self, pool: Pool, perms: np.ndarray, rngs: Any) -> np.ndarray:
         """Every relabelling from the features of the pooled sample: Σ_{x ∈ X_b} φ(x) = Eᵀ Φ,

@@ -34,11 +34,8 @@ from itertools import product
 
 import numpy as np
 
-from monk_framework.plugin import NOT_RUN, BandRunner, CompiledLoops, Resources, in_turn
+from monk_framework.plugin import NOT_RUN, BandRunner, CompiledLoops, chunk_rows, in_turn
 
-#: the feature matrices are read in blocks of columns of the engine's "feature-block" size
-#: (the symmetric product runs on blocks)
-CHUNKS = Resources()
 #: table cells (positions × features) of one batch of strings in the feature path.
 TABLE_BATCH_CELLS = 4_000_000
 #: measured seconds per multiply-add of the feature matrix product (2-core machine; it
@@ -268,7 +265,7 @@ class FeatureTables:
 
 def features_fit(count: int, size: int, levels: Sequence[int]) -> bool:
     """Whether the feature matrices of ``count`` strings, every level, fit in one chunk."""
-    return CHUNKS.chunk_rows(8 * sum(size**k for k in set(levels)), work="feature-block", at_least=0) >= count
+    return chunk_rows(8 * sum(size**k for k in set(levels)), work="feature-block", at_least=0) >= count
 
 
 def lexicographic_order(size: int, k: int) -> np.ndarray:
@@ -296,7 +293,7 @@ def feature_gram_levels(X: FeatureTables, Y: FeatureTables | None, levels: Seque
         K = np.zeros((X.n, n_y))
         n1, n2 = split(k)
         per_prefix = 8 * (X.n if Y is None else X.n + n_y) * X.size**n2
-        step = CHUNKS.chunk_rows(per_prefix, work="feature-block")
+        step = chunk_rows(per_prefix, work="feature-block")
         total = X.size**n1
         step = -(-total // -(-total // step))  # equal chunks
         buf_x = np.empty(X.n * min(step, total) * X.size**n2)
@@ -336,7 +333,7 @@ def feature_row_norms(T: FeatureTables, k: int) -> np.ndarray:
     """‖Φ_k(s)‖² = K_k(s, s) for every string (original order), in feature chunks."""
     n1, n2 = split(k)
     total = T.size**n1
-    step = CHUNKS.chunk_rows(8 * T.n * T.size**n2, work="feature-block")
+    step = chunk_rows(8 * T.n * T.size**n2, work="feature-block")
     buf = np.empty(T.n * min(step, total) * T.size**n2)
     norms = np.zeros(T.n)
     for start in range(0, total, step):

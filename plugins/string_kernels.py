@@ -16,7 +16,7 @@ import attrs
 import numpy as np
 
 from monk_framework import DataError, DataWarning, Kernel, ParameterError, as_strings, hookimpl, parameter
-from monk_framework.plugin import BandRunner, Resources, boolean, in_turn, integer, real, reserve_memory, run_on_cores, table_room
+from monk_framework.plugin import BandRunner, boolean, chunk_rows, in_turn, integer, real, reserve_memory, run_on_cores, table_room
 
 from . import ssk_core as core
 from . import ssk_pairs as pairs_ssk
@@ -99,7 +99,7 @@ def _shared_count(Hx: np.ndarray, Hy: np.ndarray, sym: bool) -> int:
         return 0
     A, B = Hx[ix], Hy[iy]
     # in row bands: the count needs no len(ix) x len(iy) matrix (3.7 GB for 20 000 strings)
-    step = Resources().chunk_rows(8 * len(iy), work="count-band")
+    step = chunk_rows(8 * len(iy), work="count-band")
     total = 0
     for start in range(0, len(ix), step):
         shared = (A[start : start + step] @ B.T) > 0

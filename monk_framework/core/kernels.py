@@ -568,7 +568,7 @@ class Kernel(Configurable):
 
     def symmetric_gram(self, X: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
         """K = k(X, X) of one validated sample, exactly symmetric with ``diag_tile`` on its
-        diagonal, built in row bands (:meth:`Resources.chunk_rows`), each diagonal block checked
+        diagonal, built in row bands (:func:`~monk_framework.engine.memory.chunk_rows`), each diagonal block checked
         against the kernel contract. A kernel with a faster symmetric computation (the
         SSK) may override it; the override must return the same exactly symmetric matrix.
 
@@ -641,7 +641,7 @@ class Kernel(Configurable):
         return cast(np.ndarray, K)
 
     def rectangular_gram(self, X: Sample, Y: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
-        """k(X, Y) of two validated samples, filled in row bands (:meth:`Resources.chunk_rows`) after a
+        """k(X, Y) of two validated samples, filled in row bands (:func:`~monk_framework.engine.memory.chunk_rows`) after a
         memory check. A kernel with a faster whole-matrix computation may override it.
 
         ``run_bands(work, bands)`` calls ``work(start, stop)`` for every band of rows, as in

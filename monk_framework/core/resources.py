@@ -33,7 +33,6 @@ import sys
 import warnings
 from collections.abc import Callable
 from decimal import Decimal
-from fractions import Fraction
 from time import monotonic
 from typing import Any, cast
 
@@ -42,7 +41,6 @@ import attrs
 from monk_framework.core.errors import MonkDeprecationWarning, ParameterError, ResourceError, mark_from_caller, shown
 
 __all__ = [
-    "CHUNK_BYTES",
     "DEFAULT_FRACTION",
     "STORE_SHARE",
     "ProgressCallback",
@@ -63,23 +61,6 @@ __all__ = [
 #: the budget without ``max_memory``: this fraction of the available memory
 DEFAULT_FRACTION = 0.5
 
-#: the bytes one chunk of each kind of work holds (:meth:`Resources.chunk_rows`): the one
-#: place where the sizes of tiles, bands and batches are set
-CHUNK_BYTES: dict[str, int] = {
-    # a row band of a Gram matrix, and the tiles of passes that follow a product: small
-    # enough for the elementwise passes after it to stay in cache (benchmarks/bench_gram.py)
-    "band": 4 * 2**20,
-    # a tile of a matrix-free band (distances, exponential, products, in cache)
-    "tile": 4 * 2**20,
-    # a band of kernel values read twice, for two products (the sums without the diagonal)
-    "double-band": 8 * 2**20,
-    # a band of counts multiplied with a matrix of counts (the string kernel's feature counts)
-    "count-band": 16 * 2**20,
-    # a batch of relabellings: their indicator matrix E and its product K E
-    "batch": 64 * 2**20,
-    # a block of explicit features read in rows (the string kernel's feature tables)
-    "feature-block": 128 * 2**20,
-}
 #: the share of the available memory one stored matrix may take (check_memory), and the
 #: most a budget the user gives can reach (Resources.of)
 STORE_SHARE = 0.9
@@ -295,20 +276,6 @@ class Resources:
             except BaseException as exc:
                 mark_from_caller(exc)
                 raise
-
-    def chunk_rows(self, row_bytes: int, *, work: str = "band", share: float | None = None, at_least: int = 1, at_most: int | None = None) -> int:
-        """How many rows of ``row_bytes`` bytes one chunk of ``work`` holds (the one rule
-        for every tile, band and batch the engine cuts; scikit-learn's ``get_chunk_n_rows``).
-
-        The chunk is :data:`CHUNK_BYTES` [``work``] bytes, or, with ``share``, that share
-        of the memory budget (of :data:`CHUNK_BYTES` [``work``] when the budget is
-        unknown): ⌊bytes / row_bytes⌋, at least ``at_least`` and at most ``at_most``."""
-        size = CHUNK_BYTES[work]
-        if share is not None:
-            fraction = Fraction(share).limit_denominator(1000)
-            size = (self.budget if self.budget is not None else size) * fraction.numerator // fraction.denominator
-        rows = int(size // max(int(row_bytes), 1))
-        return max(at_least, rows if at_most is None else min(rows, at_most))
 
     def fits(self, nbytes: float) -> bool:
         """Whether ``nbytes`` fit in the budget (always, when it is unknown)."""

@@ -3,7 +3,7 @@
 k(X, X) is built from the upper band of each chunk of rows and mirrored, so it is exactly
 symmetric and half the kernel evaluations are saved, with ``diag_tile`` on its diagonal
 and every diagonal block checked against the contract; k(X, Y) is filled band by band.
-The bands are :meth:`~monk_framework.core.resources.Resources.chunk_rows` of rows, the
+The bands are :func:`~monk_framework.engine.memory.chunk_rows` of rows, the
 matrix is refused before it is allocated when memory cannot hold it, and a band runner
 (``run_bands``) chooses where the bands run: in turn, or on the machine's cores
 (:func:`~monk_framework.engine.kernel_values.on_cores`). The core's
@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from monk_framework.core.protocols import BandRunner, in_turn
-from monk_framework.core.resources import Resources, check_memory
+from monk_framework.core.resources import check_memory
 from monk_framework.core.samples import Sample
+from monk_framework.engine.memory import chunk_rows
 
 if TYPE_CHECKING:
     from monk_framework.core.kernels import Kernel
@@ -31,7 +32,7 @@ __all__ = ["band_rows", "counted_in_turn", "rectangular_in_bands", "symmetric_in
 
 def band_rows(n_cols: int) -> int:
     """Rows of one band of a Gram matrix with ``n_cols`` columns (at least 32)."""
-    return Resources().chunk_rows(8 * max(n_cols, 1), at_least=32)
+    return chunk_rows(8 * max(n_cols, 1), at_least=32)
 
 
 def symmetric_in_bands(kernel: Kernel, X: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:

@@ -24,6 +24,7 @@ from monk_framework.engine.backends import Backend, LocalBackend, for_bands, in_
 from monk_framework.engine.band_reductions import IndicatorColumns, band_reduction, band_reduction_of, dense_columns
 from monk_framework.engine.kernel_sums import paying_features
 from monk_framework.engine.kernel_values import gram_matrix
+from monk_framework.engine.memory import chunk_rows
 from monk_framework.numerics.product_loops import add_indicator_product
 
 __all__ = ["FeatureGram", "GramSource", "IndicatorColumns", "MatrixFreeGram", "PermutedGram", "StoredGram", "dense_columns", "gram_source", "one_row"]
@@ -54,7 +55,7 @@ class GramSource:
         raise NotImplementedError
 
     def _band_rows(self) -> int:
-        return Resources().chunk_rows(8 * max(self.n, 1), at_least=64)
+        return chunk_rows(8 * max(self.n, 1), at_least=64)
 
     def band_bounds(self) -> list[tuple[int, int]]:
         """The row bands (start, stop) that the reductions below walk through, in order."""
@@ -240,7 +241,7 @@ class MatrixFreeGram(GramSource):
         return band
 
     def rows_combination(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
-        step = Resources().chunk_rows(8 * max(len(idx), 1), at_least=64)
+        step = chunk_rows(8 * max(len(idx), 1), at_least=64)
         tasks = [(a, min(a + step, self.n)) for a in range(0, self.n, step)]
         # chunks of rows are independent: on every core when there are enough of them
         backend = for_bands(len(tasks))
@@ -265,7 +266,7 @@ def _combination_rows(task: tuple[int, int], shared: tuple[Any, ...]) -> np.ndar
     return cast(np.ndarray, chunk @ coef)
 
 
-#: rows of a matrix-free band (its tiles, of the "tile" size of core.resources.CHUNK_BYTES,
+#: rows of a matrix-free band (its tiles, of the "tile" size of engine.memory.CHUNK_BYTES,
 #: are bounded whatever the sample size: small enough for the passes over them (distances,
 #: exp, the products) to run in cache; measured at n = 200 000, d = 10, 101 columns: about
 #: 6 ns per kernel entry with 2-8 MB tiles, 17 ns with whole 256-row bands (400 MB))
@@ -287,10 +288,10 @@ def reduce_band(task: tuple[int, int, str], shared: tuple[Any, Any]) -> Any:
 
 def tiled_band_reduction(op: str, kernel: Kernel, Z: Sample, diag: np.ndarray, start: int, stop: int, W: Any) -> Any:
     """The reduction ``op`` of the band K[start:stop, start:], evaluated tile by tile from
-    the data (the diagonal block first, then column tiles, :meth:`Resources.chunk_rows`
+    the data (the diagonal block first, then column tiles, :func:`~monk_framework.engine.memory.chunk_rows`
     of ``work="tile"``): the same reductions as a stored K's, up to the order of the additions."""
     width, n = stop - start, len(Z)
-    cols = Resources().chunk_rows(8 * max(width, 1), work="tile", at_least=64)
+    cols = chunk_rows(8 * max(width, 1), work="tile", at_least=64)
     reduction = band_reduction_of(op, W, start, stop, kernel.check_finite)
     block = kernel.gram_tile(Z[start:stop], Z[start:stop])
     block[np.arange(width), np.arange(width)] = diag[start:stop]

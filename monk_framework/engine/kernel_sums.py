@@ -23,6 +23,7 @@ from monk_framework.core.kernel_checks import CONTRACT_CHECK_POINTS
 from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.gram_bands import counted_in_turn
+from monk_framework.engine.memory import chunk_rows
 
 if TYPE_CHECKING:
     from monk_framework.core.kernels import Kernel
@@ -81,7 +82,7 @@ def _check_widths(kernel: Kernel, first: np.ndarray, D: int, widths: set[int]) -
 def feature_block_rows(resources: Resources, D: int) -> int:
     """Rows of D features a point that a block read by :func:`feature_sums` (and a test's
     products with the features in blocks) may hold: a quarter of the budget."""
-    return resources.chunk_rows(8 * D, share=0.25, at_least=0)
+    return chunk_rows(8 * D, share=0.25, at_least=0, resources=resources)
 
 
 def feature_sums(kernel: Kernel, parts: Sequence[Sample], resources: Resources, leave_out: Sequence[np.ndarray] | None = None) -> list[np.ndarray] | None:
@@ -147,7 +148,7 @@ def _check_against_values(kernel: Kernel, parts: Sequence[np.ndarray], features:
 
 def _tile_rows(m: int, resources: Resources) -> int:
     """Rows of a tile of m columns: a band's, and at most a quarter of the budget."""
-    return min(resources.chunk_rows(8 * m), resources.chunk_rows(8 * m, share=0.25))
+    return min(chunk_rows(8 * m), chunk_rows(8 * m, share=0.25, resources=resources))
 
 
 def _row_tiles(kernel: Kernel, A: Sample, B: Sample, resources: Resources) -> Iterator[tuple[int, np.ndarray]]:

@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from monk_framework.core.errors import DataError, KernelOverflowError, ParameterError
-from monk_framework.core.resources import Resources
 from monk_framework.engine.kernel_values import on_cores
+from monk_framework.engine.memory import chunk_rows
 from monk_framework.numerics.distances import (
     DIRECT_MAX_FEATURES,
     REFINE_RATIO,
@@ -98,7 +98,7 @@ def _median_pair_distance(Z: np.ndarray, metric: str = "l2") -> float:
     root; L1 distances are used as they are.
     """
     n = len(Z)
-    step = Resources().chunk_rows(8 * n)
+    step = chunk_rows(8 * n)
     if metric == "l2" and Z.shape[1] > DIRECT_MAX_FEATURES:
         found = _bracketed_median(Z, step)
         if found is not None:

@@ -35,6 +35,7 @@ from monk_framework.engine.backends import one_blas_thread
 from monk_framework.engine.gram_sources import FeatureGram, GramSource, IndicatorColumns, MatrixFreeGram, PermutedGram, StoredGram, gram_source
 from monk_framework.engine.kernel_sums import feature_block_rows, feature_sums, paying_features
 from monk_framework.engine.kernel_values import gram_matrix
+from monk_framework.engine.memory import chunk_rows
 from monk_framework.engine.reductions import diagonal_round_off, u_statistic
 from monk_framework.numerics.product_loops import PATTERN_POINTS, every_point_patterns, pack_patterns
 
@@ -327,8 +328,8 @@ class SampleSums:
 
 def batch_size(rows: int) -> int:
     """Relabellings per batch so that E and KE of ``rows`` points take at most one batch
-    (:meth:`Resources.chunk_rows` of ``work="batch"``)."""
-    return Resources().chunk_rows(2 * 8 * max(rows, 1), work="batch")
+    (:func:`~monk_framework.engine.memory.chunk_rows` of ``work="batch"``)."""
+    return chunk_rows(2 * 8 * max(rows, 1), work="batch")
 
 
 def relabelling_batch(pool: PooledSample) -> int:
@@ -338,7 +339,7 @@ def relabelling_batch(pool: PooledSample) -> int:
     if pool.features is not None or pool.feature_total is not None or pool.stored:
         return batch_size(pool.size)
 
-    return max(batch_size(pool.size), pool.resources.chunk_rows(8 * max(pool.size, 1), work="batch", share=0.25))
+    return max(batch_size(pool.size), chunk_rows(8 * max(pool.size, 1), work="batch", share=0.25, resources=pool.resources))
 
 
 def indicator_columns(perms: np.ndarray, n: int, size: int, *, ones: bool = False, order: str = "C") -> np.ndarray:
@@ -583,7 +584,7 @@ def off_diagonal_sample_sums(pool: PooledSample, perms: np.ndarray) -> SampleSum
     E = indicator_columns(perms, pool.n, size)
     F = 1.0 - E
     xx, yy, xy = np.zeros(B), np.zeros(B), np.zeros(B)
-    rows = Resources().chunk_rows(8 * size, work="double-band", at_most=size)
+    rows = chunk_rows(8 * size, work="double-band", at_most=size)
     stored = pool.source.K if pool.stored else None  # type: ignore[attr-defined]
     for a in range(0, size, rows):
         b = min(a + rows, size)
@@ -624,7 +625,7 @@ def far_point_sample_sums(pool: PooledSample, perms: np.ndarray, h: int) -> tupl
     else:
         PE, PF = _features_times(pool, len(pool.feature_total), Ez, Fz)  # type: ignore[arg-type]
     # k(z_h, ·) over the rest, times E and F, in chunks of columns
-    cols = Resources().chunk_rows(8 * max(h, 1), work="double-band")
+    cols = chunk_rows(8 * max(h, 1), work="double-band")
     KE, KF = np.zeros((len(far), B)), np.zeros((len(far), B))
     apart = take(pool.Z, far)
     for c in range(0, size, cols):

@@ -19,6 +19,7 @@ from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import in_this_process
 from monk_framework.engine.kernel_sums import feature_sums, paying_features
 from monk_framework.engine.kernel_values import gram_matrix
+from monk_framework.engine.memory import chunk_rows
 from monk_framework.engine.spread import spread_kernel_sums
 
 __all__ = [
@@ -230,7 +231,7 @@ def _rows_apart(kernel: Kernel, A: Sample, rows: np.ndarray, B: Sample, keep: np
     third is the pairs of points apart on both sides."""
     if not len(rows):
         return 0.0, 0.0, 0.0
-    cols = Resources().chunk_rows(8 * len(rows))
+    cols = chunk_rows(8 * len(rows))
     kept = 0.0
     for c in range(0, len(B), cols):
         tile = kernel.gram_tile(take(A, rows), take(B, np.arange(c, min(c + cols, len(B)))))
@@ -281,7 +282,7 @@ def squared_kernel_sum(kernel: Kernel, Z: Sample, *, resources: Resources) -> fl
     memory budget: the diagonal is left out before the sum, not subtracted after it (an
     unbounded kernel's k(z, z)² can dwarf every value between points)."""
     size = len(Z)
-    rows = resources.chunk_rows(8 * max(size, 1), share=0.5, at_most=size)
+    rows = chunk_rows(8 * max(size, 1), share=0.5, at_most=size, resources=resources)
     total = 0.0
     for a in range(0, size, rows):
         b = min(a + rows, size)

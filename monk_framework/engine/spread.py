@@ -25,10 +25,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from monk_framework.core.kernels import Kernel
-from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample
 from monk_framework.engine.backends import Backend
 from monk_framework.engine.gram_sources import MATRIX_FREE_BAND_ROWS
+from monk_framework.engine.memory import chunk_rows
 
 __all__ = ["SpreadSums", "spread_kernel_sums", "sum_tiles"]
 
@@ -62,7 +62,7 @@ def tile_sum(task: tuple[str, int, int], data: tuple[Any, ...]) -> tuple[float, 
     kernel, X, Y, diag_x, diag_y = data
     kind, a, b = task
     Z, diag = (X, diag_x) if kind == "x" else (Y, diag_y)
-    cols = Resources().chunk_rows(8 * (b - a), work="tile", at_least=64)
+    cols = chunk_rows(8 * (b - a), work="tile", at_least=64)
     # the tiles right of the diagonal are checked through their sum, not value by value: a
     # NaN or an infinity among the values makes the sum NaN or infinite
     if kind == "xy":

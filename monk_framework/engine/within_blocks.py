@@ -44,6 +44,7 @@ from monk_framework.core.resources import Resources
 from monk_framework.core.samples import Sample, take
 from monk_framework.engine.backends import in_this_process
 from monk_framework.engine.gram_sources import GramSource, MatrixFreeGram, PermutedGram, StoredGram, gram_source
+from monk_framework.engine.memory import chunk_rows
 from monk_framework.engine.partitions import Partition
 from monk_framework.engine.pooled import PooledSample, SampleSums, pooled
 
@@ -227,7 +228,7 @@ def block_means_gram(pool: PooledSample, partition: Partition, perms: np.ndarray
     nx = partition.x_sizes.astype(float)
     ny = partition.y_sizes.astype(float)
     out = np.empty((B, 2 * Q, 2 * Q))
-    step = pool.resources.chunk_rows(2 * 8 * size * Q, work="batch")
+    step = chunk_rows(2 * 8 * size * Q, work="batch", resources=pool.resources)
     for start in range(0, B, step):
         stop = min(start + step, B)
         E = np.zeros((size, (stop - start) * Q))
@@ -428,7 +429,7 @@ def _shared_block_sums(shared: PermutedGram, parts: list[Partition]) -> list[tup
     """
     Q = parts[0].n_blocks
     # partitions per product, so that W and K W take at most one batch
-    per = Resources().chunk_rows(2 * 8 * shared.n * 2 * Q, work="batch")
+    per = chunk_rows(2 * 8 * shared.n * 2 * Q, work="batch")
     out = []
     for first in range(0, len(parts), per):
         chunk = parts[first : first + per]

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from monk_framework.core.errors import DataError, ParameterError
-from monk_framework.core.resources import CHUNK_BYTES
 from monk_framework.engine import memory as engine_memory
+from monk_framework.engine.memory import CHUNK_BYTES
 from monk_framework.numerics.compiled import compiled_available, using_compiled
 from monk_plugins import ssk_core as core
 from monk_plugins import ssk_pairs

@@ -11,7 +11,7 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from monk_framework import DataError, KernelOverflowError, MonkError, ParameterError, get_registry
-from monk_framework.core.resources import CHUNK_BYTES
+from monk_framework.engine.memory import CHUNK_BYTES
 from monk_framework.numerics import distances as distances_module
 
 REG = get_registry()

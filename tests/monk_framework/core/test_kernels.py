@@ -17,7 +17,7 @@ from scipy.spatial.distance import cdist
 
 from monk_framework import Kernel, KernelOverflowError, ResourceError, get_registry
 from monk_framework.core import resources
-from monk_framework.core.resources import CHUNK_BYTES
+from monk_framework.engine.memory import CHUNK_BYTES
 from monk_framework.numerics import distances as distances_module
 
 REG = get_registry()

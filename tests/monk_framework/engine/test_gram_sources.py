@@ -9,10 +9,10 @@ import scipy.sparse as sp
 
 from monk_framework import Kernel, KernelOverflowError
 from monk_framework.core.errors import ParameterError
-from monk_framework.core.resources import CHUNK_BYTES
 from monk_framework.engine import band_reductions
 from monk_framework.engine.gram_sources import MatrixFreeGram, StoredGram
 from monk_framework.engine.lepski import geometric_grid, lepski
+from monk_framework.engine.memory import CHUNK_BYTES
 from monk_framework.engine.partitions import block_sizes, check_n_blocks, majority, median_block, median_value, pair_partition, random_partition
 from monk_framework.numerics.compiled import compiled_available
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from monk_framework import Kernel
-from monk_framework.core.resources import CHUNK_BYTES, Resources
+from monk_framework.core.resources import Resources
 from monk_framework.engine.kernel_values import gram_matrix
+from monk_framework.engine.memory import CHUNK_BYTES
 from monk_framework.engine.reductions import kernel_sums
 
 

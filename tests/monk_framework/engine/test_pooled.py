@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from monk_framework import get_registry
-from monk_framework.core.resources import CHUNK_BYTES, Resources
+from monk_framework.core.resources import Resources
 from monk_framework.engine import pooled as pooled_mod
 from monk_framework.engine.gram_sources import MatrixFreeGram, PermutedGram
+from monk_framework.engine.memory import CHUNK_BYTES
 from monk_framework.engine.pooled import PooledSample, sample_sums
 
 

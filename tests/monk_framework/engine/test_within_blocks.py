@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from monk_framework.core.resources import CHUNK_BYTES, Resources
+from monk_framework.core.resources import Resources
+from monk_framework.engine.memory import CHUNK_BYTES
 from monk_framework.engine.partitions import Partition, pair_partition
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.engine.within_blocks import block_means_gram, block_members, draw_within_block, relabelled_partition, within_block_sums

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monk_framework import Estimate, MMDEstimator, MonkError, ParameterError, hookimpl
-from monk_framework.core.resources import CHUNK_BYTES, Resources
+from monk_framework.core.resources import Resources
+from monk_framework.engine.memory import CHUNK_BYTES
 from monk_framework.engine.pooled import PooledSample
 from monk_framework.two_sample import PermutationTestResult, permutation_test, split_test
 from monk_framework.two_sample.common import critical_rank, null_quantile, signed_root
