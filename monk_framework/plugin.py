@@ -58,10 +58,12 @@ the library sums.
 use and keeps each one's plain-Python twin, with the library's switch
 (``MONK_COMPILED=0``, :func:`~monk_framework.set_compiled`) and one warning where
 compilation is impossible; :data:`NOT_RUN`, :func:`compiled_available`,
-:func:`compiled_threads`. :data:`BandRunner` is what a kernel's own ``symmetric_gram``
-receives to run its bands; without one, it asks the engine to run them on the
-machine's cores (:func:`run_on_cores`), or in turn (:func:`in_turn`). A compiled loop
-runs on one thread (``nogil=True``): the engine, not the loop, spreads the bands.
+:func:`compiled_threads` (numba's own threads, for a plugin's ``prange`` loop).
+:data:`BandRunner` is what a kernel's own ``symmetric_gram`` receives to run its bands;
+without one, it asks the engine to run them on the machine's cores
+(:func:`run_on_cores`, :func:`band_cores` of them side by side), or in turn
+(:func:`in_turn`). A compiled loop runs on one thread (``nogil=True``): the engine, not
+the loop, spreads the bands.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ from monk_framework.core.samples import Sample, take
 from monk_framework.engine import pooled as _pooled
 from monk_framework.engine import within_blocks as _within
 from monk_framework.engine.gram_sources import gram_source
+from monk_framework.engine.kernel_values import band_cores
 from monk_framework.engine.kernel_values import on_cores as run_on_cores
 from monk_framework.engine.lepski import choose_n_blocks
 from monk_framework.engine.median_heuristic import median_distance
@@ -138,6 +141,7 @@ __all__ = [
     "Resources",
     "Sample",
     "SampleSums",
+    "band_cores",
     "block_means_gram",
     "block_trace_variances",
     "blocks_min_sample_size",

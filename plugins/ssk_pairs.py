@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from monk_framework.plugin import NOT_RUN, CompiledLoops, compiled_available, compiled_threads, reserve_memory
+from monk_framework.plugin import NOT_RUN, CompiledLoops, band_cores, compiled_available, reserve_memory
 
 #: the pair programme's loops: compiled by numba on first use; where the compiled loops
 #: are off or cannot run, the same loops run as plain Python (the same numbers, far slower:
@@ -56,8 +56,10 @@ PLAIN_SLOWDOWN = 170.0
 
 def pair_threads() -> int:
     """The cores the engine spreads the pair programme's bands over (each band runs on one
-    thread), or 1 as plain Python: what the plan expects of the programme's speed."""
-    return compiled_threads()
+    thread and releases the GIL), or 1 as plain Python: what the plan expects of the
+    programme's speed. numba's own threads are not used (no loop here is ``parallel``), so
+    its threading layer is never loaded."""
+    return band_cores() if compiled_available() else 1
 
 
 def uses_sparse(ls: int, lt: int, lam: float) -> bool:

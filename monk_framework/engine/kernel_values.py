@@ -17,10 +17,17 @@ import numpy as np
 
 from monk_framework.core.kernels import Kernel
 from monk_framework.core.samples import Sample
-from monk_framework.engine.backends import for_bands
+from monk_framework.engine.backends import for_bands, in_this_process
 from monk_framework.engine.gram_bands import counted_in_turn
 
-__all__ = ["gram_matrix", "on_cores"]
+__all__ = ["band_cores", "gram_matrix", "on_cores"]
+
+
+def band_cores() -> int:
+    """How many bands :func:`on_cores` runs side by side here: one per core, or 1 inside
+    a Dask worker (its thread is its share of a machine) and on a thread already running
+    a band. What a kernel's plan may expect of bands that release the GIL."""
+    return in_this_process().workers
 
 
 def on_cores(work: Callable[[int, int], Any], bands: list[tuple[int, int]]) -> list[Any]:

@@ -212,6 +212,7 @@ def test_real_process_run_and_usage_error():
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "No such option: --bogus" in bad.stderr
 
 
+@pytest.mark.slow  # five real processes, one writing 20 000 numbers: about 8 s
 @pytest.mark.parametrize("args", [["plugins"], ["test", "-d", "gauss", "--data-param", "n=30", "--null", "-B", "20000", "--json"]], ids=["table", "json"])
 def test_a_reader_that_leaves_ends_the_command_quietly_and_a_full_device_is_one_line(args, tmp_path):
     # `monkfw plugins | head -1` said "the work was ended by a call to sys.exit(1) outside the
@@ -243,6 +244,7 @@ def test_a_reader_that_leaves_ends_the_command_quietly_and_a_full_device_is_one_
                 assert json.loads(saved.read_text())["type"] == "permutation-test"  # what -o saved is whole
 
 
+@pytest.mark.slow  # two real processes: about 3 s
 def test_a_closed_stdout_is_one_line_and_a_full_stderr_does_not_end_the_work(tmp_path):
     # `monkfw run ... >&-` said "internal error: AttributeError: 'NoneType' object has no
     # attribute 'write'" after saving; with `2>/dev/full` the first note ended the work (exit 1,

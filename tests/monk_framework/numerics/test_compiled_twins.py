@@ -238,6 +238,7 @@ def test_with_numbas_compiler_switched_off_the_library_computes_with_the_referen
     assert len(out["warnings"]) == 1 and "numba's compiler is switched off (NUMBA_DISABLE_JIT=1)" in out["warnings"][0]
 
 
+@pytest.mark.slow  # a process compiling every loop it runs without the cache: about 2.5 s
 def test_where_numba_cannot_cache_the_loops_they_compile_without_the_cache(registry):
     # a read-only installation with no writable home: numba refused to compile at all
     # ("RuntimeError: cannot cache function '_clipped': no locator available"), and every
@@ -256,31 +257,52 @@ SSK_RUN = """
 import json, warnings
 warnings.simplefilter("always")
 from monk_framework import estimate
+from monk_framework.plugin import compiled_available
 X = ["ACGTTGCA", "GGCATTAC", "TTACGGCA", "CAGTACGT"]
 Y = ["ACGAACGT", "GCTAGCTA", "TTGCAATG", "GATTACAG"]
 with warnings.catch_warnings(record=True) as caught:
     r = estimate("ssk:n=3", "v-stat", X, Y)
-print(json.dumps({"mmd2": r.mmd2, "warnings": [str(w.message) for w in caught if w.category.__name__ == "CompiledLoopsWarning"]}))
+told = [str(w.message) for w in caught if w.category.__name__ == "CompiledLoopsWarning"]
+print(json.dumps({"mmd2": r.mmd2, "compiled": compiled_available(), "warnings": told}))
 """
 
 
+THREADS_ASKED = """
+import json, warnings
+warnings.simplefilter("always")
+from monk_framework.plugin import compiled_available, compiled_threads
+with warnings.catch_warnings(record=True) as caught:
+    threads = compiled_threads()
+print(json.dumps({"threads": threads, "compiled": compiled_available(), "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+@pytest.mark.slow  # three real processes a layer: about 3 s each
 @pytest.mark.parametrize("layer", ["nonsense", "tbb"])
-def test_a_threading_layer_that_cannot_start_falls_back_to_the_references(layer):
+def test_a_threading_layer_that_cannot_start_leaves_the_librarys_loops_compiled(layer):
     # NUMBA_THREADING_LAYER=tbb without tbb installed (or a typo) made every SSK fail as
     # "kernel 'ssk' ...: compute_gram failed: ValueError: No threading layer could be loaded."
+    # No loop of the library is parallel now (the engine spreads bands over the cores), so
+    # the layer is never loaded: the SSK runs compiled, without a warning. A plugin that asks
+    # for numba's threads (compiled_threads, for its own prange loops) gets 1 and one warning.
     import importlib.util
     import os
 
     if layer == "tbb" and importlib.util.find_spec("tbb") is not None:
         pytest.skip("tbb is installed here: its layer starts")
     env = {k: v for k, v in os.environ.items() if k != "MONK_COMPILED"}
-    done = subprocess.run([sys.executable, "-c", SSK_RUN], capture_output=True, text=True, timeout=300, env={**env, "NUMBA_THREADING_LAYER": layer})
+    bad = {**env, "NUMBA_THREADING_LAYER": layer}
+    done = subprocess.run([sys.executable, "-c", SSK_RUN], capture_output=True, text=True, timeout=300, env=bad)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(out["warnings"]) == 1 and "numba cannot start its threads" in out["warnings"][0]
-    assert "check NUMBA_THREADING_LAYER" in out["warnings"][0] and "\n" not in out["warnings"][0]
+    assert out["warnings"] == [] and out["compiled"] is True
     plain = subprocess.run([sys.executable, "-c", SSK_RUN], capture_output=True, text=True, timeout=300, env={**env, "MONK_COMPILED": "0"})
     assert out["mmd2"] == pytest.approx(json.loads(plain.stdout.strip().splitlines()[-1])["mmd2"], rel=1e-12)
+    asked = subprocess.run([sys.executable, "-c", THREADS_ASKED], capture_output=True, text=True, timeout=300, env=bad)
+    assert asked.returncode == 0, asked.stderr
+    told = json.loads(asked.stdout.strip().splitlines()[-1])
+    assert told["threads"] == 1 and told["compiled"] is False and len(told["warnings"]) == 1
+    assert "numba cannot start its threads" in told["warnings"][0] and "check NUMBA_THREADING_LAYER" in told["warnings"][0]
 
 
 def test_importing_the_library_does_not_import_numba():
