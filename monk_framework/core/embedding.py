@@ -103,7 +103,7 @@ class Embedding(Result):
         Zv, Xv = self.kernel.check_pair(Z, self.sample, names=("Z", "the embedding's sample"))
         total = float(len(Zv)) * len(Xv)
         report = None if progress is None else (lambda done: resources.report(done, total, "witness values"))
-        return kernel_work().weighted_gram(self.kernel, Zv, Xv, self.weights, resources, report)
+        return kernel_work().weighted_gram(self.kernel, Zv, Xv, self.weights, resources=resources, report=report)
 
     def __call__(self, Z: Any, *, max_memory: Any = None) -> np.ndarray:
         """μ̂(Z), the embedding as the function it is: :meth:`evaluate`."""
@@ -146,9 +146,9 @@ class Embedding(Result):
 
         bilinear = kernel_work().bilinear
         sq = (
-            bilinear(kernel, A, None, wa, wa, resources, told(0.0))
-            + bilinear(kernel, B, None, wb, wb, resources, told(n * (n + 1) / 2.0))
-            - 2.0 * bilinear(kernel, A, B, wa, wb, resources, told(total - float(n) * m))
+            bilinear(kernel, A, None, wa, wa, resources=resources, report=told(0.0))
+            + bilinear(kernel, B, None, wb, wb, resources=resources, report=told(n * (n + 1) / 2.0))
+            - 2.0 * bilinear(kernel, A, B, wa, wb, resources=resources, report=told(total - float(n) * m))
         )
         return math.sqrt(max(sq, 0.0))
 
@@ -157,7 +157,7 @@ class Embedding(Result):
         total = n * (n + 1) / 2.0 if other is self else float(n) * m
         report = (lambda done: resources.report(done, total, "inner product")) if told else None
         B = None if other is self else other.sample
-        return kernel_work().bilinear(self.kernel, self.sample, B, self.weights, other.weights, resources, report)
+        return kernel_work().bilinear(self.kernel, self.sample, B, self.weights, other.weights, resources=resources, report=report)
 
     def _check_same_kernel(self, other: Embedding) -> None:
         if not isinstance(other, Embedding):

@@ -299,7 +299,7 @@ class Kernel(Configurable):
         if isinstance(count, numbers.Integral) and not isinstance(count, bool):
             # the matrix is refused before the plugin allocates it (a polynomial of high
             # degree has more features than memory); a count it cannot tell is checked after
-            kernel_work().check_feature_matrix(self, len(Xv), int(count))
+            kernel_work().check_feature_matrix(len(Xv), int(count))
         values = self._hook_values("compute_features", Xv)
         if values.ndim != 2 or len(values) != len(Xv):
             raise KernelContractError(
@@ -577,7 +577,7 @@ class Kernel(Configurable):
         spreads the bands over the machine's cores (every band writes its own entries, so
         the matrix is the same bit for bit).
         """
-        return kernel_work().symmetric_gram(self, X, run_bands)
+        return kernel_work().symmetric_gram(self, X, run_bands=run_bands)
 
     def check_contract(self, X: Sample, Y: Sample | None = None) -> None:
         """The kernel contract on the data, before any path evaluates the kernel on them:
@@ -647,7 +647,7 @@ class Kernel(Configurable):
         ``run_bands(work, bands)`` calls ``work(start, stop)`` for every band of rows, as in
         :meth:`symmetric_gram`; the engine passes a runner that counts them for its
         progress display (every band writes its own rows: the same matrix bit for bit)."""
-        return kernel_work().rectangular_gram(self, X, Y, run_bands)
+        return kernel_work().rectangular_gram(self, X, Y, run_bands=run_bands)
 
 
 def rectangular_gram_of(kernel: Kernel, A: Sample, B: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:

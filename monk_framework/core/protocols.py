@@ -159,38 +159,33 @@ class Pool(Protocol):
 
 class KernelWork(Protocol):
     """The work on a kernel's values behind the core's own methods, done by the engine
-    (:mod:`monk_framework.engine.kernel_work`) within memory: the samples are validated,
-    ``resources`` is the call's budget and progress, ``report(done)`` is told the kernel
-    values evaluated so far."""
+    within memory (the module :mod:`monk_framework.engine.kernel_work` fulfils it): the
+    samples are validated, ``resources`` is the call's budget and progress,
+    ``report(done)`` is told the kernel values evaluated so far."""
 
-    def symmetric_gram(self, kernel: Kernel, X: Sample, run_bands: BandRunner | None) -> np.ndarray:
+    def symmetric_gram(self, kernel: Kernel, X: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
         """k(X, X), exactly symmetric with ``diag_tile`` on its diagonal, built in row bands
         that ``run_bands`` runs (here in turn when None), refused before it is allocated
         when memory cannot hold it."""
         ...
 
-    def rectangular_gram(self, kernel: Kernel, X: Sample, Y: Sample, run_bands: BandRunner | None) -> np.ndarray:
+    def rectangular_gram(self, kernel: Kernel, X: Sample, Y: Sample, *, run_bands: BandRunner | None = None) -> np.ndarray:
         """k(X, Y), filled in row bands after the same refusal."""
         ...
 
-    def check_feature_matrix(self, kernel: Kernel, n: int, count: int) -> None:
+    def check_feature_matrix(self, n: int, count: int) -> None:
         """Refuse n points × ``count`` features before the plugin computes them, when
         memory cannot hold them."""
         ...
 
-    def weighted_gram(self, kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, resources: Resources, report: Callable[[float], None] | None) -> np.ndarray:
+    def weighted_gram(
+        self, kernel: Kernel, A: Sample, B: Sample, v: np.ndarray, *, resources: Resources, report: Callable[[float], None] | None = None
+    ) -> np.ndarray:
         """K(A, B) v, the whole matrix never held when it does not fit."""
         ...
 
     def bilinear(
-        self,
-        kernel: Kernel,
-        A: Sample,
-        B: Sample | None,
-        u: np.ndarray,
-        v: np.ndarray,
-        resources: Resources,
-        report: Callable[[float], None] | None,
+        self, kernel: Kernel, A: Sample, B: Sample | None, u: np.ndarray, v: np.ndarray, *, resources: Resources, report: Callable[[float], None] | None = None
     ) -> float:
         """uᵀ K(A, B) v (B = A when None), in tiles of the budget."""
         ...

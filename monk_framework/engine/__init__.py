@@ -24,5 +24,8 @@ decides stored or tiled, threads or Dask workers, within the memory budget of
   ahead, in batches here or on a backend's workers.
 """
 
-# the engine answers the core's kernel methods (Kernel.gram, an embedding's sums) from import on
+from monk_framework.core.protocols import install_kernel_work
 from monk_framework.engine import kernel_work as kernel_work
+
+# the engine answers the core's kernel methods (Kernel.gram, an embedding's sums) from import on
+install_kernel_work(kernel_work)
