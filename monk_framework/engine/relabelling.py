@@ -332,71 +332,71 @@ def null_statistics(
 
     if progress is not None:
         progress(0, n_permutations)
+    batches = _NullBatches(estimator, pool, n_permutations, step, draw, est_seq, progress, partition)
     if not remote:
-        out, first = _null_here(estimator, pool, n_permutations, step, draw, est_seq, progress, partition, observed)
+        out, first = batches.here(observed)
     else:
         assert backend is not None
-        out, first = _null_on_workers(estimator, pool, n_permutations, step, draw, est_seq, progress, partition, backend), None
+        out, first = batches.on_workers(backend), None
     if observed is None:
         return out
     return np.concatenate([[observed_mmd2(estimator, pool, observed, partition) if first is None else first], out])
 
 
-def _null_here(
-    estimator: MMDEstimator,
-    pool: PooledSample,
-    n_permutations: int,
-    step: int,
-    draw: Callable[..., np.ndarray],
-    est_seq: np.random.SeedSequence,
-    progress: Progress | None,
-    partition: Partition | None,
-    observed: np.random.SeedSequence | None,
-) -> tuple[np.ndarray, float | None]:
-    """:func:`null_statistics` in this process, batch by batch (memory stays at one batch of
-    relabellings), and the observed statistic when it came with the first batch."""
-    out = np.empty(n_permutations)
-    first: float | None = None
-    for done in range(0, n_permutations, step):
-        stop = min(done + step, n_permutations)
-        if progress is not None:
-            # a batch over a large matrix-free K is one long pass: reported band by band
-            pool.band_listener = _within_batch(progress, done, stop, n_permutations)
-        if done == 0 and observed is not None and partition is None:
-            streams = ChildStreams(est_seq, done, stop, first=observed)
-            values = estimator_statistics(estimator, pool, draw(done, stop, lead=1), streams)
-            first, out[done:stop] = float(values[0]), values[1:]
-        else:
-            out[done:stop] = _batch_statistics((estimator, draw(done, stop), est_seq, done, stop, partition), pool)
-        if progress is not None:
-            pool.band_listener = None
-            progress(stop, n_permutations)
-    return out, first
+@attrs.frozen
+class _NullBatches:
+    """The batches of one null distribution (relabellings ``draw(a, b)``, ``step`` at a
+    time): what computing them here and on a backend's workers share."""
 
+    estimator: MMDEstimator
+    pool: PooledSample
+    n_permutations: int
+    step: int
+    draw: Callable[..., np.ndarray]
+    est_seq: np.random.SeedSequence
+    progress: Progress | None
+    partition: Partition | None
 
-def _null_on_workers(
-    estimator: MMDEstimator,
-    pool: PooledSample,
-    n_permutations: int,
-    step: int,
-    draw: Callable[..., np.ndarray],
-    est_seq: np.random.SeedSequence,
-    progress: Progress | None,
-    partition: Partition | None,
-    backend: Backend,
-) -> np.ndarray:
-    """:func:`null_statistics` with its batches as tasks on a remote backend, in any order."""
-    out = np.empty(n_permutations)
-    bounds = [(a, min(a + step, n_permutations)) for a in range(0, n_permutations, step)]
-    tasks = [(estimator, draw(a, b), est_seq, a, b, partition) for a, b in bounds]
-    finished = 0
-    for i, values in backend.as_completed(_batch_statistics, tasks, pool):
-        a, b = bounds[i]
-        out[a:b] = values
-        finished += b - a
-        if progress is not None:
-            progress(finished, n_permutations)
-    return out
+    def bounds(self) -> list[tuple[int, int]]:
+        B = self.n_permutations
+        return [(a, min(a + self.step, B)) for a in range(0, B, self.step)]
+
+    def here(self, observed: np.random.SeedSequence | None) -> tuple[np.ndarray, float | None]:
+        """:func:`null_statistics` in this process, batch by batch (memory stays at one batch
+        of relabellings), and the observed statistic when it came with the first batch."""
+        pool, progress, B = self.pool, self.progress, self.n_permutations
+        out = np.empty(B)
+        first: float | None = None
+        for done, stop in self.bounds():
+            if progress is not None:
+                # a batch over a large matrix-free K is one long pass: reported band by band
+                pool.band_listener = _within_batch(progress, done, stop, B)
+            if done == 0 and observed is not None and self.partition is None:
+                streams = ChildStreams(self.est_seq, done, stop, first=observed)
+                values = estimator_statistics(self.estimator, pool, self.draw(done, stop, lead=1), streams)
+                first, out[done:stop] = float(values[0]), values[1:]
+            else:
+                out[done:stop] = _batch_statistics(self._task(done, stop), pool)
+            if progress is not None:
+                pool.band_listener = None
+                progress(stop, B)
+        return out, first
+
+    def on_workers(self, backend: Backend) -> np.ndarray:
+        """:func:`null_statistics` with its batches as tasks on a remote backend, in any order."""
+        out = np.empty(self.n_permutations)
+        bounds = self.bounds()
+        finished = 0
+        for i, values in backend.as_completed(_batch_statistics, [self._task(a, b) for a, b in bounds], self.pool):
+            a, b = bounds[i]
+            out[a:b] = values
+            finished += b - a
+            if self.progress is not None:
+                self.progress(finished, self.n_permutations)
+        return out
+
+    def _task(self, a: int, b: int) -> tuple[Any, ...]:
+        return (self.estimator, self.draw(a, b), self.est_seq, a, b, self.partition)
 
 
 def within_block_batch(pool: PooledSample, n_permutations: int) -> int:
