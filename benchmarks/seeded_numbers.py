@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -61,8 +62,10 @@ def compare(a: list[list], b: list[list]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(description: str = __doc__, run: Callable[[], list[list]] = run, compare: Callable[[list[list], list[list]], str] = compare) -> None:
+    """Print ``run()``'s rows as JSON, or with ``--compare A B`` what two such files share
+    (the command line of every seeded-numbers script)."""
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
     parser.add_argument("--compare", nargs=2, metavar="JSON")
     args = parser.parse_args()
     if args.compare:

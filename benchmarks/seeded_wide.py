@@ -13,12 +13,10 @@ points. A change of the code that keeps the numbers gives the same bits.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import warnings
 
 import numpy as np
+import seeded_numbers  # the command line it shares (run from benchmarks/ or by path)
 
 ESTIMATORS = (
     "u-stat",
@@ -108,16 +106,5 @@ def compare(a: list[list], b: list[list]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compare", nargs=2, metavar="JSON")
-    args = parser.parse_args()
-    if args.compare:
-        a, b = (json.load(open(path)) for path in args.compare)
-        print(compare(a, b))
-        return
-    json.dump(run(), sys.stdout)
-
-
 if __name__ == "__main__":
-    main()
+    seeded_numbers.main(__doc__, run, compare)

@@ -64,13 +64,20 @@ def test_every_builtin_is_documented():
         assert f"`{entry.name}`" in estimators_doc
 
 
-def test_plugin_example_runs(tmp_path, monkeypatch, rng):
+def _example_module(name: str, what: str, tmp_path, monkeypatch) -> str:
+    """Write the example module of docs/plugins.md whose name matches ``name`` (the first,
+    marked ``<!-- example: NAME.py -->``) where it can be imported, and return its name."""
     text = (DOCS / "plugins.md").read_text()
-    match = re.search(r"<!-- example: (\w+)\.py -->\n```python\n(.*?)```", text, flags=re.S)
-    assert match, "docs/plugins.md lost its example plugin"
+    match = re.search(rf"<!-- example: ({name})\.py -->\n```python\n(.*?)```", text, flags=re.S)
+    assert match, f"docs/plugins.md lost {what}"
     module_name, source = match.groups()
     (tmp_path / f"{module_name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
+    return module_name
+
+
+def test_plugin_example_runs(tmp_path, monkeypatch, rng):
+    module_name = _example_module(r"\w+", "its example plugin", tmp_path, monkeypatch)
     try:
         # the second python block of the page: register from a script
         script = code_blocks(DOCS / "plugins.md")[1]
@@ -100,12 +107,7 @@ def test_plugin_estimator_example_runs_and_is_its_definition(tmp_path, monkeypat
 
     from monk_framework.checks import check_estimator
 
-    text = (DOCS / "plugins.md").read_text()
-    match = re.search(r"<!-- example: (monk_blockmed)\.py -->\n```python\n(.*?)```", text, flags=re.S)
-    assert match, "docs/plugins.md lost its example estimator"
-    module_name, source = match.groups()
-    (tmp_path / f"{module_name}.py").write_text(source)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    module_name = _example_module("monk_blockmed", "its example estimator", tmp_path, monkeypatch)
     try:
         module = __import__(module_name)
         reg = Registry()
